@@ -1,0 +1,67 @@
+"""Blob stores by URL scheme: ``file:///path`` (embedded default) and ``s3://bucket/prefix``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from statectl.blobstore.base import DEFAULT_TTL_SECONDS, BlobInfo, BlobStore, new_blob_key
+from statectl.errors import UsageError
+
+__all__ = ["BlobInfo", "BlobStore", "DEFAULT_TTL_SECONDS", "S3Options", "default_blobstore_url", "new_blob_key",
+           "open_blobstore"]
+
+
+@dataclass(frozen=True)
+class S3Options:
+    """Connection settings for ``s3://`` stores; None means boto3's usual chain decides."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    profile: str | None = None
+    max_connections: int = 32
+    part_size: int = 32 * 1024 * 1024
+
+
+def default_blobstore_url() -> str:
+    """``file://$XDG_DATA_HOME/statectl/blobs`` (XDG_DATA_HOME defaulting to ~/.local/share)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return "file://" + str(Path(base) / "statectl" / "blobs")
+
+
+def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8) -> BlobStore:
+    """Open the blob store a URL names, wrapped for retries.
+
+    Raises UsageError for an unknown scheme or a malformed URL. Opening does not touch the network;
+    a missing bucket or bad credentials show on first use.
+    """
+    from statectl.blobstore.retry import RetryingBlobStore
+
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise UsageError(f"invalid blob store URL {url!r}: use file:///absolute/path")
+        path = unquote(parsed.path)
+        if not path:
+            raise UsageError(f"invalid blob store URL {url!r}: no path")
+        from statectl.blobstore.local import LocalBlobStore
+
+        inner: BlobStore = LocalBlobStore(path, url)
+    elif parsed.scheme == "s3":
+        bucket = parsed.netloc
+        if len(bucket) < 3:
+            raise UsageError(f"invalid blob store URL {url!r}: expected s3://bucket[/prefix]")
+        from statectl.blobstore.s3 import S3BlobStore
+
+        inner = S3BlobStore(bucket, parsed.path.strip("/"), s3 or S3Options(), url)
+    elif "://" not in url and url:
+        raise UsageError(f"invalid blob store URL {url!r}", hint="use file:///path or s3://bucket/prefix")
+    else:
+        raise UsageError(f"unsupported blob store scheme {parsed.scheme!r} in {url!r}",
+                         hint="use file:///path or s3://bucket/prefix")
+    return RetryingBlobStore(inner, attempts=retries)

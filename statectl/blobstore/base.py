@@ -1,0 +1,81 @@
+"""The BlobStore protocol: the only way statectl touches remote storage.
+
+Every object is addressed by a key relative to the store's root (a dir for ``file://``, a bucket
+prefix for ``s3://``). ``put`` creates data blobs under fresh keys it chooses (``blobs/xx/<uuid>``),
+which serve as Samza blob ids; ``put_at`` writes small named records (checkpoint records).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator, Protocol, runtime_checkable
+
+BLOB_PREFIX = "blobs/"
+DEFAULT_TTL_SECONDS = 30 * 24 * 3600
+
+
+def new_blob_key() -> str:
+    """A fresh key for a data blob; never reused (a random 128-bit UUID)."""
+    u = uuid.uuid4().hex
+    return f"{BLOB_PREFIX}{u[:2]}/{u}"
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    """What a listing or stat says of one object.
+
+    ``expires_at`` is the epoch second at which the object's TTL runs out, or None when it has no
+    TTL (permanent); listings of backends that cannot see TTLs cheaply report None and set
+    ``ttl_known`` False.
+    """
+
+    key: str
+    size: int
+    modified_at: float
+    expires_at: float | None = None
+    ttl_known: bool = True
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Storage for blobs and small records. Implementations must be safe to call from many threads.
+
+    Not found is always BlobNotFoundError; bad credentials AuthError; passing faults
+    TransientBlobStoreError (retried by RetryingBlobStore); anything else BlobStoreError.
+    """
+
+    url: str
+
+    def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
+        """Store exactly ``size`` bytes read from ``src`` under a new key and return that key.
+
+        With ``ttl_seconds`` the blob expires unless ``remove_ttl`` is called first. The blob becomes
+        visible whole or not at all. ``src`` is read from its current position; a retrying caller
+        seeks it back.
+        """
+
+    def put_at(self, key: str, data: bytes) -> None:
+        """Write a small object at ``key``, atomically replacing any previous one. No TTL."""
+
+    def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
+        """Write the object's bytes ``[start, start+length)`` (to the end if length is None) into
+        ``dst``; return the number of bytes written. Raises BlobNotFoundError."""
+
+    def delete(self, key: str) -> None:
+        """Delete the object. Idempotent: a missing object is not an error."""
+
+    def remove_ttl(self, key: str) -> None:
+        """Make the object permanent. Idempotent. Raises BlobNotFoundError if it is gone."""
+
+    def copy(self, key: str, *, ttl_seconds: int | None) -> str:
+        """Server-side copy to a new key (no bytes through the client where the store can); return it."""
+
+    def stat(self, key: str) -> BlobInfo:
+        """Size, mtime and TTL of one object. Raises BlobNotFoundError."""
+
+    def list(self, prefix: str = "") -> Iterator[BlobInfo]:
+        """Every object whose key starts with ``prefix``, in no particular order."""
+
+    def close(self) -> None:
+        """Release connections and threads."""

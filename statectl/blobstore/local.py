@@ -1,0 +1,182 @@
+"""The embedded ``file://`` blob store: one file per object under a root directory.
+
+Writes go to a temporary file in the same directory, are fsynced, then renamed into place, so a
+reader never sees a partial object. A TTL lives in a sidecar ``<key>.ttl`` holding the expiry epoch
+second; ``remove_ttl`` deletes the sidecar.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from statectl.blobstore.base import BlobInfo, new_blob_key
+from statectl.errors import BlobNotFoundError, BlobStoreError, DiskFullError, UsageError
+
+TTL_SUFFIX = ".ttl"
+TMP_MARK = ".tmp-"
+COPY_BUF = 1024 * 1024
+
+
+class LocalBlobStore:
+    """BlobStore on a local (or mounted) filesystem."""
+
+    def __init__(self, root: str | os.PathLike[str], url: str | None = None):
+        self.root = Path(root)
+        self.url = url or f"file://{self.root}"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BlobStoreError(f"file: cannot create blob store dir {self.root}: {e.strerror}") from e
+
+    def _path(self, key: str) -> Path:
+        parts = key.split("/")
+        if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\x00" in key:
+            raise UsageError(f"file: invalid blob key {key!r}")
+        return self.root.joinpath(*parts)
+
+    def _write_atomic(self, path: Path, write) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f"{TMP_MARK}{path.name}.{uuid.uuid4().hex[:8]}"
+        try:
+            with open(tmp, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+        except BaseException as e:
+            tmp.unlink(missing_ok=True)
+            if isinstance(e, OSError):
+                if e.errno == errno.ENOSPC:
+                    raise DiskFullError(f"file: no space left writing {path}") from e
+                raise BlobStoreError(f"file: write {path}: {e.strerror or e}") from e
+            raise
+
+    def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
+        key = new_blob_key()
+        path = self._path(key)
+
+        def write(f: BinaryIO) -> None:
+            remaining = size
+            while remaining:
+                chunk = src.read(min(COPY_BUF, remaining))
+                if not chunk:
+                    raise BlobStoreError(f"file: source ended {remaining} bytes early writing {key}")
+                f.write(chunk)
+                remaining -= len(chunk)
+
+        if ttl_seconds is not None:
+            self._write_ttl(path, ttl_seconds)
+        self._write_atomic(path, write)
+        return key
+
+    def _write_ttl(self, path: Path, ttl_seconds: int) -> None:
+        expiry = str(int(time.time()) + ttl_seconds).encode()
+        self._write_atomic(path.with_name(path.name + TTL_SUFFIX), lambda f: f.write(expiry))
+
+    def put_at(self, key: str, data: bytes) -> None:
+        self._write_atomic(self._path(key), lambda f: f.write(data))
+
+    def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
+        path = self._path(key)
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            raise BlobNotFoundError(f"file: blob {key} not found") from None
+        except OSError as e:
+            raise BlobStoreError(f"file: get {key}: {e.strerror}") from e
+        with f:
+            f.seek(start)
+            remaining = length if length is not None else -1
+            written = 0
+            while remaining:
+                chunk = f.read(COPY_BUF if remaining < 0 else min(COPY_BUF, remaining))
+                if not chunk:
+                    break
+                dst.write(chunk)
+                written += len(chunk)
+                if remaining > 0:
+                    remaining -= len(chunk)
+            return written
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        for p in (path, path.with_name(path.name + TTL_SUFFIX)):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise BlobStoreError(f"file: delete {key}: {e.strerror}") from e
+
+    def remove_ttl(self, key: str) -> None:
+        path = self._path(key)
+        if not path.exists():
+            raise BlobNotFoundError(f"file: blob {key} not found")
+        path.with_name(path.name + TTL_SUFFIX).unlink(missing_ok=True)
+
+    def copy(self, key: str, *, ttl_seconds: int | None) -> str:
+        src = self._path(key)
+        new_key = new_blob_key()
+        dst = self._path(new_key)
+        if ttl_seconds is not None:
+            self._write_ttl(dst, ttl_seconds)
+        try:
+            with open(src, "rb") as f:
+                self._write_atomic(dst, lambda out: shutil.copyfileobj(f, out, COPY_BUF))
+        except FileNotFoundError:
+            self.delete(new_key)
+            raise BlobNotFoundError(f"file: blob {key} not found") from None
+        return new_key
+
+    def _expiry(self, path: Path) -> float | None:
+        try:
+            return float(path.with_name(path.name + TTL_SUFFIX).read_bytes())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return 0.0  # a damaged TTL sidecar: treat as already expired
+
+    def stat(self, key: str) -> BlobInfo:
+        path = self._path(key)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise BlobNotFoundError(f"file: blob {key} not found") from None
+        return BlobInfo(key, st.st_size, st.st_mtime, self._expiry(path))
+
+    def list(self, prefix: str = "") -> Iterator[BlobInfo]:
+        base = self.root
+        for dirpath, dirnames, filenames in os.walk(base):
+            rel_dir = os.path.relpath(dirpath, base)
+            rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+            if not (rel_dir.startswith(prefix) or prefix.startswith(rel_dir)):
+                dirnames[:] = []
+                continue
+            for name in filenames:
+                key = rel_dir + name
+                if name.endswith(TTL_SUFFIX) or name.startswith(TMP_MARK) or not key.startswith(prefix):
+                    continue
+                path = Path(dirpath, name)
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                yield BlobInfo(key, st.st_size, st.st_mtime, self._expiry(path))
+
+    def close(self) -> None:
+        pass
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,84 @@
+"""Retries with exponential backoff and full jitter, as a wrapper around any BlobStore.
+
+Only TransientBlobStoreError is retried; backends decide what is transient. A retried ``put``
+seeks its source back to where it started, a retried ``get`` seeks its destination back, so both
+need seekable streams.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from typing import BinaryIO, Callable, Iterator, TypeVar
+
+from statectl.blobstore.base import BlobInfo, BlobStore
+from statectl.errors import BlobStoreError, TransientBlobStoreError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class RetryingBlobStore:
+    """Wraps a BlobStore; every call is retried up to ``attempts`` times on transient errors.
+
+    After the last attempt the transient error is re-raised as a BlobStoreError naming the attempts.
+    """
+
+    def __init__(self, inner: BlobStore, *, attempts: int = 8, base_delay: float = 0.1, max_delay: float = 5.0,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.inner = inner
+        self.url = inner.url
+        self.attempts = max(1, attempts)
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._sleep = sleep
+        self.retries = 0
+        self._lock = threading.Lock()
+
+    def _call(self, what: str, fn: Callable[[], T], rewind: Callable[[], None] | None = None) -> T:
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return fn()
+            except TransientBlobStoreError as e:
+                if attempt == self.attempts:
+                    raise BlobStoreError(f"{e} (gave up after {attempt} attempts)", hint=e.hint) from e
+                delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+                log.debug("retrying %s after %s (attempt %d, sleeping %.2fs)", what, e, attempt, delay)
+                with self._lock:
+                    self.retries += 1
+                self._sleep(delay)
+                if rewind is not None:
+                    rewind()
+        raise AssertionError("unreachable")
+
+    def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
+        pos = src.tell()
+        return self._call("put", lambda: self.inner.put(src, size=size, ttl_seconds=ttl_seconds), lambda: src.seek(pos))
+
+    def put_at(self, key: str, data: bytes) -> None:
+        return self._call(f"put {key}", lambda: self.inner.put_at(key, data))
+
+    def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
+        pos = dst.tell()
+        return self._call(f"get {key}", lambda: self.inner.get(key, dst, start=start, length=length), lambda: dst.seek(pos))
+
+    def delete(self, key: str) -> None:
+        return self._call(f"delete {key}", lambda: self.inner.delete(key))
+
+    def remove_ttl(self, key: str) -> None:
+        return self._call(f"remove_ttl {key}", lambda: self.inner.remove_ttl(key))
+
+    def copy(self, key: str, *, ttl_seconds: int | None) -> str:
+        return self._call(f"copy {key}", lambda: self.inner.copy(key, ttl_seconds=ttl_seconds))
+
+    def stat(self, key: str) -> BlobInfo:
+        return self._call(f"stat {key}", lambda: self.inner.stat(key))
+
+    def list(self, prefix: str = "") -> Iterator[BlobInfo]:
+        # A listing is retried whole: it is materialised so a fault halfway cannot yield duplicates.
+        return iter(self._call(f"list {prefix}", lambda: list(self.inner.list(prefix))))
+
+    def close(self) -> None:
+        self.inner.close()

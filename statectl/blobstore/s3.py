@@ -1,0 +1,287 @@
+"""The ``s3://bucket/prefix`` blob store (boto3), for AWS S3 and S3-compatible stores.
+
+TTL is an object tag (``statectl-ttl=pending`` plus ``statectl-expires=<epoch s>``), so both
+``statectl gc`` and a bucket lifecycle rule filtered on the tag can expire uncommitted blobs;
+``remove_ttl`` deletes the tags. Blobs larger than the part size go up as multipart uploads.
+botocore's own retries are off: RetryingBlobStore does them, for every backend alike.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
+from urllib.parse import urlencode
+
+from statectl.blobstore.base import BlobInfo, new_blob_key
+from statectl.errors import (
+    AuthError,
+    BlobNotFoundError,
+    BlobStoreError,
+    MissingDependencyError,
+    NotFoundError,
+    TransientBlobStoreError,
+)
+
+if TYPE_CHECKING:
+    from statectl.blobstore import S3Options
+
+TTL_TAG = "statectl-ttl"
+EXPIRES_TAG = "statectl-expires"
+READ_BUF = 1024 * 1024
+
+_NOT_FOUND = {"NoSuchKey", "404", "NotFound", "NoSuchUpload"}
+_AUTH = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "ExpiredToken",
+         "InvalidToken", "AuthorizationHeaderMalformed", "InvalidClientTokenId"}
+_TRANSIENT = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
+              "InternalError", "ServiceUnavailable", "503", "500", "502", "504", "RequestLimitExceeded",
+              "BadDigest", "IncompleteBody", "XAmzContentSHA256Mismatch"}
+
+
+class _Bounded:
+    """Exactly ``size`` bytes of a stream, for botocore: sized, rewindable, no fileno()."""
+
+    def __init__(self, src: BinaryIO, size: int):
+        self._src = src
+        self._start = src.tell()
+        self._size = size
+        self._pos = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def read(self, n: int = -1) -> bytes:
+        left = self._size - self._pos
+        if n is None or n < 0 or n > left:
+            n = left
+        if n == 0:
+            return b""
+        data = self._src.read(n)
+        self._pos += len(data)
+        return data
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        target = {0: pos, 1: self._pos + pos, 2: self._size + pos}[whence]
+        self._src.seek(self._start + target)
+        self._pos = target
+        return target
+
+
+class S3BlobStore:
+    """BlobStore on an S3 bucket under a key prefix."""
+
+    def __init__(self, bucket: str, prefix: str, options: "S3Options", url: str):
+        try:
+            import boto3
+            from botocore.config import Config
+        except ImportError as e:  # pragma: no cover - boto3 is a dependency
+            raise MissingDependencyError("s3 blob stores need boto3", hint="pip install boto3") from e
+        self.bucket = bucket
+        self.prefix = f"{prefix}/" if prefix else ""
+        self.url = url
+        self.part_size = max(5 * 1024 * 1024, options.part_size)
+        session = boto3.session.Session(profile_name=options.profile) if options.profile else boto3.session.Session()
+        config = Config(
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            max_pool_connections=options.max_connections,
+            connect_timeout=10,
+            read_timeout=60,
+            s3={"addressing_style": "path" if options.endpoint_url else "auto"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        kwargs: dict[str, Any] = {"config": config}
+        if options.endpoint_url:
+            kwargs["endpoint_url"] = options.endpoint_url
+            if options.endpoint_url.startswith("http://"):
+                kwargs["verify"] = False  # plain http: a CA bundle from the environment must not matter
+        if options.region:
+            kwargs["region_name"] = options.region
+        elif not session.region_name:
+            kwargs["region_name"] = "us-east-1"
+        if options.access_key_id:
+            kwargs["aws_access_key_id"] = options.access_key_id
+            kwargs["aws_secret_access_key"] = options.secret_access_key
+            kwargs["aws_session_token"] = options.session_token
+        self._client = session.client("s3", **kwargs)
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    def _error(self, op: str, key: str, e: Exception) -> Exception:
+        """Map a boto3/botocore exception to statectl's hierarchy, with context."""
+        from botocore import exceptions as bx
+
+        where = f"s3: {op} s3://{self.bucket}/{self._key(key)}"
+        if isinstance(e, bx.ClientError):
+            err = e.response.get("Error", {})
+            code = str(err.get("Code", ""))
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            msg = err.get("Message") or code
+            if code == "NoSuchBucket":
+                return NotFoundError(f"s3: bucket {self.bucket!r} does not exist",
+                                     hint="create it, or check --blobstore and --s3-endpoint")
+            if code in _NOT_FOUND or status == 404:
+                return BlobNotFoundError(f"{where}: not found")
+            if code in _AUTH or status == 403:
+                return AuthError(f"{where}: access denied ({code}: {msg})",
+                                 hint="check the access key and secret (profile, AWS_* env or ~/.aws)")
+            if code in _TRANSIENT or status >= 500 or status == 429:
+                return TransientBlobStoreError(f"{where}: {code or status} {msg}")
+            return BlobStoreError(f"{where}: {code} {msg}")
+        if isinstance(e, (bx.NoCredentialsError, bx.PartialCredentialsError)):
+            return AuthError(f"s3: no credentials for s3://{self.bucket}",
+                             hint="set them in the profile, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws")
+        if isinstance(e, (bx.EndpointConnectionError, bx.ConnectionClosedError, bx.ReadTimeoutError,
+                          bx.ConnectTimeoutError, bx.IncompleteReadError, bx.ResponseStreamingError,
+                          bx.HTTPClientError)):
+            return TransientBlobStoreError(f"{where}: {e}")
+        if isinstance(e, (ConnectionError, TimeoutError)):
+            return TransientBlobStoreError(f"{where}: {e}")
+        return BlobStoreError(f"{where}: {e}")
+
+    def _tagging(self, ttl_seconds: int | None) -> str | None:
+        if ttl_seconds is None:
+            return None
+        return urlencode({TTL_TAG: "pending", EXPIRES_TAG: str(int(time.time()) + ttl_seconds)})
+
+    # -- protocol ----------------------------------------------------------------------------------
+
+    def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
+        key = new_blob_key()
+        tagging = self._tagging(ttl_seconds)
+        extra = {"Tagging": tagging} if tagging else {}
+        try:
+            if size <= self.part_size:
+                self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=_Bounded(src, size),
+                                        ContentLength=size, **extra)
+            else:
+                self._multipart(key, src, size, extra)
+        except Exception as e:
+            raise self._error("put", key, e) from e
+        return key
+
+    def _multipart(self, key: str, src: BinaryIO, size: int, extra: dict[str, str]) -> None:
+        upload = self._client.create_multipart_upload(Bucket=self.bucket, Key=self._key(key), **extra)
+        upload_id = upload["UploadId"]
+        try:
+            parts = []
+            offset, number = 0, 1
+            while offset < size:
+                n = min(self.part_size, size - offset)
+                resp = self._client.upload_part(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
+                                                PartNumber=number, Body=_Bounded(src, n), ContentLength=n)
+                parts.append({"ETag": resp["ETag"], "PartNumber": number})
+                offset += n
+                number += 1
+            self._client.complete_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
+                                                   MultipartUpload={"Parts": parts})
+        except BaseException:
+            try:
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id)
+            except Exception:
+                pass  # an orphaned upload is reclaimed by the bucket's abort-incomplete rule or gc
+            raise
+
+    def put_at(self, key: str, data: bytes) -> None:
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except Exception as e:
+            raise self._error("put", key, e) from e
+
+    def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
+        kwargs: dict[str, Any] = {}
+        if start or length is not None:
+            end = "" if length is None else str(start + length - 1)
+            if length == 0:
+                return 0
+            kwargs["Range"] = f"bytes={start}-{end}"
+        try:
+            resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **kwargs)
+            expected = resp.get("ContentLength")
+            body = resp["Body"]
+            written = 0
+            try:
+                while chunk := body.read(READ_BUF):
+                    dst.write(chunk)
+                    written += len(chunk)
+            finally:
+                body.close()
+        except Exception as e:
+            raise self._error("get", key, e) from e
+        if expected is not None and written != expected:
+            raise TransientBlobStoreError(f"s3: get s3://{self.bucket}/{self._key(key)}: body truncated "
+                                          f"({written} of {expected} bytes)")
+        return written
+
+    def delete(self, key: str) -> None:
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as e:
+            err = self._error("delete", key, e)
+            if isinstance(err, BlobNotFoundError):
+                return
+            raise err from e
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Batch delete (up to 1000 keys a request); missing keys are not errors."""
+        for i in range(0, len(keys), 1000):
+            batch = keys[i:i + 1000]
+            try:
+                resp = self._client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": self._key(k)} for k in batch], "Quiet": True})
+            except Exception as e:
+                raise self._error("delete", batch[0], e) from e
+            errors = [x for x in resp.get("Errors", []) if x.get("Code") != "NoSuchKey"]
+            if errors:
+                raise BlobStoreError(f"s3: delete {errors[0].get('Key')}: {errors[0].get('Code')} {errors[0].get('Message')}")
+
+    def remove_ttl(self, key: str) -> None:
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            self._client.delete_object_tagging(Bucket=self.bucket, Key=self._key(key))
+        except Exception as e:
+            raise self._error("remove_ttl", key, e) from e
+
+    def copy(self, key: str, *, ttl_seconds: int | None) -> str:
+        new_key = new_blob_key()
+        tagging = self._tagging(ttl_seconds)
+        extra: dict[str, str] = {"TaggingDirective": "REPLACE", "Tagging": tagging or ""}
+        try:
+            self._client.copy_object(Bucket=self.bucket, Key=self._key(new_key),
+                                     CopySource={"Bucket": self.bucket, "Key": self._key(key)}, **extra)
+        except Exception as e:
+            raise self._error("copy", key, e) from e
+        return new_key
+
+    def stat(self, key: str) -> BlobInfo:
+        try:
+            head = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            tags = {t["Key"]: t["Value"] for t in
+                    self._client.get_object_tagging(Bucket=self.bucket, Key=self._key(key)).get("TagSet", [])}
+        except Exception as e:
+            raise self._error("stat", key, e) from e
+        expires = None
+        if TTL_TAG in tags or EXPIRES_TAG in tags:
+            try:
+                expires = float(tags.get(EXPIRES_TAG, "0"))
+            except ValueError:
+                expires = 0.0
+        return BlobInfo(key, head["ContentLength"], head["LastModified"].timestamp(), expires)
+
+    def list(self, prefix: str = "") -> Iterator[BlobInfo]:
+        paginator = self._client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+                for obj in page.get("Contents", []):
+                    yield BlobInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["LastModified"].timestamp(),
+                                   None, ttl_known=False)
+        except Exception as e:
+            raise self._error("list", prefix, e) from e
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,238 @@
+"""DirDiff: what changed between a local directory (or a newer index) and a snapshot's DirIndex.
+
+The same-file rule follows Samza's DirDiffUtil (FORMATS.md): same name, same size, same owner r/w/x
+bits, and the same CRC32. Like Samza we skip the CRC of large files, but only of RocksDB SST files,
+which are immutable once written; every other file's CRC is compared whatever its size. Timestamps
+and owner/group names are not compared (a restore on another host changes them).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import zlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Callable, Iterator, Union
+
+from statectl.errors import StatectlError
+from statectl.snapshot.model import ROOT_DIR_NAME, DirIndex, FileIndex
+
+LARGE_FILE_BYTES = 1024 * 1024
+CRC_BUFFER = 1024 * 1024
+_OWNER_BITS = stat.S_IRUSR | stat.S_IWUSR | stat.S_IXUSR
+
+
+def file_crc32(path: str | os.PathLike[str]) -> int:
+    """CRC32 of a whole file, unsigned."""
+    crc = 0
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(CRC_BUFFER)
+        view = memoryview(buf)
+        while n := f.readinto(buf):
+            crc = zlib.crc32(view[:n], crc)
+    return crc
+
+
+@dataclass
+class LocalFile:
+    """A regular file found in a local directory, with the attributes the same-file rule needs."""
+
+    name: str
+    path: Path
+    size: int
+    mode: int
+    uid: int
+    gid: int
+    mtime_ms: int
+    ctime_ms: int
+
+    @classmethod
+    def from_stat(cls, path: Path, st: os.stat_result) -> "LocalFile":
+        return cls(path.name, path, st.st_size, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid,
+                   st.st_mtime_ns // 1_000_000, st.st_ctime_ns // 1_000_000)
+
+    @cached_property
+    def crc(self) -> int:
+        return file_crc32(self.path)
+
+
+Added = Union[LocalFile, FileIndex]
+
+
+@dataclass
+class DirDiff:
+    """The recursive diff of a directory against a DirIndex (Samza's DirDiff).
+
+    ``files_added`` holds LocalFiles when the new side is a local dir, FileIndexes when it is an index.
+    """
+
+    dir_name: str
+    files_added: list[Added] = field(default_factory=list)
+    files_retained: list[FileIndex] = field(default_factory=list)
+    files_removed: list[FileIndex] = field(default_factory=list)
+    sub_dirs_added: list["DirDiff"] = field(default_factory=list)
+    sub_dirs_retained: list["DirDiff"] = field(default_factory=list)
+    sub_dirs_removed: list[DirIndex] = field(default_factory=list)
+
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, "DirDiff"]]:
+        """Yield (relative path prefix, DirDiff) for this dir and every added or retained sub-dir."""
+        yield prefix, self
+        for d in self.sub_dirs_added + self.sub_dirs_retained:
+            yield from d.walk(prefix + d.dir_name + "/")
+
+    def added(self) -> Iterator[tuple[str, Added]]:
+        for prefix, d in self.walk():
+            for f in d.files_added:
+                yield prefix + _name(f), f
+
+    def retained(self) -> Iterator[tuple[str, FileIndex]]:
+        for prefix, d in self.walk():
+            for f in d.files_retained:
+                yield prefix + f.file_name, f
+
+    def removed(self) -> Iterator[tuple[str, FileIndex]]:
+        """Every removed file: removed files of this and kept sub-dirs, and all files of removed sub-dirs."""
+        for prefix, d in self.walk():
+            for f in d.files_removed:
+                yield prefix + f.file_name, f
+            for s in d.sub_dirs_removed:
+                yield from s.walk_present(prefix + s.dir_name + "/")
+
+    def removed_dirs(self) -> Iterator[str]:
+        for prefix, d in self.walk():
+            for s in d.sub_dirs_removed:
+                yield prefix + s.dir_name
+
+    def added_dirs(self) -> Iterator[str]:
+        for prefix, d in self.walk():
+            for s in d.sub_dirs_added:
+                yield prefix + s.dir_name
+
+    @property
+    def is_empty(self) -> bool:
+        return not (any(self.added()) or any(self.removed()) or any(self.removed_dirs()) or any(self.added_dirs()))
+
+
+def _name(f: Added) -> str:
+    return f.name if isinstance(f, LocalFile) else f.file_name
+
+
+def same_local_file(local: LocalFile, remote: FileIndex) -> bool:
+    """Samza's same-file rule for a local file against an indexed one (see module doc)."""
+    if local.name != remote.file_name or local.size != remote.size:
+        return False
+    if local.mode & _OWNER_BITS != remote.file_metadata.mode & _OWNER_BITS:
+        return False
+    if local.size > LARGE_FILE_BYTES and local.name.endswith(".sst"):
+        return True
+    return local.crc == remote.checksum
+
+
+def same_indexed_file(new: FileIndex, old: FileIndex) -> bool:
+    """The same-file rule between two indexes: name, size, owner bits and CRC32 all equal."""
+    return (
+        new.file_name == old.file_name
+        and new.size == old.size
+        and new.checksum == old.checksum
+        and new.file_metadata.mode & _OWNER_BITS == old.file_metadata.mode & _OWNER_BITS
+    )
+
+
+def scan_local(path: Path) -> tuple[dict[str, LocalFile], dict[str, Path]]:
+    """Regular files and sub-dirs of one local directory, by name.
+
+    Raises StatectlError for entries that are neither (symlinks, sockets, devices): a RocksDB store
+    holds none, and following them could read or write outside the store.
+    """
+    files: dict[str, LocalFile] = {}
+    dirs: dict[str, Path] = {}
+    with os.scandir(path) as it:
+        for entry in it:
+            p = Path(entry.path)
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode):
+                files[entry.name] = LocalFile.from_stat(p, st)
+            elif stat.S_ISDIR(st.st_mode):
+                dirs[entry.name] = p
+            else:
+                raise StatectlError(f"unsupported file type at {p}: only regular files and dirs can be backed up")
+    return files, dirs
+
+
+def _index_entries(d: DirIndex) -> tuple[dict[str, FileIndex], dict[str, DirIndex]]:
+    return {f.file_name: f for f in d.files_present}, {s.dir_name: s for s in d.sub_dirs_present}
+
+
+_EMPTY = DirIndex(ROOT_DIR_NAME)
+
+
+def diff_local(local_dir: Path, remote: DirIndex | None, *, same: Callable[[LocalFile, FileIndex], bool] = same_local_file,
+               ignore: frozenset[str] = frozenset()) -> DirDiff:
+    """Diff a local directory against a snapshot's DirIndex (None: no previous snapshot).
+
+    Names in ``ignore`` are left out on both sides, in the root dir and below.
+    """
+    return _diff_local(Path(local_dir), remote or _EMPTY, ROOT_DIR_NAME, same, ignore)
+
+
+def _diff_local(path: Path, remote: DirIndex, name: str, same, ignore) -> DirDiff:
+    files, dirs = scan_local(path)
+    rfiles, rdirs = _index_entries(remote)
+    out = DirDiff(name)
+    for fname, lf in sorted(files.items()):
+        if fname in ignore:
+            continue
+        rf = rfiles.get(fname)
+        if rf is not None and same(lf, rf):
+            out.files_retained.append(rf)
+        else:
+            out.files_added.append(lf)
+            if rf is not None:
+                out.files_removed.append(rf)
+    for fname, rf in sorted(rfiles.items()):
+        if fname not in files and fname not in ignore:
+            out.files_removed.append(rf)
+    for dname, dpath in sorted(dirs.items()):
+        rd = rdirs.get(dname)
+        if rd is None:
+            out.sub_dirs_added.append(_diff_local(dpath, DirIndex(dname), dname, same, ignore))
+        else:
+            out.sub_dirs_retained.append(_diff_local(dpath, rd, dname, same, ignore))
+    for dname, rd in sorted(rdirs.items()):
+        if dname not in dirs:
+            out.sub_dirs_removed.append(rd)
+    return out
+
+
+def diff_indexes(new: DirIndex, old: DirIndex | None, *, ignore: frozenset[str] = frozenset()) -> DirDiff:
+    """Diff two snapshots' DirIndexes: what ``new`` adds, keeps and removes relative to ``old``."""
+    return _diff_index(new, old or _EMPTY, ROOT_DIR_NAME, ignore)
+
+
+def _diff_index(new: DirIndex, old: DirIndex, name: str, ignore) -> DirDiff:
+    files, dirs = _index_entries(new)
+    ofiles, odirs = _index_entries(old)
+    out = DirDiff(name)
+    for fname, nf in sorted(files.items()):
+        if fname in ignore:
+            continue
+        of = ofiles.get(fname)
+        if of is not None and same_indexed_file(nf, of):
+            out.files_retained.append(of)
+        else:
+            out.files_added.append(nf)
+            if of is not None:
+                out.files_removed.append(of)
+    for fname, of in sorted(ofiles.items()):
+        if fname not in files and fname not in ignore:
+            out.files_removed.append(of)
+    for dname, nd in sorted(dirs.items()):
+        od = odirs.get(dname)
+        out_list = out.sub_dirs_added if od is None else out.sub_dirs_retained
+        out_list.append(_diff_index(nd, od or DirIndex(dname), dname, ignore))
+    for dname, od in sorted(odirs.items()):
+        if dname not in dirs:
+            out.sub_dirs_removed.append(od)
+    return out

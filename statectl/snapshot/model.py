@@ -1,0 +1,348 @@
+"""Samza's blob-store snapshot model and its JSON form.
+
+Field names and shapes are those of org.apache.samza.storage.blobstore.index.serde (see FORMATS.md).
+Reading ignores unknown fields and key order; ``serialize_index(parse_index(b))`` keeps every known
+field, and ``parse_index(serialize_index(i)) == i`` for every index.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator
+
+from statectl.errors import IndexFormatError, UnsafePathError
+
+ROOT_DIR_NAME = ""
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FileBlob:
+    blob_id: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class FileMetadata:
+    creation_time_millis: int
+    last_modified_time_millis: int
+    size: int
+    owner: str
+    group: str
+    permissions: str  # like "rw-r--r--"
+
+    @property
+    def mode(self) -> int:
+        """The permission bits as an int (``rw-r--r--`` -> 0o644)."""
+        return permissions_to_mode(self.permissions)
+
+
+@dataclass(frozen=True)
+class FileIndex:
+    file_name: str
+    blobs: tuple[FileBlob, ...]
+    file_metadata: FileMetadata
+    checksum: int  # CRC32 of the whole file, unsigned
+
+    @property
+    def size(self) -> int:
+        return self.file_metadata.size
+
+
+@dataclass(frozen=True)
+class DirIndex:
+    dir_name: str
+    files_present: tuple[FileIndex, ...] = ()
+    files_removed: tuple[FileIndex, ...] = ()
+    sub_dirs_present: tuple["DirIndex", ...] = ()
+    sub_dirs_removed: tuple["DirIndex", ...] = ()
+
+    def walk_present(self, prefix: str = "") -> Iterator[tuple[str, FileIndex]]:
+        """Yield (relative path, FileIndex) for every present file, recursively."""
+        for f in self.files_present:
+            yield prefix + f.file_name, f
+        for d in self.sub_dirs_present:
+            yield from d.walk_present(prefix + d.dir_name + "/")
+
+    def present_dirs(self, prefix: str = "") -> Iterator[str]:
+        """Yield the relative path of every present sub-dir, parents before children."""
+        for d in self.sub_dirs_present:
+            path = prefix + d.dir_name
+            yield path
+            yield from d.present_dirs(path + "/")
+
+    def removed_files(self) -> Iterator[FileIndex]:
+        """Every FileIndex this dir marks removed: removed files of present sub-dirs, and every file
+        of removed sub-dirs (present or removed within them), recursively."""
+        yield from self.files_removed
+        for d in self.sub_dirs_present:
+            yield from d.removed_files()
+        for d in self.sub_dirs_removed:
+            yield from _all_files(d)
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.size for _, f in self.walk_present())
+
+
+def _all_files(d: DirIndex) -> Iterator[FileIndex]:
+    yield from d.files_present
+    yield from d.files_removed
+    for s in d.sub_dirs_present:
+        yield from _all_files(s)
+    for s in d.sub_dirs_removed:
+        yield from _all_files(s)
+
+
+@dataclass(frozen=True)
+class SnapshotMetadata:
+    checkpoint_id: str
+    job_name: str
+    job_id: str
+    task_name: str
+    store_name: str
+
+
+@dataclass(frozen=True)
+class SnapshotIndex:
+    creation_time_millis: int
+    snapshot_metadata: SnapshotMetadata
+    dir_index: DirIndex
+    prev_snapshot_index_blob_id: str | None = None
+
+    def present_blob_ids(self) -> list[str]:
+        """Blob ids of every present file chunk (not including the index blob itself)."""
+        return [b.blob_id for _, f in self.dir_index.walk_present() for b in f.blobs]
+
+    def removed_blob_ids(self) -> list[str]:
+        """Blob ids this snapshot marks for deletion once it is committed."""
+        return [b.blob_id for f in self.dir_index.removed_files() for b in f.blobs]
+
+    def without_removed(self) -> "SnapshotIndex":
+        return replace(self, dir_index=_strip_removed(self.dir_index))
+
+
+def _strip_removed(d: DirIndex) -> DirIndex:
+    return DirIndex(d.dir_name, d.files_present, (), tuple(_strip_removed(s) for s in d.sub_dirs_present), ())
+
+
+# ---- permissions ----------------------------------------------------------------------------------
+
+_PERM_BITS = (
+    (stat.S_IRUSR, "r"), (stat.S_IWUSR, "w"), (stat.S_IXUSR, "x"),
+    (stat.S_IRGRP, "r"), (stat.S_IWGRP, "w"), (stat.S_IXGRP, "x"),
+    (stat.S_IROTH, "r"), (stat.S_IWOTH, "w"), (stat.S_IXOTH, "x"),
+)
+
+
+def mode_to_permissions(mode: int) -> str:
+    """0o644 -> ``rw-r--r--`` (Java's PosixFilePermissions.toString form)."""
+    return "".join(ch if mode & bit else "-" for bit, ch in _PERM_BITS)
+
+
+def permissions_to_mode(perms: str) -> int:
+    """``rw-r--r--`` -> 0o644; raises IndexFormatError for anything else."""
+    if len(perms) != 9:
+        raise IndexFormatError(f"invalid permissions {perms!r} in index")
+    mode = 0
+    for (bit, ch), got in zip(_PERM_BITS, perms):
+        if got == ch:
+            mode |= bit
+        elif got != "-":
+            raise IndexFormatError(f"invalid permissions {perms!r} in index")
+    return mode
+
+
+# ---- JSON -----------------------------------------------------------------------------------------
+
+def _blob_to_json(b: FileBlob) -> dict[str, Any]:
+    return {"blob-id": b.blob_id, "offset": b.offset}
+
+
+def _meta_to_json(m: FileMetadata) -> dict[str, Any]:
+    return {
+        "creation-time-millis": m.creation_time_millis,
+        "last-modified-time-millis": m.last_modified_time_millis,
+        "size": m.size,
+        "owner": m.owner,
+        "group": m.group,
+        "permissions": m.permissions,
+    }
+
+
+def _file_to_json(f: FileIndex) -> dict[str, Any]:
+    return {
+        "file-name": f.file_name,
+        "blobs": [_blob_to_json(b) for b in f.blobs],
+        "file-metadata": _meta_to_json(f.file_metadata),
+        "checksum": f.checksum,
+    }
+
+
+def dir_to_json(d: DirIndex) -> dict[str, Any]:
+    return {
+        "dir-name": d.dir_name,
+        "files-present": [_file_to_json(f) for f in d.files_present],
+        "files-removed": [_file_to_json(f) for f in d.files_removed],
+        "sub-dirs-present": [dir_to_json(s) for s in d.sub_dirs_present],
+        "sub-dirs-removed": [dir_to_json(s) for s in d.sub_dirs_removed],
+    }
+
+
+def index_to_json(i: SnapshotIndex) -> dict[str, Any]:
+    m = i.snapshot_metadata
+    return {
+        "creation-time-millis": i.creation_time_millis,
+        "snapshot-metadata": {
+            "checkpoint-id": m.checkpoint_id,
+            "job-name": m.job_name,
+            "job-id": m.job_id,
+            "task-name": m.task_name,
+            "store-name": m.store_name,
+        },
+        "dir-index": dir_to_json(i.dir_index),
+        "prev-snapshot-index-blob-id": i.prev_snapshot_index_blob_id,
+    }
+
+
+def serialize_index(i: SnapshotIndex) -> bytes:
+    """The index as Samza's JSON, UTF-8, compact."""
+    return json.dumps(index_to_json(i), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class _Reader:
+    """Typed field access with error messages that say where in the index a field is wrong."""
+
+    def __init__(self, obj: Any, where: str):
+        if not isinstance(obj, dict):
+            raise IndexFormatError(f"malformed index: {where or 'top level'} is not a JSON object")
+        self.obj = obj
+        self.where = where
+
+    def _get(self, key: str, types: tuple[type, ...], optional: bool = False, default: Any = None) -> Any:
+        if key not in self.obj or self.obj[key] is None:
+            if optional:
+                return default
+            raise IndexFormatError(f"malformed index: missing field {self._at(key)}")
+        value = self.obj[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise IndexFormatError(f"malformed index: field {self._at(key)} has the wrong type")
+        return value
+
+    def _at(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def str(self, key: str, optional: bool = False) -> Any:
+        return self._get(key, (str,), optional)
+
+    def int(self, key: str, optional: bool = False, default: int = 0) -> int:
+        value = self._get(key, (int, str), optional, default)
+        if isinstance(value, str):  # Jackson may write longs as strings when configured so
+            try:
+                return int(value)
+            except ValueError:
+                raise IndexFormatError(f"malformed index: field {self._at(key)} is not a number") from None
+        return value
+
+    def list(self, key: str) -> list[Any]:
+        return self._get(key, (list,), optional=True, default=[])
+
+    def obj_(self, key: str) -> "_Reader":
+        return _Reader(self._get(key, (dict,)), self._at(key))
+
+
+def check_name(name: str, where: str, *, root: bool = False) -> str:
+    """Reject a file or dir name that could escape the directory it is restored into.
+
+    Raises UnsafePathError for "", ".", "..", names with "/" or NUL, and absolute paths.
+    The root dir's name is "" and is allowed when ``root`` is true.
+    """
+    if root and name == ROOT_DIR_NAME:
+        return name
+    if name in ("", ".", "..") or "/" in name or "\x00" in name or "\\" in name:
+        raise UnsafePathError(f"unsafe name {name!r} in index at {where}: it would escape the target dir")
+    return name
+
+
+def _parse_blob(r: _Reader) -> FileBlob:
+    offset = r.int("offset", optional=True, default=0)
+    if offset < 0:
+        raise IndexFormatError(f"malformed index: negative offset at {r.where}")
+    return FileBlob(r.str("blob-id"), offset)
+
+
+def _parse_meta(r: _Reader) -> FileMetadata:
+    size = r.int("size")
+    if size < 0:
+        raise IndexFormatError(f"malformed index: negative size at {r.where}")
+    perms = r.str("permissions", optional=True) or "rw-r--r--"
+    permissions_to_mode(perms)
+    return FileMetadata(
+        creation_time_millis=r.int("creation-time-millis", optional=True),
+        last_modified_time_millis=r.int("last-modified-time-millis", optional=True),
+        size=size,
+        owner=r.str("owner", optional=True) or "",
+        group=r.str("group", optional=True) or "",
+        permissions=perms,
+    )
+
+
+def _parse_file(r: _Reader) -> FileIndex:
+    name = check_name(r.str("file-name"), r.where)
+    blobs = tuple(_parse_blob(_Reader(b, f"{r.where}.blobs[{i}]")) for i, b in enumerate(r.list("blobs")))
+    checksum = r.int("checksum", optional=True)
+    if not 0 <= checksum <= 0xFFFFFFFF:
+        raise IndexFormatError(f"malformed index: checksum out of CRC32 range at {r.where}")
+    return FileIndex(name, tuple(sorted(blobs, key=lambda b: b.offset)), _parse_meta(r.obj_("file-metadata")), checksum)
+
+
+def _parse_dir(r: _Reader, root: bool) -> DirIndex:
+    name = check_name(r.str("dir-name", optional=root) or "", r.where, root=root)
+
+    def files(key: str) -> tuple[FileIndex, ...]:
+        return tuple(_parse_file(_Reader(f, f"{r.where}.{key}[{i}]")) for i, f in enumerate(r.list(key)))
+
+    def dirs(key: str) -> tuple[DirIndex, ...]:
+        return tuple(_parse_dir(_Reader(d, f"{r.where}.{key}[{i}]"), False) for i, d in enumerate(r.list(key)))
+
+    d = DirIndex(name, files("files-present"), files("files-removed"), dirs("sub-dirs-present"), dirs("sub-dirs-removed"))
+    seen: set[str] = set()
+    for entry in [f.file_name for f in d.files_present] + [s.dir_name for s in d.sub_dirs_present]:
+        if entry in seen:
+            raise IndexFormatError(f"malformed index: {entry!r} is listed twice in {r.where}")
+        seen.add(entry)
+    return d
+
+
+def parse_index(data: bytes | str) -> SnapshotIndex:
+    """Parse Samza's SnapshotIndex JSON.
+
+    Raises IndexFormatError for anything that is not a well-formed index (truncated JSON, wrong types,
+    missing fields) and UnsafePathError for names that would escape a restore target.
+    """
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise IndexFormatError(f"malformed index: not valid JSON ({e})") from None
+    r = _Reader(obj, "")
+    m = r.obj_("snapshot-metadata")
+    meta = SnapshotMetadata(
+        checkpoint_id=_id_str(m, "checkpoint-id"),
+        job_name=m.str("job-name", optional=True) or "",
+        job_id=_id_str(m, "job-id", optional=True),
+        task_name=m.str("task-name", optional=True) or "",
+        store_name=m.str("store-name", optional=True) or "",
+    )
+    return SnapshotIndex(
+        creation_time_millis=r.int("creation-time-millis", optional=True),
+        snapshot_metadata=meta,
+        dir_index=_parse_dir(_Reader(obj.get("dir-index"), "dir-index"), True),
+        prev_snapshot_index_blob_id=r.str("prev-snapshot-index-blob-id", optional=True),
+    )
+
+
+def _id_str(r: _Reader, key: str, optional: bool = False) -> str:
+    value = r._get(key, (str, int), optional, "")
+    return str(value)
