@@ -168,13 +168,18 @@ def _index_entries(d: DirIndex) -> tuple[dict[str, FileIndex], dict[str, DirInde
 _EMPTY = DirIndex(ROOT_DIR_NAME)
 
 
+Ignore = Union[frozenset, Callable[[str], bool]]
+
+
 def diff_local(local_dir: Path, remote: DirIndex | None, *, same: Callable[[LocalFile, FileIndex], bool] = same_local_file,
-               ignore: frozenset[str] = frozenset()) -> DirDiff:
+               ignore: Ignore = frozenset()) -> DirDiff:
     """Diff a local directory against a snapshot's DirIndex (None: no previous snapshot).
 
-    Names in ``ignore`` are left out on both sides, in the root dir and below.
+    File names in ``ignore`` (a set, or a predicate on the name) are left out on both sides, in the
+    root dir and below.
     """
-    return _diff_local(Path(local_dir), remote or _EMPTY, ROOT_DIR_NAME, same, ignore)
+    skip = ignore if callable(ignore) else ignore.__contains__
+    return _diff_local(Path(local_dir), remote or _EMPTY, ROOT_DIR_NAME, same, skip)
 
 
 def _diff_local(path: Path, remote: DirIndex, name: str, same, ignore) -> DirDiff:
@@ -182,7 +187,7 @@ def _diff_local(path: Path, remote: DirIndex, name: str, same, ignore) -> DirDif
     rfiles, rdirs = _index_entries(remote)
     out = DirDiff(name)
     for fname, lf in sorted(files.items()):
-        if fname in ignore:
+        if ignore(fname):
             continue
         rf = rfiles.get(fname)
         if rf is not None and same(lf, rf):
@@ -192,7 +197,7 @@ def _diff_local(path: Path, remote: DirIndex, name: str, same, ignore) -> DirDif
             if rf is not None:
                 out.files_removed.append(rf)
     for fname, rf in sorted(rfiles.items()):
-        if fname not in files and fname not in ignore:
+        if fname not in files and not ignore(fname):
             out.files_removed.append(rf)
     for dname, dpath in sorted(dirs.items()):
         rd = rdirs.get(dname)
@@ -206,9 +211,10 @@ def _diff_local(path: Path, remote: DirIndex, name: str, same, ignore) -> DirDif
     return out
 
 
-def diff_indexes(new: DirIndex, old: DirIndex | None, *, ignore: frozenset[str] = frozenset()) -> DirDiff:
+def diff_indexes(new: DirIndex, old: DirIndex | None, *, ignore: Ignore = frozenset()) -> DirDiff:
     """Diff two snapshots' DirIndexes: what ``new`` adds, keeps and removes relative to ``old``."""
-    return _diff_index(new, old or _EMPTY, ROOT_DIR_NAME, ignore)
+    skip = ignore if callable(ignore) else ignore.__contains__
+    return _diff_index(new, old or _EMPTY, ROOT_DIR_NAME, skip)
 
 
 def _diff_index(new: DirIndex, old: DirIndex, name: str, ignore) -> DirDiff:
@@ -216,7 +222,7 @@ def _diff_index(new: DirIndex, old: DirIndex, name: str, ignore) -> DirDiff:
     ofiles, odirs = _index_entries(old)
     out = DirDiff(name)
     for fname, nf in sorted(files.items()):
-        if fname in ignore:
+        if ignore(fname):
             continue
         of = ofiles.get(fname)
         if of is not None and same_indexed_file(nf, of):
@@ -226,7 +232,7 @@ def _diff_index(new: DirIndex, old: DirIndex, name: str, ignore) -> DirDiff:
             if of is not None:
                 out.files_removed.append(of)
     for fname, of in sorted(ofiles.items()):
-        if fname not in files and fname not in ignore:
+        if fname not in files and not ignore(fname):
             out.files_removed.append(of)
     for dname, nd in sorted(dirs.items()):
         od = odirs.get(dname)

@@ -1,0 +1,1 @@
+"""The command line: thin typer commands, one module per command."""

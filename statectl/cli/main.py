@@ -1,0 +1,150 @@
+"""The statectl command: global options, error handling at the edge, and the command registry."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Annotated, Optional
+
+import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
+
+from statectl import __version__
+from statectl.cli.common import GlobalOptions, global_options
+from statectl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, StatectlError
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok, 1 failure (diff: different), 2 usage, 3 partial, 10 not found, 11 lock held, "
+    "12 auth, 13 missing dependency, 130 interrupted."
+)
+
+
+def _stderr(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+_GLOBAL_WITH_VALUE = {"--config", "--profile", "--output", "-o"}
+_GLOBAL_FLAGS = {"--verbose", "-v", "--quiet", "-q", "--debug"}
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move global options written after the command name to the front, so that
+    ``statectl backup ... -o json`` works like ``statectl -o json backup ...``."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest.extend(args[i:])
+            break
+        name = a.split("=", 1)[0]
+        if a in _GLOBAL_FLAGS:
+            front.append(a)
+        elif name in _GLOBAL_WITH_VALUE and "=" in a:
+            front.append(a)
+        elif a in _GLOBAL_WITH_VALUE and i + 1 < len(args):
+            front.extend(args[i:i + 2])
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest
+
+
+class StatectlGroup(TyperGroup):
+    """Maps StatectlError to ``Error: ...`` / ``Hint: ...`` on stderr and its exit code, everywhere."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            args = hoist_global_options(list(args))
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except StatectlError as e:
+            _stderr(f"Error: {e}")
+            if e.hint:
+                _stderr(f"Hint: {e.hint}")
+            if _debug(ctx):
+                traceback.print_exc()
+            raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            _stderr("Interrupted.")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
+        except Exception as e:
+            if _debug(ctx):
+                traceback.print_exc()
+            _stderr(f"Error: unexpected {type(e).__name__}: {e}")
+            _stderr("Hint: run again with --debug for a traceback, and report it")
+            raise typer.Exit(EXIT_FAILURE) from None
+
+
+def _debug(ctx: typer.Context) -> bool:
+    obj = ctx.find_root().obj
+    return bool(getattr(obj, "debug", False))
+
+
+app = typer.Typer(
+    cls=StatectlGroup,
+    name="statectl",
+    help="Operations tool for the local RocksDB state of stream-processing jobs (Apache Samza formats): "
+         "incremental snapshots to S3 or a local dir, fast restores.\n\n" + EXIT_CODES_HELP,
+    pretty_exceptions_show_locals=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"statectl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    config: Annotated[Optional[str], typer.Option("--config", help="Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml). [env STATECTL_CONFIG]", show_default=False)] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", help="Profile (table) of the config file to use (default: default). [env STATECTL_PROFILE]", show_default=False)] = None,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Result format: text or json. [env STATECTL_OUTPUT]", show_default=False)] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes on stderr.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Tracebacks for errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    g = global_options(ctx)
+    g.config, g.profile, g.output, g.verbose, g.quiet, g.debug = config, profile, output, verbose, quiet, debug
+    if debug or verbose:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
+                            format="%(levelname)s %(name)s: %(message)s")
+
+
+def _register() -> None:
+    from statectl.cli import backup, diff, restore, snapshots
+
+    app.command("backup", help=backup.backup.__doc__, epilog=backup.EPILOG)(backup.backup)
+    app.command("restore", help=restore.restore.__doc__, epilog=restore.EPILOG)(restore.restore)
+    app.command("diff", help=diff.diff.__doc__, epilog=diff.EPILOG)(diff.diff)
+    app.add_typer(snapshots.app, name="snapshots")
+
+
+_register()
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app()
+
+
+__all__ = ["app", "run", "GlobalOptions"]

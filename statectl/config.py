@@ -1,0 +1,232 @@
+"""Settings: flags > STATECTL_* environment > profile in statectl.toml > defaults.
+
+The config file is ``--config PATH`` (or STATECTL_CONFIG), else ``./statectl.toml``, else
+``$XDG_CONFIG_HOME/statectl/config.toml``. Each top-level table is a profile; ``[default]`` is used
+unless ``--profile`` (or STATECTL_PROFILE) names another::
+
+    [default]
+    blobstore = "s3://my-bucket/statectl"
+    s3_endpoint = "http://127.0.0.1:8333"
+    job = "page-views"
+
+    [staging]
+    blobstore = "file:///var/backups/statectl"
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from statectl.errors import ConfigError, UsageError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_size(value: Any, what: str = "size") -> int:
+    """``64MiB``, ``64M``, ``1g``, ``1048576`` -> bytes (binary units). Raises UsageError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise UsageError(f"invalid {what} {value!r}: expected e.g. 64MiB, 512k or a number of bytes")
+    unit = (m.group(2) or "").lower().replace("i", "").replace("b", "") if m.group(2) else ""
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_duration(value: Any, what: str = "duration") -> int:
+    """``30d``, ``6h``, ``90m``, ``45s``, ``3600`` -> seconds. Raises UsageError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = _DURATION.match(str(value))
+    if not m:
+        raise UsageError(f"invalid {what} {value!r}: expected e.g. 30d, 6h, 90m or a number of seconds")
+    return int(float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()])
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError("expected a string")
+    return v
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise TypeError("expected an integer")
+    return int(v)
+
+
+def _output(v: Any) -> str:
+    v = _str(v).lower()
+    if v not in ("text", "json"):
+        raise ValueError("expected text or json")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected true or false")
+
+
+@dataclass(frozen=True)
+class Key:
+    parse: Callable[[Any], Any]
+    default: Any = None
+    secret: bool = False
+    help: str = ""
+
+
+KEYS: dict[str, Key] = {
+    "blobstore": Key(_str, None, help="blob store URL: file:///path or s3://bucket/prefix"),
+    "s3_endpoint": Key(_str, help="endpoint URL of an S3-compatible store"),
+    "s3_region": Key(_str),
+    "s3_access_key_id": Key(_str, secret=True),
+    "s3_secret_access_key": Key(_str, secret=True),
+    "s3_session_token": Key(_str, secret=True),
+    "s3_profile": Key(_str, help="AWS shared-config profile for boto3"),
+    "kafka": Key(_str, help="Kafka bootstrap servers HOST:PORT[,..]"),
+    "job": Key(_str),
+    "job_id": Key(_str, "1"),
+    "task": Key(_str, "Partition 0"),
+    "store": Key(_str),
+    "state_dir": Key(_str),
+    "parallelism": Key(_int, 8),
+    "chunk_size": Key(lambda v: parse_size(v, "chunk_size"), 64 * 1024 * 1024),
+    "ttl": Key(lambda v: parse_duration(v, "ttl"), 30 * 86400),
+    "retries": Key(_int, 8),
+    "output": Key(_output, "text"),
+    "quiet": Key(_bool, False),
+    "verbose": Key(_bool, False),
+    "debug": Key(_bool, False),
+}
+
+
+@dataclass(frozen=True)
+class Value:
+    value: Any
+    source: str  # "flag", "env STATECTL_X", "profile NAME (FILE)", "default"
+
+
+class Settings:
+    """Effective settings with where each value came from."""
+
+    def __init__(self, values: dict[str, Value], config_file: Path | None, profile: str):
+        self._values = values
+        self.config_file = config_file
+        self.profile = profile
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name].value
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def source(self, name: str) -> str:
+        return self._values[name].source
+
+    def items(self) -> list[tuple[str, Value]]:
+        return sorted(self._values.items())
+
+    def masked(self, name: str) -> Any:
+        v = self._values[name].value
+        return "****" if v is not None and KEYS[name].secret else v
+
+
+def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | None:
+    """The config file to read, or None. An explicitly named file must exist (ConfigError)."""
+    explicit = explicit or env.get("STATECTL_CONFIG")
+    if explicit:
+        p = Path(explicit).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        return p
+    local = Path("statectl.toml")
+    if local.is_file():
+        return local
+    xdg = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    p = Path(xdg) / "statectl" / "config.toml"
+    return p if p.is_file() else None
+
+
+def load_profile(path: Path, profile: str, explicit_profile: bool) -> dict[str, Any]:
+    """Read one profile table from a TOML file, validating every key of every profile.
+
+    Raises ConfigError naming the file and the key for bad TOML, unknown keys and bad values.
+    """
+    import tomli
+
+    try:
+        data = tomli.loads(path.read_text(encoding="utf-8"))
+    except tomli.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    for name, table in data.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: key {name!r} must be inside a profile table such as [default]")
+        for key, value in table.items():
+            spec = KEYS.get(key.replace("-", "_"))
+            if spec is None:
+                raise ConfigError(f"{path}: [{name}] unknown key {key!r}",
+                                  hint="known keys: " + ", ".join(sorted(KEYS)))
+            try:
+                spec.parse(value)
+            except (TypeError, ValueError, UsageError) as e:
+                raise ConfigError(f"{path}: [{name}] key {key!r}: invalid value {value!r} ({e})") from None
+    if profile not in data:
+        if explicit_profile:
+            raise ConfigError(f"{path}: no profile [{profile}]",
+                              hint="profiles there: " + (", ".join(sorted(data)) or "none"))
+        return {}
+    return {k.replace("-", "_"): v for k, v in data[profile].items()}
+
+
+def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str | None = None,
+            env: Mapping[str, str] | None = None) -> Settings:
+    """Merge flags (None = not given) > STATECTL_* env > profile > defaults into Settings.
+
+    Raises ConfigError for a bad config file or an invalid environment value, UsageError for bad flags.
+    """
+    env = os.environ if env is None else env
+    explicit_profile = bool(profile or env.get("STATECTL_PROFILE"))
+    profile_name = profile or env.get("STATECTL_PROFILE") or "default"
+    path = find_config_file(config, env)
+    prof = load_profile(path, profile_name, explicit_profile) if path else {}
+    if explicit_profile and path is None and profile_name != "default":
+        raise ConfigError(f"profile {profile_name!r} asked for, but there is no config file",
+                          hint="create ./statectl.toml or pass --config")
+    values: dict[str, Value] = {}
+    for name, spec in KEYS.items():
+        env_name = "STATECTL_" + name.upper()
+        if flags.get(name) is not None:
+            raw, source = flags[name], "flag"
+        elif env.get(env_name) not in (None, ""):
+            raw, source = env[env_name], f"env {env_name}"
+        elif name in prof:
+            raw, source = prof[name], f"profile {profile_name} ({path})"
+        else:
+            values[name] = Value(spec.default, "default")
+            continue
+        try:
+            parsed = spec.parse(raw)
+        except (TypeError, ValueError) as e:
+            where = {"flag": f"--{name.replace('_', '-')}"}.get(source, source)
+            raise (UsageError if source == "flag" else ConfigError)(f"{where}: invalid value {raw!r} ({e})") from None
+        values[name] = Value(parsed, source)
+    if values["blobstore"].value is None:
+        from statectl.blobstore import default_blobstore_url
+
+        values["blobstore"] = Value(default_blobstore_url(), "default")
+    return Settings(values, path, profile_name)

@@ -1,0 +1,1 @@
+"""The operations. Pure logic over adapters (BlobStore, CheckpointStore, ProgressReporter); never prints."""

@@ -1,0 +1,231 @@
+"""backup: an incremental snapshot of a RocksDB store into a blob store (seed 000, ARCHITECTURE.md).
+
+checkpoint -> diff against the previous snapshot -> upload what changed (TTL'd) -> upload the index
+(TTL'd, with its prev pointer) -> record the checkpoint (the commit) -> post-commit cleanup ->
+delete stale local checkpoint dirs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from statectl.blobstore.base import DEFAULT_TTL_SECONDS, BlobStore
+from statectl.engine.checkpoints import CheckpointRecord, CheckpointStore
+from statectl.engine.common import (
+    finish_interrupted_cleanup,
+    now_ms,
+    post_commit_cleanup,
+    read_index,
+    write_index,
+)
+from statectl.engine.layout import (
+    NEVER_UPLOADED,
+    StoreRef,
+    checkpoint_dir,
+    is_checkpoint_id,
+    local_checkpoint_dirs,
+    new_checkpoint_id,
+)
+from statectl.engine.progress import NullProgress, ProgressReporter
+from statectl.engine.transfer import upload_files
+from statectl.errors import CorruptSnapshotError, NotFoundError, SnapshotNotFoundError, StatectlError, UsageError
+from statectl.rocks.store import create_checkpoint, lock_holder, require_store, locked_error
+from statectl.snapshot.diff import DirDiff, LocalFile, diff_local
+from statectl.snapshot.model import DirIndex, FileIndex, SnapshotIndex, SnapshotMetadata
+
+DEFAULT_CHUNK_SIZE = 64 * 1024 * 1024
+DEFAULT_PARALLELISM = 8
+
+
+@dataclass(frozen=True)
+class BackupOptions:
+    """What to back up and how. ``checkpoint_dir`` backs up a checkpoint the job made instead of
+    checkpointing ``store_dir`` (needed when the job holds the store open)."""
+
+    ref: StoreRef
+    store_dir: Path
+    checkpoint_dir: Path | None = None
+    parallelism: int = DEFAULT_PARALLELISM
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    ttl_seconds: int = DEFAULT_TTL_SECONDS
+    keep_local_checkpoint: bool = True
+
+    def validate(self) -> None:
+        if self.parallelism < 1:
+            raise UsageError("--parallelism must be at least 1")
+        if self.chunk_size < 1024 * 1024 or self.chunk_size > 5 * 1024 ** 3:
+            raise UsageError("--chunk-size must be between 1MiB and 5GiB")
+        if self.ttl_seconds < 60:
+            raise UsageError("--ttl must be at least a minute")
+
+
+@dataclass
+class BackupResult:
+    snapshot_id: str
+    checkpoint_id: str
+    store: str
+    task: str
+    files_total: int
+    files_uploaded: int
+    bytes_total: int
+    bytes_uploaded: int
+    files_removed: int
+    duration_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: CheckpointStore,
+           progress: ProgressReporter | None = None) -> BackupResult:
+    """Back up one store; return what was uploaded.
+
+    Raises LockHeldError (exit 11) when the store is held by a running process and no checkpoint dir
+    was given; NotFoundError / NotAStoreError for a missing or non-RocksDB dir; BlobStoreError,
+    AuthError for blob store failures. A failure before the commit leaves only TTL'd blobs behind
+    (collected by their TTL or gc); the previous snapshot stays the latest and intact.
+    """
+    opts.validate()
+    progress = progress or NullProgress()
+    started = time.monotonic()
+    ref = opts.ref
+    made_dir: Path | None = None
+
+    if opts.checkpoint_dir is not None:
+        source = Path(opts.checkpoint_dir)
+        require_store(source)
+        suffix = source.name[len(opts.store_dir.name) + 1:] if source.name.startswith(opts.store_dir.name + "-") else ""
+        checkpoint_id = suffix if is_checkpoint_id(suffix) else new_checkpoint_id()
+    else:
+        require_store(opts.store_dir)
+        pid = lock_holder(opts.store_dir)
+        if pid is not None:
+            raise locked_error(opts.store_dir, pid)
+        checkpoint_id = new_checkpoint_id()
+        source = checkpoint_dir(opts.store_dir, checkpoint_id)
+        made_dir = source
+        create_checkpoint(opts.store_dir, source)
+
+    try:
+        if finish_interrupted_cleanup(blobstore, checkpoints, ref):
+            progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
+        prev_record = checkpoints.latest(ref)
+        prev_index: SnapshotIndex | None = None
+        if prev_record is not None:
+            try:
+                prev_index = read_index(blobstore, prev_record.index_blob_id, what="previous snapshot")
+            except (SnapshotNotFoundError, CorruptSnapshotError) as e:
+                progress.note(f"previous snapshot unusable ({e}); taking a full backup")
+                prev_record = None
+
+        diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED)
+        added = [f for _, f in diff.added()]
+        assert all(isinstance(f, LocalFile) for f in added)
+        uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size,  # type: ignore[arg-type]
+                                parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
+        by_path = {id(lf): fi for lf, fi in zip(added, uploaded)}
+        dir_index = _build_dir_index(diff, by_path)
+
+        index = SnapshotIndex(
+            creation_time_millis=now_ms(),
+            snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
+            dir_index=dir_index,
+            prev_snapshot_index_blob_id=prev_record.index_blob_id if prev_record else None,
+        )
+        index_id = write_index(blobstore, index, opts.ttl_seconds)
+        record = CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis)
+        checkpoints.write(ref, record)  # the commit point
+    except BaseException:
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)
+        raise
+
+    new_blobs = [b.blob_id for fi in uploaded for b in fi.blobs]
+    post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs)
+    if made_dir is not None:
+        _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
+
+    present = list(dir_index.walk_present())
+    return BackupResult(
+        snapshot_id=index_id,
+        checkpoint_id=checkpoint_id,
+        store=ref.store,
+        task=ref.task,
+        files_total=len(present),
+        files_uploaded=len(uploaded),
+        bytes_total=sum(f.size for _, f in present),
+        bytes_uploaded=sum(f.size for f in uploaded),
+        files_removed=sum(1 for _ in diff.removed()),
+        duration_s=round(time.monotonic() - started, 3),
+        notes=list(getattr(progress, "notes", [])),
+    )
+
+
+def _build_dir_index(diff: DirDiff, uploaded: dict[int, FileIndex]) -> DirIndex:
+    """The new snapshot's DirIndex from a local-vs-previous diff and the FileIndexes of uploads."""
+    files = [uploaded[id(f)] for f in diff.files_added] + list(diff.files_retained)
+    return DirIndex(
+        dir_name=diff.dir_name,
+        files_present=tuple(sorted(files, key=lambda f: f.file_name)),
+        files_removed=tuple(diff.files_removed),
+        sub_dirs_present=tuple(_build_dir_index(d, uploaded) for d in diff.sub_dirs_added + diff.sub_dirs_retained),
+        sub_dirs_removed=tuple(diff.sub_dirs_removed),
+    )
+
+
+def _delete_stale_checkpoint_dirs(store: Path, keep: str | None) -> None:
+    for cid, path in local_checkpoint_dirs(store).items():
+        if cid != keep:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+@dataclass
+class BackupAllResult:
+    results: list[BackupResult]
+    failures: list[tuple[str, str]]
+
+
+def discover_stores(state_dir: Path) -> list[tuple[str, str, Path]]:
+    """(store, task dir name, path) of every RocksDB store under ``<state-dir>/<store>/<task>``.
+
+    Checkpoint dirs (``<task>-<checkpointId>``) and non-store dirs are skipped.
+    """
+    from statectl.rocks.store import is_store
+
+    if not state_dir.is_dir():
+        raise NotFoundError(f"state dir {state_dir} does not exist")
+    out = []
+    for store in sorted(p for p in state_dir.iterdir() if p.is_dir()):
+        for task in sorted(p for p in store.iterdir() if p.is_dir()):
+            tail = task.name.rsplit("-", 2)
+            if len(tail) == 3 and is_checkpoint_id(f"{tail[1]}-{tail[2]}"):
+                continue
+            if is_store(task):
+                out.append((store.name, task.name, task))
+    return out
+
+
+def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, checkpoints: CheckpointStore,
+               progress: ProgressReporter | None = None) -> BackupAllResult:
+    """Back up every store under ``state_dir``; the task name is the task dir name with ``_`` -> space
+    when it looks like ``Partition_N``, else the dir name. A store that fails does not stop the others:
+    its error is listed in ``failures`` (the CLI exits 3 then)."""
+    from dataclasses import replace
+
+    stores = discover_stores(state_dir)
+    if not stores:
+        raise NotFoundError(f"no RocksDB stores under {state_dir}", hint="the layout is <state-dir>/<store>/<task>")
+    results, failures, errors = [], [], []
+    for store, task_dir, path in stores:
+        task = task_dir.replace("_", " ") if task_dir.startswith("Partition_") else task_dir
+        ref = StoreRef(base.ref.job, base.ref.job_id, task, store)
+        try:
+            results.append(backup(replace(base, ref=ref, store_dir=path, checkpoint_dir=None), blobstore, checkpoints,
+                                  progress))
+        except StatectlError as e:
+            failures.append((str(path), str(e)))
+            errors.append(e)
+    if failures and not results and len(errors) == 1:
+        raise errors[0]
+    return BackupAllResult(results, failures)

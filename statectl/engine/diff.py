@@ -1,0 +1,77 @@
+"""diff: a local store dir against a snapshot, or one snapshot against another."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from statectl.blobstore.base import BlobStore
+from statectl.engine.checkpoints import CheckpointStore
+from statectl.engine.common import resolve_snapshot
+from statectl.engine.layout import NOT_IN_CHECKPOINTS, OFFSET_FILES, StoreRef, is_info_log
+from statectl.errors import NotFoundError, UsageError
+from statectl.snapshot.diff import LocalFile, diff_indexes, diff_local
+
+
+@dataclass(frozen=True)
+class DiffOptions:
+    """``snapshot`` None means the latest. With ``against``, two snapshots are compared (what
+    ``snapshot`` adds and removes relative to ``against``); else the local ``store_dir`` is compared
+    with ``snapshot`` (what a backup now would add and remove)."""
+
+    ref: StoreRef
+    store_dir: Path
+    snapshot: str | None = None
+    against: str | None = None
+
+
+@dataclass
+class DiffEntry:
+    path: str
+    size: int
+
+
+@dataclass
+class DiffResult:
+    new: str
+    old: str
+    added: list[DiffEntry] = field(default_factory=list)
+    retained: list[DiffEntry] = field(default_factory=list)
+    removed: list[DiffEntry] = field(default_factory=list)
+    bytes_added: int = 0
+    bytes_removed: int = 0
+
+    @property
+    def same(self) -> bool:
+        return not self.added and not self.removed
+
+
+def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: CheckpointStore) -> DiffResult:
+    """Compare; never changes anything. Raises SnapshotNotFoundError, NotFoundError (no store dir)."""
+    if opts.against is not None:
+        if opts.snapshot is None:
+            raise UsageError("--against needs --snapshot")
+        new = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot)
+        old = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.against)
+        d = diff_indexes(new.index.dir_index, old.index.dir_index)
+        label_new, label_old = new.index_blob_id, old.index_blob_id
+    else:
+        snap = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot)
+        if not opts.store_dir.is_dir():
+            raise NotFoundError(f"store dir {opts.store_dir} does not exist")
+        skip = OFFSET_FILES | NOT_IN_CHECKPOINTS
+        d = diff_local(opts.store_dir, snap.index.dir_index, ignore=lambda n: n in skip or is_info_log(n))
+        label_new, label_old = str(opts.store_dir), snap.index_blob_id
+    out = DiffResult(label_new, label_old)
+    for path, f in d.added():
+        out.added.append(DiffEntry(path, f.size))
+    for path, f in d.retained():
+        out.retained.append(DiffEntry(path, f.size))
+    for path, f in d.removed():
+        out.removed.append(DiffEntry(path, f.size))
+    out.bytes_added = sum(e.size for e in out.added)
+    out.bytes_removed = sum(e.size for e in out.removed)
+    return out
+
+
+__all__ = ["DiffEntry", "DiffOptions", "DiffResult", "LocalFile", "diff"]

@@ -1,0 +1,89 @@
+"""Where a store lives locally, and checkpoint ids (FORMATS.md: "Local store directory", "CheckpointId")."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from statectl.errors import UsageError
+
+_CHECKPOINT_ID = re.compile(r"^(\d+)-(\d+)$")
+# Offset files Samza writes into store dirs; not part of a snapshot's identity (FORMATS.md).
+OFFSET_FILES = frozenset({"OFFSET", "OFFSET-v2", "OFFSET-V2", "SIDE-INPUT-OFFSETS", "CHECKPOINT-V2", "CHECKPOINT-V1"})
+# Never uploaded: the LOCK file only means something to a running RocksDB.
+NEVER_UPLOADED = frozenset({"LOCK"})
+# In a live store dir but never in a RocksDB checkpoint: the info logs and the DB's identity file.
+NOT_IN_CHECKPOINTS = frozenset({"LOCK", "LOG", "IDENTITY"})
+
+
+def is_info_log(name: str) -> bool:
+    """RocksDB's human-readable info logs (``LOG``, ``LOG.old.<ts>``), which checkpoints leave out."""
+    return name == "LOG" or name.startswith("LOG.old.")
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """Which store of which task of which job: the key under which snapshots are recorded."""
+
+    job: str
+    job_id: str
+    task: str
+    store: str
+
+    def __post_init__(self) -> None:
+        for name in ("job", "job_id", "task", "store"):
+            value = getattr(self, name)
+            if not value:
+                raise UsageError(f"--{name.replace('_', '-')} is required")
+            if "\x00" in value or "/" in value:
+                raise UsageError(f"invalid {name.replace('_', ' ')} {value!r}: '/' and NUL are not allowed")
+
+    def __str__(self) -> str:
+        return f"{self.job}-{self.job_id}/{self.task}/{self.store}"
+
+
+def task_dir_name(task: str) -> str:
+    """Samza's store sub-dir name for a task: spaces replaced by underscores."""
+    return task.replace(" ", "_")
+
+
+def store_dir(state_dir: Path, store: str, task: str) -> Path:
+    """``<state-dir>/<store>/<task with spaces -> _>``."""
+    return Path(state_dir) / store / task_dir_name(task)
+
+
+def new_checkpoint_id() -> str:
+    """``<currentTimeMillis>-<nanoTime % 1000000>``, as Samza's CheckpointId.create()."""
+    return f"{time.time_ns() // 1_000_000}-{time.monotonic_ns() % 1_000_000}"
+
+
+def parse_checkpoint_id(value: str) -> tuple[int, int]:
+    """Sort key of a checkpoint id: (millis, second part). Raises UsageError if malformed."""
+    m = _CHECKPOINT_ID.match(value)
+    if not m:
+        raise UsageError(f"invalid checkpoint id {value!r}: expected <millis>-<n>")
+    return int(m.group(1)), int(m.group(2))
+
+
+def is_checkpoint_id(value: str) -> bool:
+    return bool(_CHECKPOINT_ID.match(value))
+
+
+def checkpoint_dir(store: Path, checkpoint_id: str) -> Path:
+    """``<storeDir>-<checkpointId>``."""
+    return store.with_name(f"{store.name}-{checkpoint_id}")
+
+
+def local_checkpoint_dirs(store: Path) -> dict[str, Path]:
+    """The checkpoint dirs beside a store dir, by checkpoint id."""
+    out: dict[str, Path] = {}
+    parent = store.parent
+    if not parent.is_dir():
+        return out
+    prefix = store.name + "-"
+    for p in parent.iterdir():
+        if p.name.startswith(prefix) and is_checkpoint_id(p.name[len(prefix):]) and p.is_dir():
+            out[p.name[len(prefix):]] = p
+    return out

@@ -1,0 +1,46 @@
+"""How the engine reports progress and notes without printing: the caller hands in a ProgressReporter."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class ProgressReporter(Protocol):
+    """Receives progress from engine operations; implementations must be thread-safe."""
+
+    def start(self, description: str, total_bytes: int, total_files: int) -> None:
+        """A transfer phase begins."""
+
+    def advance(self, nbytes: int) -> None:
+        """``nbytes`` more bytes moved."""
+
+    def file_done(self) -> None:
+        """One more file finished."""
+
+    def stop(self) -> None:
+        """The current phase ended (successfully or not)."""
+
+    def note(self, message: str) -> None:
+        """A one-line remark for the operator (a warning or what was skipped); never the result."""
+
+
+class NullProgress:
+    """Reports nothing; the default for library callers and non-TTY runs."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def start(self, description: str, total_bytes: int, total_files: int) -> None:
+        pass
+
+    def advance(self, nbytes: int) -> None:
+        pass
+
+    def file_done(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)

@@ -1,0 +1,170 @@
+"""snapshots list / show / verify."""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from statectl.blobstore.base import BlobStore
+from statectl.engine.checkpoints import CheckpointStore
+from statectl.engine.common import ResolvedSnapshot, read_index, resolve_snapshot
+from statectl.engine.layout import StoreRef
+from statectl.engine.progress import NullProgress, ProgressReporter
+from statectl.engine.transfer import blob_ranges, run_parallel
+from statectl.errors import BlobNotFoundError, CorruptSnapshotError, NotFoundError, SnapshotNotFoundError
+from statectl.snapshot.model import SnapshotIndex, parse_index
+
+
+@dataclass
+class SnapshotSummary:
+    snapshot_id: str
+    checkpoint_id: str
+    created: str | None
+    files: int | None
+    bytes: int | None
+    latest: bool = False
+    problem: str | None = None
+
+
+def _iso(ms: int) -> str | None:
+    if not ms:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def list_snapshots(ref: StoreRef, blobstore: BlobStore, checkpoints: CheckpointStore) -> list[SnapshotSummary]:
+    """The recorded snapshots of a store, newest first. An unreadable index is listed with a problem."""
+    out = []
+    for i, record in enumerate(checkpoints.list(ref)):
+        s = SnapshotSummary(record.index_blob_id, record.checkpoint_id, _iso(record.created_ms), None, None, i == 0)
+        try:
+            index = read_index(blobstore, record.index_blob_id)
+            present = list(index.dir_index.walk_present())
+            s.files, s.bytes = len(present), sum(f.size for _, f in present)
+            s.created = _iso(index.creation_time_millis) or s.created
+        except (SnapshotNotFoundError, CorruptSnapshotError) as e:
+            s.problem = str(e)
+        out.append(s)
+    return out
+
+
+def show_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: CheckpointStore, snapshot: str | None) -> ResolvedSnapshot:
+    """Resolve and read one snapshot's index (see resolve_snapshot for the id forms)."""
+    return resolve_snapshot(blobstore, checkpoints, ref, snapshot)
+
+
+def read_index_file(path: Path) -> SnapshotIndex:
+    """Parse an index saved to a file (e.g. a real Samza job's index blob). Raises NotFoundError,
+    IndexFormatError, UnsafePathError."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise NotFoundError(f"index file {path} does not exist") from None
+    except OSError as e:
+        raise NotFoundError(f"cannot read index file {path}: {e.strerror}") from None
+    return parse_index(data)
+
+
+@dataclass
+class VerifyProblem:
+    path: str
+    blob_id: str
+    reason: str
+
+
+@dataclass
+class VerifyResult:
+    snapshot_id: str
+    ok: bool
+    files: int
+    blobs: int
+    downloaded: bool
+    missing: list[VerifyProblem] = field(default_factory=list)
+    corrupt: list[VerifyProblem] = field(default_factory=list)
+
+
+class _CrcSink:
+    """A seekable write target that keeps only a CRC32 and a byte count."""
+
+    def __init__(self, progress: ProgressReporter):
+        self.crc = 0
+        self.n = 0
+        self._progress = progress
+
+    def write(self, data: bytes) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        self.n += len(data)
+        self._progress.advance(len(data))
+        return len(data)
+
+    def tell(self) -> int:
+        return self.n
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self._progress.advance(-self.n)
+        self.crc, self.n = 0, 0
+        return 0
+
+
+def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: CheckpointStore, snapshot: str | None, *,
+                    download: bool, parallelism: int = 8, progress: ProgressReporter | None = None) -> VerifyResult:
+    """Check that every blob of a snapshot exists with the right size; with ``download`` also that every
+    file's bytes have the CRC32 its index records. Reads only; never changes anything."""
+    progress = progress or NullProgress()
+    snap = resolve_snapshot(blobstore, checkpoints, ref, snapshot)
+    files = list(snap.index.dir_index.walk_present())
+    result = VerifyResult(snap.index_blob_id, True, len(files), 0, download)
+    lock = threading.Lock()
+    tasks = []
+    for rel, fi in files:
+        try:
+            ranges = blob_ranges(fi, f"file {rel}")
+        except CorruptSnapshotError as e:
+            result.corrupt.append(VerifyProblem(rel, "", str(e)))
+            continue
+        result.blobs += len(ranges)
+        tasks.append(_verify_file_task(blobstore, rel, fi.checksum, ranges, download, result, lock, progress))
+    progress.start("verifying", sum(fi.size for _, fi in files) if download else 0, len(files))
+    try:
+        run_parallel(tasks, parallelism)
+    finally:
+        progress.stop()
+    result.ok = not result.missing and not result.corrupt
+    return result
+
+
+def _verify_file_task(blobstore, rel, checksum, ranges, download, result: VerifyResult, lock, progress):
+    from statectl.snapshot.crc import combine_all
+
+    def run(cancel: threading.Event) -> None:
+        pieces = []
+        for blob_id, _, length in ranges:
+            try:
+                if download:
+                    sink = _CrcSink(progress)
+                    blobstore.get(blob_id, sink)
+                    size = sink.n
+                    pieces.append((sink.crc, sink.n))
+                else:
+                    size = blobstore.stat(blob_id).size
+            except BlobNotFoundError:
+                with lock:
+                    result.missing.append(VerifyProblem(rel, blob_id, "blob not found"))
+                return
+            if size != length:
+                with lock:
+                    result.corrupt.append(VerifyProblem(rel, blob_id, f"blob has {size} bytes, index says {length}"))
+                return
+        if download and combine_all(pieces) != checksum:
+            with lock:
+                result.corrupt.append(VerifyProblem(rel, "", "CRC32 mismatch"))
+        progress.file_done()
+
+    return run
+
+
+__all__ = ["SnapshotSummary", "VerifyResult", "list_snapshots", "read_index_file", "show_snapshot", "verify_snapshot",
+           "parse_index"]

