@@ -13,6 +13,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
+from stat import S_ISREG
 from typing import BinaryIO, Iterator
 
 from statectl.blobstore.base import BlobInfo, new_blob_key
@@ -21,6 +22,8 @@ from statectl.errors import BlobNotFoundError, BlobStoreError, DiskFullError, Us
 TTL_SUFFIX = ".ttl"
 TMP_MARK = ".tmp-"
 COPY_BUF = 1024 * 1024
+# Errors that mean "no object under this key": a path through a file, or a directory (a key prefix).
+_MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 
 class LocalBlobStore:
@@ -38,7 +41,14 @@ class LocalBlobStore:
         parts = key.split("/")
         if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\x00" in key:
             raise UsageError(f"file: invalid blob key {key!r}")
+        # Names the store uses for its own files: such a key would read as a TTL or be hidden from list.
+        if parts[-1].endswith(TTL_SUFFIX) or parts[-1].startswith(TMP_MARK):
+            raise UsageError(f"file: invalid blob key {key!r}: {TTL_SUFFIX!r} and {TMP_MARK!r} names are reserved")
         return self.root.joinpath(*parts)
+
+    @staticmethod
+    def _ttl_path(path: Path) -> Path:
+        return path.with_name(path.name + TTL_SUFFIX)
 
     def _write_atomic(self, path: Path, write) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,23 +81,36 @@ class LocalBlobStore:
                 f.write(chunk)
                 remaining -= len(chunk)
 
+        # The TTL goes first: a crash in between leaves a stray sidecar, never a blob without its TTL.
         if ttl_seconds is not None:
             self._write_ttl(path, ttl_seconds)
-        self._write_atomic(path, write)
+        try:
+            self._write_atomic(path, write)
+        except BaseException:
+            self._ttl_path(path).unlink(missing_ok=True)
+            raise
         return key
 
     def _write_ttl(self, path: Path, ttl_seconds: int) -> None:
         expiry = str(int(time.time()) + ttl_seconds).encode()
-        self._write_atomic(path.with_name(path.name + TTL_SUFFIX), lambda f: f.write(expiry))
+        self._write_atomic(self._ttl_path(path), lambda f: f.write(expiry))
 
     def put_at(self, key: str, data: bytes) -> None:
-        self._write_atomic(self._path(key), lambda f: f.write(data))
+        path = self._path(key)
+        # Like an S3 overwrite, the new object has no TTL even if the old one had.
+        try:
+            self._ttl_path(path).unlink(missing_ok=True)
+        except OSError as e:
+            raise BlobStoreError(f"file: put {key}: {e.strerror or e}") from e
+        self._write_atomic(path, lambda f: f.write(data))
 
     def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
+        if start < 0 or (length is not None and length < 0):
+            raise UsageError(f"file: get {key}: negative start or length ({start}, {length})")
         path = self._path(key)
         try:
             f = open(path, "rb")
-        except FileNotFoundError:
+        except _MISSING:  # a directory is a key prefix, not an object (as on S3)
             raise BlobNotFoundError(f"file: blob {key} not found") from None
         except OSError as e:
             raise BlobStoreError(f"file: get {key}: {e.strerror}") from e
@@ -107,37 +130,46 @@ class LocalBlobStore:
 
     def delete(self, key: str) -> None:
         path = self._path(key)
-        for p in (path, path.with_name(path.name + TTL_SUFFIX)):
+        for p in (path, self._ttl_path(path)):
             try:
                 p.unlink()
-            except FileNotFoundError:
+            except _MISSING:
                 pass
             except OSError as e:
                 raise BlobStoreError(f"file: delete {key}: {e.strerror}") from e
 
     def remove_ttl(self, key: str) -> None:
         path = self._path(key)
-        if not path.exists():
+        if not path.is_file():
             raise BlobNotFoundError(f"file: blob {key} not found")
-        path.with_name(path.name + TTL_SUFFIX).unlink(missing_ok=True)
+        try:
+            self._ttl_path(path).unlink(missing_ok=True)
+        except OSError as e:
+            raise BlobStoreError(f"file: remove_ttl {key}: {e.strerror or e}") from e
 
     def copy(self, key: str, *, ttl_seconds: int | None) -> str:
         src = self._path(key)
         new_key = new_blob_key()
         dst = self._path(new_key)
-        if ttl_seconds is not None:
-            self._write_ttl(dst, ttl_seconds)
         try:
-            with open(src, "rb") as f:
-                self._write_atomic(dst, lambda out: shutil.copyfileobj(f, out, COPY_BUF))
-        except FileNotFoundError:
-            self.delete(new_key)
+            f = open(src, "rb")
+        except _MISSING:
             raise BlobNotFoundError(f"file: blob {key} not found") from None
+        except OSError as e:
+            raise BlobStoreError(f"file: copy {key}: {e.strerror or e}") from e
+        with f:
+            if ttl_seconds is not None:
+                self._write_ttl(dst, ttl_seconds)
+            try:
+                self._write_atomic(dst, lambda out: shutil.copyfileobj(f, out, COPY_BUF))
+            except BaseException:
+                self._ttl_path(dst).unlink(missing_ok=True)
+                raise
         return new_key
 
     def _expiry(self, path: Path) -> float | None:
         try:
-            return float(path.with_name(path.name + TTL_SUFFIX).read_bytes())
+            return float(self._ttl_path(path).read_bytes())
         except FileNotFoundError:
             return None
         except ValueError:
@@ -147,8 +179,12 @@ class LocalBlobStore:
         path = self._path(key)
         try:
             st = path.stat()
-        except FileNotFoundError:
+        except _MISSING:
             raise BlobNotFoundError(f"file: blob {key} not found") from None
+        except OSError as e:
+            raise BlobStoreError(f"file: stat {key}: {e.strerror or e}") from e
+        if not S_ISREG(st.st_mode):
+            raise BlobNotFoundError(f"file: blob {key} not found")
         return BlobInfo(key, st.st_size, st.st_mtime, self._expiry(path))
 
     def list(self, prefix: str = "") -> Iterator[BlobInfo]:

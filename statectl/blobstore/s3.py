@@ -8,18 +8,23 @@ botocore's own retries are off: RetryingBlobStore does them, for every backend a
 
 from __future__ import annotations
 
+import errno
+import math
 import time
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlparse
 
 from statectl.blobstore.base import BlobInfo, new_blob_key
 from statectl.errors import (
     AuthError,
     BlobNotFoundError,
     BlobStoreError,
+    DiskFullError,
     MissingDependencyError,
     NotFoundError,
+    StatectlError,
     TransientBlobStoreError,
+    UsageError,
 )
 
 if TYPE_CHECKING:
@@ -28,6 +33,8 @@ if TYPE_CHECKING:
 TTL_TAG = "statectl-ttl"
 EXPIRES_TAG = "statectl-expires"
 READ_BUF = 1024 * 1024
+MAX_PARTS = 10_000
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound", "NoSuchUpload"}
 _AUTH = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "ExpiredToken",
@@ -38,13 +45,18 @@ _TRANSIENT = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
 
 
 class _Bounded:
-    """Exactly ``size`` bytes of a stream, for botocore: sized, rewindable, no fileno()."""
+    """Exactly ``size`` bytes of a stream, for botocore: sized, rewindable, no fileno().
 
-    def __init__(self, src: BinaryIO, size: int):
+    A source that ends early raises instead of returning a short body: with Content-Length already
+    sent, a short body would leave the server waiting until the read timeout.
+    """
+
+    def __init__(self, src: BinaryIO, size: int, what: str):
         self._src = src
         self._start = src.tell()
         self._size = size
         self._pos = 0
+        self._what = what
 
     def __len__(self) -> int:
         return self._size
@@ -56,6 +68,8 @@ class _Bounded:
         if n == 0:
             return b""
         data = self._src.read(n)
+        if not data:
+            raise BlobStoreError(f"{self._what}: source ended {left} bytes early")
         self._pos += len(data)
         return data
 
@@ -83,8 +97,11 @@ class S3BlobStore:
         self.url = url
         self.part_size = max(5 * 1024 * 1024, options.part_size)
         session = boto3.session.Session(profile_name=options.profile) if options.profile else boto3.session.Session()
+        loopback = bool(options.endpoint_url) and urlparse(options.endpoint_url).hostname in _LOOPBACK
         config = Config(
             retries={"total_max_attempts": 1, "mode": "standard"},
+            # An empty dict, not None: botocore then ignores HTTP(S)_PROXY, which cannot reach loopback.
+            proxies={} if loopback else None,
             max_pool_connections=options.max_connections,
             connect_timeout=10,
             read_timeout=60,
@@ -116,13 +133,17 @@ class S3BlobStore:
         """Map a boto3/botocore exception to statectl's hierarchy, with context."""
         from botocore import exceptions as bx
 
+        if isinstance(e, StatectlError):
+            return e
         where = f"s3: {op} s3://{self.bucket}/{self._key(key)}"
         if isinstance(e, bx.ClientError):
             err = e.response.get("Error", {})
             code = str(err.get("Code", ""))
             status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
             msg = err.get("Message") or code
-            if code == "NoSuchBucket":
+            # HEAD errors have no body, so a missing bucket is a bare 404 there; and SeaweedFS answers
+            # an anonymous PUT into a missing bucket with AccessDenied. Ask the bucket in both cases.
+            if code == "NoSuchBucket" or (code in ("404", "NotFound", "AccessDenied") and self._bucket_missing()):
                 return NotFoundError(f"s3: bucket {self.bucket!r} does not exist",
                                      hint="create it, or check --blobstore and --s3-endpoint")
             if code in _NOT_FOUND or status == 404:
@@ -144,6 +165,19 @@ class S3BlobStore:
             return TransientBlobStoreError(f"{where}: {e}")
         return BlobStoreError(f"{where}: {e}")
 
+    def _bucket_missing(self) -> bool:
+        """True only when the server says the bucket does not exist; any other outcome is False."""
+        from botocore import exceptions as bx
+
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except bx.ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            return code in ("404", "NoSuchBucket", "NotFound")
+        except Exception:
+            return False
+        return False
+
     def _tagging(self, ttl_seconds: int | None) -> str | None:
         if ttl_seconds is None:
             return None
@@ -152,34 +186,49 @@ class S3BlobStore:
     # -- protocol ----------------------------------------------------------------------------------
 
     def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
+        """Upload ``size`` bytes from ``src`` to a new key; multipart above the part size.
+
+        A source with fewer than ``size`` bytes is a BlobStoreError (not retried); a failed multipart
+        upload is aborted, so nothing is visible under the key.
+        """
+        if size < 0:
+            raise UsageError(f"s3: put: negative size {size}")
         key = new_blob_key()
         tagging = self._tagging(ttl_seconds)
         extra = {"Tagging": tagging} if tagging else {}
+        where = f"s3: put s3://{self.bucket}/{self._key(key)}"
         try:
             if size <= self.part_size:
-                self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=_Bounded(src, size),
+                self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=_Bounded(src, size, where),
                                         ContentLength=size, **extra)
             else:
-                self._multipart(key, src, size, extra)
+                self._multipart(key, src, size, extra, where)
         except Exception as e:
             raise self._error("put", key, e) from e
         return key
 
-    def _multipart(self, key: str, src: BinaryIO, size: int, extra: dict[str, str]) -> None:
+    def _multipart(self, key: str, src: BinaryIO, size: int, extra: dict[str, str], where: str) -> None:
+        # S3 allows at most 10,000 parts: grow the part size for huge blobs rather than fail at part 10,001.
+        part_size = max(self.part_size, math.ceil(size / MAX_PARTS))
+        base = src.tell()
         upload = self._client.create_multipart_upload(Bucket=self.bucket, Key=self._key(key), **extra)
         upload_id = upload["UploadId"]
         try:
             parts = []
             offset, number = 0, 1
             while offset < size:
-                n = min(self.part_size, size - offset)
+                n = min(part_size, size - offset)
+                # Position explicitly: how far botocore read the previous part's body is its business.
+                src.seek(base + offset)
                 resp = self._client.upload_part(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
-                                                PartNumber=number, Body=_Bounded(src, n), ContentLength=n)
+                                                PartNumber=number, Body=_Bounded(src, n, where),
+                                                ContentLength=n)
                 parts.append({"ETag": resp["ETag"], "PartNumber": number})
                 offset += n
                 number += 1
             self._client.complete_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
                                                    MultipartUpload={"Parts": parts})
+            src.seek(base + size)
         except BaseException:
             try:
                 self._client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id)
@@ -194,20 +243,45 @@ class S3BlobStore:
             raise self._error("put", key, e) from e
 
     def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
+        """Download ``[start, start+length)`` into ``dst``, clipped to the object's end like a file read.
+
+        Raises BlobNotFoundError; a body shorter than announced is a TransientBlobStoreError, a server
+        that ignores the Range header a BlobStoreError.
+        """
+        if start < 0 or (length is not None and length < 0):
+            raise UsageError(f"s3: get {key}: negative start or length ({start}, {length})")
+        if length == 0:
+            try:  # nothing to read, but a missing object must still be reported
+                self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            except Exception as e:
+                raise self._error("get", key, e) from e
+            return 0
         kwargs: dict[str, Any] = {}
         if start or length is not None:
             end = "" if length is None else str(start + length - 1)
-            if length == 0:
-                return 0
             kwargs["Range"] = f"bytes={start}-{end}"
         try:
-            resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **kwargs)
+            try:
+                resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **kwargs)
+            except Exception as e:
+                # 416: the range starts at or past the end (or the object is empty): zero bytes, as a file read.
+                if getattr(e, "response", {}).get("Error", {}).get("Code") == "InvalidRange":
+                    return 0
+                raise
             expected = resp.get("ContentLength")
             body = resp["Body"]
             written = 0
             try:
+                if "Range" in kwargs and not str(resp.get("ContentRange", "")).startswith(f"bytes {start}-"):
+                    raise BlobStoreError(f"s3: get s3://{self.bucket}/{self._key(key)}: server ignored the range "
+                                         f"{kwargs['Range']} (Content-Range {resp.get('ContentRange')!r})")
                 while chunk := body.read(READ_BUF):
-                    dst.write(chunk)
+                    try:
+                        dst.write(chunk)
+                    except OSError as e:  # the local side, not the network: never transient
+                        if e.errno == errno.ENOSPC:
+                            raise DiskFullError(f"s3: get {key}: no space left writing the download") from e
+                        raise BlobStoreError(f"s3: get {key}: writing the download: {e}") from e
                     written += len(chunk)
             finally:
                 body.close()
