@@ -221,7 +221,7 @@ def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str
             continue
         try:
             parsed = spec.parse(raw)
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, UsageError) as e:
             where = {"flag": f"--{name.replace('_', '-')}"}.get(source, source)
             raise (UsageError if source == "flag" else ConfigError)(f"{where}: invalid value {raw!r} ({e})") from None
         values[name] = Value(parsed, source)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from statectl.errors import UsageError
 
-_CHECKPOINT_ID = re.compile(r"^(\d+)-(\d+)$")
+# ASCII digits only, and the whole string: "$" alone would also accept a trailing newline.
+_CHECKPOINT_ID = re.compile(r"([0-9]+)-([0-9]+)")
 # Offset files Samza writes into store dirs; not part of a snapshot's identity (FORMATS.md).
 OFFSET_FILES = frozenset({"OFFSET", "OFFSET-v2", "OFFSET-V2", "SIDE-INPUT-OFFSETS", "CHECKPOINT-V2", "CHECKPOINT-V1"})
 # Never uploaded: the LOCK file only means something to a running RocksDB.
@@ -37,8 +38,9 @@ class StoreRef:
             value = getattr(self, name)
             if not value:
                 raise UsageError(f"--{name.replace('_', '-')} is required")
-            if "\x00" in value or "/" in value:
-                raise UsageError(f"invalid {name.replace('_', ' ')} {value!r}: '/' and NUL are not allowed")
+            # Each part names a directory (store, task) or a blob key segment: keep it inside its parent.
+            if "\x00" in value or "/" in value or value in (".", ".."):
+                raise UsageError(f"invalid {name.replace('_', ' ')} {value!r}: '/', NUL, '.' and '..' are not allowed")
 
     def __str__(self) -> str:
         return f"{self.job}-{self.job_id}/{self.task}/{self.store}"
@@ -61,14 +63,14 @@ def new_checkpoint_id() -> str:
 
 def parse_checkpoint_id(value: str) -> tuple[int, int]:
     """Sort key of a checkpoint id: (millis, second part). Raises UsageError if malformed."""
-    m = _CHECKPOINT_ID.match(value)
+    m = _CHECKPOINT_ID.fullmatch(value)
     if not m:
         raise UsageError(f"invalid checkpoint id {value!r}: expected <millis>-<n>")
     return int(m.group(1)), int(m.group(2))
 
 
 def is_checkpoint_id(value: str) -> bool:
-    return bool(_CHECKPOINT_ID.match(value))
+    return bool(_CHECKPOINT_ID.fullmatch(value))
 
 
 def checkpoint_dir(store: Path, checkpoint_id: str) -> Path:

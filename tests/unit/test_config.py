@@ -1,0 +1,336 @@
+"""Settings: flags > STATECTL_* env > profile > defaults, and the errors for bad config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from statectl.config import KEYS, parse_duration, parse_size, resolve
+from statectl.errors import ConfigError, UsageError
+
+NO_FLAGS: dict = {}
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """A clean environment: cwd is an empty tmp dir, XDG dirs point inside it.
+
+    resolve() takes the environment as a dict; only the default blob store URL still reads os.environ
+    (XDG_DATA_HOME), so that is pinned too.
+    """
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+
+
+def write(path: Path | str, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+PROFILE = """\
+[default]
+blobstore = "s3://bucket/prefix"
+job = "from-profile"
+store = "profile-store"
+parallelism = 4
+chunk-size = "1MiB"
+s3_endpoint = "http://127.0.0.1:8333"
+
+[staging]
+blobstore = "file:///var/backups/statectl"
+job = "staging-job"
+ttl = "7d"
+"""
+
+
+def test_defaults_only(env, tmp_path):
+    s = resolve(NO_FLAGS, env=env)
+    assert s.config_file is None
+    assert s.profile == "default"
+    for name, spec in KEYS.items():
+        assert s.source(name) == "default", name
+        if name != "blobstore":
+            assert getattr(s, name) == spec.default, name
+    assert s.blobstore == "file://" + str(tmp_path / "data" / "statectl" / "blobs")
+    assert (s.job_id, s.task, s.parallelism, s.chunk_size, s.ttl, s.retries, s.output) == (
+        "1", "Partition 0", 8, 64 * 1024 * 1024, 30 * 86400, 8, "text")
+    assert (s.quiet, s.verbose, s.debug) == (False, False, False)
+
+
+def test_precedence_flags_env_profile_defaults(env):
+    write("statectl.toml", PROFILE)
+    env = dict(env, STATECTL_JOB="from-env", STATECTL_PARALLELISM="16", STATECTL_STORE="",
+               STATECTL_OUTPUT="json")
+    s = resolve({"job": "from-flag", "store": None, "output": "text"}, env=env)
+
+    assert s.config_file == Path("statectl.toml")
+    assert s.profile == "default"
+    assert (s.job, s.source("job")) == ("from-flag", "flag")
+    assert (s.output, s.source("output")) == ("text", "flag")  # a flag beats env
+    assert (s.parallelism, s.source("parallelism")) == (16, "env STATECTL_PARALLELISM")
+    # an empty env value counts as unset, and a None flag as not given
+    assert (s.store, s.source("store")) == ("profile-store", "profile default (statectl.toml)")
+    assert (s.chunk_size, s.source("chunk_size")) == (1024 * 1024, "profile default (statectl.toml)")
+    assert (s.s3_endpoint, s.source("s3_endpoint")) == ("http://127.0.0.1:8333", "profile default (statectl.toml)")
+    assert (s.blobstore, s.source("blobstore")) == ("s3://bucket/prefix", "profile default (statectl.toml)")
+    assert (s.ttl, s.source("ttl")) == (30 * 86400, "default")
+    assert (s.job_id, s.source("job_id")) == ("1", "default")
+    assert (s.s3_region, s.source("s3_region")) == (None, "default")
+    assert [name for name, _ in s.items()] == sorted(KEYS)
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_named_profile(env, how):
+    write("statectl.toml", PROFILE)
+    if how == "flag":
+        s = resolve(NO_FLAGS, profile="staging", env=env)
+    else:
+        s = resolve(NO_FLAGS, env=dict(env, STATECTL_PROFILE="staging"))
+    assert s.profile == "staging"
+    assert (s.job, s.source("job")) == ("staging-job", "profile staging (statectl.toml)")
+    assert (s.ttl, s.source("ttl")) == (7 * 86400, "profile staging (statectl.toml)")
+    assert (s.store, s.source("store")) == (None, "default")  # nothing leaks in from [default]
+
+
+def test_flag_profile_beats_env_profile(env):
+    write("statectl.toml", PROFILE)
+    s = resolve(NO_FLAGS, profile="default", env=dict(env, STATECTL_PROFILE="staging"))
+    assert (s.profile, s.job) == ("default", "from-profile")
+
+
+def test_missing_default_profile_is_fine(env):
+    write("statectl.toml", "[staging]\njob = \"j\"\n")
+    s = resolve(NO_FLAGS, env=env)
+    assert (s.job, s.source("job")) == (None, "default")
+    assert s.config_file == Path("statectl.toml")
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_explicit_config_file(env, tmp_path, how):
+    path = write(tmp_path / "etc" / "custom.toml", '[default]\njob = "custom"\n')
+    write("statectl.toml", '[default]\njob = "local"\n')  # an explicit file wins over ./statectl.toml
+    if how == "flag":
+        s = resolve(NO_FLAGS, config=str(path), env=env)
+    else:
+        s = resolve(NO_FLAGS, env=dict(env, STATECTL_CONFIG=str(path)))
+    assert s.config_file == path
+    assert (s.job, s.source("job")) == ("custom", f"profile default ({path})")
+
+
+def test_xdg_config_file(env, tmp_path):
+    path = write(tmp_path / "xdg" / "statectl" / "config.toml", '[default]\njob = "xdg"\n')
+    s = resolve(NO_FLAGS, env=env)
+    assert s.config_file == path
+    assert (s.job, s.source("job")) == ("xdg", f"profile default ({path})")
+    # ./statectl.toml wins over the XDG file
+    write("statectl.toml", '[default]\njob = "local"\n')
+    assert resolve(NO_FLAGS, env=env).job == "local"
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_missing_explicit_config_file(env, tmp_path, how):
+    missing = tmp_path / "nope" / "statectl.toml"
+    with pytest.raises(ConfigError) as exc:
+        if how == "flag":
+            resolve(NO_FLAGS, config=str(missing), env=env)
+        else:
+            resolve(NO_FLAGS, env=dict(env, STATECTL_CONFIG=str(missing)))
+    assert str(exc.value) == f"config file {missing} does not exist"
+
+
+def test_bad_toml(env):
+    write("statectl.toml", "[default]\njob = \"unterminated\n")
+    with pytest.raises(ConfigError) as exc:
+        resolve(NO_FLAGS, env=env)
+    assert str(exc.value).startswith("statectl.toml: invalid TOML: ")
+
+
+def test_config_file_not_utf8(env):
+    Path("statectl.toml").write_bytes(b'[default]\njob = "\xff"\n')
+    with pytest.raises(ConfigError) as exc:
+        resolve(NO_FLAGS, env=env)
+    assert str(exc.value).startswith("statectl.toml: ")
+
+
+@pytest.mark.parametrize("profile_text, profile", [
+    ('[default]\nblobstor = "s3://b"\n', "default"),
+    ('[default]\njob = "j"\n[other]\nblobstor = "s3://b"\n', "other"),  # every profile is checked
+])
+def test_unknown_key(env, profile_text, profile):
+    write("statectl.toml", profile_text)
+    with pytest.raises(ConfigError) as exc:
+        resolve(NO_FLAGS, env=env)
+    assert str(exc.value) == f"statectl.toml: [{profile}] unknown key 'blobstor'"
+    assert exc.value.hint == "known keys: " + ", ".join(sorted(KEYS))
+
+
+@pytest.mark.parametrize("line, key, value", [
+    ('parallelism = "many"', "parallelism", "'many'"),
+    ("parallelism = 1.5", "parallelism", "1.5"),
+    ("parallelism = true", "parallelism", "True"),
+    ("job = 5", "job", "5"),
+    ('output = "xml"', "output", "'xml'"),
+    ('quiet = "maybe"', "quiet", "'maybe'"),
+    ('chunk_size = "lots"', "chunk_size", "'lots'"),
+    ('ttl = "forever"', "ttl", "'forever'"),
+    ("blobstore = [1, 2]", "blobstore", "[1, 2]"),
+])
+def test_bad_value_type(env, line, key, value):
+    write("statectl.toml", f"[default]\n{line}\n")
+    with pytest.raises(ConfigError) as exc:
+        resolve(NO_FLAGS, env=env)
+    assert str(exc.value).startswith(f"statectl.toml: [default] key {key!r}: invalid value {value} (")
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_unknown_explicit_profile(env, how):
+    write("statectl.toml", PROFILE)
+    with pytest.raises(ConfigError) as exc:
+        if how == "flag":
+            resolve(NO_FLAGS, profile="prod", env=env)
+        else:
+            resolve(NO_FLAGS, env=dict(env, STATECTL_PROFILE="prod"))
+    assert str(exc.value) == "statectl.toml: no profile [prod]"
+    assert exc.value.hint == "profiles there: default, staging"
+
+
+def test_explicit_profile_without_config_file(env):
+    with pytest.raises(ConfigError) as exc:
+        resolve(NO_FLAGS, profile="prod", env=env)
+    assert str(exc.value) == "profile 'prod' asked for, but there is no config file"
+    # naming the default profile needs no file
+    assert resolve(NO_FLAGS, profile="default", env=env).profile == "default"
+
+
+def test_top_level_scalar(env):
+    write("statectl.toml", 'job = "j"\n[default]\nstore = "s"\n')
+    with pytest.raises(ConfigError) as exc:
+        resolve(NO_FLAGS, env=env)
+    assert str(exc.value) == "statectl.toml: key 'job' must be inside a profile table such as [default]"
+
+
+@pytest.mark.parametrize("name, value", [
+    ("STATECTL_PARALLELISM", "many"),
+    ("STATECTL_RETRIES", "1.5"),
+    ("STATECTL_OUTPUT", "xml"),
+    ("STATECTL_QUIET", "maybe"),
+    ("STATECTL_CHUNK_SIZE", "huge"),
+    ("STATECTL_TTL", "forever"),
+])
+def test_invalid_env_value(env, name, value):
+    with pytest.raises(ConfigError) as exc:
+        resolve(NO_FLAGS, env=dict(env, **{name: value}))
+    assert str(exc.value).startswith(f"env {name}: invalid value {value!r} (")
+
+
+@pytest.mark.parametrize("name, value, flag", [
+    ("parallelism", "many", "--parallelism"),
+    ("output", "xml", "--output"),
+    ("chunk_size", "huge", "--chunk-size"),
+    ("ttl", "forever", "--ttl"),
+])
+def test_invalid_flag_value_is_a_usage_error(env, name, value, flag):
+    with pytest.raises(UsageError) as exc:
+        resolve({name: value}, env=env)
+    assert type(exc.value) is UsageError
+    assert str(exc.value).startswith(f"{flag}: invalid value {value!r} (")
+
+
+@pytest.mark.parametrize("name, raw, parsed", [
+    ("STATECTL_PARALLELISM", "16", 16),
+    ("STATECTL_CHUNK_SIZE", "8MiB", 8 * 1024 * 1024),
+    ("STATECTL_TTL", "6h", 6 * 3600),
+    ("STATECTL_QUIET", "yes", True),
+    ("STATECTL_DEBUG", "0", False),
+    ("STATECTL_OUTPUT", "JSON", "json"),
+])
+def test_env_values_are_parsed(env, name, raw, parsed):
+    s = resolve(NO_FLAGS, env=dict(env, **{name: raw}))
+    key = name[len("STATECTL_"):].lower()
+    assert getattr(s, key) == parsed
+    assert s.source(key) == f"env {name}"
+
+
+def test_secrets_are_masked(env):
+    write("statectl.toml", '[default]\ns3_access_key_id = "AKIAFROMFILE"\n')
+    s = resolve(NO_FLAGS, env=dict(env, STATECTL_S3_SECRET_ACCESS_KEY="s3cr3t"))
+    assert s.s3_secret_access_key == "s3cr3t"
+    assert s.masked("s3_secret_access_key") == "****"
+    assert s.masked("s3_access_key_id") == "****"
+    assert s.masked("s3_session_token") is None  # unset: nothing to hide
+    assert s.masked("job_id") == "1"
+    assert s.masked("parallelism") == 8
+    assert {name for name, spec in KEYS.items() if spec.secret} == {
+        "s3_access_key_id", "s3_secret_access_key", "s3_session_token"}
+
+
+def test_unknown_setting_is_an_attribute_error(env):
+    s = resolve(NO_FLAGS, env=env)
+    with pytest.raises(AttributeError):
+        s.no_such_setting
+
+
+SIZES = [
+    ("1048576", 1048576),
+    (1048576, 1048576),
+    (0, 0),
+    ("0", 0),
+    ("10b", 10),
+    ("10B", 10),
+    ("512k", 512 * 1024),
+    ("512K", 512 * 1024),
+    ("512KiB", 512 * 1024),
+    ("512kb", 512 * 1024),
+    ("64M", 64 * 1024 ** 2),
+    ("64MiB", 64 * 1024 ** 2),
+    ("64 MiB", 64 * 1024 ** 2),
+    (" 64mb ", 64 * 1024 ** 2),
+    ("1g", 1024 ** 3),
+    ("1GiB", 1024 ** 3),
+    ("2T", 2 * 1024 ** 4),
+    ("1.5k", 1536),
+    ("0.5MiB", 512 * 1024),
+]
+
+
+@pytest.mark.parametrize("value, expected", SIZES, ids=[repr(v) for v, _ in SIZES])
+def test_parse_size(value, expected):
+    assert parse_size(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "abc", "-1", "1.2.3", "5 x", "1kk", "1p", "MiB", "1e6", True, None])
+def test_parse_size_invalid(value):
+    with pytest.raises(UsageError) as exc:
+        parse_size(value, "chunk_size")
+    assert str(exc.value) == f"invalid chunk_size {value!r}: expected e.g. 64MiB, 512k or a number of bytes"
+
+
+DURATIONS = [
+    ("3600", 3600),
+    (3600, 3600),
+    ("45s", 45),
+    ("90m", 5400),
+    ("6h", 21600),
+    ("30d", 30 * 86400),
+    (" 2D ", 2 * 86400),
+    ("1w", 604800),
+    ("1.5h", 5400),
+    ("1500ms", 1),
+    ("0", 0),
+]
+
+
+@pytest.mark.parametrize("value, expected", DURATIONS, ids=[repr(v) for v, _ in DURATIONS])
+def test_parse_duration(value, expected):
+    assert parse_duration(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "1y", "-5s", "abc", "5 minutes", "h", "1h30m", False, None])
+def test_parse_duration_invalid(value):
+    with pytest.raises(UsageError) as exc:
+        parse_duration(value, "ttl")
+    assert str(exc.value) == f"invalid ttl {value!r}: expected e.g. 30d, 6h, 90m or a number of seconds"
