@@ -1,0 +1,243 @@
+"""Backup and restore end to end, through the engine, on every blob store backend."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from statectl.engine.backup import BackupOptions, backup
+from statectl.engine.checkpoints import BlobCheckpointStore
+from statectl.engine.common import read_index
+from statectl.engine.layout import StoreRef, local_checkpoint_dirs, store_dir
+from statectl.engine.restore import RestoreOptions, restore
+from statectl.errors import LockHeldError, SnapshotNotFoundError
+from tests.tools.genstore import fingerprint, make_store
+
+REF = StoreRef("page-views", "1", "Partition 0", "counts")
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def sdir(state: Path) -> Path:
+    d = store_dir(state, REF.store, REF.task)
+    make_store(d, 3000, 1024, seed=1, sst_mb=1)
+    return d
+
+
+def referenced_keys(bs, checkpoints: BlobCheckpointStore, ref: StoreRef) -> set[str]:
+    keys = set()
+    for record in checkpoints.list(ref):
+        keys.add(record.index_blob_id)
+        keys.update(read_index(bs, record.index_blob_id).present_blob_ids())
+    return keys
+
+
+def test_full_backup_then_restore_elsewhere(blobstore, sdir: Path, tmp_path: Path):
+    cps = BlobCheckpointStore(blobstore)
+    before = fingerprint(sdir)
+    r = backup(BackupOptions(REF, sdir, parallelism=4), blobstore, cps)
+    assert r.files_uploaded == r.files_total > 0
+    assert r.bytes_uploaded == r.bytes_total
+    assert r.snapshot_id.startswith("blobs/")
+    assert list(local_checkpoint_dirs(sdir)) == [r.checkpoint_id]
+
+    target = tmp_path / "elsewhere" / "counts"
+    rr = restore(RestoreOptions(REF, tmp_path / "nothing-here", target_dir=target), blobstore, cps)
+    assert rr.snapshot_id == r.snapshot_id
+    assert rr.files_downloaded == rr.files_total == r.files_total
+    assert rr.bytes_downloaded == r.bytes_total
+    assert fingerprint(target) == before
+    assert not [p for p in target.parent.iterdir() if p.name.startswith(".")]  # no temp dirs left
+
+
+def test_incremental_backup_uploads_only_new_files_and_cleans_up(blobstore, sdir: Path):
+    cps = BlobCheckpointStore(blobstore)
+    first = backup(BackupOptions(REF, sdir), blobstore, cps)
+    first_index = read_index(blobstore, first.snapshot_id)
+    make_store(sdir, 500, 1024, seed=2, start=3000, sst_mb=1)  # adds new SST files
+    second = backup(BackupOptions(REF, sdir), blobstore, cps)
+
+    assert 0 < second.files_uploaded < second.files_total
+    index = read_index(blobstore, second.snapshot_id)
+    assert index.prev_snapshot_index_blob_id == first.snapshot_id
+    old_ssts = {f.file_name: f for _, f in first_index.dir_index.walk_present() if f.file_name.endswith(".sst")}
+    new_ssts = {f.file_name: f for _, f in index.dir_index.walk_present() if f.file_name.endswith(".sst")}
+    for name in old_ssts.keys() & new_ssts.keys():
+        assert new_ssts[name].blobs == old_ssts[name].blobs  # retained, not re-uploaded
+    uploaded_ssts = [n for n in new_ssts if n not in old_ssts]
+    assert uploaded_ssts
+    sst_bytes = sum(new_ssts[n].size for n in uploaded_ssts)
+    assert second.bytes_uploaded <= sst_bytes + MiB
+
+    # The commit's cleanup: one record left, the previous index and removed files' blobs deleted,
+    # every remaining blob referenced and permanent.
+    assert [c.checkpoint_id for c in cps.list(REF)] == [second.checkpoint_id]
+    assert cps.latest(REF).cleanup_done
+    blobs = {i.key for i in blobstore.list("blobs/")}
+    assert first.snapshot_id not in blobs
+    assert blobs == referenced_keys(blobstore, cps, REF)
+    for key in blobs:
+        assert blobstore.stat(key).expires_at is None
+    # Only the newest local checkpoint dir is kept.
+    assert list(local_checkpoint_dirs(sdir)) == [second.checkpoint_id]
+
+
+def test_restore_reuses_identical_local_checkpoint(blobstore, sdir: Path):
+    cps = BlobCheckpointStore(blobstore)
+    backup(BackupOptions(REF, sdir), blobstore, cps)
+    before = fingerprint(sdir)
+    shutil.rmtree(sdir)
+    rr = restore(RestoreOptions(REF, sdir), blobstore, cps)
+    assert rr.files_downloaded == 0 and rr.bytes_downloaded == 0
+    assert rr.files_reused == rr.files_total
+    assert fingerprint(sdir) == before
+
+
+def test_restore_downloads_only_what_differs_locally(blobstore, sdir: Path):
+    cps = BlobCheckpointStore(blobstore)
+    r = backup(BackupOptions(REF, sdir), blobstore, cps)
+    before = fingerprint(sdir)
+    # Lose the checkpoint dir and one SST of the store: only that file (and none else) is fetched.
+    cp = local_checkpoint_dirs(sdir)[r.checkpoint_id]
+    shutil.rmtree(cp)
+    index = read_index(blobstore, r.snapshot_id)
+    sst = next(f for _, f in index.dir_index.walk_present() if f.file_name.endswith(".sst"))
+    (sdir / sst.file_name).unlink()
+    rr = restore(RestoreOptions(REF, sdir), blobstore, cps)
+    assert rr.files_downloaded >= 1
+    assert rr.bytes_downloaded < r.bytes_total
+    assert fingerprint(sdir) == before
+
+
+def test_subdirs_empty_files_chunks_and_permissions_round_trip(blobstore, sdir: Path, tmp_path: Path):
+    """A hand-made checkpoint dir with nested sub-dirs, an empty file, an empty dir, a file split into
+    several chunks and unusual permission bits comes back exactly."""
+    cps = BlobCheckpointStore(blobstore)
+    from statectl.rocks.store import create_checkpoint
+
+    cp = sdir.with_name(sdir.name + "-1700000000000-42")
+    create_checkpoint(sdir, cp)
+    (cp / "sub" / "deeper").mkdir(parents=True)
+    (cp / "sub" / "deeper" / "nested.bin").write_bytes(os.urandom(1000))
+    (cp / "sub" / "empty-file").write_bytes(b"")
+    (cp / "empty-dir").mkdir()
+    big = os.urandom(int(3.5 * MiB))
+    (cp / "big.bin").write_bytes(big)
+    (cp / "big.bin").chmod(0o640)
+    (cp / "private").write_bytes(b"secret")
+    (cp / "private").chmod(0o600)
+
+    r = backup(BackupOptions(REF, sdir, checkpoint_dir=cp, chunk_size=MiB), blobstore, cps)
+    assert r.checkpoint_id == "1700000000000-42"
+    index = read_index(blobstore, r.snapshot_id)
+    big_index = next(f for _, f in index.dir_index.walk_present() if f.file_name == "big.bin")
+    assert [b.offset for b in big_index.blobs] == [0, MiB, 2 * MiB, 3 * MiB]
+
+    target = tmp_path / "restored"
+    restore(RestoreOptions(REF, tmp_path / "none", target_dir=target, range_size=MiB), blobstore, cps)
+    assert (target / "big.bin").read_bytes() == big
+    assert stat.S_IMODE((target / "big.bin").stat().st_mode) == 0o640
+    assert stat.S_IMODE((target / "private").stat().st_mode) == 0o600
+    assert (target / "sub" / "deeper" / "nested.bin").read_bytes() == (cp / "sub" / "deeper" / "nested.bin").read_bytes()
+    assert (target / "sub" / "empty-file").read_bytes() == b""
+    assert (target / "empty-dir").is_dir() and not any((target / "empty-dir").iterdir())
+    assert fingerprint(target) == fingerprint(sdir)
+
+
+def test_restore_named_snapshot_and_unknown_snapshot(blobstore, sdir: Path, tmp_path: Path):
+    cps = BlobCheckpointStore(blobstore)
+    r = backup(BackupOptions(REF, sdir), blobstore, cps)
+    short = r.snapshot_id.rsplit("/", 1)[1][:8]
+    for ident in (r.snapshot_id, short, r.checkpoint_id):
+        rr = restore(RestoreOptions(REF, tmp_path / "x", target_dir=tmp_path / f"t-{ident[:4]}", snapshot=ident),
+                     blobstore, cps)
+        assert rr.snapshot_id == r.snapshot_id
+    with pytest.raises(SnapshotNotFoundError) as e:
+        restore(RestoreOptions(REF, sdir, snapshot="1600000000000-1"), blobstore, cps)
+    assert e.value.exit_code == 10
+    with pytest.raises(SnapshotNotFoundError):
+        restore(RestoreOptions(StoreRef("other-job", "1", "Partition 0", "counts"), sdir), blobstore, cps)
+
+
+def test_failed_backup_leaves_only_ttl_blobs_and_previous_snapshot(blobstore, sdir: Path, monkeypatch):
+    cps = BlobCheckpointStore(blobstore)
+    first = backup(BackupOptions(REF, sdir), blobstore, cps)
+    make_store(sdir, 300, 1024, seed=3, start=9000, sst_mb=1)
+
+    def fail(*a, **k):
+        raise RuntimeError("crash before the commit")
+
+    monkeypatch.setattr(cps, "write", fail)
+    with pytest.raises(RuntimeError):
+        backup(BackupOptions(REF, sdir), blobstore, cps)
+    monkeypatch.undo()
+    assert cps.latest(REF).checkpoint_id == first.checkpoint_id
+    referenced = referenced_keys(blobstore, cps, REF)
+    leftovers = [i.key for i in blobstore.list("blobs/") if i.key not in referenced]
+    assert leftovers
+    for key in leftovers:
+        expires = blobstore.stat(key).expires_at
+        assert expires is not None and expires > 0  # TTL'd: gc or the store's TTL will reclaim it
+    assert list(local_checkpoint_dirs(sdir)) == [first.checkpoint_id]  # the failed one's dir is gone
+
+
+def test_interrupted_cleanup_is_finished_by_next_restore(blobstore, sdir: Path, tmp_path: Path, monkeypatch):
+    import statectl.engine.backup as backup_mod
+
+    cps = BlobCheckpointStore(blobstore)
+    first = backup(BackupOptions(REF, sdir), blobstore, cps)
+    make_store(sdir, 300, 1024, seed=4, start=20000, sst_mb=1)
+
+    def crash(*a, **k):
+        raise RuntimeError("crash right after the commit")
+
+    monkeypatch.setattr(backup_mod, "post_commit_cleanup", crash)
+    with pytest.raises(RuntimeError):
+        backup(BackupOptions(REF, sdir), blobstore, cps)
+    monkeypatch.undo()
+    latest = cps.latest(REF)
+    assert latest.checkpoint_id != first.checkpoint_id and not latest.cleanup_done
+    restore(RestoreOptions(REF, tmp_path / "n", target_dir=tmp_path / "t"), blobstore, cps)
+    latest = cps.latest(REF)
+    assert latest.cleanup_done
+    assert [c.checkpoint_id for c in cps.list(REF)] == [latest.checkpoint_id]
+    blobs = {i.key for i in blobstore.list("blobs/")}
+    assert first.snapshot_id not in blobs
+    for key in read_index(blobstore, latest.index_blob_id).present_blob_ids():
+        assert blobstore.stat(key).expires_at is None
+
+
+def test_held_store_is_refused_but_checkpoint_dir_works(blobstore, sdir: Path, tmp_path: Path):
+    import subprocess
+    import sys
+
+    cps = BlobCheckpointStore(blobstore)
+    cp = sdir.with_name(sdir.name + "-1700000000001-7")
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, rocksdict as r; db = r.Rdict(sys.argv[1], r.Options(raw_mode=True)); "
+         "r.Checkpoint(db).create_checkpoint(sys.argv[2]); print('ready', flush=True); sys.stdin.read()",
+         str(sdir), str(cp)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(LockHeldError) as e:
+            backup(BackupOptions(REF, sdir), blobstore, cps)
+        assert e.value.exit_code == 11 and str(holder.pid) in str(e.value)
+        r = backup(BackupOptions(REF, sdir, checkpoint_dir=cp), blobstore, cps)
+        assert r.checkpoint_id == "1700000000001-7"
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    target = tmp_path / "t"
+    restore(RestoreOptions(REF, tmp_path / "n", target_dir=target), blobstore, cps)
+    assert fingerprint(target) == fingerprint(cp)
