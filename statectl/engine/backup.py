@@ -104,13 +104,17 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: CheckpointSto
             raise locked_error(opts.store_dir, pid)
         checkpoint_id = new_checkpoint_id()
         source = checkpoint_dir(opts.store_dir, checkpoint_id)
-        made_dir = source
-        create_checkpoint(opts.store_dir, source)
+
+    # Talk to the blob store before checkpointing: opening the store read-write rewrites its MANIFEST
+    # and logs, so a missing bucket, bad credentials or an unreachable store must fail before that.
+    if finish_interrupted_cleanup(blobstore, checkpoints, ref):
+        progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
+    prev_record = checkpoints.latest(ref)
 
     try:
-        if finish_interrupted_cleanup(blobstore, checkpoints, ref):
-            progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
-        prev_record = checkpoints.latest(ref)
+        if opts.checkpoint_dir is None:
+            made_dir = source
+            create_checkpoint(opts.store_dir, source)
         prev_index: SnapshotIndex | None = None
         if prev_record is not None:
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,8 +60,7 @@ def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: CheckpointStore) 
         snap = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot)
         if not opts.store_dir.is_dir():
             raise NotFoundError(f"store dir {opts.store_dir} does not exist")
-        skip = OFFSET_FILES | NOT_IN_CHECKPOINTS
-        d = diff_local(opts.store_dir, snap.index.dir_index, ignore=lambda n: n in skip or is_info_log(n))
+        d = diff_local(opts.store_dir, snap.index.dir_index, ignore=_not_in_checkpoint(opts.store_dir))
         label_new, label_old = str(opts.store_dir), snap.index_blob_id
     out = DiffResult(label_new, label_old)
     for path, f in d.added():
@@ -72,6 +72,15 @@ def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: CheckpointStore) 
     out.bytes_added = sum(e.size for e in out.added)
     out.bytes_removed = sum(e.size for e in out.removed)
     return out
+
+
+def _not_in_checkpoint(store_dir: Path):
+    """A predicate for the files of a live store dir that a RocksDB checkpoint of it would not hold:
+    offset files, LOCK, IDENTITY, info logs, and every OPTIONS file but the newest."""
+    skip = OFFSET_FILES | NOT_IN_CHECKPOINTS
+    options = [n for n in os.listdir(store_dir) if n.startswith("OPTIONS-") and n[8:].isdigit()]
+    newest = max(options, key=lambda n: int(n[8:]), default=None)
+    return lambda n: n in skip or is_info_log(n) or (n.startswith("OPTIONS-") and n != newest)
 
 
 __all__ = ["DiffEntry", "DiffOptions", "DiffResult", "LocalFile", "diff"]
