@@ -97,7 +97,9 @@ class Env:
             raise UsageError("no job given", hint="pass --job NAME (or set STATECTL_JOB, or job in statectl.toml)")
         if need_store and not s.store:
             raise UsageError("no store given", hint="pass --store NAME (or set STATECTL_STORE)")
-        return StoreRef(s.job, s.job_id, s.task, s.store or "")
+        # Without a store (backup --all) the engine substitutes each store it finds for the placeholder;
+        # StoreRef itself rejects an empty name.
+        return StoreRef(s.job, s.job_id, s.task, s.store or "*")
 
     def store_dir(self, explicit: Optional[Path]) -> Path:
         """--store-dir, else <state-dir>/<store>/<task>."""

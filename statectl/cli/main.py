@@ -7,6 +7,7 @@ import traceback
 from typing import Annotated, Optional
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
@@ -60,7 +61,12 @@ class StatectlGroup(TyperGroup):
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         if ctx.parent is None:
             args = hoist_global_options(list(args))
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except NoArgsIsHelpError:
+            raise
+        except ClickUsageError as e:
+            raise _usage_exit(e) from None
 
     def invoke(self, ctx: typer.Context):
         try:
@@ -75,6 +81,10 @@ class StatectlGroup(TyperGroup):
         except KeyboardInterrupt:
             _stderr("Interrupted.")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except NoArgsIsHelpError:
+            raise
+        except ClickUsageError as e:
+            raise _usage_exit(e) from None
         except (typer.Exit, typer.Abort, TyperException):
             raise
         except Exception as e:
@@ -83,6 +93,15 @@ class StatectlGroup(TyperGroup):
             _stderr(f"Error: unexpected {type(e).__name__}: {e}")
             _stderr("Hint: run again with --debug for a traceback, and report it")
             raise typer.Exit(EXIT_FAILURE) from None
+
+
+def _usage_exit(e: ClickUsageError) -> typer.Exit:
+    """A bad flag or argument, said in the same one-line form as every other error (click would
+    print a usage banner first)."""
+    _stderr(f"Error: {e.format_message()}")
+    if e.ctx is not None:
+        _stderr(f"Hint: see '{e.ctx.command_path} --help'")
+    return typer.Exit(e.exit_code)
 
 
 def _debug(ctx: typer.Context) -> bool:

@@ -9,7 +9,7 @@ import typer
 
 from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, ParallelismOpt, S3EndpointOpt, StoreOpt, TaskOpt,
                                  human_bytes, print_json)
-from statectl.errors import UsageError
+from statectl.errors import CorruptSnapshotError, UsageError
 
 app = typer.Typer(help="List, inspect and verify snapshots.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -123,4 +123,6 @@ def verify(
     finally:
         env.close()
     if not r.ok:
-        raise typer.Exit(1)
+        # The result (stdout) lists each problem; stderr says in one line that the check failed.
+        raise CorruptSnapshotError(f"snapshot {r.snapshot_id} failed verification: "
+                                   f"{len(r.missing)} missing, {len(r.corrupt)} corrupt")

@@ -23,7 +23,7 @@ from statectl.engine.common import finish_interrupted_cleanup, resolve_snapshot
 from statectl.engine.layout import StoreRef, checkpoint_dir, local_checkpoint_dirs
 from statectl.engine.progress import NullProgress, ProgressReporter
 from statectl.engine.transfer import DownloadItem, blob_ranges, download_files
-from statectl.errors import DiskFullError, StatectlError, UsageError
+from statectl.errors import DiskFullError, LockHeldError, StatectlError, UsageError
 from statectl.rocks.store import check_not_held, is_store
 from statectl.snapshot.diff import LocalFile, same_local_file
 from statectl.snapshot.model import FileIndex
@@ -113,8 +113,12 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: CheckpointS
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(f"no space left on device restoring into {target}; the old store is untouched") from e
+            raise _disk_full(target, files) from e
         raise StatectlError(f"restore into {target} failed: {e}") from e
+    except DiskFullError as e:
+        # Raised deep in a download, naming a file of the temp dir that is gone now: name the target.
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _disk_full(target, files) from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -133,13 +137,24 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: CheckpointS
     )
 
 
+def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullError:
+    need = sum(fi.size for _, fi in files)
+    return DiskFullError(f"no space left on device restoring into {target}; the old store is untouched",
+                         hint=f"the snapshot needs up to {need} bytes free in {target.parent}; free some space, "
+                              "or restore elsewhere with --target-dir")
+
+
 def _check_target(target: Path, force: bool) -> None:
     if not target.exists():
         return
     if not target.is_dir():
         raise UsageError(f"restore target {target} exists and is not a directory")
     if is_store(target):
-        check_not_held(target)
+        try:
+            check_not_held(target)
+        except LockHeldError as e:  # the hint of backup (--checkpoint-dir) does not apply to a restore
+            hint = "stop the job that holds it, or restore elsewhere with --target-dir"
+            raise LockHeldError(str(e), hint=hint) from None
     elif any(target.iterdir()) and not force:
         raise UsageError(f"restore target {target} is not empty and is not a RocksDB store",
                          hint="pick an empty or new --target-dir, or pass --force to replace it")

@@ -14,7 +14,7 @@ from statectl.engine.common import ResolvedSnapshot, read_index, resolve_snapsho
 from statectl.engine.layout import StoreRef
 from statectl.engine.progress import NullProgress, ProgressReporter
 from statectl.engine.transfer import blob_ranges, run_parallel
-from statectl.errors import BlobNotFoundError, CorruptSnapshotError, NotFoundError, SnapshotNotFoundError
+from statectl.errors import BlobNotFoundError, CorruptSnapshotError, NotFoundError, SnapshotNotFoundError, UsageError
 from statectl.snapshot.model import SnapshotIndex, parse_index
 
 
@@ -65,7 +65,10 @@ def read_index_file(path: Path) -> SnapshotIndex:
         raise NotFoundError(f"index file {path} does not exist") from None
     except OSError as e:
         raise NotFoundError(f"cannot read index file {path}: {e.strerror}") from None
-    return parse_index(data)
+    try:
+        return parse_index(data)
+    except CorruptSnapshotError as e:
+        raise type(e)(f"index file {path}: {e}", hint=e.hint) from None
 
 
 @dataclass
@@ -113,6 +116,8 @@ def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: Checkpoint
                     download: bool, parallelism: int = 8, progress: ProgressReporter | None = None) -> VerifyResult:
     """Check that every blob of a snapshot exists with the right size; with ``download`` also that every
     file's bytes have the CRC32 its index records. Reads only; never changes anything."""
+    if parallelism < 1:
+        raise UsageError("--parallelism must be at least 1")
     progress = progress or NullProgress()
     snap = resolve_snapshot(blobstore, checkpoints, ref, snapshot)
     files = list(snap.index.dir_index.walk_present())

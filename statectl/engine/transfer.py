@@ -21,7 +21,8 @@ from typing import Callable, TypeVar
 
 from statectl.blobstore.base import BlobStore
 from statectl.engine.progress import ProgressReporter
-from statectl.errors import ChecksumMismatchError, DiskFullError, OperationInterruptedError, StatectlError
+from statectl.errors import (BlobNotFoundError, ChecksumMismatchError, CorruptSnapshotError, DiskFullError,
+                             OperationInterruptedError, StatectlError)
 from statectl.snapshot.crc import combine_all
 from statectl.snapshot.diff import LocalFile
 from statectl.snapshot.model import FileBlob, FileIndex, FileMetadata, mode_to_permissions
@@ -259,8 +260,6 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
 
     Raises CorruptSnapshotError when offsets do not tile the file exactly.
     """
-    from statectl.errors import CorruptSnapshotError
-
     size = index.size
     blobs = sorted(index.blobs, key=lambda b: b.offset)
     if not blobs:
@@ -283,7 +282,7 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
     """Download files in parallel (large blobs as several ranged GETs), verifying size and CRC32, then
     setting permission bits and fsyncing each file. Returns bytes downloaded.
 
-    Raises ChecksumMismatchError (CRC or size differs), BlobNotFoundError, DiskFullError. Files
+    Raises ChecksumMismatchError (CRC or size differs), CorruptSnapshotError (a blob is missing), DiskFullError. Files
     already written are left for the caller to remove.
     """
     tasks: list[Callable[[threading.Event], None]] = []
@@ -383,7 +382,12 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
         try:
             writer = _RangeWriter(fd, file_offset + start, length, what, cancel, progress, allow_more=not last)
             # The blob's last range is requested open-ended, so a blob longer than the index says shows.
-            blobstore.get(blob_id, writer, start=start, length=None if last else length)
+            try:
+                blobstore.get(blob_id, writer, start=start, length=None if last else length)
+            except BlobNotFoundError:
+                # The snapshot exists but is damaged: not "no such snapshot" (exit 10).
+                raise CorruptSnapshotError(f"{what} is missing from {blobstore.url}",
+                                           hint="run 'statectl snapshots verify' to list every missing blob") from None
         finally:
             os.close(fd)
         if writer.written != length:

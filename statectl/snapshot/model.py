@@ -326,6 +326,15 @@ def parse_index(data: bytes | str) -> SnapshotIndex:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise IndexFormatError(f"malformed index: not valid JSON ({e})") from None
+    except RecursionError:
+        raise IndexFormatError("malformed index: JSON nested too deeply") from None
+    try:
+        return _parse_index(obj)
+    except RecursionError:
+        raise IndexFormatError("malformed index: directories nested too deeply") from None
+
+
+def _parse_index(obj: Any) -> SnapshotIndex:
     r = _Reader(obj, "")
     m = r.obj_("snapshot-metadata")
     meta = SnapshotMetadata(
