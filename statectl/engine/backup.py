@@ -94,7 +94,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: CheckpointSto
 
     if opts.checkpoint_dir is not None:
         source = Path(opts.checkpoint_dir)
-        require_store(source)
+        require_store(source, "checkpoint dir")
         suffix = source.name[len(opts.store_dir.name) + 1:] if source.name.startswith(opts.store_dir.name + "-") else ""
         checkpoint_id = suffix if is_checkpoint_id(suffix) else new_checkpoint_id()
     else:

@@ -77,7 +77,7 @@ def resolve_snapshot(blobstore: BlobStore, checkpoints: CheckpointStore, ref: St
         # An index blob no checkpoint records (e.g. a superseded one kept by retention): use it as is.
         try:
             return ResolvedSnapshot(snapshot, read_index(blobstore, snapshot), None)
-        except SnapshotNotFoundError:
+        except (SnapshotNotFoundError, UsageError):  # UsageError: not even a valid key for this store
             pass
     raise SnapshotNotFoundError(f"no snapshot {snapshot!r} of {ref} in {blobstore.url}",
                                 hint="'statectl snapshots list' shows the snapshots there are")
@@ -111,9 +111,7 @@ def post_commit_cleanup(blobstore: BlobStore, checkpoints: CheckpointStore, ref:
         stats.blobs_deleted += 1
     for older in checkpoints.list(ref):
         if older.checkpoint_id != record.checkpoint_id and older.index_blob_id != record.index_blob_id:
-            if older.index_blob_id != index.prev_snapshot_index_blob_id:
-                # An older snapshot whose cleanup never ran: its index is unreferenced now too.
-                blobstore.delete(older.index_blob_id)
+            blobstore.delete(older.index_blob_id)  # superseded; no record will point at it any more
             checkpoints.forget(ref, older.checkpoint_id)
             stats.records_forgotten += 1
     checkpoints.mark_cleanup_done(ref, record)

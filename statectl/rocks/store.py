@@ -26,10 +26,10 @@ def is_store(path: Path) -> bool:
     return manifest.startswith("MANIFEST-") and (path / manifest).is_file()
 
 
-def require_store(path: Path) -> None:
+def require_store(path: Path, what: str = "store dir") -> None:
     """Raise NotFoundError if ``path`` does not exist, NotAStoreError if it is not a RocksDB store."""
     if not path.exists():
-        raise NotFoundError(f"store dir {path} does not exist")
+        raise NotFoundError(f"{what} {path} does not exist")
     if not path.is_dir() or not is_store(path):
         raise NotAStoreError(f"{path} is not a RocksDB store (no CURRENT/MANIFEST)",
                              hint="point --store-dir (or --state-dir/--store/--task) at the store's directory")

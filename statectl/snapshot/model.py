@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import stat
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from statectl.errors import IndexFormatError, UnsafePathError

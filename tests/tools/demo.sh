@@ -7,7 +7,7 @@ D=${DEMO_DIR:-demo-data}
 rm -rf "$D"
 mkdir -p "$D"
 # The embedded default blob store is file://$XDG_DATA_HOME/statectl/blobs; keep the demo's inside $D.
-export XDG_DATA_HOME="$PWD/$D/xdg"
+case "$D" in /*) export XDG_DATA_HOME="$D/xdg" ;; *) export XDG_DATA_HOME="$PWD/$D/xdg" ;; esac
 STORE="$D/state/page-counts/Partition_0"
 run() { printf '\n$ %s\n' "$*"; "$@"; }
 

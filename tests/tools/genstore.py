@@ -42,10 +42,13 @@ def make_store(path: str | os.PathLike[str], keys: int, value_size: int = 1024, 
 
 
 def fingerprint(path: str | os.PathLike[str]) -> tuple[int, str]:
-    """(number of keys, sha256 over every key and value in order) of a store, opened read-only from a
-    throwaway copy-free secondary open so the store itself is not touched."""
+    """(number of keys, sha256 over every key and value in order) of a store, opened as a RocksDB
+    secondary instance so the store itself is not touched (not even rocksdict's config file)."""
     from rocksdict import AccessType, Options, Rdict
 
+    # rocksdict (re)writes its own config file into any dir it opens: put it back as it was after.
+    config = Path(path) / "rocksdict-config.json"
+    saved = (config.read_bytes(), config.stat()) if config.exists() else None
     with tempfile.TemporaryDirectory() as sec:
         db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.secondary(sec))
         try:
@@ -57,6 +60,11 @@ def fingerprint(path: str | os.PathLike[str]) -> tuple[int, str]:
                 n += 1
         finally:
             db.close()
+            if saved is None:
+                config.unlink(missing_ok=True)
+            else:
+                config.write_bytes(saved[0])
+                os.utime(config, ns=(saved[1].st_atime_ns, saved[1].st_mtime_ns))
     return n, h.hexdigest()
 
 
