@@ -173,8 +173,7 @@ class SeaweedServer:
             }]}))
             args.append(f"-s3.config={config}")
         (self.dir / "data").mkdir()
-        # TMPDIR: weed puts its gRPC unix sockets and glog files in the system temp dir; keep them in
-        # ours so that parallel servers cannot clash and nothing is left in /tmp.
+        # TMPDIR keeps weed's glog files in our dir rather than /tmp (its gRPC sockets ignore it: see stop()).
         env = dict(os.environ, TMPDIR=str(self.dir))
         self._log = open(self.dir / "server.log", "wb")
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,

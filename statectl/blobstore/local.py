@@ -51,7 +51,10 @@ class LocalBlobStore:
         return path.with_name(path.name + TTL_SUFFIX)
 
     def _write_atomic(self, path: Path, write) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # e.g. a parent "dir" is an object already
+            raise BlobStoreError(f"file: write {path}: cannot create {path.parent}: {e.strerror or e}") from e
         tmp = path.parent / f"{TMP_MARK}{path.name}.{uuid.uuid4().hex[:8]}"
         try:
             with open(tmp, "wb") as f:

@@ -1,8 +1,8 @@
 """Retries with exponential backoff and full jitter, as a wrapper around any BlobStore.
 
 Only TransientBlobStoreError is retried; backends decide what is transient. A retried ``put``
-seeks its source back to where it started, a retried ``get`` seeks its destination back, so both
-need seekable streams.
+seeks its source back to where it started, a retried ``get`` seeks its destination back. A stream
+that cannot seek (a pipe) gets a single attempt: bytes already sent or written cannot be taken back.
 """
 
 from __future__ import annotations
@@ -37,11 +37,14 @@ class RetryingBlobStore:
         self.retries = 0
         self._lock = threading.Lock()
 
-    def _call(self, what: str, fn: Callable[[], T], rewind: Callable[[], None] | None = None) -> T:
+    def _call(self, what: str, fn: Callable[[], T], rewind: Callable[[], None] | None = None,
+              retryable: bool = True) -> T:
         for attempt in range(1, self.attempts + 1):
             try:
                 return fn()
             except TransientBlobStoreError as e:
+                if not retryable:
+                    raise BlobStoreError(f"{e} (not retried: the stream cannot seek back)", hint=e.hint) from e
                 if attempt == self.attempts:
                     raise BlobStoreError(f"{e} (gave up after {attempt} attempts)", hint=e.hint) from e
                 delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
@@ -54,15 +57,17 @@ class RetryingBlobStore:
         raise AssertionError("unreachable")
 
     def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
-        pos = src.tell()
-        return self._call("put", lambda: self.inner.put(src, size=size, ttl_seconds=ttl_seconds), lambda: src.seek(pos))
+        pos = _position(src)
+        return self._call("put", lambda: self.inner.put(src, size=size, ttl_seconds=ttl_seconds),
+                          lambda: src.seek(pos), retryable=pos is not None)
 
     def put_at(self, key: str, data: bytes) -> None:
         return self._call(f"put {key}", lambda: self.inner.put_at(key, data))
 
     def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
-        pos = dst.tell()
-        return self._call(f"get {key}", lambda: self.inner.get(key, dst, start=start, length=length), lambda: dst.seek(pos))
+        pos = _position(dst)
+        return self._call(f"get {key}", lambda: self.inner.get(key, dst, start=start, length=length),
+                          lambda: dst.seek(pos), retryable=pos is not None)
 
     def delete(self, key: str) -> None:
         return self._call(f"delete {key}", lambda: self.inner.delete(key))
@@ -82,3 +87,13 @@ class RetryingBlobStore:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def _position(stream: BinaryIO) -> int | None:
+    """The stream's position, or None when it cannot seek (pipes, sockets)."""
+    try:
+        if hasattr(stream, "seekable") and not stream.seekable():
+            return None
+        return stream.tell()
+    except (AttributeError, OSError, ValueError):
+        return None

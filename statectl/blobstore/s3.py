@@ -260,12 +260,14 @@ class S3BlobStore:
         if start or length is not None:
             end = "" if length is None else str(start + length - 1)
             kwargs["Range"] = f"bytes={start}-{end}"
+        from botocore.exceptions import ClientError
+
         try:
             try:
                 resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **kwargs)
-            except Exception as e:
+            except ClientError as e:
                 # 416: the range starts at or past the end (or the object is empty): zero bytes, as a file read.
-                if getattr(e, "response", {}).get("Error", {}).get("Code") == "InvalidRange":
+                if e.response.get("Error", {}).get("Code") == "InvalidRange":
                     return 0
                 raise
             expected = resp.get("ContentLength")
