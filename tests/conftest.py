@@ -13,10 +13,7 @@ import pytest
 
 from statectl.blobstore import BlobStore, S3Options, open_blobstore
 
-try:  # tests/ is not a package: pytest puts this directory on sys.path ("prepend" import mode)
-    from servers import SeaweedServer, ServerStartError
-except ImportError:  # pragma: no cover - the same module when tests/ is imported as a package
-    from tests.servers import SeaweedServer, ServerStartError
+from tests.servers import SeaweedServer, ServerStartError
 
 # Small, so that tests exercise multipart uploads with blobs of a few MiB (S3's minimum part size).
 TEST_PART_SIZE = 5 * 1024 * 1024
