@@ -35,7 +35,7 @@ def default_blobstore_url() -> str:
 
 
 def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8) -> BlobStore:
-    """Open the blob store a URL names, wrapped for retries.
+    """Open the blob store a URL names, wrapped so that transient errors are retried ``retries`` times.
 
     Raises UsageError for an unknown scheme or a malformed URL. Opening does not touch the network;
     a missing bucket or bad credentials show on first use.
@@ -64,4 +64,6 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8) -
     else:
         raise UsageError(f"unsupported blob store scheme {parsed.scheme!r} in {url!r}",
                          hint="use file:///path or s3://bucket/prefix")
-    return RetryingBlobStore(inner, attempts=retries)
+    if retries < 0:
+        raise UsageError("retries must be 0 or more")
+    return RetryingBlobStore(inner, attempts=retries + 1)

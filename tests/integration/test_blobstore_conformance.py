@@ -401,11 +401,11 @@ def test_s3_unreachable_endpoint_gives_up_after_retries() -> None:
                         secret_access_key="SK")
     store = open_blobstore("s3://some-bucket/p", s3=options, retries=2)
     started = time.monotonic()
-    with pytest.raises(BlobStoreError, match="gave up after 2 attempts") as exc:
+    with pytest.raises(BlobStoreError, match="gave up after 3 attempts") as exc:
         store.get("blobs/00/x", io.BytesIO())
     assert not isinstance(exc.value, TransientBlobStoreError)
     assert isinstance(exc.value.__cause__, TransientBlobStoreError)
-    with pytest.raises(BlobStoreError, match="gave up after 2 attempts"):
+    with pytest.raises(BlobStoreError, match="gave up after 3 attempts"):
         put_bytes(store, b"data")
     assert time.monotonic() - started < 20
     store.close()
@@ -463,7 +463,7 @@ def faulty_s3():
 def test_s3_truncated_body_is_transient_and_retried(faulty_s3) -> None:
     options = S3Options(endpoint_url=faulty_s3("truncate"), access_key_id="AK", secret_access_key="SK")
     store = open_blobstore("s3://bucket/p", s3=options, retries=2)
-    with pytest.raises(BlobStoreError, match="gave up after 2 attempts") as exc:
+    with pytest.raises(BlobStoreError, match="gave up after 3 attempts") as exc:
         store.get("blobs/00/x", io.BytesIO())
     assert isinstance(exc.value.__cause__, TransientBlobStoreError)
     store.close()
