@@ -586,7 +586,7 @@ def test_s3_endpoint_unreachable(world: World):
     for args in s3_commands(world, "s3://backups/statectl"):
         started = time.monotonic()
         line = assert_error(world.run(*args, env=env), 1, f"127.0.0.1:{port}")
-        assert "2 attempts" in line
+        assert "3 attempts" in line
         assert time.monotonic() - started < 15
     assert_unchanged(before, capture_after(before))
 
