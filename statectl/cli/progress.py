@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from statectl.engine.progress import NullProgress
+
 
 class RichProgress:
     """ProgressReporter drawing a rich progress bar on stderr (use only when stderr is a TTY)."""
@@ -54,27 +56,15 @@ class RichProgress:
         self._console.print(f"note: {message}")
 
 
-class NoteProgress:
+class NoteProgress(NullProgress):
     """No bars (not a TTY, --quiet, JSON, CI), but notes still go to stderr unless quiet."""
 
     def __init__(self, console: Any, quiet: bool):
+        super().__init__()
         self._console = console
         self._quiet = quiet
-        self.notes: list[str] = []
-
-    def start(self, description: str, total_bytes: int, total_files: int) -> None:
-        pass
-
-    def advance(self, nbytes: int) -> None:
-        pass
-
-    def file_done(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
 
     def note(self, message: str) -> None:
-        self.notes.append(message)
+        super().note(message)
         if not self._quiet:
             self._console.print(f"note: {message}")

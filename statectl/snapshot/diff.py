@@ -184,30 +184,33 @@ def diff_local(local_dir: Path, remote: DirIndex | None, *, same: Callable[[Loca
 
 def _diff_local(path: Path, remote: DirIndex, name: str, same, ignore) -> DirDiff:
     files, dirs = scan_local(path)
-    rfiles, rdirs = _index_entries(remote)
+    return _diff_entries(name, files, dirs, remote, same, ignore,
+                         lambda sub, old, sub_name: _diff_local(sub, old, sub_name, same, ignore))
+
+
+def _diff_entries(name: str, files: dict, dirs: dict, old: DirIndex, same, ignore, recurse) -> DirDiff:
+    """One level of a diff: ``files``/``dirs`` of the new side (local or indexed) against ``old``."""
+    ofiles, odirs = _index_entries(old)
     out = DirDiff(name)
-    for fname, lf in sorted(files.items()):
+    for fname, nf in sorted(files.items()):
         if ignore(fname):
             continue
-        rf = rfiles.get(fname)
-        if rf is not None and same(lf, rf):
-            out.files_retained.append(rf)
+        of = ofiles.get(fname)
+        if of is not None and same(nf, of):
+            out.files_retained.append(of)
         else:
-            out.files_added.append(lf)
-            if rf is not None:
-                out.files_removed.append(rf)
-    for fname, rf in sorted(rfiles.items()):
+            out.files_added.append(nf)
+            if of is not None:
+                out.files_removed.append(of)
+    for fname, of in sorted(ofiles.items()):
         if fname not in files and not ignore(fname):
-            out.files_removed.append(rf)
-    for dname, dpath in sorted(dirs.items()):
-        rd = rdirs.get(dname)
-        if rd is None:
-            out.sub_dirs_added.append(_diff_local(dpath, DirIndex(dname), dname, same, ignore))
-        else:
-            out.sub_dirs_retained.append(_diff_local(dpath, rd, dname, same, ignore))
-    for dname, rd in sorted(rdirs.items()):
+            out.files_removed.append(of)
+    for dname, nd in sorted(dirs.items()):
+        od = odirs.get(dname)
+        (out.sub_dirs_added if od is None else out.sub_dirs_retained).append(recurse(nd, od or DirIndex(dname), dname))
+    for dname, od in sorted(odirs.items()):
         if dname not in dirs:
-            out.sub_dirs_removed.append(rd)
+            out.sub_dirs_removed.append(od)
     return out
 
 
@@ -219,26 +222,5 @@ def diff_indexes(new: DirIndex, old: DirIndex | None, *, ignore: Ignore = frozen
 
 def _diff_index(new: DirIndex, old: DirIndex, name: str, ignore) -> DirDiff:
     files, dirs = _index_entries(new)
-    ofiles, odirs = _index_entries(old)
-    out = DirDiff(name)
-    for fname, nf in sorted(files.items()):
-        if ignore(fname):
-            continue
-        of = ofiles.get(fname)
-        if of is not None and same_indexed_file(nf, of):
-            out.files_retained.append(of)
-        else:
-            out.files_added.append(nf)
-            if of is not None:
-                out.files_removed.append(of)
-    for fname, of in sorted(ofiles.items()):
-        if fname not in files and not ignore(fname):
-            out.files_removed.append(of)
-    for dname, nd in sorted(dirs.items()):
-        od = odirs.get(dname)
-        out_list = out.sub_dirs_added if od is None else out.sub_dirs_retained
-        out_list.append(_diff_index(nd, od or DirIndex(dname), dname, ignore))
-    for dname, od in sorted(odirs.items()):
-        if dname not in dirs:
-            out.sub_dirs_removed.append(od)
-    return out
+    return _diff_entries(name, files, dirs, old, same_indexed_file, ignore,
+                         lambda sub, prev, sub_name: _diff_index(sub, prev, sub_name, ignore))
