@@ -92,6 +92,10 @@ class TransientBlobStoreError(BlobStoreError):
     """
 
 
+class PreconditionFailedError(BlobStoreError):
+    """A conditional write lost: the object was created or changed by someone else since it was read."""
+
+
 class CorruptSnapshotError(StatectlError):
     """A snapshot is unusable: malformed index, unsafe names, missing or damaged blobs."""
 

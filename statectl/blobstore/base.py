@@ -55,8 +55,14 @@ class BlobStore(Protocol):
         seeks it back.
         """
 
-    def put_at(self, key: str, data: bytes) -> None:
-        """Write a small object at ``key``, atomically replacing any previous one. No TTL."""
+    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        """Write a small object at ``key``, atomically replacing any previous one (no TTL); return its
+        etag. With ``if_none_match`` the write happens only if there is no object yet, with ``if_match``
+        only if the object's etag is still that one; otherwise PreconditionFailedError. Conditional
+        writes are atomic among statectl processes (S3 conditional writes; a file lock on file://)."""
+
+    def read_at(self, key: str) -> tuple[bytes, str]:
+        """A small object's bytes and etag (for a later conditional ``put_at``). Raises BlobNotFoundError."""
 
     def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
         """Write the object's bytes ``[start, start+length)`` (to the end if length is None) into
@@ -64,6 +70,9 @@ class BlobStore(Protocol):
 
     def delete(self, key: str) -> None:
         """Delete the object. Idempotent: a missing object is not an error."""
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Delete many objects, in batches where the store supports it. Idempotent like ``delete``."""
 
     def remove_ttl(self, key: str) -> None:
         """Make the object permanent. Idempotent. Raises BlobNotFoundError if it is gone."""

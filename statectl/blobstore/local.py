@@ -8,18 +8,22 @@ second; ``remove_ttl`` deletes the sidecar.
 from __future__ import annotations
 
 import errno
+import fcntl
+import hashlib
 import os
 import shutil
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from stat import S_ISREG
 from typing import BinaryIO, Iterator
 
 from statectl.blobstore.base import BlobInfo, new_blob_key
-from statectl.errors import BlobNotFoundError, BlobStoreError, DiskFullError, UsageError
+from statectl.errors import BlobNotFoundError, BlobStoreError, DiskFullError, PreconditionFailedError, UsageError
 
 TTL_SUFFIX = ".ttl"
+LOCK_SUFFIX = ".lock"
 TMP_MARK = ".tmp-"
 COPY_BUF = 1024 * 1024
 # Errors that mean "no object under this key": a path through a file, or a directory (a key prefix).
@@ -42,8 +46,9 @@ class LocalBlobStore:
         if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\x00" in key:
             raise UsageError(f"file: invalid blob key {key!r}")
         # Names the store uses for its own files: such a key would read as a TTL or be hidden from list.
-        if parts[-1].endswith(TTL_SUFFIX) or parts[-1].startswith(TMP_MARK):
-            raise UsageError(f"file: invalid blob key {key!r}: {TTL_SUFFIX!r} and {TMP_MARK!r} names are reserved")
+        if parts[-1].endswith((TTL_SUFFIX, LOCK_SUFFIX)) or parts[-1].startswith(TMP_MARK):
+            raise UsageError(f"file: invalid blob key {key!r}: {TTL_SUFFIX!r}, {LOCK_SUFFIX!r} and {TMP_MARK!r} "
+                             "names are reserved")
         return self.root.joinpath(*parts)
 
     @staticmethod
@@ -98,14 +103,53 @@ class LocalBlobStore:
         expiry = str(int(time.time()) + ttl_seconds).encode()
         self._write_atomic(self._ttl_path(path), lambda f: f.write(expiry))
 
-    def put_at(self, key: str, data: bytes) -> None:
+    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         path = self._path(key)
-        # Like an S3 overwrite, the new object has no TTL even if the old one had.
+
+        def write() -> None:
+            # Like an S3 overwrite, the new object has no TTL even if the old one had.
+            try:
+                self._ttl_path(path).unlink(missing_ok=True)
+            except OSError as e:
+                raise BlobStoreError(f"file: put {key}: {e.strerror or e}") from e
+            self._write_atomic(path, lambda f: f.write(data))
+
+        if if_match is None and not if_none_match:
+            write()
+            return _etag(data)
+        with self._locked(path):
+            try:
+                current: str | None = _etag(path.read_bytes())
+            except _MISSING:
+                current = None
+            if (if_none_match and current is not None) or (if_match is not None and current != if_match):
+                raise PreconditionFailedError(f"file: put {key}: the object changed since it was read")
+            write()
+        return _etag(data)
+
+    @contextmanager
+    def _locked(self, path: Path):
+        """An exclusive flock on ``<path>.lock``: conditional writes are read-compare-write under it."""
         try:
-            self._ttl_path(path).unlink(missing_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path.with_name(path.name + LOCK_SUFFIX), os.O_CREAT | os.O_RDWR, 0o644)
         except OSError as e:
-            raise BlobStoreError(f"file: put {key}: {e.strerror or e}") from e
-        self._write_atomic(path, lambda f: f.write(data))
+            raise BlobStoreError(f"file: lock {path}: {e.strerror or e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def read_at(self, key: str) -> tuple[bytes, str]:
+        path = self._path(key)
+        try:
+            data = path.read_bytes()
+        except _MISSING:
+            raise BlobNotFoundError(f"file: blob {key} not found") from None
+        except OSError as e:
+            raise BlobStoreError(f"file: get {key}: {e.strerror or e}") from e
+        return data, _etag(data)
 
     def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
         if start < 0 or (length is not None and length < 0):
@@ -140,6 +184,10 @@ class LocalBlobStore:
                 pass
             except OSError as e:
                 raise BlobStoreError(f"file: delete {key}: {e.strerror}") from e
+
+    def delete_many(self, keys: list[str]) -> None:
+        for key in keys:
+            self.delete(key)
 
     def remove_ttl(self, key: str) -> None:
         path = self._path(key)
@@ -200,7 +248,7 @@ class LocalBlobStore:
                 continue
             for name in filenames:
                 key = rel_dir + name
-                if name.endswith(TTL_SUFFIX) or name.startswith(TMP_MARK) or not key.startswith(prefix):
+                if name.endswith((TTL_SUFFIX, LOCK_SUFFIX)) or name.startswith(TMP_MARK) or not key.startswith(prefix):
                     continue
                 path = Path(dirpath, name)
                 try:
@@ -211,6 +259,10 @@ class LocalBlobStore:
 
     def close(self) -> None:
         pass
+
+
+def _etag(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def _fsync_dir(path: Path) -> None:

@@ -61,8 +61,14 @@ class RetryingBlobStore:
         return self._call("put", lambda: self.inner.put(src, size=size, ttl_seconds=ttl_seconds),
                           lambda: src.seek(pos), retryable=pos is not None)
 
-    def put_at(self, key: str, data: bytes) -> None:
-        return self._call(f"put {key}", lambda: self.inner.put_at(key, data))
+    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        # A conditional write that timed out may have landed: its retry then fails its precondition,
+        # which the caller sees as losing the race, the safe reading.
+        return self._call(f"put {key}", lambda: self.inner.put_at(key, data, if_match=if_match,
+                                                                  if_none_match=if_none_match))
+
+    def read_at(self, key: str) -> tuple[bytes, str]:
+        return self._call(f"get {key}", lambda: self.inner.read_at(key))
 
     def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
         pos = _position(dst)
@@ -71,6 +77,11 @@ class RetryingBlobStore:
 
     def delete(self, key: str) -> None:
         return self._call(f"delete {key}", lambda: self.inner.delete(key))
+
+    def delete_many(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), 1000):
+            batch = keys[i:i + 1000]
+            self._call(f"delete {len(batch)} objects", lambda: self.inner.delete_many(batch))
 
     def remove_ttl(self, key: str) -> None:
         return self._call(f"remove_ttl {key}", lambda: self.inner.remove_ttl(key))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import math
 import time
+from contextlib import closing
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 from urllib.parse import urlencode, urlparse
 
@@ -22,6 +23,7 @@ from statectl.errors import (
     DiskFullError,
     MissingDependencyError,
     NotFoundError,
+    PreconditionFailedError,
     StatectlError,
     TransientBlobStoreError,
     UsageError,
@@ -42,6 +44,24 @@ _AUTH = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "
 _TRANSIENT = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
               "InternalError", "ServiceUnavailable", "503", "500", "502", "504", "RequestLimitExceeded",
               "BadDigest", "IncompleteBody", "XAmzContentSHA256Mismatch"}
+
+
+def _precondition_failed(e: Exception) -> bool:
+    from botocore.exceptions import ClientError
+
+    if not isinstance(e, ClientError):
+        return False
+    code = str(e.response.get("Error", {}).get("Code", ""))
+    status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    # 409 ConditionalRequestConflict: a concurrent conditional write to the same key on AWS.
+    return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
+
+
+def _network_error(e: Exception) -> bool:
+    """True for the socket and urllib3 errors botocore may wrap in HTTPClientError."""
+    from urllib3.exceptions import HTTPError as Urllib3Error
+
+    return isinstance(e, (OSError, Urllib3Error))
 
 
 class _Bounded:
@@ -98,6 +118,12 @@ class S3BlobStore:
         self.part_size = max(5 * 1024 * 1024, options.part_size)
         session = boto3.session.Session(profile_name=options.profile) if options.profile else boto3.session.Session()
         loopback = bool(options.endpoint_url) and urlparse(options.endpoint_url).hostname in _LOOPBACK
+        # A signed payload makes botocore read every body twice: a SHA-256 pass before the request, then
+        # the send (with request_checksum_calculation="when_required" it signs even over https). Over TLS
+        # or loopback nothing can alter the body on the way, and every file's CRC32 is in the index and
+        # checked on restore, so the body is signed only on plain http across a network.
+        tls = (options.endpoint_url or "https://").lower().startswith("https://")
+        sign_payload = not (tls or loopback)
         config = Config(
             retries={"total_max_attempts": 1, "mode": "standard"},
             # An empty dict, not None: botocore then ignores HTTP(S)_PROXY, which cannot reach loopback.
@@ -105,7 +131,7 @@ class S3BlobStore:
             max_pool_connections=options.max_connections,
             connect_timeout=10,
             read_timeout=60,
-            s3={"addressing_style": "path" if options.endpoint_url else "auto"},
+            s3={"addressing_style": "path" if options.endpoint_url else "auto", "payload_signing_enabled": sign_payload},
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
@@ -135,6 +161,12 @@ class S3BlobStore:
 
         if isinstance(e, StatectlError):
             return e
+        if isinstance(e, bx.HTTPClientError):
+            # botocore wraps whatever a request body raised while it was being sent (a short source, a
+            # cancelled transfer): that is the caller's error, not a network failure, and never transient.
+            inner = e.kwargs.get("error")
+            if isinstance(inner, Exception) and not _network_error(inner):
+                return inner
         where = f"s3: {op} s3://{self.bucket}/{self._key(key)}"
         if isinstance(e, bx.ClientError):
             err = e.response.get("Error", {})
@@ -236,11 +268,29 @@ class S3BlobStore:
                 pass  # an orphaned upload is reclaimed by the bucket's abort-incomplete rule or gc
             raise
 
-    def put_at(self, key: str, data: bytes) -> None:
+    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        extra: dict[str, str] = {}
+        if if_none_match:
+            extra["IfNoneMatch"] = "*"
+        if if_match is not None:
+            extra["IfMatch"] = if_match
         try:
-            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+            resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
         except Exception as e:
+            if extra and _precondition_failed(e):
+                raise PreconditionFailedError(f"s3: put s3://{self.bucket}/{self._key(key)}: "
+                                              "the object changed since it was read") from e
             raise self._error("put", key, e) from e
+        return resp["ETag"]
+
+    def read_at(self, key: str) -> tuple[bytes, str]:
+        try:
+            resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+            with closing(resp["Body"]) as body:
+                data = body.read()
+        except Exception as e:
+            raise self._error("get", key, e) from e
+        return data, resp["ETag"]
 
     def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
         """Download ``[start, start+length)`` into ``dst``, clipped to the object's end like a file read.

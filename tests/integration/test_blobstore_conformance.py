@@ -26,6 +26,7 @@ from statectl.errors import (
     BlobNotFoundError,
     BlobStoreError,
     NotFoundError,
+    PreconditionFailedError,
     TransientBlobStoreError,
     UsageError,
 )
@@ -269,6 +270,51 @@ def test_put_at_over_a_blob_with_ttl_leaves_no_ttl(blobstore: BlobStore) -> None
     blobstore.put_at(key, b"record")
     info = blobstore.stat(key)
     assert (info.size, info.expires_at) == (len(b"record"), None)
+
+
+def test_conditional_put_at_and_read_at(blobstore: BlobStore) -> None:
+    key = "leases/job/1/task/store.json"
+    with pytest.raises(BlobNotFoundError):
+        blobstore.read_at(key)
+    etag1 = blobstore.put_at(key, b"first", if_none_match=True)
+    with pytest.raises(PreconditionFailedError):
+        blobstore.put_at(key, b"second", if_none_match=True)
+    data, etag = blobstore.read_at(key)
+    assert (data, etag) == (b"first", etag1)
+    etag2 = blobstore.put_at(key, b"second", if_match=etag1)
+    assert etag2 != etag1
+    with pytest.raises(PreconditionFailedError):
+        blobstore.put_at(key, b"third", if_match=etag1)  # stale etag: someone else wrote meanwhile
+    assert blobstore.read_at(key) == (b"second", etag2)
+
+
+def test_conditional_create_has_one_winner(blobstore: BlobStore) -> None:
+    key = "leases/race.json"
+    wins: list[int] = []
+    lost: list[int] = []
+    barrier = threading.Barrier(6)
+
+    def racer(i: int) -> None:
+        barrier.wait()
+        try:
+            blobstore.put_at(key, str(i).encode(), if_none_match=True)
+            wins.append(i)
+        except PreconditionFailedError:
+            lost.append(i)
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(lost) == 5
+    assert blobstore.read_at(key)[0] == str(wins[0]).encode()
+
+
+def test_delete_many(blobstore: BlobStore) -> None:
+    keys = [put_bytes(blobstore, b"x") for _ in range(5)]
+    blobstore.delete_many(keys[:3] + ["blobs/00/missing"])
+    assert sorted(i.key for i in blobstore.list(BLOB_PREFIX)) == sorted(keys[3:])
 
 
 def test_put_at_is_atomic_for_readers(blobstore: BlobStore) -> None:
