@@ -106,6 +106,8 @@ KEYS: dict[str, Key] = {
     "chunk_size": Key(lambda v: parse_size(v, "chunk_size"), 64 * 1024 * 1024),
     "ttl": Key(lambda v: parse_duration(v, "ttl"), 30 * 86400),
     "retries": Key(_int, 8),
+    "keep_last": Key(_int, 1, help="snapshots kept restorable per task/store"),
+    "grace": Key(lambda v: parse_duration(v, "grace"), 6 * 3600, help="gc leaves unreferenced blobs younger than this"),
     "output": Key(_output, "text"),
     "quiet": Key(_bool, False),
     "verbose": Key(_bool, False),

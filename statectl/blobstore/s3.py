@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import errno
 import math
+import threading
 import time
+from collections import Counter
 from contextlib import closing
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 from urllib.parse import urlencode, urlparse
@@ -103,6 +105,24 @@ class _Bounded:
         return target
 
 
+def _refuse_short_body(operation_model: Any, response_dict: dict[str, Any], **_: Any) -> None:
+    """Raise IncompleteReadError for a buffered response body shorter (or longer) than its Content-Length.
+
+    botocore reads non-streaming bodies with urllib3's length check off and parses an empty body as an
+    empty result (only a partial XML document counts as an error): a connection closed right after the
+    head would pass a listing off as "no objects" and a tag set as "no TTL". Streaming bodies (get) are
+    checked as they are read.
+    """
+    body = response_dict.get("body")
+    if not isinstance(body, (bytes, bytearray)) or operation_model.http.get("method") == "HEAD":
+        return
+    declared = response_dict.get("headers", {}).get("content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) != len(body):
+        from botocore.exceptions import IncompleteReadError
+
+        raise IncompleteReadError(actual_bytes=len(body), expected_bytes=int(declared))
+
+
 class S3BlobStore:
     """BlobStore on an S3 bucket under a key prefix."""
 
@@ -149,6 +169,15 @@ class S3BlobStore:
             kwargs["aws_secret_access_key"] = options.secret_access_key
             kwargs["aws_session_token"] = options.session_token
         self._client = session.client("s3", **kwargs)
+        # API requests sent, by operation (retries included): gc and the benchmarks report them.
+        self.requests: Counter[str] = Counter()
+        self._requests_lock = threading.Lock()
+        self._client.meta.events.register("before-call.s3", self._count_request)
+        self._client.meta.events.register("before-parse.s3.*", _refuse_short_body)
+
+    def _count_request(self, model: Any, **_: Any) -> None:
+        with self._requests_lock:
+            self.requests[model.name] += 1
 
     # -- helpers -----------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, ParallelismOpt, S3EndpointOpt, StateDirOpt,
+from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, KeepLastOpt, ParallelismOpt, S3EndpointOpt, StateDirOpt,
                                  StoreDirOpt, StoreOpt, TaskOpt, human_bytes)
 from statectl.errors import PartialError, UsageError
 
@@ -25,6 +25,7 @@ def backup(
     ctx: typer.Context,
     blobstore: BlobstoreOpt = None,
     s3_endpoint: S3EndpointOpt = None,
+    kafka: KafkaOpt = None,
     job: JobOpt = None,
     job_id: JobIdOpt = None,
     task: TaskOpt = None,
@@ -33,6 +34,7 @@ def backup(
     store_dir: StoreDirOpt = None,
     checkpoint_dir: Annotated[Optional[Path], typer.Option("--checkpoint-dir", help="Back up this checkpoint dir the job made (for a store a running job holds).", show_default=False)] = None,
     all_stores: Annotated[bool, typer.Option("--all", help="Back up every store under --state-dir.")] = False,
+    keep_last: KeepLastOpt = None,
     parallelism: ParallelismOpt = None,
     chunk_size: Annotated[Optional[str], typer.Option("--chunk-size", help="Upload files in blobs of at most this size (default 64MiB).", show_default=False)] = None,
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="Expiry of uncommitted blobs (default 30d).", show_default=False)] = None,
@@ -40,8 +42,9 @@ def backup(
     """Take an incremental snapshot of a RocksDB store: checkpoint it, upload only what changed, commit."""
     from statectl.engine.backup import BackupOptions, backup as run_backup, backup_all
 
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store,
-              state_dir=str(state_dir) if state_dir else None, parallelism=parallelism, chunk_size=chunk_size, ttl=ttl)
+    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id, task=task, store=store,
+              state_dir=str(state_dir) if state_dir else None, parallelism=parallelism, chunk_size=chunk_size, ttl=ttl,
+              keep_last=keep_last)
     s = env.settings
     try:
         if all_stores:
@@ -52,7 +55,7 @@ def backup(
                 raise UsageError("--all needs --state-dir")
             ref = env.ref(need_store=False)
             base = BackupOptions(ref=ref, store_dir=Path(s.state_dir), parallelism=s.parallelism,
-                                 chunk_size=s.chunk_size, ttl_seconds=s.ttl)
+                                 chunk_size=s.chunk_size, ttl_seconds=s.ttl, keep_last=s.keep_last)
             result = backup_all(Path(s.state_dir), base, env.blobstore, env.checkpoints, env.progress())
             lines = [_line(r) for r in result.results]
             lines += [f"FAILED {path}: {err}" for path, err in result.failures]
@@ -62,7 +65,7 @@ def backup(
                                    "stores failed to back up")
             return
         opts = BackupOptions(ref=env.ref(), store_dir=env.store_dir(store_dir), checkpoint_dir=checkpoint_dir,
-                             parallelism=s.parallelism, chunk_size=s.chunk_size, ttl_seconds=s.ttl)
+                             parallelism=s.parallelism, chunk_size=s.chunk_size, ttl_seconds=s.ttl, keep_last=s.keep_last)
         r = run_backup(opts, env.blobstore, env.checkpoints, env.progress())
         env.emit(r, _line(r))
     finally:

@@ -23,6 +23,7 @@ TaskOpt = Annotated[Optional[str], typer.Option("--task", help="Task name (defau
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Store name. [env STATECTL_STORE]", show_default=False)]
 StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="The job's state base dir; the store dir is DIR/<store>/<task, spaces->_>. [env STATECTL_STATE_DIR]", show_default=False)]
 StoreDirOpt = Annotated[Optional[Path], typer.Option("--store-dir", help="The store dir itself (instead of --state-dir).", show_default=False)]
+KeepLastOpt = Annotated[Optional[int], typer.Option("--keep-last", help="Keep the last N snapshots of each task/store restorable (default 1). [env STATECTL_KEEP_LAST]", show_default=False)]
 ParallelismOpt = Annotated[Optional[int], typer.Option("--parallelism", "-j", help="Transfers in flight (default 8). [env STATECTL_PARALLELISM]", show_default=False)]
 
 
@@ -54,6 +55,7 @@ class Env:
         self.settings = config.resolve(flags, config=g.config, profile=g.profile)
         self.json = self.settings.output == "json"
         self._blobstore = None
+        self._checkpoints = None
 
     # -- adapters --------------------------------------------------------------------------------
 
@@ -71,12 +73,20 @@ class Env:
 
     @property
     def checkpoints(self):
-        if self.settings.kafka:
-            raise UsageError("--kafka checkpoints are not supported yet; omit --kafka to record checkpoints "
-                             "in the blob store")
-        from statectl.engine.checkpoints import BlobCheckpointStore
+        """The catalog in the blob store; with --kafka the job's checkpoint topic is the commit log."""
+        if self._checkpoints is None:
+            from statectl.engine.checkpoints import BlobCheckpointStore
 
-        return BlobCheckpointStore(self.blobstore)
+            log = None
+            if self.settings.kafka:
+                from statectl.kafka.checkpoints import KafkaCheckpointLog
+
+                job = self.settings.job
+                if not job:
+                    raise UsageError("no job given", hint="--kafka needs --job to find the checkpoint topic")
+                log = KafkaCheckpointLog(self.settings.kafka, job, self.settings.job_id)
+            self._checkpoints = BlobCheckpointStore(self.blobstore, log)
+        return self._checkpoints
 
     def progress(self):
         from rich.console import Console
@@ -115,6 +125,8 @@ class Env:
         return store_dir(Path(s.state_dir), s.store, s.task)
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         if self._blobstore is not None:
             self._blobstore.close()
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, S3EndpointOpt, StateDirOpt, StoreDirOpt,
+from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, S3EndpointOpt, StateDirOpt, StoreDirOpt,
                                  StoreOpt, TaskOpt, human_bytes)
 
 EPILOG = (
@@ -21,6 +21,7 @@ def diff(
     ctx: typer.Context,
     blobstore: BlobstoreOpt = None,
     s3_endpoint: S3EndpointOpt = None,
+    kafka: KafkaOpt = None,
     job: JobOpt = None,
     job_id: JobIdOpt = None,
     task: TaskOpt = None,
@@ -35,7 +36,7 @@ def diff(
 
     from statectl.engine.diff import DiffOptions, diff as run_diff
 
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store,
+    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id, task=task, store=store,
               state_dir=str(state_dir) if state_dir else None)
     try:
         sdir = env.store_dir(store_dir) if against is None else (store_dir or Path("."))

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, ParallelismOpt, S3EndpointOpt, StoreOpt, TaskOpt,
+from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, ParallelismOpt, S3EndpointOpt, StoreOpt, TaskOpt,
                                  human_bytes, print_json)
 from statectl.errors import CorruptSnapshotError, UsageError
 
@@ -19,6 +19,7 @@ def list_(
     ctx: typer.Context,
     blobstore: BlobstoreOpt = None,
     s3_endpoint: S3EndpointOpt = None,
+    kafka: KafkaOpt = None,
     job: JobOpt = None,
     job_id: JobIdOpt = None,
     task: TaskOpt = None,
@@ -27,7 +28,7 @@ def list_(
     """List the snapshots of a task's store, newest first."""
     from statectl.engine.snapshots import list_snapshots
 
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
+    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id, task=task, store=store)
     try:
         rows = list_snapshots(env.ref(), env.blobstore, env.checkpoints)
         lines = [f"{'SNAPSHOT':<48} {'CHECKPOINT':<22} {'CREATED':<21} {'FILES':>6} {'SIZE':>10}"]
@@ -49,6 +50,7 @@ def show(
     index_file: Annotated[Optional[Path], typer.Option("--index-file", help="Read the index from this file instead of the blob store.", show_default=False)] = None,
     blobstore: BlobstoreOpt = None,
     s3_endpoint: S3EndpointOpt = None,
+    kafka: KafkaOpt = None,
     job: JobOpt = None,
     job_id: JobIdOpt = None,
     task: TaskOpt = None,
@@ -58,7 +60,7 @@ def show(
     from statectl.engine.snapshots import read_index_file, show_snapshot
     from statectl.snapshot.model import index_to_json
 
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
+    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id, task=task, store=store)
     try:
         if index_file is not None:
             if snapshot is not None:
@@ -100,6 +102,7 @@ def verify(
     download: Annotated[bool, typer.Option("--download", help="Also download every blob and check each file's CRC32.")] = False,
     blobstore: BlobstoreOpt = None,
     s3_endpoint: S3EndpointOpt = None,
+    kafka: KafkaOpt = None,
     job: JobOpt = None,
     job_id: JobIdOpt = None,
     task: TaskOpt = None,
@@ -109,7 +112,7 @@ def verify(
     """Check that every blob of a snapshot exists with the right size (and with --download, the right CRC32)."""
     from statectl.engine.snapshots import verify_snapshot
 
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store,
+    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id, task=task, store=store,
               parallelism=parallelism)
     try:
         r = verify_snapshot(env.ref(), env.blobstore, env.checkpoints, snapshot, download=download,

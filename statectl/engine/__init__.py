@@ -1,1 +1,1 @@
-"""The operations. Pure logic over adapters (BlobStore, CheckpointStore, ProgressReporter); never prints."""
+"""The operations. Pure logic over adapters (BlobStore, BlobCheckpointStore, ProgressReporter); never prints."""

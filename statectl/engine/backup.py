@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statectl.blobstore.base import DEFAULT_TTL_SECONDS, BlobStore
-from statectl.engine.checkpoints import CheckpointRecord, CheckpointStore
+from statectl.engine.checkpoints import BlobCheckpointStore, CheckpointRecord
 from statectl.engine.common import (
     finish_interrupted_cleanup,
     now_ms,
@@ -29,6 +29,8 @@ from statectl.engine.layout import (
     local_checkpoint_dirs,
     new_checkpoint_id,
 )
+from statectl import failpoints
+from statectl.engine.lease import Lease
 from statectl.engine.progress import NullProgress, ProgressReporter
 from statectl.engine.transfer import upload_files
 from statectl.errors import CorruptSnapshotError, NotFoundError, SnapshotNotFoundError, StatectlError, UsageError
@@ -51,9 +53,12 @@ class BackupOptions:
     parallelism: int = DEFAULT_PARALLELISM
     chunk_size: int = DEFAULT_CHUNK_SIZE
     ttl_seconds: int = DEFAULT_TTL_SECONDS
+    keep_last: int = 1
     keep_local_checkpoint: bool = True
 
     def validate(self) -> None:
+        if self.keep_last < 1:
+            raise UsageError("--keep-last must be at least 1")
         if self.parallelism < 1:
             raise UsageError("--parallelism must be at least 1")
         if self.chunk_size < 1024 * 1024 or self.chunk_size > 5 * 1024 ** 3:
@@ -77,20 +82,21 @@ class BackupResult:
     notes: list[str] = field(default_factory=list)
 
 
-def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: CheckpointStore,
+def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
            progress: ProgressReporter | None = None) -> BackupResult:
     """Back up one store; return what was uploaded.
 
     Raises LockHeldError (exit 11) when the store is held by a running process and no checkpoint dir
-    was given; NotFoundError / NotAStoreError for a missing or non-RocksDB dir; BlobStoreError,
-    AuthError for blob store failures. A failure before the commit leaves only TTL'd blobs behind
-    (collected by their TTL or gc); the previous snapshot stays the latest and intact.
+    was given, or when another backup of the same store is running (the store's lease);
+    NotFoundError / NotAStoreError for a missing or non-RocksDB dir; BlobStoreError, AuthError for
+    blob store failures. A failure before the commit leaves only TTL'd blobs behind (collected by
+    their TTL or gc); the previous snapshot stays the latest and intact. After the commit the cleanup
+    is idempotent and re-run by the next backup, restore or gc if it is interrupted.
     """
     opts.validate()
     progress = progress or NullProgress()
     started = time.monotonic()
     ref = opts.ref
-    made_dir: Path | None = None
 
     if opts.checkpoint_dir is not None:
         source = Path(opts.checkpoint_dir)
@@ -107,46 +113,52 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: CheckpointSto
 
     # Talk to the blob store before checkpointing: opening the store read-write rewrites its MANIFEST
     # and logs, so a missing bucket, bad credentials or an unreachable store must fail before that.
-    if finish_interrupted_cleanup(blobstore, checkpoints, ref):
-        progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
-    prev_record = checkpoints.latest(ref)
+    with Lease(blobstore, ref) as lease:
+        if finish_interrupted_cleanup(blobstore, checkpoints, ref):
+            progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
+        try:
+            prev_record = checkpoints.latest(ref)
+        except SnapshotNotFoundError:
+            prev_record = None  # e.g. the job's checkpoint topic has no v2 checkpoint for this task yet
+        made_dir: Path | None = None
+        try:
+            if opts.checkpoint_dir is None:
+                made_dir = source
+                create_checkpoint(opts.store_dir, source)
+            prev_index: SnapshotIndex | None = None
+            if prev_record is not None:
+                try:
+                    prev_index = read_index(blobstore, prev_record.index_blob_id, what="previous snapshot")
+                except (SnapshotNotFoundError, CorruptSnapshotError) as e:
+                    progress.note(f"previous snapshot unusable ({e}); taking a full backup")
+                    prev_record = None
 
-    try:
-        if opts.checkpoint_dir is None:
-            made_dir = source
-            create_checkpoint(opts.store_dir, source)
-        prev_index: SnapshotIndex | None = None
-        if prev_record is not None:
-            try:
-                prev_index = read_index(blobstore, prev_record.index_blob_id, what="previous snapshot")
-            except (SnapshotNotFoundError, CorruptSnapshotError) as e:
-                progress.note(f"previous snapshot unusable ({e}); taking a full backup")
-                prev_record = None
-
-        diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED)
-        added = [f for _, f in diff.added()]
-        assert all(isinstance(f, LocalFile) for f in added)
-        uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size,  # type: ignore[arg-type]
-                                parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
-        by_path = {id(lf): fi for lf, fi in zip(added, uploaded)}
-        dir_index = _build_dir_index(diff, by_path)
-
-        index = SnapshotIndex(
-            creation_time_millis=now_ms(),
-            snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
-            dir_index=dir_index,
-            prev_snapshot_index_blob_id=prev_record.index_blob_id if prev_record else None,
-        )
-        index_id = write_index(blobstore, index, opts.ttl_seconds)
-        record = CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis)
-        checkpoints.write(ref, record)  # the commit point
-    except BaseException:
-        if made_dir is not None:
-            shutil.rmtree(made_dir, ignore_errors=True)
-        raise
-
-    new_blobs = [b.blob_id for fi in uploaded for b in fi.blobs]
-    post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs)
+            diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED)
+            added = [f for _, f in diff.added()]
+            assert all(isinstance(f, LocalFile) for f in added)
+            failpoints.hit("before-upload")
+            uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size,  # type: ignore[arg-type]
+                                    parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
+            dir_index = _build_dir_index(diff, {id(lf): fi for lf, fi in zip(added, uploaded)})
+            index = SnapshotIndex(
+                creation_time_millis=now_ms(),
+                snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
+                dir_index=dir_index,
+                prev_snapshot_index_blob_id=prev_record.index_blob_id if prev_record else None,
+            )
+            index_id = write_index(blobstore, index, opts.ttl_seconds)
+            failpoints.hit("after-index-upload")
+            record = CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis, keep_last=opts.keep_last)
+            lease.check()  # fencing: never commit after another backup took the store over
+            checkpoints.commit(ref, record)
+        except BaseException:
+            if made_dir is not None:
+                shutil.rmtree(made_dir, ignore_errors=True)
+            raise
+        failpoints.hit("after-commit")
+        new_blobs = [b.blob_id for fi in uploaded for b in fi.blobs]
+        post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs)
+        failpoints.hit("after-cleanup")
     if made_dir is not None:
         _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
 
@@ -210,7 +222,7 @@ def discover_stores(state_dir: Path) -> list[tuple[str, str, Path]]:
     return out
 
 
-def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, checkpoints: CheckpointStore,
+def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
                progress: ProgressReporter | None = None) -> BackupAllResult:
     """Back up every store under ``state_dir``; the task name is the task dir name with ``_`` -> space
     when it looks like ``Partition_N``, else the dir name. A store that fails does not stop the others:

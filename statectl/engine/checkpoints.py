@@ -1,8 +1,17 @@
-"""Where committed checkpoints are recorded: the commit point of a backup.
+"""Committed checkpoints: where a backup becomes durable, and the catalog of retained snapshots.
 
-Without Kafka, statectl records each checkpoint of a store as a small JSON object in the blob store,
-``checkpoints/<job>/<job-id>/<task>/<store>/<checkpoint-id>.json`` (components URL-quoted). Writing that
-record *is* the commit; everything before it is garbage-collectable, everything after it idempotent.
+Every snapshot statectl takes is recorded in the blob store's catalog, one small JSON object per
+checkpoint at ``checkpoints/<job>/<job-id>/<task>/<store>/<checkpoint-id>.json`` (components
+URL-quoted). The catalog is what retention, ``snapshots list`` and ``gc`` read, for every job that
+shares the blob store.
+
+Where the commit happens depends on the mode:
+
+- embedded (no Kafka): writing the catalog record in state ``committed`` *is* the commit.
+- Kafka (``--kafka``): the job's Samza checkpoint topic is the source of truth. The catalog record is
+  first written ``pending``, then the checkpoint goes to Kafka (the commit), then the record is
+  marked ``committed``. A crash in between leaves a ``pending`` record whose blobs gc never deletes;
+  the next backup, restore or gc reconciles it with the topic.
 """
 
 from __future__ import annotations
@@ -11,43 +20,44 @@ import io
 import json
 import time
 from dataclasses import dataclass, replace
-from typing import Protocol
-from urllib.parse import quote
+from typing import Iterator, Protocol
+from urllib.parse import quote, unquote
 
 from statectl.blobstore.base import BlobStore
 from statectl.engine.layout import StoreRef, is_checkpoint_id, parse_checkpoint_id
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError
 
 CHECKPOINT_PREFIX = "checkpoints/"
+COMMITTED = "committed"
+PENDING = "pending"
 
 
 @dataclass(frozen=True)
 class CheckpointRecord:
-    """One committed checkpoint of one store: its id and the blob id of its SnapshotIndex."""
+    """One checkpoint of one store: its id, the blob id of its SnapshotIndex, and its catalog state.
+
+    ``keep_last`` is the retention the backup asked for, so that a cleanup re-run later applies the
+    same policy.
+    """
 
     checkpoint_id: str
     index_blob_id: str
     created_ms: int
     cleanup_done: bool = False
+    state: str = COMMITTED
+    keep_last: int = 1
 
 
-class CheckpointStore(Protocol):
-    """Records of committed checkpoints, per StoreRef."""
+class CommitLog(Protocol):
+    """The job's source of truth for its latest checkpoint, when it is not the catalog itself."""
 
-    def list(self, ref: StoreRef) -> list[CheckpointRecord]:
-        """Every recorded checkpoint of the store, newest first."""
+    def latest(self, ref: StoreRef) -> tuple[str, str] | None:
+        """(checkpoint id, index blob id) of the store's latest committed checkpoint, or None."""
 
-    def latest(self, ref: StoreRef) -> CheckpointRecord | None:
-        """The newest recorded checkpoint, or None when the store has never been backed up."""
+    def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str) -> None:
+        """Durably record a checkpoint; once this returns it is committed."""
 
-    def write(self, ref: StoreRef, record: CheckpointRecord) -> None:
-        """Record a checkpoint durably; once this returns, the checkpoint is committed."""
-
-    def mark_cleanup_done(self, ref: StoreRef, record: CheckpointRecord) -> None:
-        """Note that the post-commit cleanup of ``record`` has completed (an optimisation only)."""
-
-    def forget(self, ref: StoreRef, checkpoint_id: str) -> None:
-        """Drop the record of an old checkpoint. Idempotent."""
+    def close(self) -> None: ...
 
 
 def ref_prefix(ref: StoreRef) -> str:
@@ -56,10 +66,13 @@ def ref_prefix(ref: StoreRef) -> str:
 
 
 class BlobCheckpointStore:
-    """CheckpointStore kept in the blob store itself (the embedded default when no Kafka is given)."""
+    """The catalog in the blob store, plus the commit log (the catalog itself, or Kafka)."""
 
-    def __init__(self, blobstore: BlobStore):
+    def __init__(self, blobstore: BlobStore, commit_log: CommitLog | None = None):
         self.blobstore = blobstore
+        self.commit_log = commit_log
+
+    # -- catalog -----------------------------------------------------------------------------------
 
     def _key(self, ref: StoreRef, checkpoint_id: str) -> str:
         return f"{ref_prefix(ref)}{checkpoint_id}.json"
@@ -73,7 +86,8 @@ class BlobCheckpointStore:
         try:
             obj = json.loads(buf.getvalue())
             return CheckpointRecord(str(obj["checkpoint-id"]), str(obj["snapshot-index-blob-id"]),
-                                    int(obj.get("created-time-millis", 0)), bool(obj.get("cleanup-done", False)))
+                                    int(obj.get("created-time-millis", 0)), bool(obj.get("cleanup-done", False)),
+                                    str(obj.get("state", COMMITTED)), int(obj.get("keep-last", 1)))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptSnapshotError(f"malformed checkpoint record {key} in {self.blobstore.url}: {e}") from None
 
@@ -86,25 +100,94 @@ class BlobCheckpointStore:
                 ids.append(name[:-5])
         return sorted(ids, key=parse_checkpoint_id, reverse=True)
 
-    def list(self, ref: StoreRef) -> list[CheckpointRecord]:
+    def records(self, ref: StoreRef) -> list[CheckpointRecord]:
+        """Every catalog record of the store, pending ones included, newest first."""
         records = (self._read(self._key(ref, cid)) for cid in self._ids(ref))
         return [r for r in records if r is not None]
 
-    def latest(self, ref: StoreRef) -> CheckpointRecord | None:
-        for cid in self._ids(ref):
-            record = self._read(self._key(ref, cid))
-            if record is not None:
-                return record
-        return None
+    def list(self, ref: StoreRef) -> list[CheckpointRecord]:
+        """The committed snapshots of the store, newest first."""
+        return [r for r in self.records(ref) if r.state == COMMITTED]
 
     def write(self, ref: StoreRef, record: CheckpointRecord) -> None:
+        """Write (or overwrite) a catalog record."""
         self.blobstore.put_at(self._key(ref, record.checkpoint_id), _dump(record))
+
+    def forget(self, ref: StoreRef, checkpoint_id: str) -> None:
+        """Drop a catalog record. Idempotent."""
+        self.blobstore.delete(self._key(ref, checkpoint_id))
 
     def mark_cleanup_done(self, ref: StoreRef, record: CheckpointRecord) -> None:
         self.write(ref, replace(record, cleanup_done=True))
 
-    def forget(self, ref: StoreRef, checkpoint_id: str) -> None:
-        self.blobstore.delete(self._key(ref, checkpoint_id))
+    def refs(self) -> Iterator[StoreRef]:
+        """Every store (of every job) with catalog records in this blob store."""
+        seen: set[StoreRef] = set()
+        for info in self.blobstore.list(CHECKPOINT_PREFIX):
+            parts = info.key[len(CHECKPOINT_PREFIX):].split("/")
+            if len(parts) != 5 or not parts[4].endswith(".json"):
+                continue
+            try:
+                ref = StoreRef(*(unquote(p) for p in parts[:4]))
+            except Exception:  # a foreign object under checkpoints/: not ours to judge
+                continue
+            if ref not in seen:
+                seen.add(ref)
+                yield ref
+
+    # -- commits -----------------------------------------------------------------------------------
+
+    def latest(self, ref: StoreRef) -> CheckpointRecord | None:
+        """The store's latest committed checkpoint (from the commit log when there is one)."""
+        if self.commit_log is None:
+            committed = self.list(ref)
+            return committed[0] if committed else None
+        found = self.commit_log.latest(ref)
+        if found is None:
+            return None
+        checkpoint_id, index_blob_id = found
+        for r in self.records(ref):
+            if r.checkpoint_id == checkpoint_id and r.index_blob_id == index_blob_id:
+                return r if r.state == COMMITTED else replace(r, state=COMMITTED)
+        # Committed by a Samza job (or a crash before the catalog caught up): not in the catalog yet.
+        return CheckpointRecord(checkpoint_id, index_blob_id, 0)
+
+    def commit(self, ref: StoreRef, record: CheckpointRecord) -> None:
+        """Commit a checkpoint: the catalog record, or pending record + Kafka + committed record."""
+        if self.commit_log is None:
+            self.write(ref, replace(record, state=COMMITTED))
+            return
+        self.write(ref, replace(record, state=PENDING))
+        self.commit_log.commit(ref, record.checkpoint_id, record.index_blob_id)
+        self.write(ref, replace(record, state=COMMITTED))
+
+    def reconcile(self, ref: StoreRef, *, abandon_after_s: float) -> CheckpointRecord | None:
+        """Bring the catalog in line with the commit log after a crash; return the latest checkpoint.
+
+        The latest checkpoint is recorded ``committed`` in the catalog. Pending records older than it,
+        or older than ``abandon_after_s`` seconds, belong to backups that never committed: they are
+        forgotten (their blobs still carry a TTL, and gc sweeps them).
+        """
+        latest = self.latest(ref)
+        if self.commit_log is None:
+            return latest
+        records = self.records(ref)
+        if latest is not None and not any(r.checkpoint_id == latest.checkpoint_id and r.state == COMMITTED
+                                          for r in records):
+            latest = replace(latest, state=COMMITTED, created_ms=latest.created_ms or int(time.time() * 1000))
+            self.write(ref, latest)
+        now_ms = time.time() * 1000
+        for r in records:
+            if r.state != PENDING or (latest is not None and r.checkpoint_id == latest.checkpoint_id):
+                continue
+            older = latest is not None and parse_checkpoint_id(r.checkpoint_id) < parse_checkpoint_id(latest.checkpoint_id)
+            if older or now_ms - r.created_ms > abandon_after_s * 1000:
+                self.forget(ref, r.checkpoint_id)
+        return latest
+
+    def close(self) -> None:
+        if self.commit_log is not None:
+            self.commit_log.close()
 
 
 def _dump(record: CheckpointRecord) -> bytes:
@@ -113,4 +196,6 @@ def _dump(record: CheckpointRecord) -> bytes:
         "snapshot-index-blob-id": record.index_blob_id,
         "created-time-millis": record.created_ms or int(time.time() * 1000),
         "cleanup-done": record.cleanup_done,
+        "state": record.state,
+        "keep-last": record.keep_last,
     }).encode()

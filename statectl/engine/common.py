@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import io
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
+from statectl import failpoints
 from statectl.blobstore.base import BLOB_PREFIX, BlobStore
-from statectl.engine.checkpoints import CheckpointRecord, CheckpointStore
-from statectl.engine.layout import StoreRef, is_checkpoint_id
+from statectl.engine.checkpoints import BlobCheckpointStore, CheckpointRecord
+from statectl.engine.layout import StoreRef, is_checkpoint_id, parse_checkpoint_id
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError, SnapshotNotFoundError, UsageError
 from statectl.snapshot.model import SnapshotIndex, parse_index, serialize_index
 
@@ -50,7 +51,7 @@ def short_id(blob_id: str) -> str:
     return blob_id.rsplit("/", 1)[-1]
 
 
-def resolve_snapshot(blobstore: BlobStore, checkpoints: CheckpointStore, ref: StoreRef,
+def resolve_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
                      snapshot: str | None) -> ResolvedSnapshot:
     """Find a snapshot of ``ref``: the latest when ``snapshot`` is None, else by checkpoint id, full
     index blob id, or a unique prefix (at least 6 characters) of the index blob's UUID.
@@ -88,39 +89,85 @@ class CleanupStats:
     ttl_removed: int = 0
     blobs_deleted: int = 0
     records_forgotten: int = 0
+    deleted: list[str] = field(default_factory=list)
 
 
-def post_commit_cleanup(blobstore: BlobStore, checkpoints: CheckpointStore, ref: StoreRef, record: CheckpointRecord,
-                        index: SnapshotIndex, *, new_blob_ids: list[str] | None = None) -> CleanupStats:
-    """The cleanup after a commit (seed 000, "Post-Commit cleanup"). Idempotent; safe to re-run.
+def snapshot_blob_ids(index_blob_id: str, index: SnapshotIndex) -> set[str]:
+    """Every blob a snapshot needs: its index blob and the blobs of its present files."""
+    return {index_blob_id, *index.present_blob_ids()}
 
-    Removes the TTL of the snapshot's blobs (only ``new_blob_ids`` when given, else every present blob)
-    and of its index; deletes the blobs its index marks removed and the previous index blob; forgets
-    older checkpoint records of the store; finally marks the record's cleanup done.
+
+def post_commit_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
+                        record: CheckpointRecord, index: SnapshotIndex, *, keep_last: int | None = None,
+                        new_blob_ids: list[str] | None = None, dry_run: bool = False) -> CleanupStats:
+    """The cleanup after a commit (seed 000, "Post-Commit cleanup"), with retention. Idempotent.
+
+    Removes the TTL of the snapshot's blobs (only ``new_blob_ids`` when given, else every present
+    blob) and of its index. Keeps the newest ``keep_last`` committed snapshots of the store (default:
+    the record's own policy) and deletes every blob of the older ones, and of the files this snapshot
+    removed, that no kept snapshot references; then forgets the older records and marks the cleanup
+    done. A blob any kept snapshot references is never deleted. With ``dry_run`` nothing changes and
+    the stats say what would be deleted.
     """
+    keep = max(1, keep_last if keep_last is not None else record.keep_last)
     stats = CleanupStats()
-    for blob_id in (new_blob_ids if new_blob_ids is not None else index.present_blob_ids()):
-        blobstore.remove_ttl(blob_id)
-        stats.ttl_removed += 1
-    blobstore.remove_ttl(record.index_blob_id)
-    for blob_id in index.removed_blob_ids():
-        blobstore.delete(blob_id)
-        stats.blobs_deleted += 1
-    if index.prev_snapshot_index_blob_id and index.prev_snapshot_index_blob_id != record.index_blob_id:
-        blobstore.delete(index.prev_snapshot_index_blob_id)
-        stats.blobs_deleted += 1
-    for older in checkpoints.list(ref):
-        if older.checkpoint_id != record.checkpoint_id and older.index_blob_id != record.index_blob_id:
-            blobstore.delete(older.index_blob_id)  # superseded; no record will point at it any more
-            checkpoints.forget(ref, older.checkpoint_id)
-            stats.records_forgotten += 1
-    checkpoints.mark_cleanup_done(ref, record)
+    if not dry_run:
+        for blob_id in (new_blob_ids if new_blob_ids is not None else index.present_blob_ids()):
+            blobstore.remove_ttl(blob_id)
+            stats.ttl_removed += 1
+        blobstore.remove_ttl(record.index_blob_id)
+    committed = [r for r in checkpoints.list(ref) if r.checkpoint_id != record.checkpoint_id]
+    newer = [r for r in committed if parse_checkpoint_id(r.checkpoint_id) > parse_checkpoint_id(record.checkpoint_id)]
+    older = [r for r in committed if r not in newer]
+    kept = newer + [record] + older[: max(0, keep - 1 - len(newer))]
+    expired = [r for r in older if r not in kept]
+
+    referenced: set[str] = snapshot_blob_ids(record.index_blob_id, index)
+    for r in kept:
+        if r.checkpoint_id != record.checkpoint_id:
+            referenced |= _blob_ids_or_empty(blobstore, r)
+    candidates: list[str] = list(index.removed_blob_ids())
+    if index.prev_snapshot_index_blob_id:
+        candidates.append(index.prev_snapshot_index_blob_id)
+    for r in expired:
+        candidates.extend(sorted(_blob_ids_or_empty(blobstore, r) - {r.index_blob_id}))
+        candidates.append(r.index_blob_id)  # last: while it exists, a re-run can still find its blobs
+    doomed = list(dict.fromkeys(c for c in candidates if c not in referenced))
+    stats.deleted = doomed
+    if dry_run:
+        stats.blobs_deleted = len(doomed)
+        stats.records_forgotten = len(expired)
+        return stats
+    half = len(doomed) // 2
+    blobstore.delete_many(doomed[:half])
+    failpoints.hit("during-cleanup")
+    blobstore.delete_many(doomed[half:])
+    stats.blobs_deleted = len(doomed)
+    for r in expired:
+        checkpoints.forget(ref, r.checkpoint_id)
+        stats.records_forgotten += 1
+    if not record.cleanup_done or record.keep_last != keep:
+        checkpoints.write(ref, replace(record, cleanup_done=True, keep_last=keep))
     return stats
 
 
-def finish_interrupted_cleanup(blobstore: BlobStore, checkpoints: CheckpointStore, ref: StoreRef) -> bool:
-    """Re-run the cleanup of the latest checkpoint if it did not complete. Returns True if it ran."""
-    record = checkpoints.latest(ref)
+def _blob_ids_or_empty(blobstore: BlobStore, record: CheckpointRecord) -> set[str]:
+    """The blobs of a recorded snapshot; just its index id when the index is gone or unreadable
+    (an earlier cleanup got that far; gc sweeps whatever that leaves unreferenced)."""
+    try:
+        return snapshot_blob_ids(record.index_blob_id, read_index(blobstore, record.index_blob_id))
+    except (SnapshotNotFoundError, CorruptSnapshotError):
+        return {record.index_blob_id}
+
+
+def finish_interrupted_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef, *,
+                               abandon_after_s: float = 6 * 3600) -> bool:
+    """Reconcile the catalog with the commit log and re-run the cleanup of the latest checkpoint if
+    it did not complete. Returns True if a cleanup ran. Idempotent."""
+    try:
+        record = checkpoints.reconcile(ref, abandon_after_s=abandon_after_s)
+    except SnapshotNotFoundError:
+        return False  # nothing committed yet (e.g. a job without a checkpoint for this task)
     if record is None or record.cleanup_done:
         return False
     index = read_index(blobstore, record.index_blob_id)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statectl.blobstore.base import BlobStore
-from statectl.engine.checkpoints import CheckpointStore
+from statectl.engine.checkpoints import BlobCheckpointStore
 from statectl.engine.common import resolve_snapshot
 from statectl.engine.layout import NOT_IN_CHECKPOINTS, OFFSET_FILES, StoreRef, is_info_log
 from statectl.errors import NotFoundError, UsageError
@@ -47,7 +47,7 @@ class DiffResult:
         return not self.added and not self.removed
 
 
-def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: CheckpointStore) -> DiffResult:
+def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore) -> DiffResult:
     """Compare; never changes anything. Raises SnapshotNotFoundError, NotFoundError (no store dir)."""
     if opts.against is not None:
         if opts.snapshot is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statectl.blobstore.base import BlobStore
-from statectl.engine.checkpoints import CheckpointStore
+from statectl.engine.checkpoints import BlobCheckpointStore
 from statectl.engine.common import finish_interrupted_cleanup, resolve_snapshot
 from statectl.engine.layout import StoreRef, checkpoint_dir, local_checkpoint_dirs
 from statectl.engine.progress import NullProgress, ProgressReporter
@@ -67,7 +67,7 @@ class RestoreResult:
     notes: list[str] = field(default_factory=list)
 
 
-def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: CheckpointStore,
+def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
             progress: ProgressReporter | None = None) -> RestoreResult:
     """Restore a snapshot of ``opts.ref``; return what was downloaded and reused.
 

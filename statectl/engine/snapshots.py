@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from statectl.blobstore.base import BlobStore
-from statectl.engine.checkpoints import CheckpointStore
+from statectl.engine.checkpoints import BlobCheckpointStore
 from statectl.engine.common import ResolvedSnapshot, read_index, resolve_snapshot
 from statectl.engine.layout import StoreRef
 from statectl.engine.progress import NullProgress, ProgressReporter
@@ -35,7 +35,7 @@ def _iso(ms: int) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def list_snapshots(ref: StoreRef, blobstore: BlobStore, checkpoints: CheckpointStore) -> list[SnapshotSummary]:
+def list_snapshots(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore) -> list[SnapshotSummary]:
     """The recorded snapshots of a store, newest first. An unreadable index is listed with a problem."""
     out = []
     for i, record in enumerate(checkpoints.list(ref)):
@@ -51,7 +51,7 @@ def list_snapshots(ref: StoreRef, blobstore: BlobStore, checkpoints: CheckpointS
     return out
 
 
-def show_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: CheckpointStore, snapshot: str | None) -> ResolvedSnapshot:
+def show_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore, snapshot: str | None) -> ResolvedSnapshot:
     """Resolve and read one snapshot's index (see resolve_snapshot for the id forms)."""
     return resolve_snapshot(blobstore, checkpoints, ref, snapshot)
 
@@ -112,7 +112,7 @@ class _CrcSink:
         return 0
 
 
-def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: CheckpointStore, snapshot: str | None, *,
+def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore, snapshot: str | None, *,
                     download: bool, parallelism: int = 8, progress: ProgressReporter | None = None) -> VerifyResult:
     """Check that every blob of a snapshot exists with the right size; with ``download`` also that every
     file's bytes have the CRC32 its index records. Reads only; never changes anything."""

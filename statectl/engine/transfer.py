@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from statectl import failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.engine.progress import ProgressReporter
 from statectl.errors import (BlobNotFoundError, ChecksumMismatchError, CorruptSnapshotError, DiskFullError,
@@ -86,7 +87,10 @@ def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int) 
 class _ChunkReader:
     """Reads ``length`` bytes of a file from ``offset``, keeping the CRC32 of what was read.
 
-    Seeking back to the start (a retry, or botocore rewinding after hashing) restarts the CRC.
+    Each byte enters the CRC once, the first time it is read: the reader may be rewound to any position
+    it has already reached (a retry rewinds to the start; botocore rewinds each multipart part to the
+    part's start after hashing it) and re-reads of the same, immutable bytes leave the CRC as it is.
+    Seeking past the furthest byte read would leave a gap in the CRC and is refused.
     """
 
     def __init__(self, f, offset: int, length: int, progress: ProgressReporter, cancel: threading.Event):
@@ -97,7 +101,7 @@ class _ChunkReader:
         self.crc = 0
         self._progress = progress
         self._cancel = cancel
-        self._reported = 0  # bytes reported to progress, so re-reads are not counted twice
+        self._reached = 0  # bytes [0, _reached) are in the CRC and were reported to progress
         f.seek(offset)
 
     def read(self, n: int = -1) -> bytes:
@@ -107,11 +111,13 @@ class _ChunkReader:
         n = left if n is None or n < 0 or n > left else n
         data = self._f.read(min(n, READ_BUF * 8))
         if data:
-            self.crc = zlib.crc32(data, self.crc)
-            self._pos += len(data)
-            if self._pos > self._reported:
-                self._progress.advance(self._pos - self._reported)
-                self._reported = self._pos
+            end = self._pos + len(data)
+            if end > self._reached:
+                new = data if self._pos == self._reached else memoryview(data)[self._reached - self._pos:]
+                self.crc = zlib.crc32(new, self.crc)
+                self._progress.advance(end - self._reached)
+                self._reached = end
+            self._pos = end
         return data
 
     def tell(self) -> int:
@@ -119,10 +125,8 @@ class _ChunkReader:
 
     def seek(self, pos: int, whence: int = 0) -> int:
         target = {0: pos, 1: self._pos + pos, 2: self._length + pos}[whence]
-        if target != 0 and target != self._pos:
-            raise OSError(errno.ESPIPE, "chunk reader can only rewind to its start")
-        if target == 0:
-            self.crc = 0
+        if target < 0 or target > self._reached:
+            raise OSError(errno.ESPIPE, "chunk reader can only seek back to bytes it has read")
         self._f.seek(self._offset + target)
         self._pos = target
         return target
@@ -184,6 +188,7 @@ def _upload_task(blobstore: BlobStore, lf: LocalFile, offset: int, length: int, 
         with open(lf.path, "rb") as f:
             reader = _ChunkReader(f, offset, length, progress, cancel)
             blob_id = blobstore.put(reader, size=length, ttl_seconds=ttl_seconds)
+            failpoints.hit("during-upload")
             if reader.tell() != length:
                 raise StatectlError(f"{lf.path} is shorter than when it was listed")
         if offset + length >= lf.size:
