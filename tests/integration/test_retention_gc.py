@@ -1,0 +1,229 @@
+"""Retention, gc and the per-store lease, on every blob store backend."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from statectl.engine.backup import BackupOptions, backup
+from statectl.engine.checkpoints import BlobCheckpointStore
+from statectl.engine.common import read_index, snapshot_blob_ids
+from statectl.engine.gc import GcOptions, gc
+from statectl.engine.lease import Lease, LeaseLostError, lease_key
+from statectl.engine.layout import StoreRef, store_dir
+from statectl.engine.restore import RestoreOptions, restore
+from statectl.engine.snapshots import list_snapshots, verify_snapshot
+from statectl.errors import LockHeldError, SnapshotNotFoundError
+from tests.tools.genstore import fingerprint, make_store
+
+REF = StoreRef("page-views", "1", "Partition 0", "counts")
+
+
+def all_referenced(bs, cps: BlobCheckpointStore) -> set[str]:
+    keys: set[str] = set()
+    for ref in cps.refs():
+        for r in cps.list(ref):
+            keys |= snapshot_blob_ids(r.index_blob_id, read_index(bs, r.index_blob_id))
+    return keys
+
+
+def blob_keys(bs) -> set[str]:
+    return {i.key for i in bs.list("blobs/")}
+
+
+def grow(sdir: Path, n: int, seed: int) -> None:
+    make_store(sdir, 300, 512, seed=seed, start=100_000 * n, sst_mb=1)
+
+
+@pytest.fixture
+def sdir(tmp_path: Path) -> Path:
+    d = store_dir(tmp_path / "state", REF.store, REF.task)
+    make_store(d, 2000, 512, seed=1, sst_mb=1)
+    return d
+
+
+def test_keep_last_keeps_n_restorable_snapshots(blobstore, sdir: Path, tmp_path: Path):
+    cps = BlobCheckpointStore(blobstore)
+    taken = []
+    for n in range(4):
+        if n:
+            grow(sdir, n, seed=n)
+        r = backup(BackupOptions(REF, sdir, keep_last=3), blobstore, cps)
+        taken.append((r, fingerprint(sdir)))
+    rows = list_snapshots(REF, blobstore, cps)
+    assert [row.checkpoint_id for row in rows] == [r.checkpoint_id for r, _ in reversed(taken[1:])]
+    assert rows[0].latest and not rows[1].latest
+    for i, (r, fp) in enumerate(taken[1:]):
+        target = tmp_path / f"restore-{i}"
+        restore(RestoreOptions(REF, tmp_path / "none", target_dir=target, snapshot=r.checkpoint_id), blobstore, cps)
+        assert fingerprint(target) == fp
+    with pytest.raises(SnapshotNotFoundError):
+        restore(RestoreOptions(REF, tmp_path / "none", target_dir=tmp_path / "gone", snapshot=taken[0][0].checkpoint_id),
+                blobstore, cps)
+    assert blob_keys(blobstore) == all_referenced(blobstore, cps)
+
+    # gc --keep-last 1 then drops all but the latest, deleting only what it alone does not need.
+    res = gc(GcOptions(keep_last=1), blobstore, cps)
+    assert res.snapshots_expired == 2 and res.blobs_deleted > 0
+    assert [s.checkpoint_id for s in list_snapshots(REF, blobstore, cps)] == [taken[-1][0].checkpoint_id]
+    assert blob_keys(blobstore) == all_referenced(blobstore, cps)
+    assert verify_snapshot(REF, blobstore, cps, None, download=True).ok
+
+
+def test_gc_sweeps_unreferenced_and_expired_blobs_but_not_young_ones(blobstore, sdir: Path):
+    cps = BlobCheckpointStore(blobstore)
+    backup(BackupOptions(REF, sdir), blobstore, cps)
+    live = all_referenced(blobstore, cps)
+    orphan = blobstore.put(io.BytesIO(b"left by a crashed backup"), size=24, ttl_seconds=3600)
+    young = blobstore.put(io.BytesIO(b"a backup in flight"), size=18, ttl_seconds=3600)
+    expired = blobstore.put(io.BytesIO(b"ttl ran out"), size=11, ttl_seconds=1)
+    time.sleep(2.1)
+
+    # With a 6h grace nothing young goes, except what its own TTL says is dead.
+    dry = gc(GcOptions(dry_run=True), blobstore, cps)
+    assert [(a.key, a.reason) for a in dry.deleted] == [(expired, "TTL expired")]
+    assert blob_keys(blobstore) == live | {orphan, young, expired}  # dry run: nothing deleted
+
+    res = gc(GcOptions(), blobstore, cps)
+    assert res.blobs_deleted == 1 and res.bytes_reclaimed == 11
+    assert blob_keys(blobstore) == live | {orphan, young}
+
+    # Once past the grace period the unreferenced ones go; every referenced blob stays.
+    res = gc(GcOptions(grace_seconds=1), blobstore, cps)
+    assert {a.key for a in res.deleted} == {orphan, young}
+    assert all(a.reason == "unreferenced, older than the grace period" for a in res.deleted)
+    assert blob_keys(blobstore) == live
+    assert res.blobs_kept == len(live)
+
+
+def test_gc_with_several_jobs_sharing_the_prefix(blobstore, tmp_path: Path):
+    cps = BlobCheckpointStore(blobstore)
+    refs = [StoreRef("job-a", "1", "Partition 0", "s"), StoreRef("job-b", "2", "Partition 3", "s"),
+            StoreRef("job-a", "1", "Partition 1", "t")]
+    dirs = {}
+    for i, ref in enumerate(refs):
+        d = store_dir(tmp_path / ref.job, ref.store, ref.task)
+        make_store(d, 800, 512, seed=10 + i, sst_mb=1)
+        dirs[ref] = d
+        for n in range(3):
+            if n:
+                grow(d, n, seed=20 + n)
+            backup(BackupOptions(ref, d, keep_last=2), blobstore, cps)
+    assert set(cps.refs()) == set(refs)
+    orphan = blobstore.put(io.BytesIO(b"x"), size=1, ttl_seconds=3600)
+    time.sleep(1.1)
+    res = gc(GcOptions(grace_seconds=1, keep_last=1), blobstore, cps)
+    assert res.stores == 3 and res.snapshots_expired == 3
+    assert orphan in {a.key for a in res.deleted}
+    assert blob_keys(blobstore) == all_referenced(blobstore, cps)
+    for ref in refs:
+        assert len(cps.list(ref)) == 1
+        target = tmp_path / "restored" / ref.job / ref.task
+        restore(RestoreOptions(ref, tmp_path / "none", target_dir=target), blobstore, cps)
+        assert fingerprint(target) == fingerprint(dirs[ref])
+
+
+def test_gc_never_deletes_what_a_snapshot_committed_during_gc_references(blobstore, sdir: Path, tmp_path: Path,
+                                                                          monkeypatch):
+    """A backup commits while gc runs (right after gc listed the blobs): with a zero grace period its
+    new blobs are unreferenced at listing time, yet none of them may be deleted."""
+    cps = BlobCheckpointStore(blobstore)
+    backup(BackupOptions(REF, sdir), blobstore, cps)
+    grow(sdir, 1, seed=5)
+    inner_list = blobstore.list
+    state = {"done": False}
+
+    def list_then_backup(prefix=""):
+        listing = list(inner_list(prefix))
+        if prefix == "blobs/" and not state["done"]:
+            state["done"] = True
+            time.sleep(1.1)
+            backup(BackupOptions(REF, sdir), blobstore, cps)  # commits a snapshot mid-gc
+        return iter(listing)
+
+    monkeypatch.setattr(blobstore, "list", list_then_backup)
+    gc(GcOptions(grace_seconds=0), blobstore, cps)
+    monkeypatch.undo()
+    assert state["done"]
+    assert verify_snapshot(REF, blobstore, cps, None, download=True).ok
+    target = tmp_path / "t"
+    restore(RestoreOptions(REF, tmp_path / "none", target_dir=target), blobstore, cps)
+    assert fingerprint(target) == fingerprint(sdir)
+
+
+def test_gc_finishes_an_interrupted_cleanup(blobstore, sdir: Path, monkeypatch):
+    import statectl.engine.backup as backup_mod
+
+    cps = BlobCheckpointStore(blobstore)
+    first = backup(BackupOptions(REF, sdir), blobstore, cps)
+    grow(sdir, 1, seed=6)
+    monkeypatch.setattr(backup_mod, "post_commit_cleanup", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("crash")))
+    with pytest.raises(RuntimeError):
+        backup(BackupOptions(REF, sdir), blobstore, cps)
+    monkeypatch.undo()
+    res = gc(GcOptions(), blobstore, cps)
+    assert res.cleanups_finished == 1
+    assert cps.latest(REF).cleanup_done
+    assert first.snapshot_id not in blob_keys(blobstore)
+    assert blob_keys(blobstore) == all_referenced(blobstore, cps)
+
+
+def test_lease_one_holder_and_fencing(blobstore):
+    a = Lease(blobstore, REF, seconds=60)
+    a.acquire()
+    b = Lease(blobstore, REF, seconds=60)
+    with pytest.raises(LockHeldError) as e:
+        b.acquire()
+    assert e.value.exit_code == 11 and "another backup" in str(e.value)
+    a.release()
+    b.acquire()  # a released lease is free
+    # Someone takes b's lease over behind its back (e.g. b stalled past its expiry): b must not commit.
+    _, etag = blobstore.read_at(lease_key(REF))
+    blobstore.put_at(lease_key(REF), b'{"owner": "someone-else", "expires": 0}', if_match=etag)
+    with pytest.raises(LeaseLostError):
+        b.check()
+
+
+def test_concurrent_backup_of_the_same_store_fails_cleanly(blobstore, sdir: Path, tmp_path: Path, s3_options,
+                                                            request):
+    """A second backup of a store while one is running exits 11; a killed holder frees the store at once."""
+    if "s3" in request.node.callspec.id:
+        url = blobstore.url
+        env_extra = {"STATECTL_S3_ENDPOINT": s3_options.endpoint_url, "AWS_ACCESS_KEY_ID": s3_options.access_key_id,
+                     "AWS_SECRET_ACCESS_KEY": s3_options.secret_access_key}
+    else:
+        url, env_extra = blobstore.url, {}
+    statectl = str(Path(sys.executable).parent / "statectl")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STATECTL_", "AWS_"))}
+    env.update(env_extra, XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    args = [statectl, "backup", "--blobstore", url, "--job", REF.job, "--task", REF.task, "--store", REF.store,
+            "--store-dir", str(sdir), "-q"]
+    slow = subprocess.Popen(args, env=dict(env, STATECTL_FAILPOINTS="before-upload=sleep:4"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:  # wait until the slow one holds the lease
+            try:
+                blobstore.read_at(lease_key(REF))
+                break
+            except Exception:
+                time.sleep(0.05)
+        second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 11, second.stderr
+        assert second.stderr.startswith("Error: another backup of page-views-1/Partition 0/counts is running")
+    finally:
+        out, err = slow.communicate(timeout=60)
+    assert slow.returncode == 0, err
+    # A backup killed while holding the lease does not block the next one on this host.
+    killed = subprocess.Popen(args, env=dict(env, STATECTL_FAILPOINTS="after-index-upload=kill"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    killed.wait(timeout=60)
+    assert killed.returncode == -9
+    third = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert third.returncode == 0, third.stderr
