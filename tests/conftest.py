@@ -6,6 +6,7 @@ cannot start fails the tests that need it: a required integration suite never sk
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Iterator
 
@@ -13,7 +14,7 @@ import pytest
 
 from statectl.blobstore import BlobStore, S3Options, open_blobstore
 
-from tests.servers import SeaweedServer, ServerStartError
+from tests.servers import SeaweedServer, ServerStartError, TansuServer
 
 # Small, so that tests exercise multipart uploads with blobs of a few MiB (S3's minimum part size).
 TEST_PART_SIZE = 5 * 1024 * 1024
@@ -68,3 +69,91 @@ def blobstore(request: pytest.FixtureRequest, tmp_path) -> Iterator[BlobStore]:
         store = open_blobstore(request.getfixturevalue("s3_url"), s3=request.getfixturevalue("s3_options"))
     yield store
     store.close()
+
+
+# -- S3 behind a fault-injecting proxy (tests/faultproxy.py) ------------------------------------------
+
+# The fault proxies' seed; set STATECTL_TEST_FAULT_SEED to soak the fault tests with other sequences.
+FAULT_SEED = int(os.environ.get("STATECTL_TEST_FAULT_SEED", "20260601"))
+
+
+class FaultyS3:
+    """A fresh bucket on the session's SeaweedFS, reached through a FaultProxy of its own.
+
+    ``url`` and ``options`` go through the proxy; ``direct_options`` and ``open_direct()`` bypass it, to
+    set up or inspect a store without faults. ``proxy.set_rate(0.05)``, ``proxy.set_down(True)`` and
+    ``proxy.stats()`` drive and read the faults. Blob stores opened here are closed with the fixture.
+    """
+
+    def __init__(self, seaweed: SeaweedServer, proxy, bucket: str, prefix: str):
+        from tests.faultproxy import FaultProxy
+
+        self.seaweed = seaweed
+        self.proxy: FaultProxy = proxy
+        self.bucket = bucket
+        self.url = f"s3://{bucket}/{prefix}"
+        self.options = S3Options(endpoint_url=proxy.url, region="us-east-1", access_key_id=seaweed.access_key,
+                                 secret_access_key=seaweed.secret_key, part_size=TEST_PART_SIZE, max_connections=8)
+        self.direct_options = S3Options(endpoint_url=seaweed.endpoint, region="us-east-1",
+                                        access_key_id=seaweed.access_key, secret_access_key=seaweed.secret_key,
+                                        part_size=TEST_PART_SIZE, max_connections=8)
+        self._opened: list[BlobStore] = []
+
+    def open(self, *, retries: int = 8) -> BlobStore:
+        """``open_blobstore(url)`` through the proxy, retrying transient errors ``retries`` times."""
+        store = open_blobstore(self.url, s3=self.options, retries=retries)
+        self._opened.append(store)
+        return store
+
+    def open_direct(self) -> BlobStore:
+        """The same store straight on SeaweedFS: no faults, not counted by the proxy."""
+        store = open_blobstore(self.url, s3=self.direct_options, retries=0)
+        self._opened.append(store)
+        return store
+
+    def cli_env(self, home, *, retries: int = 1) -> dict[str, str]:
+        """A clean environment for running ``statectl`` as a subprocess against the proxy: only PATH, a
+        HOME and XDG dirs under ``home``, the S3 credentials, endpoint and region, and STATECTL_RETRIES."""
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
+            "XDG_DATA_HOME": str(home / "xdg-data"), "XDG_CONFIG_HOME": str(home / "xdg-config"),
+            "AWS_ACCESS_KEY_ID": self.seaweed.access_key, "AWS_SECRET_ACCESS_KEY": self.seaweed.secret_key,
+            "AWS_EC2_METADATA_DISABLED": "true", "STATECTL_S3_ENDPOINT": self.proxy.url,
+            "STATECTL_S3_REGION": "us-east-1", "STATECTL_RETRIES": str(retries),
+        }
+
+    def close(self) -> None:
+        for store in self._opened:
+            store.close()
+        self._opened.clear()
+        self.proxy.close()
+
+
+@pytest.fixture
+def faulty_s3(seaweed: SeaweedServer, request: pytest.FixtureRequest) -> Iterator[FaultyS3]:
+    """A fresh bucket behind its own fault-injecting proxy (seeded; no faults until ``proxy.set_rate``).
+
+    The bucket is made directly on SeaweedFS, so setup never meets a fault. Parametrize indirectly
+    to start with faults on: ``@pytest.mark.parametrize("faulty_s3", [0.05], indirect=True)``.
+    """
+    from tests.faultproxy import FaultProxy
+
+    bucket = seaweed.make_bucket()
+    proxy = FaultProxy(seaweed.endpoint, rate=getattr(request, "param", 0.0), seed=FAULT_SEED).start()
+    faulty = FaultyS3(seaweed, proxy, bucket, f"statectl-test/{uuid.uuid4().hex[:8]}")
+    yield faulty
+    faulty.close()
+
+
+# -- Kafka protocol: Tansu (tests/servers.py) --------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[TansuServer]:
+    """One memory-only Tansu Kafka broker for the session; tests use topics and job names of their own."""
+    try:
+        server = TansuServer().start()
+    except ServerStartError as e:
+        pytest.fail(f"Tansu did not start: {e}", pytrace=False)
+    yield server
+    server.stop()

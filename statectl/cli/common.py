@@ -79,12 +79,9 @@ class Env:
 
             log = None
             if self.settings.kafka:
-                from statectl.kafka.checkpoints import KafkaCheckpointLog
+                from statectl.kafka.checkpoints import KafkaCheckpointLogs
 
-                job = self.settings.job
-                if not job:
-                    raise UsageError("no job given", hint="--kafka needs --job to find the checkpoint topic")
-                log = KafkaCheckpointLog(self.settings.kafka, job, self.settings.job_id)
+                log = KafkaCheckpointLogs(self.settings.kafka)
             self._checkpoints = BlobCheckpointStore(self.blobstore, log)
         return self._checkpoints
 

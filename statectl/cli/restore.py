@@ -7,15 +7,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, ParallelismOpt, S3EndpointOpt, StateDirOpt,
-                                 StoreDirOpt, StoreOpt, TaskOpt, human_bytes)
+from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, ParallelismOpt, S3EndpointOpt,
+                                 StateDirOpt, StoreDirOpt, StoreOpt, TaskOpt, human_bytes)
+from statectl.errors import UsageError
 
 EPILOG = (
     "Examples:\n\n"
     "  statectl restore --job page-views --state-dir /var/samza/state --store counts --task 'Partition 0'\n\n"
     "  statectl restore --job page-views --store counts --snapshot 3f2a9c --target-dir /tmp/counts-copy\n\n"
-    "Exit codes: 0 ok, 1 failure (corrupt snapshot, CRC mismatch, disk full: the old store is untouched), "
-    "10 no such snapshot, 11 target store held by a running process."
+    "  statectl restore --from-changelog page-views-counts-changelog --partition 0 --kafka broker:9092 "
+    "--target-dir /tmp/counts-rebuilt\n\n"
+    "  statectl restore --from-changelog page-views-counts-changelog --partition 0 --kafka broker:9092 "
+    "--job page-views --store counts --to-checkpoint --state-dir /var/samza/state\n\n"
+    "Exit codes: 0 ok, 1 failure (corrupt snapshot, CRC mismatch, disk full, brokers unreachable: the old store "
+    "is untouched), 2 usage, 10 no such snapshot, topic or partition, 11 target store held by a running process."
 )
 
 
@@ -33,12 +38,31 @@ def restore(
     target_dir: Annotated[Optional[Path], typer.Option("--target-dir", help="Restore here instead of the store dir.", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty target dir that is not a RocksDB store.")] = False,
     parallelism: ParallelismOpt = None,
+    kafka: KafkaOpt = None,
+    from_changelog: Annotated[Optional[str], typer.Option("--from-changelog", metavar="TOPIC", help="Rebuild the store by replaying this Kafka changelog topic instead (needs --kafka and --partition).", show_default=False)] = None,
+    partition: Annotated[Optional[int], typer.Option("--partition", metavar="N", help="The changelog partition to replay (with --from-changelog).", show_default=False)] = None,
+    until_offset: Annotated[Optional[int], typer.Option("--until-offset", metavar="N", help="Replay only the records below offset N (default: to the end).", show_default=False)] = None,
+    to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Replay up to the changelog offset in the task's latest Samza checkpoint (needs --job and --store).")] = False,
 ) -> None:
-    """Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically."""
+    """Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically.
+    With --from-changelog, rebuild it by replaying its Kafka changelog instead."""
+    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id, task=task,
+              store=store, state_dir=str(state_dir) if state_dir else None, parallelism=parallelism)
+    if from_changelog is not None:
+        try:
+            _restore_from_changelog(env, from_changelog, partition, store_dir, target_dir, force, snapshot,
+                                    until_offset, to_checkpoint)
+        finally:
+            env.close()
+        return
+    changelog_only = [flag for flag, given in (("--partition", partition is not None),
+                                               ("--until-offset", until_offset is not None),
+                                               ("--to-checkpoint", to_checkpoint)) if given]
+    if changelog_only:
+        raise UsageError(f"{', '.join(changelog_only)} only go with --from-changelog TOPIC")
+
     from statectl.engine.restore import RestoreOptions, restore as run_restore
 
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store,
-              state_dir=str(state_dir) if state_dir else None, parallelism=parallelism)
     try:
         if target_dir is not None and store_dir is None and not env.settings.state_dir:
             sdir = target_dir
@@ -52,3 +76,25 @@ def restore(
                     f"{r.files_reused} reused locally, {r.duration_s:.1f}s")
     finally:
         env.close()
+
+
+def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], store_dir: Optional[Path],
+                            target_dir: Optional[Path], force: bool, snapshot: Optional[str],
+                            until_offset: Optional[int], to_checkpoint: bool) -> None:
+    from statectl.engine.changelog import ChangelogRestoreOptions, restore_from_changelog
+
+    s = env.settings
+    if not s.kafka:
+        raise UsageError("--from-changelog needs Kafka brokers",
+                         hint="pass --kafka HOST:PORT[,..] (or set STATECTL_KAFKA)")
+    if partition is None:
+        raise UsageError("--from-changelog needs --partition N")
+    if snapshot is not None:
+        raise UsageError("--snapshot and --from-changelog are alternatives: pass one of them")
+    opts = ChangelogRestoreOptions(
+        bootstrap=s.kafka, topic=topic, partition=partition,
+        target_dir=target_dir if target_dir is not None else env.store_dir(store_dir),
+        stop_offset=until_offset, checkpoint_ref=env.ref() if to_checkpoint else None, force=force)
+    r = restore_from_changelog(opts, env.progress())
+    env.emit(r, f"replayed {r.records} records ({human_bytes(r.bytes)}) of {r.topic}[{r.partition}] up to offset "
+                f"{r.end_offset} into {r.target_dir}, {r.duration_s:.1f}s")

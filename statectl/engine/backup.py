@@ -114,7 +114,8 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     # Talk to the blob store before checkpointing: opening the store read-write rewrites its MANIFEST
     # and logs, so a missing bucket, bad credentials or an unreachable store must fail before that.
     with Lease(blobstore, ref) as lease:
-        if finish_interrupted_cleanup(blobstore, checkpoints, ref):
+        # Holding the lease, no other backup of this store is in flight: any pending record is abandoned.
+        if finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0):
             progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
         try:
             prev_record = checkpoints.latest(ref)

@@ -80,7 +80,7 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     progress = progress or NullProgress()
     started = time.monotonic()
     target = Path(opts.target_dir or opts.store_dir).absolute()
-    _check_target(target, opts.force)
+    check_target(target, opts.force)
 
     if finish_interrupted_cleanup(blobstore, checkpoints, opts.ref):
         progress.note(f"finished the interrupted cleanup of the last backup of {opts.ref}")
@@ -92,7 +92,7 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         blob_ranges(fi, f"file {rel}")  # validate every file before touching the disk
 
     sources = _reuse_sources(opts.store_dir.absolute(), target, checkpoint_id)
-    _remove_dead_temp_dirs(target)
+    remove_dead_temp_dirs(target)
     tmp = target.parent / f".{target.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     reused = downloaded_bytes = 0
     try:
@@ -108,8 +108,8 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
                 to_download.append(DownloadItem(rel, tmp / rel, fi))
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
                                           range_size=opts.range_size, progress=progress)
-        _fsync_tree(tmp)
-        _swap_into_place(tmp, target)
+        fsync_tree(tmp)
+        swap_into_place(tmp, target)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -144,7 +144,7 @@ def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullErro
                               "or restore elsewhere with --target-dir")
 
 
-def _check_target(target: Path, force: bool) -> None:
+def check_target(target: Path, force: bool) -> None:
     if not target.exists():
         return
     if not target.is_dir():
@@ -201,7 +201,7 @@ def _reuse(sources: list[Path], rel: str, fi: FileIndex, dest: Path) -> bool:
 
 
 
-def _fsync_tree(root: Path) -> None:
+def fsync_tree(root: Path) -> None:
     for dirpath, _, _ in os.walk(root, topdown=False):
         fd = os.open(dirpath, os.O_RDONLY)
         try:
@@ -230,7 +230,7 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def _swap_into_place(tmp: Path, target: Path) -> None:
+def swap_into_place(tmp: Path, target: Path) -> None:
     """Put the complete new store at ``target``; delete the old one only after."""
     if not target.exists():
         os.rename(tmp, target)
@@ -248,7 +248,7 @@ def _swap_into_place(tmp: Path, target: Path) -> None:
         os.close(fd)
 
 
-def _remove_dead_temp_dirs(target: Path) -> None:
+def remove_dead_temp_dirs(target: Path) -> None:
     """Remove temp dirs left by restores that crashed (their pid is gone)."""
     prefix = f".{target.name}{TMP_INFIX}"
     if not target.parent.is_dir():

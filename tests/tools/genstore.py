@@ -7,12 +7,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import random
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Iterator
 
 
 def make_store(path: str | os.PathLike[str], keys: int, value_size: int = 1024, *, seed: int = 1, start: int = 0,
@@ -41,23 +43,19 @@ def make_store(path: str | os.PathLike[str], keys: int, value_size: int = 1024, 
         db.close()
 
 
-def fingerprint(path: str | os.PathLike[str]) -> tuple[int, str]:
-    """(number of keys, sha256 over every key and value in order) of a store, opened as a RocksDB
-    secondary instance so the store itself is not touched (not even rocksdict's config file)."""
+@contextlib.contextmanager
+def _secondary(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """The store at ``path`` opened as a RocksDB secondary instance, so the store itself is not touched (not
+    even rocksdict's config file, which it (re)writes into any dir it opens: put back as it was after)."""
     from rocksdict import AccessType, Options, Rdict
 
-    # rocksdict (re)writes its own config file into any dir it opens: put it back as it was after.
     config = Path(path) / "rocksdict-config.json"
     saved = (config.read_bytes(), config.stat()) if config.exists() else None
     with tempfile.TemporaryDirectory() as sec:
         db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.secondary(sec))
         try:
             db.try_catch_up_with_primary()
-            h = hashlib.sha256()
-            n = 0
-            for k, v in db.items():
-                h.update(len(k).to_bytes(4, "big") + k + len(v).to_bytes(4, "big") + v)
-                n += 1
+            yield db
         finally:
             db.close()
             if saved is None:
@@ -65,7 +63,23 @@ def fingerprint(path: str | os.PathLike[str]) -> tuple[int, str]:
             else:
                 config.write_bytes(saved[0])
                 os.utime(config, ns=(saved[1].st_atime_ns, saved[1].st_mtime_ns))
+
+
+def fingerprint(path: str | os.PathLike[str]) -> tuple[int, str]:
+    """(number of keys, sha256 over every key and value in order) of a store, read without touching it."""
+    with _secondary(path) as db:
+        h = hashlib.sha256()
+        n = 0
+        for k, v in db.items():
+            h.update(len(k).to_bytes(4, "big") + k + len(v).to_bytes(4, "big") + v)
+            n += 1
     return n, h.hexdigest()
+
+
+def dump_store(path: str | os.PathLike[str]) -> dict[bytes, bytes]:
+    """Every key and value of a store, read without touching it (for small test stores)."""
+    with _secondary(path) as db:
+        return dict(db.items())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,227 @@
+"""restore --from-changelog: rebuild a store by replaying its Kafka changelog partition (the slow path that
+snapshots replace).
+
+Every record of the partition, from its start (or ``start_offset``) to its end (or below ``stop_offset``), is
+applied in offset order: its key and value bytes become a RocksDB entry, a null value deletes the key.
+Writes go through WriteBatches into a new store in a temporary sibling dir of the target, which is then
+swapped into place exactly as a snapshot restore does (statectl.engine.restore): the target is never
+half-written, and on any error it is left as it was and the temporary dir removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from statectl.engine.layout import StoreRef
+from statectl.engine.progress import NullProgress, ProgressReporter
+from statectl.engine.restore import TMP_INFIX, check_target, fsync_tree, remove_dead_temp_dirs, swap_into_place
+from statectl.errors import DiskFullError, SnapshotNotFoundError, StatectlError, UsageError
+
+DEFAULT_BATCH_RECORDS = 10_000
+DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ChangelogRestoreOptions:
+    """What to replay where.
+
+    ``start_offset`` None: the partition's first offset. ``stop_offset``: apply only the records below this
+    offset (exclusive, like a Kafka end offset: a checkpoint's changelog offset + 1); None: everything up to
+    the partition's end when the replay gets there. ``checkpoint_ref``: stop where the latest Samza
+    checkpoint of that store's task says its changelog was (the job's checkpoint topic on the same brokers),
+    as Samza restores a transactional store; exclusive with ``stop_offset``. ``force`` allows replacing a
+    non-empty target dir that is not a RocksDB store.
+    """
+
+    bootstrap: str
+    topic: str
+    partition: int
+    target_dir: Path
+    start_offset: int | None = None
+    stop_offset: int | None = None
+    checkpoint_ref: StoreRef | None = None
+    batch_records: int = DEFAULT_BATCH_RECORDS
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    force: bool = False
+    timeout_s: float = 5.0
+
+    def validate(self) -> None:
+        if not self.bootstrap:
+            raise UsageError("--from-changelog needs Kafka brokers", hint="pass --kafka HOST:PORT[,..]")
+        if not self.topic:
+            raise UsageError("no changelog topic given")
+        if self.partition < 0:
+            raise UsageError("--partition must be 0 or more")
+        for name in ("start_offset", "stop_offset"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise UsageError(f"--{name.replace('_', '-')} must be 0 or more")
+        if self.start_offset is not None and self.stop_offset is not None and self.stop_offset < self.start_offset:
+            raise UsageError("the stop offset is before the start offset")
+        if self.checkpoint_ref is not None and self.stop_offset is not None:
+            raise UsageError("stop at the checkpoint or at an offset, not both (--to-checkpoint, --until-offset)")
+        if self.batch_records < 1 or self.batch_bytes < 1:
+            raise UsageError("batch sizes must be at least 1")
+
+
+@dataclass
+class ChangelogRestoreResult:
+    """``records`` applied (puts and deletes), their key + value ``bytes``; ``end_offset`` is the offset after
+    the last record read, where a later replay of the same partition would continue."""
+
+    records: int
+    bytes: int
+    duration_s: float
+    target_dir: str
+    topic: str
+    partition: int
+    end_offset: int | None
+
+
+def restore_from_changelog(opts: ChangelogRestoreOptions,
+                           progress: ProgressReporter | None = None) -> ChangelogRestoreResult:
+    """Rebuild the store at ``opts.target_dir`` from changelog ``opts.topic`` partition ``opts.partition``.
+
+    Raises UsageError for bad options or a non-empty target that is not a store (without ``force``), or a
+    checkpoint that names another changelog partition; LockHeldError (exit 11) when a running process holds
+    the target store; NotFoundError (10) when the topic or partition does not exist, or (``checkpoint_ref``)
+    no checkpoint records the store's changelog offset; StatectlError when the brokers cannot be reached or fail, when the
+    partition ends before ``stop_offset``, or when RocksDB fails; DiskFullError when the disk fills. In every
+    error case the target is left exactly as it was. Not idempotent in cost, but repeatable: a second run
+    over the same changelog builds the same store.
+    """
+    opts.validate()
+    progress = progress or NullProgress()
+    started = time.monotonic()
+    target = Path(opts.target_dir).absolute()
+    check_target(target, opts.force)
+
+    from statectl.kafka.client import PartitionReader, open_consumer, require_partition
+
+    stop = opts.stop_offset
+    if opts.checkpoint_ref is not None:
+        stop = checkpointed_stop_offset(opts)
+        progress.note(f"replaying {opts.topic}[{opts.partition}] below offset {stop}, as the latest checkpoint "
+                      f"of {opts.checkpoint_ref} records")
+    consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s)
+    tmp: Path | None = None
+    try:
+        require_partition(consumer, opts.topic, opts.partition, opts.bootstrap)
+        reader = PartitionReader(consumer, opts.topic, opts.partition, opts.bootstrap)
+        reader.seek(opts.start_offset)
+        remove_dead_temp_dirs(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".{target.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        records, nbytes = _replay(reader, tmp, stop, opts, progress)
+        if stop is not None and reader.position is not None and reader.position < stop:
+            raise StatectlError(f"changelog {opts.topic}[{opts.partition}] ends at offset {reader.position}, "
+                                f"short of offset {stop} that the replay was asked to reach; the target "
+                                "is untouched", hint="the changelog may have lost records (retention); check "
+                                "the topic, or restore from a snapshot")
+        fsync_tree(tmp)
+        swap_into_place(tmp, target)
+    except OSError as e:
+        _discard(tmp)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _disk_full(target) from e
+        raise StatectlError(f"restore from changelog into {target} failed: {e}") from e
+    except BaseException:
+        _discard(tmp)
+        raise
+    finally:
+        consumer.close()
+
+    return ChangelogRestoreResult(
+        records=records, bytes=nbytes, duration_s=round(time.monotonic() - started, 3), target_dir=str(target),
+        topic=opts.topic, partition=opts.partition, end_offset=reader.position)
+
+
+def checkpointed_stop_offset(opts: ChangelogRestoreOptions) -> int:
+    """One past the changelog offset that the latest checkpoint of ``opts.checkpoint_ref`` records for its
+    store (0 when the changelog was empty then), checked against ``opts.topic`` and ``opts.partition``.
+
+    Raises SnapshotNotFoundError when no checkpoint records it, UsageError when it names another changelog
+    partition or an offset that is not a number; StatectlError when the brokers cannot be reached.
+    """
+    from statectl.kafka.checkpoints import KafkaCheckpointLog
+
+    ref = opts.checkpoint_ref
+    assert ref is not None
+    log = KafkaCheckpointLog(opts.bootstrap, ref.job, ref.job_id, timeout_s=opts.timeout_s)
+    try:
+        found = log.latest_changelog_offset(ref.task, ref.store, changelog_topic=opts.topic)
+    finally:
+        log.close()
+    if found is None:
+        raise SnapshotNotFoundError(f"no checkpoint of {ref} in {log.topic} records a changelog offset for the "
+                                    "store", hint="replay to the end without --to-checkpoint, or check "
+                                    "--job/--task/--store")
+    ssp, offset = found
+    if (ssp["stream"], ssp["partition"]) != (opts.topic, opts.partition):
+        raise UsageError(f"the latest checkpoint of {ref} records changelog {ssp['stream']} partition "
+                         f"{ssp['partition']}, not {opts.topic} partition {opts.partition}",
+                         hint=f"pass --from-changelog {ssp['stream']} --partition {ssp['partition']}")
+    if offset is None:
+        return 0
+    try:
+        return int(offset) + 1
+    except ValueError:
+        raise UsageError(f"the latest checkpoint of {ref} records changelog offset {offset!r}, which is not a "
+                         "Kafka offset") from None
+
+
+def _replay(reader: Any, tmp: Path, stop: int | None, opts: ChangelogRestoreOptions,
+            progress: ProgressReporter) -> tuple[int, int]:
+    """Apply the partition's records to a new store in ``tmp``, a WriteBatch per ``batch_records`` records
+    or ``batch_bytes`` bytes; return (records, bytes)."""
+    from statectl.rocks.writer import StoreWriter
+
+    writer = StoreWriter(tmp)
+    records = nbytes = keyless = 0
+    pending: list[tuple[bytes, bytes | None]] = []
+    pending_bytes = 0
+    ok = False
+    progress.start(f"replaying {opts.topic}[{opts.partition}]", 0, 0)
+    try:
+        for batch in reader.batches(stop):
+            for rec in batch:
+                if rec.key is None:  # not a store write: Samza's changelogs always carry the store key
+                    keyless += 1
+                    continue
+                pending.append((rec.key, rec.value))
+                pending_bytes += len(rec.key) + (len(rec.value) if rec.value is not None else 0)
+                if len(pending) >= opts.batch_records or pending_bytes >= opts.batch_bytes:
+                    writer.apply(pending)
+                    records, nbytes = records + len(pending), nbytes + pending_bytes
+                    progress.advance(pending_bytes)
+                    pending, pending_bytes = [], 0
+        if pending:
+            writer.apply(pending)
+            records, nbytes = records + len(pending), nbytes + pending_bytes
+            progress.advance(pending_bytes)
+        ok = True
+    finally:
+        progress.stop()
+        writer.close(flush=ok)
+    if keyless:
+        progress.note(f"skipped {keyless} record{'s' if keyless != 1 else ''} without a key in "
+                      f"{opts.topic}[{opts.partition}]")
+    return records, nbytes
+
+
+def _discard(tmp: Path | None) -> None:
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _disk_full(target: Path) -> DiskFullError:
+    return DiskFullError(f"no space left on device restoring from the changelog into {target}; the old store is "
+                         "untouched", hint=f"free some space in {target.parent}, or restore elsewhere with --target-dir")

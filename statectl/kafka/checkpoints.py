@@ -1,0 +1,289 @@
+"""The job's Samza checkpoint topic as a commit log for snapshots (FORMATS.md "Checkpoint topic").
+
+Partition 0 of ``__samza_checkpoint_ver_1_for_<job>_<job-id>`` holds every checkpoint of every task; the
+latest checkpoint of a task is the last record with its key. statectl reads and writes v2 checkpoints
+(key type ``checkpoint-v2``), whose ``state-checkpoint-markers`` map BlobStoreStateBackendFactory's stores
+to the blob id of their SnapshotIndex. v1 checkpoints (key type ``checkpoint``) are only read, to say
+clearly that a job has no v2 checkpoint and to find a changelog offset.
+
+The topic is read incrementally: each call reads on from where the previous one stopped, as Samza's
+KafkaCheckpointManager does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from statectl.errors import CorruptSnapshotError, SnapshotNotFoundError, StatectlError, UsageError
+from statectl.formats.checkpoint import (BLOB_STORE_FACTORY, GROUP_BY_PARTITION_FACTORY, KAFKA_CHANGELOG_FACTORY,
+                                         KEY_TYPE_V1, KEY_TYPE_V2, CheckpointFormatError, CheckpointKey,
+                                         CheckpointV1, CheckpointV2, checkpoint_topic, decode_changelog_marker,
+                                         decode_key, decode_v1, decode_v2, encode_key, encode_v2, parse_checkpoint_id,
+                                         split_changelog_offset)
+from statectl.kafka.client import (DEFAULT_TIMEOUT_S, PartitionReader, create_topic, open_consumer, open_producer,
+                                   partition_count, produce)
+
+if TYPE_CHECKING:
+    from statectl.engine.layout import StoreRef
+
+CHECKPOINT_PARTITION = 0
+# What Samza's KafkaCheckpointManager asks for when it creates the topic.
+CHECKPOINT_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "26214400"}
+V2_HINT = ("statectl keeps snapshots in v2 checkpoints; let the job write them (Samza config "
+           "task.checkpoint.write.versions=1,2), or back up without --kafka")
+
+
+@dataclass(frozen=True)
+class _Record:
+    offset: int
+    key: CheckpointKey
+    value: bytes | None
+
+
+class KafkaCheckpointLog:
+    """Latest checkpoints of a job's tasks in its Samza checkpoint topic, and commits of new ones.
+
+    Not thread-safe. ``close()`` releases the connections; the object can be used again after it (it
+    reconnects and re-reads the topic).
+    """
+
+    def __init__(self, bootstrap: str, job: str, job_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.bootstrap = bootstrap
+        self.job = job
+        self.job_id = job_id
+        self.topic = checkpoint_topic(job, job_id)
+        self.timeout_s = timeout_s
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._reader: PartitionReader | None = None
+        self._latest: dict[tuple[str, str], _Record] = {}  # (task, key type) -> its last record
+        self.skipped_records = 0  # records whose key is not a checkpoint key (Samza would fail on them)
+
+    # -- the contract ------------------------------------------------------------------------------
+
+    def latest(self, ref: StoreRef) -> tuple[str, str] | None:
+        """(checkpoint id, index blob id) of ``ref.store`` in the latest v2 checkpoint of ``ref.task``, or None
+        when that checkpoint has no blob-store marker for the store.
+
+        Raises SnapshotNotFoundError (exit 10) when the topic does not exist or the task has no v2 checkpoint
+        (saying so when the job only has v1 checkpoints); CorruptSnapshotError when the latest v2 record of
+        the task is malformed; StatectlError when the brokers cannot be reached. Reads only.
+        """
+        self._check_ref(ref)
+        if not self._refresh():
+            raise self._no_topic()
+        cp = self._latest_v2(ref.task)
+        if cp is None:
+            raise self._no_v2(ref.task)
+        marker = cp.state_checkpoint_markers.get(BLOB_STORE_FACTORY, {}).get(ref.store)
+        return None if marker is None else (cp.checkpoint_id, marker)
+
+    def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str) -> None:
+        """Write a v2 checkpoint ``checkpoint_id`` for ``ref.task`` whose blob-store marker for ``ref.store`` is
+        ``index_blob_id``. The input offsets and every other marker (other stores, other state backends) are
+        those of the task's latest v2 checkpoint, unchanged. Creates the topic (1 partition, compacted) when
+        it is missing. Once this returns, the record is acknowledged by all in-sync replicas: committed.
+
+        Raises UsageError for a malformed checkpoint id or an empty blob id; StatectlError when the task has
+        only v1 checkpoints (a v2 checkpoint without the job's input offsets would make a job that reads v2
+        restart its inputs), or when the write fails; CorruptSnapshotError when the latest v2 record of the
+        task is malformed. Not idempotent: each call appends a record (re-committing the same values is
+        harmless). A job writing checkpoints for the same task meanwhile wins or loses by record order.
+        """
+        self._check_ref(ref)
+        try:
+            parse_checkpoint_id(checkpoint_id)
+        except CheckpointFormatError as e:
+            raise UsageError(str(e)) from None
+        if not index_blob_id:
+            raise UsageError("empty index blob id")
+        if not self._refresh():
+            create_topic(self.bootstrap, self.topic, partitions=1, configs=CHECKPOINT_TOPIC_CONFIGS,
+                         timeout_s=self.timeout_s)
+            self._refresh()
+        base = self._latest_v2(ref.task)
+        if base is None and self._latest_v1(ref.task) is not None:
+            raise StatectlError(f"task {ref.task!r} of job {self.job}-{self.job_id} has only v1 checkpoints in "
+                                f"{self.topic}: statectl will not write a v2 checkpoint without the job's input "
+                                "offsets", hint=V2_HINT)
+        markers = {factory: dict(stores) for factory, stores in (base.state_checkpoint_markers if base else {}).items()}
+        markers.setdefault(BLOB_STORE_FACTORY, {})[ref.store] = index_blob_id
+        cp = CheckpointV2(checkpoint_id, dict(base.input_offsets) if base else {}, markers)
+        key = CheckpointKey(ref.task, KEY_TYPE_V2, self._grouper(ref.task))
+        produce(self._producer_client(), self.topic, CHECKPOINT_PARTITION, encode_key(key), encode_v2(cp),
+                self.bootstrap, timeout_s=max(30.0, self.timeout_s))
+
+    def latest_changelog_offset(self, task: str, store: str, *,
+                                changelog_topic: str | None = None) -> tuple[dict, str | None] | None:
+        """(changelog SSP, offset) of ``store``'s Kafka changelog in the latest checkpoint of ``task``, or None.
+
+        The SSP is a dict ``{"system", "stream", "partition", "keyBucket"}``; the offset is that of the newest
+        changelog record the checkpoint covers (None: the changelog partition was empty). Taken from the
+        KafkaChangelogStateBackendFactory marker of the latest v2 checkpoint; failing that, from the latest v1
+        checkpoint, whose entries do not name their store: the entry whose stream is ``changelog_topic``, or
+        else the only entry whose stream contains the store's name. A v1 value ``<checkpointId>:<offset>``
+        (transactional state) gives its offset part.
+
+        Raises SnapshotNotFoundError when the topic does not exist; CorruptSnapshotError for a malformed
+        latest record or marker; StatectlError when the brokers cannot be reached.
+        """
+        if not self._refresh():
+            raise self._no_topic()
+        cp = self._latest_v2(task)
+        text = cp.state_checkpoint_markers.get(KAFKA_CHANGELOG_FACTORY, {}).get(store) if cp else None
+        if text is not None:
+            try:
+                marker = decode_changelog_marker(text)
+            except CheckpointFormatError as e:
+                raise CorruptSnapshotError(f"checkpoint {cp.checkpoint_id} of task {task!r} in {self.topic}: "
+                                           f"changelog marker of store {store!r}: {e}") from None
+            return _ssp_dict(marker.ssp), marker.offset
+        v1 = self._latest_v1(task)
+        if v1 is None:
+            return None
+        if changelog_topic is not None:
+            entries = [(ssp, off) for ssp, off in v1.offsets.items()
+                       if changelog_topic in (ssp.stream, f"{ssp.system}.{ssp.stream}")]
+        else:
+            entries = [(ssp, off) for ssp, off in v1.offsets.items() if store in ssp.stream]
+        if len(entries) != 1:
+            return None
+        ssp, value = entries[0]
+        return _ssp_dict(ssp), split_changelog_offset(value)[1]
+
+    def close(self) -> None:
+        """Close the connections; idempotent."""
+        consumer, producer = self._consumer, self._producer
+        self._consumer = self._producer = self._reader = None
+        self._latest = {}
+        if producer is not None:
+            producer.close()
+        if consumer is not None:
+            consumer.close()
+
+    def __enter__(self) -> "KafkaCheckpointLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def _check_ref(self, ref: StoreRef) -> None:
+        if (ref.job, ref.job_id) != (self.job, self.job_id):
+            raise UsageError(f"{ref} is not a store of job {self.job}-{self.job_id} (checkpoint topic {self.topic})")
+
+    def _refresh(self) -> bool:
+        """Read the topic on to its end; False when it does not exist."""
+        if self._consumer is None:
+            self._consumer = open_consumer(self.bootstrap, timeout_s=self.timeout_s)
+        if self._reader is None:
+            if partition_count(self._consumer, self.topic, self.bootstrap) is None:
+                return False
+            self._reader = PartitionReader(self._consumer, self.topic, CHECKPOINT_PARTITION, self.bootstrap)
+            self._reader.seek()
+        for batch in self._reader.batches():
+            for rec in batch:
+                try:
+                    key = decode_key(rec.key)
+                except CheckpointFormatError:
+                    self.skipped_records += 1
+                    continue
+                self._latest[(key.task, key.type)] = _Record(rec.offset, key, rec.value)
+        return True
+
+    def _latest_v2(self, task: str) -> CheckpointV2 | None:
+        rec = self._latest.get((task, KEY_TYPE_V2))
+        if rec is None or rec.value is None:  # a null value deletes the task's checkpoint (compaction)
+            return None
+        try:
+            return decode_v2(rec.value)
+        except CheckpointFormatError as e:
+            raise CorruptSnapshotError(f"latest v2 checkpoint of task {task!r} in {self.topic} (offset "
+                                       f"{rec.offset}) is malformed: {e}") from None
+
+    def _latest_v1(self, task: str) -> CheckpointV1 | None:
+        rec = self._latest.get((task, KEY_TYPE_V1))
+        if rec is None or rec.value is None:
+            return None
+        try:
+            return decode_v1(rec.value)
+        except CheckpointFormatError as e:
+            raise CorruptSnapshotError(f"latest v1 checkpoint of task {task!r} in {self.topic} (offset "
+                                       f"{rec.offset}) is malformed: {e}") from None
+
+    def _grouper(self, task: str) -> str:
+        """The SSP grouper factory the job's own keys for ``task`` name (Samza checks it on read)."""
+        for key_type in (KEY_TYPE_V2, KEY_TYPE_V1):
+            rec = self._latest.get((task, key_type))
+            if rec is not None:
+                return rec.key.grouper_factory
+        for rec in self._latest.values():
+            return rec.key.grouper_factory
+        return GROUP_BY_PARTITION_FACTORY
+
+    def _tasks(self, key_type: str) -> list[str]:
+        return sorted(t for (t, kt), rec in self._latest.items() if kt == key_type and rec.value is not None)
+
+    def _no_topic(self) -> SnapshotNotFoundError:
+        return SnapshotNotFoundError(
+            f"checkpoint topic {self.topic} of job {self.job}-{self.job_id} does not exist on {self.bootstrap}",
+            hint="check --job and --job-id; the topic appears with the job's first checkpoint or statectl's "
+                 "first backup with --kafka")
+
+    def _no_v2(self, task: str) -> SnapshotNotFoundError:
+        v2_tasks, v1_tasks = self._tasks(KEY_TYPE_V2), self._tasks(KEY_TYPE_V1)
+        if not v2_tasks and v1_tasks:
+            return SnapshotNotFoundError(
+                f"job {self.job}-{self.job_id} has only v1 checkpoints in {self.topic}: no v2 checkpoint for "
+                f"task {task!r}" + ("" if task in v1_tasks else f" (tasks with v1 checkpoints: {_names(v1_tasks)})"),
+                hint=V2_HINT)
+        if task in v1_tasks:
+            return SnapshotNotFoundError(
+                f"task {task!r} of job {self.job}-{self.job_id} has only v1 checkpoints in {self.topic}: "
+                "no v2 checkpoint", hint=V2_HINT)
+        where = f" (tasks with v2 checkpoints: {_names(v2_tasks)})" if v2_tasks else ""
+        return SnapshotNotFoundError(f"no v2 checkpoint for task {task!r} in {self.topic}{where}",
+                                     hint="check --task, or run 'statectl backup' with --kafka first")
+
+    def _producer_client(self) -> Any:
+        if self._producer is None:
+            self._producer = open_producer(self.bootstrap, timeout_s=self.timeout_s)
+        return self._producer
+
+
+def _ssp_dict(ssp: Any) -> dict:
+    return {"system": ssp.system, "stream": ssp.stream, "partition": ssp.partition, "keyBucket": ssp.key_bucket}
+
+
+def _names(tasks: list[str], limit: int = 5) -> str:
+    shown = ", ".join(repr(t) for t in tasks[:limit])
+    return shown + (f" and {len(tasks) - limit} more" if len(tasks) > limit else "")
+
+
+class KafkaCheckpointLogs:
+    """The checkpoint topics of every job on one Kafka cluster, as one commit log: each call goes to
+    the topic of the ref's job (``gc`` reconciles stores of many jobs sharing a blob store)."""
+
+    def __init__(self, bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self._logs: dict[tuple[str, str], KafkaCheckpointLog] = {}
+
+    def for_job(self, job: str, job_id: str) -> KafkaCheckpointLog:
+        log = self._logs.get((job, job_id))
+        if log is None:
+            log = self._logs[(job, job_id)] = KafkaCheckpointLog(self.bootstrap, job, job_id, timeout_s=self.timeout_s)
+        return log
+
+    def latest(self, ref: StoreRef) -> tuple[str, str] | None:
+        return self.for_job(ref.job, ref.job_id).latest(ref)
+
+    def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str) -> None:
+        self.for_job(ref.job, ref.job_id).commit(ref, checkpoint_id, index_blob_id)
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()

@@ -1,0 +1,337 @@
+"""restore --from-changelog against a real Kafka-protocol broker (Tansu): a store rebuilt from a changelog of
+puts, overwrites and tombstones, compared key by key; stopping at an offset or at the checkpoint; and the
+error cases, where the old store must stay exactly as it was."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from statectl.cli.main import app
+from statectl.engine.changelog import ChangelogRestoreOptions, restore_from_changelog
+from statectl.errors import DiskFullError, StatectlError
+from statectl.formats.checkpoint import checkpoint_topic
+from tests.tools.genstore import dump_store, fingerprint, make_store
+
+RESULT_FIELDS = {"records", "bytes", "duration_s", "target_dir", "topic", "partition", "end_offset"}
+GROUPER = "org.apache.samza.container.grouper.stream.GroupByPartitionFactory"
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch):
+    """Run statectl in-process with a clean environment rooted in tmp_path."""
+    for name in list(os.environ):
+        if name.startswith("STATECTL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0):
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+        return result
+
+    return run
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes | None, bytes | None]], *,
+            linger_ms: int = 0, batch_size: int = 1 << 20) -> None:
+    """Write (partition, key, value) records in order; with ``linger_ms`` in multi-record batches."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=linger_ms, batch_size=batch_size,
+                             max_request_size=2 * batch_size)
+    try:
+        futures = [producer.send(topic, key=k, value=v, partition=p) for p, k, v in records]
+        producer.flush()
+        for f in futures:
+            f.get(timeout=30)
+    finally:
+        producer.close()
+
+
+def changelog_records(seed: int) -> list[tuple[bytes, bytes | None]]:
+    """Puts, overwrites, tombstones (some for keys never written), empty values and binary bytes."""
+    rng = random.Random(seed)
+    keys = [b"key-%04d" % i for i in range(300)] + [bytes([0, i, 255]) for i in range(20)]
+    out: list[tuple[bytes, bytes | None]] = [(k, rng.randbytes(rng.randrange(1, 200))) for k in keys]
+    for _ in range(600):
+        k = rng.choice(keys)
+        r = rng.random()
+        if r < 0.25:
+            out.append((k, None))
+        elif r < 0.3:
+            out.append((k, b""))
+        else:
+            out.append((k, rng.randbytes(rng.randrange(1, 300))))
+    out += [(b"never-written", None), (keys[0], None), (keys[1], b"last")]
+    return out
+
+
+def apply(records: list[tuple[bytes, bytes | None]]) -> dict[bytes, bytes]:
+    state: dict[bytes, bytes] = {}
+    for k, v in records:
+        if v is None:
+            state.pop(k, None)
+        else:
+            state[k] = v
+    return state
+
+
+@pytest.fixture
+def changelog(tansu):
+    """A 2-partition changelog: the records under test on partition 1, others on partition 0. Written in
+    several produce calls and multi-record batches, so Tansu's high watermark under-reports the end."""
+    topic = tansu.create_topic(f"pv-counts-changelog-{uuid.uuid4().hex[:8]}", partitions=2)
+    records = changelog_records(seed=7)
+    noise = [(0, b"key-0001", b"partition 0"), (0, b"only-on-0", b"x")]
+    third = len(records) // 3
+    produce(tansu.bootstrap, topic, [(1, k, v) for k, v in records[:2]])
+    produce(tansu.bootstrap, topic, noise + [(1, k, v) for k, v in records[2:third]], linger_ms=100)
+    produce(tansu.bootstrap, topic, [(1, k, v) for k, v in records[third:]], linger_ms=100)
+    assert reported_end(tansu.bootstrap, topic, 1) < len(records), "the replay should meet Tansu's quirk"
+    return topic, records
+
+
+def reported_end(bootstrap: str, topic: str, partition: int) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    try:
+        tp = TopicPartition(topic, partition)
+        return consumer.end_offsets([tp])[tp]
+    finally:
+        consumer.close()
+
+
+def no_temp_dirs(parent: Path) -> bool:
+    return not [p for p in parent.iterdir() if ".statectl-restore-" in p.name]
+
+
+def test_replay_rebuilds_the_store_exactly(cli, tansu, changelog, tmp_path: Path):
+    topic, records = changelog
+    target = tmp_path / "state" / "counts" / "Partition_1"
+    out = cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+              "--target-dir", str(target), "-o", "json").stdout
+    r = json.loads(out)
+    assert set(r) == RESULT_FIELDS
+    assert r["records"] == len(records) and r["end_offset"] == len(records)
+    assert r["bytes"] == sum(len(k) + len(v or b"") for k, v in records)
+    assert (r["topic"], r["partition"], r["target_dir"]) == (topic, 1, str(target))
+    assert dump_store(target) == apply(records)
+    assert not (target / "rocksdict-config.json").exists()
+    assert no_temp_dirs(target.parent)
+
+
+def test_replay_replaces_an_existing_store_and_takes_the_store_dir(cli, tansu, changelog, tmp_path: Path):
+    topic, records = changelog
+    state = tmp_path / "state"
+    target = state / "counts" / "Partition_1"
+    make_store(target, 500, 64, sst_mb=1)
+    out = cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+              "--state-dir", str(state), "--store", "counts", "--task", "Partition 1").stdout
+    assert f"replayed {len(records)} records" in out and str(target) in out
+    assert dump_store(target) == apply(records)
+    assert no_temp_dirs(target.parent)
+
+    # The same replay again builds the same store.
+    cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+        "--target-dir", str(target))
+    assert dump_store(target) == apply(records)
+
+
+def test_replay_stops_at_an_offset_or_at_the_checkpoint(cli, tansu, changelog, tmp_path: Path):
+    topic, records = changelog
+    stop = 401
+    a = tmp_path / "a"
+    r = json.loads(cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+                       "--target-dir", str(a), "--until-offset", str(stop), "-o", "json").stdout)
+    assert r["records"] == stop and r["end_offset"] == stop
+    assert dump_store(a) == apply(records[:stop])
+
+    # A Samza checkpoint whose Kafka changelog marker says offset stop-1 (the newest record it covers).
+    job = f"pv_{uuid.uuid4().hex[:8]}"
+    marker = (f'{{"version":1,"changelog-ssp":{{"system":"kafka","partition":1,"stream":"{topic}",'
+              f'"keyBucket":-1}},"changelog-offset":"{stop - 1}"}}')
+    value = json.dumps({"checkpoint-id": "1700000000000-1", "input-offsets": {"kafka.PageViews.1": "5"},
+                        "state-checkpoint-markers": {
+                            "org.apache.samza.storage.KafkaChangelogStateBackendFactory": {"counts": marker}}},
+                       separators=(",", ":")).encode()
+    key = (f'{{"systemstreampartition-grouper-factory":"{GROUPER}","taskName":"Partition 1",'
+           f'"type":"checkpoint-v2"}}').encode()
+    ctopic = tansu.create_topic(checkpoint_topic(job, "1"))
+    produce(tansu.bootstrap, ctopic, [(0, key, value)])
+    b = tmp_path / "b"
+    common = ["restore", "--from-changelog", topic, "--kafka", tansu.bootstrap, "--job", job, "--store", "counts",
+              "--task", "Partition 1", "--to-checkpoint"]
+    r = json.loads(cli(*common, "--partition", "1", "--target-dir", str(b), "-o", "json").stdout)
+    assert r["records"] == stop
+    assert dump_store(b) == apply(records[:stop])
+
+    # The checkpoint names partition 1: asking for partition 0 is a usage error.
+    p = cli(*common, "--partition", "0", "--target-dir", str(tmp_path / "c"), code=2)
+    assert "partition 1" in p.stderr
+    # No checkpoint records a changelog offset for that store: not found.
+    p = cli(*common[:-3], "--store", "nope", "--task", "Partition 1", "--to-checkpoint", "--partition", "1",
+            "--target-dir", str(tmp_path / "d"), code=10)
+    assert "changelog offset" in p.stderr
+
+    # Past the end of the partition: an error, and nothing is written.
+    p = cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+            "--target-dir", str(a), "--until-offset", str(len(records) + 10), code=1)
+    assert "short of offset" in p.stderr
+    assert dump_store(a) == apply(records[:stop])
+
+
+def test_one_batch_larger_than_a_poll(tansu, tmp_path: Path):
+    """25000 records in one record batch: Tansu reports the end as 1, and a poll returns 10000 records, so a
+    reader that trusted the reported end would stop at 10000."""
+    topic = tansu.create_topic(partitions=1)
+    records = [(b"k%06d" % (i % 20000), None if i % 7 == 0 else b"v%06d" % i) for i in range(25000)]
+    produce(tansu.bootstrap, topic, [(0, k, v) for k, v in records], linger_ms=2000, batch_size=8 << 20)
+    assert reported_end(tansu.bootstrap, topic, 0) == 1
+    r = restore_from_changelog(ChangelogRestoreOptions(bootstrap=tansu.bootstrap, topic=topic, partition=0,
+                                                       target_dir=tmp_path / "t"))
+    assert (r.records, r.end_offset) == (25000, 25000)
+    assert dump_store(tmp_path / "t") == apply(records)
+
+
+def test_empty_partition_gives_an_empty_store(cli, tansu, tmp_path: Path):
+    topic = tansu.create_topic(partitions=1)
+    r = json.loads(cli("restore", "--from-changelog", topic, "--partition", "0", "--kafka", tansu.bootstrap,
+                       "--target-dir", str(tmp_path / "t"), "-o", "json").stdout)
+    assert r["records"] == 0 and r["end_offset"] == 0
+    assert dump_store(tmp_path / "t") == {}
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> tuple[Path, tuple[int, str]]:
+    target = tmp_path / "state" / "counts" / "Partition_1"
+    make_store(target, 300, 64, sst_mb=1)
+    return target, fingerprint(target)
+
+
+def test_unknown_topic_or_partition_is_not_found(cli, tansu, changelog, old_store):
+    target, before = old_store
+    missing = f"no-such-changelog-{uuid.uuid4().hex[:8]}"
+    p = cli("restore", "--from-changelog", missing, "--partition", "0", "--kafka", tansu.bootstrap,
+            "--target-dir", str(target), code=10)
+    assert missing in p.stderr and p.stdout == ""
+    assert missing not in tansu.topics()  # reading never creates the topic
+    p = cli("restore", "--from-changelog", changelog[0], "--partition", "2", "--kafka", tansu.bootstrap,
+            "--target-dir", str(target), code=10)
+    assert "no partition 2" in p.stderr
+    assert fingerprint(target) == before and no_temp_dirs(target.parent)
+
+
+def test_unreachable_brokers_fail_fast(cli, old_store):
+    target, before = old_store
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        bootstrap = f"127.0.0.1:{s.getsockname()[1]}"
+    started = time.monotonic()
+    p = cli("restore", "--from-changelog", "t", "--partition", "0", "--kafka", bootstrap, "--target-dir",
+            str(target), code=1)
+    assert time.monotonic() - started < 15
+    assert f"cannot reach Kafka brokers {bootstrap}" in p.stderr
+    assert fingerprint(target) == before
+
+
+def test_usage_errors(cli, tansu, changelog, old_store):
+    target, before = old_store
+    topic = changelog[0]
+    p = cli("restore", "--from-changelog", topic, "--partition", "1", "--target-dir", str(target), code=2)
+    assert "--kafka" in p.stderr
+    cli("restore", "--from-changelog", topic, "--kafka", tansu.bootstrap, "--target-dir", str(target), code=2)
+    cli("restore", "--partition", "1", "--job", "j", "--store", "s", "--target-dir", str(target), code=2)
+    cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap, "--snapshot", "x",
+        "--target-dir", str(target), code=2)
+    cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap, "--to-checkpoint",
+        "--until-offset", "3", "--job", "j", "--store", "s", "--target-dir", str(target), code=2)
+    cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap, code=2)  # where to?
+    assert fingerprint(target) == before
+
+
+def test_held_target_is_refused(cli, tansu, changelog, old_store):
+    target, before = old_store
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, rocksdict as r; db = r.Rdict(sys.argv[1], r.Options(raw_mode=True)); "
+         "print('ready', flush=True); sys.stdin.read()", str(target)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        p = cli("restore", "--from-changelog", changelog[0], "--partition", "1", "--kafka", tansu.bootstrap,
+                "--target-dir", str(target), code=11)
+        assert str(holder.pid) in p.stderr and "held" in p.stderr
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert fingerprint(target) == before and no_temp_dirs(target.parent)
+
+
+def test_failure_mid_replay_leaves_the_old_store(tansu, changelog, old_store, monkeypatch):
+    from statectl.rocks import writer
+
+    target, before = old_store
+    calls = []
+    real_apply = writer.StoreWriter.apply
+
+    def failing_apply(self, entries):
+        calls.append(len(entries))
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_apply(self, entries)
+
+    monkeypatch.setattr(writer.StoreWriter, "apply", failing_apply)
+    opts = ChangelogRestoreOptions(bootstrap=tansu.bootstrap, topic=changelog[0], partition=1, target_dir=target,
+                                   batch_records=100)
+    with pytest.raises(DiskFullError) as e:
+        restore_from_changelog(opts)
+    assert str(target) in str(e.value) and "untouched" in str(e.value)
+    assert len(calls) == 3
+    assert fingerprint(target) == before and no_temp_dirs(target.parent)
+
+    def broken_apply(self, entries):
+        raise StatectlError("RocksDB write failed: simulated")
+
+    monkeypatch.setattr(writer.StoreWriter, "apply", broken_apply)
+    with pytest.raises(StatectlError, match="simulated"):
+        restore_from_changelog(opts)
+    assert fingerprint(target) == before and no_temp_dirs(target.parent)
+
+
+def test_batches_by_records_and_bytes(tansu, changelog, tmp_path: Path, monkeypatch):
+    from statectl.rocks import writer
+
+    topic, records = changelog
+    sizes = []
+    real_apply = writer.StoreWriter.apply
+
+    def counting_apply(self, entries):
+        sizes.append(len(entries))
+        return real_apply(self, entries)
+
+    monkeypatch.setattr(writer.StoreWriter, "apply", counting_apply)
+    target = tmp_path / "t"
+    r = restore_from_changelog(ChangelogRestoreOptions(bootstrap=tansu.bootstrap, topic=topic, partition=1,
+                                                       target_dir=target, batch_records=64))
+    assert r.records == len(records) == sum(sizes) and max(sizes) == 64
+    assert dump_store(target) == apply(records)
+    sizes.clear()
+    restore_from_changelog(ChangelogRestoreOptions(bootstrap=tansu.bootstrap, topic=topic, partition=1,
+                                                   target_dir=target, batch_bytes=4096))
+    assert len(sizes) > 10 and dump_store(target) == apply(records)

@@ -1,0 +1,131 @@
+"""Backups committed to a job's Samza checkpoint topic (--kafka) on real Tansu: the commit protocol
+with a pending catalog record, crash windows on either side of the Kafka write, and gc."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from statectl.engine.backup import BackupOptions, backup
+from statectl.engine.checkpoints import COMMITTED, PENDING, BlobCheckpointStore
+from statectl.engine.common import read_index, snapshot_blob_ids
+from statectl.engine.gc import GcOptions, gc
+from statectl.engine.layout import StoreRef, store_dir
+from statectl.engine.restore import RestoreOptions, restore
+from statectl.errors import SnapshotNotFoundError
+from statectl.kafka.checkpoints import KafkaCheckpointLog, KafkaCheckpointLogs
+from tests.integration.test_kafka_checkpoints import BLOB, KAFKA, SEED_V2, Topic, samza_key, samza_v1
+from tests.tools.genstore import fingerprint, make_store
+
+
+@pytest.fixture
+def job() -> str:
+    return f"pv_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def world(tansu, job, tmp_path: Path):
+    ref = StoreRef(job, "1", "Partition 0", "counts")
+    sdir = store_dir(tmp_path / "state", ref.store, ref.task)
+    make_store(sdir, 2000, 512, seed=1, sst_mb=1)
+    from statectl.blobstore import open_blobstore
+
+    bs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    cps = BlobCheckpointStore(bs, KafkaCheckpointLogs(tansu.bootstrap))
+    yield ref, sdir, bs, cps
+    cps.close()
+
+
+def blobs(bs) -> set[str]:
+    return {i.key for i in bs.list("blobs/")}
+
+
+def referenced(bs, cps, ref) -> set[str]:
+    out: set[str] = set()
+    for r in cps.records(ref):
+        out |= snapshot_blob_ids(r.index_blob_id, read_index(bs, r.index_blob_id))
+    return out
+
+
+def test_backup_commits_to_the_checkpoint_topic_keeping_the_jobs_offsets(tansu, job, world, tmp_path: Path):
+    ref, sdir, bs, cps = world
+    topic = Topic(tansu.bootstrap, job).create(tansu)
+    topic.produce((samza_key("Partition 0"), SEED_V2))  # the job's own last checkpoint
+    r = backup(BackupOptions(ref, sdir), bs, cps)
+    with KafkaCheckpointLog(tansu.bootstrap, job, "1") as log:
+        assert log.latest(ref) == (r.checkpoint_id, r.snapshot_id)
+    value = json.loads(topic.records()[-1][2])
+    assert value["input-offsets"] == {"kafka.PageViews.0": "4267", "kafka.Clicks.0": "17"}
+    markers = value["state-checkpoint-markers"]
+    assert markers[BLOB] == {"second": "blob-second", "counts": r.snapshot_id}
+    assert set(markers[KAFKA]) == {"other"}
+    assert [x.state for x in cps.records(ref)] == [COMMITTED]
+    target = tmp_path / "t"
+    restore(RestoreOptions(ref, tmp_path / "none", target_dir=target), bs, cps)
+    assert fingerprint(target) == fingerprint(sdir)
+
+
+def test_crash_before_the_kafka_commit_leaves_a_pending_record_that_gc_respects(world, tmp_path: Path, monkeypatch):
+    ref, sdir, bs, cps = world
+    first = backup(BackupOptions(ref, sdir), bs, cps)
+    before = fingerprint(sdir)
+    make_store(sdir, 300, 512, seed=2, start=50_000, sst_mb=1)
+    monkeypatch.setattr(cps.commit_log, "commit", lambda *a: (_ for _ in ()).throw(RuntimeError("broker died")))
+    with pytest.raises(RuntimeError):
+        backup(BackupOptions(ref, sdir), bs, cps)
+    monkeypatch.undo()
+    states = [(x.checkpoint_id == first.checkpoint_id, x.state) for x in cps.records(ref)]
+    assert states == [(False, PENDING), (True, COMMITTED)]
+    # The topic still says the first snapshot: restore brings exactly that back.
+    target = tmp_path / "t1"
+    restore(RestoreOptions(ref, tmp_path / "none", target_dir=target), bs, cps)
+    assert fingerprint(target) == before
+    # gc (even with no grace) keeps what the pending snapshot references while it is young...
+    kept = referenced(bs, cps, ref)
+    gc(GcOptions(grace_seconds=3600), bs, cps)
+    assert kept <= blobs(bs)
+    # ...and the next backup reconciles: the pending record is abandoned, its blobs swept by gc.
+    backup(BackupOptions(ref, sdir), bs, cps)
+    assert all(x.state == COMMITTED for x in cps.records(ref))
+    gc(GcOptions(grace_seconds=0), bs, cps)
+    assert blobs(bs) == referenced(bs, cps, ref)
+
+
+def test_crash_after_the_kafka_commit_is_rolled_forward(world, tmp_path: Path, monkeypatch):
+    ref, sdir, bs, cps = world
+    backup(BackupOptions(ref, sdir), bs, cps)
+    make_store(sdir, 300, 512, seed=3, start=60_000, sst_mb=1)
+    after = fingerprint(sdir)
+    real_write = cps.write
+    calls = []
+
+    def write(r, record):
+        calls.append(record.state)
+        if record.state == COMMITTED and len(calls) > 1:
+            raise RuntimeError("crash right after the Kafka commit")
+        real_write(r, record)
+
+    monkeypatch.setattr(cps, "write", write)
+    with pytest.raises(RuntimeError):
+        backup(BackupOptions(ref, sdir), bs, cps)
+    monkeypatch.undo()
+    # Kafka has the new checkpoint: it is the latest, and restore brings it back.
+    target = tmp_path / "t2"
+    r = restore(RestoreOptions(ref, tmp_path / "none", target_dir=target), bs, cps)
+    assert fingerprint(target) == after
+    assert [x.state for x in cps.records(ref)][0] == COMMITTED  # reconciled by the restore
+    assert cps.latest(ref).checkpoint_id == r.checkpoint_id and cps.latest(ref).cleanup_done
+    gc(GcOptions(grace_seconds=0), bs, cps)
+    assert blobs(bs) == referenced(bs, cps, ref)
+
+
+def test_job_with_only_v1_checkpoints_is_said_clearly(tansu, job, world, tmp_path: Path):
+    ref, sdir, bs, cps = world
+    Topic(tansu.bootstrap, job).create(tansu).produce(
+        (samza_key("Partition 0", "checkpoint"), samza_v1({("kafka", "PageViews", 0): "42"})))
+    with pytest.raises(SnapshotNotFoundError) as e:
+        restore(RestoreOptions(ref, tmp_path / "none", target_dir=tmp_path / "t"), bs, cps)
+    assert "v1" in str(e.value) and e.value.exit_code == 10
