@@ -14,7 +14,7 @@ import time
 from typing import BinaryIO, Callable, Iterator, TypeVar
 
 from statectl.blobstore.base import BlobInfo, BlobStore
-from statectl.errors import BlobStoreError, TransientBlobStoreError
+from statectl.errors import BlobNotFoundError, BlobStoreError, PreconditionFailedError, TransientBlobStoreError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,10 +62,38 @@ class RetryingBlobStore:
                           lambda: src.seek(pos), retryable=pos is not None)
 
     def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        # A conditional write that timed out may have landed: its retry then fails its precondition,
-        # which the caller sees as losing the race, the safe reading.
-        return self._call(f"put {key}", lambda: self.inner.put_at(key, data, if_match=if_match,
-                                                                  if_none_match=if_none_match))
+        """A conditional write whose attempt failed after the store may have executed it (a 500, a reset
+        after the request went out) meets its own write on the retry and fails its precondition. The
+        object then holding exactly ``data`` means the earlier attempt landed: its etag is returned.
+        Callers that race make ``data`` unique to the writer (the lease writes its owner id), so
+        another writer's object never matches; any other content is PreconditionFailedError.
+        """
+        maybe_landed = False
+
+        def attempt() -> str:
+            nonlocal maybe_landed
+            try:
+                return self.inner.put_at(key, data, if_match=if_match, if_none_match=if_none_match)
+            except TransientBlobStoreError:
+                maybe_landed = True
+                raise
+            except PreconditionFailedError:
+                if maybe_landed:
+                    etag = self._own_write(key, data)
+                    if etag is not None:
+                        log.debug("put %s: an earlier attempt landed", key)
+                        return etag
+                raise
+
+        return self._call(f"put {key}", attempt)
+
+    def _own_write(self, key: str, data: bytes) -> str | None:
+        """The object's etag if it holds exactly ``data``, else None."""
+        try:
+            current, etag = self.read_at(key)
+        except BlobNotFoundError:
+            return None
+        return etag if current == data else None
 
     def read_at(self, key: str) -> tuple[bytes, str]:
         return self._call(f"get {key}", lambda: self.inner.read_at(key))
