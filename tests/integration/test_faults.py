@@ -293,3 +293,41 @@ def test_restore_with_the_store_down_for_good_fails_cleanly(faulty_s3, sdir: Pat
     assert listing(other) == before
     assert fingerprint(other) == print_before
     assert sorted(p.name for p in other.parent.iterdir()) == ["counts"]  # no temp dir beside it
+
+
+def test_gc_survives_5_percent_faults_and_fails_cleanly_when_the_store_is_down(faulty_s3, sdir: Path,
+                                                                                tmp_path: Path):
+    """gc under faults deletes exactly what is garbage; with the store down it fails (exit 1) and every
+    blob a retained snapshot needs is still there."""
+    import time
+
+    from statectl.engine.gc import GcOptions, gc
+
+    direct = faulty_s3.open_direct()
+    dcps = BlobCheckpointStore(direct)
+    for n in range(3):
+        if n:
+            make_store(sdir, 400, 1024, seed=10 + n, start=10_000 * n, sst_mb=1)
+        backup(BackupOptions(REF, sdir, chunk_size=MiB, keep_last=3), direct, dcps)
+    orphans = {direct.put(io.BytesIO(b"orphan %03d" % i), size=10, ttl_seconds=3600) for i in range(60)}
+    time.sleep(1.1)
+
+    bs = faulty_s3.open()
+    faulty_s3.proxy.set_rate(0.05)
+    res = gc(GcOptions(grace_seconds=1, keep_last=1), bs, BlobCheckpointStore(bs))
+    faulty_s3.proxy.set_rate(0.0)
+    assert faulty_s3.proxy.stats()["faults"] > 0
+    assert res.snapshots_expired == 2 and orphans <= {a.key for a in res.deleted}
+    latest = dcps.latest(REF)
+    needed = {latest.index_blob_id, *read_index(direct, latest.index_blob_id).present_blob_ids()}
+    assert {i.key for i in direct.list("blobs/")} == needed
+    target = tmp_path / "t"
+    restore(RestoreOptions(REF, tmp_path / "none", target_dir=target), direct, dcps)
+    assert fingerprint(target) == fingerprint(sdir)
+
+    faulty_s3.proxy.set_down(True)
+    proc = subprocess.run([STATECTL, "gc", "--blobstore", faulty_s3.url, "--grace", "0"],
+                          env=faulty_s3.cli_env(tmp_path, retries=1), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert_failed_cleanly(proc)
+    assert {i.key for i in direct.list("blobs/")} == needed
