@@ -27,6 +27,7 @@ demo: install
 	BIN=$(BIN) bash tests/tools/demo.sh
 
 test: install-dev
+	command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux >/dev/null)
 	$(BIN)/python -m pytest -q
 
 bench: install-dev

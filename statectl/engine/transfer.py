@@ -388,6 +388,7 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
             writer = _RangeWriter(fd, file_offset + start, length, what, cancel, progress, allow_more=not last)
             # The blob's last range is requested open-ended, so a blob longer than the index says shows.
             try:
+                failpoints.hit("during-download")
                 blobstore.get(blob_id, writer, start=start, length=None if last else length)
             except BlobNotFoundError:
                 # The snapshot exists but is damaged: not "no such snapshot" (exit 10).
