@@ -1,0 +1,107 @@
+"""The --output json contract: the field names of every command's result are pinned here.
+
+Scripts depend on these names. Adding a field means adding it here too; renaming or removing one
+breaks this test on purpose (CLI.md: keep them stable, add rather than rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from statectl.cli.main import app
+from statectl.engine.layout import store_dir
+from tests.tools.genstore import make_store
+
+DATA = Path(__file__).parent.parent / "data"
+
+BACKUP = ["bytes_total", "bytes_uploaded", "checkpoint_id", "duration_s", "files_removed", "files_total",
+          "files_uploaded", "notes", "snapshot_id", "store", "task"]
+SCHEMAS: dict[str, object] = {
+    "backup": BACKUP,
+    "backup --all": {"results": [BACKUP], "failures": None},
+    "restore": ["bytes_downloaded", "bytes_total", "checkpoint_id", "duration_s", "files_downloaded", "files_reused",
+                "files_total", "notes", "snapshot_id", "target_dir"],
+    "diff": {"new": None, "old": None, "added": [["path", "size"]], "retained": [["path", "size"]],
+             "removed": [["path", "size"]], "bytes_added": None, "bytes_removed": None},
+    "snapshots list": [["bytes", "checkpoint_id", "created", "files", "latest", "problem", "snapshot_id"]],
+    "snapshots show": {"creation-time-millis": None, "dir-index": None, "prev-snapshot-index-blob-id": None,
+                       "snapshot-metadata": ["checkpoint-id", "job-id", "job-name", "store-name", "task-name"]},
+    "snapshots verify": ["blobs", "corrupt", "downloaded", "files", "missing", "ok", "snapshot_id"],
+    "gc": {"blobs_deleted": None, "bytes_reclaimed": None, "blobs_kept": None, "snapshots_expired": None,
+           "cleanups_finished": None, "stores": None, "dry_run": None, "duration_s": None, "requests": None,
+           "deleted": [["key", "reason", "size"]], "notes": None},
+    "config show": {"config_file": None, "profile": None, "settings": [["key", "source", "value"]]},
+}
+
+
+def shape(obj: object, like: object) -> object:
+    """``obj`` reduced to the shape ``like`` describes: a list of names = an object's sorted keys; a dict =
+    its keys and their sub-shapes (None: any value); [x] = a list whose items have shape x."""
+    if like is None:
+        return None
+    if isinstance(like, list) and like and isinstance(like[0], (list, dict)):
+        assert isinstance(obj, list)
+        return [shape(o, like[0]) for o in obj[:1]] or like[:1]
+    if isinstance(like, list):
+        assert isinstance(obj, dict), obj
+        return sorted(obj)
+    assert isinstance(obj, dict), obj
+    return {k: shape(v, like.get(k)) for k, v in obj.items()} if set(obj) == set(like) else sorted(obj)
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("STATECTL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0):
+        r = runner.invoke(app, [*args, "-o", "json"])
+        assert r.exit_code == code, (args, r.exit_code, r.stderr)
+        return json.loads(r.stdout)
+
+    return run
+
+
+def test_every_command_result_has_its_pinned_fields(run, tmp_path: Path):
+    state = tmp_path / "state"
+    sdir = store_dir(state, "counts", "Partition 0")
+    make_store(sdir, 1500, 256, seed=1, sst_mb=1)
+    where = ["--job", "pv", "--store", "counts"]
+    got = {
+        "backup": run("backup", *where, "--state-dir", str(state)),
+        "backup --all": run("backup", "--all", "--job", "pv", "--state-dir", str(state)),
+    }
+    make_store(sdir, 100, 256, seed=2, start=10_000, sst_mb=1)
+    got["diff"] = run("diff", *where, "--state-dir", str(state), code=1)
+    got["restore"] = run("restore", *where, "--target-dir", str(tmp_path / "copy"))
+    got["snapshots list"] = run("snapshots", "list", *where)
+    got["snapshots show"] = run("snapshots", "show", *where)
+    got["snapshots verify"] = run("snapshots", "verify", *where)
+    got["gc"] = run("gc", "--dry-run", "--grace", "0")
+    got["config show"] = run("config", "show")
+    assert set(got) == set(SCHEMAS)
+    for name, like in SCHEMAS.items():
+        assert shape(got[name], like) == shape_of(like), name
+    # An index saved from a real Samza job reads the same way.
+    assert sorted(run("snapshots", "show", "--index-file", str(DATA / "samza-index.json"))) == \
+        sorted(SCHEMAS["snapshots show"])
+
+
+def shape_of(like: object) -> object:
+    if like is None:
+        return None
+    if isinstance(like, list) and like and isinstance(like[0], (list, dict)):
+        return [shape_of(like[0])]
+    if isinstance(like, list):
+        return sorted(like)
+    return {k: shape_of(v) for k, v in like.items()}
