@@ -17,6 +17,8 @@ from statectl.blobstore.base import BlobInfo, BlobStore
 from statectl.errors import BlobNotFoundError, BlobStoreError, PreconditionFailedError, TransientBlobStoreError
 
 log = logging.getLogger(__name__)
+_GAVE_UP_HINT = ("the blob store is down, unreachable or overloaded: check --blobstore and --s3-endpoint, "
+                 "or allow more retries with STATECTL_RETRIES")
 T = TypeVar("T")
 
 
@@ -46,7 +48,7 @@ class RetryingBlobStore:
                 if not retryable:
                     raise BlobStoreError(f"{e} (not retried: the stream cannot seek back)", hint=e.hint) from e
                 if attempt == self.attempts:
-                    raise BlobStoreError(f"{e} (gave up after {attempt} attempts)", hint=e.hint) from e
+                    raise BlobStoreError(f"{e} (gave up after {attempt} attempts)", hint=e.hint or _GAVE_UP_HINT) from e
                 delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
                 log.debug("retrying %s after %s (attempt %d, sleeping %.2fs)", what, e, attempt, delay)
                 with self._lock:

@@ -29,7 +29,9 @@ def is_store(path: Path) -> bool:
 def require_store(path: Path, what: str = "store dir") -> None:
     """Raise NotFoundError if ``path`` does not exist, NotAStoreError if it is not a RocksDB store."""
     if not path.exists():
-        raise NotFoundError(f"{what} {path} does not exist")
+        raise NotFoundError(f"{what} {path} does not exist",
+                            hint="check --state-dir, --store and --task (the store dir is <state-dir>/<store>/<task>)"
+                            if what == "store dir" else None)
     if not path.is_dir() or not is_store(path):
         raise NotAStoreError(f"{path} is not a RocksDB store (no CURRENT/MANIFEST)",
                              hint="point --store-dir (or --state-dir/--store/--task) at the store's directory")
