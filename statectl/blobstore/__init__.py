@@ -25,7 +25,7 @@ class S3Options:
     session_token: str | None = None
     profile: str | None = None
     max_connections: int = 32
-    part_size: int = 32 * 1024 * 1024
+    part_size: int = 64 * 1024 * 1024  # = the default --chunk-size: each chunk goes up in one PUT
 
 
 def default_blobstore_url() -> str:

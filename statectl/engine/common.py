@@ -11,6 +11,7 @@ from statectl import failpoints
 from statectl.blobstore.base import BLOB_PREFIX, BlobStore
 from statectl.engine.checkpoints import BlobCheckpointStore, CheckpointRecord
 from statectl.engine.layout import StoreRef, is_checkpoint_id, parse_checkpoint_id
+from statectl.engine.transfer import run_parallel
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError, SnapshotNotFoundError, UsageError
 from statectl.snapshot.model import SnapshotIndex, parse_index, serialize_index
 
@@ -99,7 +100,8 @@ def snapshot_blob_ids(index_blob_id: str, index: SnapshotIndex) -> set[str]:
 
 def post_commit_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
                         record: CheckpointRecord, index: SnapshotIndex, *, keep_last: int | None = None,
-                        new_blob_ids: list[str] | None = None, dry_run: bool = False) -> CleanupStats:
+                        new_blob_ids: list[str] | None = None, dry_run: bool = False,
+                        parallelism: int = 8) -> CleanupStats:
     """The cleanup after a commit (seed 000, "Post-Commit cleanup"), with retention. Idempotent.
 
     Removes the TTL of the snapshot's blobs (only ``new_blob_ids`` when given, else every present
@@ -112,10 +114,10 @@ def post_commit_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, 
     keep = max(1, keep_last if keep_last is not None else record.keep_last)
     stats = CleanupStats()
     if not dry_run:
-        for blob_id in (new_blob_ids if new_blob_ids is not None else index.present_blob_ids()):
-            blobstore.remove_ttl(blob_id)
-            stats.ttl_removed += 1
-        blobstore.remove_ttl(record.index_blob_id)
+        pending = list(new_blob_ids if new_blob_ids is not None else index.present_blob_ids())
+        run_parallel([_remove_ttl_task(blobstore, b) for b in pending], parallelism)
+        stats.ttl_removed = len(pending)
+        blobstore.remove_ttl(record.index_blob_id)  # last: a permanent index means all its blobs are
     committed = [r for r in checkpoints.list(ref) if r.checkpoint_id != record.checkpoint_id]
     newer = [r for r in committed if parse_checkpoint_id(r.checkpoint_id) > parse_checkpoint_id(record.checkpoint_id)]
     older = [r for r in committed if r not in newer]
@@ -149,6 +151,14 @@ def post_commit_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, 
     if not record.cleanup_done or record.keep_last != keep:
         checkpoints.write(ref, replace(record, cleanup_done=True, keep_last=keep))
     return stats
+
+
+def _remove_ttl_task(blobstore: BlobStore, blob_id: str):
+    def run(cancel) -> None:
+        if not cancel.is_set():
+            blobstore.remove_ttl(blob_id)
+
+    return run
 
 
 def _blob_ids_or_empty(blobstore: BlobStore, record: CheckpointRecord) -> set[str]:

@@ -82,12 +82,20 @@ def _rocksdict():
     return rocksdict
 
 
+def _options(rd):
+    """Options for opening a store only to checkpoint or read it: few open files, so that memory does not
+    grow with the number of SST files (each open table keeps its index and filter blocks in memory)."""
+    opts = rd.Options(raw_mode=True)
+    opts.set_max_open_files(16)
+    return opts
+
+
 def _column_families(rd, path: Path) -> dict:
     try:
         _, cfs = rd.Options.load_latest(str(path))
     except Exception:
         return {}
-    return {name: rd.Options(raw_mode=True) for name in cfs if name != "default"}
+    return {name: _options(rd) for name in cfs if name != "default"}
 
 
 def create_checkpoint(store_dir: Path, checkpoint_dir: Path) -> None:
@@ -102,7 +110,7 @@ def create_checkpoint(store_dir: Path, checkpoint_dir: Path) -> None:
     rd = _rocksdict()
     had_config = (store_dir / ROCKSDICT_CONFIG).exists()
     try:
-        db = rd.Rdict(str(store_dir), rd.Options(raw_mode=True), column_families=_column_families(rd, store_dir) or None)
+        db = rd.Rdict(str(store_dir), _options(rd), column_families=_column_families(rd, store_dir) or None)
     except Exception as e:
         msg = str(e)
         if "lock" in msg.lower():
@@ -126,5 +134,5 @@ def create_checkpoint(store_dir: Path, checkpoint_dir: Path) -> None:
 def open_readonly(store_dir: Path):
     """Open a store read-only (never takes its LOCK) for key iteration; caller closes it."""
     rd = _rocksdict()
-    return rd.Rdict(str(store_dir), rd.Options(raw_mode=True), access_type=rd.AccessType.read_only(),
+    return rd.Rdict(str(store_dir), _options(rd), access_type=rd.AccessType.read_only(),
                     column_families=_column_families(rd, store_dir) or None)
