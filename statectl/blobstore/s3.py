@@ -21,6 +21,7 @@ from statectl.blobstore.base import BlobInfo, new_blob_key
 from statectl.errors import (
     AuthError,
     BlobNotFoundError,
+    ConfigError,
     BlobStoreError,
     DiskFullError,
     MissingDependencyError,
@@ -128,15 +129,17 @@ class S3BlobStore:
 
     def __init__(self, bucket: str, prefix: str, options: "S3Options", url: str):
         try:
-            import boto3
+            # botocore's own session: what boto3 wraps, without boto3's import cost at every start.
+            import botocore.session
             from botocore.config import Config
-        except ImportError as e:  # pragma: no cover - boto3 is a dependency
+            from botocore.exceptions import ProfileNotFound
+        except ImportError as e:  # pragma: no cover - boto3 (and so botocore) is a dependency
             raise MissingDependencyError("s3 blob stores need boto3", hint="pip install boto3") from e
         self.bucket = bucket
         self.prefix = f"{prefix}/" if prefix else ""
         self.url = url
         self.part_size = max(5 * 1024 * 1024, options.part_size)
-        session = boto3.session.Session(profile_name=options.profile) if options.profile else boto3.session.Session()
+        session = botocore.session.Session(profile=options.profile)
         loopback = bool(options.endpoint_url) and urlparse(options.endpoint_url).hostname in _LOOPBACK
         # A signed payload makes botocore read every body twice: a SHA-256 pass before the request, then
         # the send (with request_checksum_calculation="when_required" it signs even over https). Over TLS
@@ -162,13 +165,21 @@ class S3BlobStore:
                 kwargs["verify"] = False  # plain http: a CA bundle from the environment must not matter
         if options.region:
             kwargs["region_name"] = options.region
-        elif not session.region_name:
-            kwargs["region_name"] = "us-east-1"
+        else:
+            try:
+                kwargs["region_name"] = session.get_config_variable("region") or "us-east-1"
+            except ProfileNotFound:
+                raise ConfigError(f"s3: AWS profile {options.profile!r} not found",
+                                  hint="check s3_profile, or the profiles in ~/.aws/config") from None
         if options.access_key_id:
             kwargs["aws_access_key_id"] = options.access_key_id
             kwargs["aws_secret_access_key"] = options.secret_access_key
             kwargs["aws_session_token"] = options.session_token
-        self._client = session.client("s3", **kwargs)
+        try:
+            self._client = session.create_client("s3", **kwargs)
+        except ProfileNotFound:
+            raise ConfigError(f"s3: AWS profile {options.profile!r} not found",
+                              hint="check s3_profile, or the profiles in ~/.aws/config") from None
         # API requests sent, by operation (retries included): gc and the benchmarks report them.
         self.requests: Counter[str] = Counter()
         self._requests_lock = threading.Lock()
