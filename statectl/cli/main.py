@@ -150,12 +150,13 @@ def main(
 
 
 def _register() -> None:
-    from statectl.cli import backup, config, diff, gc, restore, snapshots
+    from statectl.cli import backup, config, diff, doctor, gc, restore, snapshots
 
     app.command("backup", help=backup.backup.__doc__, epilog=backup.EPILOG)(backup.backup)
     app.command("restore", help=restore.restore.__doc__, epilog=restore.EPILOG)(restore.restore)
     app.command("diff", help=diff.diff.__doc__, epilog=diff.EPILOG)(diff.diff)
     app.command("gc", help=gc.gc.__doc__, epilog=gc.EPILOG)(gc.gc)
+    app.command("doctor", help=doctor.doctor.__doc__, epilog=doctor.EPILOG)(doctor.doctor)
     app.add_typer(snapshots.app, name="snapshots")
     app.add_typer(config.app, name="config")
 

@@ -36,6 +36,7 @@ SCHEMAS: dict[str, object] = {
            "cleanups_finished": None, "stores": None, "dry_run": None, "duration_s": None, "requests": None,
            "deleted": [["key", "reason", "size"]], "notes": None},
     "config show": {"config_file": None, "profile": None, "settings": [["key", "source", "value"]]},
+    "doctor": {"ok": None, "checks": [["detail", "hint", "name", "status"]]},
 }
 
 
@@ -89,6 +90,7 @@ def test_every_command_result_has_its_pinned_fields(run, tmp_path: Path):
     got["snapshots verify"] = run("snapshots", "verify", *where)
     got["gc"] = run("gc", "--dry-run", "--grace", "0")
     got["config show"] = run("config", "show")
+    got["doctor"] = run("doctor", "--state-dir", str(state))
     assert set(got) == set(SCHEMAS)
     for name, like in SCHEMAS.items():
         assert shape(got[name], like) == shape_of(like), name

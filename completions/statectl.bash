@@ -1,0 +1,254 @@
+# bash completion for statectl                                   -*- shell-script -*-
+# Generated from the statectl 0.1.0.dev0 command tree by `make docs`; do not edit.
+# Install: source it from ~/.bashrc, or copy it to ~/.local/share/bash-completion/completions/statectl
+# (or /etc/bash_completion.d/statectl).
+
+# The subcommands of the command path $1 ('' for statectl itself, 'snapshots' ...), in REPLY.
+_statectl_commands() {
+    case $1 in
+        '') REPLY='backup restore diff gc doctor snapshots config' ;;
+        'snapshots') REPLY='list show verify' ;;
+        'config') REPLY='show' ;;
+        *) REPLY='' ;;
+    esac
+}
+
+# The options accepted after the command path $1, in REPLY.
+_statectl_options() {
+    case $1 in
+        '') REPLY='--config --profile --output -o --verbose -v --quiet -q --debug --version --help -h' ;;
+        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --checkpoint-dir --all --keep-last --parallelism -j --chunk-size --ttl --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'restore') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --state-dir --store-dir --snapshot --target-dir --force --parallelism -j --kafka --from-changelog --partition --until-offset --to-checkpoint --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        *) REPLY='' ;;
+    esac
+}
+
+# How to complete the value of option $2 after command path $1, in REPLY: @file, @dir, @text
+# (anything), or the words to offer; empty when $2 takes no value.
+_statectl_value() {
+    REPLY=''
+    case $1 in
+        '')
+            case $2 in
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'backup')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --store-dir) REPLY='@dir' ;;
+                --checkpoint-dir) REPLY='@dir' ;;
+                --keep-last) REPLY='@text' ;;
+                --parallelism|-j) REPLY='@text' ;;
+                --chunk-size) REPLY='@text' ;;
+                --ttl) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'restore')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --store-dir) REPLY='@dir' ;;
+                --snapshot) REPLY='@text' ;;
+                --target-dir) REPLY='@dir' ;;
+                --parallelism|-j) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --from-changelog) REPLY='@text' ;;
+                --partition) REPLY='@text' ;;
+                --until-offset) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'diff')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --store-dir) REPLY='@dir' ;;
+                --snapshot) REPLY='@text' ;;
+                --against) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'gc')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --keep-last) REPLY='@text' ;;
+                --grace) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'doctor')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --timeout) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'snapshots')
+            case $2 in
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'snapshots list')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'snapshots show')
+            case $2 in
+                --index-file) REPLY='@file' ;;
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'snapshots verify')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --parallelism|-j) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'config')
+            case $2 in
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'config show')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --parallelism|-j) REPLY='@text' ;;
+                --keep-last) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+    esac
+}
+
+_statectl() {
+    local cur=${COMP_WORDS[COMP_CWORD]} path='' word opt='' pending=0 i REPLY
+    local IFS=$' \t\n'
+    COMPREPLY=()
+    # Which command the words so far name, skipping option values ('--opt value', '--opt=value').
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        word=${COMP_WORDS[i]}
+        if ((pending)); then
+            [[ $word == = ]] && continue     # COMP_WORDBREAKS splits --opt=value into --opt = value
+            pending=0
+            continue
+        fi
+        case $word in
+            --) break ;;
+            -*=*) ;;
+            -*)
+                _statectl_value "$path" "$word"
+                [[ -n $REPLY ]] && pending=1 opt=$word
+                ;;
+            *)
+                _statectl_commands "$path"
+                [[ " $REPLY " == *" $word "* ]] && path=${path:+$path }$word
+                ;;
+        esac
+    done
+    local prefix=''
+    if ((pending)); then
+        [[ $cur == = ]] && cur=''
+    elif [[ $cur == --*=* ]]; then                   # --opt=val when '=' does not break words
+        opt=${cur%%=*} prefix=${cur%%=*}= cur=${cur#*=}
+        _statectl_value "$path" "$opt"
+        [[ -n $REPLY ]] && pending=1
+    fi
+    if ((pending)); then
+        _statectl_value "$path" "$opt"
+        case $REPLY in
+            @file) compopt -o filenames 2>/dev/null; IFS=$'\n' COMPREPLY=($(compgen -f -P "$prefix" -- "$cur")) ;;
+            @dir) compopt -o filenames 2>/dev/null; IFS=$'\n' COMPREPLY=($(compgen -d -P "$prefix" -- "$cur")) ;;
+            @text) ;;
+            *) COMPREPLY=($(compgen -P "$prefix" -W "$REPLY" -- "$cur")) ;;
+        esac
+        return 0
+    fi
+    if [[ $cur == -* ]]; then
+        _statectl_options "$path"
+    else
+        _statectl_commands "$path"
+    fi
+    COMPREPLY=($(compgen -W "$REPLY" -- "$cur"))
+    return 0
+}
+
+complete -F _statectl statectl

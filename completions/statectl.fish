@@ -1,0 +1,283 @@
+# fish completion for statectl. Generated from the statectl 0.1.0.dev0 command tree by `make docs`; do not edit.
+# Install: copy to ~/.config/fish/completions/statectl.fish
+
+function __statectl_commands --description 'the subcommands of a statectl command path'
+    switch "$argv"
+        case ''
+            printf '%s\n' backup restore diff gc doctor snapshots config
+        case 'snapshots'
+            printf '%s\n' list show verify
+        case 'config'
+            printf '%s\n' show
+    end
+end
+
+function __statectl_value_options --description 'the options that take a value after a statectl command path'
+    switch "$argv"
+        case ''
+            printf '%s\n' -- --config --profile --output -o
+        case 'backup'
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --checkpoint-dir --keep-last --parallelism -j --chunk-size --ttl --config --profile --output -o
+        case 'restore'
+            printf '%s\n' -- --blobstore --s3-endpoint --job --job-id --task --store --state-dir --store-dir --snapshot --target-dir --parallelism -j --kafka --from-changelog --partition --until-offset --config --profile --output -o
+        case 'diff'
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --config --profile --output -o
+        case 'gc'
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --config --profile --output -o
+        case 'doctor'
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --config --profile --output -o
+        case 'snapshots'
+            printf '%s\n' -- --config --profile --output -o
+        case 'snapshots list'
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --config --profile --output -o
+        case 'snapshots show'
+            printf '%s\n' -- --index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --config --profile --output -o
+        case 'snapshots verify'
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --config --profile --output -o
+        case 'config'
+            printf '%s\n' -- --config --profile --output -o
+        case 'config show'
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --config --profile --output -o
+    end
+end
+
+function __statectl_path --description 'true if the words before the cursor name this statectl command'
+    set -l words (commandline -opc)
+    set -e words[1]
+    set -l path
+    set -l skip 0
+    for w in $words
+        if test $skip = 1
+            set skip 0
+            continue
+        end
+        switch $w
+            case --
+                break
+            case '-*=*'
+            case '-*'
+                if contains -- $w (__statectl_value_options $path)
+                    set skip 1
+                end
+            case '*'
+                if contains -- $w (__statectl_commands $path)
+                    set -a path $w
+                end
+        end
+    end
+    test "$path" = "$argv"
+end
+
+complete -c statectl -f
+
+# statectl
+complete -c statectl -n '__statectl_path' -a backup -d 'Take an incremental snapshot of a RocksDB store: checkpoint it, upload only what changed, commit'
+complete -c statectl -n '__statectl_path' -a restore -d 'Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically'
+complete -c statectl -n '__statectl_path' -a diff -d 'Show what differs between the local store and a snapshot, or between two snapshots'
+complete -c statectl -n '__statectl_path' -a gc -d 'Finish interrupted cleanups, apply retention, delete expired and unreferenced blobs (all jobs)'
+complete -c statectl -n '__statectl_path' -a doctor -d 'Check what the operations need: the blob store (reachable, credentials, writable, TTL tagging), the Kafka brokers and the job\'s checkpoint and coordinator topics, rocksdict, Java and pyspark, the state dir'
+complete -c statectl -n '__statectl_path' -a snapshots -d 'List, inspect and verify snapshots'
+complete -c statectl -n '__statectl_path' -a config -d 'Inspect statectl\'s settings'
+complete -c statectl -n '__statectl_path' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path' -l debug -d 'Tracebacks for errors'
+complete -c statectl -n '__statectl_path' -l version -d 'Print the version'
+complete -c statectl -n '__statectl_path' -l help -s h -d 'Show this message and exit'
+
+# statectl backup
+complete -c statectl -n '__statectl_path backup' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path backup' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path backup' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path backup' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path backup' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path backup' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path backup' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path backup' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path backup' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
+complete -c statectl -n '__statectl_path backup' -l checkpoint-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Back up this checkpoint dir the job made (for a store a running job holds)'
+complete -c statectl -n '__statectl_path backup' -l all -d 'Back up every store under --state-dir'
+complete -c statectl -n '__statectl_path backup' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
+complete -c statectl -n '__statectl_path backup' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path backup' -l chunk-size -x -d 'Upload files in blobs of at most this size (default 64MiB)'
+complete -c statectl -n '__statectl_path backup' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
+complete -c statectl -n '__statectl_path backup' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path backup' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path backup' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path backup' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path backup' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path backup' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path backup' -l debug -d 'Tracebacks for errors'
+
+# statectl restore
+complete -c statectl -n '__statectl_path restore' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path restore' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path restore' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path restore' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path restore' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path restore' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path restore' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path restore' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
+complete -c statectl -n '__statectl_path restore' -l snapshot -x -d 'Snapshot id, id prefix or checkpoint id (default: the latest)'
+complete -c statectl -n '__statectl_path restore' -l target-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Restore here instead of the store dir'
+complete -c statectl -n '__statectl_path restore' -l force -d 'Replace a non-empty target dir that is not a RocksDB store'
+complete -c statectl -n '__statectl_path restore' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path restore' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path restore' -l from-changelog -x -d 'Rebuild the store by replaying this Kafka changelog topic instead (needs --kafka and --partition)'
+complete -c statectl -n '__statectl_path restore' -l partition -x -d 'The changelog partition to replay (with --from-changelog)'
+complete -c statectl -n '__statectl_path restore' -l until-offset -x -d 'Replay only the records below offset N (default: to the end)'
+complete -c statectl -n '__statectl_path restore' -l to-checkpoint -d 'Replay up to the changelog offset in the task\'s latest Samza checkpoint (needs --job and --store)'
+complete -c statectl -n '__statectl_path restore' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path restore' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path restore' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path restore' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path restore' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path restore' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path restore' -l debug -d 'Tracebacks for errors'
+
+# statectl diff
+complete -c statectl -n '__statectl_path diff' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path diff' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path diff' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path diff' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path diff' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path diff' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path diff' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path diff' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path diff' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
+complete -c statectl -n '__statectl_path diff' -l snapshot -x -d 'Snapshot to compare (default: the latest)'
+complete -c statectl -n '__statectl_path diff' -l against -x -d 'Compare --snapshot with this snapshot instead of the local store'
+complete -c statectl -n '__statectl_path diff' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path diff' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path diff' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path diff' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path diff' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path diff' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path diff' -l debug -d 'Tracebacks for errors'
+
+# statectl gc
+complete -c statectl -n '__statectl_path gc' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path gc' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path gc' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path gc' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path gc' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path gc' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
+complete -c statectl -n '__statectl_path gc' -l grace -x -d 'Leave unreferenced blobs younger than this (default 6h): a backup in flight may still need them'
+complete -c statectl -n '__statectl_path gc' -l dry-run -d 'Delete nothing; list what would be deleted and why'
+complete -c statectl -n '__statectl_path gc' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path gc' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path gc' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path gc' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path gc' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path gc' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path gc' -l debug -d 'Tracebacks for errors'
+
+# statectl doctor
+complete -c statectl -n '__statectl_path doctor' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path doctor' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path doctor' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path doctor' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path doctor' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path doctor' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path doctor' -l timeout -x -d 'Seconds to wait for the Kafka brokers (and for a TCP connection to the S3 endpoint) (default 5)'
+complete -c statectl -n '__statectl_path doctor' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path doctor' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path doctor' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path doctor' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path doctor' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path doctor' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path doctor' -l debug -d 'Tracebacks for errors'
+
+# statectl snapshots
+complete -c statectl -n '__statectl_path snapshots' -a list -d 'List the snapshots of a task\'s store, newest first'
+complete -c statectl -n '__statectl_path snapshots' -a show -d 'Show one snapshot\'s index: its metadata and files (as Samza JSON with --output json)'
+complete -c statectl -n '__statectl_path snapshots' -a verify -d 'Check that every blob of a snapshot exists with the right size (and with --download, the right CRC32)'
+complete -c statectl -n '__statectl_path snapshots' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path snapshots' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path snapshots' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path snapshots' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path snapshots' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path snapshots' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path snapshots' -l debug -d 'Tracebacks for errors'
+
+# statectl snapshots list
+complete -c statectl -n '__statectl_path snapshots list' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path snapshots list' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path snapshots list' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path snapshots list' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path snapshots list' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path snapshots list' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path snapshots list' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path snapshots list' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path snapshots list' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path snapshots list' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path snapshots list' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path snapshots list' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path snapshots list' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path snapshots list' -l debug -d 'Tracebacks for errors'
+
+# statectl snapshots show
+complete -c statectl -n '__statectl_path snapshots show' -l index-file -r -F -d 'Read the index from this file instead of the blob store'
+complete -c statectl -n '__statectl_path snapshots show' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path snapshots show' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path snapshots show' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path snapshots show' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path snapshots show' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path snapshots show' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path snapshots show' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path snapshots show' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path snapshots show' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path snapshots show' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path snapshots show' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path snapshots show' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path snapshots show' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path snapshots show' -l debug -d 'Tracebacks for errors'
+
+# statectl snapshots verify
+complete -c statectl -n '__statectl_path snapshots verify' -l download -d 'Also download every blob and check each file\'s CRC32'
+complete -c statectl -n '__statectl_path snapshots verify' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path snapshots verify' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path snapshots verify' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path snapshots verify' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path snapshots verify' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path snapshots verify' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path snapshots verify' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path snapshots verify' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path snapshots verify' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path snapshots verify' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path snapshots verify' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path snapshots verify' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path snapshots verify' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path snapshots verify' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path snapshots verify' -l debug -d 'Tracebacks for errors'
+
+# statectl config
+complete -c statectl -n '__statectl_path config' -a show -d 'Print the effective settings and where each came from (flag, env, profile, default); secrets masked'
+complete -c statectl -n '__statectl_path config' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path config' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path config' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path config' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path config' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path config' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path config' -l debug -d 'Tracebacks for errors'
+
+# statectl config show
+complete -c statectl -n '__statectl_path config show' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path config show' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path config show' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path config show' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path config show' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path config show' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path config show' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path config show' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path config show' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path config show' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
+complete -c statectl -n '__statectl_path config show' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path config show' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path config show' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path config show' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path config show' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path config show' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path config show' -l debug -d 'Tracebacks for errors'
