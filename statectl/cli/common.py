@@ -86,15 +86,16 @@ class Env:
         return self._checkpoints
 
     def progress(self):
-        from rich.console import Console
-
+        """Rich progress bars on a terminal; otherwise only notes, as plain lines on stderr (rich is
+        not even imported: a cron run starts faster)."""
         from statectl.cli.progress import NoteProgress, RichProgress
 
-        err = Console(stderr=True, markup=False, highlight=False)
         s = self.settings
         if sys.stderr.isatty() and not s.quiet and not self.json and not os.environ.get("CI"):
-            return RichProgress(err)
-        return NoteProgress(err, quiet=s.quiet)
+            from rich.console import Console
+
+            return RichProgress(Console(stderr=True, markup=False, highlight=False))
+        return NoteProgress(quiet=s.quiet)
 
     def ref(self, *, need_store: bool = True):
         from statectl.engine.layout import StoreRef
@@ -134,7 +135,8 @@ class Env:
         if self.json:
             print_json(result)
         elif text:
-            out_console().print(text, soft_wrap=True)
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -152,12 +154,6 @@ def to_jsonable(obj: Any) -> Any:
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()
-
-
-def out_console():
-    from rich.console import Console
-
-    return Console(markup=False, highlight=False, soft_wrap=True)
 
 
 def human_bytes(n: int | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -59,12 +60,12 @@ class RichProgress:
 class NoteProgress(NullProgress):
     """No bars (not a TTY, --quiet, JSON, CI), but notes still go to stderr unless quiet."""
 
-    def __init__(self, console: Any, quiet: bool):
+    def __init__(self, quiet: bool):
         super().__init__()
-        self._console = console
         self._quiet = quiet
 
     def note(self, message: str) -> None:
         super().note(message)
         if not self._quiet:
-            self._console.print(f"note: {message}")
+            sys.stderr.write(f"note: {message}\n")
+            sys.stderr.flush()
