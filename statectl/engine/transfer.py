@@ -285,7 +285,8 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
                    progress: ProgressReporter) -> int:
     """Download files in parallel (large blobs as several ranged GETs), verifying size and CRC32, then
-    setting permission bits and fsyncing each file. Returns bytes downloaded.
+    setting permission bits. Returns bytes downloaded. Making them durable is the caller's (restore
+    syncs the filesystem once, before the swap).
 
     Raises ChecksumMismatchError (CRC or size differs), CorruptSnapshotError (a blob is missing), DiskFullError. Files
     already written are left for the caller to remove.
@@ -371,7 +372,6 @@ class _FileState:
             if os.fstat(fd).st_size != idx.size:
                 raise ChecksumMismatchError(f"size mismatch for {self.item.rel}")
             os.fchmod(fd, idx.file_metadata.mode)
-            os.fsync(fd)
         finally:
             os.close(fd)
         self.finished = True
