@@ -20,7 +20,7 @@ _statectl_options() {
         'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --checkpoint-dir --all --keep-last --parallelism -j --chunk-size --ttl --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'restore') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --state-dir --store-dir --snapshot --target-dir --force --parallelism -j --kafka --from-changelog --partition --until-offset --to-checkpoint --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --dry-run --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -110,6 +110,7 @@ _statectl_value() {
                 --job-id) REPLY='@text' ;;
                 --keep-last) REPLY='@text' ;;
                 --grace) REPLY='@text' ;;
+                --parallelism|-j) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

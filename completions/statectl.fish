@@ -23,7 +23,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'diff'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --config --profile --output -o
         case 'gc'
-            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --config --profile --output -o
         case 'doctor'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --config --profile --output -o
         case 'snapshots'
@@ -166,6 +166,7 @@ complete -c statectl -n '__statectl_path gc' -l job-id -x -d 'Job id (default 1)
 complete -c statectl -n '__statectl_path gc' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
 complete -c statectl -n '__statectl_path gc' -l grace -x -d 'Leave unreferenced blobs younger than this (default 6h): a backup in flight may still need them'
 complete -c statectl -n '__statectl_path gc' -l dry-run -d 'Delete nothing; list what would be deleted and why'
+complete -c statectl -n '__statectl_path gc' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
 complete -c statectl -n '__statectl_path gc' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path gc' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path gc' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

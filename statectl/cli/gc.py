@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, KeepLastOpt, S3EndpointOpt, human_bytes
+from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, KeepLastOpt, ParallelismOpt,
+                                 S3EndpointOpt, human_bytes)
 
 EPILOG = (
     "Examples:\n\n"
@@ -26,19 +27,20 @@ def gc(
     keep_last: KeepLastOpt = None,
     grace: Annotated[Optional[str], typer.Option("--grace", help="Leave unreferenced blobs younger than this (default 6h): a backup in flight may still need them. [env STATECTL_GRACE]", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Delete nothing; list what would be deleted and why.")] = False,
+    parallelism: ParallelismOpt = None,
 ) -> None:
     """Finish interrupted cleanups, apply retention, delete expired and unreferenced blobs (all jobs)."""
     from statectl.engine.gc import GcOptions, gc as run_gc
 
     env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id,
-              keep_last=keep_last, grace=grace)
+              keep_last=keep_last, grace=grace, parallelism=parallelism)
     s = env.settings
     try:
         # Retention is applied by gc only when asked for here (flag, env or profile); otherwise each
         # snapshot keeps the retention its backup asked for.
         keep = s.keep_last if s.source("keep_last") != "default" else None
-        r = run_gc(GcOptions(grace_seconds=s.grace, keep_last=keep, dry_run=dry_run), env.blobstore,
-                   env.checkpoints, env.progress())
+        r = run_gc(GcOptions(grace_seconds=s.grace, keep_last=keep, dry_run=dry_run, parallelism=s.parallelism),
+                   env.blobstore, env.checkpoints, env.progress())
         lines = []
         if dry_run or s.verbose:
             lines += [f"{'would delete' if dry_run else 'deleted'} {a.key} ({human_bytes(a.size)}): {a.reason}"
@@ -47,8 +49,8 @@ def gc(
         lines.append(f"{verb} {r.blobs_deleted} blobs ({human_bytes(r.bytes_reclaimed)}), kept {r.blobs_kept}; "
                      f"{r.snapshots_expired} snapshots expired, {r.cleanups_finished} interrupted cleanups finished, "
                      f"{r.stores} stores, {r.duration_s:.1f}s")
-        if not (dry_run or s.verbose) and not env.json:
-            r.deleted = []
+        if not (dry_run or s.verbose):
+            r.deleted = []  # a gc of 100 000 blobs would print them all: only when asked for
         env.emit(r, "\n".join(lines))
     finally:
         env.close()

@@ -20,9 +20,11 @@ from statectl.engine.checkpoints import COMMITTED, PENDING, BlobCheckpointStore
 from statectl.engine.common import finish_interrupted_cleanup, post_commit_cleanup, read_index, snapshot_blob_ids
 from statectl.engine.layout import StoreRef
 from statectl.engine.progress import NullProgress, ProgressReporter
+from statectl.engine.transfer import run_parallel
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError, SnapshotNotFoundError, UsageError
 
 DEFAULT_GRACE_SECONDS = 6 * 3600
+DELETE_BATCH = 1000  # S3 DeleteObjects takes at most 1000 keys
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class GcOptions:
     grace_seconds: int = DEFAULT_GRACE_SECONDS
     keep_last: int | None = None
     dry_run: bool = False
+    parallelism: int = 8
 
     def validate(self) -> None:
         if self.grace_seconds < 0:
@@ -105,9 +108,11 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
         else:
             result.blobs_kept += 1
     if not opts.dry_run and doomed:
+        keys = [a.key for a in doomed]
+        batches = [keys[i:i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
         progress.start("deleting", 0, len(doomed))
         try:
-            blobstore.delete_many([a.key for a in doomed])
+            run_parallel([_delete_task(blobstore, b) for b in batches], opts.parallelism)
         finally:
             progress.stop()
     for a in doomed:
@@ -176,6 +181,14 @@ def _referenced(refs: list[StoreRef], opts: GcOptions, blobstore: BlobStore, che
                 # An unreadable index: we cannot tell what it references, so delete nothing of this store's.
                 raise
     return keys
+
+
+def _delete_task(blobstore: BlobStore, keys: list[str]):
+    def run(cancel) -> None:
+        if not cancel.is_set():
+            blobstore.delete_many(keys)
+
+    return run
 
 
 def request_counts(blobstore: BlobStore) -> dict[str, int]:
