@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from statectl.blobstore import open_blobstore
 from statectl.engine.backup import BackupOptions, backup
