@@ -6,9 +6,10 @@
 # The subcommands of the command path $1 ('' for statectl itself, 'snapshots' ...), in REPLY.
 _statectl_commands() {
     case $1 in
-        '') REPLY='backup restore diff gc doctor snapshots config' ;;
+        '') REPLY='backup restore diff gc doctor snapshots config lease' ;;
         'snapshots') REPLY='list show verify' ;;
         'config') REPLY='show' ;;
+        'lease') REPLY='show break' ;;
         *) REPLY='' ;;
     esac
 }
@@ -18,7 +19,7 @@ _statectl_options() {
     case $1 in
         '') REPLY='--config --profile --output -o --verbose -v --quiet -q --debug --version --help -h' ;;
         'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --checkpoint-dir --all --keep-last --parallelism -j --chunk-size --ttl --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'restore') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --state-dir --store-dir --snapshot --target-dir --force --parallelism -j --kafka --from-changelog --partition --until-offset --to-checkpoint --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'restore') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --state-dir --store-dir --snapshot --target-dir --force --from-other-store --parallelism -j --kafka --from-changelog --partition --until-offset --to-checkpoint --system --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --dry-run --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -28,6 +29,9 @@ _statectl_options() {
         'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'lease show') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'lease break') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --yes -y --force --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         *) REPLY='' ;;
     esac
 }
@@ -80,6 +84,7 @@ _statectl_value() {
                 --from-changelog) REPLY='@text' ;;
                 --partition) REPLY='@text' ;;
                 --until-offset) REPLY='@text' ;;
+                --system) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;
@@ -193,6 +198,36 @@ _statectl_value() {
                 --state-dir) REPLY='@dir' ;;
                 --parallelism|-j) REPLY='@text' ;;
                 --keep-last) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'lease')
+            case $2 in
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'lease show')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'lease break')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

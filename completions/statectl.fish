@@ -4,11 +4,13 @@
 function __statectl_commands --description 'the subcommands of a statectl command path'
     switch "$argv"
         case ''
-            printf '%s\n' backup restore diff gc doctor snapshots config
+            printf '%s\n' backup restore diff gc doctor snapshots config lease
         case 'snapshots'
             printf '%s\n' list show verify
         case 'config'
             printf '%s\n' show
+        case 'lease'
+            printf '%s\n' show break
     end
 end
 
@@ -19,7 +21,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'backup'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --checkpoint-dir --keep-last --parallelism -j --chunk-size --ttl --config --profile --output -o
         case 'restore'
-            printf '%s\n' -- --blobstore --s3-endpoint --job --job-id --task --store --state-dir --store-dir --snapshot --target-dir --parallelism -j --kafka --from-changelog --partition --until-offset --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --job --job-id --task --store --state-dir --store-dir --snapshot --target-dir --parallelism -j --kafka --from-changelog --partition --until-offset --system --config --profile --output -o
         case 'diff'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --config --profile --output -o
         case 'gc'
@@ -38,6 +40,12 @@ function __statectl_value_options --description 'the options that take a value a
             printf '%s\n' -- --config --profile --output -o
         case 'config show'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --config --profile --output -o
+        case 'lease'
+            printf '%s\n' -- --config --profile --output -o
+        case 'lease show'
+            printf '%s\n' -- --blobstore --s3-endpoint --job --job-id --task --store --config --profile --output -o
+        case 'lease break'
+            printf '%s\n' -- --blobstore --s3-endpoint --job --job-id --task --store --config --profile --output -o
     end
 end
 
@@ -78,6 +86,7 @@ complete -c statectl -n '__statectl_path' -a gc -d 'Finish interrupted cleanups,
 complete -c statectl -n '__statectl_path' -a doctor -d 'Check what the operations need: the blob store (reachable, credentials, writable, TTL tagging), the Kafka brokers and the job\'s checkpoint and coordinator topics, rocksdict, Java and pyspark, the state dir'
 complete -c statectl -n '__statectl_path' -a snapshots -d 'List, inspect and verify snapshots'
 complete -c statectl -n '__statectl_path' -a config -d 'Inspect statectl\'s settings'
+complete -c statectl -n '__statectl_path' -a lease -d 'Inspect or break the lease that keeps two backups of a store from running at once'
 complete -c statectl -n '__statectl_path' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
 complete -c statectl -n '__statectl_path' -l output -s o -x -a 'text json' -d 'Result format: text or json'
@@ -122,13 +131,15 @@ complete -c statectl -n '__statectl_path restore' -l state-dir -x -a '(__fish_co
 complete -c statectl -n '__statectl_path restore' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
 complete -c statectl -n '__statectl_path restore' -l snapshot -x -d 'Snapshot id, id prefix or checkpoint id (default: the latest)'
 complete -c statectl -n '__statectl_path restore' -l target-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Restore here instead of the store dir'
-complete -c statectl -n '__statectl_path restore' -l force -d 'Replace a non-empty target dir that is not a RocksDB store'
+complete -c statectl -n '__statectl_path restore' -l force -d 'Replace a non-empty target dir that is not a RocksDB store (never one holding a store, the blob store or a mount point)'
+complete -c statectl -n '__statectl_path restore' -l from-other-store -d 'Let --snapshot name a snapshot of another job, task or store: a deliberate cross-restore'
 complete -c statectl -n '__statectl_path restore' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
 complete -c statectl -n '__statectl_path restore' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
 complete -c statectl -n '__statectl_path restore' -l from-changelog -x -d 'Rebuild the store by replaying this Kafka changelog topic instead (needs --kafka and --partition)'
 complete -c statectl -n '__statectl_path restore' -l partition -x -d 'The changelog partition to replay (with --from-changelog)'
 complete -c statectl -n '__statectl_path restore' -l until-offset -x -d 'Replay only the records below offset N (default: to the end)'
 complete -c statectl -n '__statectl_path restore' -l to-checkpoint -d 'Replay up to the changelog offset in the task\'s latest Samza checkpoint (needs --job and --store)'
+complete -c statectl -n '__statectl_path restore' -l system -x -d 'The Samza system name of the changelog, for the OFFSET-v2 file written into the store (with --from-changelog)'
 complete -c statectl -n '__statectl_path restore' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path restore' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path restore' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -164,7 +175,7 @@ complete -c statectl -n '__statectl_path gc' -l kafka -x -d 'Kafka bootstrap ser
 complete -c statectl -n '__statectl_path gc' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path gc' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path gc' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
-complete -c statectl -n '__statectl_path gc' -l grace -x -d 'Leave unreferenced blobs younger than this (default 6h): a backup in flight may still need them'
+complete -c statectl -n '__statectl_path gc' -l grace -x -d 'Leave unreferenced blobs younger than this (default 6h, at least 1m): a write in flight may still need them'
 complete -c statectl -n '__statectl_path gc' -l dry-run -d 'Delete nothing; list what would be deleted and why'
 complete -c statectl -n '__statectl_path gc' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
 complete -c statectl -n '__statectl_path gc' -l help -s h -d 'Show this message and exit'
@@ -282,3 +293,46 @@ complete -c statectl -n '__statectl_path config show' -l output -s o -x -a 'text
 complete -c statectl -n '__statectl_path config show' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path config show' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path config show' -l debug -d 'Tracebacks for errors'
+
+# statectl lease
+complete -c statectl -n '__statectl_path lease' -a show -d 'Show who holds a store\'s lease, since when and until when (UTC)'
+complete -c statectl -n '__statectl_path lease' -a break -d 'Release a store\'s lease left by a crashed backup, after showing its holder and asking'
+complete -c statectl -n '__statectl_path lease' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path lease' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path lease' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path lease' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path lease' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path lease' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path lease' -l debug -d 'Tracebacks for errors'
+
+# statectl lease show
+complete -c statectl -n '__statectl_path lease show' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path lease show' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path lease show' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path lease show' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path lease show' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path lease show' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path lease show' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path lease show' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path lease show' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path lease show' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path lease show' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path lease show' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path lease show' -l debug -d 'Tracebacks for errors'
+
+# statectl lease break
+complete -c statectl -n '__statectl_path lease break' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path lease break' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path lease break' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path lease break' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path lease break' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path lease break' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path lease break' -l yes -s y -d 'Do not ask for confirmation'
+complete -c statectl -n '__statectl_path lease break' -l force -d 'Break it even when its holder is a running process on this host'
+complete -c statectl -n '__statectl_path lease break' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path lease break' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path lease break' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path lease break' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path lease break' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path lease break' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path lease break' -l debug -d 'Tracebacks for errors'

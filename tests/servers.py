@@ -98,8 +98,9 @@ def loopback_s3_client(endpoint: str, access_key: str, secret_key: str, *, timeo
 class SeaweedServer:
     """``weed server`` (master, volume, filer and S3 gateway in one process) on loopback.
 
-    With ``enforce_auth`` the S3 gateway accepts only ``access_key``/``secret_key`` (an identities file
-    passed as ``-s3.config``); without it any credentials work. Use as a context manager, or call
+    With ``enforce_auth`` the S3 gateway accepts only ``access_key``/``secret_key``, and the read-only
+    identity ``readonly_access_key``/``readonly_secret_key`` (Read and List only: writes and tagging get
+    AccessDenied), from an identities file passed as ``-s3.config``; without it any credentials work. Use as a context manager, or call
     ``start()`` and ``stop()``.
     """
 
@@ -110,6 +111,8 @@ class SeaweedServer:
         self.enforce_auth = enforce_auth
         self.access_key = access_key
         self.secret_key = secret_key
+        self.readonly_access_key = access_key + "RO"
+        self.readonly_secret_key = secret_key + "RO"
         self.startup_timeout = startup_timeout
         self.volume_size_limit_mb = volume_size_limit_mb
         self.weed = weed
@@ -170,6 +173,10 @@ class SeaweedServer:
                 "name": "admin",
                 "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
                 "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+            }, {
+                "name": "reader",
+                "credentials": [{"accessKey": self.readonly_access_key, "secretKey": self.readonly_secret_key}],
+                "actions": ["Read", "List"],
             }]}))
             args.append(f"-s3.config={config}")
         (self.dir / "data").mkdir()

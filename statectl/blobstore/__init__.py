@@ -25,17 +25,22 @@ class S3Options:
     session_token: str | None = None
     profile: str | None = None
     max_connections: int = 32
+    timeout_s: float = 15.0  # connect, and each read of a response: not the whole of a long transfer
     part_size: int = 64 * 1024 * 1024  # = the default --chunk-size: each chunk goes up in one PUT
 
 
 def default_blobstore_url() -> str:
     """``file://$XDG_DATA_HOME/statectl/blobs`` (XDG_DATA_HOME defaulting to ~/.local/share)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    base = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(base):  # the XDG spec: a relative path is invalid and must be ignored
+        base = str(Path.home() / ".local" / "share")
     return "file://" + str(Path(base) / "statectl" / "blobs")
 
 
-def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8) -> BlobStore:
-    """Open the blob store a URL names, wrapped so that transient errors are retried ``retries`` times.
+def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8,
+                   retry_time_s: float = 60.0) -> BlobStore:
+    """Open the blob store a URL names, wrapped so that transient errors are retried ``retries`` times,
+    and no new attempt starts once ``retry_time_s`` seconds have passed since the first.
 
     Raises UsageError for an unknown scheme or a malformed URL. Opening does not touch the network;
     a missing bucket or bad credentials show on first use.
@@ -49,10 +54,19 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8) -
         path = unquote(parsed.path)
         if not path:
             raise UsageError(f"invalid blob store URL {url!r}: no path")
+        if not path.startswith("/"):  # file:relative would write wherever the command happens to run
+            raise UsageError(f"invalid blob store URL {url!r}: the path must be absolute",
+                             hint="use file:///absolute/path")
+        path = "/" + os.path.normpath(path).lstrip("/")
+        if path == "/":
+            raise UsageError(f"invalid blob store URL {url!r}: the filesystem root cannot be a blob store",
+                             hint="use a dir of its own, e.g. file:///var/backups/statectl")
         from statectl.blobstore.local import LocalBlobStore
 
         inner: BlobStore = LocalBlobStore(path, url)
     elif parsed.scheme == "s3":
+        if (s3 or S3Options()).timeout_s < 1:
+            raise UsageError("timeout must be at least 1s")
         bucket = parsed.netloc
         if len(bucket) < 3:
             raise UsageError(f"invalid blob store URL {url!r}: expected s3://bucket[/prefix]")
@@ -66,4 +80,6 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8) -
                          hint="use file:///path or s3://bucket/prefix")
     if retries < 0:
         raise UsageError("retries must be 0 or more")
-    return RetryingBlobStore(inner, attempts=retries + 1)
+    if retry_time_s < 0:
+        raise UsageError("retry_time must not be negative")
+    return RetryingBlobStore(inner, attempts=retries + 1, deadline_s=retry_time_s)

@@ -86,5 +86,14 @@ class BlobStore(Protocol):
     def list(self, prefix: str = "") -> Iterator[BlobInfo]:
         """Every object whose key starts with ``prefix``, in no particular order."""
 
+    def sweep_debris(self, older_than: float, *, dry_run: bool = False) -> list[BlobInfo]:
+        """Remove the leftovers of writes that never finished (the writer was killed), which ``list``
+        does not show, if last changed before the epoch second ``older_than``: on ``file://`` partial
+        files (``.tmp-*``) and TTL sidecars whose blob is gone, on S3 incomplete multipart uploads.
+        Returns what was removed (with ``dry_run``: what would be), each named by the key it was
+        written for or under. Idempotent. A write still in progress may lose its leftover only if it
+        has been idle since ``older_than``: it then fails, it never completes damaged.
+        """
+
     def close(self) -> None:
         """Release connections and threads."""

@@ -257,6 +257,34 @@ class LocalBlobStore:
                     continue
                 yield BlobInfo(key, st.st_size, st.st_mtime, self._expiry(path))
 
+    def sweep_debris(self, older_than: float, *, dry_run: bool = False) -> list[BlobInfo]:
+        """Partial files of killed writes (``.tmp-*``, sidecars' included) and ``<key>.ttl`` sidecars
+        whose blob never landed or is gone. Lock files stay: one may be held by a live process, and
+        removing it would let a second process lock a new file of the same name (they are one small
+        file per lease). Empty dirs stay: a concurrent put may be about to write into one."""
+        found: list[BlobInfo] = []
+        for dirpath, _, filenames in os.walk(self.root):
+            for name in filenames:
+                path = Path(dirpath, name)
+                if not name.startswith(TMP_MARK):
+                    if not name.endswith(TTL_SUFFIX) or path.with_name(name[: -len(TTL_SUFFIX)]).exists():
+                        continue
+                try:
+                    st = path.lstat()
+                except FileNotFoundError:
+                    continue
+                if st.st_mtime >= older_than or not S_ISREG(st.st_mode):
+                    continue
+                if not dry_run:
+                    try:
+                        path.unlink()
+                    except FileNotFoundError:
+                        continue
+                    except OSError as e:
+                        raise BlobStoreError(f"file: delete {path}: {e.strerror or e}") from e
+                found.append(BlobInfo(path.relative_to(self.root).as_posix(), st.st_size, st.st_mtime))
+        return found
+
     def close(self) -> None:
         pass
 

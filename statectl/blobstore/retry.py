@@ -17,39 +17,48 @@ from statectl.blobstore.base import BlobInfo, BlobStore
 from statectl.errors import BlobNotFoundError, BlobStoreError, PreconditionFailedError, TransientBlobStoreError
 
 log = logging.getLogger(__name__)
-_GAVE_UP_HINT = ("the blob store is down, unreachable or overloaded: check --blobstore and --s3-endpoint, "
-                 "or allow more retries with STATECTL_RETRIES")
+_GAVE_UP_HINT = ("the blob store is down, unreachable or overloaded: check --blobstore and --s3-endpoint; "
+                 "STATECTL_RETRIES, STATECTL_RETRY_TIME and STATECTL_TIMEOUT set how long statectl waits")
 T = TypeVar("T")
 
 
 class RetryingBlobStore:
-    """Wraps a BlobStore; every call is retried up to ``attempts`` times on transient errors.
+    """Wraps a BlobStore; every call is retried up to ``attempts`` times on transient errors, and never
+    after ``deadline_s`` seconds since its first attempt began (None: no deadline): a store that accepts
+    connections and never answers costs one request timeout per attempt, and the deadline bounds the sum.
 
     After the last attempt the transient error is re-raised as a BlobStoreError naming the attempts.
     """
 
     def __init__(self, inner: BlobStore, *, attempts: int = 8, base_delay: float = 0.1, max_delay: float = 5.0,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, deadline_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.inner = inner
         self.url = inner.url
         self.attempts = max(1, attempts)
         self.base_delay = base_delay
         self.max_delay = max_delay
         self._sleep = sleep
+        self.deadline_s = deadline_s
+        self._clock = clock
         self.retries = 0
         self._lock = threading.Lock()
 
     def _call(self, what: str, fn: Callable[[], T], rewind: Callable[[], None] | None = None,
               retryable: bool = True) -> T:
+        started = self._clock()
         for attempt in range(1, self.attempts + 1):
             try:
                 return fn()
             except TransientBlobStoreError as e:
                 if not retryable:
                     raise BlobStoreError(f"{e} (not retried: the stream cannot seek back)", hint=e.hint) from e
-                if attempt == self.attempts:
-                    raise BlobStoreError(f"{e} (gave up after {attempt} attempts)", hint=e.hint or _GAVE_UP_HINT) from e
                 delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+                elapsed = self._clock() - started
+                if attempt == self.attempts or (self.deadline_s is not None and elapsed + delay > self.deadline_s):
+                    s = "" if attempt == 1 else "s"
+                    raise BlobStoreError(f"{e} (gave up after {attempt} attempt{s} in {elapsed:.0f}s)",
+                                         hint=e.hint or _GAVE_UP_HINT) from e
                 log.debug("retrying %s after %s (attempt %d, sleeping %.2fs)", what, e, attempt, delay)
                 with self._lock:
                     self.retries += 1
@@ -125,6 +134,9 @@ class RetryingBlobStore:
     def list(self, prefix: str = "") -> Iterator[BlobInfo]:
         # A listing is retried whole: it is materialised so a fault halfway cannot yield duplicates.
         return iter(self._call(f"list {prefix}", lambda: list(self.inner.list(prefix))))
+
+    def sweep_debris(self, older_than: float, *, dry_run: bool = False) -> list[BlobInfo]:
+        return self._call("sweep debris", lambda: self.inner.sweep_debris(older_than, dry_run=dry_run))
 
     def close(self) -> None:
         self.inner.close()

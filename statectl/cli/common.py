@@ -53,6 +53,11 @@ class Env:
         g = global_options(ctx)
         flags = dict(flags, output=g.output, quiet=g.quiet or None, verbose=g.verbose or None, debug=g.debug or None)
         self.settings = config.resolve(flags, config=g.config, profile=g.profile)
+        from statectl import redact
+
+        redact.add_secrets(value.value for name, value in self.settings.items() if config.KEYS[name].secret)
+        for name in ("s3_endpoint", "blobstore", "kafka"):
+            redact.add_url(getattr(self.settings, name))
         self.json = self.settings.output == "json"
         self._blobstore = None
         self._checkpoints = None
@@ -65,10 +70,10 @@ class Env:
             from statectl.blobstore import S3Options, open_blobstore
 
             s = self.settings
-            self._blobstore = open_blobstore(s.blobstore, retries=s.retries, s3=S3Options(
+            self._blobstore = open_blobstore(s.blobstore, retries=s.retries, retry_time_s=s.retry_time, s3=S3Options(
                 endpoint_url=s.s3_endpoint, region=s.s3_region, access_key_id=s.s3_access_key_id,
                 secret_access_key=s.s3_secret_access_key, session_token=s.s3_session_token,
-                profile=s.s3_profile, max_connections=max(32, 2 * s.parallelism)))
+                profile=s.s3_profile, max_connections=max(32, 2 * s.parallelism), timeout_s=s.timeout))
         return self._blobstore
 
     @property
@@ -132,10 +137,11 @@ class Env:
 
     def emit(self, result: Any, text: str) -> None:
         """Print the result: JSON of the dataclass under --output json, else ``text``."""
-        if self.json:
-            print_json(result)
-        elif text:
-            sys.stdout.write(text + "\n")
+        from statectl.redact import redact
+
+        out = json_text(result) if self.json else text
+        if out:
+            sys.stdout.write(redact(out) + "\n")
             sys.stdout.flush()
 
 
@@ -151,8 +157,14 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+def json_text(obj: Any) -> str:
+    return json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False)
+
+
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+    from statectl.redact import redact
+
+    sys.stdout.write(redact(json_text(obj)) + "\n")
     sys.stdout.flush()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 from typing import Annotated, Optional
@@ -14,6 +15,7 @@ from typer.exceptions import TyperException
 from statectl import __version__
 from statectl.cli.common import GlobalOptions, global_options
 from statectl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, StatectlError
+from statectl.redact import add_from_env, redact
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 failure (diff: different), 2 usage, 3 partial, 10 not found, 11 lock held, "
@@ -22,7 +24,7 @@ EXIT_CODES_HELP = (
 
 
 def _stderr(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(redact(message) + "\n")
     sys.stderr.flush()
 
 
@@ -76,10 +78,10 @@ class StatectlGroup(TyperGroup):
             if e.hint:
                 _stderr(f"Hint: {e.hint}")
             if _debug(ctx):
-                traceback.print_exc()
+                _stderr(traceback.format_exc().rstrip())
             raise typer.Exit(e.exit_code) from None
-        except KeyboardInterrupt:
-            _stderr("Interrupted.")
+        except KeyboardInterrupt as e:
+            _stderr(f"Interrupted by {e.args[0]}." if isinstance(e, Terminated) else "Interrupted.")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except NoArgsIsHelpError:
             raise
@@ -89,7 +91,7 @@ class StatectlGroup(TyperGroup):
             raise
         except Exception as e:
             if _debug(ctx):
-                traceback.print_exc()
+                _stderr(traceback.format_exc().rstrip())
             _stderr(f"Error: unexpected {type(e).__name__}: {e}")
             _stderr("Hint: run again with --debug for a traceback, and report it")
             raise typer.Exit(EXIT_FAILURE) from None
@@ -140,17 +142,22 @@ def main(
     debug: Annotated[bool, typer.Option("--debug", help="Tracebacks for errors.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
+    add_from_env()
     g = global_options(ctx)
     g.config, g.profile, g.output, g.verbose, g.quiet, g.debug = config, profile, output, verbose, quiet, debug
     if debug or verbose:
         import logging
 
+        from statectl.redact import RedactingFilter
+
         logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
                             format="%(levelname)s %(name)s: %(message)s")
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(RedactingFilter())
 
 
 def _register() -> None:
-    from statectl.cli import backup, config, diff, doctor, gc, restore, snapshots
+    from statectl.cli import backup, config, diff, doctor, gc, lease, restore, snapshots
 
     app.command("backup", help=backup.backup.__doc__, epilog=backup.EPILOG)(backup.backup)
     app.command("restore", help=restore.restore.__doc__, epilog=restore.EPILOG)(restore.restore)
@@ -159,13 +166,27 @@ def _register() -> None:
     app.command("doctor", help=doctor.doctor.__doc__, epilog=doctor.EPILOG)(doctor.doctor)
     app.add_typer(snapshots.app, name="snapshots")
     app.add_typer(config.app, name="config")
+    app.add_typer(lease.app, name="lease")
 
 
 _register()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread so that it unwinds like Ctrl-C: temp dirs removed,
+    leases released, exit 130."""
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise Terminated(signal.Signals(signum).name)
+
+
 def run() -> None:
     """Console-script entry point."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminate)
+    # A path that is not valid UTF-8 (a surrogate-escaped file name) must not crash the output of a result.
+    sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     app()
 
 

@@ -53,8 +53,10 @@ class RichProgress:
                 self._progress = None
 
     def note(self, message: str) -> None:
+        from statectl.redact import redact
+
         self.notes.append(message)
-        self._console.print(f"note: {message}")
+        self._console.print(f"note: {redact(message)}")
 
 
 class NoteProgress(NullProgress):
@@ -67,5 +69,7 @@ class NoteProgress(NullProgress):
     def note(self, message: str) -> None:
         super().note(message)
         if not self._quiet:
-            sys.stderr.write(f"note: {message}\n")
+            from statectl.redact import redact
+
+            sys.stderr.write(f"note: {redact(message)}\n")
             sys.stderr.flush()

@@ -36,13 +36,15 @@ def restore(
     store_dir: StoreDirOpt = None,
     snapshot: Annotated[Optional[str], typer.Option("--snapshot", help="Snapshot id, id prefix or checkpoint id (default: the latest).", show_default=False)] = None,
     target_dir: Annotated[Optional[Path], typer.Option("--target-dir", help="Restore here instead of the store dir.", show_default=False)] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty target dir that is not a RocksDB store.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty target dir that is not a RocksDB store (never one holding a store, the blob store or a mount point).")] = False,
+    from_other_store: Annotated[bool, typer.Option("--from-other-store", help="Let --snapshot name a snapshot of another job, task or store: a deliberate cross-restore.")] = False,
     parallelism: ParallelismOpt = None,
     kafka: KafkaOpt = None,
     from_changelog: Annotated[Optional[str], typer.Option("--from-changelog", metavar="TOPIC", help="Rebuild the store by replaying this Kafka changelog topic instead (needs --kafka and --partition).", show_default=False)] = None,
     partition: Annotated[Optional[int], typer.Option("--partition", metavar="N", help="The changelog partition to replay (with --from-changelog).", show_default=False)] = None,
     until_offset: Annotated[Optional[int], typer.Option("--until-offset", metavar="N", help="Replay only the records below offset N (default: to the end).", show_default=False)] = None,
     to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Replay up to the changelog offset in the task's latest Samza checkpoint (needs --job and --store).")] = False,
+    system: Annotated[str, typer.Option("--system", help="The Samza system name of the changelog, for the OFFSET-v2 file written into the store (with --from-changelog).")] = "kafka",
 ) -> None:
     """Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically.
     With --from-changelog, rebuild it by replaying its Kafka changelog instead."""
@@ -51,15 +53,18 @@ def restore(
     if from_changelog is not None:
         try:
             _restore_from_changelog(env, from_changelog, partition, store_dir, target_dir, force, snapshot,
-                                    until_offset, to_checkpoint)
+                                    until_offset, to_checkpoint, system)
         finally:
             env.close()
         return
     changelog_only = [flag for flag, given in (("--partition", partition is not None),
                                                ("--until-offset", until_offset is not None),
-                                               ("--to-checkpoint", to_checkpoint)) if given]
+                                               ("--to-checkpoint", to_checkpoint),
+                                               ("--system", system != "kafka")) if given]
     if changelog_only:
         raise UsageError(f"{', '.join(changelog_only)} only go with --from-changelog TOPIC")
+    if from_other_store and snapshot is None:
+        raise UsageError("--from-other-store needs --snapshot ID: a cross-restore names the snapshot it takes")
 
     from statectl.engine.restore import RestoreOptions, restore as run_restore
 
@@ -69,7 +74,7 @@ def restore(
         else:
             sdir = env.store_dir(store_dir)
         opts = RestoreOptions(ref=env.ref(), store_dir=sdir, target_dir=target_dir, snapshot=snapshot,
-                              parallelism=env.settings.parallelism, force=force)
+                              parallelism=env.settings.parallelism, force=force, from_other_store=from_other_store)
         r = run_restore(opts, env.blobstore, env.checkpoints, env.progress())
         env.emit(r, f"restored snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) into {r.target_dir}: "
                     f"{r.files_total} files, {r.files_downloaded} downloaded ({human_bytes(r.bytes_downloaded)}), "
@@ -80,7 +85,7 @@ def restore(
 
 def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], store_dir: Optional[Path],
                             target_dir: Optional[Path], force: bool, snapshot: Optional[str],
-                            until_offset: Optional[int], to_checkpoint: bool) -> None:
+                            until_offset: Optional[int], to_checkpoint: bool, system: str) -> None:
     from statectl.engine.changelog import ChangelogRestoreOptions, restore_from_changelog
 
     s = env.settings
@@ -94,7 +99,7 @@ def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], stor
     opts = ChangelogRestoreOptions(
         bootstrap=s.kafka, topic=topic, partition=partition,
         target_dir=target_dir if target_dir is not None else env.store_dir(store_dir),
-        stop_offset=until_offset, checkpoint_ref=env.ref() if to_checkpoint else None, force=force)
+        stop_offset=until_offset, checkpoint_ref=env.ref() if to_checkpoint else None, force=force, system=system)
     r = restore_from_changelog(opts, env.progress())
     env.emit(r, f"replayed {r.records} records ({human_bytes(r.bytes)}) of {r.topic}[{r.partition}] up to offset "
                 f"{r.end_offset} into {r.target_dir}, {r.duration_s:.1f}s")

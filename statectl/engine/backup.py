@@ -15,6 +15,7 @@ from pathlib import Path
 from statectl.blobstore.base import DEFAULT_TTL_SECONDS, BlobStore
 from statectl.engine.checkpoints import BlobCheckpointStore, CheckpointRecord
 from statectl.engine.common import (
+    check_parallelism,
     finish_interrupted_cleanup,
     now_ms,
     post_commit_cleanup,
@@ -59,8 +60,7 @@ class BackupOptions:
     def validate(self) -> None:
         if self.keep_last < 1:
             raise UsageError("--keep-last must be at least 1")
-        if self.parallelism < 1:
-            raise UsageError("--parallelism must be at least 1")
+        check_parallelism(self.parallelism)
         if self.chunk_size < 1024 * 1024 or self.chunk_size > 5 * 1024 ** 3:
             raise UsageError("--chunk-size must be between 1MiB and 5GiB")
         if self.ttl_seconds < 60:
@@ -91,7 +91,8 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     NotFoundError / NotAStoreError for a missing or non-RocksDB dir; BlobStoreError, AuthError for
     blob store failures. A failure before the commit leaves only TTL'd blobs behind (collected by
     their TTL or gc); the previous snapshot stays the latest and intact. After the commit the cleanup
-    is idempotent and re-run by the next backup, restore or gc if it is interrupted.
+    is idempotent and re-run by the next backup or gc if it is interrupted. CorruptSnapshotError (exit 1)
+    when blobs of the new snapshot vanished before its cleanup (the next backup then starts a new chain).
     """
     opts.validate()
     progress = progress or NullProgress()
@@ -115,12 +116,18 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     # and logs, so a missing bucket, bad credentials or an unreachable store must fail before that.
     with Lease(blobstore, ref) as lease:
         # Holding the lease, no other backup of this store is in flight: any pending record is abandoned.
-        if finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0):
-            progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
+        finished = finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0)
         try:
             prev_record = checkpoints.latest(ref)
         except SnapshotNotFoundError:
             prev_record = None  # e.g. the job's checkpoint topic has no v2 checkpoint for this task yet
+        if finished is not None and finished.missing:
+            # Building on it would carry its missing blobs into the new snapshot: start a new chain.
+            progress.note(f"the latest snapshot of {ref} is damaged ({len(finished.missing)} of its blobs are "
+                          f"missing, e.g. {finished.missing[0]}); taking a full backup")
+            prev_record = None
+        elif finished is not None:
+            progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
         made_dir: Path | None = None
         try:
             if opts.checkpoint_dir is None:
@@ -158,8 +165,14 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
             raise
         failpoints.hit("after-commit")
         new_blobs = [b.blob_id for fi in uploaded for b in fi.blobs]
-        post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs)
+        cleanup = post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs)
         failpoints.hit("after-cleanup")
+        if cleanup.missing:
+            raise CorruptSnapshotError(
+                f"snapshot {index_id} of {ref} was committed, but {len(cleanup.missing)} of its blobs are gone "
+                f"(e.g. {cleanup.missing[0]}): something deleted them while the backup ran",
+                hint="the next backup starts a new full chain; older snapshots are untouched "
+                     "('statectl snapshots verify' checks them)")
     if made_dir is not None:
         _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
 
@@ -208,6 +221,7 @@ def discover_stores(state_dir: Path) -> list[tuple[str, str, Path]]:
 
     Checkpoint dirs (``<task>-<checkpointId>``) and non-store dirs are skipped.
     """
+    from statectl.formats.checkpoint import is_canonical_checkpoint_id
     from statectl.rocks.store import is_store
 
     if not state_dir.is_dir():
@@ -216,7 +230,7 @@ def discover_stores(state_dir: Path) -> list[tuple[str, str, Path]]:
     for store in sorted(p for p in state_dir.iterdir() if p.is_dir()):
         for task in sorted(p for p in store.iterdir() if p.is_dir()):
             tail = task.name.rsplit("-", 2)
-            if len(tail) == 3 and is_checkpoint_id(f"{tail[1]}-{tail[2]}"):
+            if len(tail) == 3 and is_canonical_checkpoint_id(f"{tail[1]}-{tail[2]}"):
                 continue
             if is_store(task):
                 out.append((store.name, task.name, task))

@@ -5,7 +5,9 @@ Every record of the partition, from its start (or ``start_offset``) to its end (
 applied in offset order: its key and value bytes become a RocksDB entry, a null value deletes the key.
 Writes go through WriteBatches into a new store in a temporary sibling dir of the target, which is then
 swapped into place exactly as a snapshot restore does (statectl.engine.restore): the target is never
-half-written, and on any error it is left as it was and the temporary dir removed.
+half-written, and on any error it is left as it was and the temporary dir removed. The new store carries
+the ``OFFSET-v2`` file Samza writes after a flush (the offset of the last record read, for
+``<system>.<topic>.<partition>``): without it Samza treats a logged store as invalid and deletes it.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from typing import Any
 
 from statectl.engine.layout import StoreRef
 from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.restore import TMP_INFIX, check_target, fsync_tree, remove_dead_temp_dirs, swap_into_place
+from statectl.engine.restore import (TMP_INFIX, check_target, discard_old, fsync_tree, remove_dead_temp_dirs,
+                                     resolve_target, swap_into_place)
 from statectl.errors import DiskFullError, SnapshotNotFoundError, StatectlError, UsageError
+from statectl.formats.checkpoint import SSP
+from statectl.formats.offsets import OFFSET_V2, offsets_json, write_offset_file
 
 DEFAULT_BATCH_RECORDS = 10_000
 DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
@@ -51,6 +56,7 @@ class ChangelogRestoreOptions:
     batch_bytes: int = DEFAULT_BATCH_BYTES
     force: bool = False
     timeout_s: float = 5.0
+    system: str = "kafka"
 
     def validate(self) -> None:
         if not self.bootstrap:
@@ -67,6 +73,8 @@ class ChangelogRestoreOptions:
             raise UsageError("the stop offset is before the start offset")
         if self.checkpoint_ref is not None and self.stop_offset is not None:
             raise UsageError("stop at the checkpoint or at an offset, not both (--to-checkpoint, --until-offset)")
+        if not self.system or "." in self.system:
+            raise UsageError(f"invalid system name {self.system!r}: Samza's offset files key on system.stream.partition")
         if self.batch_records < 1 or self.batch_bytes < 1:
             raise UsageError("batch sizes must be at least 1")
 
@@ -100,7 +108,7 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
     opts.validate()
     progress = progress or NullProgress()
     started = time.monotonic()
-    target = Path(opts.target_dir).absolute()
+    target = resolve_target(Path(opts.target_dir), progress)
     check_target(target, opts.force)
 
     from statectl.kafka.client import PartitionReader, open_consumer, require_partition
@@ -115,7 +123,7 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
     try:
         require_partition(consumer, opts.topic, opts.partition, opts.bootstrap)
         reader = PartitionReader(consumer, opts.topic, opts.partition, opts.bootstrap)
-        reader.seek(opts.start_offset)
+        first = reader.seek(opts.start_offset)
         remove_dead_temp_dirs(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f".{target.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -126,8 +134,12 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
                                 f"short of offset {stop} that the replay was asked to reach; the target "
                                 "is untouched", hint="the changelog may have lost records (retention); check "
                                 "the topic, or restore from a snapshot")
+        if reader.position is not None and reader.position > first:
+            # Samza's restore manager deletes a logged store without a valid OFFSET-v2 as invalid.
+            write_offset_file(tmp / OFFSET_V2, offsets_json(
+                {SSP(opts.system, opts.topic, opts.partition): str(reader.position - 1)}))
         fsync_tree(tmp)
-        swap_into_place(tmp, target)
+        old = swap_into_place(tmp, target)
     except OSError as e:
         _discard(tmp)
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -138,6 +150,7 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
         raise
     finally:
         consumer.close()
+    discard_old(old, progress)
 
     return ChangelogRestoreResult(
         records=records, bytes=nbytes, duration_s=round(time.monotonic() - started, 3), target_dir=str(target),

@@ -30,6 +30,7 @@ from statectl.errors import BlobNotFoundError, CorruptSnapshotError
 CHECKPOINT_PREFIX = "checkpoints/"
 COMMITTED = "committed"
 PENDING = "pending"
+EXPIRED = "expired"  # dropped by retention; its blobs are being deleted, its record goes last
 
 
 @dataclass(frozen=True)

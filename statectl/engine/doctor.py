@@ -167,6 +167,7 @@ def check_blobstore(opts: DoctorOptions, blobstore: BlobStoreSource) -> Check:
     answered = False  # the store has accepted a request: the credentials are good from here on
     step = "opening it"
     stale = 0
+    discard = True
     try:
         store = blobstore() if callable(blobstore) else blobstore
         step = f"listing {DOCTOR_PREFIX}"
@@ -239,9 +240,11 @@ def check_blobstore(opts: DoctorOptions, blobstore: BlobStoreSource) -> Check:
     except UsageError:
         raise
     except Exception as e:  # every other outcome is a finding, never a crash of the doctor
+        if _transient(e):
+            discard = False  # a store that does not answer would make each clean-up wait as long again
         return _blobstore_failure(e, opts, where, parsed.netloc if is_s3 else None, step, answered)
     finally:
-        if store is not None:
+        if store is not None and discard:
             _discard(store, blob, record)
     detail = f"{where}: " + ("credentials accepted, " if is_s3 else "") + "writable, TTL works"
     if stale:
@@ -295,8 +298,7 @@ def _blobstore_failure(e: Exception, opts: DoctorOptions, where: str, bucket: st
         return Check(BLOB_STORE, FAIL, f"{where}: {step}: the object just written is not there ({e})", hint)
     if isinstance(e, DiskFullError):
         return Check(BLOB_STORE, FAIL, f"{where}: no space left {step}: {e}", hint)
-    if isinstance(e, BlobStoreError) and isinstance(e.__cause__, TransientBlobStoreError) or \
-            isinstance(e, TransientBlobStoreError):
+    if _transient(e):
         if opts.s3_endpoint:
             unreachable = _unreachable(opts.s3_endpoint, min(opts.timeout_s, 5.0))
             if unreachable:
@@ -309,6 +311,12 @@ def _blobstore_failure(e: Exception, opts: DoctorOptions, where: str, bucket: st
         return Check(BLOB_STORE, FAIL, f"{where} {what}: {e}", hint)
     return Check(BLOB_STORE, FAIL, f"{where}: {step} failed: unexpected {type(e).__name__}: {e}",
                  "run again with --debug, and report it")
+
+
+def _transient(e: Exception) -> bool:
+    """A failure that retrying gave up on (the store down, unreachable or not answering)."""
+    return isinstance(e, TransientBlobStoreError) or (isinstance(e, BlobStoreError)
+                                                      and isinstance(e.__cause__, TransientBlobStoreError))
 
 
 def _unreachable(endpoint: str, timeout_s: float) -> str | None:

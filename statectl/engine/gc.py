@@ -1,12 +1,20 @@
 """gc: reclaim what no retained snapshot needs, for every job sharing the blob store.
 
-1. For each store in the catalog: reconcile pending records with the commit log, finish an
+1. List the blobs, then read the live leases: a blob modified after (a clock slack before) the start
+   of a live backup's lease may be referenced by that backup's snapshot once it commits, so it is
+   kept, TTL or not, whatever ``grace`` says.
+2. For each store in the catalog, holding the store's lease (the one its backups take, so that
+   nothing here races a backup of it): reconcile pending records with the commit log, finish an
    interrupted post-commit cleanup, and apply retention (``keep_last``, else each snapshot's own).
-2. Collect every blob a retained snapshot references (committed snapshots, and pending ones younger
+   A store whose lease a live backup holds is skipped with a note.
+3. Collect every blob a retained snapshot references (committed snapshots, and pending ones younger
    than the grace period, whose backup may still commit), reading the catalog after listing the
-   blobs, so that a snapshot committed while gc ran protects the listed blobs it references.
-3. Delete unreferenced blobs whose TTL has expired, and unreferenced blobs older than ``grace``
-   (a blob younger than that may belong to a backup in flight, which has not written its index yet).
+   blobs and the leases, so that a snapshot committed meanwhile protects the listed blobs it
+   references.
+4. Delete unreferenced blobs whose TTL has expired, and unreferenced blobs older than ``grace``
+   (at least MIN_GRACE_SECONDS: writers that take no lease, such as a Samza job uploading to the same
+   store, get that long to commit what they upload); then the leftovers of killed writes that the
+   listing does not show (``BlobStore.sweep_debris``), older than the same horizon.
 """
 
 from __future__ import annotations
@@ -17,13 +25,21 @@ from dataclasses import dataclass, field
 
 from statectl.blobstore.base import BLOB_PREFIX, BlobStore
 from statectl.engine.checkpoints import COMMITTED, PENDING, BlobCheckpointStore
-from statectl.engine.common import finish_interrupted_cleanup, post_commit_cleanup, read_index, snapshot_blob_ids
+from statectl.engine.common import (check_parallelism, finish_interrupted_cleanup, post_commit_cleanup, read_index,
+                                     snapshot_blob_ids)
 from statectl.engine.layout import StoreRef
+from statectl.engine.lease import CLOCK_SLACK_SECONDS, Lease, live_leases, read_lease
 from statectl.engine.progress import NullProgress, ProgressReporter
 from statectl.engine.transfer import run_parallel
-from statectl.errors import BlobNotFoundError, CorruptSnapshotError, SnapshotNotFoundError, UsageError
+from statectl.errors import BlobNotFoundError, CorruptSnapshotError, LockHeldError, SnapshotNotFoundError, UsageError
 
 DEFAULT_GRACE_SECONDS = 6 * 3600
+# Like --ttl: younger blobs may belong to a write in flight that takes no lease. Tests lower it to sweep
+# fresh S3 objects, whose modification times cannot be backdated.
+MIN_GRACE_SECONDS = 60
+# A partial write this fresh may be one in progress, of any writer, leased or not (a lease or catalog
+# record being written): leftovers are swept only once older than this, whatever the grace.
+DEBRIS_MIN_AGE_SECONDS = 60
 DELETE_BATCH = 1000  # S3 DeleteObjects takes at most 1000 keys
 
 
@@ -37,8 +53,12 @@ class GcOptions:
     def validate(self) -> None:
         if self.grace_seconds < 0:
             raise UsageError("--grace must not be negative")
+        if self.grace_seconds < MIN_GRACE_SECONDS:
+            raise UsageError("--grace must be at least a minute",
+                             hint="younger blobs may belong to an upload in flight; a later gc reclaims them")
         if self.keep_last is not None and self.keep_last < 1:
             raise UsageError("--keep-last must be at least 1")
+        check_parallelism(self.parallelism)
 
 
 @dataclass
@@ -61,14 +81,21 @@ class GcResult:
     requests: dict[str, int] = field(default_factory=dict)
     deleted: list[GcAction] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    debris_deleted: int = 0
+    debris: list[GcAction] = field(default_factory=list)
 
 
 def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
        progress: ProgressReporter | None = None) -> GcResult:
     """Collect garbage in the whole blob store (see the module doc). With ``dry_run`` nothing is
-    deleted and ``deleted`` lists what would go and why. Never deletes a blob that a committed
-    snapshot kept by retention references, nor one younger than the grace period unless its TTL ran
-    out."""
+    written (not even a lease) and ``deleted`` and ``debris`` list what would go and why. Never
+    deletes a blob that a committed snapshot kept by retention references, nor one a live backup may
+    still commit, nor one younger than the grace period unless its TTL ran out.
+
+    Raises UsageError for bad options, CorruptSnapshotError when a retained snapshot's index is
+    malformed (what it references is unknown, so nothing is swept), BlobStoreError / AuthError for
+    blob store failures. Idempotent; safe to run while backups run and alongside another gc.
+    """
     opts.validate()
     progress = progress or NullProgress()
     started_wall = time.time()
@@ -76,22 +103,25 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
     result = GcResult(dry_run=opts.dry_run)
     deleted: dict[str, GcAction] = {}
 
-    # List first: a blob created after this listing is never a candidate, and every snapshot that
-    # could reference a listed blob is committed (or pending) in the catalog we read after it.
+    # List first: a blob created after this listing is never a candidate. Then the leases: a backup
+    # that took its lease after this read uploads only blobs the listing does not have, and one that
+    # released its lease before it had committed, so the catalog read below sees its snapshot.
     listing = list(blobstore.list(BLOB_PREFIX))
     sizes = {info.key: info.size for info in listing}
+    in_flight = [h for h in live_leases(blobstore) if h.operation != "gc"]  # a gc uploads nothing
+    protect_from = min((h.started_s for h in in_flight), default=float("inf")) - CLOCK_SLACK_SECONDS
     refs = list(checkpoints.refs())
     result.stores = len(refs)
     for ref in refs:
         _settle_store(ref, opts, blobstore, checkpoints, result, deleted, sizes)
     referenced = _referenced(list(checkpoints.refs()), opts, blobstore, checkpoints, started_wall)
 
-    horizon = started_wall - opts.grace_seconds
+    horizon = min(started_wall - opts.grace_seconds, protect_from)
     doomed: list[GcAction] = []
     for info in listing:
         if info.key in deleted:
             continue
-        if info.key in referenced:
+        if info.key in referenced or info.modified_at >= protect_from:
             result.blobs_kept += 1
             continue
         if info.modified_at < horizon:
@@ -117,21 +147,62 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
             progress.stop()
     for a in doomed:
         deleted[a.key] = a
+    result.debris = [GcAction(i.key, i.size, "left by a write that never finished")
+                     for i in blobstore.sweep_debris(min(horizon, started_wall - DEBRIS_MIN_AGE_SECONDS),
+                                                     dry_run=opts.dry_run)]
+    result.debris_deleted = len(result.debris)
     result.deleted = sorted(deleted.values(), key=lambda a: a.key)
     result.blobs_deleted = len(result.deleted)
-    result.bytes_reclaimed = sum(a.size for a in result.deleted)
+    result.bytes_reclaimed = sum(a.size for a in result.deleted) + sum(a.size for a in result.debris)
     result.duration_s = round(time.monotonic() - started, 3)
     result.requests = request_counts(blobstore)
+    for note in result.notes:
+        progress.note(note)
     return result
 
 
 def _settle_store(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
                   result: GcResult, deleted: dict[str, GcAction], sizes: dict[str, int]) -> None:
+    """Settle one store holding its lease; skip it with a note while a live backup holds that. A dry
+    run takes no lease (it writes nothing) but skips the same stores. A store with nothing to settle
+    (cleanup done, no retention asked for, no commit log to reconcile with) is not leased at all."""
+    if checkpoints.commit_log is None and opts.keep_last is None:
+        try:
+            latest = checkpoints.latest(ref)
+        except CorruptSnapshotError as e:
+            result.notes.append(f"{ref}: {e}")
+            return
+        if latest is None or latest.cleanup_done:
+            return
+    if opts.dry_run:
+        holder = read_lease(blobstore, ref)
+        if holder is not None and holder.live:
+            result.notes.append(f"{ref}: skipped: a {holder.operation} holds its lease (host {holder.host}, "
+                                f"pid {holder.pid}, since {holder.started})")
+            return
+        _settle_leased(ref, opts, blobstore, checkpoints, result, deleted, sizes)
+        return
+    try:
+        with Lease(blobstore, ref, operation="gc"):
+            _settle_leased(ref, opts, blobstore, checkpoints, result, deleted, sizes)
+    except LockHeldError as e:
+        result.notes.append(f"{ref}: skipped: {e}")
+
+
+def _settle_leased(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+                   result: GcResult, deleted: dict[str, GcAction], sizes: dict[str, int]) -> None:
     """Finish the store's interrupted cleanup and apply retention (or, dry, say what that would do)."""
     try:
-        if not opts.dry_run and finish_interrupted_cleanup(blobstore, checkpoints, ref,
-                                                           abandon_after_s=opts.grace_seconds):
-            result.cleanups_finished += 1
+        if not opts.dry_run:
+            # Holding the lease, no backup of this store is in flight: a pending record older than the
+            # grace belongs to one that died.
+            finished = finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=opts.grace_seconds)
+            if finished is not None and finished.missing:
+                result.notes.append(f"{ref}: latest snapshot damaged ({len(finished.missing)} blobs missing, e.g. "
+                                    f"{finished.missing[0]}), left alone; the next backup starts a new chain")
+                return
+            if finished is not None:
+                result.cleanups_finished += 1
         latest = checkpoints.latest(ref)
     except SnapshotNotFoundError:
         return
@@ -150,6 +221,10 @@ def _settle_store(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpoi
         before = len(checkpoints.list(ref))
         stats = post_commit_cleanup(blobstore, checkpoints, ref, latest, index, keep_last=opts.keep_last,
                                     dry_run=opts.dry_run)
+        if stats.missing:
+            result.notes.append(f"{ref}: latest snapshot damaged ({len(stats.missing)} blobs missing, e.g. "
+                                f"{stats.missing[0]}), retention not applied; the next backup starts a new chain")
+            return
         result.snapshots_expired += stats.records_forgotten if opts.dry_run else before - len(checkpoints.list(ref))
         for key in stats.deleted:
             deleted.setdefault(key, GcAction(key, sizes.get(key, 0), f"retention of {ref}"))

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from statectl.errors import UsageError
+from statectl.formats.checkpoint import CheckpointFormatError, is_canonical_checkpoint_id
+from statectl.formats.checkpoint import parse_checkpoint_id as _parse_checkpoint_id
 
-# ASCII digits only, and the whole string: "$" alone would also accept a trailing newline.
-_CHECKPOINT_ID = re.compile(r"([0-9]+)-([0-9]+)")
 # Offset files Samza writes into store dirs; not part of a snapshot's identity (FORMATS.md).
 OFFSET_FILES = frozenset({"OFFSET", "OFFSET-v2", "OFFSET-V2", "SIDE-INPUT-OFFSETS", "CHECKPOINT-V2", "CHECKPOINT-V1"})
 # Never uploaded: the LOCK file only means something to a running RocksDB.
@@ -62,15 +61,21 @@ def new_checkpoint_id() -> str:
 
 
 def parse_checkpoint_id(value: str) -> tuple[int, int]:
-    """Sort key of a checkpoint id: (millis, second part). Raises UsageError if malformed."""
-    m = _CHECKPOINT_ID.fullmatch(value)
-    if not m:
-        raise UsageError(f"invalid checkpoint id {value!r}: expected <millis>-<n>")
-    return int(m.group(1)), int(m.group(2))
+    """Sort key of a checkpoint id, read as Samza reads it (formats.checkpoint.parse_checkpoint_id).
+    Raises UsageError if malformed."""
+    try:
+        return _parse_checkpoint_id(value)
+    except CheckpointFormatError as e:
+        raise UsageError(str(e)) from None
 
 
 def is_checkpoint_id(value: str) -> bool:
-    return bool(_CHECKPOINT_ID.fullmatch(value))
+    """Whether Samza would read ``value`` as a checkpoint id."""
+    try:
+        _parse_checkpoint_id(value)
+    except CheckpointFormatError:
+        return False
+    return True
 
 
 def checkpoint_dir(store: Path, checkpoint_id: str) -> Path:
@@ -86,6 +91,6 @@ def local_checkpoint_dirs(store: Path) -> dict[str, Path]:
         return out
     prefix = store.name + "-"
     for p in parent.iterdir():
-        if p.name.startswith(prefix) and is_checkpoint_id(p.name[len(prefix):]) and p.is_dir():
+        if p.name.startswith(prefix) and is_canonical_checkpoint_id(p.name[len(prefix):]) and p.is_dir():
             out[p.name[len(prefix):]] = p
     return out

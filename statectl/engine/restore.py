@@ -12,6 +12,7 @@ import ctypes
 import errno
 import os
 import shutil
+import stat as stat_mod
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -19,24 +20,28 @@ from pathlib import Path
 
 from statectl.blobstore.base import BlobStore
 from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.common import finish_interrupted_cleanup, resolve_snapshot
+from statectl.engine.common import check_parallelism, resolve_snapshot, snapshot_owner
 from statectl.engine.layout import StoreRef, checkpoint_dir, local_checkpoint_dirs
 from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.transfer import DownloadItem, blob_ranges, download_files
-from statectl.errors import DiskFullError, LockHeldError, StatectlError, UsageError
+from statectl.engine.transfer import DownloadItem, blob_ranges, download_files, run_parallel
+from statectl.errors import (BlobNotFoundError, ChecksumMismatchError, CorruptSnapshotError, DiskFullError,
+                             LockHeldError, StatectlError, UsageError)
 from statectl.rocks.store import check_not_held, is_store
 from statectl.snapshot.diff import LocalFile, same_local_file
 from statectl.snapshot.model import FileIndex
 
 DEFAULT_RANGE_SIZE = 16 * 1024 * 1024
 TMP_INFIX = ".statectl-restore-"
+OLD_INFIX = ".statectl-old-"
 IMMUTABLE_SUFFIXES = (".sst", ".blob")
 
 
 @dataclass(frozen=True)
 class RestoreOptions:
     """What to restore where. ``target_dir`` defaults to the store dir; ``force`` allows replacing a
-    non-empty target that is not a RocksDB store."""
+    non-empty target that is not a RocksDB store (never one that holds a store, the blob store or a
+    mount point); ``from_other_store`` allows ``snapshot`` to name a snapshot of another job, task or
+    store (a deliberate cross-restore)."""
 
     ref: StoreRef
     store_dir: Path
@@ -45,10 +50,10 @@ class RestoreOptions:
     parallelism: int = 8
     range_size: int = DEFAULT_RANGE_SIZE
     force: bool = False
+    from_other_store: bool = False
 
     def validate(self) -> None:
-        if self.parallelism < 1:
-            raise UsageError("--parallelism must be at least 1")
+        check_parallelism(self.parallelism)
         if self.range_size < 1024 * 1024:
             raise UsageError("range size must be at least 1MiB")
 
@@ -79,19 +84,23 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     opts.validate()
     progress = progress or NullProgress()
     started = time.monotonic()
-    target = Path(opts.target_dir or opts.store_dir).absolute()
-    check_target(target, opts.force)
+    target = resolve_target(Path(opts.target_dir or opts.store_dir), progress)
+    check_target(target, opts.force, blob_root=local_blobstore_root(blobstore.url))
 
-    if finish_interrupted_cleanup(blobstore, checkpoints, opts.ref):
-        progress.note(f"finished the interrupted cleanup of the last backup of {opts.ref}")
-    snap = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot)
+    # A restore only reads the blob store: an interrupted cleanup is finished by the next backup or gc,
+    # which hold the store's lease (and a restore may run with read-only credentials).
+    snap = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot, allow_other_store=opts.from_other_store)
     index = snap.index
     checkpoint_id = index.snapshot_metadata.checkpoint_id
+    if snapshot_owner(index) != str(opts.ref):
+        progress.note(f"restoring a snapshot of {snapshot_owner(index)} into {target} (--from-other-store)")
     files = list(index.dir_index.walk_present())
     for rel, fi in files:
-        blob_ranges(fi, f"file {rel}")  # validate every file before touching the disk
-
+        blob_ranges(fi, f"file {rel}")  # every file's blobs tile it, reused or not
     sources = _reuse_sources(opts.store_dir.absolute(), target, checkpoint_id)
+    local = {rel: src for rel, fi in files if (src := _local_copy(sources, rel, fi)) is not None}
+    to_fetch = [(rel, fi) for rel, fi in files if rel not in local]
+    check_blob_sizes(blobstore, to_fetch, opts.range_size, opts.parallelism)  # before touching the disk
     remove_dead_temp_dirs(target)
     tmp = target.parent / f".{target.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     reused = downloaded_bytes = 0
@@ -100,16 +109,15 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         tmp.mkdir()
         for rel_dir in index.dir_index.present_dirs():
             (tmp / rel_dir).mkdir()
-        to_download: list[DownloadItem] = []
+        to_download = [DownloadItem(rel, tmp / rel, fi) for rel, fi in to_fetch]
         for rel, fi in files:
-            if _reuse(sources, rel, fi, tmp / rel):
+            if rel in local:
+                _reuse(local[rel], fi, tmp / rel)
                 reused += 1
-            else:
-                to_download.append(DownloadItem(rel, tmp / rel, fi))
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
                                           range_size=opts.range_size, progress=progress)
-        fsync_tree(tmp)
-        swap_into_place(tmp, target)
+        fsync_dirs(tmp)  # the files are durable already: downloads and copies fsync their own
+        old = swap_into_place(tmp, target)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -122,6 +130,8 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    # The swap is the commit: from here on the new store is in place, whatever happens to the old one.
+    discard_old(old, progress)
 
     return RestoreResult(
         snapshot_id=snap.index_blob_id,
@@ -144,8 +154,51 @@ def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullErro
                               "or restore elsewhere with --target-dir")
 
 
-def check_target(target: Path, force: bool) -> None:
-    if not target.exists():
+def local_blobstore_root(url: str) -> Path | None:
+    """The directory of a ``file://`` blob store, else None."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(url)
+    return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
+
+
+def resolve_target(path: Path, progress: ProgressReporter | None = None) -> Path:
+    """The real path a restore writes to: symlinks (of the target itself or of its parents) are followed,
+    so the store is built beside the real directory and swapped in there, and the link keeps pointing
+    at it. Raises UsageError for a dangling link or a symlink loop, before anything is written."""
+    path = Path(path).absolute()
+    try:
+        real = path.resolve()
+    except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop (Python 3.11)
+        raise UsageError(f"restore target {path} cannot be resolved: {e}") from None
+    if os.path.lexists(path) and not path.exists():
+        raise UsageError(f"restore target {path} is a symlink to {real}, which does not exist",
+                         hint="create the directory it points to, or pass another --target-dir")
+    if real != path and progress is not None:
+        progress.note(f"{path} is a symlink: restoring into {real}")
+    return real
+
+
+def check_target(target: Path, force: bool, *, blob_root: Path | None = None) -> None:
+    """Refuse a target a restore must not replace, before anything is written.
+
+    ``target`` is a resolved path (resolve_target). Refused: a filesystem root; a target inside a RocksDB
+    store, or overlapping the ``file://`` blob store at ``blob_root`` (inside it or containing it); a
+    target that is not a dir; a store held by a running process (LockHeldError); a non-empty dir that is
+    not a store unless ``force``, and even with ``force`` one that holds a RocksDB store or a mount point.
+    """
+    if target.parent == target:
+        raise UsageError(f"refusing to restore into {target}: it is the root of the filesystem")
+    if blob_root is not None:
+        root = Path(os.path.realpath(blob_root))
+        if _within(target, root) or _within(root, target):
+            raise UsageError(f"refusing to restore into {target}: it overlaps the blob store at {root}",
+                             hint="restore into a dir outside the blob store (--target-dir)")
+    for parent in target.parents:
+        if is_store(parent):
+            raise UsageError(f"refusing to restore into {target}: it is inside the RocksDB store {parent}",
+                             hint="pick a --target-dir outside any store")
+    if not os.path.lexists(target):
         return
     if not target.is_dir():
         raise UsageError(f"restore target {target} exists and is not a directory")
@@ -155,9 +208,59 @@ def check_target(target: Path, force: bool) -> None:
         except LockHeldError as e:  # the hint of backup (--checkpoint-dir) does not apply to a restore
             hint = "stop the job that holds it, or restore elsewhere with --target-dir"
             raise LockHeldError(str(e), hint=hint) from None
-    elif any(target.iterdir()) and not force:
+        return
+    if not any(target.iterdir()):
+        return
+    if not force:
         raise UsageError(f"restore target {target} is not empty and is not a RocksDB store",
                          hint="pick an empty or new --target-dir, or pass --force to replace it")
+    # --force replaces a dir of junk, never other state: walk it (a restore would delete all of it anyway).
+    for dirpath, dirnames, _ in os.walk(target):
+        for name in dirnames:
+            sub = Path(dirpath, name)
+            if os.path.ismount(sub):
+                raise UsageError(f"refusing to replace {target}: {sub} is a mount point",
+                                 hint="pick an empty or new --target-dir")
+            if is_store(sub):
+                raise UsageError(f"refusing to replace {target}: it holds the RocksDB store {sub}",
+                                 hint="pick an empty or new --target-dir, or the store's own dir")
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def check_blob_sizes(blobstore: BlobStore, files: list[tuple[str, FileIndex]], range_size: int,
+                     parallelism: int) -> None:
+    """Check that the blobs tile every file as the index says, before anything is written.
+
+    Every file's blob offsets must tile its size (blob_ranges). Blobs the index says are larger than one
+    download range are stat'ed, so that a size claim no blob backs (an index saying 10**15 bytes) is a
+    CorruptSnapshotError at once, instead of a plan of billions of ranges or a preallocation that fills
+    the disk. Smaller blobs are checked as they download (their last range is open-ended).
+    """
+    big: list[tuple[str, str, int]] = []
+    for rel, fi in files:
+        for blob_id, _, length in blob_ranges(fi, f"file {rel}"):
+            if length > range_size:
+                big.append((rel, blob_id, length))
+
+    def task(rel: str, blob_id: str, length: int):
+        def run(cancel) -> None:
+            if cancel.is_set():
+                return
+            try:
+                size = blobstore.stat(blob_id).size
+            except BlobNotFoundError:
+                raise CorruptSnapshotError(f"blob {blob_id} of {rel} is missing from {blobstore.url}",
+                                           hint="run 'statectl snapshots verify' to list every missing blob") from None
+            if size != length:
+                raise ChecksumMismatchError(f"blob {blob_id} of {rel} has {size} bytes, the index says {length}",
+                                            hint="the snapshot's index or blobs are damaged; restore an older "
+                                                 "snapshot with --snapshot")
+        return run
+
+    run_parallel([task(*b) for b in big], parallelism)
 
 
 def _reuse_sources(store_dir: Path, target: Path, checkpoint_id: str) -> list[Path]:
@@ -173,73 +276,59 @@ def _reuse_sources(store_dir: Path, target: Path, checkpoint_id: str) -> list[Pa
     return uniq
 
 
-def _reuse(sources: list[Path], rel: str, fi: FileIndex, dest: Path) -> bool:
-    """Hard-link (immutable files) or copy (the rest) an identical local file into ``dest``."""
+def _local_copy(sources: list[Path], rel: str, fi: FileIndex) -> Path | None:
+    """The first local file identical to ``fi`` (Samza's same-file rule) among ``sources``, or None."""
     for src_dir in sources:
         src = src_dir / rel
         try:
             st = src.lstat()
         except (FileNotFoundError, NotADirectoryError):
             continue
-        import stat as stat_mod
+        if stat_mod.S_ISREG(st.st_mode) and same_local_file(LocalFile.from_stat(src, st), fi):
+            return src
+    return None
 
-        if not stat_mod.S_ISREG(st.st_mode):
-            continue
-        if not same_local_file(LocalFile.from_stat(src, st), fi):
-            continue
-        if fi.file_name.endswith(IMMUTABLE_SUFFIXES):
-            try:
-                os.link(src, dest)
-                return True
-            except OSError as e:
-                if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-                    raise
-        shutil.copyfile(src, dest)
-        os.chmod(dest, fi.file_metadata.mode)
-        return True
-    return False
 
+def _reuse(src: Path, fi: FileIndex, dest: Path) -> None:
+    """Hard-link (immutable files: their data is on disk already) or copy and fsync (the rest) ``src``."""
+    if fi.file_name.endswith(IMMUTABLE_SUFFIXES):
+        try:
+            os.link(src, dest)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                raise
+    shutil.copyfile(src, dest)
+    fd = os.open(dest, os.O_WRONLY)
+    try:
+        os.fchmod(fd, fi.file_metadata.mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dirs(root: Path) -> None:
+    """fsync every dir under ``root``, children before parents, so that the entries of files made durable
+    one by one (and hard links, whose data is already on disk) survive a power cut. Raises OSError."""
+    for dirpath, _, _ in os.walk(root, topdown=False):
+        _fsync(dirpath)
 
 
 def fsync_tree(root: Path) -> None:
-    """Make every file and dir under ``root`` durable before it is swapped into place.
-
-    One syncfs(2) of the filesystem flushes all of them at once, after the downloads, instead of an
-    fsync per file that would stall a download slot each time; where syncfs is missing, every file and
-    dir is fsynced. Raises OSError (e.g. EIO, ENOSPC) if the data cannot be written.
-    """
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        if _syncfs(fd):
-            return
-    finally:
-        os.close(fd)
+    """fsync every file, then every dir, under ``root`` (for a tree written by others, e.g. RocksDB), and
+    nothing else: a filesystem-wide sync would also flush, and wait for, what other processes wrote."""
     for dirpath, _, filenames in os.walk(root, topdown=False):
         for name in filenames:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(dirpath, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            _fsync(os.path.join(dirpath, name))
+        _fsync(dirpath)
 
 
-def _syncfs(fd: int) -> bool:
-    """syncfs(2) on the filesystem holding ``fd``; False where the call does not exist."""
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
-        fn = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return False
-    if fn(fd) != 0:
-        err = ctypes.get_errno()
-        if err == errno.ENOSYS:
-            return False
-        raise OSError(err, os.strerror(err))
-    return True
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 _RENAME_EXCHANGE = 2
@@ -262,35 +351,60 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def swap_into_place(tmp: Path, target: Path) -> None:
-    """Put the complete new store at ``target``; delete the old one only after."""
-    if not target.exists():
+def swap_into_place(tmp: Path, target: Path) -> Path | None:
+    """Put the complete new store at ``target`` atomically; return where the old store is now (for
+    discard_old), or None when there was none. Once this returns the swap is done."""
+    old: Path | None = None
+    if not os.path.lexists(target):
         os.rename(tmp, target)
     elif _exchange(tmp, target):
-        shutil.rmtree(tmp)  # tmp now holds the old store
+        old = tmp  # tmp now holds the old store
     else:
-        old = target.parent / f".{target.name}.statectl-old-{uuid.uuid4().hex[:8]}"
+        old = target.parent / f".{target.name}{OLD_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.rename(target, old)
         os.rename(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
     fd = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+    return old
+
+
+def discard_old(old: Path | None, progress: ProgressReporter) -> None:
+    """Delete the store a swap replaced. Best effort: the swap is done, so a failure here is a note (the
+    next restore beside it removes what is left), never a failed restore."""
+    if old is None:
+        return
+    try:
+        _remove(old)
+    except OSError as e:
+        progress.note(f"the replaced store was left at {old}: {e.strerror or e}")
+
+
+def _remove(p: Path) -> None:
+    if p.is_symlink() or not p.is_dir():
+        p.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(p)
 
 
 def remove_dead_temp_dirs(target: Path) -> None:
-    """Remove temp dirs left by restores that crashed (their pid is gone)."""
-    prefix = f".{target.name}{TMP_INFIX}"
+    """Remove what restores that crashed left beside ``target`` (their pid is gone): temp dirs being
+    built, and replaced stores not yet deleted."""
     if not target.parent.is_dir():
         return
-    for p in target.parent.iterdir():
-        if not p.name.startswith(prefix):
-            continue
-        pid = p.name[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(p, ignore_errors=True)
+    for infix in (TMP_INFIX, OLD_INFIX):
+        prefix = f".{target.name}{infix}"
+        for p in target.parent.iterdir():
+            if not p.name.startswith(prefix):
+                continue
+            pid = p.name[len(prefix):].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                try:
+                    _remove(p)
+                except OSError:
+                    pass
 
 
 def _alive(pid: int) -> bool:

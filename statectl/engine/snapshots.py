@@ -10,11 +10,11 @@ from pathlib import Path
 
 from statectl.blobstore.base import BlobStore
 from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.common import ResolvedSnapshot, read_index, resolve_snapshot
+from statectl.engine.common import ResolvedSnapshot, check_parallelism, read_index, resolve_snapshot
 from statectl.engine.layout import StoreRef
 from statectl.engine.progress import NullProgress, ProgressReporter
 from statectl.engine.transfer import blob_ranges, run_parallel
-from statectl.errors import BlobNotFoundError, CorruptSnapshotError, NotFoundError, SnapshotNotFoundError, UsageError
+from statectl.errors import BlobNotFoundError, CorruptSnapshotError, NotFoundError, SnapshotNotFoundError
 from statectl.snapshot.model import SnapshotIndex, parse_index
 
 
@@ -116,8 +116,7 @@ def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckp
                     download: bool, parallelism: int = 8, progress: ProgressReporter | None = None) -> VerifyResult:
     """Check that every blob of a snapshot exists with the right size; with ``download`` also that every
     file's bytes have the CRC32 its index records. Reads only; never changes anything."""
-    if parallelism < 1:
-        raise UsageError("--parallelism must be at least 1")
+    check_parallelism(parallelism)
     progress = progress or NullProgress()
     snap = resolve_snapshot(blobstore, checkpoints, ref, snapshot)
     files = list(snap.index.dir_index.walk_present())

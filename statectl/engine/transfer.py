@@ -285,8 +285,8 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
                    progress: ProgressReporter) -> int:
     """Download files in parallel (large blobs as several ranged GETs), verifying size and CRC32, then
-    setting permission bits. Returns bytes downloaded. Making them durable is the caller's (restore
-    syncs the filesystem once, before the swap).
+    setting permission bits and fsyncing each file as it completes. Returns bytes downloaded. Making
+    their directories durable is the caller's.
 
     Raises ChecksumMismatchError (CRC or size differs), CorruptSnapshotError (a blob is missing), DiskFullError. Files
     already written are left for the caller to remove.
@@ -372,6 +372,9 @@ class _FileState:
             if os.fstat(fd).st_size != idx.size:
                 raise ChecksumMismatchError(f"size mismatch for {self.item.rel}")
             os.fchmod(fd, idx.file_metadata.mode)
+            # Durable here, in the worker that completed it: only this file's pages are flushed, while
+            # the other downloads go on (a filesystem-wide sync would also flush what other processes wrote).
+            os.fsync(fd)
         finally:
             os.close(fd)
         self.finished = True

@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from statectl.errors import UsageError
+from statectl.formats.jackson import java_hashmap_order, java_string_hash, to_json  # noqa: F401 (re-exported)
 
 GROUP_BY_PARTITION_FACTORY = "org.apache.samza.container.grouper.stream.GroupByPartitionFactory"
 BLOB_STORE_FACTORY = "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory"
@@ -36,6 +37,8 @@ CHANGELOG_MARKER_VERSION = 1
 
 # CheckpointId: "<currentTimeMillis>-<nanoTime % 1000000>", neither part padded.
 _CHECKPOINT_ID = re.compile(r"([0-9]+)-([0-9]+)")
+_JAVA_LONG = re.compile(r"\+?[0-9]+")
+_LONG_MAX = 2 ** 63 - 1
 # A v1 changelog entry of a transactional-state job: CheckpointedChangelogOffset "<checkpointId>:<offset>".
 _CHECKPOINTED_CHANGELOG_OFFSET = re.compile(r"([0-9]+-[0-9]+):(.*)", re.DOTALL)
 # Kafka's legal topic names.
@@ -65,57 +68,34 @@ def checkpoint_topic(job: str, job_id: str) -> str:
 
 
 def parse_checkpoint_id(value: str) -> tuple[int, int]:
-    """(millis, second part) of a CheckpointId; its sort key. Raises CheckpointFormatError."""
-    m = _CHECKPOINT_ID.fullmatch(value) if isinstance(value, str) else None
-    if not m:
+    """(millis, second part) of a CheckpointId, read as Samza's CheckpointId.deserialize reads it (its sort
+    key): split on ``-``, the first two parts parsed as Java longs (an optional ``+``, ASCII digits, within
+    a long's range), anything after them ignored. So ``1-2-3`` and ``+1-2`` are ids, ``-1-2``, ``1`` and
+    ``99999999999999999999-1`` are not. Raises CheckpointFormatError."""
+    parts = value.split("-") if isinstance(value, str) else []
+    while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
+        parts.pop()
+    if len(parts) < 2 or not all(_JAVA_LONG.fullmatch(p) and int(p) <= _LONG_MAX for p in parts[:2]):
         raise CheckpointFormatError(f"invalid checkpoint id {value!r}: expected <millis>-<n>")
-    return int(m.group(1)), int(m.group(2))
+    return int(parts[0]), int(parts[1])
+
+
+def is_canonical_checkpoint_id(value: str) -> bool:
+    """Whether ``value`` is a checkpoint id exactly as Samza (and statectl) create them: two unsigned,
+    unpadded-or-not decimal parts and nothing else. Names of local checkpoint dirs must be canonical: a
+    dir named ``<store>-1-2-old`` is somebody's, not a checkpoint to clean up."""
+    return bool(_CHECKPOINT_ID.fullmatch(value)) and all(int(p) <= _LONG_MAX for p in value.split("-"))
 
 
 # -- JSON as Jackson writes it -------------------------------------------------------------------
 
-_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def _json_string(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        esc = _SHORT_ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ch < " ":
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _json_value(v: Any) -> str:
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        return _json_string(v)
-    if isinstance(v, Mapping):
-        return "{" + ",".join(f"{_json_string(k)}:{_json_value(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, (list, tuple)):
-        return "[" + ",".join(_json_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} as checkpoint JSON")
-
-
 def jackson_json(obj: Any) -> bytes:
-    """``obj`` (dicts in their order, lists, str, int, bool, None) as Jackson's ObjectMapper writes it.
+    """``obj`` as Jackson's ObjectMapper writes it (formats.jackson.to_json).
 
     Raises CheckpointFormatError for a string Java could not encode (a lone surrogate).
     """
     try:
-        return _json_value(obj).encode("utf-8")
+        return to_json(obj)
     except UnicodeEncodeError as e:
         raise CheckpointFormatError(f"string not encodable as UTF-8: {e}") from None
 
@@ -125,42 +105,6 @@ def _load_json(data: bytes | str, what: str) -> Any:
         return json.loads(data)
     except (ValueError, TypeError) as e:  # UnicodeDecodeError is a ValueError
         raise CheckpointFormatError(f"{what} is not valid JSON: {e}") from None
-
-
-# -- java.util.HashMap iteration order -------------------------------------------------------------
-
-
-def java_string_hash(s: str) -> int:
-    """``String.hashCode()`` (over UTF-16 code units) as an unsigned 32-bit value."""
-    h = 0
-    units = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-def java_hashmap_order(keys: Iterable[str], initial_capacity: int | None = None) -> list[str]:
-    """The order in which a ``java.util.HashMap<String, ?>`` filled with ``keys`` (in this insertion order)
-    iterates: by bucket ``(h ^ h >>> 16) & (capacity - 1)`` at its final capacity, then insertion order.
-
-    ``initial_capacity`` is the constructor argument (None: the no-argument constructor, 16). The table
-    grows by doubling while size > 0.75 * capacity; resizing keeps the relative order within a bucket.
-    """
-    keys = list(keys)
-    if initial_capacity is None:
-        cap = 16
-    else:
-        cap = 1
-        while cap < initial_capacity:
-            cap *= 2
-    while len(keys) > int(cap * 0.75):
-        cap *= 2
-
-    def bucket(k: str) -> int:
-        h = java_string_hash(k)
-        return (h ^ (h >> 16)) & (cap - 1)
-
-    return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys))]
 
 
 # -- keys ------------------------------------------------------------------------------------------

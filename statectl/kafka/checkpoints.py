@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 CHECKPOINT_PARTITION = 0
 # What Samza's KafkaCheckpointManager asks for when it creates the topic.
 CHECKPOINT_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "26214400"}
-V2_HINT = ("statectl keeps snapshots in v2 checkpoints; let the job write them (Samza config "
-           "task.checkpoint.write.versions=1,2), or back up without --kafka")
+# A Samza job writes v2 checkpoints only with task.checkpoint.write.versions including 2, and reads them
+# (restores from the snapshots they name) only with task.checkpoint.read.versions including 2 (TaskConfig).
+V2_HINT = ("statectl keeps snapshots in v2 checkpoints: set task.checkpoint.write.versions=1,2 and "
+           "task.checkpoint.read.versions=2,1 in the job's config, or back up without --kafka")
 
 
 @dataclass(frozen=True)

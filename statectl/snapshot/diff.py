@@ -1,23 +1,25 @@
 """DirDiff: what changed between a local directory (or a newer index) and a snapshot's DirIndex.
 
-The same-file rule follows Samza's DirDiffUtil (FORMATS.md): same name, same size, same owner r/w/x
-bits, and the same CRC32. Like Samza we skip the CRC of large files, but only of RocksDB SST files,
-which are immutable once written; every other file's CRC is compared whatever its size. Timestamps
-and owner/group names are not compared (a restore on another host changes them).
+The same-file rule follows Samza's BlobStoreUtil.areSameFile (FORMATS.md): same name, same size, same
+owner and group names, same owner r/w/x bits, and the same CRC32. Like Samza we skip the CRC of large
+files, but only of RocksDB SST files, which are immutable once written; every other file's CRC is
+compared whatever its size. Timestamps are not compared (a restore changes them).
 """
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import stat
 import zlib
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable, Iterator, Union
 
-from statectl.errors import StatectlError
-from statectl.snapshot.model import ROOT_DIR_NAME, DirIndex, FileIndex
+from statectl.errors import StatectlError, UnsafePathError
+from statectl.snapshot.model import ROOT_DIR_NAME, DirIndex, FileIndex, check_name
 
 LARGE_FILE_BYTES = 1024 * 1024
 CRC_BUFFER = 1024 * 1024
@@ -56,6 +58,32 @@ class LocalFile:
     @cached_property
     def crc(self) -> int:
         return file_crc32(self.path)
+
+    @property
+    def owner(self) -> str:
+        return owner_name(self.uid)
+
+    @property
+    def group(self) -> str:
+        return group_name(self.gid)
+
+
+@lru_cache(maxsize=64)
+def owner_name(uid: int) -> str:
+    """The user name of ``uid`` (as Java's PosixFileAttributes.owner() names it), or the number."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+@lru_cache(maxsize=64)
+def group_name(gid: int) -> str:
+    """The group name of ``gid``, or the number."""
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
 
 
 Added = Union[LocalFile, FileIndex]
@@ -125,6 +153,8 @@ def same_local_file(local: LocalFile, remote: FileIndex) -> bool:
         return False
     if local.mode & _OWNER_BITS != remote.file_metadata.mode & _OWNER_BITS:
         return False
+    if (local.owner, local.group) != (remote.file_metadata.owner, remote.file_metadata.group):
+        return False
     if local.size > LARGE_FILE_BYTES and local.name.endswith(".sst"):
         return True
     return local.crc == remote.checksum
@@ -151,6 +181,7 @@ def scan_local(path: Path) -> tuple[dict[str, LocalFile], dict[str, Path]]:
     with os.scandir(path) as it:
         for entry in it:
             p = Path(entry.path)
+            _check_local_name(entry.name, p)
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISREG(st.st_mode):
                 files[entry.name] = LocalFile.from_stat(p, st)
@@ -159,6 +190,18 @@ def scan_local(path: Path) -> tuple[dict[str, LocalFile], dict[str, Path]]:
             else:
                 raise StatectlError(f"unsupported file type at {p}: only regular files and dirs can be backed up")
     return files, dirs
+
+
+def _check_local_name(name: str, path: Path) -> None:
+    """Refuse a name a Samza index cannot carry, before anything is uploaded: one that is not UTF-8 (the
+    index is UTF-8 JSON), or one a restore would refuse as unsafe."""
+    try:
+        name.encode("utf-8")
+        check_name(name, str(path.parent))
+    except (UnicodeEncodeError, UnsafePathError):
+        raise StatectlError(f"cannot back up {os.fsencode(path)!r}: its name is not valid UTF-8 or cannot be "
+                            "restored safely, so a Samza index cannot record it",
+                            hint="RocksDB never makes such names: move the file out of the store dir") from None
 
 
 def _index_entries(d: DirIndex) -> tuple[dict[str, FileIndex], dict[str, DirIndex]]:

@@ -3,19 +3,29 @@
 Field names and shapes are those of org.apache.samza.storage.blobstore.index.serde (see FORMATS.md).
 Reading ignores unknown fields and key order; ``serialize_index(parse_index(b))`` keeps every known
 field, and ``parse_index(serialize_index(i)) == i`` for every index.
+
+Reading is strict about every field that decides what a restore writes or whose snapshot it is (Samza's
+own classes reject them null): the dir lists, names, blobs, offsets, sizes, checksums, permissions and
+the snapshot metadata. A lenient reader would turn ``"files-present": null`` into an empty store
+restored over a good one. Only a file's times, owner and group, which describe it, may be missing.
+Numbers must fit a Java long, as they do when Samza writes them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import stat
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from statectl.errors import IndexFormatError, UnsafePathError
+from statectl.formats.jackson import to_json
 
 ROOT_DIR_NAME = ""
 SCHEMA_VERSION = 1
+JAVA_LONG_MAX = 2 ** 63 - 1
+_DECIMAL = re.compile(r"-?[0-9]{1,19}")
 
 
 @dataclass(frozen=True)
@@ -208,8 +218,8 @@ def index_to_json(i: SnapshotIndex) -> dict[str, Any]:
 
 
 def serialize_index(i: SnapshotIndex) -> bytes:
-    """The index as Samza's JSON, UTF-8, compact."""
-    return json.dumps(index_to_json(i), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """The index as Samza's Jackson writes it: UTF-8, compact, control characters as ``\\u001F``."""
+    return to_json(index_to_json(i))
 
 
 class _Reader:
@@ -225,7 +235,8 @@ class _Reader:
         if key not in self.obj or self.obj[key] is None:
             if optional:
                 return default
-            raise IndexFormatError(f"malformed index: missing field {self._at(key)}")
+            what = "missing field" if key not in self.obj else "null in required field"
+            raise IndexFormatError(f"malformed index: {what} {self._at(key)}")
         value = self.obj[key]
         if isinstance(value, bool) or not isinstance(value, types):
             raise IndexFormatError(f"malformed index: field {self._at(key)} has the wrong type")
@@ -240,14 +251,15 @@ class _Reader:
     def int(self, key: str, optional: bool = False, default: int = 0) -> int:
         value = self._get(key, (int, str), optional, default)
         if isinstance(value, str):  # Jackson may write longs as strings when configured so
-            try:
-                return int(value)
-            except ValueError:
-                raise IndexFormatError(f"malformed index: field {self._at(key)} is not a number") from None
+            if not _DECIMAL.fullmatch(value):
+                raise IndexFormatError(f"malformed index: field {self._at(key)} is not a number")
+            value = int(value)
+        if not -JAVA_LONG_MAX - 1 <= value <= JAVA_LONG_MAX:
+            raise IndexFormatError(f"malformed index: field {self._at(key)} does not fit a 64-bit long")
         return value
 
     def list(self, key: str) -> list[Any]:
-        return self._get(key, (list,), optional=True, default=[])
+        return self._get(key, (list,))
 
     def obj_(self, key: str) -> "_Reader":
         return _Reader(self._get(key, (dict,)), self._at(key))
@@ -267,7 +279,7 @@ def check_name(name: str, where: str, *, root: bool = False) -> str:
 
 
 def _parse_blob(r: _Reader) -> FileBlob:
-    offset = r.int("offset", optional=True, default=0)
+    offset = r.int("offset")
     if offset < 0:
         raise IndexFormatError(f"malformed index: negative offset at {r.where}")
     return FileBlob(r.str("blob-id"), offset)
@@ -277,8 +289,9 @@ def _parse_meta(r: _Reader) -> FileMetadata:
     size = r.int("size")
     if size < 0:
         raise IndexFormatError(f"malformed index: negative size at {r.where}")
-    perms = r.str("permissions", optional=True) or "rw-r--r--"
+    perms = r.str("permissions")
     permissions_to_mode(perms)
+    # Times, owner and group describe the file but never decide what a restore writes: read leniently.
     return FileMetadata(
         creation_time_millis=r.int("creation-time-millis", optional=True),
         last_modified_time_millis=r.int("last-modified-time-millis", optional=True),
@@ -292,14 +305,14 @@ def _parse_meta(r: _Reader) -> FileMetadata:
 def _parse_file(r: _Reader) -> FileIndex:
     name = check_name(r.str("file-name"), r.where)
     blobs = tuple(_parse_blob(_Reader(b, f"{r.where}.blobs[{i}]")) for i, b in enumerate(r.list("blobs")))
-    checksum = r.int("checksum", optional=True)
+    checksum = r.int("checksum")
     if not 0 <= checksum <= 0xFFFFFFFF:
         raise IndexFormatError(f"malformed index: checksum out of CRC32 range at {r.where}")
     return FileIndex(name, tuple(sorted(blobs, key=lambda b: b.offset)), _parse_meta(r.obj_("file-metadata")), checksum)
 
 
 def _parse_dir(r: _Reader, root: bool) -> DirIndex:
-    name = check_name(r.str("dir-name", optional=root) or "", r.where, root=root)
+    name = check_name(r.str("dir-name"), r.where, root=root)
 
     def files(key: str) -> tuple[FileIndex, ...]:
         return tuple(_parse_file(_Reader(f, f"{r.where}.{key}[{i}]")) for i, f in enumerate(r.list(key)))
@@ -339,13 +352,13 @@ def _parse_index(obj: Any) -> SnapshotIndex:
     m = r.obj_("snapshot-metadata")
     meta = SnapshotMetadata(
         checkpoint_id=_id_str(m, "checkpoint-id"),
-        job_name=m.str("job-name", optional=True) or "",
-        job_id=_id_str(m, "job-id", optional=True),
-        task_name=m.str("task-name", optional=True) or "",
-        store_name=m.str("store-name", optional=True) or "",
+        job_name=m.str("job-name"),
+        job_id=_id_str(m, "job-id"),
+        task_name=m.str("task-name"),
+        store_name=m.str("store-name"),
     )
     return SnapshotIndex(
-        creation_time_millis=r.int("creation-time-millis", optional=True),
+        creation_time_millis=r.int("creation-time-millis"),
         snapshot_metadata=meta,
         dir_index=_parse_dir(_Reader(obj.get("dir-index"), "dir-index"), True),
         prev_snapshot_index_blob_id=r.str("prev-snapshot-index-blob-id", optional=True),

@@ -7,7 +7,10 @@
    ``statectl restore --target-dir`` (snapshot) vs ``statectl restore --from-changelog`` (replay).
    Target: snapshot restore >= 10x faster. Both results are checked key for key.
 2. gc of a prefix holding N blobs (default 100 000; a snapshot references a few, the rest are
-   unreferenced and past a zero grace period): wall time and the S3 requests it sent by operation.
+   unreferenced and past the one-minute minimum grace period): wall time and the S3 requests it sent by operation.
+3. (--only smallfiles) backup of 5 000 small files to SeaweedFS vs file://.
+4. (--only dirty) restore of half the state size alone vs right after a quarter of it of unrelated,
+   unsynced writes on the same filesystem (durability must be targeted, not a filesystem-wide sync).
 
 Writes a report to stdout and JSON to .bench/recovery.json. Runs after ``make bench`` (which
 installs everything) or alone.
@@ -118,13 +121,68 @@ def bench_gc(blobs: int, seaweed: SeaweedServer, env: dict[str, str]) -> dict:
     with ThreadPoolExecutor(32) as pool:
         list(pool.map(put, range(blobs)))
     log(f"created in {time.monotonic() - t0:.1f}s; running gc")
-    sample = run_measured([STATECTL, "gc", "--blobstore", url, "--grace", "0", "-o", "json"], env=env, cwd=WORK)
+    time.sleep(max(0.0, 61 - (time.monotonic() - t0)))  # --grace is at least 1m, and S3 objects cannot be backdated
+    sample = run_measured([STATECTL, "gc", "--blobstore", url, "--grace", "1m", "-o", "json"], env=env, cwd=WORK)
     result = json.loads(sample.stdout)
     left = sum(1 for _ in _list_all(client, bucket, "gc/blobs/"))
     drop(WORK / "gc-state")
     return {"blobs": blobs, "wall_s": round(sample.wall_s, 2), "max_rss_mb": round(sample.max_rss_mb, 1),
             "blobs_deleted": result["blobs_deleted"], "blobs_kept": result["blobs_kept"],
             "blobs_left": left, "requests": result["requests"]}
+
+
+def bench_small_files(files: int, runs: int, seaweed: SeaweedServer, env: dict[str, str]) -> dict:
+    """Backup of a checkpoint dir holding ``files`` small files (4 KiB, as blob files or tiny SSTs of a real
+    store): to SeaweedFS vs to file://, whole processes, interleaved; and the S3 requests per operation."""
+    store = WORK / "small-state" / "s" / "Partition_0"
+    make_store(store, 200, 100, seed=1)
+    cp = store.with_name(store.name + "-1700000000000-1")
+    shutil.copytree(store, cp)
+    for i in range(files):
+        (cp / f"{100000 + i:06d}.blob").write_bytes(os.urandom(4096))
+    samples: dict[str, list] = {"s3": [], "file": []}
+    for run in range(runs):
+        for kind in ("s3", "file"):
+            url = f"s3://{seaweed.make_bucket()}/small" if kind == "s3" else f"file://{WORK / f'small-blobs-{run}'}"
+            sample = run_measured([STATECTL, "backup", "--blobstore", url, "--job", "small", "--store", "s",
+                                   "--store-dir", str(store), "--checkpoint-dir", str(cp), "-q", "-o", "json"],
+                                  env=env, cwd=WORK)
+            samples[kind].append(sample)
+    total = len(os.listdir(cp))
+    drop(WORK / "small-state")
+    s3, fs = summarize(samples["s3"]), summarize(samples["file"])
+    return {"files": total, "s3": s3, "file": fs, "s3_files_per_s": round(total / s3["wall_s"]["median"]),
+            "ratio_s3_to_file": round(s3["wall_s"]["median"] / fs["wall_s"]["median"], 2)}
+
+
+def bench_restore_with_dirty_data(size_bytes: int, dirty_bytes: int, runs: int, seaweed: SeaweedServer,
+                                  env: dict[str, str]) -> dict:
+    """Restore of ``size_bytes`` from SeaweedFS into an empty dir, alone and right after another process
+    wrote ``dirty_bytes`` to the same filesystem without syncing: a restore that syncs the whole filesystem
+    pays for the other's data; one that fsyncs its own files does not."""
+    bucket = seaweed.make_bucket()
+    url = f"s3://{bucket}/dirty"
+    store = WORK / "dirty-state" / "s" / "Partition_0"
+    make_store(store, max(1, size_bytes // 1024), 1024, seed=3)
+    run_measured([STATECTL, "backup", "--blobstore", url, "--job", "dirty", "--store", "s", "--store-dir",
+                  str(store), "-q"], env=env, cwd=WORK)
+    drop(WORK / "dirty-state")
+    samples: dict[str, list] = {"clean": [], "dirty": []}
+    for run in range(runs):
+        for kind in ("clean", "dirty"):
+            os.sync()
+            if kind == "dirty":
+                with open(WORK / "unrelated.bin", "wb") as f:  # another process's writes, not yet on disk
+                    for _ in range(dirty_bytes // (8 << 20)):
+                        f.write(os.urandom(8 << 20))
+            target = WORK / f"dirty-restore-{kind}-{run}"
+            samples[kind].append(run_measured([STATECTL, "restore", "--blobstore", url, "--job", "dirty", "--store",
+                                               "s", "--target-dir", str(target), "-q"], env=env, cwd=WORK))
+            drop(target)
+            (WORK / "unrelated.bin").unlink(missing_ok=True)
+    clean, dirty = summarize(samples["clean"]), summarize(samples["dirty"])
+    return {"size_bytes": size_bytes, "dirty_bytes": dirty_bytes, "clean": clean, "dirty": dirty,
+            "ratio_dirty_to_clean": round(dirty["wall_s"]["median"] / clean["wall_s"]["median"], 2)}
 
 
 def _list_all(client, bucket: str, prefix: str):
@@ -142,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--blobs", type=int, default=100_000)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="128 MiB of state, 10 000 blobs, 1 run")
-    p.add_argument("--only", choices=["changelog", "gc"], help="run only one of the two figures")
+    p.add_argument("--only", choices=["changelog", "gc", "smallfiles", "dirty"], help="run only one figure")
+    p.add_argument("--small-files", type=int, default=5000)
     a = p.parse_args(argv)
     size = int((0.125 if a.quick else a.size_gib) * 1024 ** 3)
     blobs = 10_000 if a.quick else a.blobs
@@ -155,10 +214,14 @@ def main(argv: list[str] | None = None) -> int:
         env.update(AWS_ACCESS_KEY_ID=seaweed.access_key, AWS_SECRET_ACCESS_KEY=seaweed.secret_key,
                    STATECTL_S3_ENDPOINT=seaweed.endpoint, XDG_CONFIG_HOME=str(WORK / "cfg"),
                    XDG_DATA_HOME=str(WORK / "data"))
-        if a.only != "gc":
+        if a.only in (None, "changelog"):
             report["changelog_vs_snapshot"] = bench_changelog_vs_snapshot(size, runs, seaweed, tansu, env)
-        if a.only != "changelog":
+        if a.only in (None, "gc"):
             report["gc"] = bench_gc(blobs, seaweed, env)
+        if a.only in (None, "smallfiles"):
+            report["small_files"] = bench_small_files(500 if a.quick else a.small_files, runs, seaweed, env)
+        if a.only in (None, "dirty"):
+            report["dirty"] = bench_restore_with_dirty_data(size // 2, size // 4, runs, seaweed, env)
     (ROOT / ".bench").mkdir(exist_ok=True)
     (ROOT / ".bench" / f"recovery{'-' + a.only if a.only else ''}.json").write_text(json.dumps(report, indent=2))
     c, g = report.get("changelog_vs_snapshot"), report.get("gc")
@@ -167,6 +230,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{c['snapshot_restore']['wall_s']['median']:.1f}s vs changelog replay "
               f"{c['changelog_replay']['wall_s']['median']:.1f}s (median of {runs}): snapshot restore "
               f"{c['speedup_median']}x faster (min {c['speedup_min']}x; target >= 10x)")
+    sf, d = report.get("small_files"), report.get("dirty")
+    if sf:
+        print(f"backup of {sf['files']} small files: SeaweedFS {sf['s3']['wall_s']['median']:.1f}s "
+              f"({sf['s3_files_per_s']} files/s) vs file:// {sf['file']['wall_s']['median']:.1f}s: "
+              f"{sf['ratio_s3_to_file']}x")
+    if d:
+        print(f"restore of {d['size_bytes'] / 1024 ** 2:.0f} MiB from SeaweedFS: {d['clean']['wall_s']['median']:.2f}s "
+              f"alone vs {d['dirty']['wall_s']['median']:.2f}s right after {d['dirty_bytes'] / 1024 ** 2:.0f} MiB of "
+              f"unrelated unsynced writes: {d['ratio_dirty_to_clean']}x")
     if g:
         print(f"gc of a prefix with {g['blobs']} unreferenced blobs: {g['wall_s']}s, deleted {g['blobs_deleted']}, "
               f"kept {g['blobs_kept']}, left {g['blobs_left']}; peak RSS {g['max_rss_mb']} MB; S3 requests: "

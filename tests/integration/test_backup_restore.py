@@ -190,7 +190,7 @@ def test_failed_backup_leaves_only_ttl_blobs_and_previous_snapshot(blobstore, sd
     assert list(local_checkpoint_dirs(sdir)) == [first.checkpoint_id]  # the failed one's dir is gone
 
 
-def test_interrupted_cleanup_is_finished_by_next_restore(blobstore, sdir: Path, tmp_path: Path, monkeypatch):
+def test_restore_leaves_an_interrupted_cleanup_to_the_next_backup(blobstore, sdir: Path, tmp_path: Path, monkeypatch):
     import statectl.engine.backup as backup_mod
 
     cps = BlobCheckpointStore(blobstore)
@@ -206,7 +206,12 @@ def test_interrupted_cleanup_is_finished_by_next_restore(blobstore, sdir: Path, 
     monkeypatch.undo()
     latest = cps.latest(REF)
     assert latest.checkpoint_id != first.checkpoint_id and not latest.cleanup_done
+    # A restore only reads: it may run with read-only credentials, and it does not hold the store's lease.
+    listing = sorted((i.key, i.size) for i in blobstore.list(""))
     restore(RestoreOptions(REF, tmp_path / "n", target_dir=tmp_path / "t"), blobstore, cps)
+    assert sorted((i.key, i.size) for i in blobstore.list("")) == listing
+    assert not cps.latest(REF).cleanup_done
+    backup(BackupOptions(REF, sdir), blobstore, cps)  # nothing changed: it finishes the cleanup and commits
     latest = cps.latest(REF)
     assert latest.cleanup_done
     assert [c.checkpoint_id for c in cps.list(REF)] == [latest.checkpoint_id]

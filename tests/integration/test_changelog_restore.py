@@ -196,6 +196,27 @@ def test_replay_stops_at_an_offset_or_at_the_checkpoint(cli, tansu, changelog, t
     assert dump_store(a) == apply(records[:stop])
 
 
+def test_replay_writes_the_offset_file_samza_needs(cli, tansu, changelog, tmp_path: Path):
+    """Without OFFSET-v2 Samza's restore manager finds the logged store invalid and deletes it."""
+    from statectl.formats.offsets import read_offset_file
+
+    topic, records = changelog
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+        "--target-dir", str(whole))
+    assert json.loads(read_offset_file(whole / "OFFSET-v2")) == {f"kafka.{topic}.1": str(len(records) - 1)}
+    cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+        "--target-dir", str(part), "--until-offset", "7", "--system", "kafka-east")
+    assert read_offset_file(part / "OFFSET-v2") == f'{{"kafka-east.{topic}.1":"6"}}'
+    empty = tansu.create_topic(partitions=1)
+    cli("restore", "--from-changelog", empty, "--partition", "0", "--kafka", tansu.bootstrap,
+        "--target-dir", str(tmp_path / "empty"))
+    assert not (tmp_path / "empty" / "OFFSET-v2").exists()  # nothing applied: nothing to record
+    p = cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+            "--target-dir", str(tmp_path / "x"), "--system", "a.b", code=2)
+    assert "a.b" in p.stderr
+
+
 def test_one_batch_larger_than_a_poll(tansu, tmp_path: Path):
     """25000 records in one record batch: Tansu reports the end as 1, and a poll returns 10000 records, so a
     reader that trusted the reported end would stop at 10000."""

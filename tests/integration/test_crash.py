@@ -136,7 +136,8 @@ def _run_trials(world: World, trials: int, seed: int) -> dict[str, int]:
     return outcomes
 
 
-def test_sigkill_at_every_phase_and_random_moments_file(tmp_path: Path):
+def test_sigkill_at_every_phase_and_random_moments_file(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)  # gc right after each kill: no grace
     url = f"file://{tmp_path / 'blobs'}"
     world = World(tmp_path, url, {})
     make_store(world.sdir, 3000, 1024, seed=0, sst_mb=1)
@@ -145,7 +146,8 @@ def test_sigkill_at_every_phase_and_random_moments_file(tmp_path: Path):
     assert outcomes["committed"] and outcomes["not committed"]
 
 
-def test_sigkill_at_every_phase_s3(tmp_path: Path, s3_url: str, s3_options):
+def test_sigkill_at_every_phase_s3(tmp_path: Path, s3_url: str, s3_options, monkeypatch):
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)  # S3 objects cannot be backdated
     env = {"STATECTL_S3_ENDPOINT": s3_options.endpoint_url, "AWS_ACCESS_KEY_ID": s3_options.access_key_id,
            "AWS_SECRET_ACCESS_KEY": s3_options.secret_access_key}
     world = World(tmp_path, s3_url, env, s3_options)

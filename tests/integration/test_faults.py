@@ -139,7 +139,9 @@ def test_backup_incremental_and_restore_survive_5_percent_faults(faulty_s3, sdir
 
     stats = proxy.stats()
     print("fault proxy at 5 %:", stats)
-    assert stats["requests"] > 600
+    # Enough traffic that 5 % means a few dozen faults, of every kind (the count of requests itself is not
+    # the point: it fell when cleanups stopped sending a HEAD before each DeleteObjectTagging).
+    assert stats["requests"] > 400 and stats["faults"] >= 15, stats
     for kind in KINDS:
         assert stats[kind] > 0, (kind, stats)
     assert stats["down"] == stats["upstream_errors"] == stats["broken"] == 0
@@ -296,9 +298,10 @@ def test_restore_with_the_store_down_for_good_fails_cleanly(faulty_s3, sdir: Pat
 
 
 def test_gc_survives_5_percent_faults_and_fails_cleanly_when_the_store_is_down(faulty_s3, sdir: Path,
-                                                                                tmp_path: Path):
+                                                                                tmp_path: Path, monkeypatch):
     """gc under faults deletes exactly what is garbage; with the store down it fails (exit 1) and every
     blob a retained snapshot needs is still there."""
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)  # S3 objects cannot be backdated
     import time
 
     from statectl.engine.gc import GcOptions, gc
@@ -326,7 +329,7 @@ def test_gc_survives_5_percent_faults_and_fails_cleanly_when_the_store_is_down(f
     assert fingerprint(target) == fingerprint(sdir)
 
     faulty_s3.proxy.set_down(True)
-    proc = subprocess.run([STATECTL, "gc", "--blobstore", faulty_s3.url, "--grace", "0"],
+    proc = subprocess.run([STATECTL, "gc", "--blobstore", faulty_s3.url, "--grace", "1m"],
                           env=faulty_s3.cli_env(tmp_path, retries=1), cwd=tmp_path, capture_output=True, text=True,
                           timeout=60)
     assert_failed_cleanly(proc)

@@ -21,6 +21,8 @@ DATA = Path(__file__).parent.parent / "data"
 
 BACKUP = ["bytes_total", "bytes_uploaded", "checkpoint_id", "duration_s", "files_removed", "files_total",
           "files_uploaded", "notes", "snapshot_id", "store", "task"]
+LEASE = ["etag", "expires", "host", "key", "live", "local_alive", "operation", "pid", "released", "started",
+         "started_s", "store"]
 SCHEMAS: dict[str, object] = {
     "backup": BACKUP,
     "backup --all": {"results": [BACKUP], "failures": None},
@@ -34,7 +36,10 @@ SCHEMAS: dict[str, object] = {
     "snapshots verify": ["blobs", "corrupt", "downloaded", "files", "missing", "ok", "snapshot_id"],
     "gc": {"blobs_deleted": None, "bytes_reclaimed": None, "blobs_kept": None, "snapshots_expired": None,
            "cleanups_finished": None, "stores": None, "dry_run": None, "duration_s": None, "requests": None,
-           "deleted": [["key", "reason", "size"]], "notes": None},
+           "deleted": [["key", "reason", "size"]], "notes": None, "debris_deleted": None,
+           "debris": [["key", "reason", "size"]]},
+    "lease show": LEASE,
+    "lease break": LEASE,
     "config show": {"config_file": None, "profile": None, "settings": [["key", "source", "value"]]},
     "doctor": {"ok": None, "checks": [["detail", "hint", "name", "status"]]},
 }
@@ -88,7 +93,9 @@ def test_every_command_result_has_its_pinned_fields(run, tmp_path: Path):
     got["snapshots list"] = run("snapshots", "list", *where)
     got["snapshots show"] = run("snapshots", "show", *where)
     got["snapshots verify"] = run("snapshots", "verify", *where)
-    got["gc"] = run("gc", "--dry-run", "--grace", "0")
+    got["gc"] = run("gc", "--dry-run", "--grace", "1m")
+    got["lease show"] = run("lease", "show", *where)
+    got["lease break"] = run("lease", "break", *where, "--yes")
     got["config show"] = run("config", "show")
     got["doctor"] = run("doctor", "--state-dir", str(state))
     assert set(got) == set(SCHEMAS)

@@ -174,7 +174,7 @@ def test_v1_only_job_is_said_clearly(tansu, job, log):
         log.latest(ref(job, "counts"))
     assert e.value.exit_code == 10
     assert "only v1 checkpoints" in str(e.value) and topic.name in str(e.value)
-    assert "task.checkpoint.write.versions" in e.value.hint
+    assert "task.checkpoint.write.versions" in e.value.hint and "task.checkpoint.read.versions=2" in e.value.hint
     with pytest.raises(SnapshotNotFoundError, match="only v1 checkpoints"):
         log.latest(ref(job, "counts", "Partition 5"))
 

@@ -76,7 +76,8 @@ def test_keep_last_keeps_n_restorable_snapshots(blobstore, sdir: Path, tmp_path:
     assert verify_snapshot(REF, blobstore, cps, None, download=True).ok
 
 
-def test_gc_sweeps_unreferenced_and_expired_blobs_but_not_young_ones(blobstore, sdir: Path):
+def test_gc_sweeps_unreferenced_and_expired_blobs_but_not_young_ones(blobstore, sdir: Path, monkeypatch):
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)  # S3 objects cannot be backdated
     cps = BlobCheckpointStore(blobstore)
     backup(BackupOptions(REF, sdir), blobstore, cps)
     live = all_referenced(blobstore, cps)
@@ -102,7 +103,8 @@ def test_gc_sweeps_unreferenced_and_expired_blobs_but_not_young_ones(blobstore, 
     assert res.blobs_kept == len(live)
 
 
-def test_gc_with_several_jobs_sharing_the_prefix(blobstore, tmp_path: Path):
+def test_gc_with_several_jobs_sharing_the_prefix(blobstore, tmp_path: Path, monkeypatch):
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)  # S3 objects cannot be backdated
     cps = BlobCheckpointStore(blobstore)
     refs = [StoreRef("job-a", "1", "Partition 0", "s"), StoreRef("job-b", "2", "Partition 3", "s"),
             StoreRef("job-a", "1", "Partition 1", "t")]
@@ -133,6 +135,7 @@ def test_gc_never_deletes_what_a_snapshot_committed_during_gc_references(blobsto
                                                                           monkeypatch):
     """A backup commits while gc runs (right after gc listed the blobs): with a zero grace period its
     new blobs are unreferenced at listing time, yet none of them may be deleted."""
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)  # S3 objects cannot be backdated
     cps = BlobCheckpointStore(blobstore)
     backup(BackupOptions(REF, sdir), blobstore, cps)
     grow(sdir, 1, seed=5)

@@ -211,7 +211,7 @@ def _bash_complete(lines: list[list[str]]) -> list[list[str]]:
     (["statectl", "--output", "=", ""], ["json", "text"]),           # --output=<TAB> (COMP_WORDBREAKS has =)
     (["statectl", "--output=t"], ["--output=text"]),                  # ... and when it has not
     (["statectl", "-o", "json", "snapshots", "v"], ["verify"]),      # option values are skipped
-    (["statectl", "--config", "snapshots", "l"], []),                # 'snapshots' is the value of --config
+    (["statectl", "--config", "snapshots", "l"], ["lease"]),         # 'snapshots' is the value of --config: commands, not its list
     (["statectl", "snapshots", "--job", "x", "show", "--index"], ["--index-file"]),
     (["statectl", "config", ""], ["show"]),
     (["statectl", "backup", "--job", ""], []),                       # free text: nothing to offer
@@ -275,7 +275,7 @@ def test_fish_completes(tmp_path):
     cases = {"statectl snap": ["snapshots"], "statectl snapshots l": ["list"], "statectl backup --ke": ["--keep-last"],
              "statectl -o ": ["json", "text"], "statectl backup -o j": ["json"],
              "statectl config show --st": ["--state-dir", "--store"], "statectl --vers": ["--version"],
-             "statectl snapshots show --index": ["--index-file"], "statectl --config snapshots l": []}
+             "statectl snapshots show --index": ["--index-file"], "statectl --config snapshots l": ["lease"]}
     script = f"source {FISH}\n" + "".join(f"complete -C {_fish_str(line)}; echo '=='\n" for line in cases)
     env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
     r = _run([fish, "--no-config", "-c", script], env=env)

@@ -117,7 +117,7 @@ def test_v2_missing_maps_read_as_empty():
 
 
 @pytest.mark.parametrize("data", [
-    None, b"{", b"[]", b'{"input-offsets":{}}', b'{"checkpoint-id":"abc"}', b'{"checkpoint-id":"1-2-3"}',
+    None, b"{", b"[]", b'{"input-offsets":{}}', b'{"checkpoint-id":"abc"}', b'{"checkpoint-id":"-1-2"}',
     b'{"checkpoint-id":"1-2","input-offsets":[]}', b'{"checkpoint-id":"1-2","input-offsets":{"a.b.0":5}}',
     b'{"checkpoint-id":"1-2","state-checkpoint-markers":{"f":"x"}}',
     b'{"checkpoint-id":"1-2","state-checkpoint-markers":{"f":{"s":1}}}',
@@ -251,3 +251,26 @@ def test_jackson_json_is_compact_utf8():
         b'{"a":[1,null,true,false],"b":"\xc3\xa9/\\n\\u001F"}'
     with pytest.raises(CheckpointFormatError):
         jackson_json("\ud800")
+
+
+@pytest.mark.parametrize("value, key", [("1700000000000-382917", (1700000000000, 382917)), ("1-2-3", (1, 2)),
+                                        ("+1-2", (1, 2)), ("1-2-", (1, 2)), ("0-0", (0, 0)),
+                                        (f"{2 ** 63 - 1}-1", (2 ** 63 - 1, 1))])
+def test_checkpoint_ids_are_read_as_samza_reads_them(value, key):
+    """CheckpointId.deserialize: split on '-', the first two parts as Java longs."""
+    assert parse_checkpoint_id(value) == key
+
+
+@pytest.mark.parametrize("value", ["", "1", "-1-2", "1--2", "1-", "a-1", "1-b", "99999999999999999999-1",
+                                   "1 -2", "\u0661-2", "1.5-2", None])
+def test_what_samza_would_not_read_is_not_a_checkpoint_id(value):
+    with pytest.raises(CheckpointFormatError):
+        parse_checkpoint_id(value)
+
+
+def test_local_checkpoint_dirs_need_the_canonical_form():
+    from statectl.formats.checkpoint import is_canonical_checkpoint_id
+
+    assert is_canonical_checkpoint_id("1700000000000-5")
+    assert not is_canonical_checkpoint_id("1-2-3") and not is_canonical_checkpoint_id("+1-2")
+    assert not is_canonical_checkpoint_id("99999999999999999999-1")

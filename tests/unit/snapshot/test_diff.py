@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,7 +35,7 @@ def build_tree(root: Path, spec: Tree) -> None:
 def index_tree(root: Path, name: str = "") -> DirIndex:
     """The DirIndex a backup of ``root`` would record, computed independently of statectl's diff code.
 
-    Owner and group names are deliberately not the local ones: the same-file rule must not compare them.
+    Owner and group names are the local ones, as a backup on this host records them.
     """
     files, dirs = [], []
     for entry in sorted(root.iterdir()):
@@ -41,7 +43,8 @@ def index_tree(root: Path, name: str = "") -> DirIndex:
             dirs.append(index_tree(entry, entry.name))
             continue
         st = entry.stat()
-        meta = FileMetadata(st.st_ctime_ns // 1_000_000, st.st_mtime_ns // 1_000_000, st.st_size, "samza", "hadoop",
+        meta = FileMetadata(st.st_ctime_ns // 1_000_000, st.st_mtime_ns // 1_000_000, st.st_size,
+                            pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid).gr_name,
                             mode_to_permissions(st.st_mode))
         blobs = (FileBlob(f"blob-{name}-{entry.name}", 0),) if st.st_size else ()
         files.append(FileIndex(entry.name, blobs, meta, zlib.crc32(entry.read_bytes())))
@@ -53,11 +56,14 @@ def _map_files(d: DirIndex, fn: Callable[[FileIndex], FileIndex]) -> DirIndex:
                    sub_dirs_present=tuple(_map_files(s, fn) for s in d.sub_dirs_present))
 
 
-def _other_host(f: FileIndex) -> FileIndex:
-    """The same file as recorded on another host at another time: timestamps and names differ."""
-    meta = replace(f.file_metadata, creation_time_millis=1, last_modified_time_millis=2, owner="nobody",
-                   group="nogroup")
-    return replace(f, file_metadata=meta)
+def _other_time(f: FileIndex) -> FileIndex:
+    """The same file as recorded at another time: timestamps differ, which the same-file rule ignores."""
+    return replace(f, file_metadata=replace(f.file_metadata, creation_time_millis=1, last_modified_time_millis=2))
+
+
+def _other_owner(f: FileIndex) -> FileIndex:
+    """The same bytes recorded with other owner and group names: Samza's areSameFile compares them."""
+    return replace(f, file_metadata=replace(f.file_metadata, owner="nobody", group="nogroup"))
 
 
 def retained_dirs(diff: DirDiff) -> list[str]:
@@ -96,11 +102,16 @@ LOCAL_CASES = [
                "empty-dir": {}},
          retained=["000001.sst", "CURRENT", "sub/a", "sub/deeper/b"],
          retained_dirs=["empty-dir", "sub", "sub/deeper"]),
-    Case("timestamps-and-owner-names-differ",
+    Case("timestamps-differ",
          local={"CURRENT": CURRENT, "sub": {"a": b"a"}},
          prev={"CURRENT": CURRENT, "sub": {"a": b"a"}},
-         tweak=lambda d: _map_files(d, _other_host),
+         tweak=lambda d: _map_files(d, _other_time),
          retained=["CURRENT", "sub/a"], retained_dirs=["sub"]),
+    Case("owner-and-group-names-differ",
+         local={"CURRENT": CURRENT, "sub": {"a": b"a"}, "000001.sst": b"s" * BIG},
+         prev={"CURRENT": CURRENT, "sub": {"a": b"a"}, "000001.sst": b"s" * BIG},
+         tweak=lambda d: _map_files(d, _other_owner),
+         added=["000001.sst", "CURRENT", "sub/a"], removed=["000001.sst", "CURRENT", "sub/a"], retained_dirs=["sub"]),
     Case("new-file",
          local={"CURRENT": CURRENT, "000002.sst": b"new"},
          prev={"CURRENT": CURRENT},

@@ -225,6 +225,15 @@ def test_minimal_is_valid():
     assert [p for p, _ in index.dir_index.walk_present()] == ["CURRENT", "sub/f"]
 
 
+def test_descriptive_file_metadata_may_be_missing():
+    """Times, owner and group never decide what a restore writes."""
+    doc = _minimal()
+    for key in ("creation-time-millis", "last-modified-time-millis", "owner", "group"):
+        del _meta0(doc)[key]
+    meta = parse_index(json.dumps(doc)).dir_index.files_present[0].file_metadata
+    assert (meta.owner, meta.group, meta.creation_time_millis, meta.last_modified_time_millis) == ("", "", 0, 0)
+
+
 def _mutated(fn):
     doc = _minimal()
     fn(doc)
@@ -347,6 +356,37 @@ MALFORMED = [
     ("duplicate-in-sub-dir", _mutated(_dup_in_sub), ["'f' is listed twice in dir-index.sub-dirs-present[0]"]),
     ("sub-dir-name-missing", _mutated(_delete(_sub, "dir-name")),
      ["missing field dir-index.sub-dirs-present[0].dir-name"]),
+    # Samza's classes require every field but the prev pointer: a lenient reader restored
+    # "files-present": null as an EMPTY store over a good one.
+    ("files-present-null", _mutated(_set(_root, "files-present", None)),
+     ["null in required field dir-index.files-present"]),
+    ("files-removed-missing", _mutated(_delete(_root, "files-removed")),
+     ["missing field dir-index.files-removed"]),
+    ("sub-dirs-present-null", _mutated(_set(_root, "sub-dirs-present", None)),
+     ["null in required field dir-index.sub-dirs-present"]),
+    ("sub-dir-lists-missing", _mutated(_delete(_sub, "sub-dirs-removed")),
+     ["missing field dir-index.sub-dirs-present[0].sub-dirs-removed"]),
+    ("root-dir-name-missing", _mutated(_delete(_root, "dir-name")), ["missing field dir-index.dir-name"]),
+    ("blobs-null", _mutated(_set(_file0, "blobs", None)), ["null in required field dir-index.files-present[0].blobs"]),
+    ("offset-missing", _mutated(lambda d: _file0(d)["blobs"][0].pop("offset")),
+     ["missing field dir-index.files-present[0].blobs[0].offset"]),
+    ("checksum-missing", _mutated(_delete(_file0, "checksum")), ["missing field dir-index.files-present[0].checksum"]),
+    ("permissions-null", _mutated(_set(_meta0, "permissions", None)),
+     ["null in required field dir-index.files-present[0].file-metadata.permissions"]),
+    ("size-beyond-long", _mutated(_set(_meta0, "size", 2 ** 63)),
+     ["dir-index.files-present[0].file-metadata.size does not fit a 64-bit long"]),
+    ("size-string-beyond-long", _mutated(_set(_meta0, "size", "99999999999999999999")),
+     ["dir-index.files-present[0].file-metadata.size is not a number"]),
+    ("size-unicode-digits", _mutated(_set(_meta0, "size", "\u0663")),
+     ["dir-index.files-present[0].file-metadata.size is not a number"]),
+    ("offset-beyond-long", _mutated(lambda d: _file0(d)["blobs"][0].update(offset=10 ** 30)),
+     ["blobs[0].offset does not fit a 64-bit long"]),
+    ("creation-time-missing", _mutated(_delete(lambda d: d, "creation-time-millis")),
+     ["missing field creation-time-millis"]),
+    ("job-name-missing", _mutated(_delete(lambda d: d["snapshot-metadata"], "job-name")),
+     ["missing field snapshot-metadata.job-name"]),
+    ("store-name-null", _mutated(_set(lambda d: d["snapshot-metadata"], "store-name", None)),
+     ["null in required field snapshot-metadata.store-name"]),
 ]
 
 
@@ -525,13 +565,29 @@ def test_invalid_permissions(perms):
     assert str(exc.value) == f"invalid permissions {perms!r} in index"
 
 
+_EMPTY_LISTS = '"files-present":[],"files-removed":[],"sub-dirs-removed":[],'
+
+
 @pytest.mark.parametrize("data", [
     "[" * 100_000,
-    '{"snapshot-metadata":{"checkpoint-id":"1-1"},"dir-index":{"dir-name":"","sub-dirs-present":['
-    + '{"dir-name":"d","sub-dirs-present":[' * 400 + "]}" * 400 + "]}}",
+    '{"creation-time-millis":1,"snapshot-metadata":{"checkpoint-id":"1-1","job-name":"j","job-id":"1",'
+    '"task-name":"t","store-name":"s"},"dir-index":{"dir-name":"",' + _EMPTY_LISTS + '"sub-dirs-present":['
+    + ('{"dir-name":"d",' + _EMPTY_LISTS + '"sub-dirs-present":[') * 400 + "]}" * 400 + "]}}",
 ], ids=["deep-json", "deep-dirs"])
 def test_absurdly_deep_nesting_is_a_format_error_not_a_crash(data):
     with pytest.raises(IndexFormatError) as exc:
         parse_index(data)
     assert str(exc.value) in ("malformed index: JSON nested too deeply",
                               "malformed index: directories nested too deeply")
+
+
+def test_index_is_written_as_jackson_writes_it():
+    """Control characters as upper-case \\u escapes, non-ASCII and '/' as they are, no spaces."""
+    doc = _minimal()
+    _file0(doc)["file-name"] = "a\x1fb\u00e9/"[:-1]
+    _meta0(doc)["owner"] = "s\tam/za"
+    out = serialize_index(parse_index(json.dumps(doc)))
+    assert b'"file-name":"a\\u001Fb\xc3\xa9"' in out
+    assert b'"owner":"s\\tam/za"' in out
+    assert b" " not in out.replace(b"Partition 0", b"")
+    assert parse_index(out) == parse_index(json.dumps(doc))

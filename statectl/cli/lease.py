@@ -1,0 +1,91 @@
+"""statectl lease show | break"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from statectl.cli.common import BlobstoreOpt, Env, JobIdOpt, JobOpt, S3EndpointOpt, StoreOpt, TaskOpt
+from statectl.errors import NotFoundError, UsageError
+
+app = typer.Typer(help="Inspect or break the lease that keeps two backups of a store from running at once.",
+                  no_args_is_help=True, rich_markup_mode=None)
+
+BREAK_EPILOG = (
+    "A backup or gc takes the store's lease (leases/<job>/<job-id>/<task>/<store>.json in the blob store) and "
+    "renews it while it runs. A holder that was killed on this host frees it at once; one killed on another host "
+    "holds it until it expires (5 minutes after its last renewal). Break it sooner only when you know the holder "
+    "is gone: a holder still running then fails before it commits, and nothing else changes.\n\n"
+    "Examples:\n\n"
+    "  statectl lease show --job page-views --store counts --task 'Partition 0'\n\n"
+    "  statectl lease break --job page-views --store counts --task 'Partition 0' --yes\n\n"
+    "Exit codes: 0 ok, 2 usage (no --yes and no terminal to ask on), 10 no lease, "
+    "11 held by a running process on this host (without --force), or taken over meanwhile."
+)
+
+
+def _describe(h) -> str:
+    state = "released" if h.released else ("held" if h.live else "stale (expired or left by a dead process)")
+    return (f"lease of {h.store or h.key}: {state}; {h.operation} on host {h.host}, pid {h.pid}, "
+            f"since {h.started}, expires {h.expires}")
+
+
+@app.command("show", epilog="Example:\n\n  statectl lease show --job page-views --store counts\n\n"
+                            "Exit codes: 0 ok, 10 the store has no lease.")
+def show(
+    ctx: typer.Context,
+    blobstore: BlobstoreOpt = None,
+    s3_endpoint: S3EndpointOpt = None,
+    job: JobOpt = None,
+    job_id: JobIdOpt = None,
+    task: TaskOpt = None,
+    store: StoreOpt = None,
+) -> None:
+    """Show who holds a store's lease, since when and until when (UTC). Read-only."""
+    from statectl.engine.lease import read_lease
+
+    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
+    try:
+        ref = env.ref()
+        holder = read_lease(env.blobstore, ref)
+        if holder is None:
+            raise NotFoundError(f"no lease of {ref} in {env.blobstore.url}", hint="no backup of it ever ran there")
+        env.emit(holder, _describe(holder))
+    finally:
+        env.close()
+
+
+@app.command("break", epilog=BREAK_EPILOG)
+def break_(
+    ctx: typer.Context,
+    blobstore: BlobstoreOpt = None,
+    s3_endpoint: S3EndpointOpt = None,
+    job: JobOpt = None,
+    job_id: JobIdOpt = None,
+    task: TaskOpt = None,
+    store: StoreOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Break it even when its holder is a running process on this host.")] = False,
+) -> None:
+    """Release a store's lease left by a crashed backup, after showing its holder and asking."""
+    from statectl.engine.lease import break_lease, read_lease
+
+    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
+    try:
+        ref = env.ref()
+        if not yes and not sys.stdin.isatty():
+            raise UsageError("lease break needs confirmation and there is no terminal to ask on",
+                             hint="pass --yes (after 'statectl lease show' to see the holder)")
+        holder = read_lease(env.blobstore, ref)
+        if holder is None:
+            raise NotFoundError(f"no lease of {ref} in {env.blobstore.url}", hint="no backup of it ever ran there")
+        if not holder.released and not yes:
+            sys.stderr.write(_describe(holder) + "\n")
+            if not typer.confirm("Break it?", default=False, err=True):
+                raise typer.Exit(1)
+        done = break_lease(env.blobstore, ref, expected=holder, force=force)
+        env.emit(done, f"lease of {ref} was already released" if holder.released else f"broke the lease of {ref}")
+    finally:
+        env.close()

@@ -1,0 +1,49 @@
+"""Disaster recovery with credentials that can only read and list: restore, diff and snapshots work, and
+change nothing in the bucket, even with an interrupted cleanup pending (that is for the next backup or gc,
+which hold the store's lease)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.integration.test_bad_input import (WHERE, assert_error, bucket_listing, make_world, s3_env)
+from tests.tools.genstore import fingerprint, make_store
+
+
+def test_read_only_credentials_restore_with_a_cleanup_pending(tmp_path: Path, seaweed_auth):
+    world = make_world(tmp_path, keys=400)
+    bucket = seaweed_auth.make_bucket()
+    url = f"s3://{bucket}/statectl"
+    rw = s3_env(world.tmp, seaweed_auth.endpoint, seaweed_auth.access_key, seaweed_auth.secret_key)
+    ro = s3_env(world.tmp, seaweed_auth.endpoint, seaweed_auth.readonly_access_key, seaweed_auth.readonly_secret_key)
+    backup = ["backup", *WHERE, "--state-dir", str(world.state), "--blobstore", url]
+    assert world.run(*backup, env=rw).returncode == 0
+    make_store(world.store, 200, 100, seed=11, start=50_000)
+    expected = fingerprint(world.store)
+    # The next backup commits, then dies before its cleanup: the cleanup stays pending.
+    p = world.run(*backup, env=dict(rw, STATECTL_FAILPOINTS="after-commit=kill"))
+    assert p.returncode == -9, p.stderr
+    records = [json.loads(seaweed_auth.client.get_object(Bucket=bucket, Key=o[0])["Body"].read())
+               for o in bucket_listing(seaweed_auth.client, bucket) if "/checkpoints/" in o[0]]
+    assert sorted(r["cleanup-done"] for r in records) == [False, True]
+
+    listing = bucket_listing(seaweed_auth.client, bucket)
+    assert_error(world.run(*backup, env=ro), 12, bucket)  # the identity really cannot write
+    target = world.tmp / "recovered"
+    for args in (["restore", *WHERE, "--target-dir", str(target), "--blobstore", url],
+                 ["restore", *WHERE, "--state-dir", str(world.state), "--blobstore", url],
+                 ["diff", *WHERE, "--state-dir", str(world.state), "--blobstore", url],
+                 ["snapshots", "list", *WHERE, "--blobstore", url],
+                 ["snapshots", "show", *WHERE, "--blobstore", url],
+                 ["snapshots", "verify", "--download", *WHERE, "--blobstore", url]):
+        p = world.run(*args, env=ro)
+        assert p.returncode == 0, (args, p.stderr)
+    assert fingerprint(target) == expected == fingerprint(world.store)
+    assert bucket_listing(seaweed_auth.client, bucket) == listing
+
+    # The next backup, which can write and holds the lease, finishes the cleanup.
+    assert world.run(*backup, env=rw).returncode == 0
+    records = [json.loads(seaweed_auth.client.get_object(Bucket=bucket, Key=o[0])["Body"].read())
+               for o in bucket_listing(seaweed_auth.client, bucket) if "/checkpoints/" in o[0]]
+    assert [r["cleanup-done"] for r in records] == [True]
