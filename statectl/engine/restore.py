@@ -101,6 +101,7 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     local = {rel: src for rel, fi in files if (src := _local_copy(sources, rel, fi)) is not None}
     to_fetch = [(rel, fi) for rel, fi in files if rel not in local]
     check_blob_sizes(blobstore, to_fetch, opts.range_size, opts.parallelism)  # before touching the disk
+    check_free_space(target, sum(fi.size for _, fi in to_fetch))
     remove_dead_temp_dirs(target)
     tmp = target.parent / f".{target.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     reused = downloaded_bytes = 0
@@ -145,6 +146,24 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         duration_s=round(time.monotonic() - started, 3),
         notes=list(getattr(progress, "notes", [])),
     )
+
+
+def check_free_space(target: Path, need: int) -> None:
+    """Raise DiskFullError when the filesystem that will hold ``target`` has fewer than ``need`` bytes
+    free for this user, before anything is written. (A disk that fills meanwhile still fails the
+    restore cleanly: the writes report ENOSPC.)"""
+    where = target.parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        st = os.statvfs(where)
+    except OSError:
+        return  # nothing to go by: the writes will tell
+    free = st.f_bavail * st.f_frsize
+    if need > free:
+        raise DiskFullError(f"no space left on device for restoring into {target}: the snapshot needs {need} bytes "
+                            f"more, {free} are free; the old store is untouched",
+                            hint=f"free some space in {where}, or restore elsewhere with --target-dir")
 
 
 def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullError:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +14,7 @@ from statectl.engine.layout import StoreRef
 from statectl.engine.progress import NullProgress, ProgressReporter
 from statectl.engine.transfer import blob_ranges, run_parallel
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError, NotFoundError, SnapshotNotFoundError
+from statectl.snapshot.crc import crc32
 from statectl.snapshot.model import SnapshotIndex, parse_index
 
 
@@ -98,7 +98,7 @@ class _CrcSink:
         self._progress = progress
 
     def write(self, data: bytes) -> int:
-        self.crc = zlib.crc32(data, self.crc)
+        self.crc = crc32(data, self.crc)
         self.n += len(data)
         self._progress.advance(len(data))
         return len(data)

@@ -12,13 +12,13 @@ import grp
 import os
 import pwd
 import stat
-import zlib
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable, Iterator, Union
 
 from statectl.errors import StatectlError, UnsafePathError
+from statectl.snapshot.crc import crc32
 from statectl.snapshot.model import ROOT_DIR_NAME, DirIndex, FileIndex, check_name
 
 LARGE_FILE_BYTES = 1024 * 1024
@@ -33,7 +33,7 @@ def file_crc32(path: str | os.PathLike[str]) -> int:
         buf = bytearray(CRC_BUFFER)
         view = memoryview(buf)
         while n := f.readinto(buf):
-            crc = zlib.crc32(view[:n], crc)
+            crc = crc32(view[:n], crc)
     return crc
 
 
