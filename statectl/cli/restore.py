@@ -74,7 +74,8 @@ def restore(
         else:
             sdir = env.store_dir(store_dir)
         opts = RestoreOptions(ref=env.ref(), store_dir=sdir, target_dir=target_dir, snapshot=snapshot,
-                              parallelism=env.settings.parallelism, force=force, from_other_store=from_other_store)
+                              parallelism=env.settings.parallelism, force=force, from_other_store=from_other_store,
+                              state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None)
         r = run_restore(opts, env.blobstore, env.checkpoints, env.progress())
         env.emit(r, f"restored snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) into {r.target_dir}: "
                     f"{r.files_total} files, {r.files_downloaded} downloaded ({human_bytes(r.bytes_downloaded)}), "

@@ -23,8 +23,8 @@ from typing import Any
 
 from statectl.engine.layout import StoreRef
 from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.restore import (TMP_INFIX, check_target, discard_old, fsync_tree, remove_dead_temp_dirs,
-                                     resolve_target, swap_into_place)
+from statectl.engine.restore import (TMP_INFIX, check_target, discard_old, fsync_tree, note_if_linked,
+                                     remove_dead_temp_dirs, resolve_target, swap_into_place)
 from statectl.errors import DiskFullError, SnapshotNotFoundError, StatectlError, UsageError
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import OFFSET_V2, offsets_json, write_offset_file
@@ -108,8 +108,9 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
     opts.validate()
     progress = progress or NullProgress()
     started = time.monotonic()
-    target = resolve_target(Path(opts.target_dir), progress)
+    target = resolve_target(Path(opts.target_dir))
     check_target(target, opts.force)
+    note_if_linked(Path(opts.target_dir), target, progress)
 
     from statectl.kafka.client import PartitionReader, open_consumer, require_partition
 

@@ -51,11 +51,12 @@ def read_index(blobstore: BlobStore, blob_id: str, *, what: str = "snapshot") ->
 
 
 def is_data_blob_id(blob_id: str) -> bool:
-    """Whether ``blob_id`` has the shape of a data blob key: under ``blobs/``, no empty, ``.`` or ``..``
-    segment, no NUL."""
+    """Whether ``blob_id`` has the shape of a data blob key: under ``blobs/``; no empty or hidden segment
+    (``.``, ``..``, a blob store's ``.tmp-`` files); no control character; not a name a blob store keeps
+    for itself (``.ttl`` sidecars, ``.lock`` files)."""
     parts = blob_id.split("/")
-    return (blob_id.startswith(BLOB_PREFIX) and len(parts) >= 2 and "\x00" not in blob_id
-            and all(p not in ("", ".", "..") for p in parts))
+    return (blob_id.startswith(BLOB_PREFIX) and len(parts) >= 2 and blob_id.isprintable()
+            and all(p and not p.startswith(".") for p in parts) and not parts[-1].endswith((".ttl", ".lock")))
 
 
 def check_blob_ids(index: SnapshotIndex) -> None:

@@ -92,9 +92,9 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
     deletes a blob that a committed snapshot kept by retention references, nor one a live backup may
     still commit, nor one younger than the grace period unless its TTL ran out.
 
-    Raises UsageError for bad options, CorruptSnapshotError when a retained snapshot's index is
-    malformed (what it references is unknown, so nothing is swept), BlobStoreError / AuthError for
-    blob store failures. Idempotent; safe to run while backups run and alongside another gc.
+    Raises UsageError for bad options, BlobStoreError / AuthError for blob store failures. A retained
+    snapshot whose index is malformed suspends the sweep of unreferenced blobs (what it references is
+    unknown) with a note; everything else goes on. Idempotent; safe to run while backups run and alongside another gc.
     """
     opts.validate()
     progress = progress or NullProgress()
@@ -114,7 +114,11 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
     result.stores = len(refs)
     for ref in refs:
         _settle_store(ref, opts, blobstore, checkpoints, result, deleted, sizes)
-    referenced = _referenced(list(checkpoints.refs()), opts, blobstore, checkpoints, started_wall)
+    referenced, unreadable = _referenced(list(checkpoints.refs()), opts, blobstore, checkpoints, started_wall)
+    for ref, blob_id, error in unreadable:
+        result.notes.append(f"{ref}: the index {blob_id} of a retained snapshot is malformed ({error}); what it "
+                            "references is unknown, so no unreferenced blob is swept until retention drops it "
+                            "(the next backups do) or it is repaired")
 
     horizon = min(started_wall - opts.grace_seconds, protect_from)
     doomed: list[GcAction] = []
@@ -124,7 +128,7 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
         if info.key in referenced or info.modified_at >= protect_from:
             result.blobs_kept += 1
             continue
-        if info.modified_at < horizon:
+        if info.modified_at < horizon and not unreadable:
             doomed.append(GcAction(info.key, info.size, "unreferenced, older than the grace period"))
             continue
         expires = info.expires_at
@@ -231,9 +235,12 @@ def _settle_leased(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpo
 
 
 def _referenced(refs: list[StoreRef], opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-                started_wall: float) -> set[str]:
-    """Blobs of every committed snapshot in the catalog and of pending ones still within the grace."""
+                started_wall: float) -> tuple[set[str], list[tuple[StoreRef, str, str]]]:
+    """Blobs of every committed snapshot in the catalog and of pending ones still within the grace, and
+    (ref, index blob id, error) of each such snapshot whose index is malformed: what it references is
+    unknown, so while there is one the caller sweeps no unreferenced blob."""
     keys: set[str] = set()
+    unreadable: list[tuple[StoreRef, str, str]] = []
     for ref in refs:
         try:
             latest = checkpoints.latest(ref)
@@ -252,10 +259,9 @@ def _referenced(refs: list[StoreRef], opts: GcOptions, blobstore: BlobStore, che
                 keys |= snapshot_blob_ids(r.index_blob_id, read_index(blobstore, r.index_blob_id))
             except SnapshotNotFoundError:
                 pass
-            except CorruptSnapshotError:
-                # An unreadable index: we cannot tell what it references, so delete nothing of this store's.
-                raise
-    return keys
+            except CorruptSnapshotError as e:
+                unreadable.append((ref, r.index_blob_id, str(e)))
+    return keys, unreadable
 
 
 def _delete_task(blobstore: BlobStore, keys: list[str]):

@@ -23,7 +23,7 @@ from statectl.engine.checkpoints import BlobCheckpointStore
 from statectl.engine.common import check_parallelism, resolve_snapshot, snapshot_owner
 from statectl.engine.layout import StoreRef, checkpoint_dir, local_checkpoint_dirs
 from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.transfer import DownloadItem, blob_ranges, download_files, run_parallel
+from statectl.engine.transfer import DownloadItem, blob_ranges, check_blobs, download_files
 from statectl.errors import (BlobNotFoundError, ChecksumMismatchError, CorruptSnapshotError, DiskFullError,
                              LockHeldError, StatectlError, UsageError)
 from statectl.rocks.store import check_not_held, is_store
@@ -40,7 +40,7 @@ IMMUTABLE_SUFFIXES = (".sst", ".blob")
 class RestoreOptions:
     """What to restore where. ``target_dir`` defaults to the store dir; ``force`` allows replacing a
     non-empty target that is not a RocksDB store (never one that holds a store, the blob store or a
-    mount point); ``from_other_store`` allows ``snapshot`` to name a snapshot of another job, task or
+    mount point); ``state_dir`` (when known) protects the job's other stores from being replaced; ``from_other_store`` allows ``snapshot`` to name a snapshot of another job, task or
     store (a deliberate cross-restore)."""
 
     ref: StoreRef
@@ -51,6 +51,7 @@ class RestoreOptions:
     range_size: int = DEFAULT_RANGE_SIZE
     force: bool = False
     from_other_store: bool = False
+    state_dir: Path | None = None  # the job's state base dir, when known: its other stores are never replaced
 
     def validate(self) -> None:
         check_parallelism(self.parallelism)
@@ -84,8 +85,11 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     opts.validate()
     progress = progress or NullProgress()
     started = time.monotonic()
-    target = resolve_target(Path(opts.target_dir or opts.store_dir), progress)
-    check_target(target, opts.force, blob_root=local_blobstore_root(blobstore.url))
+    asked = Path(opts.target_dir or opts.store_dir)
+    target = resolve_target(asked)
+    check_target(target, opts.force, blob_root=local_blobstore_root(blobstore.url), own_store=opts.store_dir,
+                 state_dir=opts.state_dir)
+    note_if_linked(asked, target, progress)
 
     # A restore only reads the blob store: an interrupted cleanup is finished by the next backup or gc,
     # which hold the store's lease (and a restore may run with read-only credentials).
@@ -181,7 +185,15 @@ def local_blobstore_root(url: str) -> Path | None:
     return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
 
-def resolve_target(path: Path, progress: ProgressReporter | None = None) -> Path:
+def note_if_linked(asked: Path, target: Path, progress: ProgressReporter) -> None:
+    """Say so when the target asked for reached ``target`` through a symlink (after the checks: a refused
+    restore prints its error alone)."""
+    path = Path(asked).absolute()
+    if any(p.is_symlink() for p in (path, *path.parents)):
+        progress.note(f"{path} is a symlink: restoring into {target}")
+
+
+def resolve_target(path: Path) -> Path:
     """The real path a restore writes to: symlinks (of the target itself or of its parents) are followed,
     so the store is built beside the real directory and swapped in there, and the link keeps pointing
     at it. Raises UsageError for a dangling link or a symlink loop, before anything is written."""
@@ -190,33 +202,53 @@ def resolve_target(path: Path, progress: ProgressReporter | None = None) -> Path
         real = path.resolve()
     except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop (Python 3.11)
         raise UsageError(f"restore target {path} cannot be resolved: {e}") from None
-    if os.path.lexists(path) and not path.exists():
-        raise UsageError(f"restore target {path} is a symlink to {real}, which does not exist",
-                         hint="create the directory it points to, or pass another --target-dir")
-    if real != path and progress is not None:
-        progress.note(f"{path} is a symlink: restoring into {real}")
+    for link in (path, *path.parents):  # a dangling link anywhere on the way: never create what it names
+        if link.is_symlink() and not link.exists():
+            raise UsageError(f"restore target {path}: {link} is a symlink to {os.readlink(link)}, which does not exist",
+                             hint="create the directory it points to, or pass another --target-dir")
     return real
 
 
-def check_target(target: Path, force: bool, *, blob_root: Path | None = None) -> None:
+def check_target(target: Path, force: bool, *, blob_root: Path | None = None, own_store: Path | None = None,
+                 state_dir: Path | None = None) -> None:
     """Refuse a target a restore must not replace, before anything is written.
 
-    ``target`` is a resolved path (resolve_target). Refused: a filesystem root; a target inside a RocksDB
-    store, or overlapping the ``file://`` blob store at ``blob_root`` (inside it or containing it); a
-    target that is not a dir; a store held by a running process (LockHeldError); a non-empty dir that is
-    not a store unless ``force``, and even with ``force`` one that holds a RocksDB store or a mount point.
+    ``target`` is a resolved path (resolve_target). Refused (UsageError): a filesystem root or a mount
+    point (a rename cannot replace it); a target inside a RocksDB store, or overlapping the ``file://``
+    blob store at ``blob_root`` (inside it or containing it, by path or, for bind mounts and other
+    aliases, by device and inode); another store's dir, or a dir holding stores, inside ``state_dir``
+    (anything but ``own_store``); a target that is not a dir; a non-empty dir that is not a store unless
+    ``force``, and even with ``force`` one that holds a RocksDB store, a mount point or the blob store.
+    LockHeldError for a store held by a running process.
     """
     if target.parent == target:
         raise UsageError(f"refusing to restore into {target}: it is the root of the filesystem")
+    blob_id = None
     if blob_root is not None:
         root = Path(os.path.realpath(blob_root))
         if _within(target, root) or _within(root, target):
             raise UsageError(f"refusing to restore into {target}: it overlaps the blob store at {root}",
                              hint="restore into a dir outside the blob store (--target-dir)")
+        blob_id = _dev_ino(root)
+        for parent in (target, *target.parents):
+            if blob_id is not None and _dev_ino(parent) == blob_id:
+                raise UsageError(f"refusing to restore into {target}: {parent} is the blob store at {root} "
+                                 "(through a bind mount or another alias)",
+                                 hint="restore into a dir outside the blob store (--target-dir)")
     for parent in target.parents:
         if is_store(parent):
             raise UsageError(f"refusing to restore into {target}: it is inside the RocksDB store {parent}",
                              hint="pick a --target-dir outside any store")
+    if target in _mount_points():
+        raise UsageError(f"refusing to restore into {target}: it is a mount point, which a restore cannot swap",
+                         hint="restore into a dir inside the mounted filesystem")
+    own = Path(os.path.realpath(own_store)) if own_store is not None else None
+    if state_dir is not None and target != own:
+        state = Path(os.path.realpath(state_dir))
+        if _within(target, state) and target != state and os.path.lexists(target) and is_store(target):
+            raise UsageError(f"refusing to restore into {target}: it is another store's dir in the state dir {state}",
+                             hint="restore a store into its own dir (--store, --task), or into a dir outside the "
+                                  "state dir")
     if not os.path.lexists(target):
         return
     if not target.is_dir():
@@ -227,22 +259,65 @@ def check_target(target: Path, force: bool, *, blob_root: Path | None = None) ->
         except LockHeldError as e:  # the hint of backup (--checkpoint-dir) does not apply to a restore
             hint = "stop the job that holds it, or restore elsewhere with --target-dir"
             raise LockHeldError(str(e), hint=hint) from None
+        _check_replaceable(target, blob_id, allow_store=True)
         return
     if not any(target.iterdir()):
         return
     if not force:
         raise UsageError(f"restore target {target} is not empty and is not a RocksDB store",
                          hint="pick an empty or new --target-dir, or pass --force to replace it")
-    # --force replaces a dir of junk, never other state: walk it (a restore would delete all of it anyway).
+    _check_replaceable(target, blob_id, allow_store=False)
+
+
+def _check_replaceable(target: Path, blob_id: tuple[int, int] | None, *, allow_store: bool) -> None:
+    """A restore deletes the dir it replaces, all of it: walk it first (without following links) and refuse
+    one that reaches other state: a mount point (bind mounts on the same filesystem included), the blob
+    store under any name, or (unless ``allow_store``: the target is the store being replaced) a store."""
+    mounts = [m for m in _mount_points() if _within(m, target) and m != target]
+    if mounts:
+        raise UsageError(f"refusing to replace {target}: {mounts[0]} is a mount point",
+                         hint="unmount it, or pick an empty or new --target-dir")
+    top_dev = os.lstat(target).st_dev
     for dirpath, dirnames, _ in os.walk(target):
         for name in dirnames:
             sub = Path(dirpath, name)
-            if os.path.ismount(sub):
+            ident = _dev_ino(sub, follow=False)
+            if ident is None:
+                continue
+            if ident[0] != top_dev or os.path.ismount(sub):
                 raise UsageError(f"refusing to replace {target}: {sub} is a mount point",
+                                 hint="unmount it, or pick an empty or new --target-dir")
+            if blob_id is not None and ident == blob_id:
+                raise UsageError(f"refusing to replace {target}: {sub} is the blob store",
                                  hint="pick an empty or new --target-dir")
-            if is_store(sub):
+            if not allow_store and is_store(sub):
                 raise UsageError(f"refusing to replace {target}: it holds the RocksDB store {sub}",
                                  hint="pick an empty or new --target-dir, or the store's own dir")
+
+
+def _dev_ino(path: Path, *, follow: bool = True) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _mount_points() -> list[Path]:
+    """Every mount point of this process's mount namespace (Linux /proc/self/mountinfo; bind mounts of a
+    dir on its own filesystem included, which st_dev cannot tell); empty where unavailable."""
+    import re
+
+    try:
+        text = Path("/proc/self/mountinfo").read_text(errors="surrogateescape")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:  # field 5 is the mount point, with space, tab, newline and \ as octal escapes
+            out.append(Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])))
+    return out
 
 
 def _within(path: Path, root: Path) -> bool:
@@ -253,33 +328,22 @@ def check_blob_sizes(blobstore: BlobStore, files: list[tuple[str, FileIndex]], r
                      parallelism: int) -> None:
     """Check that the blobs tile every file as the index says, before anything is written.
 
-    Every file's blob offsets must tile its size (blob_ranges). Blobs the index says are larger than one
-    download range are stat'ed, so that a size claim no blob backs (an index saying 10**15 bytes) is a
-    CorruptSnapshotError at once, instead of a plan of billions of ranges or a preallocation that fills
-    the disk. Smaller blobs are checked as they download (their last range is open-ended).
+    Every file's blob offsets must tile its size (blob_ranges). The blobs of every file larger than one
+    download range (the files a restore preallocates and fetches in parallel ranges) are stat'ed, so that
+    a size claim no blob backs (an index saying 10**15 bytes) is a CorruptSnapshotError at once, instead of
+    a plan of billions of ranges or a preallocation that fills the disk. Smaller files are neither
+    preallocated nor stat'ed: their one open-ended range shows a wrong size as it downloads.
     """
-    big: list[tuple[str, str, int]] = []
     for rel, fi in files:
-        for blob_id, _, length in blob_ranges(fi, f"file {rel}"):
-            if length > range_size:
-                big.append((rel, blob_id, length))
-
-    def task(rel: str, blob_id: str, length: int):
-        def run(cancel) -> None:
-            if cancel.is_set():
-                return
-            try:
-                size = blobstore.stat(blob_id).size
-            except BlobNotFoundError:
-                raise CorruptSnapshotError(f"blob {blob_id} of {rel} is missing from {blobstore.url}",
-                                           hint="run 'statectl snapshots verify' to list every missing blob") from None
-            if size != length:
-                raise ChecksumMismatchError(f"blob {blob_id} of {rel} has {size} bytes, the index says {length}",
-                                            hint="the snapshot's index or blobs are damaged; restore an older "
-                                                 "snapshot with --snapshot")
-        return run
-
-    run_parallel([task(*b) for b in big], parallelism)
+        blob_ranges(fi, f"file {rel}")
+    problems = check_blobs(blobstore, [(rel, fi) for rel, fi in files if fi.size > range_size], parallelism)
+    for p in problems:
+        if p.missing:
+            raise CorruptSnapshotError(f"blob {p.blob_id} of {p.rel} is missing from {blobstore.url}",
+                                       hint="run 'statectl snapshots verify' to list every missing blob")
+        raise ChecksumMismatchError(f"blob {p.blob_id} of {p.rel}: {p.reason}",
+                                    hint="the snapshot's index or blobs are damaged; restore an older snapshot "
+                                         "with --snapshot")
 
 
 def _reuse_sources(store_dir: Path, target: Path, checkpoint_id: str) -> list[Path]:

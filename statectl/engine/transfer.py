@@ -310,6 +310,44 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
     return out
 
 
+@dataclass(frozen=True)
+class BlobProblem:
+    """A blob of a snapshot that is missing, or whose size is not what the index says."""
+
+    rel: str
+    blob_id: str
+    missing: bool
+    reason: str
+
+
+def check_blobs(blobstore: BlobStore, files: list[tuple[str, FileIndex]], parallelism: int) -> list[BlobProblem]:
+    """Stat every blob of ``files`` (rel path, FileIndex) in parallel and return the missing ones and those
+    whose size differs from the index (empty: all there). Reads only. Raises CorruptSnapshotError when a
+    file's blob offsets do not tile it (blob_ranges), and the blob store's errors."""
+    problems: list[BlobProblem] = []
+    lock = threading.Lock()
+
+    def task(rel: str, blob_id: str, length: int) -> Callable[[threading.Event], None]:
+        def run(cancel: threading.Event) -> None:
+            if cancel.is_set():
+                raise _Cancelled()
+            try:
+                size = blobstore.stat(blob_id).size
+            except BlobNotFoundError:
+                problem = BlobProblem(rel, blob_id, True, "blob not found")
+            else:
+                if size == length:
+                    return
+                problem = BlobProblem(rel, blob_id, False, f"blob has {size} bytes, the index says {length}")
+            with lock:
+                problems.append(problem)
+        return run
+
+    tasks = [task(rel, blob_id, length) for rel, fi in files for blob_id, _, length in blob_ranges(fi, f"file {rel}")]
+    run_parallel(tasks, parallelism)
+    return sorted(problems, key=lambda p: (p.rel, p.blob_id))
+
+
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
                    progress: ProgressReporter) -> int:
     """Download files in parallel (large blobs as several ranged GETs), verifying size and CRC32, then
@@ -325,7 +363,10 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
         ranges = blob_ranges(item.index, f"file {item.rel}")
         state = _FileState(item, len(ranges))
         states.append(state)
-        _create(item.dest, item.index.size)
+        # Only a file of several ranges (whose blob sizes the caller checked: check_blobs) is preallocated:
+        # its ranges land in parallel. A one-range file is written in order, and an unchecked size claim
+        # must not reserve disk it will never fill.
+        _create(item.dest, item.index.size if item.index.size > range_size else 0)
         if not ranges:
             state.finish_empty()
             continue
@@ -352,6 +393,7 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
 
 
 def _create(dest: Path, size: int) -> None:
+    """Create (or truncate) ``dest``, preallocating ``size`` bytes where the filesystem can."""
     try:
         fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:

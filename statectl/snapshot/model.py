@@ -275,6 +275,10 @@ def check_name(name: str, where: str, *, root: bool = False) -> str:
         return name
     if name in ("", ".", "..") or "/" in name or "\x00" in name or "\\" in name:
         raise UnsafePathError(f"unsafe name {name!r} in index at {where}: it would escape the target dir")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, from a JSON escape such as \ud800: no file can have it
+        raise IndexFormatError(f"malformed index: name {name!r} at {where} is not valid Unicode") from None
     return name
 
 
