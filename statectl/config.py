@@ -26,6 +26,8 @@ from statectl.errors import ConfigError, UsageError
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.IGNORECASE)
+# What botocore reads from the environment when statectl passes no credentials and no AWS profile.
+AWS_SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -62,6 +64,29 @@ def _int(v: Any) -> int:
     return int(v)
 
 
+def check_secret(value: str) -> None:
+    """Raise ValueError, without the value, unless ``value`` is printable ASCII without whitespace.
+
+    Access keys, secret keys and session tokens never hold anything else; a trailing newline or CR from
+    a file, or a non-ASCII character, would only make the HTTP layer fail with the value in its message.
+    """
+    for ch in value:
+        if ch in "\r\n":
+            raise ValueError("it contains a line break (a trailing newline, or CRLF line ends?)")
+        if ch.isspace():
+            raise ValueError("it contains whitespace")
+        if not ch.isascii():
+            raise ValueError("it contains a non-ASCII character")
+        if not ch.isprintable():
+            raise ValueError("it contains a control character")
+
+
+def _secret(v: Any) -> str:
+    v = _str(v)
+    check_secret(v)
+    return v
+
+
 def _output(v: Any) -> str:
     v = _str(v).lower()
     if v not in ("text", "json"):
@@ -92,9 +117,9 @@ KEYS: dict[str, Key] = {
     "blobstore": Key(_str, None, help="blob store URL: file:///path or s3://bucket/prefix"),
     "s3_endpoint": Key(_str, help="endpoint URL of an S3-compatible store"),
     "s3_region": Key(_str),
-    "s3_access_key_id": Key(_str, secret=True),
-    "s3_secret_access_key": Key(_str, secret=True),
-    "s3_session_token": Key(_str, secret=True),
+    "s3_access_key_id": Key(_secret, secret=True),
+    "s3_secret_access_key": Key(_secret, secret=True),
+    "s3_session_token": Key(_secret, secret=True),
     "s3_profile": Key(_str, help="AWS shared-config profile for boto3"),
     "kafka": Key(_str, help="Kafka bootstrap servers HOST:PORT[,..]"),
     "job": Key(_str),
@@ -190,6 +215,8 @@ def load_profile(path: Path, profile: str, explicit_profile: bool) -> dict[str, 
             try:
                 spec.parse(value)
             except (TypeError, ValueError, UsageError) as e:
+                if spec.secret:
+                    raise _secret_error(f"{path}: [{name}] key {key!r}", e) from None
                 raise ConfigError(f"{path}: [{name}] key {key!r}: invalid value {value!r} ({e})") from None
     if profile not in data:
         if explicit_profile:
@@ -229,10 +256,27 @@ def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str
             parsed = spec.parse(raw)
         except (TypeError, ValueError, UsageError) as e:
             where = {"flag": f"--{name.replace('_', '-')}"}.get(source, source)
+            if spec.secret:
+                raise _secret_error(f"{name} from {where}", e) from None
             raise (UsageError if source == "flag" else ConfigError)(f"{where}: invalid value {raw!r} ({e})") from None
         values[name] = Value(parsed, source)
     if values["blobstore"].value is None:
         from statectl.blobstore import default_blobstore_url
 
         values["blobstore"] = Value(default_blobstore_url(), "default")
+    if (str(values["blobstore"].value).startswith("s3://") and not values["s3_access_key_id"].value
+            and not values["s3_profile"].value):
+        # Without statectl's own credentials or an AWS profile, botocore takes these from the environment.
+        for name in AWS_SECRET_ENV:
+            try:
+                check_secret(env.get(name) or "")
+            except ValueError as e:
+                raise _secret_error(f"env {name}", e) from None
     return Settings(values, path, profile_name)
+
+
+def _secret_error(where: str, e: Exception) -> ConfigError:
+    """The error for an invalid secret setting: names it and its source, never its value."""
+    return ConfigError(f"{where}: invalid value: {e}; the value is not shown",
+                       hint="access keys, secret keys and session tokens are printable ASCII without spaces: "
+                            "check how it was set (e.g. a file with CRLF line ends, or a copy-paste)")

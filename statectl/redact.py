@@ -3,33 +3,68 @@
 Masking happens at the output edge, on whatever text is about to be written, rather than in each message:
 a secret can arrive inside a library's exception or log record that statectl did not word. Masked are
 the values of the secret settings (S3 secret key and session token, and the access key id the config
-marks secret), the same from the AWS_* environment, and the password of any ``scheme://user:pass@host``.
+marks secret), the same from the AWS_* environment, the password of any ``scheme://user:pass@host``
+and the values of secret-looking query parameters (``?X-Amz-Signature=...``, ``&token=...``).
+
+A registered secret is masked in every form it is printed in, not only as itself: URL-encoded, as the
+inside of its ``repr()`` (``\\r``, ``\\n``, ``\\xe9``), as the inside of the ``b'...'`` literal of its
+UTF-8 bytes (how botocore logs and rejects header values), JSON-escaped, and each of those once more
+with its backslashes doubled (a repr inside a repr). The config refuses secrets with control, space or
+non-ASCII characters in the first place (statectl.config), so these forms matter for secrets that reach
+statectl another way (~/.aws, URLs).
+
+The userinfo of a URL is everything between ``://`` and the last ``@`` of the URL token (the text up
+to whitespace, a quote, a backtick or angle bracket): a raw ``@``, ``/``, ``:`` or ``#`` in a password
+is masked with the rest of it. A URL whose path holds an ``@`` after a ``host:port`` is masked from the
+port on: an over-masked path is a lesser evil than a half-masked password.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import threading
 from typing import Iterable, Mapping
-from urllib.parse import quote, urlparse
+from urllib.parse import quote, unquote
 
 MASK = "****"
 MIN_SECRET = 4  # shorter values would mask ordinary words
 SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "STATECTL_S3_SECRET_ACCESS_KEY",
               "STATECTL_S3_SESSION_TOKEN", "STATECTL_S3_ACCESS_KEY_ID")
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s'\"]*):(?P<pw>[^/@\s'\"]+)@")
+_TOKEN_END = r"\s'\"`<>"
+# head = scheme://user, pw = the rest of the userinfo; the greedy pw backtracks to the token's last "@".
+_URL_PASSWORD = re.compile(rf"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/:{_TOKEN_END}]*):(?P<pw>[^{_TOKEN_END}]+)@")
+_SECRET_QUERY = re.compile(
+    rf"(?P<key>[?&;](?:[A-Za-z0-9_.-]*(?:secret|token|passw(?:or)?d|pwd|signature|credential|api[_-]?key"
+    rf"|access[_-]?key)[A-Za-z0-9_.-]*|sig)=)(?P<value>[^&#{_TOKEN_END}]+)", re.IGNORECASE)
 _secrets: set[str] = set()
 _lock = threading.Lock()
 
 
+def printed_forms(value: str) -> set[str]:
+    """The ways ``value`` can appear in printed text: itself, URL-encoded, repr-, unicode-escape-,
+    bytes-literal- and JSON-escaped, and the escaped ones with their backslashes doubled."""
+    escaped = {
+        repr(value)[1:-1],
+        value.encode("unicode_escape").decode("ascii"),
+        repr(value.encode("utf-8", "surrogatepass"))[2:-1],
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+    }
+    forms = {value, quote(value, safe="")} | escaped
+    forms |= {f.replace("\\", "\\\\") for f in escaped if "\\" in f}
+    return forms
+
+
 def add_secret(value: object) -> None:
-    """Mask ``value`` (and its URL-encoded form) from now on, wherever it appears."""
+    """Mask ``value`` in every printed form (see printed_forms) from now on, wherever it appears."""
     if not isinstance(value, str) or len(value) < MIN_SECRET:
         return
+    forms = printed_forms(value)
     with _lock:
-        _secrets.update({value, quote(value, safe="")})
+        _secrets.update(forms)
 
 
 def add_secrets(values: Iterable[object]) -> None:
@@ -38,12 +73,14 @@ def add_secrets(values: Iterable[object]) -> None:
 
 
 def add_url(url: object) -> None:
-    """Mask the password of a URL with userinfo."""
-    if isinstance(url, str) and "@" in url:
-        try:
-            add_secret(urlparse(url).password)
-        except ValueError:
-            pass
+    """Mask the password of a URL with userinfo (everything after ``user:`` up to the last ``@``), in
+    its URL-encoded and decoded forms, and the values of its secret-looking query parameters."""
+    if not isinstance(url, str):
+        return
+    for m in _URL_PASSWORD.finditer(url):
+        add_secrets((m["pw"], unquote(m["pw"])))
+    for m in _SECRET_QUERY.finditer(url):
+        add_secrets((m["value"], unquote(m["value"])))
 
 
 def add_from_env(env: Mapping[str, str] = os.environ) -> None:
@@ -53,16 +90,17 @@ def add_from_env(env: Mapping[str, str] = os.environ) -> None:
 
 
 def redact(text: str) -> str:
-    """``text`` with every known secret and URL password replaced by ****."""
+    """``text`` with every known secret (in any printed form), URL password and secret query value
+    replaced by ****."""
     if not text:
         return text
-    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@", text)
     with _lock:
         secrets = sorted(_secrets, key=len, reverse=True)
     for s in secrets:
         if s in text:
             text = text.replace(s, MASK)
-    return text
+    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@", text)
+    return _SECRET_QUERY.sub(lambda m: m["key"] + MASK, text)
 
 
 class RedactingFilter(logging.Filter):

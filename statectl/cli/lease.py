@@ -26,10 +26,13 @@ BREAK_EPILOG = (
 )
 
 
-def _describe(h) -> str:
-    state = "released" if h.released else ("held" if h.live else "stale (expired or left by a dead process)")
-    return (f"lease of {h.store or h.key}: {state}; {h.operation} on host {h.host}, pid {h.pid}, "
-            f"since {h.started}, expires {h.expires}")
+def _describe(h, problem: str = "") -> str:
+    if problem:
+        state = f"malformed ({problem}); it binds nobody: a backup takes it over, 'lease break' replaces it"
+    else:
+        state = "released" if h.released else ("held" if h.live else "stale (expired or left by a dead process)")
+    return (f"lease of {h.store or h.key}: {state}; {h.operation} on host {h.host or '?'}, pid {h.pid}, "
+            f"since {h.started or '?'}, expires {h.expires or '?'}")
 
 
 @app.command("show", epilog="Example:\n\n  statectl lease show --job page-views --store counts\n\n"
@@ -44,15 +47,16 @@ def show(
     store: StoreOpt = None,
 ) -> None:
     """Show who holds a store's lease, since when and until when (UTC). Read-only."""
-    from statectl.engine.lease import read_lease
+    from statectl.engine.lease import inspect_lease
 
     env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
     try:
         ref = env.ref()
-        holder = read_lease(env.blobstore, ref)
-        if holder is None:
+        found = inspect_lease(env.blobstore, ref)
+        if found is None:
             raise NotFoundError(f"no lease of {ref} in {env.blobstore.url}", hint="no backup of it ever ran there")
-        env.emit(holder, _describe(holder))
+        holder, problem = found
+        env.emit(holder, _describe(holder, problem))
     finally:
         env.close()
 
@@ -70,7 +74,7 @@ def break_(
     force: Annotated[bool, typer.Option("--force", help="Break it even when its holder is a running process on this host.")] = False,
 ) -> None:
     """Release a store's lease left by a crashed backup, after showing its holder and asking."""
-    from statectl.engine.lease import break_lease, read_lease
+    from statectl.engine.lease import break_lease, inspect_lease
 
     env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
     try:
@@ -78,14 +82,21 @@ def break_(
         if not yes and not sys.stdin.isatty():
             raise UsageError("lease break needs confirmation and there is no terminal to ask on",
                              hint="pass --yes (after 'statectl lease show' to see the holder)")
-        holder = read_lease(env.blobstore, ref)
-        if holder is None:
+        found = inspect_lease(env.blobstore, ref)
+        if found is None:
             raise NotFoundError(f"no lease of {ref} in {env.blobstore.url}", hint="no backup of it ever ran there")
-        if not holder.released and not yes:
-            sys.stderr.write(_describe(holder) + "\n")
+        holder, problem = found
+        if (problem or not holder.released) and not yes:
+            sys.stderr.write(_describe(holder, problem) + "\n")
             if not typer.confirm("Break it?", default=False, err=True):
                 raise typer.Exit(1)
         done = break_lease(env.blobstore, ref, expected=holder, force=force)
-        env.emit(done, f"lease of {ref} was already released" if holder.released else f"broke the lease of {ref}")
+        if problem:
+            text = f"replaced the malformed lease record of {ref} ({problem}) with a released one"
+        elif holder.released:
+            text = f"lease of {ref} was already released"
+        else:
+            text = f"broke the lease of {ref}"
+        env.emit(done, text)
     finally:
         env.close()

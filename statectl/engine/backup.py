@@ -31,9 +31,9 @@ from statectl.engine.layout import (
     new_checkpoint_id,
 )
 from statectl import failpoints
-from statectl.engine.lease import Lease
+from statectl.engine.lease import GC_WAIT_SECONDS, Lease
 from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.transfer import upload_files
+from statectl.engine.transfer import check_blobs, upload_files
 from statectl.errors import CorruptSnapshotError, NotFoundError, SnapshotNotFoundError, StatectlError, UsageError
 from statectl.rocks.store import create_checkpoint, lock_holder, require_store, locked_error
 from statectl.snapshot.diff import DirDiff, LocalFile, diff_local
@@ -87,7 +87,8 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     """Back up one store; return what was uploaded.
 
     Raises LockHeldError (exit 11) when the store is held by a running process and no checkpoint dir
-    was given, or when another backup of the same store is running (the store's lease);
+    was given, or when another backup of the same store is running (the store's lease; one a gc holds
+    is waited for, up to lease.GC_WAIT_SECONDS);
     NotFoundError / NotAStoreError for a missing or non-RocksDB dir; BlobStoreError, AuthError for
     blob store failures. A failure before the commit leaves only TTL'd blobs behind (collected by
     their TTL or gc); the previous snapshot stays the latest and intact. After the commit the cleanup
@@ -114,7 +115,10 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
 
     # Talk to the blob store before checkpointing: opening the store read-write rewrites its MANIFEST
     # and logs, so a missing bucket, bad credentials or an unreachable store must fail before that.
-    with Lease(blobstore, ref) as lease:
+    # gc holds a store's lease only while it settles the store: wait for it rather than fail.
+    with Lease(blobstore, ref, wait_for_gc=GC_WAIT_SECONDS) as lease:
+        if lease.notice:
+            progress.note(lease.notice)
         # Holding the lease, no other backup of this store is in flight: any pending record is abandoned.
         finished = finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0)
         try:
@@ -142,6 +146,17 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                     prev_record = None
 
             diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED)
+            if prev_index is not None:
+                # The new snapshot will reference the blobs of every retained file: make sure they are still
+                # there (one stat each), or a blob deleted behind statectl's back would be carried into every
+                # later snapshot while each backup said it was fine.
+                problems = check_blobs(blobstore, list(diff.retained()), opts.parallelism)
+                if problems:
+                    p = problems[0]
+                    progress.note(f"the latest snapshot of {ref} is damaged ({len(problems)} of its blobs are missing "
+                                  f"or the wrong size, e.g. {p.blob_id} of {p.rel}: {p.reason}); taking a full backup")
+                    prev_record = prev_index = None
+                    diff = diff_local(source, None, ignore=NEVER_UPLOADED)
             added = [f for _, f in diff.added()]
             assert all(isinstance(f, LocalFile) for f in added)
             failpoints.hit("before-upload")

@@ -10,17 +10,32 @@ the other, nor commit blobs gc may have swept (fencing).
 
 The body records ``started`` (when the holder took the lease; never changed by renewals): gc keeps
 every blob modified after the start of a live backup's lease, since that backup may still commit it.
+
+gc holds a store's lease only for the short moment it settles that store, so a backup that finds it
+held by a gc waits for it (polling with backoff, up to GC_WAIT_SECONDS) before it gives up with
+LockHeldError (exit 11); a lease held by another backup fails it at once.
+
+A malformed lease record (not a JSON object; ``expires``, ``started`` or ``acquired`` not a number of
+seconds since the epoch in years 1970-9999, NaN or infinite; ``expires`` more than
+MAX_LEASE_AHEAD_SECONDS ahead, which no statectl writes; ``pid`` not a process id; ``released`` not a
+boolean; ``host``, ``operation``, ``store`` or ``owner`` not a string) binds nobody, like an expired
+one: ``lease show`` reports it as malformed and why (in JSON: ``live`` false, and ``started`` /
+``expires`` empty when they cannot be read), a backup or gc takes it over with a conditional write
+(and the backup says so in a note), and ``lease break`` replaces it with a well-formed released record.
+Taking it over is safe: whoever wrote it and still thinks it holds it fails its next renewal (fencing).
+Nothing that reads a lease record raises on its contents.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from statectl.blobstore.base import BlobStore
@@ -32,6 +47,14 @@ DEFAULT_LEASE_SECONDS = 300
 # Hosts' clocks differ: gc treats a lease as live this much past its expiry, and a blob as possibly a
 # live backup's this much before the lease started (S3 stamps objects with the server's clock).
 CLOCK_SLACK_SECONDS = 300
+# How long a backup waits for a gc that holds the store's lease (gc holds it only while it settles the store).
+GC_WAIT_SECONDS = 30.0
+_WAIT_FIRST_S, _WAIT_MAX_S = 0.1, 2.0  # backoff between polls of a gc-held lease
+# No statectl writes an expiry further ahead than its lease period (minutes); a record that claims more is
+# malformed, whatever wrote it, rather than a lease nobody could take for years.
+MAX_LEASE_AHEAD_SECONDS = 86400
+_MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z, the last second time.gmtime() formats everywhere
+_MAX_PID = 2 ** 31 - 1
 
 
 def lease_key(ref: StoreRef) -> str:
@@ -46,7 +69,8 @@ class Lease:
     """Hold with ``with Lease(...)``; ``check()`` renews and raises LeaseLostError if lost."""
 
     def __init__(self, blobstore: BlobStore, ref: StoreRef, *, operation: str = "backup",
-                 seconds: int = DEFAULT_LEASE_SECONDS):
+                 seconds: int = DEFAULT_LEASE_SECONDS, wait_for_gc: float = 0.0):
+        """``wait_for_gc``: seconds ``acquire`` keeps polling while a gc holds the lease (0: fail at once)."""
         self.blobstore = blobstore
         self.ref = ref
         self.key = lease_key(ref)
@@ -60,6 +84,10 @@ class Lease:
         self._lost: Exception | None = None
         self.started = time.time()
         self._expires = 0.0
+        self.wait_for_gc = wait_for_gc
+        # What the operator should hear about how the lease was taken (waited for a gc, replaced a
+        # malformed record); None when it was simply free.
+        self.notice: str | None = None
 
     def _body(self, now: float, released: bool = False) -> bytes:
         return json.dumps({
@@ -77,34 +105,66 @@ class Lease:
         return etag
 
     def acquire(self) -> None:
-        """Take the lease or raise LockHeldError (exit 11) naming the holder."""
+        """Take the lease, taking over one that is released, expired, left by a dead process on this host
+        or malformed (conditionally: of two processes that try at once, one wins).
+
+        While a gc holds it, poll with backoff for up to ``wait_for_gc`` seconds. Raises LockHeldError
+        (exit 11) naming the holder when another backup holds it, or a gc still does after the wait."""
+        deadline = time.monotonic() + self.wait_for_gc
+        delay = _WAIT_FIRST_S
+        waited = 0.0
+        while True:
+            outcome = self._attempt()
+            if outcome is None:
+                if waited:
+                    self.notice = f"waited {waited:.1f}s for a gc of {self.ref} to release the store's lease"
+                return
+            now = time.monotonic()
+            if isinstance(outcome, LockHeldError):  # lost a race to take it: see who has it now
+                if now >= deadline:
+                    raise outcome
+                continue
+            if outcome.get("operation") != "gc" or now >= deadline:
+                raise self._held_error(outcome, waited)
+            pause = min(delay * random.uniform(0.5, 1.0), deadline - now)
+            time.sleep(pause)
+            waited += pause
+            delay = min(delay * 2, _WAIT_MAX_S)
+
+    def _attempt(self) -> dict | LockHeldError | None:
+        """One try: None when the lease is ours now; the record of its live holder; or LockHeldError when
+        another process took it between our read and our conditional write."""
         self.started = time.time()
         try:
             self._etag = self._write()
-            return
+            return None
         except PreconditionFailedError:
             pass
         try:
             data, etag = self.blobstore.read_at(self.key)
         except BlobNotFoundError:  # released and deleted between our two calls: try once more
-            self._etag = self._take(None)
-            return
-        holder = _parse(data)
-        if _live(holder):
-            raise LockHeldError(
-                f"another {holder.get('operation', 'backup')} of {self.ref} is running "
-                f"(host {holder.get('host')}, pid {holder.get('pid')}, "
-                f"since {_iso(_number(holder.get('started', holder.get('acquired'))))})",
-                hint=f"wait for it to finish; a lease left by a crash on another host expires at "
-                     f"{_iso(_number(holder.get('expires')))}, or break it with 'statectl lease break'")
-        self._etag = self._take(etag)
-
-    def _take(self, etag: str | None) -> str:
+            etag, rec = None, _Record({}, "")
+        else:
+            rec = _record(data)
+            if _live(rec):
+                return rec.fields
         try:
-            return self._write(if_match=etag)
+            self._etag = self._write(if_match=etag)
         except PreconditionFailedError:
-            raise LockHeldError(f"another backup of {self.ref} took the lease at the same moment",
-                                hint="run again after it has finished") from None
+            return LockHeldError(f"another backup of {self.ref} took the lease at the same moment",
+                                 hint="run again after it has finished")
+        if rec.problem:
+            self.notice = f"took over the malformed lease record of {self.ref} ({rec.problem})"
+        return None
+
+    def _held_error(self, holder: dict, waited: float) -> LockHeldError:
+        after = f"; waited {waited:.0f}s for it" if waited else ""
+        return LockHeldError(
+            f"another {holder.get('operation', 'backup')} of {self.ref} is running "
+            f"(host {holder.get('host')}, pid {holder.get('pid')}, "
+            f"since {_iso(holder.get('started', holder.get('acquired'))) or '?'}){after}",
+            hint=f"wait for it to finish; a lease left by a crash on another host expires at "
+                 f"{_iso(holder.get('expires'))}, or break it with 'statectl lease break'")
 
     def renew(self) -> None:
         """Extend the lease; LeaseLostError if someone else holds it now."""
@@ -176,34 +236,46 @@ class LeaseInfo:
     etag: str
 
 
-def _info(key: str, data: bytes, etag: str, slack: float = 0.0) -> LeaseInfo:
-    holder = _parse(data)
+def _inspect(key: str, data: bytes, etag: str, slack: float = 0.0) -> tuple[LeaseInfo, str]:
+    """What a lease body says, and why it is malformed ('' when it is not). Never raises on its contents."""
+    rec = _record(data)
+    holder = rec.fields
     pid = holder.get("pid")
-    pid = pid if isinstance(pid, int) else None
     here = holder.get("host") == socket.gethostname()
-    started = _started(holder)
-    return LeaseInfo(key=key, store=str(holder.get("store", "")), operation=str(holder.get("operation", "backup")),
-                     host=str(holder.get("host", "")), pid=pid,
-                     started=_iso(_number(holder.get("started", holder.get("acquired")))),
-                     expires=_iso(_number(holder.get("expires"))), released=bool(holder.get("released")),
-                     live=_live(holder, slack), local_alive=here and not _dead_here(holder) and pid is not None,
-                     started_s=started, etag=etag)
+    info = LeaseInfo(key=key, store=holder.get("store", ""), operation=holder.get("operation", "backup"),
+                     host=holder.get("host", ""), pid=pid, started=_iso(holder.get("started", holder.get("acquired"))),
+                     expires=_iso(holder.get("expires")), released=bool(holder.get("released")),
+                     live=_live(rec, slack),
+                     local_alive=not rec.problem and here and pid is not None and not _dead_here(holder),
+                     started_s=_started(holder), etag=etag)
+    return info, rec.problem
 
 
-def read_lease(blobstore: BlobStore, ref: StoreRef) -> LeaseInfo | None:
-    """The lease object of ``ref``, or None when the store never had one. Read-only."""
+def _info(key: str, data: bytes, etag: str, slack: float = 0.0) -> LeaseInfo:
+    return _inspect(key, data, etag, slack)[0]
+
+
+def inspect_lease(blobstore: BlobStore, ref: StoreRef) -> tuple[LeaseInfo, str] | None:
+    """The lease object of ``ref`` and why its record is malformed ('' when it is well-formed), or None
+    when the store never had one. Read-only."""
     key = lease_key(ref)
     try:
         data, etag = blobstore.read_at(key)
     except BlobNotFoundError:
         return None
-    return _info(key, data, etag)
+    return _inspect(key, data, etag)
+
+
+def read_lease(blobstore: BlobStore, ref: StoreRef) -> LeaseInfo | None:
+    """The lease object of ``ref``, or None when the store never had one. Read-only."""
+    found = inspect_lease(blobstore, ref)
+    return None if found is None else found[0]
 
 
 def live_leases(blobstore: BlobStore, *, slack: float = CLOCK_SLACK_SECONDS) -> list[LeaseInfo]:
     """Every lease in the blob store that may still bind, counting one as live until ``slack`` seconds
     past its expiry (its holder's clock may be behind ours). Read-only. An object that is not a lease
-    body binds nobody, as for ``Lease.acquire``, which takes it over."""
+    body, or a malformed one, binds nobody, as for ``Lease.acquire``, which takes it over."""
     out = []
     for item in blobstore.list(LEASE_PREFIX):
         if not item.key.endswith(".json"):
@@ -225,26 +297,33 @@ def break_lease(blobstore: BlobStore, ref: StoreRef, *, expected: LeaseInfo, for
 
     Raises LockHeldError (exit 11) when the holder is a running process on this host and ``force`` is
     not set, or when the lease changed since ``expected`` was read; NotFoundError (exit 10) when the
-    store has no lease. Idempotent for a lease that is already released.
+    store has no lease. Idempotent for a lease that is already released. A malformed record (see the
+    module docstring) is replaced by a well-formed released one that keeps its readable fields; its
+    writer's pid is not trusted, so ``force`` is never needed for it.
     """
     key = lease_key(ref)
     try:
         data, etag = blobstore.read_at(key)
     except BlobNotFoundError:
         raise NotFoundError(f"no lease of {ref} in {blobstore.url}") from None
-    current = _info(key, data, etag)
+    current, problem = _inspect(key, data, etag)
     if current.etag != expected.etag:
         raise LockHeldError(f"the lease of {ref} changed since it was read (a new holder took it)",
                             hint="run 'statectl lease break' again to see the new holder")
-    if current.released:
+    if current.released and not problem:
         return current
     if current.local_alive and not force:
         raise LockHeldError(f"the lease of {ref} is held by a running process on this host "
                             f"(pid {current.pid}, {current.operation})",
                             hint="let it finish or stop it; --force breaks the lease anyway (that "
                                  f"{current.operation} then fails before it commits)")
-    body = json.dumps(dict(_parse(data), released=True, broken_by=f"{socket.gethostname()}:{os.getpid()}",
-                           broken_at=time.time())).encode()
+    now = time.time()
+    fields = _record(data).fields
+    if problem:
+        # Only what was readable survives, and an expiry that can be read: the result is a proper record.
+        fields = dict(fields, expires=min(fields.get("expires", now), now), malformed=problem)
+    body = json.dumps(dict(fields, released=True, broken_by=f"{socket.gethostname()}:{os.getpid()}",
+                           broken_at=now)).encode()
     try:
         etag = blobstore.put_at(key, body, if_match=current.etag)
     except PreconditionFailedError:
@@ -253,37 +332,84 @@ def break_lease(blobstore: BlobStore, ref: StoreRef, *, expected: LeaseInfo, for
     return _info(key, body, etag)
 
 
-def _parse(data: bytes) -> dict:
+def _is_time(v: object) -> bool:
+    # bool is an int; NaN compares false; an int too big for a float compares fine.
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= _MAX_EPOCH
+
+
+def _is_pid(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= _MAX_PID
+
+
+_FIELDS = {"expires": ("a time", _is_time), "started": ("a time", _is_time), "acquired": ("a time", _is_time),
+           "pid": ("a process id", _is_pid), "released": ("true or false", lambda v: isinstance(v, bool)),
+           "host": ("a string", lambda v: isinstance(v, str)), "operation": ("a string", lambda v: isinstance(v, str)),
+           "store": ("a string", lambda v: isinstance(v, str)), "owner": ("a string", lambda v: isinstance(v, str))}
+
+
+@dataclass(frozen=True)
+class _Record:
+    """A lease body: its fields that hold what they should (unknown fields as they are), and why it is
+    malformed ('' when it is not)."""
+
+    fields: dict = field(default_factory=dict)
+    problem: str = ""
+
+
+def _record(data: bytes) -> _Record:
+    """Parse a lease body defensively: never raises, whatever the bytes."""
     try:
         obj = json.loads(data)
-        return obj if isinstance(obj, dict) else {}
-    except ValueError:
-        return {}
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return _Record({}, "not JSON")
+    if not isinstance(obj, dict):
+        return _Record({}, "not a JSON object")
+    fields: dict = {}
+    problems: list[str] = []
+    for name, value in obj.items():
+        kind, ok = _FIELDS.get(name, ("", None))
+        if ok is None or ok(value):
+            fields[name] = value
+        else:
+            problems.append(f"{name} is not {kind}: {_shown(value)}")
+    expires = fields.get("expires")
+    if expires is not None and expires > time.time() + MAX_LEASE_AHEAD_SECONDS:
+        del fields["expires"]
+        problems.append(f"expires is more than {MAX_LEASE_AHEAD_SECONDS // 3600}h ahead: {_iso(expires)}")
+    elif "expires" not in obj and not fields.get("released"):
+        problems.append("it has no expires")
+    return _Record(fields, "; ".join(problems))
 
 
-def _number(value: object) -> float:
+def _shown(value: object, limit: int = 40) -> str:
+    """A short printable form of a value read from a lease body."""
     try:
-        return float(value)  # type: ignore[arg-type]
+        text = json.dumps(value)
     except (TypeError, ValueError):
-        return 0.0
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _started(holder: dict) -> float:
     """When the holder took the lease. Bodies written before ``started`` existed only have ``acquired``,
     which every renewal moves forward: for them the start is unknown, and 0 (the epoch) is the safe answer."""
-    return _number(holder.get("started", 0))
+    return float(holder.get("started", 0))
 
 
-def _iso(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+def _iso(epoch: object) -> str:
+    """``epoch`` as UTC ISO 8601, or '' when it is not a time (a field missing from a malformed record)."""
+    if not _is_time(epoch):
+        return ""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))  # type: ignore[arg-type]
 
 
-def _live(holder: dict, slack: float = 0.0) -> bool:
-    """Whether a lease record still binds: not released, not expired (``slack`` seconds ago), and not
-    left by a dead process on this host."""
-    if not holder or holder.get("released"):
+def _live(rec: _Record, slack: float = 0.0) -> bool:
+    """Whether a lease record still binds: well-formed, not released, not expired (``slack`` seconds
+    ago), and not left by a dead process on this host."""
+    holder = rec.fields
+    if rec.problem or holder.get("released"):
         return False
-    if _number(holder.get("expires", 0)) + slack < time.time():
+    if holder.get("expires", 0) + slack < time.time():
         return False
     if _dead_here(holder):
         return False
@@ -291,10 +417,10 @@ def _live(holder: dict, slack: float = 0.0) -> bool:
 
 
 def _dead_here(holder: dict) -> bool:
-    """True when the holder ran on this host and its process is gone."""
+    """True when the holder ran on this host and its process is gone (``holder`` holds checked fields)."""
     if holder.get("host") == socket.gethostname():
         pid = holder.get("pid")
-        if isinstance(pid, int) and pid > 0:
+        if pid is not None:
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -334,3 +335,64 @@ def test_parse_duration_invalid(value):
     with pytest.raises(UsageError) as exc:
         parse_duration(value, "ttl")
     assert str(exc.value) == f"invalid ttl {value!r}: expected e.g. 30d, 6h, 90m or a number of seconds"
+
+
+# ---- secrets with characters no credential has ----------------------------------------------------
+
+BAD_SECRETS = [("FwoGZXIvYXdzEJrTOKENSECRETVALUE==\r", "line break"), ("FwoGZXIvYXdzEJrTOKENSECRETVALUE==\n", "line break"),
+               ("FwoGZXIvYXdzEJrTOKEN\nSECRETVALUE==", "line break"), ("FwoGZXIvYXdz EJrTOKENSECRETVALUE", "whitespace"),
+               ("FwoGZXIvYXdzEJrTOKENSECRETVALUE\t", "whitespace"), ("FwoGZXIvYXdzEJrTOKENSECRETVALUEé", "non-ASCII"),
+               ("FwoGZXIvYXdzEJrTOKENSECRETVALUE\x00", "control character")]
+
+
+def _assert_secret_refused(e: pytest.ExceptionInfo, value: str, *names: str) -> None:
+    message = str(e.value) + (e.value.hint or "")
+    assert e.value.exit_code == 2
+    assert "TOKENSECRET" not in message and value not in message and repr(value) not in message, message
+    assert "\n" not in str(e.value) and "\r" not in str(e.value)
+    for name in names:
+        assert name in str(e.value), (name, str(e.value))
+
+
+@pytest.mark.parametrize("value,why", BAD_SECRETS)
+@pytest.mark.parametrize("key", ["s3_access_key_id", "s3_secret_access_key", "s3_session_token"])
+def test_secret_settings_with_control_space_or_non_ascii_characters_are_refused(env, key, value, why):
+    with pytest.raises(ConfigError) as e:
+        resolve({key: value}, env=env)
+    _assert_secret_refused(e, value, key, f"--{key.replace('_', '-')}", why)
+    env_name = "STATECTL_" + key.upper()
+    with pytest.raises(ConfigError) as e:
+        resolve(NO_FLAGS, env=dict(env, **{env_name: value}))
+    _assert_secret_refused(e, value, key, f"env {env_name}", why)
+    write("statectl.toml", f"[default]\n{key} = {json.dumps(value)}\n")
+    with pytest.raises(ConfigError) as e:
+        resolve(NO_FLAGS, env=env)
+    _assert_secret_refused(e, value, "statectl.toml", key, why)
+
+
+def test_a_secret_of_the_wrong_type_in_the_profile_is_not_shown(env):
+    write("statectl.toml", "[default]\ns3_secret_access_key = 123456789\n")
+    with pytest.raises(ConfigError) as e:
+        resolve(NO_FLAGS, env=env)
+    _assert_secret_refused(e, "123456789", "s3_secret_access_key")
+
+
+@pytest.mark.parametrize("name", ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"])
+def test_aws_env_secrets_are_checked_when_botocore_would_use_them(env, name):
+    value = "FwoGZXIvYXdzEJrTOKENSECRETVALUE==\r"
+    aws = dict(env, **{name: value})
+    with pytest.raises(ConfigError) as e:
+        resolve({"blobstore": "s3://bucket/p"}, env=aws)
+    _assert_secret_refused(e, value, f"env {name}", "line break")
+    # Not read at all: a file:// blob store, statectl's own keys, or an AWS profile (botocore then
+    # ignores the AWS_* credentials).
+    resolve({"blobstore": "file:///tmp/x"}, env=aws)
+    resolve({"blobstore": "s3://bucket/p", "s3_access_key_id": "AK", "s3_secret_access_key": "SK"}, env=aws)
+    resolve({"blobstore": "s3://bucket/p", "s3_profile": "prod"}, env=aws)
+
+
+def test_ordinary_secrets_pass(env):
+    token = "FwoGZXIvYXdzEJr//////////wEaDEXAMPLE+token/with=signs=="
+    s = resolve({"s3_access_key_id": "AKIAIOSFODNN7EXAMPLE", "s3_secret_access_key": "wJalrXUtnFEMI/K7MDENG+bPxRfiCY",
+                 "s3_session_token": token}, env=dict(env, AWS_SESSION_TOKEN=token))
+    assert s.s3_session_token == token

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from urllib.parse import quote
 
 from statectl import redact
 
@@ -25,3 +27,51 @@ def test_log_records_are_masked_args_included(caplog):
     assert handler.filter(record)
     assert "TOKEN-123456" not in record.getMessage() and "****" in record.getMessage()
     logger.debug("nothing secret")
+
+
+def test_a_secret_is_masked_in_its_repr_escaped_and_bytes_forms():
+    """botocore rejects and logs header values as bytes literals; tracebacks show repr()s."""
+    token = "FwoGZXIvYXdzEJrTOKENSECRET\r\nVALUE==é\x01"
+    redact.add_secret(token)
+    printed = [
+        f"Invalid header value {token.encode()!r}",                       # b'...\r\n...\xc3\xa9\x01'
+        f"headers={{'X-Amz-Security-Token': {token.encode()!r}}}",
+        f"ValueError({token!r})",                                           # '...\r\n...é\x01'
+        f"escaped {token.encode('unicode_escape').decode()}",               # ...\xe9\x01
+        json.dumps({"token": token}), json.dumps({"token": token}, ensure_ascii=False),
+        repr(f"outer {token.encode()!r}"),                                  # a repr inside a repr
+        f"url ?x={quote(token, safe='')}",
+    ]
+    for text in printed:
+        out = redact.redact(text)
+        assert "TOKENSECRET" not in out and "VALUE==" not in out, (text, out)
+        assert "****" in out
+
+
+def test_a_url_password_with_raw_at_slash_colon_and_hash_is_masked_whole():
+    endpoint = "http://u:p@ss:w/rdX#1@127.0.0.1:9000"
+    for text in (f"Custom endpoint `{endpoint}` was not a valid URI", f"s3_endpoint  {endpoint}  flag",
+                 json.dumps({"value": endpoint}), f"at {endpoint}/bucket/key failed"):
+        out = redact.redact(text)
+        assert "ss:w" not in out and "rdX" not in out, out
+        assert "http://u:****@127.0.0.1:9000" in out, out
+    # An ordinary URL and one with a user but no password stay as they are.
+    for text in ("http://127.0.0.1:9000/bucket/a?list-type=2&prefix=x", "s3://bucket/prefix/key", "http://u@host/x"):
+        assert redact.redact(text) == text
+
+
+def test_add_url_registers_the_whole_password_for_any_printed_form():
+    redact.add_url("http://admin:Zq@9/x:#Y@host:9000")
+    # The password reaches output without its URL (e.g. in a library's message): still masked.
+    assert redact.redact("password 'Zq@9/x:#Y' rejected") == "password '****' rejected"
+
+
+def test_secret_query_values_are_masked():
+    url = ("https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAEXAMPLE%2F2026"
+           "&X-Amz-Security-Token=FwoGZXIvYXdz&X-Amz-Signature=abcdef0123&X-Amz-Expires=60")
+    out = redact.redact(f"GET {url} failed")
+    assert out == ("GET https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=****"
+                   "&X-Amz-Security-Token=****&X-Amz-Signature=****&X-Amz-Expires=60 failed")
+    assert redact.redact("http://h/p?token=t0k3n#frag and http://h/p?password=pw&secret=s&a=1") == \
+        "http://h/p?token=****#frag and http://h/p?password=****&secret=****&a=1"
+    assert redact.redact("http://h/p?sig=abc&prefix=token&list-type=2") == "http://h/p?sig=****&prefix=token&list-type=2"

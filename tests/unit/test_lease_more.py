@@ -1,0 +1,152 @@
+"""The store lease (statectl.engine.lease) against hostile lease records and a gc holding it, on a real
+file:// blob store; end to end through the CLI in tests/integration/test_hostile_secrets_lease.py."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+from statectl.blobstore import open_blobstore
+from statectl.blobstore.base import BlobStore
+from statectl.engine import lease as lease_mod
+from statectl.engine.layout import StoreRef
+from statectl.engine.lease import Lease, break_lease, inspect_lease, lease_key, live_leases, read_lease
+from statectl.errors import LockHeldError
+
+REF = StoreRef("lease-more", "1", "Partition 0", "counts")
+HUGE = "1" + "0" * 400  # an int no float holds
+
+
+@pytest.fixture
+def bs(tmp_path) -> Iterator[BlobStore]:
+    store = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    yield store
+    store.close()
+
+
+def body(expires: str, **extra: object) -> bytes:
+    """A lease body as a foreign writer might leave it: ``expires`` is raw JSON text."""
+    fields = dict({"owner": "x", "host": "elsewhere.example", "pid": 4242, "operation": "backup",
+                   "store": str(REF), "started": time.time() - 60, "released": False}, **extra)
+    text = json.dumps(fields)
+    return (text[:-1] + f', "expires": {expires}}}').encode()
+
+
+MALFORMED = {
+    "1e20": body("1e20"), "NaN": body("NaN"), "Infinity": body("Infinity"), "string": body('"tomorrow"'),
+    "negative": body("-5"), "huge int": body(HUGE), "far ahead": body(str(int(time.time()) + 100 * 365 * 86400)),
+    "bool": body("true"), "no expires": b'{"owner": "x", "host": "h", "pid": 1}', "list": b"[1, 2]",
+    "not json": b"\xff\xfenot json", "bad pid": body(str(int(time.time()) + 200), pid=2 ** 40),
+    "bad released": body(str(int(time.time()) + 200), released="no"),
+    "bad started": body(str(int(time.time()) + 200), started=1e300),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_lease_is_reported_taken_over_and_breakable(bs, name):
+    bs.put_at(lease_key(REF), MALFORMED[name])
+    found = inspect_lease(bs, REF)
+    assert found is not None
+    info, problem = found
+    assert problem and not info.live and not info.local_alive
+    assert info.expires == "" or info.expires.endswith("Z")
+    assert live_leases(bs) == []  # binds nobody: gc does not protect anything for it
+
+    # lease break replaces it with a well-formed released record.
+    done = break_lease(bs, REF, expected=info)
+    assert done.released and not done.live
+    again, problem = inspect_lease(bs, REF)
+    assert problem == "" and again.released and again.expires.endswith("Z")
+
+    # A backup takes a malformed record over (conditionally) and says so.
+    bs.put_at(lease_key(REF), MALFORMED[name])
+    lease = Lease(bs, REF, seconds=60)
+    lease.acquire()
+    try:
+        assert lease.notice and "malformed" in lease.notice
+        info, problem = inspect_lease(bs, REF)
+        assert problem == "" and info.live and info.operation == "backup"
+    finally:
+        lease.release()
+
+
+def test_a_malformed_lease_on_this_host_is_breakable_without_force(bs):
+    """Its pid cannot be trusted when the rest of it is garbage."""
+    bs.put_at(lease_key(REF), body("1e20", host=socket.gethostname(), pid=1))
+    info = read_lease(bs, REF)
+    assert info is not None and not info.local_alive
+    assert break_lease(bs, REF, expected=info).released
+
+
+def test_well_formed_leases_read_as_before(bs):
+    now = time.time()
+    bs.put_at(lease_key(REF), body(str(now + 200)))
+    info, problem = inspect_lease(bs, REF)
+    assert problem == "" and info.live and info.host == "elsewhere.example" and info.pid == 4242
+    with pytest.raises(LockHeldError):
+        Lease(bs, REF).acquire()
+    bs.put_at(lease_key(REF), b'{"owner": "someone-else", "expires": 0}')  # expired, old-style: no problem
+    info, problem = inspect_lease(bs, REF)
+    assert problem == "" and not info.live
+
+
+# ---- a gc holding the lease --------------------------------------------------------------------------
+
+
+def _release_later(lease: Lease, after: float) -> threading.Thread:
+    t = threading.Thread(target=lambda: (time.sleep(after), lease.release()), daemon=True)
+    t.start()
+    return t
+
+
+def test_a_backup_waits_for_a_gc_holding_the_lease(bs):
+    gc_lease = Lease(bs, REF, operation="gc")
+    gc_lease.acquire()
+    releaser = _release_later(gc_lease, 1.5)
+    started = time.monotonic()
+    backup_lease = Lease(bs, REF, wait_for_gc=lease_mod.GC_WAIT_SECONDS)
+    backup_lease.acquire()
+    try:
+        waited = time.monotonic() - started
+        assert 1.0 < waited < 10, waited
+        assert backup_lease.notice and "waited" in backup_lease.notice and "gc" in backup_lease.notice
+        assert read_lease(bs, REF).operation == "backup"
+    finally:
+        backup_lease.release()
+        releaser.join()
+
+
+def test_a_backup_gives_up_on_a_gc_after_the_wait_and_on_a_backup_at_once(bs):
+    gc_lease = Lease(bs, REF, operation="gc")
+    gc_lease.acquire()
+    started = time.monotonic()
+    with pytest.raises(LockHeldError) as e:
+        Lease(bs, REF, wait_for_gc=1.0).acquire()
+    assert 0.9 < time.monotonic() - started < 5
+    assert e.value.exit_code == 11 and "another gc" in str(e.value) and "waited" in str(e.value)
+    gc_lease.release()
+
+    other = Lease(bs, REF)
+    other.acquire()
+    started = time.monotonic()
+    with pytest.raises(LockHeldError) as e:
+        Lease(bs, REF, wait_for_gc=lease_mod.GC_WAIT_SECONDS).acquire()
+    assert time.monotonic() - started < 1
+    assert "another backup" in str(e.value) and "waited" not in str(e.value)
+    other.release()
+
+
+def test_without_wait_a_gc_held_lease_fails_at_once(bs):
+    """gc itself (and any caller that asks for no wait) keeps failing fast."""
+    gc_lease = Lease(bs, REF, operation="gc")
+    gc_lease.acquire()
+    started = time.monotonic()
+    with pytest.raises(LockHeldError):
+        Lease(bs, REF, operation="gc").acquire()
+    assert time.monotonic() - started < 1
+    gc_lease.release()
