@@ -25,7 +25,9 @@ class S3Options:
     session_token: str | None = None
     profile: str | None = None
     max_connections: int = 32
-    timeout_s: float = 15.0  # connect, and each read of a response: not the whole of a long transfer
+    # Connect, and each read of a response; a metadata request as a whole gets 4x this, and a transfer
+    # must move 64 KiB within this, but one that keeps moving is never cut (statectl/blobstore/s3.py).
+    timeout_s: float = 15.0
     part_size: int = 64 * 1024 * 1024  # = the default --chunk-size: each chunk goes up in one PUT
 
 
@@ -42,11 +44,18 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8,
     """Open the blob store a URL names, wrapped so that transient errors are retried ``retries`` times,
     and no new attempt starts once ``retry_time_s`` seconds have passed since the first.
 
-    Raises UsageError for an unknown scheme or a malformed URL. Opening does not touch the network;
-    a missing bucket or bad credentials show on first use.
+    Raises UsageError for an unknown scheme, a malformed URL, a URL with a control character (raw or
+    percent-encoded), and a ``file://`` path that resolves to ``/``. A ``file://`` root is resolved with
+    realpath (symlinks and ``..`` as the OS follows them): the store's ``root`` is the real directory.
+    Opening does not touch the network; a missing bucket or bad credentials show on first use.
     """
     from statectl.blobstore.retry import RetryingBlobStore
 
+    if _has_control_char(url) or _has_control_char(unquote(url)):
+        # A NUL cannot be in a path at all, and a newline or escape in a dir name or S3 prefix would turn
+        # every later error line, log and listing into a trap: refuse them, raw or percent-encoded.
+        raise UsageError(f"invalid blob store URL {url!r}: it contains a control character (NUL, newline, ...)",
+                         hint="use file:///path or s3://bucket/prefix with printable characters only")
     parsed = urlparse(url)
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
@@ -57,9 +66,12 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8,
         if not path.startswith("/"):  # file:relative would write wherever the command happens to run
             raise UsageError(f"invalid blob store URL {url!r}: the path must be absolute",
                              hint="use file:///absolute/path")
-        path = "/" + os.path.normpath(path).lstrip("/")
+        # The dir the OS resolves, not a lexical reading: "symlink/.." is the parent of the link's target,
+        # and a root that is a link to "/" is "/". Every overlap check (restore's target) compares real paths.
+        path = os.path.realpath(path)
         if path == "/":
-            raise UsageError(f"invalid blob store URL {url!r}: the filesystem root cannot be a blob store",
+            raise UsageError(f"invalid blob store URL {url!r}: the filesystem root cannot be a blob store"
+                             + ("" if os.path.normpath(unquote(parsed.path)) == "/" else " (the path resolves to /)"),
                              hint="use a dir of its own, e.g. file:///var/backups/statectl")
         from statectl.blobstore.local import LocalBlobStore
 
@@ -83,3 +95,8 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8,
     if retry_time_s < 0:
         raise UsageError("retry_time must not be negative")
     return RetryingBlobStore(inner, attempts=retries + 1, deadline_s=retry_time_s)
+
+
+def _has_control_char(s: str) -> bool:
+    """C0 controls (NUL, tab, newline, ESC, ...), DEL and the C1 controls."""
+    return any(c < " " or "\x7f" <= c <= "\x9f" for c in s)

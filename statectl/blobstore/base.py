@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator, Protocol, runtime_checkable
 
 BLOB_PREFIX = "blobs/"
+# Every top-level prefix statectl writes under (data blobs, the catalog, leases, doctor's probes). The
+# blob store may share its dir or bucket with other things: whatever walks a store to remove leftovers
+# touches these prefixes only. A new prefix in statectl/engine must be added here (a test checks).
+STATECTL_PREFIXES = (BLOB_PREFIX, "checkpoints/", "leases/", "doctor/")
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600
 
 
@@ -42,7 +46,8 @@ class BlobStore(Protocol):
     """Storage for blobs and small records. Implementations must be safe to call from many threads.
 
     Not found is always BlobNotFoundError; bad credentials AuthError; passing faults
-    TransientBlobStoreError (retried by RetryingBlobStore); anything else BlobStoreError.
+    TransientBlobStoreError (retried by RetryingBlobStore); anything else BlobStoreError. Stores opened by
+    ``open_blobstore`` also have ``root``: the real path of a ``file://`` store's dir, None for S3.
     """
 
     url: str

@@ -19,7 +19,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import BinaryIO, Iterator
 
-from statectl.blobstore.base import BlobInfo, new_blob_key
+from statectl.blobstore.base import STATECTL_PREFIXES, BlobInfo, new_blob_key
 from statectl.errors import BlobNotFoundError, BlobStoreError, DiskFullError, PreconditionFailedError, UsageError
 
 TTL_SUFFIX = ".ttl"
@@ -31,10 +31,16 @@ _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 
 class LocalBlobStore:
-    """BlobStore on a local (or mounted) filesystem."""
+    """BlobStore on a local (or mounted) filesystem.
+
+    ``root`` is the real path of the store's dir (symlinks and ``..`` resolved as the OS does), for
+    checks that nothing else overlaps it. Raises UsageError for a root that resolves to ``/``.
+    """
 
     def __init__(self, root: str | os.PathLike[str], url: str | None = None):
-        self.root = Path(root)
+        self.root = Path(os.path.realpath(root))
+        if self.root == Path("/"):
+            raise UsageError(f"file: the filesystem root cannot be a blob store ({os.fspath(root)} resolves to /)")
         self.url = url or f"file://{self.root}"
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -265,30 +271,36 @@ class LocalBlobStore:
 
     def sweep_debris(self, older_than: float, *, dry_run: bool = False) -> list[BlobInfo]:
         """Partial files of killed writes (``.tmp-*``, sidecars' included) and ``<key>.ttl`` sidecars
-        whose blob never landed or is gone. Lock files stay: one may be held by a live process, and
-        removing it would let a second process lock a new file of the same name (they are one small
-        file per lease). Empty dirs stay: a concurrent put may be about to write into one."""
+        whose blob never landed or is gone, under statectl's own top-level dirs (STATECTL_PREFIXES) only:
+        the root may be a dir that holds other files too, and those are never statectl's to remove. Lock
+        files stay: one may be held by a live process, and removing it would let a second process lock a
+        new file of the same name (they are one small file per lease). Empty dirs stay: a concurrent put
+        may be about to write into one."""
         found: list[BlobInfo] = []
-        for dirpath, _, filenames in os.walk(self.root):
-            for name in filenames:
-                path = Path(dirpath, name)
-                if not name.startswith(TMP_MARK):
-                    if not name.endswith(TTL_SUFFIX) or path.with_name(name[: -len(TTL_SUFFIX)]).exists():
-                        continue
-                try:
-                    st = path.lstat()
-                except FileNotFoundError:
-                    continue
-                if st.st_mtime >= older_than or not S_ISREG(st.st_mode):
-                    continue
-                if not dry_run:
+        for prefix in STATECTL_PREFIXES:
+            top = self.root / prefix.rstrip("/")
+            if top.is_symlink() or not top.is_dir():
+                continue  # statectl makes these dirs itself; a link may lead anywhere
+            for dirpath, _, filenames in os.walk(top):
+                for name in filenames:
+                    path = Path(dirpath, name)
+                    if not name.startswith(TMP_MARK):
+                        if not name.endswith(TTL_SUFFIX) or path.with_name(name[: -len(TTL_SUFFIX)]).exists():
+                            continue
                     try:
-                        path.unlink()
+                        st = path.lstat()
                     except FileNotFoundError:
                         continue
-                    except OSError as e:
-                        raise BlobStoreError(f"file: delete {path}: {e.strerror or e}") from e
-                found.append(BlobInfo(path.relative_to(self.root).as_posix(), st.st_size, st.st_mtime))
+                    if st.st_mtime >= older_than or not S_ISREG(st.st_mode):
+                        continue
+                    if not dry_run:
+                        try:
+                            path.unlink()
+                        except FileNotFoundError:
+                            continue
+                        except OSError as e:
+                            raise BlobStoreError(f"file: delete {path}: {e.strerror or e}") from e
+                    found.append(BlobInfo(path.relative_to(self.root).as_posix(), st.st_size, st.st_mtime))
         return found
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ import logging
 import random
 import threading
 import time
+from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, TypeVar
 
 from statectl.blobstore.base import BlobInfo, BlobStore
@@ -43,6 +44,12 @@ class RetryingBlobStore:
         self._clock = clock
         self.retries = 0
         self._lock = threading.Lock()
+
+    @property
+    def root(self) -> Path | None:
+        """The wrapped store's real root dir (``file://``; a Path), or None (S3): what a restore target
+        must not overlap."""
+        return getattr(self.inner, "root", None)
 
     def _call(self, what: str, fn: Callable[[], T], rewind: Callable[[], None] | None = None,
               retryable: bool = True) -> T:

@@ -4,12 +4,33 @@ TTL is an object tag (``statectl-ttl=pending`` plus ``statectl-expires=<epoch s>
 ``statectl gc`` and a bucket lifecycle rule filtered on the tag can expire uncommitted blobs;
 ``remove_ttl`` deletes the tags. Blobs larger than the part size go up as multipart uploads.
 botocore's own retries are off: RetryingBlobStore does them, for every backend alike.
+
+Every request is bounded in time whatever the endpoint does. A socket's read timeout (``timeout``,
+S3Options.timeout_s, 15 s by default) restarts with every byte, so a server that answers a header line
+or a body byte every few seconds would hold a request for ever; on top of it:
+
+- a metadata request (a list page, HEAD, tagging, ``put_at``, ``read_at``, delete, copy, multipart
+  create/complete/abort) must be over, response and all, within DEADLINE_FACTOR x ``timeout`` (60 s by
+  default) of its start;
+- a bulk transfer (``get``, ``put`` of a blob or a part) has no total bound, as a long transfer that
+  keeps moving must never be cut, but it fails when fewer than MIN_PROGRESS_BYTES (64 KiB) went over
+  the connection in ``timeout`` seconds (curl's --speed-limit/--speed-time), or when its response head
+  takes longer than the metadata deadline. Time spent reading the upload's source or writing the
+  download locally does not count.
+
+One watchdog thread (a daemon, shared by every store of the process, idle without requests) shuts an
+overdue request's connection down; the request then fails with a TransientBlobStoreError naming the
+endpoint, and the retry wrapper's retry_time ends the whole in about a minute.
 """
 
 from __future__ import annotations
 
 import errno
+import http.client
+import io
 import math
+import os
+import socket
 import threading
 import time
 from collections import Counter
@@ -41,6 +62,12 @@ EXPIRES_TAG = "statectl-expires"
 READ_BUF = 1024 * 1024
 MAX_PARTS = 10_000
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+# The bounds of one request (see the module doc): a metadata request must be done within
+# DEADLINE_FACTOR x timeout; a bulk transfer must move MIN_PROGRESS_BYTES every timeout seconds.
+DEADLINE_FACTOR = 4
+MIN_PROGRESS_BYTES = 64 * 1024
+_NO_ANSWER_HINT = ("the endpoint does not answer in time: check --s3-endpoint and that the store is up; "
+                   "STATECTL_TIMEOUT and STATECTL_RETRY_TIME set how long statectl waits")
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound", "NoSuchUpload"}
 _AUTH = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "ExpiredToken",
@@ -68,6 +95,255 @@ def _network_error(e: Exception) -> bool:
     return isinstance(e, (OSError, Urllib3Error))
 
 
+class _Attempt:
+    """The time bound of one request, checked by the watchdog (under its lock).
+
+    ``moved`` counts the bytes received (response head and body) and read from an upload's source. A
+    metadata attempt must be over by ``due``; a bulk attempt must add MIN_PROGRESS_BYTES to ``moved`` by
+    ``due``, which then moves on by ``window``, and its response head must be complete by ``head_by``.
+    Between ``pause()`` and ``resume()`` the caller works locally: that time does not count.
+    """
+
+    __slots__ = ("bulk", "window", "head_window", "due", "head_by", "moved", "mark", "paused_at", "conn", "sock",
+                 "expired", "why")
+
+    def __init__(self, bulk: bool, timeout_s: float):
+        self.bulk = bulk
+        self.head_window = DEADLINE_FACTOR * timeout_s
+        self.window = timeout_s if bulk else self.head_window
+        self.due = time.monotonic() + self.window
+        self.head_by = math.inf
+        self.moved = 0
+        self.mark = 0
+        self.paused_at: float | None = None
+        self.conn: Any = None  # the connection the request went out on, and the socket of its response
+        self.sock: Any = None
+        self.expired = False
+        self.why = ""
+
+    def check(self, now: float) -> float | None:
+        """None when the attempt is overdue, else when to check it next."""
+        if now >= self.head_by:
+            self.why = "head"
+            return None
+        if self.paused_at is not None:
+            return now + self.window
+        if now < self.due:
+            return min(self.due, self.head_by)
+        if self.bulk and self.moved - self.mark >= MIN_PROGRESS_BYTES:
+            self.mark = self.moved
+            self.due = now + self.window
+            return min(self.due, self.head_by)
+        self.why = "stalled" if self.bulk and self.moved else "deadline"
+        return None
+
+    def pause(self) -> None:
+        self.paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        if self.paused_at is not None:
+            self.due += time.monotonic() - self.paused_at  # before paused_at clears: the watchdog reads both
+            self.paused_at = None
+
+    def expire(self) -> None:
+        """Shut the request's socket down: a thread blocked reading or writing it returns at once."""
+        self.expired = True
+        sock = self.sock if self.sock is not None else getattr(self.conn, "sock", None)
+        if sock is None:
+            return
+        try:
+            # socket.socket's own shutdown, also for an SSLSocket (whose override would drop its TLS state
+            # under the reading thread): the reader then sees an EOF.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR) if isinstance(sock, socket.socket) \
+                else sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError, ValueError):
+            pass  # closed already
+
+
+class _Local(threading.local):
+    attempt: _Attempt | None = None
+
+
+_local = _Local()
+
+
+class _Watchdog:
+    """One daemon thread for the process that expires overdue attempts; it sleeps until the earliest
+    check is due, and without attempts until one is added (no thread per request, nothing to join)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._active: set[_Attempt] = set()
+        self._wake_at = math.inf
+        self._pid = 0
+
+    def add(self, att: _Attempt) -> None:
+        with self._cond:
+            if self._pid != os.getpid():  # first use, or a forked child, which has no watchdog thread
+                self._pid = os.getpid()
+                self._active.clear()
+                threading.Thread(target=self._run, name="statectl-s3-deadlines", daemon=True).start()
+            self._active.add(att)
+            if att.due < self._wake_at:
+                self._wake_at = att.due
+                self._cond.notify()
+
+    def remove(self, att: _Attempt) -> None:
+        with self._cond:
+            self._active.discard(att)
+            att.conn = att.sock = None
+
+    def bind(self, conn: Any, att: _Attempt | None) -> None:
+        """``conn`` now carries ``att``'s request: an earlier attempt must no longer shut it down."""
+        with self._cond:
+            prev = conn._statectl_attempt
+            if prev is not None and prev is not att:
+                prev.conn = prev.sock = None
+            conn._statectl_attempt = att
+            if att is not None:
+                att.conn, att.sock = conn, None
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                wake = math.inf
+                for att in list(self._active):
+                    at = att.check(now)
+                    if at is None:
+                        self._active.discard(att)
+                        att.expire()
+                    elif at < wake:
+                        wake = at
+                self._wake_at = wake
+                self._cond.wait(None if wake == math.inf else wake - now)
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _CountingRaw(io.RawIOBase):
+    """A response's socket reader that adds each read to the attempt's ``moved``."""
+
+    def __init__(self, fp: Any, att: _Attempt):
+        super().__init__()
+        self._fp = fp  # http.client's own buffered reader of the socket, closed with this one
+        self._raw = fp.raw
+        self._att = att
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int | None:
+        n = self._raw.readinto(b)
+        if n:
+            self._att.moved += n
+        return n
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._fp.close()
+            super().close()
+
+
+class _Response(http.client.HTTPResponse):
+    """http.client's response, counting the bytes it reads into the current attempt, and bounding a bulk
+    response's head by the metadata deadline."""
+
+    def __init__(self, sock: Any, *args: Any, **kwargs: Any):
+        super().__init__(sock, *args, **kwargs)
+        att = self._statectl_attempt = _local.attempt
+        if att is not None:
+            att.sock = sock
+            self.fp = io.BufferedReader(_CountingRaw(self.fp, att))
+
+    def begin(self) -> None:
+        att = self._statectl_attempt
+        if att is None or not att.bulk:
+            return super().begin()
+        att.head_by = time.monotonic() + att.head_window
+        try:
+            super().begin()
+        finally:
+            att.head_by = math.inf
+
+
+_POOLS: tuple[type, type] | None = None
+
+
+def _pool_classes() -> tuple[type, type]:
+    """botocore's connection pools (http, https) with connections that tie each request to its attempt."""
+    global _POOLS
+    if _POOLS is None:
+        from botocore.awsrequest import (AWSHTTPConnection, AWSHTTPConnectionPool, AWSHTTPSConnection,
+                                         AWSHTTPSConnectionPool)
+
+        class Bound:
+            _statectl_attempt: _Attempt | None = None
+            response_class = _Response
+
+            def request(self, *args: Any, **kwargs: Any) -> Any:
+                if _local.attempt is not None or self._statectl_attempt is not None:
+                    _WATCHDOG.bind(self, _local.attempt)
+                return super().request(*args, **kwargs)  # type: ignore[misc]
+
+        class HTTPConnection(Bound, AWSHTTPConnection):
+            pass
+
+        class HTTPSConnection(Bound, AWSHTTPSConnection):
+            pass
+
+        class HTTPPool(AWSHTTPConnectionPool):
+            ConnectionCls = HTTPConnection
+
+        class HTTPSPool(AWSHTTPSConnectionPool):
+            ConnectionCls = HTTPSConnection
+
+        _POOLS = (HTTPPool, HTTPSPool)
+    return _POOLS
+
+
+def _install_deadlines(client: Any) -> bool:
+    """Make the client's connections bounded (see the module doc); False if botocore's insides moved
+    (a unit test fails then: the attributes are botocore's, not a public API)."""
+    try:
+        classes = client._endpoint.http_session._pool_classes_by_scheme  # shared with its pool managers
+    except AttributeError:
+        return False
+    if not isinstance(classes, dict):
+        return False
+    classes["http"], classes["https"] = _pool_classes()
+    return True
+
+
+class _Deadline:
+    """``with store._deadline(op, key):`` around one request (or, for ``get``, the request and the reading
+    of its body): raises TransientBlobStoreError naming the endpoint when the watchdog expired it, whatever
+    the request itself raised or returned (a response cut short may parse as a valid, empty one)."""
+
+    __slots__ = ("_store", "_op", "_key", "att", "_prev")
+
+    def __init__(self, store: "S3BlobStore", op: str, key: str, bulk: bool):
+        self._store, self._op, self._key = store, op, key
+        self.att = _Attempt(bulk, store.timeout_s)
+
+    def __enter__(self) -> _Attempt:
+        self._prev = _local.attempt
+        _local.attempt = self.att
+        _WATCHDOG.add(self.att)
+        return self.att
+
+    def __exit__(self, et: Any, e: Any, tb: Any) -> bool:
+        _WATCHDOG.remove(self.att)
+        _local.attempt = self._prev
+        if self.att.expired:
+            raise self._store._too_slow(self._op, self._key, self.att) from e
+        return False
+
+
 class _Bounded:
     """Exactly ``size`` bytes of a stream, for botocore: sized, rewindable, no fileno().
 
@@ -75,12 +351,13 @@ class _Bounded:
     sent, a short body would leave the server waiting until the read timeout.
     """
 
-    def __init__(self, src: BinaryIO, size: int, what: str):
+    def __init__(self, src: BinaryIO, size: int, what: str, att: _Attempt | None = None):
         self._src = src
         self._start = src.tell()
         self._size = size
         self._pos = 0
         self._what = what
+        self._att = att
 
     def __len__(self) -> int:
         return self._size
@@ -91,7 +368,16 @@ class _Bounded:
             n = left
         if n == 0:
             return b""
-        data = self._src.read(n)
+        att = self._att
+        if att is None:
+            data = self._src.read(n)
+        else:  # reading the (local) source is not the endpoint's time
+            att.pause()
+            try:
+                data = self._src.read(n)
+            finally:
+                att.resume()
+            att.moved += len(data)
         if not data:
             raise BlobStoreError(f"{self._what}: source ended {left} bytes early")
         self._pos += len(data)
@@ -127,6 +413,8 @@ def _refuse_short_body(operation_model: Any, response_dict: dict[str, Any], **_:
 
 class S3BlobStore:
     """BlobStore on an S3 bucket under a key prefix."""
+
+    root = None  # no local dir (``file://`` stores have one)
 
     def __init__(self, bucket: str, prefix: str, options: "S3Options", url: str):
         try:
@@ -190,6 +478,7 @@ class S3BlobStore:
         self._requests_lock = threading.Lock()
         self._client.meta.events.register("before-call.s3", self._count_request)
         self._client.meta.events.register("before-parse.s3.*", _refuse_short_body)
+        self.deadlines = _install_deadlines(self._client)
 
     def _count_request(self, model: Any, **_: Any) -> None:
         with self._requests_lock:
@@ -199,6 +488,30 @@ class S3BlobStore:
 
     def _key(self, key: str) -> str:
         return self.prefix + key
+
+    def _deadline(self, op: str, key: str, *, bulk: bool = False) -> _Deadline:
+        """The time bound of one request (module doc): a whole metadata request, or a bulk transfer's progress."""
+        return _Deadline(self, op, key, bulk)
+
+    def _too_slow(self, op: str, key: str, att: _Attempt) -> TransientBlobStoreError:
+        where = f"s3: {op} s3://{self.bucket}/{self._key(key)}"
+        endpoint = self._client.meta.endpoint_url
+        if att.why == "stalled":
+            return TransientBlobStoreError(
+                f"{where}: the transfer with {endpoint} stalled: less than {MIN_PROGRESS_BYTES // 1024} KiB in "
+                f"{att.window:g}s", hint=_NO_ANSWER_HINT)
+        limit = att.head_window if att.why == "head" else att.window
+        return TransientBlobStoreError(f"{where}: no answer from {endpoint} within {limit:g}s", hint=_NO_ANSWER_HINT)
+
+    def _pages(self, op: str, key: str, pages: Any) -> Iterator[Any]:
+        """A paginator's pages, each request bounded."""
+        it = iter(pages)
+        while True:
+            with self._deadline(op, key):
+                page = next(it, None)
+            if page is None:
+                return
+            yield page
 
     def _error(self, op: str, key: str, e: Exception) -> Exception:
         """Map a boto3/botocore exception to statectl's hierarchy, with context."""
@@ -237,8 +550,7 @@ class S3BlobStore:
         if isinstance(e, (bx.ReadTimeoutError, bx.ConnectTimeoutError)):
             return TransientBlobStoreError(
                 f"{where}: no answer from {self._client.meta.endpoint_url} within {self.timeout_s:g}s",
-                hint="the endpoint does not answer: check --s3-endpoint and that the store is up; STATECTL_TIMEOUT "
-                     "and STATECTL_RETRY_TIME set how long statectl waits")
+                hint=_NO_ANSWER_HINT)
         if isinstance(e, (bx.EndpointConnectionError, bx.ConnectionClosedError, bx.IncompleteReadError,
                           bx.ResponseStreamingError, bx.HTTPClientError)):
             return TransientBlobStoreError(f"{where}: {e}")
@@ -251,7 +563,8 @@ class S3BlobStore:
         from botocore import exceptions as bx
 
         try:
-            self._client.head_bucket(Bucket=self.bucket)
+            with self._deadline("head bucket", ""):
+                self._client.head_bucket(Bucket=self.bucket)
         except bx.ClientError as e:
             code = str(e.response.get("Error", {}).get("Code", ""))
             return code in ("404", "NoSuchBucket", "NotFound")
@@ -280,8 +593,9 @@ class S3BlobStore:
         where = f"s3: put s3://{self.bucket}/{self._key(key)}"
         try:
             if size <= self.part_size:
-                self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=_Bounded(src, size, where),
-                                        ContentLength=size, **extra)
+                with self._deadline("put", key, bulk=True) as att:
+                    self._client.put_object(Bucket=self.bucket, Key=self._key(key),
+                                            Body=_Bounded(src, size, where, att), ContentLength=size, **extra)
             else:
                 self._multipart(key, src, size, extra, where)
         except Exception as e:
@@ -292,7 +606,8 @@ class S3BlobStore:
         # S3 allows at most 10,000 parts: grow the part size for huge blobs rather than fail at part 10,001.
         part_size = max(self.part_size, math.ceil(size / MAX_PARTS))
         base = src.tell()
-        upload = self._client.create_multipart_upload(Bucket=self.bucket, Key=self._key(key), **extra)
+        with self._deadline("create upload", key):
+            upload = self._client.create_multipart_upload(Bucket=self.bucket, Key=self._key(key), **extra)
         upload_id = upload["UploadId"]
         try:
             parts = []
@@ -301,18 +616,21 @@ class S3BlobStore:
                 n = min(part_size, size - offset)
                 # Position explicitly: how far botocore read the previous part's body is its business.
                 src.seek(base + offset)
-                resp = self._client.upload_part(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
-                                                PartNumber=number, Body=_Bounded(src, n, where),
-                                                ContentLength=n)
+                with self._deadline(f"put part {number}", key, bulk=True) as att:
+                    resp = self._client.upload_part(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
+                                                    PartNumber=number, Body=_Bounded(src, n, where, att),
+                                                    ContentLength=n)
                 parts.append({"ETag": resp["ETag"], "PartNumber": number})
                 offset += n
                 number += 1
-            self._client.complete_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
-                                                   MultipartUpload={"Parts": parts})
+            with self._deadline("complete upload", key):
+                self._client.complete_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
+                                                       MultipartUpload={"Parts": parts})
             src.seek(base + size)
         except BaseException:
             try:
-                self._client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id)
+                with self._deadline("abort upload", key):
+                    self._client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id)
             except Exception:
                 pass  # an orphaned upload is reclaimed by the bucket's abort-incomplete rule or gc
             raise
@@ -324,7 +642,8 @@ class S3BlobStore:
         if if_match is not None:
             extra["IfMatch"] = if_match
         try:
-            resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
+            with self._deadline("put", key):
+                resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
         except Exception as e:
             if extra and _precondition_failed(e):
                 raise PreconditionFailedError(f"s3: put s3://{self.bucket}/{self._key(key)}: "
@@ -334,9 +653,10 @@ class S3BlobStore:
 
     def read_at(self, key: str) -> tuple[bytes, str]:
         try:
-            resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
-            with closing(resp["Body"]) as body:
-                data = body.read()
+            with self._deadline("get", key):
+                resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+                with closing(resp["Body"]) as body:
+                    data = body.read()
         except Exception as e:
             raise self._error("get", key, e) from e
         return data, resp["ETag"]
@@ -351,7 +671,8 @@ class S3BlobStore:
             raise UsageError(f"s3: get {key}: negative start or length ({start}, {length})")
         if length == 0:
             try:  # nothing to read, but a missing object must still be reported
-                self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+                with self._deadline("get", key):
+                    self._client.head_object(Bucket=self.bucket, Key=self._key(key))
             except Exception as e:
                 raise self._error("get", key, e) from e
             return 0
@@ -362,30 +683,34 @@ class S3BlobStore:
         from botocore.exceptions import ClientError
 
         try:
-            try:
-                resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **kwargs)
-            except ClientError as e:
-                # 416: the range starts at or past the end (or the object is empty): zero bytes, as a file read.
-                if e.response.get("Error", {}).get("Code") == "InvalidRange":
-                    return 0
-                raise
-            expected = resp.get("ContentLength")
-            body = resp["Body"]
-            written = 0
-            try:
-                if "Range" in kwargs and not str(resp.get("ContentRange", "")).startswith(f"bytes {start}-"):
-                    raise BlobStoreError(f"s3: get s3://{self.bucket}/{self._key(key)}: server ignored the range "
-                                         f"{kwargs['Range']} (Content-Range {resp.get('ContentRange')!r})")
-                while chunk := body.read(READ_BUF):
-                    try:
-                        dst.write(chunk)
-                    except OSError as e:  # the local side, not the network: never transient
-                        if e.errno == errno.ENOSPC:
-                            raise DiskFullError(f"s3: get {key}: no space left writing the download") from e
-                        raise BlobStoreError(f"s3: get {key}: writing the download: {e}") from e
-                    written += len(chunk)
-            finally:
-                body.close()
+            with self._deadline("get", key, bulk=True) as att:
+                try:
+                    resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **kwargs)
+                except ClientError as e:
+                    # 416: the range starts at or past the end (or the object is empty): zero bytes, as a file read.
+                    if e.response.get("Error", {}).get("Code") == "InvalidRange":
+                        return 0
+                    raise
+                expected = resp.get("ContentLength")
+                body = resp["Body"]
+                written = 0
+                try:
+                    if "Range" in kwargs and not str(resp.get("ContentRange", "")).startswith(f"bytes {start}-"):
+                        raise BlobStoreError(f"s3: get s3://{self.bucket}/{self._key(key)}: server ignored the "
+                                             f"range {kwargs['Range']} (Content-Range {resp.get('ContentRange')!r})")
+                    while chunk := body.read(READ_BUF):
+                        att.pause()  # writing locally is not the endpoint's time
+                        try:
+                            dst.write(chunk)
+                        except OSError as e:  # the local side, not the network: never transient
+                            if e.errno == errno.ENOSPC:
+                                raise DiskFullError(f"s3: get {key}: no space left writing the download") from e
+                            raise BlobStoreError(f"s3: get {key}: writing the download: {e}") from e
+                        finally:
+                            att.resume()
+                        written += len(chunk)
+                finally:
+                    body.close()
         except Exception as e:
             raise self._error("get", key, e) from e
         if expected is not None and written != expected:
@@ -395,7 +720,8 @@ class S3BlobStore:
 
     def delete(self, key: str) -> None:
         try:
-            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
+            with self._deadline("delete", key):
+                self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
         except Exception as e:
             err = self._error("delete", key, e)
             if isinstance(err, BlobNotFoundError):
@@ -407,8 +733,9 @@ class S3BlobStore:
         for i in range(0, len(keys), 1000):
             batch = keys[i:i + 1000]
             try:
-                resp = self._client.delete_objects(
-                    Bucket=self.bucket, Delete={"Objects": [{"Key": self._key(k)} for k in batch], "Quiet": True})
+                with self._deadline("delete", batch[0]):
+                    resp = self._client.delete_objects(
+                        Bucket=self.bucket, Delete={"Objects": [{"Key": self._key(k)} for k in batch], "Quiet": True})
             except Exception as e:
                 raise self._error("delete", batch[0], e) from e
             errors = [x for x in resp.get("Errors", []) if x.get("Code") != "NoSuchKey"]
@@ -419,7 +746,8 @@ class S3BlobStore:
         # One request: DeleteObjectTagging answers NoSuchKey for a missing object (AWS and SeaweedFS; the
         # conformance suite checks it), so no HEAD first. Half the requests of a cleanup of many small files.
         try:
-            self._client.delete_object_tagging(Bucket=self.bucket, Key=self._key(key))
+            with self._deadline("remove_ttl", key):
+                self._client.delete_object_tagging(Bucket=self.bucket, Key=self._key(key))
         except Exception as e:
             raise self._error("remove_ttl", key, e) from e
 
@@ -428,17 +756,20 @@ class S3BlobStore:
         tagging = self._tagging(ttl_seconds)
         extra: dict[str, str] = {"TaggingDirective": "REPLACE", "Tagging": tagging or ""}
         try:
-            self._client.copy_object(Bucket=self.bucket, Key=self._key(new_key),
-                                     CopySource={"Bucket": self.bucket, "Key": self._key(key)}, **extra)
+            with self._deadline("copy", key):
+                self._client.copy_object(Bucket=self.bucket, Key=self._key(new_key),
+                                         CopySource={"Bucket": self.bucket, "Key": self._key(key)}, **extra)
         except Exception as e:
             raise self._error("copy", key, e) from e
         return new_key
 
     def stat(self, key: str) -> BlobInfo:
         try:
-            head = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
-            tags = {t["Key"]: t["Value"] for t in
-                    self._client.get_object_tagging(Bucket=self.bucket, Key=self._key(key)).get("TagSet", [])}
+            with self._deadline("stat", key):
+                head = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            with self._deadline("stat", key):
+                tagging = self._client.get_object_tagging(Bucket=self.bucket, Key=self._key(key))
+            tags = {t["Key"]: t["Value"] for t in tagging.get("TagSet", [])}
         except Exception as e:
             raise self._error("stat", key, e) from e
         expires = None
@@ -452,7 +783,7 @@ class S3BlobStore:
     def list(self, prefix: str = "") -> Iterator[BlobInfo]:
         paginator = self._client.get_paginator("list_objects_v2")
         try:
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+            for page in self._pages("list", prefix, paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix))):
                 for obj in page.get("Contents", []):
                     yield BlobInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["LastModified"].timestamp(),
                                    None, ttl_known=False)
@@ -467,7 +798,7 @@ class S3BlobStore:
         where = self._key("blobs/")
         try:
             paginator = self._client.get_paginator("list_multipart_uploads")
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=where):
+            for page in self._pages("list uploads", "blobs/", paginator.paginate(Bucket=self.bucket, Prefix=where)):
                 for upload in page.get("Uploads", []):
                     initiated = upload["Initiated"].timestamp()
                     if initiated >= older_than:
@@ -475,8 +806,9 @@ class S3BlobStore:
                     key = upload["Key"][len(self.prefix):]
                     if not dry_run:
                         try:
-                            self._client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
-                                                                UploadId=upload["UploadId"])
+                            with self._deadline("abort upload", key):
+                                self._client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
+                                                                    UploadId=upload["UploadId"])
                         except Exception as e:
                             err = self._error("abort upload", key, e)
                             if not isinstance(err, BlobNotFoundError):  # NoSuchUpload: aborted meanwhile

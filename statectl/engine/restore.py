@@ -87,7 +87,7 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     started = time.monotonic()
     asked = Path(opts.target_dir or opts.store_dir)
     target = resolve_target(asked)
-    check_target(target, opts.force, blob_root=local_blobstore_root(blobstore.url), own_store=opts.store_dir,
+    check_target(target, opts.force, blob_root=getattr(blobstore, "root", None), own_store=opts.store_dir,
                  state_dir=opts.state_dir)
     note_if_linked(asked, target, progress)
 
@@ -175,14 +175,6 @@ def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullErro
     return DiskFullError(f"no space left on device restoring into {target}; the old store is untouched",
                          hint=f"the snapshot needs up to {need} bytes free in {target.parent}; free some space, "
                               "or restore elsewhere with --target-dir")
-
-
-def local_blobstore_root(url: str) -> Path | None:
-    """The directory of a ``file://`` blob store, else None."""
-    from urllib.parse import unquote, urlparse
-
-    parsed = urlparse(url)
-    return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
 
 def note_if_linked(asked: Path, target: Path, progress: ProgressReporter) -> None:

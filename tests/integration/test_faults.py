@@ -242,8 +242,9 @@ def test_backup_with_the_store_down_for_good_fails_cleanly(faulty_s3, sdir: Path
     assert listing(sdir.parent) == before  # not even opened: the store is checked before the checkpoint
 
     # The store dies in the middle of the upload: the new checkpoint dir is removed, nothing commits.
-    # (About 8 requests come before the first upload: lease, catalog, previous index.)
-    faulty_s3.proxy.set_down(True, after=12)
+    # (About 8 requests come before the first upload: lease, catalog, previous index; then a stat of
+    # each blob the new snapshot keeps from the previous one, at most one per file of that one.)
+    faulty_s3.proxy.set_down(True, after=12 + first.files_total)
     with pytest.raises(BlobStoreError) as e:
         backup(BackupOptions(REF, sdir, chunk_size=MiB), faulty_s3.open(retries=1), cps)
     assert "gave up after 2 attempts" in str(e.value)

@@ -1,19 +1,24 @@
-"""Endpoints that accept TCP connections and never answer, and secrets that must never be printed.
+"""Endpoints that accept TCP connections and never answer (or answer a byte at a time), and secrets that
+must never be printed.
 
-A blob store behind such an endpoint hung `snapshots list` for 546 s and `doctor` for minutes; the
+A blob store behind such an endpoint hung `snapshots list` for 546 s and `doctor` for minutes; one that
+sent a header line every 5 s held them for 507 s, and one that trickled a body never let go; the
 session token appeared on stderr with --debug, and a password inside the endpoint URL in the error line.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
+from statectl.blobstore import S3Options, open_blobstore
+from statectl.errors import BlobStoreError
 from tests.integration.test_bad_input import (WHERE, World, assert_error, assert_unchanged, capture, capture_after,
                                               make_world, s3_env)
 
@@ -99,6 +104,210 @@ def test_timeout_settings_are_validated(world: World):
     p = world.run("snapshots", "list", *WHERE, "--blobstore", "s3://backups/x",
                   env=s3_env(world.tmp, "http://127.0.0.1:9", "AK", "SK", STATECTL_TIMEOUT="0s"))
     assert_error(p, 2, "timeout")
+
+
+# ---- endpoints that answer a byte at a time ------------------------------------------------------
+
+Answer = Callable[[socket.socket, threading.Event], None]
+
+
+class Trickle:
+    """A loopback HTTP server whose ``answer(conn, stop)`` runs for each request it reads (its head, and
+    with ``read_body`` its Content-Length body too)."""
+
+    def __init__(self, answer: Answer, *, rcvbuf: int | None = None, read_body: bool = False):
+        self.answer = answer
+        self.read_body = read_body
+        self.server = socket.socket()
+        if rcvbuf:  # inherited by accepted connections: a slow reader then holds little of an upload
+            self.server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.stop = threading.Event()
+        self.conns: list[socket.socket] = []
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            self.conns.append(conn)
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(4096)
+                if not data:
+                    return
+                head += data
+            if self.read_body:
+                head, _, body = head.partition(b"\r\n\r\n")
+                fields = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:] if b":" in line)
+                fields = {k.strip().lower(): v.strip() for k, v in fields.items()}
+                if fields.get(b"expect", b"").lower() == b"100-continue":
+                    conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                left = int(fields.get(b"content-length", b"0")) - len(body)
+                while left > 0:
+                    data = conn.recv(min(left, 1 << 20))
+                    if not data:
+                        return
+                    left -= len(data)
+            self.answer(conn, self.stop)
+        except OSError:
+            pass  # the client gave up and closed
+
+    def close(self) -> None:
+        self.stop.set()
+        for c in self.conns:
+            c.close()
+        self.server.close()
+        for t in self.threads:
+            t.join(5)
+
+
+@pytest.fixture
+def trickle(request) -> Iterator[Callable[..., Trickle]]:
+    servers: list[Trickle] = []
+
+    def start(answer: Answer, **kw) -> Trickle:
+        servers.append(Trickle(answer, **kw))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def header_by_header(conn: socket.socket, stop: threading.Event) -> None:
+    """A status line, then one header line a second, for ever: each read gets a byte within the timeout."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+    i = 0
+    while not stop.wait(1):
+        conn.sendall(b"X-Slow-%d: %d\r\n" % (i, i))
+        i += 1
+
+
+def byte_by_byte(conn: socket.socket, stop: threading.Event) -> None:
+    """A complete head announcing 100 MB, then one body byte a second."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: 100000000\r\n\r\n")
+    while not stop.wait(1):
+        conn.sendall(b" ")
+
+
+def reading_byte_by_byte(conn: socket.socket, stop: threading.Event) -> None:
+    """Takes a request body one byte a second, and never answers."""
+    while not stop.wait(1):
+        if not conn.recv(1):
+            return
+
+
+SLOW = {"STATECTL_TIMEOUT": "2s", "STATECTL_RETRY_TIME": "5s", "STATECTL_RETRIES": "8"}
+
+
+@pytest.mark.parametrize("answer", [header_by_header, byte_by_byte], ids=["headers", "body"])
+def test_blob_store_that_answers_a_byte_at_a_time(world: World, trickle, answer: Answer):
+    # Each byte comes well within the 2 s read timeout: only a bound on the whole request ends these.
+    server = trickle(answer)
+    env = s3_env(world.tmp, server.endpoint, "AK", "SK", **SLOW)
+    p = world.run("snapshots", "list", *WHERE, "--blobstore", "s3://backups/statectl", env=env, timeout=60)
+    assert_error(p, 1, f"127.0.0.1:{server.port}", "no answer", "within 8s")  # 4 x the timeout
+    assert "STATECTL_TIMEOUT" in p.stderr
+    p = world.run("doctor", "--blobstore", "s3://backups/statectl", "-o", "json", env=env, timeout=60)
+    assert p.returncode == 1, p.stderr
+    check = {c["name"]: c for c in json.loads(p.stdout)["checks"]}["blob store"]
+    assert check["status"] == "fail" and f"127.0.0.1:{server.port}" in check["detail"], check
+
+
+def _bounded(call: Callable[[], object], limit: float = 60) -> BaseException | None:
+    """Run ``call`` in a thread and return what it raised; fail the test if it is still running after ``limit``."""
+    raised: list[BaseException | None] = [None]
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:
+            raised[0] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(limit)
+    assert not t.is_alive(), f"still running after {limit}s"
+    return raised[0]
+
+
+def _store(endpoint: str, timeout_s: float = 2, retry_time_s: float = 5):
+    return open_blobstore("s3://backups/statectl", retries=8, retry_time_s=retry_time_s,
+                          s3=S3Options(endpoint_url=endpoint, region="us-east-1", access_key_id="AK",
+                                       secret_access_key="SK", timeout_s=timeout_s))
+
+
+@pytest.mark.parametrize("answer", [header_by_header, byte_by_byte], ids=["headers", "body"])
+def test_a_download_that_trickles_fails_after_about_the_timeout(trickle, answer: Answer):
+    # A data blob's get has no total bound (a long download that keeps moving must go on), but fewer than
+    # 64 KiB within a timeout fails the attempt.
+    server = trickle(answer)
+    store = _store(server.endpoint)
+    e = _bounded(lambda: store.get("blobs/ab/abcd", io.BytesIO()))
+    assert isinstance(e, BlobStoreError), e
+    assert f"127.0.0.1:{server.port}" in str(e) and "gave up after" in str(e), e
+    assert "stalled: less than 64 KiB in 2s" in str(e), e
+    store.close()
+
+
+@pytest.mark.parametrize("size, said", [(1000, "stalled: less than 64 KiB in 2s"),
+                                        (6 * 1024 * 1024, "create upload")], ids=["put", "multipart"])
+def test_an_upload_answered_header_by_header_fails(trickle, size: int, said: str):
+    # A blob's body goes up at full speed, then the answer never ends: the transfer no longer moves. A
+    # multipart upload's first request is bookkeeping, bounded as a whole (4 x 2 s).
+    server = trickle(header_by_header, read_body=True)
+    store = open_blobstore("s3://backups/statectl", retries=8, retry_time_s=5,
+                           s3=S3Options(endpoint_url=server.endpoint, region="us-east-1", access_key_id="AK",
+                                        secret_access_key="SK", timeout_s=2, part_size=5 * 1024 * 1024))
+    e = _bounded(lambda: store.put(io.BytesIO(bytes(size)), size=size, ttl_seconds=None))
+    assert isinstance(e, BlobStoreError), e
+    assert f"127.0.0.1:{server.port}" in str(e) and said in str(e) and "gave up after" in str(e), e
+    store.close()
+
+
+def test_an_upload_the_endpoint_takes_a_byte_at_a_time_fails(trickle):
+    server = trickle(reading_byte_by_byte, rcvbuf=4096)
+    store = _store(server.endpoint)
+    data = io.BytesIO(bytes(16 * 1024 * 1024))
+    e = _bounded(lambda: store.put(data, size=16 * 1024 * 1024, ttl_seconds=None))
+    assert isinstance(e, BlobStoreError), e
+    assert f"127.0.0.1:{server.port}" in str(e) and "gave up after" in str(e), e
+    store.close()
+
+
+def test_a_slow_download_that_keeps_moving_is_never_cut(trickle):
+    # 100 KiB every 0.25 s for about 6 s: far longer than a metadata request may take (4 x 1 s), and every
+    # second brings more than 64 KiB.
+    size = 25 * 100 * 1024
+
+    def steady(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nETag: \"e\"\r\n"
+                     b"Content-Length: %d\r\n\r\n" % size)
+        for _ in range(25):
+            if stop.wait(0.25):
+                return
+            conn.sendall(b"x" * 100 * 1024)
+
+    server = trickle(steady)
+    store = _store(server.endpoint, timeout_s=1, retry_time_s=0)
+    buf = io.BytesIO()
+    assert _bounded(lambda: store.get("blobs/ab/abcd", buf)) is None
+    assert buf.getvalue() == b"x" * size
+    store.close()
 
 
 # ---- secrets -------------------------------------------------------------------------------------
