@@ -411,6 +411,21 @@ def _refuse_short_body(operation_model: Any, response_dict: dict[str, Any], **_:
         raise IncompleteReadError(actual_bytes=len(body), expected_bytes=int(declared))
 
 
+def _mask_resolved_credentials(session: Any) -> None:
+    """Mask the secret key and token botocore found by itself (~/.aws files, a credential process,
+    instance roles), which statectl's settings never saw: a --debug log or an error may quote them. The
+    session resolved them already to create the client: asking again costs nothing."""
+    from statectl import redact
+
+    try:
+        creds = session.get_credentials()
+        frozen = creds.get_frozen_credentials() if creds is not None else None
+    except Exception:  # no credentials, or a provider failing: the first request reports it
+        return
+    if frozen is not None:
+        redact.add_secrets([frozen.secret_key, frozen.token])
+
+
 class S3BlobStore:
     """BlobStore on an S3 bucket under a key prefix."""
 
@@ -473,6 +488,8 @@ class S3BlobStore:
         except ProfileNotFound:
             raise ConfigError(f"s3: AWS profile {options.profile!r} not found",
                               hint="check s3_profile, or the profiles in ~/.aws/config") from None
+        if not options.access_key_id:
+            _mask_resolved_credentials(session)
         # API requests sent, by operation (retries included): gc and the benchmarks report them.
         self.requests: Counter[str] = Counter()
         self._requests_lock = threading.Lock()

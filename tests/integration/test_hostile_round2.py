@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from statectl.engine.layout import store_dir
-from tests.integration.test_bad_input import (STORE, TASK, WHERE, World, assert_error, assert_unchanged, capture,
+from tests.integration.test_bad_input import (STATECTL, STORE, TASK, WHERE, World, assert_error, assert_unchanged, capture,
                                               capture_after, make_world, temp_dirs_beside)
 from tests.tools.genstore import fingerprint, make_store
 
@@ -188,3 +188,18 @@ def test_a_dangling_symlink_among_the_target_parents_is_refused(world: World):
     p = world.run(*world.restore_args(), "--target-dir", str(l2 / "sub"))
     assert_error(p, 2, str(l2), "does not exist")
     assert not (world.tmp / "nowhere").exists()
+
+
+def test_credentials_botocore_finds_itself_are_masked(tmp_path: Path, seaweed):
+    """Keys from ~/.aws (never seen by statectl's settings) appeared in --debug logs unmasked."""
+    (tmp_path / "credentials").write_text("[default]\naws_access_key_id = AKIDFILE\n"
+                                          "aws_secret_access_key = FILESECRETVALUE123\n"
+                                          "aws_session_token = FILETOKENVALUE456\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STATECTL_"))}
+    env.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"), AWS_CONFIG_FILE=str(tmp_path / "config"),
+               HOME=str(tmp_path))
+    p = subprocess.run([STATECTL, "--debug", "snapshots", "list", *WHERE, "--blobstore", f"s3://{seaweed.make_bucket()}/p",
+                        "--s3-endpoint", seaweed.endpoint], env=env, capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert "X-Amz-Security-Token" in out or "Security-Token" in out or "****" in out, out[-2000:]
+    assert "FILESECRETVALUE123" not in out and "FILETOKENVALUE456" not in out
