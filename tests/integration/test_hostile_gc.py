@@ -32,6 +32,7 @@ from statectl.engine.layout import StoreRef, store_dir
 from statectl.engine.lease import lease_key
 from statectl.engine.snapshots import verify_snapshot
 from statectl.errors import UsageError
+from tests.integration.test_retention_gc import blob_keys
 from tests.tools.genstore import fingerprint, make_store
 
 STATECTL = Path(sys.executable).parent / "statectl"
@@ -56,18 +57,6 @@ def cli_env(tmp: Path, blobstore, request) -> dict[str, str]:
 def statectl(env: dict[str, str], *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(STATECTL), *args], env=env, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, **kw)
-
-
-def referenced(bs, cps) -> set[str]:
-    keys: set[str] = set()
-    for ref in cps.refs():
-        for r in cps.list(ref):
-            keys |= snapshot_blob_ids(r.index_blob_id, read_index(bs, r.index_blob_id))
-    return keys
-
-
-def blob_keys(bs) -> set[str]:
-    return {i.key for i in bs.list("blobs/")}
 
 
 @pytest.fixture
