@@ -118,3 +118,7 @@ class NotAStoreError(StatectlError):
 
 class DiskFullError(StatectlError):
     """The local disk ran out of space; nothing existing was changed."""
+
+
+class LeaseLostError(StatectlError):
+    """Another process took over this store's lease; this operation must not commit."""

@@ -7,8 +7,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, KeepLastOpt, ParallelismOpt, S3EndpointOpt, StateDirOpt,
-                                 StoreDirOpt, StoreOpt, TaskOpt, human_bytes)
+from statectl.cli.common import (
+    BlobstoreOpt,
+    Env,
+    JobIdOpt,
+    JobOpt,
+    KafkaOpt,
+    KeepLastOpt,
+    ParallelismOpt,
+    S3EndpointOpt,
+    StateDirOpt,
+    StoreDirOpt,
+    StoreOpt,
+    TaskOpt,
+    human_bytes,
+)
 from statectl.errors import PartialError, UsageError
 
 EPILOG = (
@@ -40,7 +53,8 @@ def backup(
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="Expiry of uncommitted blobs (default 30d).", show_default=False)] = None,
 ) -> None:
     """Take an incremental snapshot of a RocksDB store: checkpoint it, upload only what changed, commit."""
-    from statectl.engine.backup import BackupOptions, backup as run_backup, backup_all
+    from statectl.engine.backup import BackupOptions, backup_all
+    from statectl.engine.backup import backup as run_backup
 
     env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id, task=task, store=store,
               state_dir=str(state_dir) if state_dir else None, parallelism=parallelism, chunk_size=chunk_size, ttl=ttl,

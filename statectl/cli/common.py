@@ -80,11 +80,11 @@ class Env:
     def checkpoints(self):
         """The catalog in the blob store; with --kafka the job's checkpoint topic is the commit log."""
         if self._checkpoints is None:
-            from statectl.engine.checkpoints import BlobCheckpointStore
+            from statectl.catalog.records import BlobCheckpointStore
 
             log = None
             if self.settings.kafka:
-                from statectl.kafka.checkpoints import KafkaCheckpointLogs
+                from statectl.catalog.kafka_log import KafkaCheckpointLogs
 
                 log = KafkaCheckpointLogs(self.settings.kafka)
             self._checkpoints = BlobCheckpointStore(self.blobstore, log)
@@ -103,7 +103,7 @@ class Env:
         return NoteProgress(quiet=s.quiet)
 
     def ref(self, *, need_store: bool = True):
-        from statectl.engine.layout import StoreRef
+        from statectl.catalog.refs import StoreRef
 
         s = self.settings
         if not s.job:
@@ -116,7 +116,7 @@ class Env:
 
     def store_dir(self, explicit: Optional[Path]) -> Path:
         """--store-dir, else <state-dir>/<store>/<task>."""
-        from statectl.engine.layout import store_dir
+        from statectl.local.layout import store_dir
 
         if explicit is not None:
             return explicit

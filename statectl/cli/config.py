@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, KeepLastOpt, ParallelismOpt,
-                                 S3EndpointOpt, StateDirOpt, StoreOpt, TaskOpt, print_json)
+from statectl.cli.common import (
+    BlobstoreOpt,
+    Env,
+    JobIdOpt,
+    JobOpt,
+    KafkaOpt,
+    KeepLastOpt,
+    ParallelismOpt,
+    S3EndpointOpt,
+    StateDirOpt,
+    StoreOpt,
+    TaskOpt,
+    print_json,
+)
 
 app = typer.Typer(help="Inspect statectl's settings.", no_args_is_help=True, rich_markup_mode=None)
 

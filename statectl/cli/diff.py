@@ -6,8 +6,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, S3EndpointOpt, StateDirOpt, StoreDirOpt,
-                                 StoreOpt, TaskOpt, human_bytes)
+from statectl.cli.common import (
+    BlobstoreOpt,
+    Env,
+    JobIdOpt,
+    JobOpt,
+    KafkaOpt,
+    S3EndpointOpt,
+    StateDirOpt,
+    StoreDirOpt,
+    StoreOpt,
+    TaskOpt,
+    human_bytes,
+)
 
 EPILOG = (
     "Examples:\n\n"
@@ -34,7 +45,8 @@ def diff(
     """Show what differs between the local store and a snapshot, or between two snapshots."""
     from pathlib import Path
 
-    from statectl.engine.diff import DiffOptions, diff as run_diff
+    from statectl.engine.diff import DiffOptions
+    from statectl.engine.diff import diff as run_diff
 
     env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id, task=task, store=store,
               state_dir=str(state_dir) if state_dir else None)

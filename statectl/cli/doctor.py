@@ -7,7 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, S3EndpointOpt, StateDirOpt
+from statectl.cli.common import (
+    BlobstoreOpt,
+    Env,
+    JobIdOpt,
+    JobOpt,
+    KafkaOpt,
+    S3EndpointOpt,
+    StateDirOpt,
+)
 from statectl.errors import StatectlError
 
 EPILOG = (
@@ -38,7 +46,8 @@ def doctor(
     """Check what the operations need: the blob store (reachable, credentials, writable, TTL tagging),
     the Kafka brokers and the job's checkpoint and coordinator topics, rocksdict, Java and pyspark, the
     state dir. One line per check."""
-    from statectl.engine.doctor import DoctorOptions, doctor as run_doctor
+    from statectl.engine.doctor import DoctorOptions
+    from statectl.engine.doctor import doctor as run_doctor
 
     env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id,
               state_dir=str(state_dir) if state_dir else None)

@@ -6,8 +6,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, KeepLastOpt, ParallelismOpt,
-                                 S3EndpointOpt, human_bytes)
+from statectl.cli.common import (
+    BlobstoreOpt,
+    Env,
+    JobIdOpt,
+    JobOpt,
+    KafkaOpt,
+    KeepLastOpt,
+    ParallelismOpt,
+    S3EndpointOpt,
+    human_bytes,
+)
 
 EPILOG = (
     "Examples:\n\n"
@@ -30,7 +39,8 @@ def gc(
     parallelism: ParallelismOpt = None,
 ) -> None:
     """Finish interrupted cleanups, apply retention, delete expired and unreferenced blobs (all jobs)."""
-    from statectl.engine.gc import GcOptions, gc as run_gc
+    from statectl.engine.gc import GcOptions
+    from statectl.engine.gc import gc as run_gc
 
     env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id,
               keep_last=keep_last, grace=grace, parallelism=parallelism)

@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli.common import BlobstoreOpt, Env, JobIdOpt, JobOpt, S3EndpointOpt, StoreOpt, TaskOpt
+from statectl.cli.common import (
+    BlobstoreOpt,
+    Env,
+    JobIdOpt,
+    JobOpt,
+    S3EndpointOpt,
+    StoreOpt,
+    TaskOpt,
+)
 from statectl.errors import NotFoundError, UsageError
 
 app = typer.Typer(help="Inspect or break the lease that keeps two backups of a store from running at once.",
@@ -47,7 +55,7 @@ def show(
     store: StoreOpt = None,
 ) -> None:
     """Show who holds a store's lease, since when and until when (UTC). Read-only."""
-    from statectl.engine.lease import inspect_lease
+    from statectl.catalog.lease import inspect_lease
 
     env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
     try:
@@ -74,7 +82,7 @@ def break_(
     force: Annotated[bool, typer.Option("--force", help="Break it even when its holder is a running process on this host.")] = False,
 ) -> None:
     """Release a store's lease left by a crashed backup, after showing its holder and asking."""
-    from statectl.engine.lease import break_lease, inspect_lease
+    from statectl.catalog.lease import break_lease, inspect_lease
 
     env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
     try:

@@ -8,7 +8,8 @@ import traceback
 from typing import Annotated, Optional
 
 import typer
-from typer._click.exceptions import NoArgsIsHelpError, UsageError as ClickUsageError
+from typer._click.exceptions import NoArgsIsHelpError
+from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 

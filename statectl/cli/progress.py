@@ -6,7 +6,7 @@ import sys
 import threading
 from typing import Any
 
-from statectl.engine.progress import NullProgress
+from statectl.progress import NullProgress
 
 
 class RichProgress:
@@ -22,8 +22,14 @@ class RichProgress:
         self.notes: list[str] = []
 
     def start(self, description: str, total_bytes: int, total_files: int) -> None:
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                   TransferSpeedColumn)
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
 
         with self._lock:
             self._files_total, self._files_done = total_files, 0

@@ -7,8 +7,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, ParallelismOpt, S3EndpointOpt,
-                                 StateDirOpt, StoreDirOpt, StoreOpt, TaskOpt, human_bytes)
+from statectl.cli.common import (
+    BlobstoreOpt,
+    Env,
+    JobIdOpt,
+    JobOpt,
+    KafkaOpt,
+    ParallelismOpt,
+    S3EndpointOpt,
+    StateDirOpt,
+    StoreDirOpt,
+    StoreOpt,
+    TaskOpt,
+    human_bytes,
+)
 from statectl.errors import UsageError
 
 EPILOG = (
@@ -66,7 +78,8 @@ def restore(
     if from_other_store and snapshot is None:
         raise UsageError("--from-other-store needs --snapshot ID: a cross-restore names the snapshot it takes")
 
-    from statectl.engine.restore import RestoreOptions, restore as run_restore
+    from statectl.engine.restore import RestoreOptions
+    from statectl.engine.restore import restore as run_restore
 
     try:
         if target_dir is not None and store_dir is None and not env.settings.state_dir:
@@ -87,7 +100,10 @@ def restore(
 def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], store_dir: Optional[Path],
                             target_dir: Optional[Path], force: bool, snapshot: Optional[str],
                             until_offset: Optional[int], to_checkpoint: bool, system: str) -> None:
-    from statectl.engine.changelog import ChangelogRestoreOptions, restore_from_changelog
+    from statectl.engine.changelog import (
+        ChangelogRestoreOptions,
+        restore_from_changelog,
+    )
 
     s = env.settings
     if not s.kafka:

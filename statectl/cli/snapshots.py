@@ -7,8 +7,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (BlobstoreOpt, Env, JobIdOpt, JobOpt, KafkaOpt, ParallelismOpt, S3EndpointOpt, StoreOpt, TaskOpt,
-                                 human_bytes, print_json)
+from statectl.cli.common import (
+    BlobstoreOpt,
+    Env,
+    JobIdOpt,
+    JobOpt,
+    KafkaOpt,
+    ParallelismOpt,
+    S3EndpointOpt,
+    StoreOpt,
+    TaskOpt,
+    human_bytes,
+    print_json,
+)
 from statectl.errors import CorruptSnapshotError, UsageError
 
 app = typer.Typer(help="List, inspect and verify snapshots.", no_args_is_help=True, rich_markup_mode=None)

@@ -12,32 +12,33 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from statectl.blobstore.base import DEFAULT_TTL_SECONDS, BlobStore
-from statectl.engine.checkpoints import BlobCheckpointStore, CheckpointRecord
-from statectl.engine.common import (
-    check_parallelism,
-    finish_interrupted_cleanup,
-    now_ms,
-    post_commit_cleanup,
-    read_index,
-    write_index,
-)
-from statectl.engine.layout import (
-    NEVER_UPLOADED,
-    StoreRef,
-    checkpoint_dir,
-    is_checkpoint_id,
-    local_checkpoint_dirs,
-    new_checkpoint_id,
-)
 from statectl import failpoints
-from statectl.engine.lease import GC_WAIT_SECONDS, Lease
-from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.transfer import check_blobs, upload_files
-from statectl.errors import CorruptSnapshotError, NotFoundError, SnapshotNotFoundError, StatectlError, UsageError
-from statectl.rocks.store import create_checkpoint, lock_holder, require_store, locked_error
+from statectl.blobstore.base import DEFAULT_TTL_SECONDS, BlobStore
+from statectl.catalog.index import read_index, write_index
+from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
+from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
+from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id
+from statectl.catalog.retention import finish_interrupted_cleanup, post_commit_cleanup
+from statectl.errors import (
+    CorruptSnapshotError,
+    NotFoundError,
+    SnapshotNotFoundError,
+    StatectlError,
+    UsageError,
+)
+from statectl.local.layout import NEVER_UPLOADED, checkpoint_dir, local_checkpoint_dirs
+from statectl.parallel import check_parallelism
+from statectl.progress import NullProgress, ProgressReporter
+from statectl.rocks.store import (
+    create_checkpoint,
+    lock_holder,
+    locked_error,
+    require_store,
+)
 from statectl.snapshot.diff import DirDiff, LocalFile, diff_local
 from statectl.snapshot.model import DirIndex, FileIndex, SnapshotIndex, SnapshotMetadata
+from statectl.transfer.upload import upload_files
+from statectl.transfer.verify import check_blobs
 
 DEFAULT_CHUNK_SIZE = 64 * 1024 * 1024
 DEFAULT_PARALLELISM = 8

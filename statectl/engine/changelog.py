@@ -21,13 +21,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from statectl.engine.layout import StoreRef
-from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.restore import (TMP_INFIX, check_target, discard_old, fsync_tree, note_if_linked,
-                                     remove_dead_temp_dirs, resolve_target, swap_into_place)
-from statectl.errors import DiskFullError, SnapshotNotFoundError, StatectlError, UsageError
+from statectl.catalog.refs import StoreRef
+from statectl.errors import (
+    DiskFullError,
+    SnapshotNotFoundError,
+    StatectlError,
+    UsageError,
+)
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import OFFSET_V2, offsets_json, write_offset_file
+from statectl.local.staged import (
+    TMP_INFIX,
+    check_target,
+    discard_old,
+    fsync_tree,
+    note_if_linked,
+    remove_dead_temp_dirs,
+    resolve_target,
+    swap_into_place,
+)
+from statectl.progress import NullProgress, ProgressReporter
 
 DEFAULT_BATCH_RECORDS = 10_000
 DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
@@ -165,7 +178,7 @@ def checkpointed_stop_offset(opts: ChangelogRestoreOptions) -> int:
     Raises SnapshotNotFoundError when no checkpoint records it, UsageError when it names another changelog
     partition or an offset that is not a number; StatectlError when the brokers cannot be reached.
     """
-    from statectl.kafka.checkpoints import KafkaCheckpointLog
+    from statectl.catalog.kafka_log import KafkaCheckpointLog
 
     ref = opts.checkpoint_ref
     assert ref is not None

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statectl.blobstore.base import BlobStore
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.common import resolve_snapshot
-from statectl.engine.layout import NOT_IN_CHECKPOINTS, OFFSET_FILES, StoreRef, is_info_log
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.refs import StoreRef
+from statectl.catalog.resolve import resolve_snapshot
 from statectl.errors import NotFoundError, UsageError
+from statectl.local.layout import NOT_IN_CHECKPOINTS, OFFSET_FILES, is_info_log
 from statectl.snapshot.diff import LocalFile, diff_indexes, diff_local
 
 

@@ -24,14 +24,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from statectl.blobstore.base import BLOB_PREFIX, BlobStore
-from statectl.engine.checkpoints import COMMITTED, PENDING, BlobCheckpointStore
-from statectl.engine.common import (check_parallelism, finish_interrupted_cleanup, post_commit_cleanup, read_index,
-                                     snapshot_blob_ids)
-from statectl.engine.layout import StoreRef
-from statectl.engine.lease import CLOCK_SLACK_SECONDS, Lease, live_leases, read_lease
-from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.transfer import run_parallel
-from statectl.errors import BlobNotFoundError, CorruptSnapshotError, LockHeldError, SnapshotNotFoundError, UsageError
+from statectl.catalog.index import read_index, snapshot_blob_ids
+from statectl.catalog.lease import CLOCK_SLACK_SECONDS, Lease, live_leases, read_lease
+from statectl.catalog.records import COMMITTED, PENDING, BlobCheckpointStore
+from statectl.catalog.refs import StoreRef
+from statectl.catalog.retention import finish_interrupted_cleanup, post_commit_cleanup
+from statectl.errors import (
+    BlobNotFoundError,
+    CorruptSnapshotError,
+    LockHeldError,
+    SnapshotNotFoundError,
+    UsageError,
+)
+from statectl.parallel import check_parallelism, run_parallel
+from statectl.progress import NullProgress, ProgressReporter
 
 DEFAULT_GRACE_SECONDS = 6 * 3600
 # Like --ttl: younger blobs may belong to a write in flight that takes no lease. Tests lower it to sweep

@@ -8,7 +8,6 @@ complete and in place. Any failure removes the temporary dir and leaves the targ
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import shutil
@@ -19,22 +18,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statectl.blobstore.base import BlobStore
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.common import check_parallelism, resolve_snapshot, snapshot_owner
-from statectl.engine.layout import StoreRef, checkpoint_dir, local_checkpoint_dirs
-from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.transfer import DownloadItem, blob_ranges, check_blobs, download_files
-from statectl.errors import (BlobNotFoundError, ChecksumMismatchError, CorruptSnapshotError, DiskFullError,
-                             LockHeldError, StatectlError, UsageError)
-from statectl.rocks.store import check_not_held, is_store
+from statectl.catalog.index import snapshot_owner
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.refs import StoreRef
+from statectl.catalog.resolve import resolve_snapshot
+from statectl.errors import (
+    ChecksumMismatchError,
+    CorruptSnapshotError,
+    DiskFullError,
+    StatectlError,
+    UsageError,
+)
+from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs
+from statectl.local.staged import (
+    TMP_INFIX,
+    check_free_space,
+    check_target,
+    discard_old,
+    fsync_dirs,
+    note_if_linked,
+    remove_dead_temp_dirs,
+    resolve_target,
+    swap_into_place,
+)
+from statectl.parallel import check_parallelism
+from statectl.progress import NullProgress, ProgressReporter
 from statectl.snapshot.diff import LocalFile, same_local_file
 from statectl.snapshot.model import FileIndex
+from statectl.transfer.download import DownloadItem, blob_ranges, download_files
+from statectl.transfer.verify import check_blobs
 
 DEFAULT_RANGE_SIZE = 16 * 1024 * 1024
-TMP_INFIX = ".statectl-restore-"
-OLD_INFIX = ".statectl-old-"
-IMMUTABLE_SUFFIXES = (".sst", ".blob")
 
+IMMUTABLE_SUFFIXES = (".sst", ".blob")
 
 @dataclass(frozen=True)
 class RestoreOptions:
@@ -58,7 +74,6 @@ class RestoreOptions:
         if self.range_size < 1024 * 1024:
             raise UsageError("range size must be at least 1MiB")
 
-
 @dataclass
 class RestoreResult:
     snapshot_id: str
@@ -71,7 +86,6 @@ class RestoreResult:
     bytes_downloaded: int
     duration_s: float
     notes: list[str] = field(default_factory=list)
-
 
 def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
             progress: ProgressReporter | None = None) -> RestoreResult:
@@ -151,170 +165,11 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         notes=list(getattr(progress, "notes", [])),
     )
 
-
-def check_free_space(target: Path, need: int) -> None:
-    """Raise DiskFullError when the filesystem that will hold ``target`` has fewer than ``need`` bytes
-    free for this user, before anything is written. (A disk that fills meanwhile still fails the
-    restore cleanly: the writes report ENOSPC.)"""
-    where = target.parent
-    while not where.exists() and where != where.parent:
-        where = where.parent
-    try:
-        st = os.statvfs(where)
-    except OSError:
-        return  # nothing to go by: the writes will tell
-    free = st.f_bavail * st.f_frsize
-    if need > free:
-        raise DiskFullError(f"no space left on device for restoring into {target}: the snapshot needs {need} bytes "
-                            f"more, {free} are free; the old store is untouched",
-                            hint=f"free some space in {where}, or restore elsewhere with --target-dir")
-
-
 def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullError:
     need = sum(fi.size for _, fi in files)
     return DiskFullError(f"no space left on device restoring into {target}; the old store is untouched",
                          hint=f"the snapshot needs up to {need} bytes free in {target.parent}; free some space, "
                               "or restore elsewhere with --target-dir")
-
-
-def note_if_linked(asked: Path, target: Path, progress: ProgressReporter) -> None:
-    """Say so when the target asked for reached ``target`` through a symlink (after the checks: a refused
-    restore prints its error alone)."""
-    path = Path(asked).absolute()
-    if any(p.is_symlink() for p in (path, *path.parents)):
-        progress.note(f"{path} is a symlink: restoring into {target}")
-
-
-def resolve_target(path: Path) -> Path:
-    """The real path a restore writes to: symlinks (of the target itself or of its parents) are followed,
-    so the store is built beside the real directory and swapped in there, and the link keeps pointing
-    at it. Raises UsageError for a dangling link or a symlink loop, before anything is written."""
-    path = Path(path).absolute()
-    try:
-        real = path.resolve()
-    except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop (Python 3.11)
-        raise UsageError(f"restore target {path} cannot be resolved: {e}") from None
-    for link in (path, *path.parents):  # a dangling link anywhere on the way: never create what it names
-        if link.is_symlink() and not link.exists():
-            raise UsageError(f"restore target {path}: {link} is a symlink to {os.readlink(link)}, which does not exist",
-                             hint="create the directory it points to, or pass another --target-dir")
-    return real
-
-
-def check_target(target: Path, force: bool, *, blob_root: Path | None = None, own_store: Path | None = None,
-                 state_dir: Path | None = None) -> None:
-    """Refuse a target a restore must not replace, before anything is written.
-
-    ``target`` is a resolved path (resolve_target). Refused (UsageError): a filesystem root or a mount
-    point (a rename cannot replace it); a target inside a RocksDB store, or overlapping the ``file://``
-    blob store at ``blob_root`` (inside it or containing it, by path or, for bind mounts and other
-    aliases, by device and inode); another store's dir, or a dir holding stores, inside ``state_dir``
-    (anything but ``own_store``); a target that is not a dir; a non-empty dir that is not a store unless
-    ``force``, and even with ``force`` one that holds a RocksDB store, a mount point or the blob store.
-    LockHeldError for a store held by a running process.
-    """
-    if target.parent == target:
-        raise UsageError(f"refusing to restore into {target}: it is the root of the filesystem")
-    blob_id = None
-    if blob_root is not None:
-        root = Path(os.path.realpath(blob_root))
-        if _within(target, root) or _within(root, target):
-            raise UsageError(f"refusing to restore into {target}: it overlaps the blob store at {root}",
-                             hint="restore into a dir outside the blob store (--target-dir)")
-        blob_id = _dev_ino(root)
-        for parent in (target, *target.parents):
-            if blob_id is not None and _dev_ino(parent) == blob_id:
-                raise UsageError(f"refusing to restore into {target}: {parent} is the blob store at {root} "
-                                 "(through a bind mount or another alias)",
-                                 hint="restore into a dir outside the blob store (--target-dir)")
-    for parent in target.parents:
-        if is_store(parent):
-            raise UsageError(f"refusing to restore into {target}: it is inside the RocksDB store {parent}",
-                             hint="pick a --target-dir outside any store")
-    if target in _mount_points():
-        raise UsageError(f"refusing to restore into {target}: it is a mount point, which a restore cannot swap",
-                         hint="restore into a dir inside the mounted filesystem")
-    own = Path(os.path.realpath(own_store)) if own_store is not None else None
-    if state_dir is not None and target != own:
-        state = Path(os.path.realpath(state_dir))
-        if _within(target, state) and target != state and os.path.lexists(target) and is_store(target):
-            raise UsageError(f"refusing to restore into {target}: it is another store's dir in the state dir {state}",
-                             hint="restore a store into its own dir (--store, --task), or into a dir outside the "
-                                  "state dir")
-    if not os.path.lexists(target):
-        return
-    if not target.is_dir():
-        raise UsageError(f"restore target {target} exists and is not a directory")
-    if is_store(target):
-        try:
-            check_not_held(target)
-        except LockHeldError as e:  # the hint of backup (--checkpoint-dir) does not apply to a restore
-            hint = "stop the job that holds it, or restore elsewhere with --target-dir"
-            raise LockHeldError(str(e), hint=hint) from None
-        _check_replaceable(target, blob_id, allow_store=True)
-        return
-    if not any(target.iterdir()):
-        return
-    if not force:
-        raise UsageError(f"restore target {target} is not empty and is not a RocksDB store",
-                         hint="pick an empty or new --target-dir, or pass --force to replace it")
-    _check_replaceable(target, blob_id, allow_store=False)
-
-
-def _check_replaceable(target: Path, blob_id: tuple[int, int] | None, *, allow_store: bool) -> None:
-    """A restore deletes the dir it replaces, all of it: walk it first (without following links) and refuse
-    one that reaches other state: a mount point (bind mounts on the same filesystem included), the blob
-    store under any name, or (unless ``allow_store``: the target is the store being replaced) a store."""
-    mounts = [m for m in _mount_points() if _within(m, target) and m != target]
-    if mounts:
-        raise UsageError(f"refusing to replace {target}: {mounts[0]} is a mount point",
-                         hint="unmount it, or pick an empty or new --target-dir")
-    top_dev = os.lstat(target).st_dev
-    for dirpath, dirnames, _ in os.walk(target):
-        for name in dirnames:
-            sub = Path(dirpath, name)
-            ident = _dev_ino(sub, follow=False)
-            if ident is None:
-                continue
-            if ident[0] != top_dev or os.path.ismount(sub):
-                raise UsageError(f"refusing to replace {target}: {sub} is a mount point",
-                                 hint="unmount it, or pick an empty or new --target-dir")
-            if blob_id is not None and ident == blob_id:
-                raise UsageError(f"refusing to replace {target}: {sub} is the blob store",
-                                 hint="pick an empty or new --target-dir")
-            if not allow_store and is_store(sub):
-                raise UsageError(f"refusing to replace {target}: it holds the RocksDB store {sub}",
-                                 hint="pick an empty or new --target-dir, or the store's own dir")
-
-
-def _dev_ino(path: Path, *, follow: bool = True) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path) if follow else os.lstat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _mount_points() -> list[Path]:
-    """Every mount point of this process's mount namespace (Linux /proc/self/mountinfo; bind mounts of a
-    dir on its own filesystem included, which st_dev cannot tell); empty where unavailable."""
-    import re
-
-    try:
-        text = Path("/proc/self/mountinfo").read_text(errors="surrogateescape")
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        fields = line.split(" ")
-        if len(fields) > 4:  # field 5 is the mount point, with space, tab, newline and \ as octal escapes
-            out.append(Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])))
-    return out
-
-
-def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
 
 def check_blob_sizes(blobstore: BlobStore, files: list[tuple[str, FileIndex]], range_size: int,
                      parallelism: int) -> None:
@@ -337,7 +192,6 @@ def check_blob_sizes(blobstore: BlobStore, files: list[tuple[str, FileIndex]], r
                                     hint="the snapshot's index or blobs are damaged; restore an older snapshot "
                                          "with --snapshot")
 
-
 def _reuse_sources(store_dir: Path, target: Path, checkpoint_id: str) -> list[Path]:
     """Local dirs whose identical files can stand in for downloads, best first: the checkpoint dir
     of this very snapshot, the target and store dirs, then the other local checkpoint dirs."""
@@ -350,7 +204,6 @@ def _reuse_sources(store_dir: Path, target: Path, checkpoint_id: str) -> list[Pa
             uniq.append(p)
     return uniq
 
-
 def _local_copy(sources: list[Path], rel: str, fi: FileIndex) -> Path | None:
     """The first local file identical to ``fi`` (Samza's same-file rule) among ``sources``, or None."""
     for src_dir in sources:
@@ -362,7 +215,6 @@ def _local_copy(sources: list[Path], rel: str, fi: FileIndex) -> Path | None:
         if stat_mod.S_ISREG(st.st_mode) and same_local_file(LocalFile.from_stat(src, st), fi):
             return src
     return None
-
 
 def _reuse(src: Path, fi: FileIndex, dest: Path) -> None:
     """Hard-link (immutable files: their data is on disk already) or copy and fsync (the rest) ``src``."""
@@ -380,113 +232,3 @@ def _reuse(src: Path, fi: FileIndex, dest: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def fsync_dirs(root: Path) -> None:
-    """fsync every dir under ``root``, children before parents, so that the entries of files made durable
-    one by one (and hard links, whose data is already on disk) survive a power cut. Raises OSError."""
-    for dirpath, _, _ in os.walk(root, topdown=False):
-        _fsync(dirpath)
-
-
-def fsync_tree(root: Path) -> None:
-    """fsync every file, then every dir, under ``root`` (for a tree written by others, e.g. RocksDB), and
-    nothing else: a filesystem-wide sync would also flush, and wait for, what other processes wrote."""
-    for dirpath, _, filenames in os.walk(root, topdown=False):
-        for name in filenames:
-            _fsync(os.path.join(dirpath, name))
-        _fsync(dirpath)
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths with renameat2(RENAME_EXCHANGE); False where unsupported."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
-    if rc == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-def swap_into_place(tmp: Path, target: Path) -> Path | None:
-    """Put the complete new store at ``target`` atomically; return where the old store is now (for
-    discard_old), or None when there was none. Once this returns the swap is done."""
-    old: Path | None = None
-    if not os.path.lexists(target):
-        os.rename(tmp, target)
-    elif _exchange(tmp, target):
-        old = tmp  # tmp now holds the old store
-    else:
-        old = target.parent / f".{target.name}{OLD_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        os.rename(target, old)
-        os.rename(tmp, target)
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return old
-
-
-def discard_old(old: Path | None, progress: ProgressReporter) -> None:
-    """Delete the store a swap replaced. Best effort: the swap is done, so a failure here is a note (the
-    next restore beside it removes what is left), never a failed restore."""
-    if old is None:
-        return
-    try:
-        _remove(old)
-    except OSError as e:
-        progress.note(f"the replaced store was left at {old}: {e.strerror or e}")
-
-
-def _remove(p: Path) -> None:
-    if p.is_symlink() or not p.is_dir():
-        p.unlink(missing_ok=True)
-    else:
-        shutil.rmtree(p)
-
-
-def remove_dead_temp_dirs(target: Path) -> None:
-    """Remove what restores that crashed left beside ``target`` (their pid is gone): temp dirs being
-    built, and replaced stores not yet deleted."""
-    if not target.parent.is_dir():
-        return
-    for infix in (TMP_INFIX, OLD_INFIX):
-        prefix = f".{target.name}{infix}"
-        for p in target.parent.iterdir():
-            if not p.name.startswith(prefix):
-                continue
-            pid = p.name[len(prefix):].split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
-                try:
-                    _remove(p)
-                except OSError:
-                    pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

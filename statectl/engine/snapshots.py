@@ -8,14 +8,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from statectl.blobstore.base import BlobStore
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.common import ResolvedSnapshot, check_parallelism, read_index, resolve_snapshot
-from statectl.engine.layout import StoreRef
-from statectl.engine.progress import NullProgress, ProgressReporter
-from statectl.engine.transfer import blob_ranges, run_parallel
-from statectl.errors import BlobNotFoundError, CorruptSnapshotError, NotFoundError, SnapshotNotFoundError
+from statectl.catalog.index import read_index
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.refs import StoreRef
+from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
+from statectl.errors import (
+    BlobNotFoundError,
+    CorruptSnapshotError,
+    NotFoundError,
+    SnapshotNotFoundError,
+)
+from statectl.parallel import check_parallelism, run_parallel
+from statectl.progress import NullProgress, ProgressReporter
 from statectl.snapshot.crc import crc32
 from statectl.snapshot.model import SnapshotIndex, parse_index
+from statectl.transfer.download import blob_ranges
 
 
 @dataclass

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from statectl.engine.backup import BackupOptions, backup
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.common import read_index
-from statectl.engine.layout import StoreRef, local_checkpoint_dirs, store_dir
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.index import read_index
+from statectl.catalog.refs import StoreRef
+from statectl.local.layout import local_checkpoint_dirs, store_dir
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.errors import LockHeldError, SnapshotNotFoundError
 from tests.tools.genstore import fingerprint, make_store

@@ -24,8 +24,9 @@ import pytest
 
 from statectl.blobstore import open_blobstore
 from statectl.engine.backup import BackupOptions, backup
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.layout import StoreRef, store_dir
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.refs import StoreRef
+from statectl.local.layout import store_dir
 from statectl.errors import DiskFullError
 from tests.tools.genstore import fingerprint, make_store
 

@@ -20,10 +20,11 @@ from pathlib import Path
 
 from statectl.blobstore import open_blobstore
 from statectl.engine.backup import BackupOptions, backup
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.common import read_index, snapshot_blob_ids
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.index import read_index, snapshot_blob_ids
 from statectl.engine.gc import GcOptions, gc
-from statectl.engine.layout import StoreRef, store_dir
+from statectl.catalog.refs import StoreRef
+from statectl.local.layout import store_dir
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.engine.snapshots import verify_snapshot
 from tests.tools.genstore import fingerprint, make_store

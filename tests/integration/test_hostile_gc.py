@@ -25,11 +25,12 @@ import pytest
 import statectl.engine.gc as gc_mod
 from statectl.blobstore import open_blobstore
 from statectl.engine.backup import BackupOptions, backup
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.common import read_index, snapshot_blob_ids
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.index import read_index, snapshot_blob_ids
 from statectl.engine.gc import GcOptions, gc
-from statectl.engine.layout import StoreRef, store_dir
-from statectl.engine.lease import lease_key
+from statectl.catalog.refs import StoreRef
+from statectl.local.layout import store_dir
+from statectl.catalog.lease import lease_key
 from statectl.engine.snapshots import verify_snapshot
 from statectl.errors import UsageError
 from tests.integration.test_retention_gc import blob_keys
@@ -152,7 +153,8 @@ def test_gc_keeps_blobs_of_a_backup_holding_its_lease(blobstore, tmp_path: Path,
 def test_a_backup_that_outlived_its_lease_does_not_commit(blobstore, tmp_path: Path):
     """gc stops protecting a backup's uploads when its lease expires: a backup that stalled past that
     must not commit, even when nobody took the lease over."""
-    from statectl.engine.lease import Lease, LeaseLostError
+    from statectl.catalog.lease import Lease
+    from statectl.errors import LeaseLostError
 
     lease = Lease(blobstore, REF, seconds=1)
     lease.acquire()

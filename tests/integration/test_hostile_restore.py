@@ -18,8 +18,9 @@ import pytest
 
 from statectl.blobstore import open_blobstore
 from statectl.engine.backup import BackupOptions, backup
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.layout import StoreRef, store_dir
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.refs import StoreRef
+from statectl.local.layout import store_dir
 from tests.integration.test_bad_input import (STATECTL, STORE, TASK, WHERE, World, assert_error, assert_unchanged,
                                               capture, capture_after, clean_env, make_world, temp_dirs_beside)
 from tests.tools.genstore import fingerprint, make_store
@@ -305,10 +306,10 @@ def test_absurd_parallelism_is_a_usage_error(world: World, command: str):
 
 
 def test_index_blob_too_big_to_be_an_index_is_refused(world: World, monkeypatch):
-    import statectl.engine.common as common
+    import statectl.catalog.index as common
     from statectl.engine.restore import RestoreOptions, restore
     from statectl.errors import IndexFormatError
-    from statectl.engine.layout import StoreRef
+    from statectl.catalog.refs import StoreRef
 
     monkeypatch.setattr(common, "MAX_INDEX_BYTES", 1000)  # stands for 512 MiB: the real one is too big to write
     bs = open_blobstore(f"file://{world.blobs}")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from statectl.engine.layout import store_dir
-from tests.integration.test_bad_input import (STATECTL, STORE, TASK, WHERE, World, assert_error, assert_unchanged, capture,
+from statectl.local.layout import store_dir
+from tests.integration.test_bad_input import (STATECTL, TASK, WHERE, World, assert_error, assert_unchanged, capture,
                                               capture_after, make_world, temp_dirs_beside)
 from tests.tools.genstore import fingerprint, make_store
 

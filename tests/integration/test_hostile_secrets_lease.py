@@ -24,7 +24,7 @@ import pytest
 
 from statectl.blobstore import open_blobstore
 from statectl.blobstore.base import BlobStore
-from statectl.engine.lease import Lease, lease_key
+from statectl.catalog.lease import Lease, lease_key
 from tests.integration.test_bad_input import (REF, STATECTL, WHERE, World, assert_error, clean_env, make_world,
                                               s3_env)
 

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from statectl.cli.main import app
-from statectl.engine.layout import store_dir
+from statectl.local.layout import store_dir
 from tests.tools.genstore import make_store
 
 DATA = Path(__file__).parent.parent / "data"

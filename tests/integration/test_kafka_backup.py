@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from statectl.engine.backup import BackupOptions, backup
-from statectl.engine.checkpoints import COMMITTED, PENDING, BlobCheckpointStore
-from statectl.engine.common import read_index, snapshot_blob_ids
+from statectl.catalog.records import COMMITTED, PENDING, BlobCheckpointStore
+from statectl.catalog.index import read_index, snapshot_blob_ids
 from statectl.engine.gc import GcOptions, gc
-from statectl.engine.layout import StoreRef, store_dir
+from statectl.catalog.refs import StoreRef
+from statectl.local.layout import store_dir
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.errors import SnapshotNotFoundError
-from statectl.kafka.checkpoints import KafkaCheckpointLog, KafkaCheckpointLogs
+from statectl.catalog.kafka_log import KafkaCheckpointLog, KafkaCheckpointLogs
 from tests.integration.test_kafka_checkpoints import BLOB, KAFKA, SEED_V2, Topic, samza_key, samza_v1
 from tests.tools.genstore import fingerprint, make_store
 

@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
-from statectl.engine.layout import StoreRef
+from statectl.catalog.refs import StoreRef
 from statectl.errors import SnapshotNotFoundError, StatectlError
 from statectl.formats.checkpoint import checkpoint_topic
-from statectl.kafka.checkpoints import KafkaCheckpointLog
+from statectl.catalog.kafka_log import KafkaCheckpointLog
 
 GROUPER = "org.apache.samza.container.grouper.stream.GroupByPartitionFactory"
 BLOB = "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory"

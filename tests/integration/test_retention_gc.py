@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from statectl.engine.backup import BackupOptions, backup
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.common import read_index, snapshot_blob_ids
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.index import read_index, snapshot_blob_ids
 from statectl.engine.gc import GcOptions, gc
-from statectl.engine.lease import Lease, LeaseLostError, lease_key
-from statectl.engine.layout import StoreRef, store_dir
+from statectl.catalog.lease import Lease, lease_key
+from statectl.errors import LeaseLostError
+from statectl.catalog.refs import StoreRef
+from statectl.local.layout import store_dir
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.engine.snapshots import list_snapshots, verify_snapshot
 from statectl.errors import LockHeldError, SnapshotNotFoundError

@@ -16,8 +16,9 @@ import pytest
 
 from statectl.blobstore import open_blobstore
 from statectl.engine.backup import BackupOptions, backup
-from statectl.engine.checkpoints import BlobCheckpointStore
-from statectl.engine.layout import StoreRef, local_checkpoint_dirs, store_dir
+from statectl.catalog.records import BlobCheckpointStore
+from statectl.catalog.refs import StoreRef
+from statectl.local.layout import local_checkpoint_dirs, store_dir
 from tests.tools.genstore import fingerprint, make_store
 
 REF = StoreRef("tty", "1", "Partition 0", "counts")

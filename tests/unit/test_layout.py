@@ -9,17 +9,8 @@ from pathlib import Path
 import pytest
 
 from statectl.cli.main import hoist_global_options
-from statectl.engine.layout import (
-    StoreRef,
-    checkpoint_dir,
-    is_checkpoint_id,
-    is_info_log,
-    local_checkpoint_dirs,
-    new_checkpoint_id,
-    parse_checkpoint_id,
-    store_dir,
-    task_dir_name,
-)
+from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id, parse_checkpoint_id
+from statectl.local.layout import checkpoint_dir, is_info_log, local_checkpoint_dirs, store_dir, task_dir_name
 from statectl.errors import UsageError
 
 # ---- checkpoint ids ------------------------------------------------------------------------------

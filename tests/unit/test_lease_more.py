@@ -1,4 +1,4 @@
-"""The store lease (statectl.engine.lease) against hostile lease records and a gc holding it, on a real
+"""The store lease (statectl.catalog.lease) against hostile lease records and a gc holding it, on a real
 file:// blob store; end to end through the CLI in tests/integration/test_hostile_secrets_lease.py."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 from statectl.blobstore import open_blobstore
 from statectl.blobstore.base import BlobStore
-from statectl.engine import lease as lease_mod
-from statectl.engine.layout import StoreRef
-from statectl.engine.lease import Lease, break_lease, inspect_lease, lease_key, live_leases, read_lease
+from statectl.catalog import lease as lease_mod
+from statectl.catalog.refs import StoreRef
+from statectl.catalog.lease import Lease, break_lease, inspect_lease, lease_key, live_leases, read_lease
 from statectl.errors import LockHeldError
 
 REF = StoreRef("lease-more", "1", "Partition 0", "counts")

@@ -56,9 +56,9 @@ def test_every_engine_prefix_is_a_statectl_prefix():
     # The file:// debris sweep walks these dirs only: a prefix the engine writes under and the sweep
     # does not know would collect leftovers for ever.
     from statectl.blobstore.base import BLOB_PREFIX
-    from statectl.engine.checkpoints import CHECKPOINT_PREFIX
+    from statectl.catalog.records import CHECKPOINT_PREFIX
     from statectl.engine.doctor import DOCTOR_PREFIX
-    from statectl.engine.lease import LEASE_PREFIX
+    from statectl.catalog.lease import LEASE_PREFIX
 
     assert {BLOB_PREFIX, CHECKPOINT_PREFIX, LEASE_PREFIX, DOCTOR_PREFIX} == set(STATECTL_PREFIXES)
     assert all(p.endswith("/") and p.count("/") == 1 for p in STATECTL_PREFIXES)

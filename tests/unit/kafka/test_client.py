@@ -9,7 +9,7 @@ import time
 import pytest
 
 from statectl.errors import MissingDependencyError, StatectlError, UsageError
-from statectl.kafka.checkpoints import KafkaCheckpointLog
+from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.kafka.client import kafka_module, open_consumer
 
 
@@ -38,7 +38,7 @@ def test_unreachable_brokers_are_named_quickly():
 
 
 def test_checkpoint_log_unreachable(monkeypatch):
-    from statectl.engine.layout import StoreRef
+    from statectl.catalog.refs import StoreRef
 
     bootstrap = f"127.0.0.1:{_closed_port()}"
     log = KafkaCheckpointLog(bootstrap, "job", "1", timeout_s=1.0)

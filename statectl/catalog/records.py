@@ -24,14 +24,20 @@ from typing import Iterator, Protocol
 from urllib.parse import quote, unquote
 
 from statectl.blobstore.base import BlobStore
-from statectl.engine.layout import StoreRef, is_checkpoint_id, parse_checkpoint_id
+from statectl.catalog.refs import StoreRef, is_checkpoint_id, parse_checkpoint_id
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError
 
-CHECKPOINT_PREFIX = "checkpoints/"
-COMMITTED = "committed"
-PENDING = "pending"
-EXPIRED = "expired"  # dropped by retention; its blobs are being deleted, its record goes last
 
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+CHECKPOINT_PREFIX = "checkpoints/"
+
+COMMITTED = "committed"
+
+PENDING = "pending"
+
+EXPIRED = "expired"  # dropped by retention; its blobs are being deleted, its record goes last
 
 @dataclass(frozen=True)
 class CheckpointRecord:
@@ -48,7 +54,6 @@ class CheckpointRecord:
     state: str = COMMITTED
     keep_last: int = 1
 
-
 class CommitLog(Protocol):
     """The job's source of truth for its latest checkpoint, when it is not the catalog itself."""
 
@@ -60,11 +65,9 @@ class CommitLog(Protocol):
 
     def close(self) -> None: ...
 
-
 def ref_prefix(ref: StoreRef) -> str:
     parts = (ref.job, ref.job_id, ref.task, ref.store)
     return CHECKPOINT_PREFIX + "/".join(quote(p, safe="") for p in parts) + "/"
-
 
 class BlobCheckpointStore:
     """The catalog in the blob store, plus the commit log (the catalog itself, or Kafka)."""
@@ -189,7 +192,6 @@ class BlobCheckpointStore:
     def close(self) -> None:
         if self.commit_log is not None:
             self.commit_log.close()
-
 
 def _dump(record: CheckpointRecord) -> bytes:
     return json.dumps({

@@ -23,7 +23,6 @@ class ProgressReporter(Protocol):
     def note(self, message: str) -> None:
         """A one-line remark for the operator (a warning or what was skipped); never the result."""
 
-
 class NullProgress:
     """Reports nothing; the default for library callers and non-TTY runs."""
 

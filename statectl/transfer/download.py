@@ -8,196 +8,29 @@ cancelled and the error is raised; the caller owns cleanup of what was written.
 from __future__ import annotations
 
 import errno
-import grp
 import os
-import pwd
 import threading
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable
 
 from statectl import failpoints
 from statectl.blobstore.base import BlobStore
-from statectl.engine.progress import ProgressReporter
-from statectl.errors import (BlobNotFoundError, ChecksumMismatchError, CorruptSnapshotError, DiskFullError,
-                             OperationInterruptedError, StatectlError)
+from statectl.errors import (
+    BlobNotFoundError,
+    ChecksumMismatchError,
+    CorruptSnapshotError,
+    DiskFullError,
+    StatectlError,
+)
+from statectl.parallel import Cancelled, run_parallel
+from statectl.progress import ProgressReporter
 from statectl.snapshot.crc import combine_all, crc32
-from statectl.snapshot.diff import LocalFile
-from statectl.snapshot.model import FileBlob, FileIndex, FileMetadata, mode_to_permissions
+from statectl.snapshot.model import FileIndex
 
 READ_BUF = 1024 * 1024
-T = TypeVar("T")
 
-
-class _Cancelled(Exception):
-    pass
-
-
-@lru_cache(maxsize=64)
-def _user(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-@lru_cache(maxsize=64)
-def _group(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
-
-
-def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int) -> list[T]:
-    """Run tasks on a thread pool; each gets a cancel Event it should check between reads.
-
-    Returns results in task order. On the first exception (or Ctrl-C in the caller) the event is set,
-    queued tasks are dropped, running ones stop at their next check, and the first error is raised.
-    """
-    cancel = threading.Event()
-    if not tasks:
-        return []
-    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(tasks))), thread_name_prefix="statectl") as pool:
-        futures: list[Future[T]] = [pool.submit(t, cancel) for t in tasks]
-        try:
-            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
-            if failed:
-                cancel.set()
-                for f in pending:
-                    f.cancel()
-                wait(futures)
-                errors = [f.exception() for f in futures if f.done() and not f.cancelled() and f.exception()]
-                real = [e for e in errors if not isinstance(e, _Cancelled)]
-                raise (real or errors)[0]
-        except BaseException:
-            cancel.set()
-            for f in futures:
-                f.cancel()
-            raise
-        return [f.result() for f in futures]
-
-
-# ---- upload ---------------------------------------------------------------------------------------
-
-class _ChunkReader:
-    """Reads ``length`` bytes of a file from ``offset``, keeping the CRC32 of what was read.
-
-    Each byte enters the CRC once, the first time it is read: the reader may be rewound to any position
-    it has already reached (a retry rewinds to the start; botocore rewinds each multipart part to the
-    part's start after hashing it) and re-reads of the same, immutable bytes leave the CRC as it is.
-    Seeking past the furthest byte read would leave a gap in the CRC and is refused.
-    """
-
-    def __init__(self, f, offset: int, length: int, progress: ProgressReporter, cancel: threading.Event):
-        self._f = f
-        self._offset = offset
-        self._length = length
-        self._pos = 0
-        self.crc = 0
-        self._progress = progress
-        self._cancel = cancel
-        self._reached = 0  # bytes [0, _reached) are in the CRC and were reported to progress
-        f.seek(offset)
-
-    def read(self, n: int = -1) -> bytes:
-        if self._cancel.is_set():
-            raise _Cancelled()
-        left = self._length - self._pos
-        n = left if n is None or n < 0 or n > left else n
-        data = self._f.read(min(n, READ_BUF * 8))
-        if data:
-            end = self._pos + len(data)
-            if end > self._reached:
-                new = data if self._pos == self._reached else memoryview(data)[self._reached - self._pos:]
-                self.crc = crc32(new, self.crc)
-                self._progress.advance(end - self._reached)
-                self._reached = end
-            self._pos = end
-        return data
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        target = {0: pos, 1: self._pos + pos, 2: self._length + pos}[whence]
-        if target < 0 or target > self._reached:
-            raise OSError(errno.ESPIPE, "chunk reader can only seek back to bytes it has read")
-        self._f.seek(self._offset + target)
-        self._pos = target
-        return target
-
-
-def file_metadata(lf: LocalFile) -> FileMetadata:
-    return FileMetadata(
-        creation_time_millis=lf.ctime_ms,
-        last_modified_time_millis=lf.mtime_ms,
-        size=lf.size,
-        owner=_user(lf.uid),
-        group=_group(lf.gid),
-        permissions=mode_to_permissions(lf.mode),
-    )
-
-
-def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: int, parallelism: int,
-                 ttl_seconds: int | None, progress: ProgressReporter) -> list[FileIndex]:
-    """Upload files in chunks of at most ``chunk_size`` bytes, in parallel; return their FileIndexes.
-
-    Every blob carries ``ttl_seconds``. A file whose size or mtime changes while it is read raises
-    StatectlError: checkpoint files are immutable, so a change means someone is writing into it.
-    """
-    if chunk_size <= 0:
-        raise StatectlError("chunk size must be positive")
-    tasks: list[Callable[[threading.Event], tuple[str, int, int]]] = []
-    owners: list[tuple[int, int, int]] = []  # (file index, chunk offset, chunk length) per task
-    for i, lf in enumerate(files):
-        for offset in range(0, lf.size, chunk_size):
-            length = min(chunk_size, lf.size - offset)
-            tasks.append(_upload_task(blobstore, lf, offset, length, ttl_seconds, progress))
-            owners.append((i, offset, length))
-    progress.start("uploading", sum(lf.size for lf in files), len(files))
-    try:
-        results = run_parallel(tasks, parallelism)
-    finally:
-        progress.stop()
-    chunks: dict[int, list[tuple[int, str, int, int]]] = {i: [] for i in range(len(files))}
-    for (i, offset, length), (blob_id, crc, n) in zip(owners, results):
-        chunks[i].append((offset, blob_id, crc, n))
-    out = []
-    for i, lf in enumerate(files):
-        st = os.stat(lf.path)
-        if st.st_size != lf.size or st.st_mtime_ns // 1_000_000 != lf.mtime_ms:
-            raise StatectlError(f"{lf.path} changed while it was being backed up",
-                                hint="back up a checkpoint dir, which RocksDB never modifies")
-        parts = sorted(chunks[i])
-        blobs = tuple(FileBlob(blob_id, offset) for offset, blob_id, _, _ in parts)
-        crc = combine_all([(c, n) for _, _, c, n in parts])
-        out.append(FileIndex(lf.name, blobs, file_metadata(lf), crc))
-    return out
-
-
-def _upload_task(blobstore: BlobStore, lf: LocalFile, offset: int, length: int, ttl_seconds: int | None,
-                 progress: ProgressReporter) -> Callable[[threading.Event], tuple[str, int, int]]:
-    def run(cancel: threading.Event) -> tuple[str, int, int]:
-        if cancel.is_set():
-            raise _Cancelled()
-        with open(lf.path, "rb") as f:
-            reader = _ChunkReader(f, offset, length, progress, cancel)
-            blob_id = blobstore.put(reader, size=length, ttl_seconds=ttl_seconds)
-            failpoints.hit("during-upload")
-            if reader.tell() != length:
-                raise StatectlError(f"{lf.path} is shorter than when it was listed")
-        if offset + length >= lf.size:
-            progress.file_done()
-        return blob_id, reader.crc, length
-
-    return run
-
-
-# ---- download -------------------------------------------------------------------------------------
 
 @dataclass
 class DownloadItem:
@@ -207,9 +40,7 @@ class DownloadItem:
     dest: Path
     index: FileIndex
 
-
 WRITEBACK_STEP = 8 * 1024 * 1024
-
 
 @lru_cache(maxsize=1)
 def _sync_file_range():
@@ -222,7 +53,6 @@ def _sync_file_range():
     fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     return fn
 
-
 def start_writeback(fd: int, offset: int, length: int) -> None:
     """Start writing ``[offset, offset+length)`` of ``fd`` to disk without waiting (Linux
     sync_file_range(SYNC_FILE_RANGE_WRITE); a no-op elsewhere). The fsync that makes a file durable then
@@ -231,7 +61,6 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
     fn = _sync_file_range()
     if fn is not None and length > 0:
         fn(fd, offset, length, 2)  # SYNC_FILE_RANGE_WRITE
-
 
 class _RangeWriter:
     """Writes a blob's bytes at their place in the file with pwrite, refusing bytes past ``limit``."""
@@ -251,7 +80,7 @@ class _RangeWriter:
 
     def write(self, data: bytes) -> int:
         if self._cancel.is_set():
-            raise _Cancelled()
+            raise Cancelled()
         n = len(data)
         if self.written + n > self._limit:
             if self._allow_more:  # a range that is not the blob's last: the store sent what we asked
@@ -287,7 +116,6 @@ class _RangeWriter:
         self.crc = 0
         return 0
 
-
 def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
     """(blob id, file offset, length) for each blob of a file, validated against its size.
 
@@ -308,45 +136,6 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
             raise CorruptSnapshotError(f"{what}: blob offsets overlap or exceed the file size")
         out.append((b.blob_id, b.offset, end - b.offset))
     return out
-
-
-@dataclass(frozen=True)
-class BlobProblem:
-    """A blob of a snapshot that is missing, or whose size is not what the index says."""
-
-    rel: str
-    blob_id: str
-    missing: bool
-    reason: str
-
-
-def check_blobs(blobstore: BlobStore, files: list[tuple[str, FileIndex]], parallelism: int) -> list[BlobProblem]:
-    """Stat every blob of ``files`` (rel path, FileIndex) in parallel and return the missing ones and those
-    whose size differs from the index (empty: all there). Reads only. Raises CorruptSnapshotError when a
-    file's blob offsets do not tile it (blob_ranges), and the blob store's errors."""
-    problems: list[BlobProblem] = []
-    lock = threading.Lock()
-
-    def task(rel: str, blob_id: str, length: int) -> Callable[[threading.Event], None]:
-        def run(cancel: threading.Event) -> None:
-            if cancel.is_set():
-                raise _Cancelled()
-            try:
-                size = blobstore.stat(blob_id).size
-            except BlobNotFoundError:
-                problem = BlobProblem(rel, blob_id, True, "blob not found")
-            else:
-                if size == length:
-                    return
-                problem = BlobProblem(rel, blob_id, False, f"blob has {size} bytes, the index says {length}")
-            with lock:
-                problems.append(problem)
-        return run
-
-    tasks = [task(rel, blob_id, length) for rel, fi in files for blob_id, _, length in blob_ranges(fi, f"file {rel}")]
-    run_parallel(tasks, parallelism)
-    return sorted(problems, key=lambda p: (p.rel, p.blob_id))
-
 
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
                    progress: ProgressReporter) -> int:
@@ -391,7 +180,6 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
             raise StatectlError(f"internal error: {state.item.rel} was not completed")
     return total
 
-
 def _create(dest: Path, size: int) -> None:
     """Create (or truncate) ``dest``, preallocating ``size`` bytes where the filesystem can."""
     try:
@@ -412,7 +200,6 @@ def _create(dest: Path, size: int) -> None:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(f"no space left on device for {dest} ({size} bytes)") from e
         raise
-
 
 @dataclass
 class _FileState:
@@ -451,12 +238,11 @@ class _FileState:
             os.close(fd)
         self.finished = True
 
-
 def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id: str, file_offset: int,
                    start: int, length: int, last: bool, progress: ProgressReporter):
     def run(cancel: threading.Event) -> None:
         if cancel.is_set():
-            raise _Cancelled()
+            raise Cancelled()
         what = f"blob {blob_id} of {state.item.rel}"
         fd = os.open(state.item.dest, os.O_WRONLY)
         try:
@@ -478,7 +264,3 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
             progress.file_done()
 
     return run
-
-
-def interrupted() -> OperationInterruptedError:
-    return OperationInterruptedError("interrupted; nothing was left half-written")

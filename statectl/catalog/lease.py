@@ -39,31 +39,39 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from statectl.blobstore.base import BlobStore
-from statectl.engine.layout import StoreRef
-from statectl.errors import BlobNotFoundError, LockHeldError, NotFoundError, PreconditionFailedError, StatectlError
+from statectl.catalog.refs import StoreRef
+from statectl.errors import (
+    BlobNotFoundError,
+    LeaseLostError,
+    LockHeldError,
+    NotFoundError,
+    PreconditionFailedError,
+    StatectlError,
+)
 
 LEASE_PREFIX = "leases/"
+
 DEFAULT_LEASE_SECONDS = 300
+
 # Hosts' clocks differ: gc treats a lease as live this much past its expiry, and a blob as possibly a
 # live backup's this much before the lease started (S3 stamps objects with the server's clock).
 CLOCK_SLACK_SECONDS = 300
+
 # How long a backup waits for a gc that holds the store's lease (gc holds it only while it settles the store).
 GC_WAIT_SECONDS = 30.0
+
 _WAIT_FIRST_S, _WAIT_MAX_S = 0.1, 2.0  # backoff between polls of a gc-held lease
+
 # No statectl writes an expiry further ahead than its lease period (minutes); a record that claims more is
 # malformed, whatever wrote it, rather than a lease nobody could take for years.
 MAX_LEASE_AHEAD_SECONDS = 86400
-_MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z, the last second time.gmtime() formats everywhere
-_MAX_PID = 2 ** 31 - 1
 
+_MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z, the last second time.gmtime() formats everywhere
+
+_MAX_PID = 2 ** 31 - 1
 
 def lease_key(ref: StoreRef) -> str:
     return LEASE_PREFIX + "/".join(quote(p, safe="") for p in (ref.job, ref.job_id, ref.task, ref.store)) + ".json"
-
-
-class LeaseLostError(StatectlError):
-    """Another process took over this store's lease; this operation must not commit."""
-
 
 class Lease:
     """Hold with ``with Lease(...)``; ``check()`` renews and raises LeaseLostError if lost."""
@@ -216,7 +224,6 @@ class Lease:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-
 @dataclass(frozen=True)
 class LeaseInfo:
     """What a lease object says of its holder. ``live``: it still binds (not released, not expired, not
@@ -235,7 +242,6 @@ class LeaseInfo:
     started_s: float
     etag: str
 
-
 def _inspect(key: str, data: bytes, etag: str, slack: float = 0.0) -> tuple[LeaseInfo, str]:
     """What a lease body says, and why it is malformed ('' when it is not). Never raises on its contents."""
     rec = _record(data)
@@ -250,10 +256,8 @@ def _inspect(key: str, data: bytes, etag: str, slack: float = 0.0) -> tuple[Leas
                      started_s=_started(holder), etag=etag)
     return info, rec.problem
 
-
 def _info(key: str, data: bytes, etag: str, slack: float = 0.0) -> LeaseInfo:
     return _inspect(key, data, etag, slack)[0]
-
 
 def inspect_lease(blobstore: BlobStore, ref: StoreRef) -> tuple[LeaseInfo, str] | None:
     """The lease object of ``ref`` and why its record is malformed ('' when it is well-formed), or None
@@ -265,12 +269,10 @@ def inspect_lease(blobstore: BlobStore, ref: StoreRef) -> tuple[LeaseInfo, str] 
         return None
     return _inspect(key, data, etag)
 
-
 def read_lease(blobstore: BlobStore, ref: StoreRef) -> LeaseInfo | None:
     """The lease object of ``ref``, or None when the store never had one. Read-only."""
     found = inspect_lease(blobstore, ref)
     return None if found is None else found[0]
-
 
 def live_leases(blobstore: BlobStore, *, slack: float = CLOCK_SLACK_SECONDS) -> list[LeaseInfo]:
     """Every lease in the blob store that may still bind, counting one as live until ``slack`` seconds
@@ -288,7 +290,6 @@ def live_leases(blobstore: BlobStore, *, slack: float = CLOCK_SLACK_SECONDS) -> 
         if info.live:
             out.append(info)
     return out
-
 
 def break_lease(blobstore: BlobStore, ref: StoreRef, *, expected: LeaseInfo, force: bool = False) -> LeaseInfo:
     """Mark the store's lease released, provided it is still the one ``expected`` describes (the holder
@@ -331,21 +332,17 @@ def break_lease(blobstore: BlobStore, ref: StoreRef, *, expected: LeaseInfo, for
                             hint="run 'statectl lease break' again to see the new holder") from None
     return _info(key, body, etag)
 
-
 def _is_time(v: object) -> bool:
     # bool is an int; NaN compares false; an int too big for a float compares fine.
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= _MAX_EPOCH
 
-
 def _is_pid(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= _MAX_PID
-
 
 _FIELDS = {"expires": ("a time", _is_time), "started": ("a time", _is_time), "acquired": ("a time", _is_time),
            "pid": ("a process id", _is_pid), "released": ("true or false", lambda v: isinstance(v, bool)),
            "host": ("a string", lambda v: isinstance(v, str)), "operation": ("a string", lambda v: isinstance(v, str)),
            "store": ("a string", lambda v: isinstance(v, str)), "owner": ("a string", lambda v: isinstance(v, str))}
-
 
 @dataclass(frozen=True)
 class _Record:
@@ -354,7 +351,6 @@ class _Record:
 
     fields: dict = field(default_factory=dict)
     problem: str = ""
-
 
 def _record(data: bytes) -> _Record:
     """Parse a lease body defensively: never raises, whatever the bytes."""
@@ -380,7 +376,6 @@ def _record(data: bytes) -> _Record:
         problems.append("it has no expires")
     return _Record(fields, "; ".join(problems))
 
-
 def _shown(value: object, limit: int = 40) -> str:
     """A short printable form of a value read from a lease body."""
     try:
@@ -389,19 +384,16 @@ def _shown(value: object, limit: int = 40) -> str:
         text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
-
 def _started(holder: dict) -> float:
     """When the holder took the lease. Bodies written before ``started`` existed only have ``acquired``,
     which every renewal moves forward: for them the start is unknown, and 0 (the epoch) is the safe answer."""
     return float(holder.get("started", 0))
-
 
 def _iso(epoch: object) -> str:
     """``epoch`` as UTC ISO 8601, or '' when it is not a time (a field missing from a malformed record)."""
     if not _is_time(epoch):
         return ""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))  # type: ignore[arg-type]
-
 
 def _live(rec: _Record, slack: float = 0.0) -> bool:
     """Whether a lease record still binds: well-formed, not released, not expired (``slack`` seconds
@@ -414,7 +406,6 @@ def _live(rec: _Record, slack: float = 0.0) -> bool:
     if _dead_here(holder):
         return False
     return True
-
 
 def _dead_here(holder: dict) -> bool:
     """True when the holder ran on this host and its process is gone (``holder`` holds checked fields)."""

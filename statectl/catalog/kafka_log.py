@@ -15,33 +15,61 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from statectl.errors import CorruptSnapshotError, SnapshotNotFoundError, StatectlError, UsageError
-from statectl.formats.checkpoint import (BLOB_STORE_FACTORY, GROUP_BY_PARTITION_FACTORY, KAFKA_CHANGELOG_FACTORY,
-                                         KEY_TYPE_V1, KEY_TYPE_V2, CheckpointFormatError, CheckpointKey,
-                                         CheckpointV1, CheckpointV2, checkpoint_topic, decode_changelog_marker,
-                                         decode_key, decode_v1, decode_v2, encode_key, encode_v2, parse_checkpoint_id,
-                                         split_changelog_offset)
-from statectl.kafka.client import (DEFAULT_TIMEOUT_S, PartitionReader, create_topic, open_consumer, open_producer,
-                                   partition_count, produce)
+from statectl.errors import (
+    CorruptSnapshotError,
+    SnapshotNotFoundError,
+    StatectlError,
+    UsageError,
+)
+from statectl.formats.checkpoint import (
+    BLOB_STORE_FACTORY,
+    GROUP_BY_PARTITION_FACTORY,
+    KAFKA_CHANGELOG_FACTORY,
+    KEY_TYPE_V1,
+    KEY_TYPE_V2,
+    CheckpointFormatError,
+    CheckpointKey,
+    CheckpointV1,
+    CheckpointV2,
+    checkpoint_topic,
+    decode_changelog_marker,
+    decode_key,
+    decode_v1,
+    decode_v2,
+    encode_key,
+    encode_v2,
+    parse_checkpoint_id,
+    split_changelog_offset,
+)
+from statectl.kafka.client import (
+    DEFAULT_TIMEOUT_S,
+    PartitionReader,
+    create_topic,
+    open_consumer,
+    open_producer,
+    partition_count,
+    produce,
+)
 
 if TYPE_CHECKING:
-    from statectl.engine.layout import StoreRef
+    from statectl.catalog.refs import StoreRef
+
 
 CHECKPOINT_PARTITION = 0
+
 # What Samza's KafkaCheckpointManager asks for when it creates the topic.
 CHECKPOINT_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "26214400"}
+
 # A Samza job writes v2 checkpoints only with task.checkpoint.write.versions including 2, and reads them
 # (restores from the snapshots they name) only with task.checkpoint.read.versions including 2 (TaskConfig).
 V2_HINT = ("statectl keeps snapshots in v2 checkpoints: set task.checkpoint.write.versions=1,2 and "
            "task.checkpoint.read.versions=2,1 in the job's config, or back up without --kafka")
-
 
 @dataclass(frozen=True)
 class _Record:
     offset: int
     key: CheckpointKey
     value: bytes | None
-
 
 class KafkaCheckpointLog:
     """Latest checkpoints of a job's tasks in its Samza checkpoint topic, and commits of new ones.
@@ -254,15 +282,12 @@ class KafkaCheckpointLog:
             self._producer = open_producer(self.bootstrap, timeout_s=self.timeout_s)
         return self._producer
 
-
 def _ssp_dict(ssp: Any) -> dict:
     return {"system": ssp.system, "stream": ssp.stream, "partition": ssp.partition, "keyBucket": ssp.key_bucket}
-
 
 def _names(tasks: list[str], limit: int = 5) -> str:
     shown = ", ".join(repr(t) for t in tasks[:limit])
     return shown + (f" and {len(tasks) - limit} more" if len(tasks) > limit else "")
-
 
 class KafkaCheckpointLogs:
     """The checkpoint topics of every job on one Kafka cluster, as one commit log: each call goes to

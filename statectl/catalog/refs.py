@@ -1,0 +1,52 @@
+"""statectl.catalog.refs."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from statectl.errors import UsageError
+from statectl.formats.checkpoint import CheckpointFormatError
+from statectl.formats.checkpoint import parse_checkpoint_id as _parse_checkpoint_id
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """Which store of which task of which job: the key under which snapshots are recorded."""
+
+    job: str
+    job_id: str
+    task: str
+    store: str
+
+    def __post_init__(self) -> None:
+        for name in ("job", "job_id", "task", "store"):
+            value = getattr(self, name)
+            if not value:
+                raise UsageError(f"--{name.replace('_', '-')} is required")
+            # Each part names a directory (store, task) or a blob key segment: keep it inside its parent.
+            if "\x00" in value or "/" in value or value in (".", ".."):
+                raise UsageError(f"invalid {name.replace('_', ' ')} {value!r}: '/', NUL, '.' and '..' are not allowed")
+
+    def __str__(self) -> str:
+        return f"{self.job}-{self.job_id}/{self.task}/{self.store}"
+
+def new_checkpoint_id() -> str:
+    """``<currentTimeMillis>-<nanoTime % 1000000>``, as Samza's CheckpointId.create()."""
+    return f"{time.time_ns() // 1_000_000}-{time.monotonic_ns() % 1_000_000}"
+
+def parse_checkpoint_id(value: str) -> tuple[int, int]:
+    """Sort key of a checkpoint id, read as Samza reads it (formats.checkpoint.parse_checkpoint_id).
+    Raises UsageError if malformed."""
+    try:
+        return _parse_checkpoint_id(value)
+    except CheckpointFormatError as e:
+        raise UsageError(str(e)) from None
+
+def is_checkpoint_id(value: str) -> bool:
+    """Whether Samza would read ``value`` as a checkpoint id."""
+    try:
+        _parse_checkpoint_id(value)
+    except CheckpointFormatError:
+        return False
+    return True

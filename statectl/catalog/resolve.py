@@ -1,0 +1,80 @@
+"""statectl.catalog.resolve."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from statectl.blobstore.base import BlobStore
+from statectl.catalog.index import is_data_blob_id, read_index, short_id, snapshot_owner
+from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord
+from statectl.catalog.refs import StoreRef, is_checkpoint_id
+from statectl.errors import CorruptSnapshotError, SnapshotNotFoundError, UsageError
+from statectl.snapshot.model import SnapshotIndex
+
+
+@dataclass(frozen=True)
+class ResolvedSnapshot:
+    """A snapshot found by id: its index blob, its parsed index and (when recorded) its checkpoint."""
+
+    index_blob_id: str
+    index: SnapshotIndex
+    record: CheckpointRecord | None
+
+def resolve_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
+                     snapshot: str | None, *, allow_other_store: bool = False) -> ResolvedSnapshot:
+    """Find a snapshot of ``ref``: the latest when ``snapshot`` is None, else by checkpoint id, full
+    index blob id, or a unique prefix (at least 6 characters) of the index blob's UUID.
+
+    The index's own snapshot metadata must name ``ref`` (job, job id, task, store): a full blob id of
+    another store's snapshot is refused unless ``allow_other_store`` (a deliberate cross-restore).
+
+    Raises SnapshotNotFoundError (exit 10) when nothing of ``ref`` matches, UsageError when a prefix is
+    ambiguous, CorruptSnapshotError (exit 1) when a recorded snapshot's index blob is missing or
+    malformed: that snapshot exists but is damaged, and an older one may still be good.
+    """
+    if snapshot is None:
+        record = checkpoints.latest(ref)
+        if record is None:
+            raise SnapshotNotFoundError(f"no snapshot of {ref} in {blobstore.url}",
+                                        hint="run 'statectl backup' first, or check --job/--task/--store")
+        return _owned(_recorded(blobstore, record, "latest snapshot"), ref, allow_other_store)
+    records = checkpoints.list(ref)
+    matches = [r for r in records if snapshot in (r.checkpoint_id, r.index_blob_id)]
+    if not matches and not is_checkpoint_id(snapshot) and len(snapshot) >= 6:
+        matches = [r for r in records if short_id(r.index_blob_id).startswith(snapshot)]
+    if len(matches) > 1:
+        raise UsageError(f"snapshot id {snapshot!r} is ambiguous: {len(matches)} snapshots match",
+                         hint="give more characters of the id")
+    if matches:
+        return _owned(_recorded(blobstore, matches[0], "snapshot"), ref, allow_other_store)
+    if is_data_blob_id(snapshot):
+        # An index blob no checkpoint of this store records (e.g. a superseded one kept by retention).
+        try:
+            found = ResolvedSnapshot(snapshot, read_index(blobstore, snapshot), None)
+        except SnapshotNotFoundError:
+            pass
+        else:
+            return _owned(found, ref, allow_other_store)
+    raise SnapshotNotFoundError(f"no snapshot {snapshot!r} of {ref} in {blobstore.url}",
+                                hint="'statectl snapshots list' shows the snapshots there are")
+
+def _recorded(blobstore: BlobStore, record: CheckpointRecord, what: str) -> ResolvedSnapshot:
+    """The snapshot a catalog record names; its index blob being gone makes it damaged, not unknown."""
+    try:
+        return ResolvedSnapshot(record.index_blob_id, read_index(blobstore, record.index_blob_id), record)
+    except SnapshotNotFoundError:
+        raise CorruptSnapshotError(
+            f"{what} {record.index_blob_id} (checkpoint {record.checkpoint_id}) is damaged: its index blob is "
+            f"missing from {blobstore.url}",
+            hint="restore an older snapshot with --snapshot ('statectl snapshots list' shows them); "
+                 "the next backup starts a new chain") from None
+
+def _owned(snap: ResolvedSnapshot, ref: StoreRef, allow_other_store: bool) -> ResolvedSnapshot:
+    m = snap.index.snapshot_metadata
+    if allow_other_store or (m.job_name, m.job_id, m.task_name, m.store_name) == (ref.job, ref.job_id, ref.task,
+                                                                                   ref.store):
+        return snap
+    raise SnapshotNotFoundError(
+        f"snapshot {snap.index_blob_id} is a snapshot of {snapshot_owner(snap.index)}, not of {ref}",
+        hint="pass that snapshot's own --job/--job-id/--task/--store; to restore it into this store "
+             "deliberately, add --from-other-store")

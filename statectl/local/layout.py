@@ -1,0 +1,44 @@
+"""Where a store lives locally, and checkpoint ids (FORMATS.md: "Local store directory", "CheckpointId")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from statectl.formats.checkpoint import is_canonical_checkpoint_id
+
+# Offset files Samza writes into store dirs; not part of a snapshot's identity (FORMATS.md).
+OFFSET_FILES = frozenset({"OFFSET", "OFFSET-v2", "OFFSET-V2", "SIDE-INPUT-OFFSETS", "CHECKPOINT-V2", "CHECKPOINT-V1"})
+
+# Never uploaded: the LOCK file only means something to a running RocksDB.
+NEVER_UPLOADED = frozenset({"LOCK"})
+
+# In a live store dir but never in a RocksDB checkpoint: the info logs and the DB's identity file.
+NOT_IN_CHECKPOINTS = frozenset({"LOCK", "LOG", "IDENTITY"})
+
+def is_info_log(name: str) -> bool:
+    """RocksDB's human-readable info logs (``LOG``, ``LOG.old.<ts>``), which checkpoints leave out."""
+    return name == "LOG" or name.startswith("LOG.old.")
+
+def task_dir_name(task: str) -> str:
+    """Samza's store sub-dir name for a task: spaces replaced by underscores."""
+    return task.replace(" ", "_")
+
+def store_dir(state_dir: Path, store: str, task: str) -> Path:
+    """``<state-dir>/<store>/<task with spaces -> _>``."""
+    return Path(state_dir) / store / task_dir_name(task)
+
+def checkpoint_dir(store: Path, checkpoint_id: str) -> Path:
+    """``<storeDir>-<checkpointId>``."""
+    return store.with_name(f"{store.name}-{checkpoint_id}")
+
+def local_checkpoint_dirs(store: Path) -> dict[str, Path]:
+    """The checkpoint dirs beside a store dir, by checkpoint id."""
+    out: dict[str, Path] = {}
+    parent = store.parent
+    if not parent.is_dir():
+        return out
+    prefix = store.name + "-"
+    for p in parent.iterdir():
+        if p.name.startswith(prefix) and is_canonical_checkpoint_id(p.name[len(prefix):]) and p.is_dir():
+            out[p.name[len(prefix):]] = p
+    return out

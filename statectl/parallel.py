@@ -1,0 +1,56 @@
+"""The generic parallel runner: a bounded thread pool whose tasks share a cancel event (used by
+transfers, retention and gc; nothing here knows what a task does)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import Callable, TypeVar
+
+from statectl.errors import OperationInterruptedError, UsageError
+
+T = TypeVar("T")
+
+
+class Cancelled(Exception):
+    pass
+
+def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int) -> list[T]:
+    """Run tasks on a thread pool; each gets a cancel Event it should check between reads.
+
+    Returns results in task order. On the first exception (or Ctrl-C in the caller) the event is set,
+    queued tasks are dropped, running ones stop at their next check, and the first error is raised.
+    """
+    cancel = threading.Event()
+    if not tasks:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(tasks))), thread_name_prefix="statectl") as pool:
+        futures: list[Future[T]] = [pool.submit(t, cancel) for t in tasks]
+        try:
+            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
+            if failed:
+                cancel.set()
+                for f in pending:
+                    f.cancel()
+                wait(futures)
+                errors = [f.exception() for f in futures if f.done() and not f.cancelled() and f.exception()]
+                real = [e for e in errors if not isinstance(e, Cancelled)]
+                raise (real or errors)[0]
+        except BaseException:
+            cancel.set()
+            for f in futures:
+                f.cancel()
+            raise
+        return [f.result() for f in futures]
+
+def interrupted() -> OperationInterruptedError:
+    return OperationInterruptedError("interrupted; nothing was left half-written")
+
+MAX_PARALLELISM = 256
+
+def check_parallelism(value: int) -> None:
+    """Raise UsageError unless 1 <= value <= MAX_PARALLELISM: each unit is a thread and a connection, and
+    a typo such as ``-j 100000`` must not exhaust the host's threads."""
+    if not 1 <= value <= MAX_PARALLELISM:
+        raise UsageError(f"--parallelism must be between 1 and {MAX_PARALLELISM}, not {value}")

@@ -1,0 +1,151 @@
+"""statectl.transfer.upload."""
+
+from __future__ import annotations
+
+import errno
+import grp
+import os
+import pwd
+import threading
+from functools import lru_cache
+from typing import Callable
+
+from statectl import failpoints
+from statectl.blobstore.base import BlobStore
+from statectl.errors import StatectlError
+from statectl.parallel import Cancelled, run_parallel
+from statectl.progress import ProgressReporter
+from statectl.snapshot.crc import combine_all, crc32
+from statectl.snapshot.diff import LocalFile
+from statectl.snapshot.model import (
+    FileBlob,
+    FileIndex,
+    FileMetadata,
+    mode_to_permissions,
+)
+from statectl.transfer.download import READ_BUF
+
+
+@lru_cache(maxsize=64)
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+@lru_cache(maxsize=64)
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+class _ChunkReader:
+    """Reads ``length`` bytes of a file from ``offset``, keeping the CRC32 of what was read.
+
+    Each byte enters the CRC once, the first time it is read: the reader may be rewound to any position
+    it has already reached (a retry rewinds to the start; botocore rewinds each multipart part to the
+    part's start after hashing it) and re-reads of the same, immutable bytes leave the CRC as it is.
+    Seeking past the furthest byte read would leave a gap in the CRC and is refused.
+    """
+
+    def __init__(self, f, offset: int, length: int, progress: ProgressReporter, cancel: threading.Event):
+        self._f = f
+        self._offset = offset
+        self._length = length
+        self._pos = 0
+        self.crc = 0
+        self._progress = progress
+        self._cancel = cancel
+        self._reached = 0  # bytes [0, _reached) are in the CRC and were reported to progress
+        f.seek(offset)
+
+    def read(self, n: int = -1) -> bytes:
+        if self._cancel.is_set():
+            raise Cancelled()
+        left = self._length - self._pos
+        n = left if n is None or n < 0 or n > left else n
+        data = self._f.read(min(n, READ_BUF * 8))
+        if data:
+            end = self._pos + len(data)
+            if end > self._reached:
+                new = data if self._pos == self._reached else memoryview(data)[self._reached - self._pos:]
+                self.crc = crc32(new, self.crc)
+                self._progress.advance(end - self._reached)
+                self._reached = end
+            self._pos = end
+        return data
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        target = {0: pos, 1: self._pos + pos, 2: self._length + pos}[whence]
+        if target < 0 or target > self._reached:
+            raise OSError(errno.ESPIPE, "chunk reader can only seek back to bytes it has read")
+        self._f.seek(self._offset + target)
+        self._pos = target
+        return target
+
+def file_metadata(lf: LocalFile) -> FileMetadata:
+    return FileMetadata(
+        creation_time_millis=lf.ctime_ms,
+        last_modified_time_millis=lf.mtime_ms,
+        size=lf.size,
+        owner=_user(lf.uid),
+        group=_group(lf.gid),
+        permissions=mode_to_permissions(lf.mode),
+    )
+
+def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: int, parallelism: int,
+                 ttl_seconds: int | None, progress: ProgressReporter) -> list[FileIndex]:
+    """Upload files in chunks of at most ``chunk_size`` bytes, in parallel; return their FileIndexes.
+
+    Every blob carries ``ttl_seconds``. A file whose size or mtime changes while it is read raises
+    StatectlError: checkpoint files are immutable, so a change means someone is writing into it.
+    """
+    if chunk_size <= 0:
+        raise StatectlError("chunk size must be positive")
+    tasks: list[Callable[[threading.Event], tuple[str, int, int]]] = []
+    owners: list[tuple[int, int, int]] = []  # (file index, chunk offset, chunk length) per task
+    for i, lf in enumerate(files):
+        for offset in range(0, lf.size, chunk_size):
+            length = min(chunk_size, lf.size - offset)
+            tasks.append(_upload_task(blobstore, lf, offset, length, ttl_seconds, progress))
+            owners.append((i, offset, length))
+    progress.start("uploading", sum(lf.size for lf in files), len(files))
+    try:
+        results = run_parallel(tasks, parallelism)
+    finally:
+        progress.stop()
+    chunks: dict[int, list[tuple[int, str, int, int]]] = {i: [] for i in range(len(files))}
+    for (i, offset, length), (blob_id, crc, n) in zip(owners, results):
+        chunks[i].append((offset, blob_id, crc, n))
+    out = []
+    for i, lf in enumerate(files):
+        st = os.stat(lf.path)
+        if st.st_size != lf.size or st.st_mtime_ns // 1_000_000 != lf.mtime_ms:
+            raise StatectlError(f"{lf.path} changed while it was being backed up",
+                                hint="back up a checkpoint dir, which RocksDB never modifies")
+        parts = sorted(chunks[i])
+        blobs = tuple(FileBlob(blob_id, offset) for offset, blob_id, _, _ in parts)
+        crc = combine_all([(c, n) for _, _, c, n in parts])
+        out.append(FileIndex(lf.name, blobs, file_metadata(lf), crc))
+    return out
+
+def _upload_task(blobstore: BlobStore, lf: LocalFile, offset: int, length: int, ttl_seconds: int | None,
+                 progress: ProgressReporter) -> Callable[[threading.Event], tuple[str, int, int]]:
+    def run(cancel: threading.Event) -> tuple[str, int, int]:
+        if cancel.is_set():
+            raise Cancelled()
+        with open(lf.path, "rb") as f:
+            reader = _ChunkReader(f, offset, length, progress, cancel)
+            blob_id = blobstore.put(reader, size=length, ttl_seconds=ttl_seconds)
+            failpoints.hit("during-upload")
+            if reader.tell() != length:
+                raise StatectlError(f"{lf.path} is shorter than when it was listed")
+        if offset + length >= lf.size:
+            progress.file_done()
+        return blob_id, reader.crc, length
+
+    return run

@@ -1,0 +1,50 @@
+"""statectl.transfer.verify."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from statectl.blobstore.base import BlobStore
+from statectl.errors import BlobNotFoundError
+from statectl.parallel import Cancelled, run_parallel
+from statectl.snapshot.model import FileIndex
+from statectl.transfer.download import blob_ranges
+
+
+@dataclass(frozen=True)
+class BlobProblem:
+    """A blob of a snapshot that is missing, or whose size is not what the index says."""
+
+    rel: str
+    blob_id: str
+    missing: bool
+    reason: str
+
+def check_blobs(blobstore: BlobStore, files: list[tuple[str, FileIndex]], parallelism: int) -> list[BlobProblem]:
+    """Stat every blob of ``files`` (rel path, FileIndex) in parallel and return the missing ones and those
+    whose size differs from the index (empty: all there). Reads only. Raises CorruptSnapshotError when a
+    file's blob offsets do not tile it (blob_ranges), and the blob store's errors."""
+    problems: list[BlobProblem] = []
+    lock = threading.Lock()
+
+    def task(rel: str, blob_id: str, length: int) -> Callable[[threading.Event], None]:
+        def run(cancel: threading.Event) -> None:
+            if cancel.is_set():
+                raise Cancelled()
+            try:
+                size = blobstore.stat(blob_id).size
+            except BlobNotFoundError:
+                problem = BlobProblem(rel, blob_id, True, "blob not found")
+            else:
+                if size == length:
+                    return
+                problem = BlobProblem(rel, blob_id, False, f"blob has {size} bytes, the index says {length}")
+            with lock:
+                problems.append(problem)
+        return run
+
+    tasks = [task(rel, blob_id, length) for rel, fi in files for blob_id, _, length in blob_ranges(fi, f"file {rel}")]
+    run_parallel(tasks, parallelism)
+    return sorted(problems, key=lambda p: (p.rel, p.blob_id))
