@@ -43,3 +43,28 @@ class NullProgress:
 
     def note(self, message: str) -> None:
         self.notes.append(message)
+
+
+class NoteRecorder:
+    """Forwards everything to ``inner`` (NullProgress when None) and keeps every note, so an operation
+    returns its notes in its result whatever reporter the caller handed in."""
+
+    def __init__(self, inner: ProgressReporter | None = None) -> None:
+        self.inner = inner if inner is not None else NullProgress()
+        self.notes: list[str] = []
+
+    def start(self, description: str, total_bytes: int, total_files: int) -> None:
+        self.inner.start(description, total_bytes, total_files)
+
+    def advance(self, nbytes: int) -> None:
+        self.inner.advance(nbytes)
+
+    def file_done(self) -> None:
+        self.inner.file_done()
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)  # list.append is atomic: reporters are called from worker threads
+        self.inner.note(message)

@@ -28,7 +28,7 @@ from statectl.errors import (
 )
 from statectl.local.layout import NEVER_UPLOADED, checkpoint_dir, local_checkpoint_dirs
 from statectl.parallel import check_parallelism
-from statectl.progress import NullProgress, ProgressReporter
+from statectl.progress import NoteRecorder, ProgressReporter
 from statectl.rocks.store import (
     create_checkpoint,
     lock_holder,
@@ -97,7 +97,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     when blobs of the new snapshot vanished before its cleanup (the next backup then starts a new chain).
     """
     opts.validate()
-    progress = progress or NullProgress()
+    progress = NoteRecorder(progress)
     started = time.monotonic()
     ref = opts.ref
 
@@ -204,7 +204,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
         bytes_uploaded=sum(f.size for f in uploaded),
         files_removed=sum(1 for _ in diff.removed()),
         duration_s=round(time.monotonic() - started, 3),
-        notes=list(getattr(progress, "notes", [])),
+        notes=progress.notes,
     )
 
 

@@ -4,7 +4,7 @@ snapshots replace).
 Every record of the partition, from its start (or ``start_offset``) to its end (or below ``stop_offset``), is
 applied in offset order: its key and value bytes become a RocksDB entry, a null value deletes the key.
 Writes go through WriteBatches into a new store in a temporary sibling dir of the target, which is then
-swapped into place exactly as a snapshot restore does (statectl.engine.restore): the target is never
+swapped into place exactly as a snapshot restore does (statectl.local.staged.StagedStore): the target is never
 half-written, and on any error it is left as it was and the temporary dir removed. The new store carries
 the ``OFFSET-v2`` file Samza writes after a flush (the offset of the last record read, for
 ``<system>.<topic>.<partition>``): without it Samza treats a logged store as invalid and deletes it.
@@ -12,34 +12,16 @@ the ``OFFSET-v2`` file Samza writes after a flush (the offset of the last record
 
 from __future__ import annotations
 
-import errno
-import os
-import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from statectl.catalog.refs import StoreRef
-from statectl.errors import (
-    DiskFullError,
-    SnapshotNotFoundError,
-    StatectlError,
-    UsageError,
-)
+from statectl.errors import DiskFullError, SnapshotNotFoundError, StatectlError, UsageError
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import OFFSET_V2, offsets_json, write_offset_file
-from statectl.local.staged import (
-    TMP_INFIX,
-    check_target,
-    discard_old,
-    fsync_tree,
-    note_if_linked,
-    remove_dead_temp_dirs,
-    resolve_target,
-    swap_into_place,
-)
+from statectl.local.staged import StagedStore, check_target, note_if_linked, resolve_target
 from statectl.progress import NullProgress, ProgressReporter
 
 DEFAULT_BATCH_RECORDS = 10_000
@@ -133,38 +115,26 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
         progress.note(f"replaying {opts.topic}[{opts.partition}] below offset {stop}, as the latest checkpoint "
                       f"of {opts.checkpoint_ref} records")
     consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s)
-    tmp: Path | None = None
     try:
         require_partition(consumer, opts.topic, opts.partition, opts.bootstrap)
         reader = PartitionReader(consumer, opts.topic, opts.partition, opts.bootstrap)
         first = reader.seek(opts.start_offset)
-        remove_dead_temp_dirs(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / f".{target.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
-        records, nbytes = _replay(reader, tmp, stop, opts, progress)
-        if stop is not None and reader.position is not None and reader.position < stop:
-            raise StatectlError(f"changelog {opts.topic}[{opts.partition}] ends at offset {reader.position}, "
-                                f"short of offset {stop} that the replay was asked to reach; the target "
-                                "is untouched", hint="the changelog may have lost records (retention); check "
-                                "the topic, or restore from a snapshot")
-        if reader.position is not None and reader.position > first:
-            # Samza's restore manager deletes a logged store without a valid OFFSET-v2 as invalid.
-            write_offset_file(tmp / OFFSET_V2, offsets_json(
-                {SSP(opts.system, opts.topic, opts.partition): str(reader.position - 1)}))
-        fsync_tree(tmp)
-        old = swap_into_place(tmp, target)
-    except OSError as e:
-        _discard(tmp)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _disk_full(target) from e
-        raise StatectlError(f"restore from changelog into {target} failed: {e}") from e
-    except BaseException:
-        _discard(tmp)
-        raise
+        with StagedStore(target, what="restore from changelog", disk_full=lambda: _disk_full(target)) as staged:
+            records, nbytes = _replay(reader, staged.path, stop, opts, progress)
+            if stop is not None and reader.position is not None and reader.position < stop:
+                raise StatectlError(f"changelog {opts.topic}[{opts.partition}] ends at offset {reader.position}, "
+                                    f"short of offset {stop} that the replay was asked to reach; the target "
+                                    "is untouched", hint="the changelog may have lost records (retention); check "
+                                    "the topic, or restore from a snapshot")
+            if reader.position is not None and reader.position > first:
+                # Samza's restore manager deletes a logged store without a valid OFFSET-v2 as invalid.
+                write_offset_file(staged.path / OFFSET_V2, offsets_json(
+                    {SSP(opts.system, opts.topic, opts.partition): str(reader.position - 1)}))
+            staged.commit()
     finally:
         consumer.close()
-    discard_old(old, progress)
+    for note in staged.notes:
+        progress.note(note)
 
     return ChangelogRestoreResult(
         records=records, bytes=nbytes, duration_s=round(time.monotonic() - started, 3), target_dir=str(target),
@@ -242,11 +212,6 @@ def _replay(reader: Any, tmp: Path, stop: int | None, opts: ChangelogRestoreOpti
         progress.note(f"skipped {keyless} record{'s' if keyless != 1 else ''} without a key in "
                       f"{opts.topic}[{opts.partition}]")
     return records, nbytes
-
-
-def _discard(tmp: Path | None) -> None:
-    if tmp is not None:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _disk_full(target: Path) -> DiskFullError:

@@ -13,7 +13,6 @@ import os
 import shutil
 import stat as stat_mod
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,23 +25,12 @@ from statectl.errors import (
     ChecksumMismatchError,
     CorruptSnapshotError,
     DiskFullError,
-    StatectlError,
     UsageError,
 )
 from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs
-from statectl.local.staged import (
-    TMP_INFIX,
-    check_free_space,
-    check_target,
-    discard_old,
-    fsync_dirs,
-    note_if_linked,
-    remove_dead_temp_dirs,
-    resolve_target,
-    swap_into_place,
-)
+from statectl.local.staged import StagedStore, check_free_space, check_target, note_if_linked, resolve_target
 from statectl.parallel import check_parallelism
-from statectl.progress import NullProgress, ProgressReporter
+from statectl.progress import NoteRecorder, ProgressReporter
 from statectl.snapshot.diff import LocalFile, same_local_file
 from statectl.snapshot.model import FileIndex
 from statectl.transfer.download import DownloadItem, blob_ranges, download_files
@@ -97,7 +85,7 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     error case the target dir is left exactly as it was.
     """
     opts.validate()
-    progress = progress or NullProgress()
+    progress = NoteRecorder(progress)
     started = time.monotonic()
     asked = Path(opts.target_dir or opts.store_dir)
     target = resolve_target(asked)
@@ -120,12 +108,9 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     to_fetch = [(rel, fi) for rel, fi in files if rel not in local]
     check_blob_sizes(blobstore, to_fetch, opts.range_size, opts.parallelism)  # before touching the disk
     check_free_space(target, sum(fi.size for _, fi in to_fetch))
-    remove_dead_temp_dirs(target)
-    tmp = target.parent / f".{target.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     reused = downloaded_bytes = 0
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.mkdir()
+    with StagedStore(target, what="restore", disk_full=lambda: _disk_full(target, files), sync="dirs") as staged:
+        tmp = staged.path
         for rel_dir in index.dir_index.present_dirs():
             (tmp / rel_dir).mkdir()
         to_download = [DownloadItem(rel, tmp / rel, fi) for rel, fi in to_fetch]
@@ -135,22 +120,9 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
                 reused += 1
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
                                           range_size=opts.range_size, progress=progress)
-        fsync_dirs(tmp)  # the files are durable already: downloads and copies fsync their own
-        old = swap_into_place(tmp, target)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _disk_full(target, files) from e
-        raise StatectlError(f"restore into {target} failed: {e}") from e
-    except DiskFullError as e:
-        # Raised deep in a download, naming a file of the temp dir that is gone now: name the target.
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise _disk_full(target, files) from e
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    # The swap is the commit: from here on the new store is in place, whatever happens to the old one.
-    discard_old(old, progress)
+        staged.commit()  # the downloads and copies fsynced their files: "dirs" is enough
+    for note in staged.notes:
+        progress.note(note)
 
     return RestoreResult(
         snapshot_id=snap.index_blob_id,
@@ -162,7 +134,7 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         bytes_total=sum(fi.size for _, fi in files),
         bytes_downloaded=downloaded_bytes,
         duration_s=round(time.monotonic() - started, 3),
-        notes=list(getattr(progress, "notes", [])),
+        notes=progress.notes,
     )
 
 def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullError:

@@ -1,4 +1,11 @@
-"""statectl.local.staged."""
+"""Build a store aside and swap it into place: the one way statectl replaces a store dir.
+
+A store (restored from a snapshot, replayed from a changelog, promoted from a standby, loaded as a new
+adstore version, rescaled) is written into a temporary sibling of its target, fsynced, and swapped in by
+one atomic rename (``renameat2(RENAME_EXCHANGE)`` where the kernel has it). Until the swap the target is
+untouched; a failure or a kill leaves only the temporary dir, which the next staging beside the target
+removes once its pid is gone. Also here: the checks that refuse a target no restore may replace.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,10 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from types import TracebackType
+from typing import Callable
 
-from statectl.errors import DiskFullError, LockHeldError, UsageError
+from statectl.errors import DiskFullError, LockHeldError, StatectlError, UsageError
 from statectl.progress import ProgressReporter
 from statectl.rocks.store import check_not_held, is_store
 
@@ -225,15 +234,17 @@ def swap_into_place(tmp: Path, target: Path) -> Path | None:
         os.close(fd)
     return old
 
-def discard_old(old: Path | None, progress: ProgressReporter) -> None:
-    """Delete the store a swap replaced. Best effort: the swap is done, so a failure here is a note (the
-    next restore beside it removes what is left), never a failed restore."""
+def discard_old(old: Path | None) -> str | None:
+    """Delete the store a swap replaced. Best effort: the swap is done, so a failure here is a note
+    (returned; the next staging beside it removes what is left), never an error."""
     if old is None:
-        return
+        return None
     try:
         _remove(old)
     except OSError as e:
-        progress.note(f"the replaced store was left at {old}: {e.strerror or e}")
+        return f"the replaced store was left at {old}: {e.strerror or e}"
+    return None
+
 
 def _remove(p: Path) -> None:
     if p.is_symlink() or not p.is_dir():
@@ -266,3 +277,67 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class StagedStore:
+    """A store dir built in a temporary sibling of ``target`` and swapped into place on ``commit()``.
+
+    ::
+
+        with StagedStore(target, what="restore", disk_full=lambda: DiskFullError(...)) as staged:
+            build(staged.path)   # an empty dir beside target
+            staged.commit()      # fsync, atomic swap; the replaced store is then deleted
+        result.notes += staged.notes
+
+    Contract: ``target`` (a resolved path whose parent may not exist yet) is untouched until ``commit()``
+    returns, and replaced as a whole by it. Leaving the block without ``commit()``, by an exception or
+    not, removes the temporary dir. Inside the block, ENOSPC/EDQUOT (an OSError or a DiskFullError from
+    below) becomes ``disk_full()``, which names the target rather than the temporary dir; any other
+    OSError becomes a StatectlError "<what> into <target> failed: ...". ``sync="tree"`` fsyncs every file
+    and dir before the swap; ``sync="dirs"`` only the dirs (for builders whose writes fsync their files).
+    Deleting the replaced store is best effort: a failure is a note in ``notes``, never an error.
+    """
+
+    def __init__(self, target: Path, *, what: str, disk_full: Callable[[], DiskFullError], sync: str = "tree"):
+        if sync not in ("tree", "dirs"):
+            raise ValueError(f"sync must be 'tree' or 'dirs', not {sync!r}")
+        self.target = Path(target)
+        self.what = what
+        self.disk_full = disk_full
+        self.sync = sync
+        self.path = self.target.parent / f".{self.target.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.notes: list[str] = []
+        self.committed = False
+
+    def __enter__(self) -> "StagedStore":
+        try:
+            remove_dead_temp_dirs(self.target)
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir()
+        except OSError as e:
+            raise self._error(e) from e
+        return self
+
+    def commit(self) -> None:
+        """fsync what was built, swap it into place, delete the store it replaced (best effort)."""
+        (fsync_tree if self.sync == "tree" else fsync_dirs)(self.path)
+        old = swap_into_place(self.path, self.target)
+        self.committed = True  # the swap is the commit: from here on the new store is in place
+        note = discard_old(old)
+        if note:
+            self.notes.append(note)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.committed:
+            return
+        shutil.rmtree(self.path, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise self._error(exc) from exc
+        if isinstance(exc, DiskFullError):  # raised deep in a write, naming a file of the temp dir
+            raise self.disk_full() from exc
+
+    def _error(self, e: OSError) -> StatectlError:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return self.disk_full()
+        return StatectlError(f"{self.what} into {self.target} failed: {e}")
