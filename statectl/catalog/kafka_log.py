@@ -6,13 +6,12 @@ latest checkpoint of a task is the last record with its key. statectl reads and 
 to the blob id of their SnapshotIndex. v1 checkpoints (key type ``checkpoint``) are only read, to say
 clearly that a job has no v2 checkpoint and to find a changelog offset.
 
-The topic is read incrementally: each call reads on from where the previous one stopped, as Samza's
-KafkaCheckpointManager does.
+The topic is read incrementally (kafka.compacted.CompactedTopic): each call reads on from where the
+previous one stopped, as Samza's KafkaCheckpointManager does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import (
@@ -41,15 +40,8 @@ from statectl.formats.checkpoint import (
     parse_checkpoint_id,
     split_changelog_offset,
 )
-from statectl.kafka.client import (
-    DEFAULT_TIMEOUT_S,
-    PartitionReader,
-    create_topic,
-    open_consumer,
-    open_producer,
-    partition_count,
-    produce,
-)
+from statectl.kafka.client import DEFAULT_TIMEOUT_S, create_topic, open_producer, produce
+from statectl.kafka.compacted import CompactedTopic
 
 if TYPE_CHECKING:
     from statectl.catalog.refs import StoreRef
@@ -65,12 +57,6 @@ CHECKPOINT_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "26214
 V2_HINT = ("statectl keeps snapshots in v2 checkpoints: set task.checkpoint.write.versions=1,2 and "
            "task.checkpoint.read.versions=2,1 in the job's config, or back up without --kafka")
 
-@dataclass(frozen=True)
-class _Record:
-    offset: int
-    key: CheckpointKey
-    value: bytes | None
-
 class KafkaCheckpointLog:
     """Latest checkpoints of a job's tasks in its Samza checkpoint topic, and commits of new ones.
 
@@ -84,11 +70,20 @@ class KafkaCheckpointLog:
         self.job_id = job_id
         self.topic = checkpoint_topic(job, job_id)
         self.timeout_s = timeout_s
-        self._consumer: Any = None
         self._producer: Any = None
-        self._reader: PartitionReader | None = None
-        self._latest: dict[tuple[str, str], _Record] = {}  # (task, key type) -> its last record
-        self.skipped_records = 0  # records whose key is not a checkpoint key (Samza would fail on them)
+        # (task, key type) -> its last record; keys that are not checkpoint keys (Samza would fail on them)
+        # are counted in skipped_records.
+        self._topic: CompactedTopic[CheckpointKey] = CompactedTopic(
+            bootstrap, self.topic, CHECKPOINT_PARTITION, decode=decode_key, ident=lambda k: (k.task, k.type),
+            timeout_s=timeout_s)
+
+    @property
+    def skipped_records(self) -> int:
+        return self._topic.skipped
+
+    @property
+    def _latest(self) -> dict:
+        return self._topic.latest
 
     # -- the contract ------------------------------------------------------------------------------
 
@@ -184,13 +179,10 @@ class KafkaCheckpointLog:
 
     def close(self) -> None:
         """Close the connections; idempotent."""
-        consumer, producer = self._consumer, self._producer
-        self._consumer = self._producer = self._reader = None
-        self._latest = {}
+        producer, self._producer = self._producer, None
         if producer is not None:
             producer.close()
-        if consumer is not None:
-            consumer.close()
+        self._topic.close()
 
     def __enter__(self) -> "KafkaCheckpointLog":
         return self
@@ -206,22 +198,7 @@ class KafkaCheckpointLog:
 
     def _refresh(self) -> bool:
         """Read the topic on to its end; False when it does not exist."""
-        if self._consumer is None:
-            self._consumer = open_consumer(self.bootstrap, timeout_s=self.timeout_s)
-        if self._reader is None:
-            if partition_count(self._consumer, self.topic, self.bootstrap) is None:
-                return False
-            self._reader = PartitionReader(self._consumer, self.topic, CHECKPOINT_PARTITION, self.bootstrap)
-            self._reader.seek()
-        for batch in self._reader.batches():
-            for rec in batch:
-                try:
-                    key = decode_key(rec.key)
-                except CheckpointFormatError:
-                    self.skipped_records += 1
-                    continue
-                self._latest[(key.task, key.type)] = _Record(rec.offset, key, rec.value)
-        return True
+        return self._topic.refresh()
 
     def _latest_v2(self, task: str) -> CheckpointV2 | None:
         rec = self._latest.get((task, KEY_TYPE_V2))
