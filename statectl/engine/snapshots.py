@@ -20,9 +20,9 @@ from statectl.errors import (
 )
 from statectl.parallel import check_parallelism, run_parallel
 from statectl.progress import NullProgress, ProgressReporter
-from statectl.snapshot.crc import crc32
 from statectl.snapshot.model import SnapshotIndex, parse_index
 from statectl.transfer.download import blob_ranges
+from statectl.transfer.sink import CrcSink
 
 
 @dataclass
@@ -96,29 +96,6 @@ class VerifyResult:
     corrupt: list[VerifyProblem] = field(default_factory=list)
 
 
-class _CrcSink:
-    """A seekable write target that keeps only a CRC32 and a byte count."""
-
-    def __init__(self, progress: ProgressReporter):
-        self.crc = 0
-        self.n = 0
-        self._progress = progress
-
-    def write(self, data: bytes) -> int:
-        self.crc = crc32(data, self.crc)
-        self.n += len(data)
-        self._progress.advance(len(data))
-        return len(data)
-
-    def tell(self) -> int:
-        return self.n
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        self._progress.advance(-self.n)
-        self.crc, self.n = 0, 0
-        return 0
-
-
 def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore, snapshot: str | None, *,
                     download: bool, parallelism: int = 8, progress: ProgressReporter | None = None) -> VerifyResult:
     """Check that every blob of a snapshot exists with the right size; with ``download`` also that every
@@ -155,10 +132,10 @@ def _verify_file_task(blobstore, rel, checksum, ranges, download, result: Verify
         for blob_id, _, length in ranges:
             try:
                 if download:
-                    sink = _CrcSink(progress)
+                    sink = CrcSink(progress, cancel=cancel, what=f"blob {blob_id} of {rel}")
                     blobstore.get(blob_id, sink)
-                    size = sink.n
-                    pieces.append((sink.crc, sink.n))
+                    size = sink.written
+                    pieces.append((sink.crc, sink.written))
                 else:
                     size = blobstore.stat(blob_id).size
             except BlobNotFoundError:

@@ -11,7 +11,6 @@ import errno
 import os
 import threading
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -26,8 +25,9 @@ from statectl.errors import (
 )
 from statectl.parallel import Cancelled, run_parallel
 from statectl.progress import ProgressReporter
-from statectl.snapshot.crc import combine_all, crc32
+from statectl.snapshot.crc import combine_all
 from statectl.snapshot.model import FileIndex
+from statectl.transfer.sink import CrcSink
 
 READ_BUF = 1024 * 1024
 
@@ -39,82 +39,6 @@ class DownloadItem:
     rel: str
     dest: Path
     index: FileIndex
-
-WRITEBACK_STEP = 8 * 1024 * 1024
-
-@lru_cache(maxsize=1)
-def _sync_file_range():
-    import ctypes
-
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):  # not Linux
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    return fn
-
-def start_writeback(fd: int, offset: int, length: int) -> None:
-    """Start writing ``[offset, offset+length)`` of ``fd`` to disk without waiting (Linux
-    sync_file_range(SYNC_FILE_RANGE_WRITE); a no-op elsewhere). The fsync that makes a file durable then
-    finds most of it written already, instead of flushing the whole file at its end while the network
-    idles. Advisory: errors are left for that fsync to report."""
-    fn = _sync_file_range()
-    if fn is not None and length > 0:
-        fn(fd, offset, length, 2)  # SYNC_FILE_RANGE_WRITE
-
-class _RangeWriter:
-    """Writes a blob's bytes at their place in the file with pwrite, refusing bytes past ``limit``."""
-
-    def __init__(self, fd: int, file_offset: int, limit: int, what: str, cancel: threading.Event,
-                 progress: ProgressReporter, allow_more: bool):
-        self._fd = fd
-        self._file_offset = file_offset
-        self._limit = limit
-        self._what = what
-        self._cancel = cancel
-        self._progress = progress
-        self._allow_more = allow_more
-        self.written = 0
-        self.crc = 0
-        self._submitted = 0  # bytes handed to the kernel's writeback already
-
-    def write(self, data: bytes) -> int:
-        if self._cancel.is_set():
-            raise Cancelled()
-        n = len(data)
-        if self.written + n > self._limit:
-            if self._allow_more:  # a range that is not the blob's last: the store sent what we asked
-                data = data[: self._limit - self.written]
-                n = len(data)
-            else:
-                raise ChecksumMismatchError(f"{self._what} is longer than the index says")
-        try:
-            view = memoryview(data)
-            done = 0
-            while done < n:
-                done += os.pwrite(self._fd, view[done:], self._file_offset + self.written + done)
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskFullError(f"no space left on device writing {self._what}") from e
-            raise
-        self.crc = crc32(data, self.crc)
-        self.written += n
-        if self.written - self._submitted >= WRITEBACK_STEP or self.written == self._limit:
-            start_writeback(self._fd, self._file_offset + self._submitted, self.written - self._submitted)
-            self._submitted = self.written
-        self._progress.advance(n)
-        return n
-
-    def tell(self) -> int:
-        return self.written
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        if pos != 0 or whence != 0:
-            raise OSError(errno.ESPIPE, "range writer can only rewind to its start")
-        self._progress.advance(-self.written)
-        self.written = 0
-        self.crc = 0
-        return 0
 
 def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
     """(blob id, file offset, length) for each blob of a file, validated against its size.
@@ -246,7 +170,8 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
         what = f"blob {blob_id} of {state.item.rel}"
         fd = os.open(state.item.dest, os.O_WRONLY)
         try:
-            writer = _RangeWriter(fd, file_offset + start, length, what, cancel, progress, allow_more=not last)
+            writer = CrcSink(progress, cancel=cancel, fd=fd, file_offset=file_offset + start, limit=length, what=what,
+                             allow_more=not last)
             # The blob's last range is requested open-ended, so a blob longer than the index says shows.
             try:
                 failpoints.hit("during-download")
