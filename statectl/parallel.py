@@ -15,6 +15,7 @@ T = TypeVar("T")
 class Cancelled(Exception):
     pass
 
+
 def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int) -> list[T]:
     """Run tasks on a thread pool; each gets a cancel Event it should check between reads.
 
@@ -44,10 +45,12 @@ def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int) 
             raise
         return [f.result() for f in futures]
 
+
 def interrupted() -> OperationInterruptedError:
     return OperationInterruptedError("interrupted; nothing was left half-written")
 
 MAX_PARALLELISM = 256
+
 
 def check_parallelism(value: int) -> None:
     """Raise UsageError unless 1 <= value <= MAX_PARALLELISM: each unit is a thread and a connection, and

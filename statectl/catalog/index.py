@@ -1,4 +1,5 @@
-"""statectl.catalog.index."""
+"""Index blobs: read one (size-capped, every blob id checked to be a data blob of this store) and write
+one. A snapshot is its SnapshotIndex blob; this is the only code that fetches or stores them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from statectl.errors import (
 from statectl.snapshot.model import SnapshotIndex, parse_index, serialize_index
 
 MAX_INDEX_BYTES = 512 * 1024 * 1024  # an index of a million files is about 300 MiB
+
 
 def read_index(blobstore: BlobStore, blob_id: str, *, what: str = "snapshot") -> SnapshotIndex:
     """Fetch and parse an index blob, and check that every blob id it names is a data blob of this store.
@@ -37,6 +39,7 @@ def read_index(blobstore: BlobStore, blob_id: str, *, what: str = "snapshot") ->
     except CorruptSnapshotError as e:
         raise type(e)(f"index blob {blob_id}: {e}", hint=e.hint) from None
 
+
 def is_data_blob_id(blob_id: str) -> bool:
     """Whether ``blob_id`` has the shape of a data blob key: under ``blobs/``; no empty or hidden segment
     (``.``, ``..``, a blob store's ``.tmp-`` files); no control character; not a name a blob store keeps
@@ -44,6 +47,7 @@ def is_data_blob_id(blob_id: str) -> bool:
     parts = blob_id.split("/")
     return (blob_id.startswith(BLOB_PREFIX) and len(parts) >= 2 and blob_id.isprintable()
             and all(p and not p.startswith(".") for p in parts) and not parts[-1].endswith((".ttl", ".lock")))
+
 
 def check_blob_ids(index: SnapshotIndex) -> None:
     """Raise IndexFormatError unless every blob id of ``index`` (present, removed, prev) is a data blob key."""
@@ -54,18 +58,22 @@ def check_blob_ids(index: SnapshotIndex) -> None:
         if not is_data_blob_id(blob_id):
             raise IndexFormatError(f"malformed index: blob id {blob_id!r} is not a data blob of this store")
 
+
 def write_index(blobstore: BlobStore, index: SnapshotIndex, ttl_seconds: int | None) -> str:
     data = serialize_index(index)
     return blobstore.put(io.BytesIO(data), size=len(data), ttl_seconds=ttl_seconds)
+
 
 def short_id(blob_id: str) -> str:
     """The last path component of a blob id (the UUID for statectl's own blobs)."""
     return blob_id.rsplit("/", 1)[-1]
 
+
 def snapshot_owner(index: SnapshotIndex) -> str:
     """The store a snapshot was taken of, as ``job-id/task/store``."""
     m = index.snapshot_metadata
     return f"{m.job_name}-{m.job_id}/{m.task_name}/{m.store_name}"
+
 
 def snapshot_blob_ids(index_blob_id: str, index: SnapshotIndex) -> set[str]:
     """Every blob a snapshot needs: its index blob and the blobs of its present files."""

@@ -57,6 +57,7 @@ CHECKPOINT_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "26214
 V2_HINT = ("statectl keeps snapshots in v2 checkpoints: set task.checkpoint.write.versions=1,2 and "
            "task.checkpoint.read.versions=2,1 in the job's config, or back up without --kafka")
 
+
 class KafkaCheckpointLog:
     """Latest checkpoints of a job's tasks in its Samza checkpoint topic, and commits of new ones.
 
@@ -259,12 +260,15 @@ class KafkaCheckpointLog:
             self._producer = open_producer(self.bootstrap, timeout_s=self.timeout_s)
         return self._producer
 
+
 def _ssp_dict(ssp: Any) -> dict:
     return {"system": ssp.system, "stream": ssp.stream, "partition": ssp.partition, "keyBucket": ssp.key_bucket}
+
 
 def _names(tasks: list[str], limit: int = 5) -> str:
     shown = ", ".join(repr(t) for t in tasks[:limit])
     return shown + (f" and {len(tasks) - limit} more" if len(tasks) > limit else "")
+
 
 class KafkaCheckpointLogs:
     """The checkpoint topics of every job on one Kafka cluster, as one commit log: each call goes to

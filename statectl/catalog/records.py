@@ -39,6 +39,7 @@ PENDING = "pending"
 
 EXPIRED = "expired"  # dropped by retention; its blobs are being deleted, its record goes last
 
+
 @dataclass(frozen=True)
 class CheckpointRecord:
     """One checkpoint of one store: its id, the blob id of its SnapshotIndex, and its catalog state.
@@ -54,6 +55,7 @@ class CheckpointRecord:
     state: str = COMMITTED
     keep_last: int = 1
 
+
 class CommitLog(Protocol):
     """The job's source of truth for its latest checkpoint, when it is not the catalog itself."""
 
@@ -65,9 +67,11 @@ class CommitLog(Protocol):
 
     def close(self) -> None: ...
 
+
 def ref_prefix(ref: StoreRef) -> str:
     parts = (ref.job, ref.job_id, ref.task, ref.store)
     return CHECKPOINT_PREFIX + "/".join(quote(p, safe="") for p in parts) + "/"
+
 
 class BlobCheckpointStore:
     """The catalog in the blob store, plus the commit log (the catalog itself, or Kafka)."""
@@ -192,6 +196,7 @@ class BlobCheckpointStore:
     def close(self) -> None:
         if self.commit_log is not None:
             self.commit_log.close()
+
 
 def _dump(record: CheckpointRecord) -> bytes:
     return json.dumps({

@@ -1,4 +1,7 @@
-"""statectl.catalog.refs."""
+"""Which store a snapshot belongs to (StoreRef) and checkpoint ids (FORMATS.md "CheckpointId").
+
+There is one checkpoint-id parser, Samza's (formats.checkpoint.parse_checkpoint_id); the functions here
+wrap it for callers that report a bad id as a usage error."""
 
 from __future__ import annotations
 
@@ -31,9 +34,11 @@ class StoreRef:
     def __str__(self) -> str:
         return f"{self.job}-{self.job_id}/{self.task}/{self.store}"
 
+
 def new_checkpoint_id() -> str:
     """``<currentTimeMillis>-<nanoTime % 1000000>``, as Samza's CheckpointId.create()."""
     return f"{time.time_ns() // 1_000_000}-{time.monotonic_ns() % 1_000_000}"
+
 
 def parse_checkpoint_id(value: str) -> tuple[int, int]:
     """Sort key of a checkpoint id, read as Samza reads it (formats.checkpoint.parse_checkpoint_id).
@@ -42,6 +47,7 @@ def parse_checkpoint_id(value: str) -> tuple[int, int]:
         return _parse_checkpoint_id(value)
     except CheckpointFormatError as e:
         raise UsageError(str(e)) from None
+
 
 def is_checkpoint_id(value: str) -> bool:
     """Whether Samza would read ``value`` as a checkpoint id."""

@@ -1,4 +1,5 @@
-"""statectl.catalog.resolve."""
+"""Find a snapshot of a store by what an operator types: nothing (the latest), a checkpoint id, a full
+index blob id, or a unique prefix of its UUID; refuse a snapshot of another store unless asked."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class ResolvedSnapshot:
     index_blob_id: str
     index: SnapshotIndex
     record: CheckpointRecord | None
+
 
 def resolve_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
                      snapshot: str | None, *, allow_other_store: bool = False) -> ResolvedSnapshot:
@@ -58,6 +60,7 @@ def resolve_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref
     raise SnapshotNotFoundError(f"no snapshot {snapshot!r} of {ref} in {blobstore.url}",
                                 hint="'statectl snapshots list' shows the snapshots there are")
 
+
 def _recorded(blobstore: BlobStore, record: CheckpointRecord, what: str) -> ResolvedSnapshot:
     """The snapshot a catalog record names; its index blob being gone makes it damaged, not unknown."""
     try:
@@ -68,6 +71,7 @@ def _recorded(blobstore: BlobStore, record: CheckpointRecord, what: str) -> Reso
             f"missing from {blobstore.url}",
             hint="restore an older snapshot with --snapshot ('statectl snapshots list' shows them); "
                  "the next backup starts a new chain") from None
+
 
 def _owned(snap: ResolvedSnapshot, ref: StoreRef, allow_other_store: bool) -> ResolvedSnapshot:
     m = snap.index.snapshot_metadata

@@ -1,0 +1,1 @@
+"""The local side of a store: dir layout, and StagedStore, the one way a store dir is replaced."""

@@ -1,4 +1,5 @@
-"""Where a store lives locally, and checkpoint ids (FORMATS.md: "Local store directory", "CheckpointId")."""
+"""Where a store lives locally (FORMATS.md "Local store directory"): store dirs, checkpoint dirs beside
+them, and the files Samza or RocksDB keep there that are not part of a snapshot."""
 
 from __future__ import annotations
 
@@ -15,21 +16,26 @@ NEVER_UPLOADED = frozenset({"LOCK"})
 # In a live store dir but never in a RocksDB checkpoint: the info logs and the DB's identity file.
 NOT_IN_CHECKPOINTS = frozenset({"LOCK", "LOG", "IDENTITY"})
 
+
 def is_info_log(name: str) -> bool:
     """RocksDB's human-readable info logs (``LOG``, ``LOG.old.<ts>``), which checkpoints leave out."""
     return name == "LOG" or name.startswith("LOG.old.")
+
 
 def task_dir_name(task: str) -> str:
     """Samza's store sub-dir name for a task: spaces replaced by underscores."""
     return task.replace(" ", "_")
 
+
 def store_dir(state_dir: Path, store: str, task: str) -> Path:
     """``<state-dir>/<store>/<task with spaces -> _>``."""
     return Path(state_dir) / store / task_dir_name(task)
 
+
 def checkpoint_dir(store: Path, checkpoint_id: str) -> Path:
     """``<storeDir>-<checkpointId>``."""
     return store.with_name(f"{store.name}-{checkpoint_id}")
+
 
 def local_checkpoint_dirs(store: Path) -> dict[str, Path]:
     """The checkpoint dirs beside a store dir, by checkpoint id."""

@@ -26,6 +26,7 @@ TMP_INFIX = ".statectl-restore-"
 
 OLD_INFIX = ".statectl-old-"
 
+
 def check_free_space(target: Path, need: int) -> None:
     """Raise DiskFullError when the filesystem that will hold ``target`` has fewer than ``need`` bytes
     free for this user, before anything is written. (A disk that fills meanwhile still fails the
@@ -43,12 +44,14 @@ def check_free_space(target: Path, need: int) -> None:
                             f"more, {free} are free; the old store is untouched",
                             hint=f"free some space in {where}, or restore elsewhere with --target-dir")
 
+
 def note_if_linked(asked: Path, target: Path, progress: ProgressReporter) -> None:
     """Say so when the target asked for reached ``target`` through a symlink (after the checks: a refused
     restore prints its error alone)."""
     path = Path(asked).absolute()
     if any(p.is_symlink() for p in (path, *path.parents)):
         progress.note(f"{path} is a symlink: restoring into {target}")
+
 
 def resolve_target(path: Path) -> Path:
     """The real path a restore writes to: symlinks (of the target itself or of its parents) are followed,
@@ -64,6 +67,7 @@ def resolve_target(path: Path) -> Path:
             raise UsageError(f"restore target {path}: {link} is a symlink to {os.readlink(link)}, which does not exist",
                              hint="create the directory it points to, or pass another --target-dir")
     return real
+
 
 def check_target(target: Path, force: bool, *, blob_root: Path | None = None, own_store: Path | None = None,
                  state_dir: Path | None = None) -> None:
@@ -124,6 +128,7 @@ def check_target(target: Path, force: bool, *, blob_root: Path | None = None, ow
                          hint="pick an empty or new --target-dir, or pass --force to replace it")
     _check_replaceable(target, blob_id, allow_store=False)
 
+
 def _check_replaceable(target: Path, blob_id: tuple[int, int] | None, *, allow_store: bool) -> None:
     """A restore deletes the dir it replaces, all of it: walk it first (without following links) and refuse
     one that reaches other state: a mount point (bind mounts on the same filesystem included), the blob
@@ -149,12 +154,14 @@ def _check_replaceable(target: Path, blob_id: tuple[int, int] | None, *, allow_s
                 raise UsageError(f"refusing to replace {target}: it holds the RocksDB store {sub}",
                                  hint="pick an empty or new --target-dir, or the store's own dir")
 
+
 def _dev_ino(path: Path, *, follow: bool = True) -> tuple[int, int] | None:
     try:
         st = os.stat(path) if follow else os.lstat(path)
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
 
 def _mount_points() -> list[Path]:
     """Every mount point of this process's mount namespace (Linux /proc/self/mountinfo; bind mounts of a
@@ -172,14 +179,17 @@ def _mount_points() -> list[Path]:
             out.append(Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])))
     return out
 
+
 def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
 
 def fsync_dirs(root: Path) -> None:
     """fsync every dir under ``root``, children before parents, so that the entries of files made durable
     one by one (and hard links, whose data is already on disk) survive a power cut. Raises OSError."""
     for dirpath, _, _ in os.walk(root, topdown=False):
         _fsync(dirpath)
+
 
 def fsync_tree(root: Path) -> None:
     """fsync every file, then every dir, under ``root`` (for a tree written by others, e.g. RocksDB), and
@@ -188,6 +198,7 @@ def fsync_tree(root: Path) -> None:
         for name in filenames:
             _fsync(os.path.join(dirpath, name))
         _fsync(dirpath)
+
 
 def _fsync(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -199,6 +210,7 @@ def _fsync(path: str) -> None:
 _RENAME_EXCHANGE = 2
 
 _AT_FDCWD = -100
+
 
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths with renameat2(RENAME_EXCHANGE); False where unsupported."""
@@ -214,6 +226,7 @@ def _exchange(a: Path, b: Path) -> bool:
     if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
         return False
     raise OSError(err, os.strerror(err), str(b))
+
 
 def swap_into_place(tmp: Path, target: Path) -> Path | None:
     """Put the complete new store at ``target`` atomically; return where the old store is now (for
@@ -234,6 +247,7 @@ def swap_into_place(tmp: Path, target: Path) -> Path | None:
         os.close(fd)
     return old
 
+
 def discard_old(old: Path | None) -> str | None:
     """Delete the store a swap replaced. Best effort: the swap is done, so a failure here is a note
     (returned; the next staging beside it removes what is left), never an error."""
@@ -252,6 +266,7 @@ def _remove(p: Path) -> None:
     else:
         shutil.rmtree(p)
 
+
 def remove_dead_temp_dirs(target: Path) -> None:
     """Remove what restores that crashed left beside ``target`` (their pid is gone): temp dirs being
     built, and replaced stores not yet deleted."""
@@ -268,6 +283,7 @@ def remove_dead_temp_dirs(target: Path) -> None:
                     _remove(p)
                 except OSError:
                     pass
+
 
 def _alive(pid: int) -> bool:
     try:

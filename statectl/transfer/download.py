@@ -1,9 +1,9 @@
-"""Parallel, chunked transfers between local files and a BlobStore, CRC32 computed as bytes stream.
+"""Download files from a BlobStore in parallel, large blobs as several ranged GETs, each byte written at
+its place and CRC-checked as it streams (transfer.sink.CrcSink); each file fsynced as it completes.
 
-Memory stays bounded by parallelism x one read buffer, whatever the file sizes: bytes are streamed
-from file to blob store and back, never held whole. On the first failure every other transfer is
-cancelled and the error is raised; the caller owns cleanup of what was written.
-"""
+Memory stays bounded by parallelism x one read buffer, whatever the file sizes. On the first failure
+every other transfer is cancelled and the error is raised; the caller owns cleanup of what was written
+(local.staged.StagedStore does it)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ class DownloadItem:
     dest: Path
     index: FileIndex
 
+
 def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
     """(blob id, file offset, length) for each blob of a file, validated against its size.
 
@@ -60,6 +61,7 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
             raise CorruptSnapshotError(f"{what}: blob offsets overlap or exceed the file size")
         out.append((b.blob_id, b.offset, end - b.offset))
     return out
+
 
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
                    progress: ProgressReporter) -> int:
@@ -104,6 +106,7 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
             raise StatectlError(f"internal error: {state.item.rel} was not completed")
     return total
 
+
 def _create(dest: Path, size: int) -> None:
     """Create (or truncate) ``dest``, preallocating ``size`` bytes where the filesystem can."""
     try:
@@ -124,6 +127,7 @@ def _create(dest: Path, size: int) -> None:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(f"no space left on device for {dest} ({size} bytes)") from e
         raise
+
 
 @dataclass
 class _FileState:
@@ -161,6 +165,7 @@ class _FileState:
         finally:
             os.close(fd)
         self.finished = True
+
 
 def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id: str, file_offset: int,
                    start: int, length: int, last: bool, progress: ProgressReporter):

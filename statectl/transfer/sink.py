@@ -20,6 +20,7 @@ from statectl.snapshot.crc import crc32
 
 WRITEBACK_STEP = 8 * 1024 * 1024
 
+
 @lru_cache(maxsize=1)
 def _sync_file_range():
     import ctypes
@@ -31,6 +32,7 @@ def _sync_file_range():
     fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     return fn
 
+
 def start_writeback(fd: int, offset: int, length: int) -> None:
     """Start writing ``[offset, offset+length)`` of ``fd`` to disk without waiting (Linux
     sync_file_range(SYNC_FILE_RANGE_WRITE); a no-op elsewhere). The fsync that makes a file durable then
@@ -39,6 +41,7 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
     fn = _sync_file_range()
     if fn is not None and length > 0:
         fn(fd, offset, length, 2)  # SYNC_FILE_RANGE_WRITE
+
 
 class CrcSink:
     """A write target for ``BlobStore.get`` that keeps the CRC32 and count of what it was given.

@@ -1,4 +1,5 @@
-"""statectl.transfer.upload."""
+"""Upload local files to a BlobStore in parallel, in chunks, CRC32 computed as the bytes stream out;
+returns the FileIndex of each file (its blobs, metadata and checksum)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,14 @@ def _user(uid: int) -> str:
     except KeyError:
         return str(uid)
 
+
 @lru_cache(maxsize=64)
 def _group(gid: int) -> str:
     try:
         return grp.getgrgid(gid).gr_name
     except KeyError:
         return str(gid)
+
 
 class _ChunkReader:
     """Reads ``length`` bytes of a file from ``offset``, keeping the CRC32 of what was read.
@@ -87,6 +90,7 @@ class _ChunkReader:
         self._pos = target
         return target
 
+
 def file_metadata(lf: LocalFile) -> FileMetadata:
     return FileMetadata(
         creation_time_millis=lf.ctime_ms,
@@ -96,6 +100,7 @@ def file_metadata(lf: LocalFile) -> FileMetadata:
         group=_group(lf.gid),
         permissions=mode_to_permissions(lf.mode),
     )
+
 
 def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: int, parallelism: int,
                  ttl_seconds: int | None, progress: ProgressReporter) -> list[FileIndex]:
@@ -132,6 +137,7 @@ def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: in
         crc = combine_all([(c, n) for _, _, c, n in parts])
         out.append(FileIndex(lf.name, blobs, file_metadata(lf), crc))
     return out
+
 
 def _upload_task(blobstore: BlobStore, lf: LocalFile, offset: int, length: int, ttl_seconds: int | None,
                  progress: ProgressReporter) -> Callable[[threading.Event], tuple[str, int, int]]:

@@ -1,4 +1,5 @@
-"""statectl.transfer.verify."""
+"""Check blobs without downloading them: each exists and has the size an index says (a stat per blob,
+in parallel)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class BlobProblem:
     blob_id: str
     missing: bool
     reason: str
+
 
 def check_blobs(blobstore: BlobStore, files: list[tuple[str, FileIndex]], parallelism: int) -> list[BlobProblem]:
     """Stat every blob of ``files`` (rel path, FileIndex) in parallel and return the missing ones and those
