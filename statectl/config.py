@@ -11,6 +11,16 @@ unless ``--profile`` (or STATECTL_PROFILE) names another::
 
     [staging]
     blobstore = "file:///var/backups/statectl"
+
+Kafka clusters behind TLS and SASL (the kafka_* security keys; each also as STATECTL_KAFKA_...)::
+
+    [prod]
+    kafka = "broker1:9093,broker2:9093"
+    kafka_security_protocol = "SASL_SSL"
+    kafka_sasl_mechanism = "SCRAM-SHA-512"
+    kafka_sasl_username = "statectl"
+    kafka_ssl_cafile = "/etc/kafka/ca.pem"
+    # kafka_sasl_password: better from the environment, STATECTL_KAFKA_SASL_PASSWORD
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from statectl.errors import ConfigError, UsageError
+from statectl.kafka.client import KAFKA_SASL_MECHANISMS, KAFKA_SECURITY_PROTOCOLS, check_security_settings
+from statectl.redact import check_secret
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
@@ -52,6 +64,23 @@ def parse_duration(value: Any, what: str = "duration") -> int:
     return int(float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()])
 
 
+def format_size(n: int) -> str:
+    """Bytes as parse_size reads them back, in the largest binary unit that is exact: ``64MiB``, ``512KiB``."""
+    for unit, factor in (("TiB", 1024 ** 4), ("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if n and n % factor == 0:
+            return f"{n // factor}{unit}"
+    return str(n)
+
+
+def format_duration(seconds: int) -> str:
+    """Seconds as parse_duration reads them back, in the largest unit that is exact: ``30d``, ``6h``, ``15s``."""
+    for unit in ("w", "d", "h", "m"):
+        factor = int(_DURATION_UNITS[unit])
+        if seconds and seconds % factor == 0:
+            return f"{seconds // factor}{unit}"
+    return f"{seconds}s"
+
+
 def _str(v: Any) -> str:
     if not isinstance(v, str):
         raise TypeError("expected a string")
@@ -64,23 +93,6 @@ def _int(v: Any) -> int:
     return int(v)
 
 
-def check_secret(value: str) -> None:
-    """Raise ValueError, without the value, unless ``value`` is printable ASCII without whitespace.
-
-    Access keys, secret keys and session tokens never hold anything else; a trailing newline or CR from
-    a file, or a non-ASCII character, would only make the HTTP layer fail with the value in its message.
-    """
-    for ch in value:
-        if ch in "\r\n":
-            raise ValueError("it contains a line break (a trailing newline, or CRLF line ends?)")
-        if ch.isspace():
-            raise ValueError("it contains whitespace")
-        if not ch.isascii():
-            raise ValueError("it contains a non-ASCII character")
-        if not ch.isprintable():
-            raise ValueError("it contains a control character")
-
-
 def _secret(v: Any) -> str:
     v = _str(v)
     check_secret(v)
@@ -91,6 +103,36 @@ def _output(v: Any) -> str:
     v = _str(v).lower()
     if v not in ("text", "json"):
         raise ValueError("expected text or json")
+    return v
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(v: Any) -> str:
+        v = _str(v).strip().upper()
+        if v not in options:
+            raise ValueError("expected " + ", ".join(options[:-1]) + " or " + options[-1])
+        return v
+
+    return parse
+
+
+def _path(v: Any) -> str:
+    """A file path, ``~`` expanded. Whether it exists is checked for the effective settings only (resolve):
+    a profile that is not in use may name files of another machine."""
+    v = _str(v)
+    if not v.strip():
+        raise ValueError("expected a file path")
+    if any(not ch.isprintable() for ch in v):
+        raise ValueError("it contains a control character")
+    return str(Path(v).expanduser())
+
+
+def _username(v: Any) -> str:
+    v = _str(v)
+    if not v or v != v.strip():
+        raise ValueError("expected a user name without leading or trailing whitespace")
+    if any(not ch.isprintable() for ch in v):
+        raise ValueError("it contains a control character")
     return v
 
 
@@ -111,6 +153,10 @@ class Key:
     default: Any = None
     secret: bool = False
     help: str = ""
+    show: Callable[[Any], str] = str  # the default as a user writes it (help texts: "(default 64MiB)")
+
+    def default_text(self) -> str:
+        return self.show(self.default)
 
 
 KEYS: dict[str, Key] = {
@@ -122,21 +168,35 @@ KEYS: dict[str, Key] = {
     "s3_session_token": Key(_secret, secret=True),
     "s3_profile": Key(_str, help="AWS shared-config profile for boto3"),
     "kafka": Key(_str, help="Kafka bootstrap servers HOST:PORT[,..]"),
+    "kafka_security_protocol": Key(_choice(KAFKA_SECURITY_PROTOCOLS), "PLAINTEXT",
+                                   help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+    "kafka_sasl_mechanism": Key(_choice(KAFKA_SASL_MECHANISMS), help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    "kafka_sasl_username": Key(_username),
+    "kafka_sasl_password": Key(_secret, secret=True),
+    "kafka_ssl_cafile": Key(_path, help="PEM file of the CAs that signed the brokers' certificates "
+                                        "(default: the system's CAs)"),
+    "kafka_ssl_certfile": Key(_path, help="PEM file of the client certificate (and its key, unless "
+                                          "kafka_ssl_keyfile is given)"),
+    "kafka_ssl_keyfile": Key(_path, help="PEM file of the client certificate's private key"),
+    "kafka_ssl_password": Key(_secret, secret=True, help="password of the client certificate's private key"),
+    "kafka_ssl_check_hostname": Key(_bool, True, help="check that a broker's certificate names the host "
+                                                      "connected to"),
     "job": Key(_str),
     "job_id": Key(_str, "1"),
     "task": Key(_str, "Partition 0"),
     "store": Key(_str),
     "state_dir": Key(_str),
     "parallelism": Key(_int, 8),
-    "chunk_size": Key(lambda v: parse_size(v, "chunk_size"), 64 * 1024 * 1024),
-    "ttl": Key(lambda v: parse_duration(v, "ttl"), 30 * 86400),
+    "chunk_size": Key(lambda v: parse_size(v, "chunk_size"), 64 * 1024 * 1024, show=format_size),
+    "ttl": Key(lambda v: parse_duration(v, "ttl"), 30 * 86400, show=format_duration),
     "retries": Key(_int, 8),
-    "timeout": Key(lambda v: parse_duration(v, "timeout"), 15,
+    "timeout": Key(lambda v: parse_duration(v, "timeout"), 15, show=format_duration,
                    help="how long a blob store may leave a connection or a read unanswered"),
-    "retry_time": Key(lambda v: parse_duration(v, "retry_time"), 60,
+    "retry_time": Key(lambda v: parse_duration(v, "retry_time"), 60, show=format_duration,
                       help="stop retrying a failing blob store request after this long"),
     "keep_last": Key(_int, 1, help="snapshots kept restorable per task/store"),
-    "grace": Key(lambda v: parse_duration(v, "grace"), 6 * 3600, help="gc leaves unreferenced blobs younger than this"),
+    "grace": Key(lambda v: parse_duration(v, "grace"), 6 * 3600, show=format_duration,
+                 help="gc leaves unreferenced blobs younger than this"),
     "output": Key(_output, "text"),
     "quiet": Key(_bool, False),
     "verbose": Key(_bool, False),
@@ -272,11 +332,13 @@ def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str
                 check_secret(env.get(name) or "")
             except ValueError as e:
                 raise _secret_error(f"env {name}", e) from None
+    check_security_settings({name: v.value for name, v in values.items()},
+                            lambda key: key if values[key].source == "default" else f"{key} ({values[key].source})")
     return Settings(values, path, profile_name)
 
 
 def _secret_error(where: str, e: Exception) -> ConfigError:
     """The error for an invalid secret setting: names it and its source, never its value."""
     return ConfigError(f"{where}: invalid value: {e}; the value is not shown",
-                       hint="access keys, secret keys and session tokens are printable ASCII without spaces: "
-                            "check how it was set (e.g. a file with CRLF line ends, or a copy-paste)")
+                       hint="access keys, secret keys, session tokens and passwords are printable ASCII without "
+                            "spaces: check how it was set (e.g. a file with CRLF line ends, or a copy-paste)")

@@ -2,16 +2,17 @@
 
 Masking happens at the output edge, on whatever text is about to be written, rather than in each message:
 a secret can arrive inside a library's exception or log record that statectl did not word. Masked are
-the values of the secret settings (S3 secret key and session token, and the access key id the config
-marks secret), the same from the AWS_* environment, the password of any ``scheme://user:pass@host``
-and the values of secret-looking query parameters (``?X-Amz-Signature=...``, ``&token=...``).
+the values of the secret settings (S3 secret key and session token, the access key id the config marks
+secret, the Kafka SASL password and TLS key password), the same from the AWS_* and STATECTL_* environment,
+the password of any ``scheme://user:pass@host`` and the values of secret-looking query parameters
+(``?X-Amz-Signature=...``, ``&token=...``).
 
 A registered secret is masked in every form it is printed in, not only as itself: URL-encoded, as the
 inside of its ``repr()`` (``\\r``, ``\\n``, ``\\xe9``), as the inside of the ``b'...'`` literal of its
 UTF-8 bytes (how botocore logs and rejects header values), JSON-escaped, and each of those once more
 with its backslashes doubled (a repr inside a repr). The config refuses secrets with control, space or
-non-ASCII characters in the first place (statectl.config), so these forms matter for secrets that reach
-statectl another way (~/.aws, URLs).
+non-ASCII characters in the first place (check_secret, used by statectl.config), so these forms matter
+for secrets that reach statectl another way (~/.aws, URLs).
 
 The userinfo of a URL is everything between ``://`` and the last ``@`` of the URL token (the text up
 to whitespace, a quote, a backtick or angle bracket): a raw ``@``, ``/``, ``:`` or ``#`` in a password
@@ -32,7 +33,8 @@ from urllib.parse import quote, unquote
 MASK = "****"
 MIN_SECRET = 4  # shorter values would mask ordinary words
 SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "STATECTL_S3_SECRET_ACCESS_KEY",
-              "STATECTL_S3_SESSION_TOKEN", "STATECTL_S3_ACCESS_KEY_ID")
+              "STATECTL_S3_SESSION_TOKEN", "STATECTL_S3_ACCESS_KEY_ID", "STATECTL_KAFKA_SASL_PASSWORD",
+              "STATECTL_KAFKA_SSL_PASSWORD")
 _TOKEN_END = r"\s'\"`<>"
 # head = scheme://user, pw = the rest of the userinfo; the greedy pw backtracks to the token's last "@".
 _URL_PASSWORD = re.compile(rf"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/:{_TOKEN_END}]*):(?P<pw>[^{_TOKEN_END}]+)@")
@@ -56,6 +58,25 @@ def printed_forms(value: str) -> set[str]:
     forms = {value, quote(value, safe="")} | escaped
     forms |= {f.replace("\\", "\\\\") for f in escaped if "\\" in f}
     return forms
+
+
+def check_secret(value: str) -> None:
+    """Raise ValueError, without the value, unless ``value`` is printable ASCII without whitespace.
+
+    Access keys, secret keys and session tokens never hold anything else, and statectl holds the passwords it
+    takes (Kafka SASL, TLS key) to the same rule: a trailing newline or CR from a file, or a non-ASCII
+    character, would only make the HTTP or Kafka layer fail with the value in its message. statectl.config
+    refuses such settings with it.
+    """
+    for ch in value:
+        if ch in "\r\n":
+            raise ValueError("it contains a line break (a trailing newline, or CRLF line ends?)")
+        if ch.isspace():
+            raise ValueError("it contains whitespace")
+        if not ch.isascii():
+            raise ValueError("it contains a non-ASCII character")
+        if not ch.isprintable():
+            raise ValueError("it contains a control character")
 
 
 def add_secret(value: object) -> None:

@@ -40,7 +40,7 @@ from statectl.formats.checkpoint import (
     parse_checkpoint_id,
     split_changelog_offset,
 )
-from statectl.kafka.client import DEFAULT_TIMEOUT_S, create_topic, open_producer, produce
+from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, create_topic, open_producer, produce
 from statectl.kafka.compacted import CompactedTopic
 
 if TYPE_CHECKING:
@@ -65,18 +65,20 @@ class KafkaCheckpointLog:
     reconnects and re-reads the topic).
     """
 
-    def __init__(self, bootstrap: str, job: str, job_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, bootstrap: str, job: str, job_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 security: KafkaSecurity | None = None):
         self.bootstrap = bootstrap
         self.job = job
         self.job_id = job_id
         self.topic = checkpoint_topic(job, job_id)
         self.timeout_s = timeout_s
+        self.security = security
         self._producer: Any = None
         # (task, key type) -> its last record; keys that are not checkpoint keys (Samza would fail on them)
         # are counted in skipped_records.
         self._topic: CompactedTopic[CheckpointKey] = CompactedTopic(
             bootstrap, self.topic, CHECKPOINT_PARTITION, decode=decode_key, ident=lambda k: (k.task, k.type),
-            timeout_s=timeout_s)
+            timeout_s=timeout_s, security=security)
 
     @property
     def skipped_records(self) -> int:
@@ -125,7 +127,7 @@ class KafkaCheckpointLog:
         if not index_blob_id:
             raise UsageError("empty index blob id")
         if not self._refresh():
-            create_topic(self.bootstrap, self.topic, partitions=1, configs=CHECKPOINT_TOPIC_CONFIGS,
+            create_topic(self.bootstrap, self.topic, partitions=1, configs=CHECKPOINT_TOPIC_CONFIGS, security=self.security,
                          timeout_s=self.timeout_s)
             self._refresh()
         base = self._latest_v2(ref.task)
@@ -257,7 +259,7 @@ class KafkaCheckpointLog:
 
     def _producer_client(self) -> Any:
         if self._producer is None:
-            self._producer = open_producer(self.bootstrap, timeout_s=self.timeout_s)
+            self._producer = open_producer(self.bootstrap, timeout_s=self.timeout_s, security=self.security)
         return self._producer
 
 
@@ -274,15 +276,17 @@ class KafkaCheckpointLogs:
     """The checkpoint topics of every job on one Kafka cluster, as one commit log: each call goes to
     the topic of the ref's job (``gc`` reconciles stores of many jobs sharing a blob store)."""
 
-    def __init__(self, bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, security: KafkaSecurity | None = None):
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
+        self.security = security
         self._logs: dict[tuple[str, str], KafkaCheckpointLog] = {}
 
     def for_job(self, job: str, job_id: str) -> KafkaCheckpointLog:
         log = self._logs.get((job, job_id))
         if log is None:
-            log = self._logs[(job, job_id)] = KafkaCheckpointLog(self.bootstrap, job, job_id, timeout_s=self.timeout_s)
+            log = self._logs[(job, job_id)] = KafkaCheckpointLog(self.bootstrap, job, job_id, timeout_s=self.timeout_s,
+                                                                             security=self.security)
         return log
 
     def latest(self, ref: StoreRef) -> tuple[str, str] | None:

@@ -21,6 +21,7 @@ from statectl.catalog.refs import StoreRef
 from statectl.errors import DiskFullError, SnapshotNotFoundError, StatectlError, UsageError
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import OFFSET_V2, offsets_json, write_offset_file
+from statectl.kafka.client import KafkaSecurity
 from statectl.local.staged import StagedStore, check_target, note_if_linked, resolve_target
 from statectl.progress import NullProgress, ProgressReporter
 
@@ -52,6 +53,7 @@ class ChangelogRestoreOptions:
     force: bool = False
     timeout_s: float = 5.0
     system: str = "kafka"
+    security: KafkaSecurity | None = None  # TLS/SASL settings of the brokers; None: PLAINTEXT
 
     def validate(self) -> None:
         if not self.bootstrap:
@@ -114,7 +116,7 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
         stop = checkpointed_stop_offset(opts)
         progress.note(f"replaying {opts.topic}[{opts.partition}] below offset {stop}, as the latest checkpoint "
                       f"of {opts.checkpoint_ref} records")
-    consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s)
+    consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
     try:
         require_partition(consumer, opts.topic, opts.partition, opts.bootstrap)
         reader = PartitionReader(consumer, opts.topic, opts.partition, opts.bootstrap)
@@ -152,7 +154,7 @@ def checkpointed_stop_offset(opts: ChangelogRestoreOptions) -> int:
 
     ref = opts.checkpoint_ref
     assert ref is not None
-    log = KafkaCheckpointLog(opts.bootstrap, ref.job, ref.job_id, timeout_s=opts.timeout_s)
+    log = KafkaCheckpointLog(opts.bootstrap, ref.job, ref.job_id, timeout_s=opts.timeout_s, security=opts.security)
     try:
         found = log.latest_changelog_offset(ref.task, ref.store, changelog_topic=opts.topic)
     finally:

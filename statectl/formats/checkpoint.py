@@ -5,8 +5,10 @@ CheckpointV2Serde with JsonCheckpointV2Mixin and SamzaObjectMapper (v2 values),
 KafkaStateCheckpointMarker with its mixin (the Kafka changelog marker), CheckpointId, and
 KafkaCheckpointManagerFactory (the topic name).
 
-Samza writes JSON with Jackson: compact (no spaces), UTF-8, control characters escaped as ``\\uXXXX``
-with upper-case hex (``\\b \\t \\n \\f \\r`` in short form), ``/`` and non-ASCII left as they are.
+Samza writes JSON with Jackson (formats.jackson): compact (no spaces), UTF-8, control characters escaped
+as ``\\uXXXX`` with upper-case hex (``\\b \\t \\n \\f \\r`` in short form), ``/`` and the rest of the
+BMP left as they are; keys and values (``writeValueAsBytes``) escape non-BMP characters as surrogate
+pairs, the changelog marker (``writeValueAsString``) does not.
 Objects built from a fixed set of keys follow Jackson's order: an ImmutableMap's insertion order (keys),
 creator properties first (v2 values, markers), or a ``java.util.HashMap``'s iteration order, which
 :func:`java_hashmap_order` reproduces (v1 values, a marker's changelog-ssp). Maps that Samza fills from
@@ -24,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statectl.errors import UsageError
-from statectl.formats.jackson import java_hashmap_order, java_string_hash, to_json  # noqa: F401 (re-exported)
+from statectl.formats.jackson import java_hashmap_order, java_string_hash, to_json, to_json_text  # noqa: F401
+from statectl.formats.java import java_is_blank, java_parse_long
 
 GROUP_BY_PARTITION_FACTORY = "org.apache.samza.container.grouper.stream.GroupByPartitionFactory"
 BLOB_STORE_FACTORY = "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory"
@@ -37,7 +40,6 @@ CHANGELOG_MARKER_VERSION = 1
 
 # CheckpointId: "<currentTimeMillis>-<nanoTime % 1000000>", neither part padded.
 _CHECKPOINT_ID = re.compile(r"([0-9]+)-([0-9]+)")
-_JAVA_LONG = re.compile(r"\+?[0-9]+")
 _LONG_MAX = 2 ** 63 - 1
 # A v1 changelog entry of a transactional-state job: CheckpointedChangelogOffset "<checkpointId>:<offset>".
 _CHECKPOINTED_CHANGELOG_OFFSET = re.compile(r"([0-9]+-[0-9]+):(.*)", re.DOTALL)
@@ -68,16 +70,25 @@ def checkpoint_topic(job: str, job_id: str) -> str:
 
 
 def parse_checkpoint_id(value: str) -> tuple[int, int]:
-    """(millis, second part) of a CheckpointId, read as Samza's CheckpointId.deserialize reads it (its sort
-    key): split on ``-``, the first two parts parsed as Java longs (an optional ``+``, ASCII digits, within
-    a long's range), anything after them ignored. So ``1-2-3`` and ``+1-2`` are ids, ``-1-2``, ``1`` and
-    ``99999999999999999999-1`` are not. Raises CheckpointFormatError."""
-    parts = value.split("-") if isinstance(value, str) else []
+    """(millis, second part) of a CheckpointId, read exactly as Samza's CheckpointId.deserialize reads it
+    (the pair is its sort key). That is: not blank; split on ``-`` (Java's String.split, which drops
+    trailing empty parts); the first two parts parsed by ``Long.parseLong``; anything after them ignored.
+
+    Long.parseLong takes an optional ``+``, then digits of any script in the BMP (``Character.digit``:
+    ``"\\u0661"`` is 1, a fullwidth ``"\\uFF11"`` too), within a long's range. So ``1-2-3``, ``+1-2``,
+    ``007-1`` and ``\\u0661-\\u0662`` are ids (of (1, 2), (1, 2), (7, 1), (1, 2)); ``-1-2``, ``1``, ``1--2``,
+    ``1 -2`` and ``99999999999999999999-1`` are not. A part can never be negative: ``-`` is the separator.
+    The one parser of checkpoint ids in statectl. Raises CheckpointFormatError.
+    """
+    if not isinstance(value, str) or java_is_blank(value):
+        raise CheckpointFormatError(f"invalid checkpoint id {value!r}: expected <millis>-<n>")
+    parts = value.split("-")
     while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
         parts.pop()
-    if len(parts) < 2 or not all(_JAVA_LONG.fullmatch(p) and int(p) <= _LONG_MAX for p in parts[:2]):
+    parsed = [java_parse_long(p) for p in parts[:2]]
+    if len(parsed) < 2 or None in parsed:
         raise CheckpointFormatError(f"invalid checkpoint id {value!r}: expected <millis>-<n>")
-    return int(parts[0]), int(parts[1])
+    return parsed[0], parsed[1]  # type: ignore[return-value]
 
 
 def is_canonical_checkpoint_id(value: str) -> bool:
@@ -90,14 +101,14 @@ def is_canonical_checkpoint_id(value: str) -> bool:
 # -- JSON as Jackson writes it -------------------------------------------------------------------
 
 def jackson_json(obj: Any) -> bytes:
-    """``obj`` as Jackson's ObjectMapper writes it (formats.jackson.to_json).
+    """``obj`` as Jackson's ObjectMapper ``writeValueAsBytes`` writes it (formats.jackson.to_json).
 
-    Raises CheckpointFormatError for a string Java could not encode (a lone surrogate).
+    Raises CheckpointFormatError for a value JSON cannot hold (not a str, int, bool, None, dict or list).
     """
     try:
         return to_json(obj)
-    except UnicodeEncodeError as e:
-        raise CheckpointFormatError(f"string not encodable as UTF-8: {e}") from None
+    except TypeError as e:
+        raise CheckpointFormatError(str(e)) from None
 
 
 def _load_json(data: bytes | str, what: str) -> Any:
@@ -280,12 +291,13 @@ class KafkaChangelogMarker:
 
 def encode_changelog_marker(marker: KafkaChangelogMarker) -> str:
     """``{"version":1,"changelog-ssp":{"system":..,"partition":N,"stream":..,"keyBucket":-1},"changelog-offset":..}``
-    — a string, stored as a JSON string inside the v2 value."""
-    return jackson_json({
+    — a string (``writeValueAsString``: non-BMP characters unescaped), stored as a JSON string inside the
+    v2 value."""
+    return to_json_text({
         "version": CHANGELOG_MARKER_VERSION,
         "changelog-ssp": marker.ssp.to_json(),
         "changelog-offset": marker.offset,
-    }).decode("utf-8")
+    })
 
 
 def decode_changelog_marker(text: str) -> KafkaChangelogMarker:

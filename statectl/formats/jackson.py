@@ -1,9 +1,18 @@
 """JSON as Samza's Jackson ObjectMapper writes it, and java.util.HashMap iteration order.
 
-Jackson writes compact JSON (no spaces), UTF-8, control characters escaped as ``\\uXXXX`` with upper-case
-hex (``\\b \\t \\n \\f \\r`` in short form), ``/`` and non-ASCII left as they are. Objects keep the order
-they are given in here; where Samza serialises a ``java.util.HashMap``, :func:`java_hashmap_order`
-gives the order it iterates in. Pure functions, shared by every Samza format statectl writes.
+Jackson writes compact JSON (no spaces), control characters escaped as ``\\uXXXX`` with upper-case hex
+(``\\b \\t \\n \\f \\r`` in short form), ``"`` and ``\\`` escaped, ``/`` and the rest of the BMP left as
+they are. Samza uses two of its generators, and they differ in one respect:
+
+- ``writeValueAsBytes`` (UTF8JsonGenerator): the SnapshotIndex, checkpoint keys and values. It writes
+  every UTF-16 surrogate as an escape, so a character outside the BMP becomes a pair
+  ``\\uD83D\\uDE00`` and an unpaired surrogate ``\\uD800``: :func:`to_json`.
+- ``writeValueAsString`` (WriterBasedJsonGenerator): the Kafka changelog marker and the offset files'
+  JSON. Non-BMP characters stay as they are: :func:`to_json_text`.
+
+Objects keep the order they are given in here; where Samza serialises a ``java.util.HashMap``,
+:func:`java_hashmap_order` gives the order it iterates in. Pure functions, shared by every Samza format
+statectl writes. (Checked byte for byte against jackson-core's generators.)
 """
 
 from __future__ import annotations
@@ -13,13 +22,28 @@ import re
 from typing import Any, Iterable, Mapping
 
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
+_SURROGATE_OR_ASTRAL = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
 
 
-def json_string(s: str) -> str:
+def _escape_utf16(m: re.Match[str]) -> str:
+    cp = ord(m.group())
+    if cp > 0xFFFF:
+        cp -= 0x10000
+        return f"\\u{0xD800 | (cp >> 10):04X}\\u{0xDC00 | (cp & 0x3FF):04X}"
+    return f"\\u{cp:04X}"
+
+
+def json_string(s: str, *, escape_surrogates: bool = False) -> str:
     """One JSON string literal, escaped as Jackson escapes it: as json.dumps escapes (``"``, ``\\``, the
     short forms, other control characters as ``\\u00XX``, nothing else with ensure_ascii off), with the
-    hex digits in upper case."""
+    hex digits in upper case. With ``escape_surrogates`` (UTF8JsonGenerator), each UTF-16 surrogate is
+    escaped too: a non-BMP character as its escaped surrogate pair, an unpaired surrogate alone."""
     out = json.dumps(s, ensure_ascii=False)
+    if out.isascii():
+        if "\\u" not in out:
+            return out
+    elif escape_surrogates:
+        out = _SURROGATE_OR_ASTRAL.sub(_escape_utf16, out)
     if "\\u" not in out:
         return out
     # Walk escape pairs left to right, so that an escaped backslash before a literal "u001f" is not taken
@@ -27,7 +51,7 @@ def json_string(s: str) -> str:
     return _ESCAPE.sub(lambda m: "\\" + ("u" + m.group(1)[1:].upper() if m.group(1)[0] == "u" else m.group(1)), out)
 
 
-def _json_value(v: Any) -> str:
+def _json_value(v: Any, esc: bool) -> str:
     if v is None:
         return "null"
     if v is True:
@@ -37,20 +61,26 @@ def _json_value(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, str):
-        return json_string(v)
+        return json_string(v, escape_surrogates=esc)
     if isinstance(v, Mapping):
-        return "{" + ",".join(f"{json_string(k)}:{_json_value(x)}" for k, x in v.items()) + "}"
+        return "{" + ",".join(f"{json_string(k, escape_surrogates=esc)}:{_json_value(x, esc)}"
+                              for k, x in v.items()) + "}"
     if isinstance(v, (list, tuple)):
-        return "[" + ",".join(_json_value(x) for x in v) + "]"
+        return "[" + ",".join(_json_value(x, esc) for x in v) + "]"
     raise TypeError(f"cannot write {type(v).__name__} as Jackson JSON")
 
 
 def to_json(obj: Any) -> bytes:
-    """``obj`` (dicts in their order, lists, str, int, bool, None) as Jackson's ObjectMapper writes it.
+    """``obj`` (dicts in their order, lists, str, int, bool, None) as Jackson's ``writeValueAsBytes``
+    writes it: UTF-8, every surrogate escaped. Never fails on a string (an unpaired surrogate is escaped,
+    as Jackson does); raises TypeError for any other kind of value."""
+    return _json_value(obj, True).encode("utf-8")
 
-    Raises ValueError (UnicodeEncodeError) for a string Java could not encode (a lone surrogate).
-    """
-    return _json_value(obj).encode("utf-8")
+
+def to_json_text(obj: Any) -> str:
+    """``obj`` as Jackson's ``writeValueAsString`` writes it: the same, but non-BMP characters and unpaired
+    surrogates are left in the string as they are. Raises TypeError for a value of another kind."""
+    return _json_value(obj, False)
 
 
 def java_string_hash(s: str) -> int:

@@ -2,24 +2,32 @@
 
 Samza's FileUtil.writeWithChecksum writes them through a java.io.ObjectOutputStream: the stream magic
 ``AC ED 00 05``, then block-data records (``0x77 <u8 len>``, or ``0x7A <u32 BE len>`` for a full block of
-1024 bytes) holding an 8-byte big-endian CRC32 of the data's UTF-8 bytes followed by the data as
-``writeUTF`` pieces (u16 BE length + modified UTF-8) of at most 65535 chars each. The file goes to
-``<file>.tmp`` first and is renamed into place. ``OFFSET`` holds a bare offset; ``OFFSET-v2`` and
-``SIDE-INPUT-OFFSETS`` a JSON map ``system.stream.partition`` -> offset; ``CHECKPOINT-V2`` a checkpoint.
+1024 bytes; only the last block is shorter) holding ``writeLong`` of the CRC32 of ``data.getBytes()``
+(UTF-8, an unpaired surrogate as ``?``) followed by the data as ``writeUTF`` pieces (u16 BE length +
+modified UTF-8): 65535 UTF-16 chars at a time while at least 65536 are left, then the rest (so a
+surrogate pair may be split between pieces, as Scala's ``splitAt`` splits it). The file goes to
+``<file>.tmp`` first and is renamed into place. FileUtil.readWithChecksum reads the pieces back until the
+stream ends and discards the data when the CRC does not match.
 
-Without a valid ``OFFSET-v2``, Samza's restore manager treats a logged store as invalid and deletes it.
+The files (StorageManagerUtil): ``OFFSET`` holds a bare offset (:func:`read_offset`); ``OFFSET-v2`` and
+``SIDE-INPUT-OFFSETS`` a JSON map ``system.stream.partition`` -> offset as ``writeValueAsString`` writes it
+(:func:`read_offsets`); ``CHECKPOINT-V2`` a v2 checkpoint as CheckpointV2Serde writes it
+(:func:`read_checkpoint_v2`). Without a valid ``OFFSET-v2``, Samza's restore manager treats a logged store
+as invalid and deletes it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
-from statectl.formats.checkpoint import SSP
-from statectl.formats.jackson import java_hashmap_order, to_json
+from statectl.formats.checkpoint import SSP, CheckpointFormatError, CheckpointV2, decode_v2, encode_v2
+from statectl.formats.jackson import java_hashmap_order, to_json_text
+from statectl.formats.java import JAVA_INT_MAX, JAVA_INT_MIN, java_parse_long, java_utf8
 
 OFFSET = "OFFSET"
 OFFSET_V2 = "OFFSET-v2"
@@ -72,8 +80,9 @@ def _from_modified_utf8(data: bytes) -> list[int]:
 
 
 def encode(data: str) -> bytes:
-    """The bytes Samza writes for ``data``. Raises OffsetFileError for a piece Java could not write."""
-    payload = bytearray(struct.pack(">Q", zlib.crc32(data.encode("utf-8"))))
+    """The bytes Samza writes for ``data``, byte for byte. Raises OffsetFileError for a piece Java could
+    not write either (writeUTF's limit of 65535 bytes: e.g. 65535 chars of ``€``)."""
+    payload = bytearray(struct.pack(">Q", zlib.crc32(java_utf8(data))))
     units = _units(data)
     for i in range(0, max(len(units), 1), _PIECE):
         piece = _modified_utf8(units[i:i + _PIECE])
@@ -89,7 +98,9 @@ def encode(data: str) -> bytes:
 
 
 def decode(raw: bytes) -> str:
-    """The data of an offset file. Raises OffsetFileError for bad framing or a checksum mismatch."""
+    """The data of an offset file, as readWithChecksum returns it (a surrogate pair split between two
+    pieces is joined again). Raises OffsetFileError for bad framing or a checksum mismatch (where Samza
+    returns null, i.e. no offsets)."""
     if raw[:4] != MAGIC:
         raise OffsetFileError("not a Java object stream (bad magic)")
     payload, i = bytearray(), 4
@@ -119,20 +130,59 @@ def decode(raw: bytes) -> str:
         units += _from_modified_utf8(bytes(payload[j + 2:j + 2 + n]))
         j += 2 + n
     data = b"".join(u.to_bytes(2, "big") for u in units).decode("utf-16-be", "surrogatepass")
-    try:
-        utf8 = data.encode("utf-8")
-    except UnicodeEncodeError:
-        raise OffsetFileError("data holds a lone surrogate") from None
-    if zlib.crc32(utf8) != crc:
-        raise OffsetFileError(f"checksum mismatch (file says {crc}, data gives {zlib.crc32(utf8)})")
+    actual = zlib.crc32(java_utf8(data))
+    if actual != crc:
+        raise OffsetFileError(f"checksum mismatch (file says {crc}, data gives {actual})")
     return data
 
 
-def offsets_json(offsets: Mapping[SSP, str]) -> str:
-    """A map SSP -> offset as Samza's OFFSET-v2 / SIDE-INPUT-OFFSETS JSON (keys ``system.stream.partition``,
-    in the iteration order of the HashMap Samza builds)."""
+def offsets_json(offsets: Mapping[SSP, str | None]) -> str:
+    """A map SSP -> offset as Samza's OFFSET-v2 / SIDE-INPUT-OFFSETS JSON: ``writeValueAsString`` of the
+    map, keys ``system.stream.partition`` (SystemStreamPartitionKeySerializer: no key bucket), in the
+    iteration order of the HashMap Samza builds."""
     by_key = {ssp.key(): offset for ssp, offset in offsets.items()}
-    return to_json({k: by_key[k] for k in java_hashmap_order(by_key)}).decode("utf-8")
+    return to_json_text({k: by_key[k] for k in java_hashmap_order(by_key)})
+
+
+def parse_ssp_key(key: str) -> SSP:
+    """The SSP of an offset-file key, as SystemStreamPartitionKeySerializer wrote it: the system up to the
+    first ``.``, the partition (``Integer.parseInt``) after the last, the stream in between.
+
+    Samza's own key deserializer takes the second ``.``-separated part as the stream and the third as the
+    partition; that is the same for every stream name without a dot, and misreads (or fails on) the others,
+    which Samza writes all the same. Raises OffsetFileError.
+    """
+    system, dot, rest = key.partition(".")
+    stream, dot2, partition = rest.rpartition(".")
+    number = java_parse_long(partition, minimum=JAVA_INT_MIN, maximum=JAVA_INT_MAX) if dot and dot2 else None
+    if number is None:
+        raise OffsetFileError(f"invalid offsets key {key!r}: expected system.stream.partition")
+    return SSP(system, stream, number)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_offsets(text: str) -> dict[SSP, str | None]:
+    """The map of an OFFSET-v2 / SIDE-INPUT-OFFSETS file, read as Samza's ObjectMapper reads a
+    ``Map<SystemStreamPartition, String>``: keys by :func:`parse_ssp_key`; an offset may be null; a
+    number or boolean is taken as its text (Jackson's coercion to String). Raises OffsetFileError for
+    anything else."""
+    try:
+        obj = json.loads(text, parse_int=str, parse_float=str, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise OffsetFileError(f"offsets are not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise OffsetFileError("offsets are not a JSON object")
+    out: dict[SSP, str | None] = {}
+    for key, value in obj.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif value is not None and not isinstance(value, str):
+            raise OffsetFileError(f"offset of {key!r} is not a string: {value!r}")
+        out[parse_ssp_key(key)] = value
+    return out
 
 
 def write_offset_file(path: Path, data: str) -> None:
@@ -149,3 +199,44 @@ def write_offset_file(path: Path, data: str) -> None:
 def read_offset_file(path: Path) -> str:
     """The data of the offset file at ``path``. Raises OSError (FileNotFoundError) or OffsetFileError."""
     return decode(Path(path).read_bytes())
+
+
+def read_offset(path: Path) -> str:
+    """The bare offset in a legacy ``OFFSET`` file (the first SSP's offset, written as it is).
+    Raises OSError or OffsetFileError."""
+    return read_offset_file(path)
+
+
+def write_offset(path: Path, offset: str) -> None:
+    """Write a legacy ``OFFSET`` file holding ``offset``. Raises OSError or OffsetFileError."""
+    write_offset_file(path, offset)
+
+
+def read_offsets(path: Path) -> dict[SSP, str | None]:
+    """The SSP -> offset map of an ``OFFSET-v2`` or ``SIDE-INPUT-OFFSETS`` file (:func:`parse_offsets`).
+    Raises OSError or OffsetFileError."""
+    return parse_offsets(read_offset_file(path))
+
+
+def write_offsets(path: Path, offsets: Mapping[SSP, str | None]) -> None:
+    """Write an ``OFFSET-v2`` or ``SIDE-INPUT-OFFSETS`` file (:func:`offsets_json`). Raises OSError or
+    OffsetFileError."""
+    write_offset_file(path, offsets_json(offsets))
+
+
+def read_checkpoint_v2(path: Path) -> CheckpointV2:
+    """The checkpoint in a ``CHECKPOINT-V2`` file (CheckpointV2Serde over the data's UTF-8).
+    Raises OSError, OffsetFileError, or CheckpointFormatError for data that is not a v2 checkpoint."""
+    return decode_v2(java_utf8(read_offset_file(path)))
+
+
+def write_checkpoint_v2(path: Path, checkpoint: CheckpointV2) -> None:
+    """Write a ``CHECKPOINT-V2`` file as StorageManagerUtil.writeCheckpointV2File does: the serde's
+    bytes as a string. Raises OSError, OffsetFileError, or CheckpointFormatError (an invalid id)."""
+    write_offset_file(path, encode_v2(checkpoint).decode("utf-8"))
+
+
+__all__ = ["CHECKPOINT_V2", "MAGIC", "OFFSET", "OFFSET_V2", "SIDE_INPUT_OFFSETS", "CheckpointFormatError",
+           "OffsetFileError", "decode", "encode", "offsets_json", "parse_offsets", "parse_ssp_key",
+           "read_checkpoint_v2", "read_offset", "read_offset_file", "read_offsets", "write_checkpoint_v2",
+           "write_offset", "write_offset_file", "write_offsets"]

@@ -2,19 +2,32 @@
 its end.
 
 - Brokers that cannot be reached within ``timeout_s`` raise a StatectlError naming them (exit 1).
+- Credentials or certificates the brokers reject, a TLS handshake that fails and a SASL mechanism the brokers
+  do not offer raise AuthError naming the brokers, never a password (exit 12). Settings that cannot work
+  (files missing, a SASL protocol without a password...) raise ConfigError before any connection (exit 2).
 - A topic or partition that does not exist raises NotFoundError naming it (exit 10). Existence is checked
   through metadata before any offset request: some brokers (Tansu) create a topic on a ListOffsets request.
 - kafka-python missing raises MissingDependencyError (exit 13).
 
 Consumers never join a group (``group_id=None``): partitions are assigned and positions kept here.
+
+kafka-python (3.x) keeps retrying a bootstrap whose TLS handshake or SASL authentication fails (a wrong
+password included: the failure stays inside its connection) until ``bootstrap_timeout_ms``, and then reports
+only "Unable to bootstrap". So when that happens with TLS or SASL configured, :func:`diagnose` repeats the
+handshakes once with the first broker that accepts a TCP connection, to tell a security failure (AuthError,
+with the broker's reason) from brokers that are simply not there. A rejected password therefore costs
+``timeout_s`` before it is reported. With TLS, that broker's TLS handshake is also checked once before each
+client opens: kafka-python does not bound a handshake that gets no answer.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
 
-from statectl.errors import MissingDependencyError, NotFoundError, StatectlError
+from statectl.errors import AuthError, ConfigError, MissingDependencyError, NotFoundError, StatectlError
 
 DEFAULT_TIMEOUT_S = 5.0
 # An empty poll this long, at or past the reported end, means the end (see PartitionReader).
@@ -23,6 +36,13 @@ EMPTY_POLL_MS = 300
 STALL_TIMEOUT_S = 60.0
 MAX_POLL_RECORDS = 10_000
 CLIENT_ID = "statectl"
+DEFAULT_PORT = 9092  # kafka-python's, for a bootstrap server given without one
+KAFKA_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+KAFKA_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+KAFKA_SASL_KEYS = ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password")
+KAFKA_SSL_FILE_KEYS = ("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile")
+SASL_HINT = ("check kafka_sasl_mechanism, kafka_sasl_username and kafka_sasl_password (statectl.toml, or "
+             "STATECTL_KAFKA_SASL_MECHANISM, STATECTL_KAFKA_SASL_USERNAME, STATECTL_KAFKA_SASL_PASSWORD)")
 
 
 def kafka_module() -> Any:
@@ -51,69 +71,501 @@ def _servers(bootstrap: str) -> list[str]:
     return servers
 
 
-def unreachable(bootstrap: str, cause: object) -> StatectlError:
+# -- security ------------------------------------------------------------------------------------------
+
+
+def check_security_settings(values: Mapping[str, Any], name: Callable[[str], str] = str) -> None:
+    """Raise ConfigError (exit 2) for Kafka security settings that cannot work together: the one rule set of
+    statectl.config (for the effective settings) and KafkaSecurity.
+
+    ``values`` maps the kafka_* setting names to parsed values (missing = unset); ``name`` renders a setting
+    name in a message (statectl.config adds where it came from). The rules: SASL protocols need a mechanism,
+    a user name and a password, and the other protocols take none of them; the ssl settings need SSL or
+    SASL_SSL; a key file or key password needs a certificate file; the named files exist. Never shows a
+    secret.
+    """
+    protocol = values.get("kafka_security_protocol") or "PLAINTEXT"
+    sasl = protocol.startswith("SASL_")
+    tls = protocol in ("SSL", "SASL_SSL")
+    given = [key for key in KAFKA_SASL_KEYS if values.get(key) not in (None, "")]
+    env_hint = "set them in statectl.toml or as " + ", ".join("STATECTL_" + key.upper() for key in KAFKA_SASL_KEYS)
+    if sasl and len(given) < len(KAFKA_SASL_KEYS):
+        missing = [key for key in KAFKA_SASL_KEYS if key not in given]
+        raise ConfigError(f"{name('kafka_security_protocol')} is {protocol}, which needs " + " and ".join(missing)
+                          + (": it is not set" if len(missing) == 1 else ": they are not set"), hint=env_hint)
+    if not sasl and given:
+        raise ConfigError(f"{name(given[0])} is set, but {name('kafka_security_protocol')} is {protocol}: SASL "
+                          f"settings need SASL_PLAINTEXT or SASL_SSL",
+                          hint="set kafka_security_protocol (STATECTL_KAFKA_SECURITY_PROTOCOL), or unset the SASL "
+                               "settings")
+    ssl_given = [key for key in KAFKA_SSL_FILE_KEYS + ("kafka_ssl_password",) if values.get(key) not in (None, "")]
+    if not tls and ssl_given:
+        raise ConfigError(f"{name(ssl_given[0])} is set, but {name('kafka_security_protocol')} is {protocol}: TLS "
+                          f"settings need SSL or SASL_SSL",
+                          hint="set kafka_security_protocol (STATECTL_KAFKA_SECURITY_PROTOCOL), or unset the ssl "
+                               "settings")
+    if not values.get("kafka_ssl_certfile"):
+        for key in ("kafka_ssl_keyfile", "kafka_ssl_password"):
+            if values.get(key):
+                raise ConfigError(f"{name(key)} is set, but there is no kafka_ssl_certfile: the key and its password "
+                                  f"belong to a client certificate", hint="set kafka_ssl_certfile too")
+    for key in KAFKA_SSL_FILE_KEYS:
+        path = values.get(key)
+        if path and not Path(path).is_file():
+            what = "is a directory" if Path(path).is_dir() else "does not exist"
+            raise ConfigError(f"{name(key)}: {path} {what}", hint="name a PEM file")
+
+
+class _NoKeyPassword(Exception):
+    """OpenSSL asked for the password of an encrypted private key, and none is configured."""
+
+
+@dataclass(frozen=True, repr=False)
+class KafkaSecurity:
+    """How statectl secures its Kafka connections: TLS (``SSL``), SASL (``SASL_PLAINTEXT``) or both
+    (``SASL_SSL``); ``PLAINTEXT`` is neither.
+
+    Build it with :meth:`from_settings` from the kafka_* settings, or directly. Construction normalises the
+    protocol and mechanism names, checks the combination with the same rules as the config
+    (check_security_settings: ConfigError, exit 2, e.g. a SASL protocol without a password, a key file
+    that does not exist) and registers both passwords with statectl.redact, so they are masked in any
+    output from then on. ``repr()`` masks them too.
+    """
+
+    protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = None
+    ssl_check_hostname: bool = True
+
+    _SECRETS = ("sasl_password", "ssl_password")
+
+    def __post_init__(self) -> None:
+        from statectl import redact
+
+        for name, options in (("protocol", KAFKA_SECURITY_PROTOCOLS), ("sasl_mechanism", KAFKA_SASL_MECHANISMS)):
+            value = getattr(self, name)
+            if value is None and name == "sasl_mechanism":
+                continue
+            normal = value.strip().upper() if isinstance(value, str) else value
+            if normal not in options:
+                raise ConfigError(f"Kafka security {name} {value!r}: expected " + ", ".join(options[:-1])
+                                  + " or " + options[-1])
+            object.__setattr__(self, name, normal)
+        for name in self._SECRETS:
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    if not isinstance(value, str):
+                        raise ValueError("expected a string")
+                    redact.check_secret(value)
+                except ValueError as e:
+                    raise ConfigError(f"Kafka security {name}: invalid value: {e}; the value is not shown") from None
+        redact.add_secrets(getattr(self, name) for name in self._SECRETS)
+        check_security_settings(self._settings())
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> KafkaSecurity | None:
+        """The security the resolved settings (statectl.config.Settings, or anything with the kafka_* setting
+        attributes) ask for; None for PLAINTEXT, which needs nothing. Raises ConfigError as the constructor."""
+        security = cls(protocol=settings.kafka_security_protocol or "PLAINTEXT",
+                       sasl_mechanism=settings.kafka_sasl_mechanism, sasl_username=settings.kafka_sasl_username,
+                       sasl_password=settings.kafka_sasl_password, ssl_cafile=settings.kafka_ssl_cafile,
+                       ssl_certfile=settings.kafka_ssl_certfile, ssl_keyfile=settings.kafka_ssl_keyfile,
+                       ssl_password=settings.kafka_ssl_password,
+                       ssl_check_hostname=True if settings.kafka_ssl_check_hostname is None
+                       else bool(settings.kafka_ssl_check_hostname))
+        return None if security.protocol == "PLAINTEXT" else security
+
+    def _settings(self) -> dict[str, Any]:
+        return {"kafka_security_protocol": self.protocol, "kafka_sasl_mechanism": self.sasl_mechanism,
+                "kafka_sasl_username": self.sasl_username, "kafka_sasl_password": self.sasl_password,
+                "kafka_ssl_cafile": self.ssl_cafile, "kafka_ssl_certfile": self.ssl_certfile,
+                "kafka_ssl_keyfile": self.ssl_keyfile, "kafka_ssl_password": self.ssl_password}
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """The kafka-python keyword arguments (KafkaConsumer, KafkaProducer, KafkaAdminClient) for this
+        security: ``security_protocol`` always, the ``sasl_*`` ones with SASL, the ``ssl_*`` ones with TLS
+        (the files and key password only when set)."""
+        kwargs: dict[str, Any] = {"security_protocol": self.protocol}
+        if self.sasl:
+            kwargs.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.sasl_username,
+                          sasl_plain_password=self.sasl_password)
+        if self.tls:
+            kwargs["ssl_check_hostname"] = self.ssl_check_hostname
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password"):
+                if getattr(self, name) is not None:
+                    kwargs[name] = getattr(self, name)
+        return kwargs
+
+    def ssl_context(self) -> Any:
+        """An ``ssl.SSLContext`` for the brokers, made as kafka-python makes it from :meth:`client_kwargs` (TLS
+        1.2 or later, the CA file or else the system's CAs, the client certificate), with the files loaded now.
+
+        The clients get this context rather than loading the files themselves in their I/O thread, where a
+        bad file only shows as a bootstrap timeout and OpenSSL would prompt on the terminal for the password
+        of an encrypted key. Raises ConfigError (exit 2) for a CA or certificate file that cannot be loaded or
+        an encrypted key without kafka_ssl_password, AuthError (exit 12) when kafka_ssl_password does not
+        decrypt the key.
+        """
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.check_hostname = self.ssl_check_hostname
+        if self.ssl_cafile:
+            try:
+                ctx.load_verify_locations(self.ssl_cafile)
+            except (ssl.SSLError, OSError) as e:
+                raise ConfigError(f"kafka_ssl_cafile {self.ssl_cafile}: no CA certificate could be loaded from it "
+                                  f"({_ssl_reason(e)})",
+                                  hint="it must hold PEM certificates (-----BEGIN CERTIFICATE-----)") from None
+        else:
+            ctx.load_default_certs()
+        if self.ssl_certfile:
+            asked = []
+
+            def password() -> str:
+                asked.append(True)
+                if self.ssl_password is None:
+                    raise _NoKeyPassword
+                return self.ssl_password
+
+            key = self.ssl_keyfile or self.ssl_certfile
+            try:
+                ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, password)
+            except _NoKeyPassword:
+                raise ConfigError(f"the private key in {key} is encrypted, and no kafka_ssl_password is set",
+                                  hint="set STATECTL_KAFKA_SSL_PASSWORD (or kafka_ssl_password in statectl.toml)"
+                                  ) from None
+            except (ssl.SSLError, OSError) as e:
+                if asked and getattr(e, "reason", None) is None:
+                    raise AuthError(f"kafka_ssl_password does not decrypt the private key in {key} "
+                                    f"({_ssl_reason(e)})",
+                                    hint="check kafka_ssl_password (or STATECTL_KAFKA_SSL_PASSWORD)") from None
+                files = f"kafka_ssl_certfile {self.ssl_certfile}" + (
+                    f" and kafka_ssl_keyfile {self.ssl_keyfile}" if self.ssl_keyfile else "")
+                raise ConfigError(f"{files}: cannot load the client certificate and its key ({_ssl_reason(e)})",
+                                  hint="PEM files; the key must be the certificate's (or in the certificate "
+                                       "file when kafka_ssl_keyfile is not set)") from None
+        return ctx
+
+    def __repr__(self) -> str:
+        from statectl.redact import MASK
+
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            parts.append(f"{f.name}={MASK!r}" if f.name in self._SECRETS and value is not None
+                         else f"{f.name}={value!r}")
+        return f"KafkaSecurity({', '.join(parts)})"
+
+
+def _ssl_reason(e: BaseException) -> str:
+    text = getattr(e, "verify_message", None) or getattr(e, "reason", None) or getattr(e, "strerror", None)
+    return str(text or e)
+
+
+def _kafka_message(e: BaseException) -> str:
+    """kafka-python's message without the class names it repeats in front ("X: X: text" -> "X: text")."""
+    text = str(e)
+    name = type(e).__name__ + ": "
+    while text.startswith(name + name):
+        text = text[len(name):]
+    return text
+
+
+def _auth_errors(errors: Any) -> tuple[type[BaseException], ...]:
+    return tuple(getattr(errors, name) for name in
+                 ("SaslAuthenticationFailedError", "UnsupportedSaslMechanismError", "IllegalSaslStateError",
+                  "AuthorizationError") if hasattr(errors, name))
+
+
+def auth_failed(bootstrap: str, e: BaseException, security: KafkaSecurity | None = None) -> AuthError:
+    """The error for credentials the brokers rejected (SASL) or an operation their ACLs do not allow."""
+    errors = _errors()
+    authorization = getattr(errors, "AuthorizationError", ())
+    if authorization and isinstance(e, authorization):
+        of = f" of {security.sasl_username}" if security is not None and security.sasl else ""
+        return AuthError(f"kafka {bootstrap}: not authorized: {_kafka_message(e)}",
+                         hint=f"the brokers accepted the credentials{of}, but their ACLs do not allow this")
+    if security is not None and security.sasl:
+        return AuthError(f"Kafka brokers {bootstrap} rejected SASL {security.sasl_mechanism} authentication as "
+                         f"{security.sasl_username}: {_kafka_message(e)}", hint=SASL_HINT)
+    return AuthError(f"Kafka brokers {bootstrap} rejected the authentication: {_kafka_message(e)}", hint=SASL_HINT)
+
+
+def _raise_if_auth(bootstrap: str, e: BaseException, security: KafkaSecurity | None = None) -> None:
+    if isinstance(e, _auth_errors(_errors())):
+        raise auth_failed(bootstrap, e, security) from e
+
+
+def unreachable(bootstrap: str, cause: object, security: KafkaSecurity | None = None) -> StatectlError:
     """The error for brokers that cannot be reached (or answer nothing useful)."""
-    return StatectlError(f"cannot reach Kafka brokers {bootstrap}: {cause}",
-                         hint="check --kafka HOST:PORT[,..] (or STATECTL_KAFKA) and that the brokers are up")
+    hint = "check --kafka HOST:PORT[,..] (or STATECTL_KAFKA) and that the brokers are up"
+    if security is None:
+        hint += ", and kafka_security_protocol if their listener needs TLS or SASL"
+    return StatectlError(f"cannot reach Kafka brokers {bootstrap}: {cause}", hint=hint)
 
 
-def _common(bootstrap: str, timeout_s: float) -> dict[str, Any]:
-    return {
+def _host_port(server: str) -> tuple[str, int]:
+    if server.startswith("["):  # [IPv6]:PORT
+        host, _, rest = server[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif server.count(":") == 1:
+        host, port = server.split(":")
+    else:  # a name without a port, or a bare IPv6 address
+        host, port = server, ""
+    return host, int(port) if port.isdigit() else DEFAULT_PORT
+
+
+def diagnose(bootstrap: str, security: KafkaSecurity | None, timeout_s: float = DEFAULT_TIMEOUT_S, *,
+             tls_only: bool = False) -> AuthError | None:
+    """The AuthError that explains why clients with ``security`` cannot connect, or None when security is not
+    the cause. Run after a bootstrap that failed (and with ``tls_only`` before each client opens, see _open).
+
+    Connects to the first broker of ``bootstrap`` that accepts a TCP connection within ``timeout_s``, repeats
+    the TLS handshake (with the same context as the clients) and, unless ``tls_only``, the SASL handshake and
+    authentication (or, with TLS alone, one request: TLS 1.3 reports a missing client certificate only at the
+    first read), and closes. None when no broker accepts a connection (they are unreachable: not for this
+    function to say), when all passes, or when there is nothing to check (``security`` None or PLAINTEXT).
+    Never raises for network errors; ConfigError/AuthError of :meth:`KafkaSecurity.ssl_context` pass through.
+    """
+    import socket
+    import ssl
+
+    if security is None or not (security.tls or security.sasl) or (tls_only and not security.tls):
+        return None
+    for server in _servers(bootstrap):
+        host, port = _host_port(server)
+        try:
+            sock: Any = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError:
+            continue
+        try:
+            if security.tls:
+                context = security.ssl_context()
+                try:
+                    sock = context.wrap_socket(sock, server_hostname=host.rstrip("."))
+                except TimeoutError:
+                    return _tls_failed(bootstrap, server, f"no TLS answer within {timeout_s:g}s",
+                                       "is that a TLS listener? check kafka_security_protocol and the port")
+                except ssl.SSLCertVerificationError as e:
+                    hint = ("connect by a name the certificate holds, or set kafka_ssl_check_hostname = false"
+                            if "mismatch" in _ssl_reason(e).lower() else
+                            "check kafka_ssl_cafile: it must hold the CA that signed the brokers' certificates")
+                    return _tls_failed(bootstrap, server, _ssl_reason(e), hint)
+                except (ssl.SSLError, OSError) as e:
+                    return _tls_failed(bootstrap, server, _ssl_reason(e),
+                                       "is that a TLS listener? check kafka_security_protocol, the port and, with "
+                                       "a client certificate, kafka_ssl_certfile")
+                if tls_only:
+                    return None
+            call = _caller(sock, timeout_s)
+            try:
+                reason = _sasl_probe(call, security, timeout_s) if security.sasl else _answers(call)
+            except ssl.SSLError as e:  # e.g. a TLS 1.3 alert after the handshake: no client certificate
+                return _tls_failed(bootstrap, server, _ssl_reason(e),
+                                   "if the brokers require a client certificate, check kafka_ssl_certfile and "
+                                   "kafka_ssl_keyfile")
+            if reason is not None:
+                return AuthError(f"Kafka brokers {bootstrap}: {reason}", hint=SASL_HINT)
+            return None
+        finally:
+            sock.close()
+    return None
+
+
+def _tls_failed(bootstrap: str, server: str, reason: str, hint: str) -> AuthError:
+    return AuthError(f"Kafka brokers {bootstrap}: the TLS handshake with {server} failed: {reason}", hint=hint)
+
+
+def _caller(sock: Any, timeout_s: float) -> Callable[[Any], Any]:
+    """``call(request) -> response`` over a connected socket, one request at a time (kafka-python's
+    sans-I/O protocol). Raises ConnectionError when the broker closes the connection, OSError/timeouts as
+    the socket does, KafkaError for an answer that does not decode."""
+    from kafka.protocol.parser import KafkaProtocol
+
+    protocol = KafkaProtocol(client_id=CLIENT_ID)
+    sock.settimeout(timeout_s)
+
+    def call(request: Any) -> Any:
+        protocol.send_request(request)
+        sock.sendall(protocol.send_bytes())
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed")
+            responses = protocol.receive_bytes(data)
+            if responses:
+                return responses[0][1]
+
+    return call
+
+
+def _answers(call: Callable[[Any], Any]) -> None:
+    """Ask for the API versions, so that an error the TLS layer keeps until the first read (TLS 1.3 reports
+    a missing client certificate only then) raises ssl.SSLError here. Anything else: no diagnosis (None)."""
+    import ssl
+
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    try:
+        call(ApiVersionsRequest(version=0))
+    except ssl.SSLError:
+        raise
+    except (TimeoutError, OSError, _errors().KafkaError):
+        pass
+    return None
+
+
+def _sasl_probe(call: Callable[[Any], Any], security: KafkaSecurity, timeout_s: float) -> str | None:
+    """One SASL handshake and authentication: why it fails, or None if it passes. ssl.SSLError passes
+    through."""
+    import ssl
+
+    try:
+        from kafka.net.sasl import get_sasl_mechanism
+        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+    except ImportError:  # another kafka-python layout: no diagnosis rather than a wrong one
+        return None
+    errors = _errors()
+    mechanism, user = security.sasl_mechanism, security.sasl_username
+    stage = f"at the SASL handshake for {mechanism}"
+    try:
+        handshake = call(SaslHandshakeRequest(version=1, mechanism=mechanism))
+        if handshake.error_code:
+            error = errors.for_code(handshake.error_code)
+            if error is getattr(errors, "UnsupportedSaslMechanismError", None):
+                offered = ", ".join(handshake.mechanisms or []) or "none"
+                return f"the brokers do not offer SASL mechanism {mechanism} (they offer: {offered})"
+            return f"the SASL handshake for {mechanism} failed: {error.__name__}"
+        stage = f"during SASL {mechanism} authentication as {user}"
+        client = get_sasl_mechanism(mechanism)(**security.client_kwargs())
+        last = b""
+        while not client.is_done():
+            response = call(SaslAuthenticateRequest(version=1, auth_bytes=client.auth_bytes()))
+            if response.error_code:
+                message = response.error_message or errors.for_code(response.error_code).__name__
+                return f"SASL {mechanism} authentication as {user} failed: {message}"
+            last = bytes(response.auth_bytes or b"")
+            try:
+                client.receive(last)
+            except Exception:  # the mechanism could not make sense of the broker's answer: a refusal
+                return f"SASL {mechanism} authentication as {user} failed{_server_said(last)}"
+        if not client.is_authenticated():
+            return f"SASL {mechanism} authentication as {user} failed{_server_said(last)}"
+        return None
+    except ssl.SSLError:
+        raise
+    except TimeoutError:
+        return f"no answer {stage} within {timeout_s:g}s (is that a SASL listener?)"
+    except OSError:  # ConnectionError included
+        return f"the broker closed the connection {stage} (does its listener offer SASL {mechanism}?)"
+    except errors.KafkaError as e:
+        return f"unexpected answer {stage}: {_kafka_message(e)}"
+
+
+def _server_said(auth_bytes: bytes) -> str:
+    """`` (the broker said: unknown-user)`` for an RFC 5802 server error (``e=...``), else ``""``."""
+    text = auth_bytes.decode("utf-8", "replace")
+    for attribute in text.split(","):
+        if attribute.startswith("e=") and attribute[2:].isprintable():
+            return f" (the broker said: {attribute[2:][:200]})"
+    return ""
+
+
+# -- clients -------------------------------------------------------------------------------------------
+
+
+def _common(bootstrap: str, timeout_s: float, security: KafkaSecurity | None) -> dict[str, Any]:
+    cfg = {
         "bootstrap_servers": _servers(bootstrap),
         "client_id": CLIENT_ID,
         "bootstrap_timeout_ms": int(timeout_s * 1000),
         "request_timeout_ms": max(30_000, int(timeout_s * 1000)),
     }
+    if security is not None:
+        cfg.update(security.client_kwargs())
+        if security.tls:
+            cfg["ssl_context"] = security.ssl_context()
+    return cfg
 
 
-def _open(bootstrap: str, factory: Callable[[], Any]) -> Any:
+def _open(bootstrap: str, factory: Callable[[], Any], security: KafkaSecurity | None = None,
+          timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
     errors = _errors()
     unreachable_errors = tuple(getattr(errors, name) for name in
                                ("KafkaTimeoutError", "KafkaConnectionError", "NoBrokersAvailable")
                                if hasattr(errors, name))
+    # kafka-python (3.0) bounds neither the TLS handshake nor the bootstrap around it: against a port that
+    # accepts TCP and never answers TLS, its constructors wait forever. One handshake first, with a timeout.
+    found = diagnose(bootstrap, security, timeout_s, tls_only=True)
+    if found is not None:
+        raise found
     try:
         return factory()
+    except _auth_errors(errors) as e:
+        raise auth_failed(bootstrap, e, security) from e
     except unreachable_errors as e:
-        raise unreachable(bootstrap, e) from e
+        found = diagnose(bootstrap, security, timeout_s)
+        if found is not None:
+            raise found from e
+        raise unreachable(bootstrap, e, security) from e
     except errors.KafkaError as e:
         raise StatectlError(f"kafka {bootstrap}: {e}") from e
 
 
-def open_consumer(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
+def open_consumer(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                  security: KafkaSecurity | None = None) -> Any:
     """A KafkaConsumer outside any group, that never creates topics and never resets a position silently
-    (an out-of-range position raises). The caller closes it."""
+    (an out-of-range position raises). The caller closes it. Errors as the module says."""
     kafka = kafka_module()
-    cfg = dict(_common(bootstrap, timeout_s), group_id=None, enable_auto_commit=False,
+    cfg = dict(_common(bootstrap, timeout_s, security), group_id=None, enable_auto_commit=False,
                allow_auto_create_topics=False, auto_offset_reset="none", fetch_max_wait_ms=100,
                max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_bytes=64 * 1024 * 1024,
                max_poll_records=MAX_POLL_RECORDS)
-    return _open(bootstrap, lambda: kafka.KafkaConsumer(**cfg))
+    return _open(bootstrap, lambda: kafka.KafkaConsumer(**cfg), security, timeout_s)
 
 
-def open_producer(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
+def open_producer(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                  security: KafkaSecurity | None = None) -> Any:
     """A KafkaProducer with ``acks=all`` that never creates topics. The caller closes it."""
     kafka = kafka_module()
-    cfg = dict(_common(bootstrap, timeout_s), acks="all", allow_auto_create_topics=False,
+    cfg = dict(_common(bootstrap, timeout_s, security), acks="all", allow_auto_create_topics=False,
                max_block_ms=max(10_000, int(timeout_s * 1000)))
-    return _open(bootstrap, lambda: kafka.KafkaProducer(**cfg))
+    return _open(bootstrap, lambda: kafka.KafkaProducer(**cfg), security, timeout_s)
 
 
-def open_admin(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
+def open_admin(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, security: KafkaSecurity | None = None) -> Any:
     """A KafkaAdminClient. The caller closes it."""
     kafka = kafka_module()
-    cfg = _common(bootstrap, timeout_s)
-    return _open(bootstrap, lambda: kafka.KafkaAdminClient(**cfg))
+    cfg = _common(bootstrap, timeout_s, security)
+    return _open(bootstrap, lambda: kafka.KafkaAdminClient(**cfg), security, timeout_s)
 
 
 def partition_count(consumer: Any, topic: str, bootstrap: str) -> int | None:
     """The number of partitions of ``topic``, or None when it does not exist (metadata only: this never
-    creates the topic)."""
+    creates the topic). AuthError when the brokers' ACLs refuse."""
     errors = _errors()
     try:
         if topic not in consumer.topics():
             return None
         parts = consumer.partitions_for_topic(topic)
     except errors.KafkaError as e:
+        _raise_if_auth(bootstrap, e)
         raise unreachable(bootstrap, e) from e
     return len(parts) if parts else None
 
@@ -130,18 +582,20 @@ def require_partition(consumer: Any, topic: str, partition: int, bootstrap: str)
 
 
 def create_topic(bootstrap: str, topic: str, *, partitions: int = 1, configs: dict[str, str] | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
-    """Create ``topic`` with the brokers' default replication factor; False if it already existed."""
+                 timeout_s: float = DEFAULT_TIMEOUT_S, security: KafkaSecurity | None = None) -> bool:
+    """Create ``topic`` with the brokers' default replication factor; False if it already existed.
+    AuthError when the brokers' ACLs refuse."""
     errors = _errors()
     from kafka.admin import NewTopic
 
-    admin = open_admin(bootstrap, timeout_s=timeout_s)
+    admin = open_admin(bootstrap, timeout_s=timeout_s, security=security)
     try:
         admin.create_topics([NewTopic(topic, partitions, -1, topic_configs=dict(configs or {}))])
         return True
     except errors.TopicAlreadyExistsError:
         return False
     except errors.KafkaError as e:
+        _raise_if_auth(bootstrap, e, security)
         raise StatectlError(f"kafka {bootstrap}: cannot create topic {topic}: {e}") from e
     finally:
         admin.close()
@@ -151,7 +605,8 @@ def produce(producer: Any, topic: str, partition: int, key: bytes | None, value:
             *, timeout_s: float = 30.0) -> int:
     """Write one record, wait for all in-sync replicas (the producer's acks=all) and flush; return its offset.
 
-    Raises StatectlError when the write fails or times out: then it may or may not have been written.
+    Raises StatectlError when the write fails or times out: then it may or may not have been written;
+    AuthError when the brokers refuse it (ACLs).
     """
     errors = _errors()
     try:
@@ -160,6 +615,7 @@ def produce(producer: Any, topic: str, partition: int, key: bytes | None, value:
     except errors.KafkaTimeoutError as e:
         raise StatectlError(f"kafka {bootstrap}: writing to {topic} timed out: {e}") from e
     except errors.KafkaError as e:
+        _raise_if_auth(bootstrap, e)
         raise StatectlError(f"kafka {bootstrap}: writing to {topic} failed: {e}") from e
     return meta.offset
 
@@ -187,6 +643,7 @@ class PartitionReader:
         self.position: int | None = None
         self.beginning: int | None = None
         self.reported_end: int | None = None
+        self.caught_up = False  # follow mode: the read has reached the end at least once
 
     def _offsets(self) -> tuple[int, int]:
         errors = _errors()
@@ -194,6 +651,7 @@ class PartitionReader:
             begin = self.consumer.beginning_offsets([self.tp])[self.tp]
             end = self.consumer.end_offsets([self.tp])[self.tp]
         except errors.KafkaError as e:
+            _raise_if_auth(self.bootstrap, e)
             raise unreachable(self.bootstrap, f"listing offsets of {self.topic}[{self.partition}]: {e}") from e
         return begin, end
 
@@ -210,9 +668,14 @@ class PartitionReader:
         self.position = pos
         return pos
 
-    def batches(self, stop: int | None = None) -> Iterator[list[Any]]:
+    def batches(self, stop: int | None = None, *, follow: bool = False) -> Iterator[list[Any]]:
         """Yield lists of ConsumerRecords in offset order from the current position to the end, or to the
         records below offset ``stop`` (exclusive, like an end offset). Call :meth:`seek` first.
+
+        ``follow`` (a standby keeping a replica current): the read never ends by itself. Once caught up
+        with the end, every poll that brings nothing yields an empty list (``caught_up`` is then True), so
+        the caller can flush, check whether to stop, and close the generator; new records keep coming as
+        they are written. ``stop`` still ends the read.
 
         Raises StatectlError when the brokers fail, or the read stalls for ``stall_timeout_s`` short of the
         reported end; StatectlError when the position is out of range (e.g. deleted by retention).
@@ -229,6 +692,7 @@ class PartitionReader:
                 raise StatectlError(f"offset {self.position} of {self.topic}[{self.partition}] is out of range "
                                     f"(the log starts at {self.beginning}): {e}") from e
             except errors.KafkaError as e:
+                _raise_if_auth(self.bootstrap, e)
                 raise StatectlError(f"kafka {self.bootstrap}: reading {self.topic}[{self.partition}] at offset "
                                     f"{self.position} failed: {e}") from e
             if stop is not None and records and records[-1].offset >= stop:
@@ -245,7 +709,12 @@ class PartitionReader:
                 continue
             assert self.reported_end is not None
             if self.position >= self.reported_end:
-                return
+                if not follow:
+                    return
+                self.caught_up = True
+                last_progress = time.monotonic()
+                yield []
+                continue
             if time.monotonic() - last_progress > self.stall_timeout_s:
                 raise StatectlError(f"kafka {self.bootstrap}: reading {self.topic}[{self.partition}] stalled at "
                                     f"offset {self.position} for {self.stall_timeout_s:.0f}s, short of its end "

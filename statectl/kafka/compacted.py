@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Hashable, TypeVar
 
-from statectl.kafka.client import DEFAULT_TIMEOUT_S, PartitionReader, open_consumer, partition_count
+from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, PartitionReader, open_consumer, partition_count
 
 K = TypeVar("K")
 
@@ -39,14 +39,14 @@ class CompactedTopic(Generic[K]):
 
     def __init__(self, bootstrap: str, topic: str, partition: int = 0, *,
                  decode: Callable[[bytes | None], K], ident: Callable[[K], Hashable] | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, security: Any = None):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, security: KafkaSecurity | None = None):
         self.bootstrap = bootstrap
         self.topic = topic
         self.partition = partition
         self.timeout_s = timeout_s
         self._decode = decode
         self._ident = ident or (lambda k: k)
-        self.security = security  # a kafka.client.KafkaSecurity, or None for PLAINTEXT
+        self.security = security  # None: PLAINTEXT
         self._consumer: Any = None
         self._reader: PartitionReader | None = None
         self.latest: dict[Hashable, LatestRecord[K]] = {}
@@ -57,8 +57,7 @@ class CompactedTopic(Generic[K]):
 
         Raises StatectlError when the brokers cannot be reached or fail (kafka.client's errors)."""
         if self._consumer is None:
-            self._consumer = open_consumer(self.bootstrap, timeout_s=self.timeout_s,
-                                           **({"security": self.security} if self.security else {}))
+            self._consumer = open_consumer(self.bootstrap, timeout_s=self.timeout_s, security=self.security)
         if self._reader is None:
             if partition_count(self._consumer, self.topic, self.bootstrap) is None:
                 return False

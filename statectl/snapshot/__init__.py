@@ -7,7 +7,9 @@ from statectl.snapshot.model import (
     FileMetadata,
     SnapshotIndex,
     SnapshotMetadata,
+    check_writable,
     parse_index,
+    samza_problems,
     serialize_index,
 )
 
@@ -18,6 +20,8 @@ __all__ = [
     "FileMetadata",
     "SnapshotIndex",
     "SnapshotMetadata",
+    "check_writable",
     "parse_index",
+    "samza_problems",
     "serialize_index",
 ]

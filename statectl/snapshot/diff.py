@@ -1,9 +1,12 @@
 """DirDiff: what changed between a local directory (or a newer index) and a snapshot's DirIndex.
 
-The same-file rule follows Samza's BlobStoreUtil.areSameFile (FORMATS.md): same name, same size, same
-owner and group names, same owner r/w/x bits, and the same CRC32. Like Samza we skip the CRC of large
-files, but only of RocksDB SST files, which are immutable once written; every other file's CRC is
-compared whatever its size. Timestamps are not compared (a restore changes them).
+The same-file rule follows Samza's DirDiffUtil.areSameFile (FORMATS.md), as its backup uses it (owners
+compared, large-file checksums skipped); see :func:`same_local_file`. Timestamps are not compared (a
+restore changes them).
+
+A local diff hands out index entries ready to be written into the next index: a retained file's entry
+carries the local file's metadata, and removed entries are made writable (:func:`writable_removed`), so
+an index read leniently (a file's owner missing, say) never leaks into an index Samza must read.
 """
 
 from __future__ import annotations
@@ -12,18 +15,21 @@ import grp
 import os
 import pwd
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable, Iterator, Union
 
 from statectl.errors import StatectlError, UnsafePathError
+from statectl.formats.java import java_is_blank
 from statectl.snapshot.crc import crc32
-from statectl.snapshot.model import ROOT_DIR_NAME, DirIndex, FileIndex, check_name
+from statectl.snapshot.model import ROOT_DIR_NAME, DirIndex, FileIndex, FileMetadata, check_name, mode_to_permissions
 
 LARGE_FILE_BYTES = 1024 * 1024
 CRC_BUFFER = 1024 * 1024
 _OWNER_BITS = stat.S_IRUSR | stat.S_IWUSR | stat.S_IXUSR
+# Stands in for an owner or group name that a removed file's entry lacks (see writable_removed).
+UNKNOWN_NAME = "unknown"
 
 
 def file_crc32(path: str | os.PathLike[str]) -> int:
@@ -66,6 +72,14 @@ class LocalFile:
     @property
     def group(self) -> str:
         return group_name(self.gid)
+
+    @property
+    def metadata(self) -> FileMetadata:
+        """The FileMetadata a backup records for this file, as Samza's FileMetadata.fromFile records it:
+        times in millis (a time before 1970 as 0, which Samza's constructor requires), size, owner and
+        group names, permission string."""
+        return FileMetadata(max(self.ctime_ms, 0), max(self.mtime_ms, 0), self.size, self.owner, self.group,
+                            mode_to_permissions(self.mode))
 
 
 @lru_cache(maxsize=64)
@@ -148,7 +162,16 @@ def _name(f: Added) -> str:
 
 
 def same_local_file(local: LocalFile, remote: FileIndex) -> bool:
-    """Samza's same-file rule for a local file against an indexed one (see module doc)."""
+    """Samza's same-file rule for a local file against an indexed one, never looser than
+    DirDiffUtil.areSameFile(compareLargeFileChecksums=false, compareFileOwners=true), as Samza's backup
+    calls it: the same name and size; the same owner and group *names* (so a file whose owner or group
+    changed, or whose entry lacks them, is uploaded again); the same owner r/w/x bits (group and other
+    bits are not compared); and the same CRC32.
+
+    Samza skips the CRC of every file over 1 MiB. statectl skips it only for ``*.sst`` files over 1 MiB,
+    which RocksDB never modifies once written, and compares it for every other file whatever its size:
+    stricter, as FORMATS.md allows. Reads the file (for its CRC) only when everything else matches.
+    """
     if local.name != remote.file_name or local.size != remote.size:
         return False
     if local.mode & _OWNER_BITS != remote.file_metadata.mode & _OWNER_BITS:
@@ -184,6 +207,10 @@ def scan_local(path: Path) -> tuple[dict[str, LocalFile], dict[str, Path]]:
             _check_local_name(entry.name, p)
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISREG(st.st_mode):
+                if java_is_blank(entry.name):  # Samza's FileIndex refuses a blank name (a dir may have one)
+                    raise StatectlError(f"cannot back up {p}: a Samza index cannot record a file whose name is "
+                                        "only whitespace", hint="RocksDB never makes such names: move the file "
+                                        "out of the store dir")
                 files[entry.name] = LocalFile.from_stat(p, st)
             elif stat.S_ISDIR(st.st_mode):
                 dirs[entry.name] = p
@@ -219,7 +246,10 @@ def diff_local(local_dir: Path, remote: DirIndex | None, *, same: Callable[[Loca
     """Diff a local directory against a snapshot's DirIndex (None: no previous snapshot).
 
     File names in ``ignore`` (a set, or a predicate on the name) are left out on both sides, in the
-    root dir and below.
+    root dir and below. ``files_added`` are LocalFiles. A retained entry is the previous entry (name,
+    blobs, checksum) with the local file's metadata (:attr:`LocalFile.metadata`); removed entries and
+    removed sub-dirs are the previous ones, made writable by :func:`writable_removed` (the same objects
+    when they already are). Raises StatectlError for an entry no Samza index can hold (see scan_local).
     """
     skip = ignore if callable(ignore) else ignore.__contains__
     return _diff_local(Path(local_dir), remote or _EMPTY, ROOT_DIR_NAME, same, skip)
@@ -228,11 +258,50 @@ def diff_local(local_dir: Path, remote: DirIndex | None, *, same: Callable[[Loca
 def _diff_local(path: Path, remote: DirIndex, name: str, same, ignore) -> DirDiff:
     files, dirs = scan_local(path)
     return _diff_entries(name, files, dirs, remote, same, ignore,
-                         lambda sub, old, sub_name: _diff_local(sub, old, sub_name, same, ignore))
+                         lambda sub, old, sub_name: _diff_local(sub, old, sub_name, same, ignore),
+                         _refreshed, writable_removed, _writable_removed_dir)
 
 
-def _diff_entries(name: str, files: dict, dirs: dict, old: DirIndex, same, ignore, recurse) -> DirDiff:
-    """One level of a diff: ``files``/``dirs`` of the new side (local or indexed) against ``old``."""
+def _refreshed(local: LocalFile, previous: FileIndex) -> FileIndex:
+    meta = local.metadata
+    return previous if previous.file_metadata == meta else replace(previous, file_metadata=meta)
+
+
+def writable_removed(f: FileIndex) -> FileIndex:
+    """A previous index's entry, fit to be listed as removed in a new index: what Samza's FileMetadata
+    requires and a lenient read may lack is filled in, a blank owner or group as :data:`UNKNOWN_NAME`, a
+    negative time as 0. Samza only uses a removed entry to delete its blobs, so this loses nothing.
+    Returns ``f`` itself when it needs nothing."""
+    m = f.file_metadata
+    fixed = replace(m, owner=UNKNOWN_NAME if java_is_blank(m.owner) else m.owner,
+                    group=UNKNOWN_NAME if java_is_blank(m.group) else m.group,
+                    creation_time_millis=max(m.creation_time_millis, 0),
+                    last_modified_time_millis=max(m.last_modified_time_millis, 0))
+    return f if fixed == m else replace(f, file_metadata=fixed)
+
+
+def _writable_removed_dir(d: DirIndex) -> DirIndex:
+    new = DirIndex(d.dir_name, tuple(map(writable_removed, d.files_present)),
+                   tuple(map(writable_removed, d.files_removed)),
+                   tuple(map(_writable_removed_dir, d.sub_dirs_present)),
+                   tuple(map(_writable_removed_dir, d.sub_dirs_removed)))
+    return d if new == d else new
+
+
+def _as_is(new, old):
+    return old
+
+
+def _same_object(x):
+    return x
+
+
+def _diff_entries(name: str, files: dict, dirs: dict, old: DirIndex, same, ignore, recurse,
+                  retain=_as_is, remove=_same_object, remove_dir=_same_object) -> DirDiff:
+    """One level of a diff: ``files``/``dirs`` of the new side (local or indexed) against ``old``.
+
+    ``retain(new, old)`` gives the entry of a retained file; ``remove``/``remove_dir`` map removed ones.
+    """
     ofiles, odirs = _index_entries(old)
     out = DirDiff(name)
     for fname, nf in sorted(files.items()):
@@ -240,20 +309,20 @@ def _diff_entries(name: str, files: dict, dirs: dict, old: DirIndex, same, ignor
             continue
         of = ofiles.get(fname)
         if of is not None and same(nf, of):
-            out.files_retained.append(of)
+            out.files_retained.append(retain(nf, of))
         else:
             out.files_added.append(nf)
             if of is not None:
-                out.files_removed.append(of)
+                out.files_removed.append(remove(of))
     for fname, of in sorted(ofiles.items()):
         if fname not in files and not ignore(fname):
-            out.files_removed.append(of)
+            out.files_removed.append(remove(of))
     for dname, nd in sorted(dirs.items()):
         od = odirs.get(dname)
         (out.sub_dirs_added if od is None else out.sub_dirs_retained).append(recurse(nd, od or DirIndex(dname), dname))
     for dname, od in sorted(odirs.items()):
         if dname not in dirs:
-            out.sub_dirs_removed.append(od)
+            out.sub_dirs_removed.append(remove_dir(od))
     return out
 
 

@@ -2,13 +2,20 @@
 
 Field names and shapes are those of org.apache.samza.storage.blobstore.index.serde (see FORMATS.md).
 Reading ignores unknown fields and key order; ``serialize_index(parse_index(b))`` keeps every known
-field, and ``parse_index(serialize_index(i)) == i`` for every index.
+field of an index Samza could read, and ``parse_index(serialize_index(i)) == i`` for every index that
+:func:`serialize_index` accepts.
 
 Reading is strict about every field that decides what a restore writes or whose snapshot it is (Samza's
 own classes reject them null): the dir lists, names, blobs, offsets, sizes, checksums, permissions and
 the snapshot metadata. A lenient reader would turn ``"files-present": null`` into an empty store
-restored over a good one. Only a file's times, owner and group, which describe it, may be missing.
-Numbers must fit a Java long, as they do when Samza writes them.
+restored over a good one. Only a file's times, owner and group, which describe it, may be missing
+(times read as 0, as Samza reads them; owner and group as ``""``, which Samza would refuse). Numbers must
+fit a Java long, as they do when Samza writes them.
+
+Writing is strict: :func:`serialize_index` refuses an index that Samza's constructors would reject on
+read (:func:`samza_problems`), so a lenient read never leaks into an index a Samza job must load. One
+known gap: Samza reads a blob's ``offset`` as a Java int, and statectl cuts files over 2 GiB into
+chunks at larger offsets; those offsets are written as they are.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from statectl.errors import IndexFormatError, UnsafePathError
+from statectl.formats.checkpoint import CheckpointFormatError, parse_checkpoint_id
 from statectl.formats.jackson import to_json
+from statectl.formats.java import java_is_blank
 
 ROOT_DIR_NAME = ""
 SCHEMA_VERSION = 1
@@ -165,6 +174,9 @@ def permissions_to_mode(perms: str) -> int:
     return mode
 
 
+_VALID_PERMS = frozenset(mode_to_permissions(m) for m in range(0o1000))
+
+
 # ---- JSON -----------------------------------------------------------------------------------------
 
 def _blob_to_json(b: FileBlob) -> dict[str, Any]:
@@ -218,8 +230,124 @@ def index_to_json(i: SnapshotIndex) -> dict[str, Any]:
 
 
 def serialize_index(i: SnapshotIndex) -> bytes:
-    """The index as Samza's Jackson writes it: UTF-8, compact, control characters as ``\\u001F``."""
+    """The index as Samza's Jackson writes it, byte for byte (formats.jackson.to_json): UTF-8, compact,
+    control characters as ``\\u001F``, non-BMP characters as escaped surrogate pairs.
+
+    Raises IndexFormatError, writing nothing, for an index Samza could not read back
+    (:func:`samza_problems`), e.g. one read leniently with a file's owner missing.
+    """
+    check_writable(i)
     return to_json(index_to_json(i))
+
+
+# ---- what Samza's constructors accept ---------------------------------------------------------------
+
+def check_writable(i: SnapshotIndex) -> None:
+    """Raise IndexFormatError naming the first of :func:`samza_problems`, if there is one."""
+    for problem in samza_problems(i):
+        raise IndexFormatError(f"cannot write index: {problem}",
+                               hint="Samza would refuse to read this index; it was probably built from an "
+                                    "index that was read leniently")
+
+
+def samza_problems(i: SnapshotIndex) -> Iterator[str]:
+    """What Samza's index classes would reject when reading ``i`` (their constructors' Preconditions),
+    one message per problem, in index order; nothing when Samza can read it:
+
+    - SnapshotIndex: creation time >= 0; a previous index id, if any, not blank.
+    - SnapshotMetadata: a checkpoint id CheckpointId.deserialize reads; job name, job id, task and store
+      names not blank (commons-lang ``isBlank``: empty or whitespace only).
+    - FileIndex, FileBlob, FileMetadata, for every file in the tree (present, removed, and in removed
+      sub-dirs): a name and blob ids that are not blank; offsets, sizes and times >= 0; owner, group and
+      permissions not blank (the permissions also valid); numbers within a Java long.
+    - DirIndex, for every dir: no FileIndex both present and removed in it, and no blob both in its
+      present files (with those of its present sub-dirs) and in its removed ones
+      (validatePresentAndRemovedOverlap, reproduced with its exact reach).
+    """
+    if not 0 <= i.creation_time_millis <= JAVA_LONG_MAX:
+        yield f"creation-time-millis {i.creation_time_millis} is out of range"
+    if i.prev_snapshot_index_blob_id is not None and java_is_blank(i.prev_snapshot_index_blob_id):
+        yield "prev-snapshot-index-blob-id is blank"
+    m = i.snapshot_metadata
+    try:
+        parse_checkpoint_id(m.checkpoint_id)
+    except CheckpointFormatError:
+        yield f"snapshot-metadata.checkpoint-id {m.checkpoint_id!r} is not a checkpoint id Samza can read"
+    for key, value in (("job-name", m.job_name), ("job-id", m.job_id), ("task-name", m.task_name),
+                       ("store-name", m.store_name)):
+        if java_is_blank(value):
+            yield f"snapshot-metadata.{key} is blank"
+    yield from _dir_problems(i.dir_index, "")
+
+
+def _dir_problems(d: DirIndex, prefix: str) -> Iterator[str]:
+    where = f"dir {prefix.rstrip('/')!r}" if prefix else "the root dir"
+    for f in d.files_present:
+        yield from _file_problems(f, prefix + f.file_name)
+    for f in d.files_removed:
+        yield from _file_problems(f, prefix + f.file_name + " (removed)")
+    if d.files_removed and set(d.files_present) & set(d.files_removed):
+        yield f"{where} lists the same file as present and removed"
+    present: set[FileBlob] = {b for f in d.files_present for b in f.blobs}
+    removed: set[FileBlob] = {b for f in d.files_removed for b in f.blobs}
+    for s in d.sub_dirs_present:
+        _add_present_sub_dir(s, present, removed)
+    for s in d.sub_dirs_removed:
+        _add_removed_sub_dir(s, removed)
+    both = present & removed
+    if both:
+        yield f"{where} has blob {min(both, key=lambda b: (b.blob_id, b.offset)).blob_id!r} both present and removed"
+    for s in d.sub_dirs_present:
+        yield from _dir_problems(s, prefix + s.dir_name + "/")
+    for s in d.sub_dirs_removed:
+        yield from _dir_problems(s, prefix + s.dir_name + " (removed)/")
+
+
+def _add_present_sub_dir(d: DirIndex, present: set[FileBlob], removed: set[FileBlob]) -> None:
+    # DirIndex.addFilesAndBlobsForSubDir: a present sub-dir's own removed files are not counted.
+    present.update(b for f in d.files_present for b in f.blobs)
+    for s in d.sub_dirs_present:
+        _add_present_sub_dir(s, present, removed)
+    for s in d.sub_dirs_removed:
+        _add_removed_sub_dir(s, removed)
+
+
+def _add_removed_sub_dir(d: DirIndex, removed: set[FileBlob]) -> None:
+    # DirIndex.addFilesAndBlobsForSubDirRemoved: nor are the removed sub-dirs of a removed sub-dir.
+    removed.update(b for f in d.files_present + d.files_removed for b in f.blobs)
+    for s in d.sub_dirs_present:
+        _add_removed_sub_dir(s, removed)
+
+
+def _file_problems(f: FileIndex, path: str) -> Iterator[str]:
+    m = f.file_metadata
+    if (0 <= m.creation_time_millis <= JAVA_LONG_MAX and 0 <= m.last_modified_time_millis <= JAVA_LONG_MAX
+            and 0 <= m.size <= JAVA_LONG_MAX and 0 <= f.checksum <= JAVA_LONG_MAX and m.permissions in _VALID_PERMS
+            and not java_is_blank(f.file_name) and not java_is_blank(m.owner) and not java_is_blank(m.group)
+            and all(0 <= b.offset <= JAVA_LONG_MAX and not java_is_blank(b.blob_id) for b in f.blobs)):
+        return  # the usual case, checked at the cost of one look at each field
+    if java_is_blank(f.file_name):
+        yield f"file {path!r} has a blank name"
+    for b in f.blobs:
+        if java_is_blank(b.blob_id):
+            yield f"file {path!r} has a blob with a blank id"
+        if not 0 <= b.offset <= JAVA_LONG_MAX:
+            yield f"file {path!r} has a blob at offset {b.offset}"
+    if not 0 <= f.checksum <= JAVA_LONG_MAX:
+        yield f"file {path!r} has checksum {f.checksum}, out of range"
+    meta = f.file_metadata
+    for key, number in (("creation-time-millis", meta.creation_time_millis),
+                        ("last-modified-time-millis", meta.last_modified_time_millis), ("size", meta.size)):
+        if not 0 <= number <= JAVA_LONG_MAX:
+            yield f"file {path!r} has {key} {number}, out of range"
+    for key, text in (("owner", meta.owner), ("group", meta.group), ("permissions", meta.permissions)):
+        if java_is_blank(text):
+            yield f"file {path!r} has no {key}"
+    if not java_is_blank(meta.permissions):
+        try:
+            permissions_to_mode(meta.permissions)
+        except IndexFormatError:
+            yield f"file {path!r} has invalid permissions {meta.permissions!r}"
 
 
 class _Reader:
@@ -308,6 +436,8 @@ def _parse_meta(r: _Reader) -> FileMetadata:
 
 def _parse_file(r: _Reader) -> FileIndex:
     name = check_name(r.str("file-name"), r.where)
+    if java_is_blank(name):  # FileIndex's constructor refuses it: no Samza job could load this index
+        raise IndexFormatError(f"malformed index: blank file name {name!r} at {r.where}")
     blobs = tuple(_parse_blob(_Reader(b, f"{r.where}.blobs[{i}]")) for i, b in enumerate(r.list("blobs")))
     checksum = r.int("checksum")
     if not 0 <= checksum <= 0xFFFFFFFF:

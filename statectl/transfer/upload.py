@@ -4,16 +4,14 @@ returns the FileIndex of each file (its blobs, metadata and checksum)."""
 from __future__ import annotations
 
 import errno
-import grp
 import os
-import pwd
 import threading
-from functools import lru_cache
 from typing import Callable
 
 from statectl import failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.errors import StatectlError
+from statectl.formats.java import JAVA_INT_MAX
 from statectl.parallel import Cancelled, run_parallel
 from statectl.progress import ProgressReporter
 from statectl.snapshot.crc import combine_all, crc32
@@ -21,26 +19,8 @@ from statectl.snapshot.diff import LocalFile
 from statectl.snapshot.model import (
     FileBlob,
     FileIndex,
-    FileMetadata,
-    mode_to_permissions,
 )
 from statectl.transfer.download import READ_BUF
-
-
-@lru_cache(maxsize=64)
-def _user(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-@lru_cache(maxsize=64)
-def _group(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
 
 
 class _ChunkReader:
@@ -91,20 +71,26 @@ class _ChunkReader:
         return target
 
 
-def file_metadata(lf: LocalFile) -> FileMetadata:
-    return FileMetadata(
-        creation_time_millis=lf.ctime_ms,
-        last_modified_time_millis=lf.mtime_ms,
-        size=lf.size,
-        owner=_user(lf.uid),
-        group=_group(lf.gid),
-        permissions=mode_to_permissions(lf.mode),
-    )
+def chunk_spans(size: int, chunk_size: int) -> list[tuple[int, int]]:
+    """(offset, length) of each chunk a file of ``size`` bytes is uploaded in: ``chunk_size`` bytes each,
+    except that no chunk starts past 2**31-1. Samza's FileBlob reads its offset as a Java int (its Jackson
+    refuses a larger one), so the chunk that would start beyond it takes the rest of the file: a file over
+    2 GiB ends in one large blob, which a blob store's multipart upload takes and ranged GETs still
+    download in parallel."""
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    while offset < size:
+        length = min(chunk_size, size - offset)
+        if offset + length < size and offset + length > JAVA_INT_MAX:
+            length = size - offset
+        spans.append((offset, length))
+        offset += length
+    return spans
 
 
 def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: int, parallelism: int,
                  ttl_seconds: int | None, progress: ProgressReporter) -> list[FileIndex]:
-    """Upload files in chunks of at most ``chunk_size`` bytes, in parallel; return their FileIndexes.
+    """Upload files in chunks (:func:`chunk_spans`), in parallel; return their FileIndexes.
 
     Every blob carries ``ttl_seconds``. A file whose size or mtime changes while it is read raises
     StatectlError: checkpoint files are immutable, so a change means someone is writing into it.
@@ -114,8 +100,7 @@ def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: in
     tasks: list[Callable[[threading.Event], tuple[str, int, int]]] = []
     owners: list[tuple[int, int, int]] = []  # (file index, chunk offset, chunk length) per task
     for i, lf in enumerate(files):
-        for offset in range(0, lf.size, chunk_size):
-            length = min(chunk_size, lf.size - offset)
+        for offset, length in chunk_spans(lf.size, chunk_size):
             tasks.append(_upload_task(blobstore, lf, offset, length, ttl_seconds, progress))
             owners.append((i, offset, length))
     progress.start("uploading", sum(lf.size for lf in files), len(files))
@@ -135,7 +120,7 @@ def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: in
         parts = sorted(chunks[i])
         blobs = tuple(FileBlob(blob_id, offset) for offset, blob_id, _, _ in parts)
         crc = combine_all([(c, n) for _, _, c, n in parts])
-        out.append(FileIndex(lf.name, blobs, file_metadata(lf), crc))
+        out.append(FileIndex(lf.name, blobs, lf.metadata, crc))
     return out
 
 

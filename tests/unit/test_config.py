@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -266,7 +267,7 @@ def test_secrets_are_masked(env):
     assert s.masked("job_id") == "1"
     assert s.masked("parallelism") == 8
     assert {name for name, spec in KEYS.items() if spec.secret} == {
-        "s3_access_key_id", "s3_secret_access_key", "s3_session_token"}
+        "s3_access_key_id", "s3_secret_access_key", "s3_session_token", "kafka_sasl_password", "kafka_ssl_password"}
 
 
 def test_unknown_setting_is_an_attribute_error(env):
@@ -355,7 +356,8 @@ def _assert_secret_refused(e: pytest.ExceptionInfo, value: str, *names: str) -> 
 
 
 @pytest.mark.parametrize("value,why", BAD_SECRETS)
-@pytest.mark.parametrize("key", ["s3_access_key_id", "s3_secret_access_key", "s3_session_token"])
+@pytest.mark.parametrize("key", ["s3_access_key_id", "s3_secret_access_key", "s3_session_token", "kafka_sasl_password",
+                                 "kafka_ssl_password"])
 def test_secret_settings_with_control_space_or_non_ascii_characters_are_refused(env, key, value, why):
     with pytest.raises(ConfigError) as e:
         resolve({key: value}, env=env)
@@ -396,3 +398,143 @@ def test_ordinary_secrets_pass(env):
     s = resolve({"s3_access_key_id": "AKIAIOSFODNN7EXAMPLE", "s3_secret_access_key": "wJalrXUtnFEMI/K7MDENG+bPxRfiCY",
                  "s3_session_token": token}, env=dict(env, AWS_SESSION_TOKEN=token))
     assert s.s3_session_token == token
+
+
+# ---- Kafka security: TLS and SASL ------------------------------------------------------------------
+
+SASL_ENV = {"STATECTL_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "STATECTL_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "STATECTL_KAFKA_SASL_USERNAME": "statectl", "STATECTL_KAFKA_SASL_PASSWORD": "Kafka-pw-from-env-1"}
+
+
+def test_kafka_security_defaults(env):
+    s = resolve(NO_FLAGS, env=env)
+    assert (s.kafka_security_protocol, s.kafka_ssl_check_hostname) == ("PLAINTEXT", True)
+    for key in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password", "kafka_ssl_cafile",
+                "kafka_ssl_certfile", "kafka_ssl_keyfile", "kafka_ssl_password"):
+        assert (getattr(s, key), s.source(key)) == (None, "default"), key
+
+
+def test_kafka_security_from_profile_and_env(env, tmp_path):
+    ca = write(tmp_path / "pki" / "ca.pem", "x")
+    write("statectl.toml", f"""\
+[default]
+kafka = "b1:9093"
+kafka_security_protocol = "sasl_ssl"
+kafka_sasl_mechanism = "scram-sha-256"
+kafka_sasl_username = "from-profile"
+kafka_sasl_password = "Kafka-pw-from-profile-1"
+kafka_ssl_cafile = "{ca}"
+kafka_ssl_check_hostname = false
+""")
+    s = resolve(NO_FLAGS, env=dict(env, STATECTL_KAFKA_SASL_PASSWORD="Kafka-pw-from-env-1",
+                                   STATECTL_KAFKA_SASL_MECHANISM="SCRAM-SHA-512"))
+    profile = "profile default (statectl.toml)"
+    assert (s.kafka_security_protocol, s.source("kafka_security_protocol")) == ("SASL_SSL", profile)
+    assert (s.kafka_sasl_mechanism, s.source("kafka_sasl_mechanism")) == (
+        "SCRAM-SHA-512", "env STATECTL_KAFKA_SASL_MECHANISM")  # env beats the profile
+    assert (s.kafka_sasl_username, s.source("kafka_sasl_username")) == ("from-profile", profile)
+    assert (s.kafka_sasl_password, s.source("kafka_sasl_password")) == (
+        "Kafka-pw-from-env-1", "env STATECTL_KAFKA_SASL_PASSWORD")
+    assert (s.kafka_ssl_cafile, s.kafka_ssl_check_hostname) == (str(ca), False)
+    assert s.masked("kafka_sasl_password") == "****" and s.masked("kafka_sasl_username") == "from-profile"
+    # flags beat both (the CLI may offer them; resolve takes any key)
+    s = resolve({"kafka_sasl_username": "from-flag"}, env=dict(env, **SASL_ENV, STATECTL_KAFKA_SSL_CAFILE=str(ca)))
+    assert (s.kafka_sasl_username, s.source("kafka_sasl_username")) == ("from-flag", "flag")
+
+
+def test_kafka_file_paths_expand_the_home_dir(env, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ca = write(tmp_path / "home" / "ca.pem", "x")
+    s = resolve(NO_FLAGS, env=dict(env, STATECTL_KAFKA_SECURITY_PROTOCOL="SSL", STATECTL_KAFKA_SSL_CAFILE="~/ca.pem"))
+    assert s.kafka_ssl_cafile == str(ca)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"STATECTL_KAFKA_SASL_PASSWORD": ""},  # empty = unset
+     "kafka_security_protocol (env STATECTL_KAFKA_SECURITY_PROTOCOL) is SASL_SSL, which needs kafka_sasl_password: "
+     "it is not set"),
+    ({"STATECTL_KAFKA_SECURITY_PROTOCOL": "SSL"},
+     "kafka_sasl_mechanism (env STATECTL_KAFKA_SASL_MECHANISM) is set, but kafka_security_protocol (env "
+     "STATECTL_KAFKA_SECURITY_PROTOCOL) is SSL: SASL settings need SASL_PLAINTEXT or SASL_SSL"),
+    ({"STATECTL_KAFKA_SECURITY_PROTOCOL": "", "STATECTL_KAFKA_SASL_MECHANISM": "", "STATECTL_KAFKA_SASL_USERNAME": ""},
+     "kafka_sasl_password (env STATECTL_KAFKA_SASL_PASSWORD) is set, but kafka_security_protocol is PLAINTEXT: SASL "
+     "settings need SASL_PLAINTEXT or SASL_SSL"),
+    ({"STATECTL_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "STATECTL_KAFKA_SSL_CAFILE": "/etc/ca.pem"},
+     "kafka_ssl_cafile (env STATECTL_KAFKA_SSL_CAFILE) is set, but kafka_security_protocol (env "
+     "STATECTL_KAFKA_SECURITY_PROTOCOL) is SASL_PLAINTEXT: TLS settings need SSL or SASL_SSL"),
+    ({"STATECTL_KAFKA_SSL_CAFILE": "/nonexistent/ca.pem"},
+     "kafka_ssl_cafile (env STATECTL_KAFKA_SSL_CAFILE): /nonexistent/ca.pem does not exist"),
+    ({"STATECTL_KAFKA_SSL_CERTFILE": "/"}, "kafka_ssl_certfile (env STATECTL_KAFKA_SSL_CERTFILE): / is a directory"),
+    ({"STATECTL_KAFKA_SSL_PASSWORD": "Key-pw-123"},
+     "kafka_ssl_password (env STATECTL_KAFKA_SSL_PASSWORD) is set, but there is no kafka_ssl_certfile: the key and its "
+     "password belong to a client certificate"),
+])
+def test_kafka_security_combinations_that_cannot_work(env, extra, message):
+    with pytest.raises(ConfigError) as e:
+        resolve(NO_FLAGS, env={**env, **SASL_ENV, **extra})
+    assert str(e.value) == message
+    assert e.value.exit_code == 2 and e.value.hint
+    shown = str(e.value) + e.value.hint
+    assert "Kafka-pw-from-env-1" not in shown and "Key-pw-123" not in shown
+
+
+def test_kafka_keyfile_needs_a_certfile(env, tmp_path):
+    key = write(tmp_path / "client.key", "x")
+    with pytest.raises(ConfigError, match=r"^kafka_ssl_keyfile \(flag\) is set, but there is no kafka_ssl_certfile"):
+        resolve({"kafka_security_protocol": "SSL", "kafka_ssl_keyfile": str(key)}, env=env)
+
+
+@pytest.mark.parametrize("line, key", [
+    ('kafka_security_protocol = "TLS"', "kafka_security_protocol"),
+    ('kafka_sasl_mechanism = "GSSAPI"', "kafka_sasl_mechanism"),
+    ('kafka_ssl_check_hostname = "perhaps"', "kafka_ssl_check_hostname"),
+    ('kafka_ssl_cafile = ""', "kafka_ssl_cafile"),
+    ('kafka_sasl_username = " padded "', "kafka_sasl_username"),
+])
+def test_bad_kafka_security_values(env, line, key):
+    write("statectl.toml", f"[default]\n{line}\n")
+    with pytest.raises(ConfigError) as e:
+        resolve(NO_FLAGS, env=env)
+    assert str(e.value).startswith(f"statectl.toml: [default] key {key!r}: invalid value ")
+
+
+def test_kafka_files_of_a_profile_not_in_use_are_not_checked(env):
+    write("statectl.toml", '[default]\njob = "j"\n\n[prod]\nkafka_security_protocol = "SSL"\n'
+                           'kafka_ssl_cafile = "/only/on/the/prod/machines/ca.pem"\n')
+    assert resolve(NO_FLAGS, env=env).kafka_ssl_cafile is None
+    with pytest.raises(ConfigError, match=r"^kafka_ssl_cafile \(profile prod \(statectl.toml\)\): /only/on"):
+        resolve(NO_FLAGS, profile="prod", env=env)
+
+
+def test_config_show_never_prints_the_kafka_passwords(tmp_path, monkeypatch):
+    """`statectl config show`, text and JSON, with the passwords from the environment and the profile."""
+    from typer.testing import CliRunner
+
+    from statectl.cli.main import app
+
+    for name in list(os.environ):
+        if name.startswith("STATECTL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    cert = write(tmp_path / "client.pem", "x")
+    write("statectl.toml", f'[default]\nkafka_ssl_certfile = "{cert}"\nkafka_ssl_password = "Key-pw-from-profile-7"\n')
+    env = dict(SASL_ENV, STATECTL_KAFKA_SASL_PASSWORD="Sasl-pw-from-env-7")
+    runner = CliRunner()
+    for args in (["config", "show"], ["-o", "json", "config", "show"]):
+        result = runner.invoke(app, args, env=env)
+        assert result.exit_code == 0, result.output
+        out = result.stdout + result.stderr
+        assert "Sasl-pw-from-env-7" not in out and "Key-pw-from-profile-7" not in out
+        assert "kafka_sasl_password" in out and "statectl" in out
+    rows = {r["key"]: r for r in json.loads(result.stdout)["settings"]}
+    assert rows["kafka_sasl_password"] == {"key": "kafka_sasl_password", "value": "****",
+                                           "source": "env STATECTL_KAFKA_SASL_PASSWORD"}
+    assert rows["kafka_ssl_password"]["value"] == "****" and rows["kafka_sasl_username"]["value"] == "statectl"
+    # An error that quotes the password (as a library's might) is masked too, and a refused password is not shown.
+    bad = runner.invoke(app, ["config", "show"], env=dict(env, STATECTL_KAFKA_SASL_PASSWORD="Sasl-pw-with-CR-7\r"))
+    assert bad.exit_code == 2
+    assert "Sasl-pw-with-CR-7" not in bad.stdout + bad.stderr
+    assert "kafka_sasl_password from env STATECTL_KAFKA_SASL_PASSWORD: invalid value: it contains a line break" in \
+        bad.stderr

@@ -75,3 +75,17 @@ def test_secret_query_values_are_masked():
     assert redact.redact("http://h/p?token=t0k3n#frag and http://h/p?password=pw&secret=s&a=1") == \
         "http://h/p?token=****#frag and http://h/p?password=****&secret=****&a=1"
     assert redact.redact("http://h/p?sig=abc&prefix=token&list-type=2") == "http://h/p?sig=****&prefix=token&list-type=2"
+
+
+def test_kafka_passwords_from_the_environment_are_masked_as_kafka_python_logs_them():
+    redact.add_from_env({"STATECTL_KAFKA_SASL_PASSWORD": "Sasl-env-pw-31",
+                         "STATECTL_KAFKA_SSL_PASSWORD": "Key-env-pw-31"})
+    config_log = ("Starting KafkaConsumer with configuration: {'security_protocol': 'SASL_SSL', "
+                  "'sasl_plain_username': 'alice', 'sasl_plain_password': 'Sasl-env-pw-31', 'ssl_password': "
+                  "'Key-env-pw-31'}")
+    wire = b"\x00\x00\x00\x1f\x00$alice\x00alice\x00Sasl-env-pw-31"  # a SASL PLAIN request
+    plain_auth_log = f"Send: {wire!r}"
+    for text in (config_log, plain_auth_log):
+        out = redact.redact(text)
+        assert "Sasl-env-pw-31" not in out and "Key-env-pw-31" not in out, out
+        assert "alice" in out

@@ -249,20 +249,50 @@ def test_java_hashmap_order():
 def test_jackson_json_is_compact_utf8():
     assert jackson_json({"a": [1, None, True, False], "b": "\u00e9/\n\x1f"}) == \
         b'{"a":[1,null,true,false],"b":"\xc3\xa9/\\n\\u001F"}'
+    # UTF8JsonGenerator (writeValueAsBytes) escapes every UTF-16 surrogate, paired or not.
+    assert jackson_json({"\U0001F600": "\ud800"}) == b'{"\\uD83D\\uDE00":"\\uD800"}'
     with pytest.raises(CheckpointFormatError):
-        jackson_json("\ud800")
+        jackson_json({"a": 1.5})
 
 
-@pytest.mark.parametrize("value, key", [("1700000000000-382917", (1700000000000, 382917)), ("1-2-3", (1, 2)),
-                                        ("+1-2", (1, 2)), ("1-2-", (1, 2)), ("0-0", (0, 0)),
-                                        (f"{2 ** 63 - 1}-1", (2 ** 63 - 1, 1))])
+def test_non_bmp_task_names_round_trip_through_escaped_surrogate_pairs():
+    key = CheckpointKey("Task \U0001F600")
+    raw = encode_key(key)
+    assert b'"taskName":"Task \\uD83D\\uDE00"' in raw
+    assert decode_key(raw) == key
+
+
+def test_changelog_marker_is_written_as_a_string_then_escaped_by_the_outer_value():
+    """KafkaStateCheckpointMarker.serialize uses writeValueAsString (non-BMP left as is); the v2 value
+    around it uses writeValueAsBytes, which escapes it once."""
+    marker = encode_changelog_marker(KafkaChangelogMarker(SSP("kafka", "s\U0001F600", 0), "1"))
+    assert '"stream":"s\U0001F600"' in marker
+    raw = encode_v2(CheckpointV2("1-2", {}, {KAFKA_CHANGELOG_FACTORY: {"store": marker}}))
+    assert b'\\"stream\\":\\"s\\uD83D\\uDE00\\"' in raw
+    assert decode_changelog_marker(decode_v2(raw).state_checkpoint_markers[KAFKA_CHANGELOG_FACTORY]["store"]) \
+        == KafkaChangelogMarker(SSP("kafka", "s\U0001F600", 0), "1")
+
+
+@pytest.mark.parametrize("value, key", [
+    ("1700000000000-382917", (1700000000000, 382917)), ("1-2-3", (1, 2)), ("1-2-x", (1, 2)), ("+1-2", (1, 2)),
+    ("+0-+0", (0, 0)), ("1-2-", (1, 2)), ("1-2--", (1, 2)), ("0-0", (0, 0)), ("007-000123", (7, 123)),
+    (f"{2 ** 63 - 1}-{2 ** 63 - 1}", (2 ** 63 - 1, 2 ** 63 - 1)),
+    # Long.parseLong takes the decimal digits of every script in the BMP (Character.digit).
+    ("\u0661-\u0662", (1, 2)), ("\uff11\uff10-5", (10, 5)), ("1\u0660-\u09e7", (10, 1)),
+])
 def test_checkpoint_ids_are_read_as_samza_reads_them(value, key):
-    """CheckpointId.deserialize: split on '-', the first two parts as Java longs."""
+    """CheckpointId.deserialize: not blank, split on '-', the first two parts by Long.parseLong."""
     assert parse_checkpoint_id(value) == key
 
 
-@pytest.mark.parametrize("value", ["", "1", "-1-2", "1--2", "1-", "a-1", "1-b", "99999999999999999999-1",
-                                   "1 -2", "\u0661-2", "1.5-2", None])
+@pytest.mark.parametrize("value", [
+    "", " ", "1", "-1-2", "1--2", "1-", "-", "--", "a-1", "1-b", "99999999999999999999-1", f"1-{2 ** 63}",
+    "1 -2", " 1-2", "1-2 ", "1-2\n", "1.5-2", "1e3-2", "1_000-2", "+-1", "++1-2", "+", "+-+", "0x1-2",
+    "\U0001D7CF-2",  # MATHEMATICAL BOLD DIGIT ONE: two chars (a surrogate pair) to Java, not a digit
+    "\u00b9-2",  # SUPERSCRIPT ONE: a digit to str.isdigit, not to Character.digit
+    "\u2460-2",  # CIRCLED DIGIT ONE
+    None, 5,
+])
 def test_what_samza_would_not_read_is_not_a_checkpoint_id(value):
     with pytest.raises(CheckpointFormatError):
         parse_checkpoint_id(value)

@@ -1,4 +1,5 @@
-"""Samza's checksum-framed offset files (FORMATS.md), byte for byte."""
+"""Samza's checksum-framed offset files (FORMATS.md), byte for byte; test_java_crosscheck.py compares them with
+the JDK's own ObjectOutputStream."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import zlib
 
 import pytest
 
-from statectl.formats.checkpoint import SSP
-from statectl.formats.offsets import (MAGIC, OffsetFileError, decode, encode, offsets_json, read_offset_file,
-                                      write_offset_file)
+from statectl.formats.checkpoint import BLOB_STORE_FACTORY, SSP, CheckpointFormatError, CheckpointV2, encode_v2
+from statectl.formats.offsets import (CHECKPOINT_V2, MAGIC, OFFSET, OFFSET_V2, SIDE_INPUT_OFFSETS, OffsetFileError,
+                                      decode, encode, offsets_json, parse_offsets, parse_ssp_key, read_checkpoint_v2,
+                                      read_offset, read_offset_file, read_offsets, write_checkpoint_v2, write_offset,
+                                      write_offset_file, write_offsets)
 
 
 def test_offset_example_from_formats_md():
@@ -78,3 +81,76 @@ def test_write_is_atomic_through_a_tmp_file(tmp_path):
     write_offset_file(path, '{"kafka.t.0":"9"}')
     assert read_offset_file(path) == '{"kafka.t.0":"9"}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["OFFSET-v2"]
+
+
+# ---- typed readers and writers, one per file kind ----------------------------------------------------
+
+
+def test_legacy_offset_file_holds_a_bare_offset(tmp_path):
+    write_offset(tmp_path / OFFSET, "4267")
+    assert (tmp_path / OFFSET).read_bytes().hex() == "aced0005770e000000004843b56e000434323637"
+    assert read_offset(tmp_path / OFFSET) == "4267"
+
+
+@pytest.mark.parametrize("name", [OFFSET_V2, SIDE_INPUT_OFFSETS])
+def test_offset_maps_round_trip(tmp_path, name):
+    offsets = {SSP("kafka", "page-views-changelog", 3): "4267", SSP("kafka", "a.b.c", 12): None,
+               SSP("hdfs", "smile\U0001F600", 0): "x"}
+    write_offsets(tmp_path / name, offsets)
+    assert read_offsets(tmp_path / name) == offsets
+    # writeValueAsString: the non-BMP character is written as it is (4 bytes in modified UTF-8's 2x3)
+    assert "smile\U0001F600" in read_offset_file(tmp_path / name)
+
+
+def test_checkpoint_v2_file(tmp_path):
+    cp = CheckpointV2("1614147487244-33577", {"kafka.PageViews.0": "4267"}, {BLOB_STORE_FACTORY: {"s": "blob"}})
+    write_checkpoint_v2(tmp_path / CHECKPOINT_V2, cp)
+    assert read_offset_file(tmp_path / CHECKPOINT_V2) == encode_v2(cp).decode()
+    assert read_checkpoint_v2(tmp_path / CHECKPOINT_V2) == cp
+    write_offset_file(tmp_path / CHECKPOINT_V2, '{"input-offsets":{}}')
+    with pytest.raises(CheckpointFormatError):
+        read_checkpoint_v2(tmp_path / CHECKPOINT_V2)
+
+
+def test_offset_maps_are_read_as_jackson_reads_map_of_ssp_to_string():
+    assert parse_offsets('{"kafka.t.0":"5","kafka.t.1":null,"kafka.t.2":7,"kafka.t.3":true,"kafka.t.4":1.50}') == {
+        SSP("kafka", "t", 0): "5", SSP("kafka", "t", 1): None, SSP("kafka", "t", 2): "7",
+        SSP("kafka", "t", 3): "true", SSP("kafka", "t", 4): "1.50"}  # scalars coerced to their text
+    assert parse_offsets("{}") == {}
+
+
+@pytest.mark.parametrize("text, words", [
+    ("", "not JSON"), ("[1]", "not a JSON object"), ('{"kafka.t.0":{"a":1}}', "not a string"),
+    ('{"kafka.t.0":["1"]}', "not a string"), ('{"kafka.t.0":NaN}', "not JSON"), ('{"kafka.t":"1"}', "expected"),
+    ('{"kafka.t.x":"1"}', "expected"), ('{"kafka.t.2147483648":"1"}', "expected"),
+])
+def test_bad_offset_maps(text, words):
+    with pytest.raises(OffsetFileError) as exc:
+        parse_offsets(text)
+    assert words in str(exc.value)
+
+
+@pytest.mark.parametrize("key, ssp", [
+    ("kafka.t.0", SSP("kafka", "t", 0)),
+    ("kafka.page.views.7", SSP("kafka", "page.views", 7)),  # Samza writes it; its own reader would misread it
+    ("kafka.t.+3", SSP("kafka", "t", 3)),  # Integer.parseInt
+    ("kafka.t.-1", SSP("kafka", "t", -1)),
+    ("kafka.t.\u0663", SSP("kafka", "t", 3)),
+    ("kafka..0", SSP("kafka", "", 0)),
+])
+def test_offset_keys(key, ssp):
+    assert parse_ssp_key(key) == ssp
+    assert parse_ssp_key(ssp.key()) == ssp
+
+
+@pytest.mark.parametrize("key", ["kafka", "kafka.0", "kafka.t.", "kafka.t.1.5x", "kafka.t.1 "])
+def test_bad_offset_keys(key):
+    with pytest.raises(OffsetFileError):
+        parse_ssp_key(key)
+
+
+def test_lone_surrogates_are_checksummed_as_java_does():
+    """String.getBytes turns an unpaired surrogate into '?': the CRC is over that, the string keeps it."""
+    raw = encode("a\ud800b")
+    assert raw[6:14] == struct.pack(">Q", zlib.crc32(b"a?b"))
+    assert decode(raw) == "a\ud800b"

@@ -51,6 +51,14 @@ def index_tree(root: Path, name: str = "") -> DirIndex:
     return DirIndex(name, tuple(files), (), tuple(dirs), ())
 
 
+def local_metadata(path: Path) -> FileMetadata:
+    """The FileMetadata of a local file, computed independently of statectl's code."""
+    st = path.stat()
+    return FileMetadata(st.st_ctime_ns // 1_000_000, st.st_mtime_ns // 1_000_000, st.st_size,
+                        pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid).gr_name,
+                        mode_to_permissions(st.st_mode))
+
+
 def _map_files(d: DirIndex, fn: Callable[[FileIndex], FileIndex]) -> DirIndex:
     return replace(d, files_present=tuple(fn(f) for f in d.files_present),
                    sub_dirs_present=tuple(_map_files(s, fn) for s in d.sub_dirs_present))
@@ -112,6 +120,22 @@ LOCAL_CASES = [
          prev={"CURRENT": CURRENT, "sub": {"a": b"a"}, "000001.sst": b"s" * BIG},
          tweak=lambda d: _map_files(d, _other_owner),
          added=["000001.sst", "CURRENT", "sub/a"], removed=["000001.sst", "CURRENT", "sub/a"], retained_dirs=["sub"]),
+    Case("owner-name-differs",  # DirDiffUtil.areSameFile(.., compareFileOwners=true), as Samza's backup calls it
+         local={"CURRENT": CURRENT, "000001.sst": b"s" * BIG},
+         prev={"CURRENT": CURRENT, "000001.sst": b"s" * BIG},
+         tweak=lambda d: _map_files(d, lambda f: replace(f, file_metadata=replace(f.file_metadata, owner="nobody"))),
+         added=["000001.sst", "CURRENT"], removed=["000001.sst", "CURRENT"]),
+    Case("group-name-differs",
+         local={"CURRENT": CURRENT},
+         prev={"CURRENT": CURRENT},
+         tweak=lambda d: _map_files(d, lambda f: replace(f, file_metadata=replace(f.file_metadata, group="nogroup"))),
+         added=["CURRENT"], removed=["CURRENT"]),
+    Case("owner-and-group-missing-from-a-lenient-read",
+         local={"CURRENT": CURRENT},
+         prev={"CURRENT": CURRENT},
+         tweak=lambda d: _map_files(d, lambda f: replace(f, file_metadata=replace(f.file_metadata, owner="",
+                                                                                  group=""))),
+         added=["CURRENT"], removed=["CURRENT"]),
     Case("new-file",
          local={"CURRENT": CURRENT, "000002.sst": b"new"},
          prev={"CURRENT": CURRENT},
@@ -234,7 +258,8 @@ def test_diff_local(tmp_path, case: Case):
     assert sorted(diff.removed_dirs()) == case.removed_dirs
     assert diff.is_empty == (not (case.added or case.removed or case.added_dirs or case.removed_dirs))
 
-    # Added entries describe the local file; retained and removed ones are the previous index's own entries.
+    # Added entries describe the local file; removed ones are the previous index's own entries; retained ones
+    # are the previous entries (blobs, checksum) with the local file's metadata.
     for path, lf in diff.added():
         assert isinstance(lf, LocalFile)
         assert lf.path == local / path
@@ -242,8 +267,16 @@ def test_diff_local(tmp_path, case: Case):
         assert lf.size == (local / path).stat().st_size
         assert lf.crc == zlib.crc32((local / path).read_bytes())
     previous = dict(prev.walk_present()) if prev is not None else {}
-    for path, fi in list(diff.retained()) + list(diff.removed()):
-        assert fi is previous[path]
+    for path, fi in diff.removed():
+        if previous[path].file_metadata.owner:
+            assert fi is previous[path]
+        else:  # made writable (see test_writable.py)
+            assert (fi.file_name, fi.blobs, fi.checksum) == (previous[path].file_name, previous[path].blobs,
+                                                             previous[path].checksum)
+    for path, fi in diff.retained():
+        old = previous[path]
+        assert (fi.file_name, fi.blobs, fi.checksum) == (old.file_name, old.blobs, old.checksum)
+        assert fi.file_metadata == local_metadata(local / path)
 
 
 def test_diff_local_keeps_the_dir_index_of_removed_sub_dirs(tmp_path):

@@ -591,3 +591,16 @@ def test_index_is_written_as_jackson_writes_it():
     assert b'"owner":"s\\tam/za"' in out
     assert b" " not in out.replace(b"Partition 0", b"")
     assert parse_index(out) == parse_index(json.dumps(doc))
+
+
+def test_non_bmp_and_control_characters_are_written_as_jackson_writes_them():
+    """UTF8JsonGenerator (writeValueAsBytes) escapes each UTF-16 surrogate: a non-BMP character becomes an
+    escaped pair, upper-case hex; the rest of the BMP is written as UTF-8."""
+    doc = _minimal()
+    _file0(doc)["file-name"] = "smile\U0001F600\x1f\u2028\u00e9"
+    _meta0(doc)["group"] = "\U00010000\x7f"
+    index = parse_index(json.dumps(doc))
+    out = serialize_index(index)
+    assert b'"file-name":"smile\\uD83D\\uDE00\\u001F\xe2\x80\xa8\xc3\xa9"' in out
+    assert b'"group":"\\uD800\\uDC00\x7f"' in out
+    assert parse_index(out) == index
