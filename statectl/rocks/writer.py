@@ -9,6 +9,7 @@ import errno
 from pathlib import Path
 from typing import Any, Iterable
 
+from statectl import failpoints
 from statectl.errors import StatectlError
 from statectl.rocks.store import ROCKSDICT_CONFIG, _rocksdict
 
@@ -35,6 +36,7 @@ class StoreWriter:
 
     def apply(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Write ``(key, value)`` pairs as one atomic batch, in order; a None value deletes the key."""
+        failpoints.hit("changelog-apply")
         wb = self._rd.WriteBatch(raw_mode=True)
         for key, value in entries:
             if value is None:

@@ -13,6 +13,7 @@ import os
 import threading
 from functools import lru_cache
 
+from statectl import failpoints
 from statectl.errors import ChecksumMismatchError, DiskFullError
 from statectl.parallel import Cancelled
 from statectl.progress import ProgressReporter
@@ -89,6 +90,7 @@ class CrcSink:
 
     def _pwrite(self, data: bytes, n: int) -> None:
         try:
+            failpoints.hit("download-write")
             view = memoryview(data)
             done = 0
             while done < n:

@@ -1,5 +1,8 @@
 """The store lease (statectl.catalog.lease) against hostile lease records and a gc holding it, on a real
-file:// blob store; end to end through the CLI in tests/integration/test_hostile_secrets_lease.py."""
+file:// blob store; end to end through the CLI in tests/integration/test_hostile_secrets_lease.py.
+
+No wall-clock assertions: whether a backup waited shows in its notice and in who holds the lease after;
+"at once" is bounded by a timeout well under GC_WAIT_SECONDS, which a wait would run into."""
 
 from __future__ import annotations
 
@@ -7,15 +10,15 @@ import json
 import socket
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from statectl.blobstore import open_blobstore
 from statectl.blobstore.base import BlobStore
 from statectl.catalog import lease as lease_mod
-from statectl.catalog.refs import StoreRef
 from statectl.catalog.lease import Lease, break_lease, inspect_lease, lease_key, live_leases, read_lease
+from statectl.catalog.refs import StoreRef
 from statectl.errors import LockHeldError
 
 REF = StoreRef("lease-more", "1", "Partition 0", "counts")
@@ -104,16 +107,14 @@ def _release_later(lease: Lease, after: float) -> threading.Thread:
     return t
 
 
+@pytest.mark.timeout(60)
 def test_a_backup_waits_for_a_gc_holding_the_lease(bs):
     gc_lease = Lease(bs, REF, operation="gc")
     gc_lease.acquire()
     releaser = _release_later(gc_lease, 1.5)
-    started = time.monotonic()
     backup_lease = Lease(bs, REF, wait_for_gc=lease_mod.GC_WAIT_SECONDS)
     backup_lease.acquire()
     try:
-        waited = time.monotonic() - started
-        assert 1.0 < waited < 10, waited
         assert backup_lease.notice and "waited" in backup_lease.notice and "gc" in backup_lease.notice
         assert read_lease(bs, REF).operation == "backup"
     finally:
@@ -121,32 +122,29 @@ def test_a_backup_waits_for_a_gc_holding_the_lease(bs):
         releaser.join()
 
 
+@pytest.mark.timeout(lease_mod.GC_WAIT_SECONDS / 2)  # the second wait would be GC_WAIT_SECONDS
 def test_a_backup_gives_up_on_a_gc_after_the_wait_and_on_a_backup_at_once(bs):
     gc_lease = Lease(bs, REF, operation="gc")
     gc_lease.acquire()
-    started = time.monotonic()
     with pytest.raises(LockHeldError) as e:
         Lease(bs, REF, wait_for_gc=1.0).acquire()
-    assert 0.9 < time.monotonic() - started < 5
     assert e.value.exit_code == 11 and "another gc" in str(e.value) and "waited" in str(e.value)
     gc_lease.release()
 
     other = Lease(bs, REF)
     other.acquire()
-    started = time.monotonic()
     with pytest.raises(LockHeldError) as e:
         Lease(bs, REF, wait_for_gc=lease_mod.GC_WAIT_SECONDS).acquire()
-    assert time.monotonic() - started < 1
     assert "another backup" in str(e.value) and "waited" not in str(e.value)
     other.release()
 
 
+@pytest.mark.timeout(lease_mod.GC_WAIT_SECONDS / 2)
 def test_without_wait_a_gc_held_lease_fails_at_once(bs):
     """gc itself (and any caller that asks for no wait) keeps failing fast."""
     gc_lease = Lease(bs, REF, operation="gc")
     gc_lease.acquire()
-    started = time.monotonic()
-    with pytest.raises(LockHeldError):
+    with pytest.raises(LockHeldError) as e:
         Lease(bs, REF, operation="gc").acquire()
-    assert time.monotonic() - started < 1
+    assert "another gc" in str(e.value) and "waited" not in str(e.value)
     gc_lease.release()

@@ -1,0 +1,62 @@
+"""The local store layout (statectl.local.layout): store dirs, checkpoint dirs beside them, info logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from statectl.local.layout import checkpoint_dir, is_info_log, local_checkpoint_dirs, store_dir, task_dir_name
+
+# ---- store dirs ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("task, name", [
+    ("Partition 0", "Partition_0"),
+    ("Partition 10", "Partition_10"),
+    ("Standby-Partition 0-1", "Standby-Partition_0-1"),
+    ("a  b", "a__b"),
+    ("Partition_3", "Partition_3"),
+])
+def test_task_dir_name(task, name):
+    assert task_dir_name(task) == name
+
+
+def test_store_dir():
+    assert store_dir(Path("/var/state"), "my-store", "Partition 0") == Path("/var/state/my-store/Partition_0")
+    assert store_dir("/var/state", "s", "Partition 12") == Path("/var/state/s/Partition_12")
+
+
+def test_local_checkpoint_dirs(tmp_path):
+    store = tmp_path / "my-store" / "Partition_1"
+    store.mkdir(parents=True)
+    for name in ["Partition_1-1718035261042-382917", "Partition_1-1718035300000-5", "Partition_1-notanid",
+                 "Partition_1-1-2-3", "Partition_10-1718035261042-1", "Partition_0-1718035261042-2",
+                 "Standby-Partition_1-0"]:
+        (store.parent / name).mkdir()
+    (store.parent / "Partition_1-1718035400000-7").write_text("a file, not a checkpoint dir")
+    assert local_checkpoint_dirs(store) == {
+        "1718035261042-382917": store.parent / "Partition_1-1718035261042-382917",
+        "1718035300000-5": store.parent / "Partition_1-1718035300000-5",
+    }
+
+
+def test_local_checkpoint_dirs_without_parent(tmp_path):
+    assert local_checkpoint_dirs(tmp_path / "no-store" / "Partition_0") == {}
+
+
+def test_local_checkpoint_dirs_without_store_dir_itself(tmp_path):
+    (tmp_path / "s" / "Partition_0-5-6").mkdir(parents=True)
+    assert local_checkpoint_dirs(tmp_path / "s" / "Partition_0") == {"5-6": tmp_path / "s" / "Partition_0-5-6"}
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("LOG", True), ("LOG.old.1718035261042123", True), ("LOGX", False), ("000001.log", False), ("log", False),
+    ("LOG.old", False),
+])
+def test_is_info_log(name, expected):
+    assert is_info_log(name) is expected
+
+
+def test_checkpoint_dir():
+    assert checkpoint_dir(Path("/state/my-store/Partition_0"), "1718035261042-382917") == Path(
+        "/state/my-store/Partition_0-1718035261042-382917")
