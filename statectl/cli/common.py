@@ -1,30 +1,139 @@
-"""What every state command shares: option types, settings, adapters, output."""
+"""What every state command shares: the settings flags, the Env of a run (its Session, output, progress
+bars), exit-code lines, and result rendering."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import json
 import os
 import sys
-from dataclasses import dataclass
+import typing
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 
-from statectl.errors import UsageError
+from statectl import config
+from statectl.errors import describe_exit_codes
 
-BlobstoreOpt = Annotated[Optional[str], typer.Option("--blobstore", help="Blob store URL: file:///path or s3://bucket/prefix. [env STATECTL_BLOBSTORE]", show_default=False)]
-S3EndpointOpt = Annotated[Optional[str], typer.Option("--s3-endpoint", help="Endpoint URL of an S3-compatible store. [env STATECTL_S3_ENDPOINT]", show_default=False)]
-KafkaOpt = Annotated[Optional[str], typer.Option("--kafka", help="Kafka bootstrap servers; checkpoints then live in the job's checkpoint topic. [env STATECTL_KAFKA]", show_default=False)]
-JobOpt = Annotated[Optional[str], typer.Option("--job", help="Job name. [env STATECTL_JOB]", show_default=False)]
-JobIdOpt = Annotated[Optional[str], typer.Option("--job-id", help="Job id (default 1). [env STATECTL_JOB_ID]", show_default=False)]
-TaskOpt = Annotated[Optional[str], typer.Option("--task", help="Task name (default 'Partition 0'). [env STATECTL_TASK]", show_default=False)]
-StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Store name. [env STATECTL_STORE]", show_default=False)]
-StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="The job's state base dir; the store dir is DIR/<store>/<task, spaces->_>. [env STATECTL_STATE_DIR]", show_default=False)]
-StoreDirOpt = Annotated[Optional[Path], typer.Option("--store-dir", help="The store dir itself (instead of --state-dir).", show_default=False)]
-KeepLastOpt = Annotated[Optional[int], typer.Option("--keep-last", help="Keep the last N snapshots of each task/store restorable (default 1). [env STATECTL_KEEP_LAST]", show_default=False)]
-ParallelismOpt = Annotated[Optional[int], typer.Option("--parallelism", "-j", help="Transfers in flight (default 8). [env STATECTL_PARALLELISM]", show_default=False)]
+if TYPE_CHECKING:
+    from statectl.progress import ProgressReporter
+    from statectl.session import Session
+
+
+def _flag(*decls: str, help: str) -> Any:
+    """A settings flag: its option names and help. The help of a flag named like a setting gets the
+    setting's default for ``{default}`` (from config.KEYS, the one table of defaults) and its
+    environment variable."""
+    return field(default=None, metadata={"decls": decls, "help": help})
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The settings flags of one command run as given (None: not given, so the environment, the profile or
+    the default decides). Each command takes the ones it names in ``@state_command``."""
+
+    blobstore: Optional[str] = _flag("--blobstore", help="Blob store URL: file:///path or s3://bucket/prefix.")
+    s3_endpoint: Optional[str] = _flag("--s3-endpoint", help="Endpoint URL of an S3-compatible store.")
+    kafka: Optional[str] = _flag("--kafka", help="Kafka bootstrap servers; checkpoints then live in the job's "
+                                                 "checkpoint topic.")
+    job: Optional[str] = _flag("--job", help="Job name.")
+    job_id: Optional[str] = _flag("--job-id", help="Job id (default {default}).")
+    task: Optional[str] = _flag("--task", help="Task name (default '{default}').")
+    store: Optional[str] = _flag("--store", help="Store name.")
+    state_dir: Optional[Path] = _flag("--state-dir", help="The job's state base dir; the store dir is "
+                                                          "DIR/<store>/<task, spaces->_>.")
+    store_dir: Optional[Path] = _flag("--store-dir", help="The store dir itself (instead of --state-dir).")
+    keep_last: Optional[int] = _flag("--keep-last", help="Keep the last N snapshots of each task/store restorable "
+                                                         "(default {default}).")
+    parallelism: Optional[int] = _flag("--parallelism", "-j", help="Transfers in flight (default {default}).")
+    chunk_size: Optional[str] = _flag("--chunk-size", help="Upload files in blobs of at most this size "
+                                                           "(default {default}).")
+    ttl: Optional[str] = _flag("--ttl", help="Expiry of uncommitted blobs (default {default}).")
+    grace: Optional[str] = _flag("--grace", help="Leave unreferenced blobs younger than this (default {default}, "
+                                                 "at least 1m): a write in flight may still need them. Blobs a "
+                                                 "running backup may commit are kept whatever the grace.")
+
+    def settings(self) -> dict[str, Any]:
+        """The flags that are settings (all but --store-dir), paths as strings, for config.resolve."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in config.KEYS:
+                out[f.name] = str(value) if isinstance(value, Path) else value
+        return out
+
+
+BLOBSTORE = ("blobstore", "s3_endpoint")
+STORE_REF = ("job", "job_id", "task", "store")
+# The nine flags that say where a store's state is (CLI.md "Where the state is").
+STORE = (*BLOBSTORE, "kafka", *STORE_REF, "state_dir", "store_dir")
+
+
+def flag_help(name: str) -> str:
+    """The --help text of a settings flag: its help, the default from config.KEYS, its [env ...] tag."""
+    f = _FIELDS[name]
+    text = f.metadata["help"]
+    key = config.KEYS.get(name)
+    if key is not None:
+        text = text.format(default=key.default_text()) + f" [env STATECTL_{name.upper()}]"
+    return text
+
+
+def flag_option(name: str) -> Any:
+    """The annotated type typer reads a settings flag's option from."""
+    f = _FIELDS[name]
+    return Annotated[_TYPES[name], typer.Option(*f.metadata["decls"], help=flag_help(name), show_default=False)]
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Flags)}
+_TYPES = typing.get_type_hints(Flags)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def state_command(*names: str) -> Callable[[F], F]:
+    """Give a command the settings flags ``names`` and run it with an Env built from them.
+
+    The command declares an ``env: Env`` parameter where the flags go (in ``names`` order) in its
+    --help; it is called with the Env, which is closed when it returns or raises.
+    """
+    unknown = [n for n in names if n not in _FIELDS]
+    if unknown:
+        raise TypeError(f"not settings flags: {unknown}")
+
+    def decorate(func: F) -> F:
+        sig = inspect.signature(func, eval_str=True)
+        if "env" not in sig.parameters or "ctx" in sig.parameters:
+            raise TypeError(f"{func.__name__}: a state command takes 'env' (and no 'ctx')")
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            if p.name != "env":
+                params.append(p)
+                continue
+            params.append(inspect.Parameter("ctx", p.kind, annotation=typer.Context))
+            params += [inspect.Parameter(n, p.kind, default=None, annotation=flag_option(n)) for n in names]
+
+        @functools.wraps(func)
+        def command(ctx: typer.Context, **kwargs: Any) -> Any:
+            flags = Flags(**{n: kwargs.pop(n) for n in names})
+            with Env(ctx, flags) as env:
+                return func(env=env, **kwargs)
+
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command  # type: ignore[return-value]
+
+    return decorate
+
+
+def exit_codes_epilog(*codes: int | tuple[int, str]) -> str:
+    """A command's "Exit codes: ..." paragraph: each code with its name in statectl.errors.EXIT_CODES, or
+    with what it means for this command (a ``(code, meaning)`` pair)."""
+    return f"Exit codes: {describe_exit_codes(codes)}."
 
 
 @dataclass
@@ -45,93 +154,45 @@ def global_options(ctx: typer.Context) -> GlobalOptions:
 
 
 class Env:
-    """Settings, adapters and output for one command run."""
+    """One command run: the Session its flags resolve to (settings and adapters), plus what only the CLI
+    has: the flags as given, output rendering and progress bars. Closes the Session on exit."""
 
-    def __init__(self, ctx: typer.Context, **flags: Any):
-        from statectl import config
+    def __init__(self, ctx: typer.Context, flags: Flags):
+        from statectl.session import Session, resolve_settings
 
         g = global_options(ctx)
-        flags = dict(flags, output=g.output, quiet=g.quiet or None, verbose=g.verbose or None, debug=g.debug or None)
-        self.settings = config.resolve(flags, config=g.config, profile=g.profile)
-        from statectl import redact
-
-        redact.add_secrets(value.value for name, value in self.settings.items() if config.KEYS[name].secret)
-        for name in ("s3_endpoint", "blobstore", "kafka"):
-            redact.add_url(getattr(self.settings, name))
+        overrides = dict(flags.settings(), output=g.output, quiet=g.quiet or None, verbose=g.verbose or None,
+                         debug=g.debug or None)
+        self.flags = flags
+        self.settings = resolve_settings(overrides, config_file=g.config, profile=g.profile)
+        self.session: Session = Session(self.settings)
         self.json = self.settings.output == "json"
-        self._blobstore = None
-        self._checkpoints = None
-
-    # -- adapters --------------------------------------------------------------------------------
+        self._progress: ProgressReporter | None = None
 
     @property
-    def blobstore(self):
-        if self._blobstore is None:
-            from statectl.blobstore import S3Options, open_blobstore
-
-            s = self.settings
-            self._blobstore = open_blobstore(s.blobstore, retries=s.retries, retry_time_s=s.retry_time, s3=S3Options(
-                endpoint_url=s.s3_endpoint, region=s.s3_region, access_key_id=s.s3_access_key_id,
-                secret_access_key=s.s3_secret_access_key, session_token=s.s3_session_token,
-                profile=s.s3_profile, max_connections=max(32, 2 * s.parallelism), timeout_s=s.timeout))
-        return self._blobstore
-
-    @property
-    def checkpoints(self):
-        """The catalog in the blob store; with --kafka the job's checkpoint topic is the commit log."""
-        if self._checkpoints is None:
-            from statectl.catalog.records import BlobCheckpointStore
-
-            log = None
-            if self.settings.kafka:
-                from statectl.catalog.kafka_log import KafkaCheckpointLogs
-
-                log = KafkaCheckpointLogs(self.settings.kafka)
-            self._checkpoints = BlobCheckpointStore(self.blobstore, log)
-        return self._checkpoints
-
-    def progress(self):
+    def progress(self) -> ProgressReporter:
         """Rich progress bars on a terminal; otherwise only notes, as plain lines on stderr (rich is
         not even imported: a cron run starts faster)."""
-        from statectl.cli.progress import NoteProgress, RichProgress
+        if self._progress is None:
+            from statectl.cli.progress import NoteProgress, RichProgress
 
-        s = self.settings
-        if sys.stderr.isatty() and not s.quiet and not self.json and not os.environ.get("CI"):
-            from rich.console import Console
+            s = self.settings
+            if sys.stderr.isatty() and not s.quiet and not self.json and not os.environ.get("CI"):
+                from rich.console import Console
 
-            return RichProgress(Console(stderr=True, markup=False, highlight=False))
-        return NoteProgress(quiet=s.quiet)
-
-    def ref(self, *, need_store: bool = True):
-        from statectl.catalog.refs import StoreRef
-
-        s = self.settings
-        if not s.job:
-            raise UsageError("no job given", hint="pass --job NAME (or set STATECTL_JOB, or job in statectl.toml)")
-        if need_store and not s.store:
-            raise UsageError("no store given", hint="pass --store NAME (or set STATECTL_STORE)")
-        # Without a store (backup --all) the engine substitutes each store it finds for the placeholder;
-        # StoreRef itself rejects an empty name.
-        return StoreRef(s.job, s.job_id, s.task, s.store or "*")
-
-    def store_dir(self, explicit: Optional[Path]) -> Path:
-        """--store-dir, else <state-dir>/<store>/<task>."""
-        from statectl.local.layout import store_dir
-
-        if explicit is not None:
-            return explicit
-        s = self.settings
-        if not s.state_dir:
-            raise UsageError("no store dir given", hint="pass --store-dir DIR, or --state-dir DIR with --store and --task")
-        if not s.store:
-            raise UsageError("no store given", hint="pass --store NAME")
-        return store_dir(Path(s.state_dir), s.store, s.task)
+                self._progress = RichProgress(Console(stderr=True, markup=False, highlight=False))
+            else:
+                self._progress = NoteProgress(quiet=s.quiet)
+        return self._progress
 
     def close(self) -> None:
-        if self._checkpoints is not None:
-            self._checkpoints.close()
-        if self._blobstore is not None:
-            self._blobstore.close()
+        self.session.close()
+
+    def __enter__(self) -> "Env":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- output ----------------------------------------------------------------------------------
 

@@ -7,15 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (
-    BlobstoreOpt,
-    Env,
-    JobIdOpt,
-    JobOpt,
-    KafkaOpt,
-    S3EndpointOpt,
-    StateDirOpt,
-)
+from statectl.cli.common import BLOBSTORE, Env, exit_codes_epilog, state_command
 from statectl.errors import StatectlError
 
 EPILOG = (
@@ -27,20 +19,16 @@ EPILOG = (
     "Every check prints one line (ok, FAIL or skip), with a hint under a failure; a check with nothing to "
     "check (no --kafka, no --job, no --state-dir, no pyspark) is skipped. The probes it writes (a record "
     "under doctor/, a blob with a TTL, a file in the state dir) are removed again.\n\n"
-    "Exit codes: 0 no check failed (skips are fine), 1 some check failed, 2 usage (bad flags or config)."
+    + exit_codes_epilog((0, "no check failed (skips are fine)"), (1, "some check failed"),
+                        (2, "usage (bad flags or config)"))
 )
 
 _STATUS = {"ok": "ok", "fail": "FAIL", "skip": "skip"}
 
 
+@state_command(*BLOBSTORE, "kafka", "job", "job_id", "state_dir")
 def doctor(
-    ctx: typer.Context,
-    blobstore: BlobstoreOpt = None,
-    s3_endpoint: S3EndpointOpt = None,
-    kafka: KafkaOpt = None,
-    job: JobOpt = None,
-    job_id: JobIdOpt = None,
-    state_dir: StateDirOpt = None,
+    env: Env,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds to wait for the Kafka brokers (and for a TCP connection to the S3 endpoint) (default 5).", show_default=False)] = None,
 ) -> None:
     """Check what the operations need: the blob store (reachable, credentials, writable, TTL tagging),
@@ -49,29 +37,25 @@ def doctor(
     from statectl.engine.doctor import DoctorOptions
     from statectl.engine.doctor import doctor as run_doctor
 
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id,
-              state_dir=str(state_dir) if state_dir else None)
     s = env.settings
-    try:
-        opts = DoctorOptions(blobstore_url=s.blobstore, s3_endpoint=s.s3_endpoint, kafka=s.kafka, job=s.job,
-                             job_id=s.job_id, state_dir=Path(s.state_dir) if s.state_dir else None,
-                             timeout_s=5.0 if timeout is None else timeout)
-        r = run_doctor(opts, lambda: env.blobstore)
-        width = max(len(c.name) for c in r.checks) + 2
-        lines = []
-        for c in r.checks:
-            lines.append(f"{_STATUS.get(c.status, c.status):<5}{c.name:<{width}}{c.detail}")
-            if c.hint and c.status == "fail":
-                lines.append(f"{'':<5}{'':<{width}}hint: {c.hint}")
-        failed = r.failed
-        skipped = sum(c.status == "skip" for c in r.checks)
-        if failed:
-            lines.append(f"{len(failed)} of {len(r.checks)} checks failed: {', '.join(c.name for c in failed)}")
-        else:
-            lines.append(f"all checks passed ({len(r.checks) - skipped} ok, {skipped} skipped)")
-        env.emit(r, "\n".join(lines))
-    finally:
-        env.close()
+    opts = DoctorOptions(blobstore_url=s.blobstore, s3_endpoint=s.s3_endpoint, kafka=s.kafka, job=s.job,
+                         job_id=s.job_id, state_dir=Path(s.state_dir) if s.state_dir else None,
+                         kafka_security=env.session.kafka_security if s.kafka else None,
+                         **({} if timeout is None else {"timeout_s": timeout}))
+    r = run_doctor(opts, lambda: env.session.blobstore)
+    width = max(len(c.name) for c in r.checks) + 2
+    lines = []
+    for c in r.checks:
+        lines.append(f"{_STATUS.get(c.status, c.status):<5}{c.name:<{width}}{c.detail}")
+        if c.hint and c.status == "fail":
+            lines.append(f"{'':<5}{'':<{width}}hint: {c.hint}")
+    failed = r.failed
+    skipped = sum(c.status == "skip" for c in r.checks)
+    if failed:
+        lines.append(f"{len(failed)} of {len(r.checks)} checks failed: {', '.join(c.name for c in failed)}")
+    else:
+        lines.append(f"all checks passed ({len(r.checks) - skipped} ok, {skipped} skipped)")
+    env.emit(r, "\n".join(lines))
     if failed:
         raise StatectlError(f"doctor: {len(failed)} check{'s' if len(failed) != 1 else ''} failed: "
                             + ", ".join(c.name for c in failed))

@@ -7,15 +7,7 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli.common import (
-    BlobstoreOpt,
-    Env,
-    JobIdOpt,
-    JobOpt,
-    S3EndpointOpt,
-    StoreOpt,
-    TaskOpt,
-)
+from statectl.cli.common import BLOBSTORE, STORE_REF, Env, exit_codes_epilog, state_command
 from statectl.errors import NotFoundError, UsageError
 
 app = typer.Typer(help="Inspect or break the lease that keeps two backups of a store from running at once.",
@@ -29,8 +21,8 @@ BREAK_EPILOG = (
     "Examples:\n\n"
     "  statectl lease show --job page-views --store counts --task 'Partition 0'\n\n"
     "  statectl lease break --job page-views --store counts --task 'Partition 0' --yes\n\n"
-    "Exit codes: 0 ok, 2 usage (no --yes and no terminal to ask on), 10 no lease, "
-    "11 held by a running process on this host (without --force), or taken over meanwhile."
+    + exit_codes_epilog(0, (2, "usage (no --yes and no terminal to ask on)"), (10, "no lease"),
+                        (11, "held by a running process on this host (without --force), or taken over meanwhile"))
 )
 
 
@@ -44,67 +36,48 @@ def _describe(h, problem: str = "") -> str:
 
 
 @app.command("show", epilog="Example:\n\n  statectl lease show --job page-views --store counts\n\n"
-                            "Exit codes: 0 ok, 10 the store has no lease.")
-def show(
-    ctx: typer.Context,
-    blobstore: BlobstoreOpt = None,
-    s3_endpoint: S3EndpointOpt = None,
-    job: JobOpt = None,
-    job_id: JobIdOpt = None,
-    task: TaskOpt = None,
-    store: StoreOpt = None,
-) -> None:
+                            + exit_codes_epilog(0, (10, "the store has no lease")))
+@state_command(*BLOBSTORE, *STORE_REF)
+def show(env: Env) -> None:
     """Show who holds a store's lease, since when and until when (UTC). Read-only."""
     from statectl.catalog.lease import inspect_lease
 
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
-    try:
-        ref = env.ref()
-        found = inspect_lease(env.blobstore, ref)
-        if found is None:
-            raise NotFoundError(f"no lease of {ref} in {env.blobstore.url}", hint="no backup of it ever ran there")
-        holder, problem = found
-        env.emit(holder, _describe(holder, problem))
-    finally:
-        env.close()
+    ref, blobstore = env.session.ref(), env.session.blobstore
+    found = inspect_lease(blobstore, ref)
+    if found is None:
+        raise NotFoundError(f"no lease of {ref} in {blobstore.url}", hint="no backup of it ever ran there")
+    holder, problem = found
+    env.emit(holder, _describe(holder, problem))
 
 
 @app.command("break", epilog=BREAK_EPILOG)
+@state_command(*BLOBSTORE, *STORE_REF)
 def break_(
-    ctx: typer.Context,
-    blobstore: BlobstoreOpt = None,
-    s3_endpoint: S3EndpointOpt = None,
-    job: JobOpt = None,
-    job_id: JobIdOpt = None,
-    task: TaskOpt = None,
-    store: StoreOpt = None,
+    env: Env,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Break it even when its holder is a running process on this host.")] = False,
 ) -> None:
     """Release a store's lease left by a crashed backup, after showing its holder and asking."""
     from statectl.catalog.lease import break_lease, inspect_lease
 
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, job=job, job_id=job_id, task=task, store=store)
-    try:
-        ref = env.ref()
-        if not yes and not sys.stdin.isatty():
-            raise UsageError("lease break needs confirmation and there is no terminal to ask on",
-                             hint="pass --yes (after 'statectl lease show' to see the holder)")
-        found = inspect_lease(env.blobstore, ref)
-        if found is None:
-            raise NotFoundError(f"no lease of {ref} in {env.blobstore.url}", hint="no backup of it ever ran there")
-        holder, problem = found
-        if (problem or not holder.released) and not yes:
-            sys.stderr.write(_describe(holder, problem) + "\n")
-            if not typer.confirm("Break it?", default=False, err=True):
-                raise typer.Exit(1)
-        done = break_lease(env.blobstore, ref, expected=holder, force=force)
-        if problem:
-            text = f"replaced the malformed lease record of {ref} ({problem}) with a released one"
-        elif holder.released:
-            text = f"lease of {ref} was already released"
-        else:
-            text = f"broke the lease of {ref}"
-        env.emit(done, text)
-    finally:
-        env.close()
+    ref = env.session.ref()
+    if not yes and not sys.stdin.isatty():
+        raise UsageError("lease break needs confirmation and there is no terminal to ask on",
+                         hint="pass --yes (after 'statectl lease show' to see the holder)")
+    blobstore = env.session.blobstore
+    found = inspect_lease(blobstore, ref)
+    if found is None:
+        raise NotFoundError(f"no lease of {ref} in {blobstore.url}", hint="no backup of it ever ran there")
+    holder, problem = found
+    if (problem or not holder.released) and not yes:
+        sys.stderr.write(_describe(holder, problem) + "\n")
+        if not typer.confirm("Break it?", default=False, err=True):
+            raise typer.Exit(1)
+    done = break_lease(blobstore, ref, expected=holder, force=force)
+    if problem:
+        text = f"replaced the malformed lease record of {ref} ({problem}) with a released one"
+    elif holder.released:
+        text = f"lease of {ref} was already released"
+    else:
+        text = f"broke the lease of {ref}"
+    env.emit(done, text)

@@ -8,20 +8,25 @@ import traceback
 from typing import Annotated, Optional
 
 import typer
-from typer._click.exceptions import NoArgsIsHelpError
-from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
-from typer.exceptions import TyperException
 
 from statectl import __version__
 from statectl.cli.common import GlobalOptions, global_options
-from statectl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, StatectlError
+from statectl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, StatectlError, describe_exit_codes
 from statectl.redact import add_from_env, redact
 
-EXIT_CODES_HELP = (
-    "Exit codes: 0 ok, 1 failure (diff: different), 2 usage, 3 partial, 10 not found, 11 lock held, "
-    "12 auth, 13 missing dependency, 130 interrupted."
-)
+EXIT_CODES_HELP = "Exit codes: " + describe_exit_codes(meanings={EXIT_FAILURE: "failure (diff: different)"}) + "."
+
+# click's UsageError (bad flags or arguments), reached through typer's public BadParameter: typer vendors
+# click privately (typer._click), and the separately installed click, if any, has other classes.
+ClickUsageError: type[typer.TyperException] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+def _shows_help(e: BaseException) -> bool:
+    """click's NoArgsIsHelpError (a group or command given no arguments prints its help): told by name, as
+    typer itself does (typer.rich_utils), since no public name exports it."""
+    return type(e).__name__ == "NoArgsIsHelpError"
 
 
 def _stderr(message: str) -> None:
@@ -66,9 +71,9 @@ class StatectlGroup(TyperGroup):
             args = hoist_global_options(list(args))
         try:
             return super().parse_args(ctx, args)
-        except NoArgsIsHelpError:
-            raise
         except ClickUsageError as e:
+            if _shows_help(e):
+                raise
             raise _usage_exit(e) from None
 
     def invoke(self, ctx: typer.Context):
@@ -84,11 +89,11 @@ class StatectlGroup(TyperGroup):
         except KeyboardInterrupt as e:
             _stderr(f"Interrupted by {e.args[0]}." if isinstance(e, Terminated) else "Interrupted.")
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        except NoArgsIsHelpError:
-            raise
         except ClickUsageError as e:
+            if _shows_help(e):
+                raise
             raise _usage_exit(e) from None
-        except (typer.Exit, typer.Abort, TyperException):
+        except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except Exception as e:
             if _debug(ctx):
@@ -98,12 +103,13 @@ class StatectlGroup(TyperGroup):
             raise typer.Exit(EXIT_FAILURE) from None
 
 
-def _usage_exit(e: ClickUsageError) -> typer.Exit:
+def _usage_exit(e: typer.TyperException) -> typer.Exit:
     """A bad flag or argument, said in the same one-line form as every other error (click would
     print a usage banner first)."""
     _stderr(f"Error: {e.format_message()}")
-    if e.ctx is not None:
-        _stderr(f"Hint: see '{e.ctx.command_path} --help'")
+    ctx = getattr(e, "ctx", None)
+    if ctx is not None:
+        _stderr(f"Hint: see '{ctx.command_path} --help'")
     return typer.Exit(e.exit_code)
 
 

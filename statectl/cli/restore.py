@@ -7,20 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import (
-    BlobstoreOpt,
-    Env,
-    JobIdOpt,
-    JobOpt,
-    KafkaOpt,
-    ParallelismOpt,
-    S3EndpointOpt,
-    StateDirOpt,
-    StoreDirOpt,
-    StoreOpt,
-    TaskOpt,
-    human_bytes,
-)
+from statectl.cli.common import STORE, Env, exit_codes_epilog, human_bytes, state_command
 from statectl.errors import UsageError
 
 EPILOG = (
@@ -31,27 +18,19 @@ EPILOG = (
     "--target-dir /tmp/counts-rebuilt\n\n"
     "  statectl restore --from-changelog page-views-counts-changelog --partition 0 --kafka broker:9092 "
     "--job page-views --store counts --to-checkpoint --state-dir /var/samza/state\n\n"
-    "Exit codes: 0 ok, 1 failure (corrupt snapshot, CRC mismatch, disk full, brokers unreachable: the old store "
-    "is untouched), 2 usage, 10 no such snapshot, topic or partition, 11 target store held by a running process."
+    + exit_codes_epilog(0, (1, "failure (corrupt snapshot, CRC mismatch, disk full, brokers unreachable: the old "
+                               "store is untouched)"), 2, (10, "no such snapshot, topic or partition"),
+                        (11, "target store held by a running process"))
 )
 
 
+@state_command(*STORE, "parallelism")
 def restore(
-    ctx: typer.Context,
-    blobstore: BlobstoreOpt = None,
-    s3_endpoint: S3EndpointOpt = None,
-    job: JobOpt = None,
-    job_id: JobIdOpt = None,
-    task: TaskOpt = None,
-    store: StoreOpt = None,
-    state_dir: StateDirOpt = None,
-    store_dir: StoreDirOpt = None,
+    env: Env,
     snapshot: Annotated[Optional[str], typer.Option("--snapshot", help="Snapshot id, id prefix or checkpoint id (default: the latest).", show_default=False)] = None,
     target_dir: Annotated[Optional[Path], typer.Option("--target-dir", help="Restore here instead of the store dir.", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty target dir that is not a RocksDB store (never one holding a store, the blob store or a mount point).")] = False,
     from_other_store: Annotated[bool, typer.Option("--from-other-store", help="Let --snapshot name a snapshot of another job, task or store: a deliberate cross-restore.")] = False,
-    parallelism: ParallelismOpt = None,
-    kafka: KafkaOpt = None,
     from_changelog: Annotated[Optional[str], typer.Option("--from-changelog", metavar="TOPIC", help="Rebuild the store by replaying this Kafka changelog topic instead (needs --kafka and --partition).", show_default=False)] = None,
     partition: Annotated[Optional[int], typer.Option("--partition", metavar="N", help="The changelog partition to replay (with --from-changelog).", show_default=False)] = None,
     until_offset: Annotated[Optional[int], typer.Option("--until-offset", metavar="N", help="Replay only the records below offset N (default: to the end).", show_default=False)] = None,
@@ -60,14 +39,9 @@ def restore(
 ) -> None:
     """Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically.
     With --from-changelog, rebuild it by replaying its Kafka changelog instead."""
-    env = Env(ctx, blobstore=blobstore, s3_endpoint=s3_endpoint, kafka=kafka, job=job, job_id=job_id, task=task,
-              store=store, state_dir=str(state_dir) if state_dir else None, parallelism=parallelism)
     if from_changelog is not None:
-        try:
-            _restore_from_changelog(env, from_changelog, partition, store_dir, target_dir, force, snapshot,
-                                    until_offset, to_checkpoint, system)
-        finally:
-            env.close()
+        _restore_from_changelog(env, from_changelog, partition, target_dir, force, snapshot, until_offset,
+                                to_checkpoint, system)
         return
     changelog_only = [flag for flag, given in (("--partition", partition is not None),
                                                ("--until-offset", until_offset is not None),
@@ -81,31 +55,29 @@ def restore(
     from statectl.engine.restore import RestoreOptions
     from statectl.engine.restore import restore as run_restore
 
-    try:
-        if target_dir is not None and store_dir is None and not env.settings.state_dir:
-            sdir = target_dir
-        else:
-            sdir = env.store_dir(store_dir)
-        opts = RestoreOptions(ref=env.ref(), store_dir=sdir, target_dir=target_dir, snapshot=snapshot,
-                              parallelism=env.settings.parallelism, force=force, from_other_store=from_other_store,
-                              state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None)
-        r = run_restore(opts, env.blobstore, env.checkpoints, env.progress())
-        env.emit(r, f"restored snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) into {r.target_dir}: "
-                    f"{r.files_total} files, {r.files_downloaded} downloaded ({human_bytes(r.bytes_downloaded)}), "
-                    f"{r.files_reused} reused locally, {r.duration_s:.1f}s")
-    finally:
-        env.close()
+    session, s = env.session, env.settings
+    if target_dir is not None and env.flags.store_dir is None and not s.state_dir:
+        sdir = target_dir
+    else:
+        sdir = session.store_dir(env.flags.store_dir)
+    opts = RestoreOptions(ref=session.ref(), store_dir=sdir, target_dir=target_dir, snapshot=snapshot,
+                          parallelism=s.parallelism, force=force, from_other_store=from_other_store,
+                          state_dir=Path(s.state_dir) if s.state_dir else None)
+    r = run_restore(opts, session.blobstore, session.catalog, env.progress)
+    env.emit(r, f"restored snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) into {r.target_dir}: "
+                f"{r.files_total} files, {r.files_downloaded} downloaded ({human_bytes(r.bytes_downloaded)}), "
+                f"{r.files_reused} reused locally, {r.duration_s:.1f}s")
 
 
-def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], store_dir: Optional[Path],
-                            target_dir: Optional[Path], force: bool, snapshot: Optional[str],
-                            until_offset: Optional[int], to_checkpoint: bool, system: str) -> None:
+def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], target_dir: Optional[Path], force: bool,
+                            snapshot: Optional[str], until_offset: Optional[int], to_checkpoint: bool,
+                            system: str) -> None:
     from statectl.engine.changelog import (
         ChangelogRestoreOptions,
         restore_from_changelog,
     )
 
-    s = env.settings
+    session, s = env.session, env.settings
     if not s.kafka:
         raise UsageError("--from-changelog needs Kafka brokers",
                          hint="pass --kafka HOST:PORT[,..] (or set STATECTL_KAFKA)")
@@ -115,8 +87,9 @@ def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], stor
         raise UsageError("--snapshot and --from-changelog are alternatives: pass one of them")
     opts = ChangelogRestoreOptions(
         bootstrap=s.kafka, topic=topic, partition=partition,
-        target_dir=target_dir if target_dir is not None else env.store_dir(store_dir),
-        stop_offset=until_offset, checkpoint_ref=env.ref() if to_checkpoint else None, force=force, system=system)
-    r = restore_from_changelog(opts, env.progress())
+        target_dir=target_dir if target_dir is not None else session.store_dir(env.flags.store_dir),
+        stop_offset=until_offset, checkpoint_ref=session.ref() if to_checkpoint else None, force=force, system=system,
+        security=session.kafka_security)
+    r = restore_from_changelog(opts, env.progress)
     env.emit(r, f"replayed {r.records} records ({human_bytes(r.bytes)}) of {r.topic}[{r.partition}] up to offset "
                 f"{r.end_offset} into {r.target_dir}, {r.duration_s:.1f}s")

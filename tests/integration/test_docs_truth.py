@@ -71,3 +71,20 @@ def test_every_command_has_help_with_an_example_and_is_documented():
         page = ROOT / "man" / f"statectl-{path.replace(' ', '-')}.1"
         assert page.is_file(), f"no man page for {path}"
         assert path.split()[-1] in (ROOT / "man" / "statectl.1").read_text(), f"{path} not in statectl.1"
+
+
+def test_the_docs_generator_lives_outside_the_installed_package():
+    """tools/docs.py writes completions/ and man/ at build time; the package statectl installs holds no
+    generator (setuptools packages only statectl*), and make docs runs it from the checkout."""
+    import importlib.util
+
+    import tomli
+
+    from tools import docs
+
+    assert Path(docs.__file__).resolve().parent == ROOT / "tools"
+    assert importlib.util.find_spec("statectl.cli.docs") is None
+    pyproject = tomli.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["tool"]["setuptools"]["packages"]["find"]["include"] == ["statectl*"]
+    assert "python -m tools.docs --write" in (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert docs.stale(ROOT) == [], "completions/ or man/ are stale: run make docs"

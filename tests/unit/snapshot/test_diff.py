@@ -46,7 +46,8 @@ def index_tree(root: Path, name: str = "") -> DirIndex:
         meta = FileMetadata(st.st_ctime_ns // 1_000_000, st.st_mtime_ns // 1_000_000, st.st_size,
                             pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid).gr_name,
                             mode_to_permissions(st.st_mode))
-        blobs = (FileBlob(f"blob-{name}-{entry.name}", 0),) if st.st_size else ()
+        # One blob id per file (its path), as a backup gives: a blob is never in two places of an index.
+        blobs = (FileBlob(f"blob-{entry}", 0),) if st.st_size else ()
         files.append(FileIndex(entry.name, blobs, meta, zlib.crc32(entry.read_bytes())))
     return DirIndex(name, tuple(files), (), tuple(dirs), ())
 

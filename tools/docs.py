@@ -1,10 +1,13 @@
 """Shell completion scripts and man pages, generated from statectl's own command tree.
 
-``python -m statectl.cli.docs --write`` (``make docs``) rewrites ``completions/`` and ``man/`` and
+``python -m tools.docs --write`` (``make docs``, from the repository root) rewrites ``completions/`` and ``man/`` and
 removes the man pages of commands that no longer exist; ``--check`` exits 1 when the files on disk
 are stale. Nothing here lists commands or flags by hand: they, their help, their examples and their
 value hints come from walking ``typer.main.get_command(app)``, so a new command or flag appears on the
-next ``make docs`` (and tests/unit/cli/test_docs.py fails until it is run).
+next ``make docs`` (and tests/unit/cli/test_docs.py fails until it is run). The exit codes come from
+statectl.errors.EXIT_CODES and the environment from statectl.config.KEYS.
+
+It lives outside the package: statectl installs no generator it never runs.
 
 The completion scripts are static: they never run statectl while completing, so they stay fast and
 work where statectl's Python environment is slow to start or broken.
@@ -28,21 +31,6 @@ MAN_DIR = "man"
 # is a plain string checked by config.KEYS["output"]). A type with choices (Enum, Literal) wins over
 # this table; tests/unit/cli/test_docs.py checks each entry against the config validator.
 VALUE_CHOICES: dict[str, tuple[str, ...]] = {"output": ("text", "json")}
-
-# The meaning of each EXIT_* code of statectl.errors (the scripting contract of CLI.md and README).
-# Generating fails if errors.py gains a code that has no meaning here.
-EXIT_MEANINGS: dict[str, str] = {
-    "EXIT_OK": "ok (diff: the same).",
-    "EXIT_FAILURE": "failure (diff: different; snapshots verify: problems found), e.g. a corrupt snapshot, "
-                    "a CRC mismatch, a full disk, a blob store error.",
-    "EXIT_USAGE": "usage: bad flags or arguments, a bad config file or value, an unsafe target.",
-    "EXIT_PARTIAL": "partial: some stores of backup --all failed.",
-    "EXIT_NOT_FOUND": "not found: snapshot, checkpoint, store dir, bucket.",
-    "EXIT_LOCKED": "lock held: the store is open in a running process, or another backup holds its lease.",
-    "EXIT_AUTH": "auth: the blob store rejected the credentials.",
-    "EXIT_MISSING_DEPENDENCY": "missing dependency: a package or program this operation needs is not installed.",
-    "EXIT_INTERRUPTED": "interrupted (Ctrl-C); nothing is left half-written.",
-}
 
 _HEADER = "Generated from the statectl {version} command tree by `make docs`; do not edit."
 
@@ -689,8 +677,8 @@ def _root_page(tree: Cmd) -> str:
             _text("The embedded default blob store (file://...) when no --blobstore is set "
                   "(XDG_DATA_HOME defaults to ~/.local/share).")]
     out.append(".SH EXIT STATUS")
-    for code, meaning in _exit_codes(errors):
-        out += [".TP", _bold(str(code)), _text(meaning)]
+    for exit_code in errors.EXIT_CODES:
+        out += [".TP", _bold(str(exit_code.code)), _text(exit_code.meaning)]
     out += [".PP", _text("Errors are one line on stderr (Error: ...), often followed by Hint: ...; --debug "
                          "adds a traceback. An unknown code means failure.")]
     examples = [ep.examples[0] for ep in (_epilog(s.epilog) for s in c.walk() if s.path) if ep.examples]
@@ -699,15 +687,6 @@ def _root_page(tree: Cmd) -> str:
         out += _examples(examples)[1:]
     out += _see_also([s.page for s in c.walk() if s.path])
     return "\n".join(out) + "\n"
-
-
-def _exit_codes(errors: Any) -> list[tuple[int, str]]:
-    codes = {name: value for name, value in vars(errors).items()
-             if name.startswith("EXIT_") and isinstance(value, int)}
-    missing = sorted(set(codes) - set(EXIT_MEANINGS))
-    if missing:
-        raise RuntimeError(f"statectl.cli.docs.EXIT_MEANINGS has no meaning for {', '.join(missing)}")
-    return sorted((codes[n], EXIT_MEANINGS[n]) for n in codes)
 
 
 def _environment(tree: Cmd, config: Any) -> list[tuple[str, str]]:
@@ -794,11 +773,11 @@ def write(root: Path) -> list[str]:
 def main(argv: Optional[list[str]] = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m statectl.cli.docs", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.docs", description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="rewrite completions/ and man/")
     mode.add_argument("--check", action="store_true", help="exit 1 if they are stale")
-    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[2],
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1],
                         help="the project root (default: this checkout)")
     args = parser.parse_args(argv)
     if args.write:
