@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator, Protocol, runtime_checkable
+from typing import BinaryIO, Iterable, Iterator, Protocol, runtime_checkable
 
 BLOB_PREFIX = "blobs/"
 # Every top-level prefix statectl writes under (data blobs, the catalog, leases, doctor's probes). The
 # blob store may share its dir or bucket with other things: whatever walks a store to remove leftovers
 # touches these prefixes only. A new prefix in statectl/engine must be added here (a test checks).
-STATECTL_PREFIXES = (BLOB_PREFIX, "checkpoints/", "leases/", "doctor/")
+STATECTL_PREFIXES = (BLOB_PREFIX, "checkpoints/", "leases/", "doctor/", "pins/")
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600
 
 
@@ -23,6 +23,24 @@ def new_blob_key() -> str:
     """A fresh key for a data blob; never reused (a random 128-bit UUID)."""
     u = uuid.uuid4().hex
     return f"{BLOB_PREFIX}{u[:2]}/{u}"
+
+
+def key_batches(keys: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``keys`` in lists of at most ``size``, consumed lazily (a generator of keys is never held whole).
+
+    Raises TypeError for a single ``str``: it is an iterable of keys too (one per character), and
+    ``delete("blobs/ab/...")`` must fail loudly rather than delete one-letter keys.
+    """
+    if isinstance(keys, (str, bytes)):
+        raise TypeError(f"expected an iterable of keys, got the single key {keys!r}: pass [key]")
+    batch: list[str] = []
+    for key in keys:
+        batch.append(key)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 @dataclass(frozen=True)
@@ -47,10 +65,15 @@ class BlobStore(Protocol):
 
     Not found is always BlobNotFoundError; bad credentials AuthError; passing faults
     TransientBlobStoreError (retried by RetryingBlobStore); anything else BlobStoreError. Stores opened by
-    ``open_blobstore`` also have ``root``: the real path of a ``file://`` store's dir, None for S3.
+    ``open_blobstore`` also have ``root``: the real path of a ``file://`` store's dir, None for S3, and
+    ``request_counts()`` (StatsBlobStore).
     """
 
     url: str
+    # The most keys one delete request of the backend takes (S3 DeleteObjects: its API limit). ``delete``
+    # takes any number, split into requests of this size; callers that delete in parallel hand out batches
+    # of this size, and wrappers retry and count per batch.
+    delete_batch: int
 
     def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
         """Store exactly ``size`` bytes read from ``src`` under a new key and return that key.
@@ -73,11 +96,10 @@ class BlobStore(Protocol):
         """Write the object's bytes ``[start, start+length)`` (to the end if length is None) into
         ``dst``; return the number of bytes written. Raises BlobNotFoundError."""
 
-    def delete(self, key: str) -> None:
-        """Delete the object. Idempotent: a missing object is not an error."""
-
-    def delete_many(self, keys: list[str]) -> None:
-        """Delete many objects, in batches where the store supports it. Idempotent like ``delete``."""
+    def delete(self, keys: Iterable[str]) -> None:
+        """Delete the objects named by ``keys`` (any iterable, consumed once; not a single ``str``:
+        TypeError), ``delete_batch`` keys a request. Idempotent: a missing object is not an error. When it
+        raises, any of the objects may be gone; calling it again with the same keys finishes the job."""
 
     def remove_ttl(self, key: str) -> None:
         """Make the object permanent. Idempotent. Raises BlobNotFoundError if it is gone."""
@@ -88,8 +110,17 @@ class BlobStore(Protocol):
     def stat(self, key: str) -> BlobInfo:
         """Size, mtime and TTL of one object. Raises BlobNotFoundError."""
 
-    def list(self, prefix: str = "") -> Iterator[BlobInfo]:
-        """Every object whose key starts with ``prefix``, in no particular order."""
+    def list(self, prefix: str = "", *, start_after: str | None = None) -> Iterator[BlobInfo]:
+        """Every object whose key starts with ``prefix`` (and with ``start_after``: comes after it), each
+        key once, in the store's own order, which ``start_after`` resumes in: code-point order on
+        ``file://`` and AWS S3 (= UTF-8 byte order); a store that lists like a directory walk (SeaweedFS)
+        puts "a/b" before "a-b". Data blob keys (``blobs/<2 hex>/<32 hex>``) come sorted on all.
+
+        A stream: the backend fetches a page at a time as the caller consumes it (an S3 list request, a
+        ``file://`` directory), so memory does not grow with the number of objects; errors surface while
+        iterating, not at the call. Objects written or deleted meanwhile may or may not show. A listing
+        that failed part way resumes without repeats or gaps with ``start_after`` = the last key seen.
+        """
 
     def sweep_debris(self, older_than: float, *, dry_run: bool = False) -> list[BlobInfo]:
         """Remove the leftovers of writes that never finished (the writer was killed), which ``list``

@@ -41,6 +41,7 @@ from urllib.parse import quote
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.refs import StoreRef
 from statectl.errors import (
+    AuthError,
     BlobNotFoundError,
     LeaseLostError,
     LockHeldError,
@@ -122,7 +123,10 @@ class Lease:
         delay = _WAIT_FIRST_S
         waited = 0.0
         while True:
-            outcome = self._attempt()
+            try:
+                outcome = self._attempt()
+            except AuthError as e:
+                raise self._read_only(e) from e
             if outcome is None:
                 if waited:
                     self.notice = f"waited {waited:.1f}s for a gc of {self.ref} to release the store's lease"
@@ -164,6 +168,19 @@ class Lease:
         if rec.problem:
             self.notice = f"took over the malformed lease record of {self.ref} ({rec.problem})"
         return None
+
+    def _read_only(self, e: AuthError) -> AuthError:
+        """``e`` said plainly when the credentials can read but not write (a read-only identity), else ``e``."""
+        try:
+            self.blobstore.read_at(self.key)
+        except BlobNotFoundError:
+            pass
+        except StatectlError:
+            return e  # they cannot read either: wrong or missing credentials, which ``e`` says
+        return AuthError(f"the credentials can read {self.blobstore.url} but not write to it: a {self.operation} "
+                         f"needs write access (taking the lease of {self.ref}: {e})",
+                         hint="restore, diff and snapshots work with read-only credentials; "
+                              f"run the {self.operation} with credentials that can write")
 
     def _held_error(self, holder: dict, waited: float) -> LockHeldError:
         after = f"; waited {waited:.0f}s for it" if waited else ""
@@ -409,13 +426,17 @@ def _live(rec: _Record, slack: float = 0.0) -> bool:
 
 def _dead_here(holder: dict) -> bool:
     """True when the holder ran on this host and its process is gone (``holder`` holds checked fields)."""
-    if holder.get("host") == socket.gethostname():
-        pid = holder.get("pid")
-        if pid is not None:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                return False
+    return process_gone(holder.get("host"), holder.get("pid"))
+
+
+def process_gone(host: object, pid: object) -> bool:
+    """True when ``host`` is this host and no process ``pid`` runs here: whatever that process held
+    (a lease, a reader pin) binds nobody any more. False when it may still run, or cannot be told."""
+    if host == socket.gethostname() and _is_pid(pid):
+        try:
+            os.kill(pid, 0)  # type: ignore[arg-type]
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
     return False

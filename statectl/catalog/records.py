@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Iterator, Protocol
 from urllib.parse import quote, unquote
 
+from statectl import failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, parse_checkpoint_id
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError
@@ -123,7 +124,7 @@ class BlobCheckpointStore:
 
     def forget(self, ref: StoreRef, checkpoint_id: str) -> None:
         """Drop a catalog record. Idempotent."""
-        self.blobstore.delete(self._key(ref, checkpoint_id))
+        self.blobstore.delete([self._key(ref, checkpoint_id)])
 
     def mark_cleanup_done(self, ref: StoreRef, record: CheckpointRecord) -> None:
         self.write(ref, replace(record, cleanup_done=True))
@@ -166,7 +167,9 @@ class BlobCheckpointStore:
             self.write(ref, replace(record, state=COMMITTED))
             return
         self.write(ref, replace(record, state=PENDING))
+        failpoints.hit("before-kafka-commit")
         self.commit_log.commit(ref, record.checkpoint_id, record.index_blob_id)
+        failpoints.hit("after-kafka-commit")
         self.write(ref, replace(record, state=COMMITTED))
 
     def reconcile(self, ref: StoreRef, *, abandon_after_s: float) -> CheckpointRecord | None:

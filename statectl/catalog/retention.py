@@ -1,5 +1,13 @@
-"""Helpers shared by the operations: reading and writing index blobs, resolving snapshot ids,
-and the idempotent post-commit cleanup."""
+"""Retention as plan -> execute: the idempotent post-commit cleanup (seed 000, "Post-Commit cleanup")
+with ``keep_last``.
+
+``plan_retention`` reads the catalog, the indexes and the live reader pins of one store and decides,
+writing nothing: which TTLs to remove, which snapshots expire (and why), which blobs go (and why), which
+snapshots a reader pin holds past retention. ``execute`` carries a plan out, in the order that keeps a
+crash anywhere harmless: TTLs, then the ``expired`` marks, then the pins again (a reader that pinned
+since the plan: catalog.pins), then the deletions, then the records. ``post_commit_cleanup`` composes
+the two for the backup; gc calls them separately, so that ``gc --dry-run`` shows the plan.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from statectl import failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import is_data_blob_id, read_index, snapshot_blob_ids
+from statectl.catalog.pins import PinInfo, live_pins, pinned_index_ids
 from statectl.catalog.records import (
     COMMITTED,
     EXPIRED,
@@ -24,6 +33,69 @@ from statectl.parallel import run_parallel
 from statectl.snapshot.model import SnapshotIndex
 
 
+@dataclass(frozen=True)
+class Deletion:
+    """A blob retention deletes, and why."""
+
+    blob_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """A snapshot retention drops: its record, why, and every blob it references (its index included)."""
+
+    record: CheckpointRecord
+    reason: str
+    blobs: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Held:
+    """A snapshot retention would drop, kept because a live reader pin names it."""
+
+    record: CheckpointRecord
+    pin: PinInfo
+
+
+@dataclass
+class RetentionPlan:
+    """What the cleanup of ``record`` (a committed snapshot of ``ref``, normally the latest) will do.
+
+    ``ttl_to_remove``: its blobs whose TTL goes, its index blob last (a permanent index means all its
+    blobs are). ``expire``: the snapshots older than the newest ``keep_last`` committed ones, and those an
+    interrupted run had marked expired already. ``held``: ones that would expire but a live reader pin
+    names. ``delete``: every blob of ``expire`` and every blob ``record``'s snapshot removed (files it
+    no longer has, the previous index) that neither a kept nor a pinned snapshot references, data blobs
+    before index blobs. ``missing``: blobs of the snapshot found gone (only looked for with
+    ``check_present``; ``execute`` finds them as it removes TTLs).
+    """
+
+    ref: StoreRef
+    record: CheckpointRecord
+    keep_last: int
+    ttl_to_remove: list[str]
+    kept: list[CheckpointRecord] = field(default_factory=list)
+    expire: list[Expiry] = field(default_factory=list)
+    held: list[Held] = field(default_factory=list)
+    delete: list[Deletion] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    # The blobs each pinned index references, as planned (execute adds pins that came later).
+    pinned_blobs: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def snapshots_expired(self) -> int:
+        """Committed snapshots this plan drops (an interrupted run's leftovers are not counted again)."""
+        return sum(1 for e in self.expire if e.record.state == COMMITTED)
+
+    def as_stats(self) -> "CleanupStats":
+        """What executing the plan would report, were no pin to come meanwhile (a dry run)."""
+        return CleanupStats(blobs_deleted=len(self.delete), records_forgotten=len(self.expire),
+                            snapshots_expired=self.snapshots_expired, deleted=[d.blob_id for d in self.delete],
+                            missing=list(self.missing), held=list(self.held),
+                            why={d.blob_id: d.reason for d in self.delete}, expired=list(self.expire))
+
+
 @dataclass
 class CleanupStats:
     ttl_removed: int = 0
@@ -34,78 +106,174 @@ class CleanupStats:
     # is damaged, so retention was not applied and its cleanup stays pending (the next backup then sees
     # the damage and starts a new chain instead of building on it).
     missing: list[str] = field(default_factory=list)
+    # Committed snapshots marked expired by this run (records_forgotten also counts leftovers of an
+    # interrupted run, and not the held ones, which stay marked until a later run forgets them).
+    snapshots_expired: int = 0
+    # Snapshots kept past retention for a live reader pin; a later backup or gc drops them.
+    held: list[Held] = field(default_factory=list)
+    # Why each blob of ``deleted`` went; and the snapshots whose records were forgotten, with why.
+    why: dict[str, str] = field(default_factory=dict)
+    expired: list[Expiry] = field(default_factory=list)
+
+
+def plan_retention(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
+                   record: CheckpointRecord, index: SnapshotIndex, *, keep_last: int | None = None,
+                   new_blob_ids: list[str] | None = None, check_present: bool = False,
+                   parallelism: int = 8) -> RetentionPlan:
+    """Plan the cleanup of ``record`` (whose parsed index is ``index``) with retention: keep the newest
+    ``keep_last`` committed snapshots (default: the record's own policy), never fewer than one.
+
+    Reads the catalog records of ``ref``, the indexes of the snapshots it keeps or drops and the live
+    reader pins of ``ref``; writes nothing. ``new_blob_ids``: the blobs whose TTL is still on (a backup
+    knows what it uploaded); None means every present blob. With ``check_present`` each of those is
+    stat'ed and the gone ones are listed in ``missing`` (what ``execute`` would find).
+
+    A blob any kept, held or pinned snapshot references is never in ``delete``; nor is anything that is
+    not a data blob (a damaged catalog record naming another kind of object must not delete it). An
+    unreadable index of a dropped snapshot contributes just its own id. Raises CorruptSnapshotError for
+    a malformed catalog record.
+    """
+    keep = max(1, keep_last if keep_last is not None else record.keep_last)
+    checkpoint_id = record.checkpoint_id
+    ttl = list(new_blob_ids if new_blob_ids is not None else index.present_blob_ids())
+    plan = RetentionPlan(ref, record, keep, ttl + [record.index_blob_id])
+
+    records = checkpoints.records(ref)
+    committed = [r for r in records if r.state == COMMITTED and r.checkpoint_id != checkpoint_id]
+    newer = [r for r in committed if parse_checkpoint_id(r.checkpoint_id) > parse_checkpoint_id(checkpoint_id)]
+    older = [r for r in committed if r not in newer]
+    plan.kept = newer + [record] + older[: max(0, keep - 1 - len(newer))]
+    dropping = [(r, f"older than the newest {keep} kept (keep-last {keep})") for r in older if r not in plan.kept]
+    # Marked by an interrupted run of a cleanup (or held by a pin then): their blobs may be half gone.
+    dropping += [(r, "marked expired by an earlier cleanup that did not finish it")
+                 for r in records if r.state == EXPIRED]
+
+    blobs_of: dict[str, frozenset[str]] = {}
+    pins = live_pins(blobstore, ref)
+    pinned = pinned_index_ids(pins)
+    for r, reason in dropping:
+        blobs = _blob_ids_or_self(blobstore, r.index_blob_id, blobs_of)
+        if r.index_blob_id in pinned:
+            plan.held.append(Held(r, next(p for p in pins if p.index_blob_id == r.index_blob_id)))
+        else:
+            plan.expire.append(Expiry(r, reason, blobs))
+    plan.pinned_blobs = {i: _blob_ids_or_self(blobstore, i, blobs_of) for i in sorted(pinned)}
+
+    referenced: set[str] = snapshot_blob_ids(record.index_blob_id, index)
+    for r in plan.kept:
+        if r.checkpoint_id != checkpoint_id:
+            referenced |= _blob_ids_or_self(blobstore, r.index_blob_id, blobs_of)
+    for blobs in plan.pinned_blobs.values():
+        referenced |= blobs
+
+    data: list[Deletion] = [Deletion(b.blob_id, f"file {f.file_name} removed by checkpoint {checkpoint_id}")
+                            for f in index.dir_index.removed_files() for b in f.blobs]
+    indexes: list[Deletion] = []
+    if index.prev_snapshot_index_blob_id:
+        indexes.append(Deletion(index.prev_snapshot_index_blob_id,
+                                f"index of the snapshot before checkpoint {checkpoint_id}, which retention does "
+                                "not keep"))
+    for e in plan.expire:
+        why = f"snapshot {e.record.checkpoint_id} expired: {e.reason}"
+        data.extend(Deletion(b, why) for b in sorted(e.blobs - {e.record.index_blob_id}))
+        # Index blobs last: while one exists, a re-run after a crash can still find that snapshot's blobs.
+        indexes.append(Deletion(e.record.index_blob_id, f"index of {why}"))
+    seen: set[str] = set()
+    for d in data + indexes:
+        if d.blob_id not in seen and d.blob_id not in referenced and is_data_blob_id(d.blob_id):
+            plan.delete.append(d)
+        seen.add(d.blob_id)
+
+    if check_present:
+        run_parallel([_stat_task(blobstore, b, plan.missing) for b in plan.ttl_to_remove], parallelism)
+    return plan
+
+
+def execute(plan: RetentionPlan, blobstore: BlobStore, checkpoints: BlobCheckpointStore, *,
+            parallelism: int = 8) -> CleanupStats:
+    """Carry out ``plan``. Idempotent: a crash anywhere leaves what a new plan finishes.
+
+    1. Remove the TTLs (the index blob's last). A blob found gone stops everything here: it is listed in
+       ``missing``, nothing is deleted or forgotten (older snapshots may be the only good ones left) and
+       the cleanup stays pending.
+    2. Mark the snapshots to expire ``expired`` in the catalog: out of the list of restorable snapshots
+       before any of their blobs goes; the records stay until the end, so that a re-run after a crash
+       still knows which blobs were theirs.
+    3. Read the live reader pins again, *after* step 2 (catalog.pins): a reader that pinned a snapshot
+       since the plan keeps its blobs, and its record stays (expired) for a later run to finish.
+    4. Delete the planned blobs (the ``during-cleanup`` failpoint sits half way), forget the expired
+       records, and mark the cleanup done with its retention.
+    """
+    stats = CleanupStats(held=list(plan.held))
+    pending = plan.ttl_to_remove[:-1]
+    run_parallel([_remove_ttl_task(blobstore, b, stats.missing) for b in pending], parallelism)
+    stats.ttl_removed = len(pending) - len(stats.missing)
+    if stats.missing:
+        return stats
+    try:
+        blobstore.remove_ttl(plan.ttl_to_remove[-1])
+    except BlobNotFoundError:
+        stats.missing.append(plan.ttl_to_remove[-1])
+        return stats
+    stats.ttl_removed += 1
+
+    for e in plan.expire:
+        if e.record.state != EXPIRED:
+            checkpoints.write(plan.ref, replace(e.record, state=EXPIRED))
+            stats.snapshots_expired += 1
+
+    pins = live_pins(blobstore, plan.ref)
+    protected: set[str] = set()
+    for blob_id in pinned_index_ids(pins):
+        blobs = plan.pinned_blobs.get(blob_id)
+        if blobs is None:
+            blobs = next((e.blobs for e in plan.expire if e.record.index_blob_id == blob_id), None)
+        protected |= blobs if blobs is not None else _blob_ids_or_self(blobstore, blob_id, {})
+    forget = []
+    for e in plan.expire:
+        pin = next((p for p in pins if p.index_blob_id == e.record.index_blob_id), None)
+        if pin is None:
+            forget.append(e)
+        else:
+            stats.held.append(Held(replace(e.record, state=EXPIRED), pin))
+
+    doomed = [d.blob_id for d in plan.delete if d.blob_id not in protected]
+    stats.why = {d.blob_id: d.reason for d in plan.delete if d.blob_id not in protected}
+    half = len(doomed) // 2
+    blobstore.delete(doomed[:half])
+    failpoints.hit("during-cleanup")
+    blobstore.delete(doomed[half:])
+    stats.blobs_deleted = len(doomed)
+    stats.deleted = doomed
+    for e in forget:
+        checkpoints.forget(plan.ref, e.record.checkpoint_id)
+        stats.records_forgotten += 1
+        stats.expired.append(e)
+    record = plan.record
+    if not record.cleanup_done or record.keep_last != plan.keep_last:
+        checkpoints.write(plan.ref, replace(record, cleanup_done=True, keep_last=plan.keep_last))
+    return stats
+
 
 def post_commit_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
                         record: CheckpointRecord, index: SnapshotIndex, *, keep_last: int | None = None,
                         new_blob_ids: list[str] | None = None, dry_run: bool = False,
                         parallelism: int = 8) -> CleanupStats:
-    """The cleanup after a commit (seed 000, "Post-Commit cleanup"), with retention. Idempotent.
+    """The cleanup after a commit: ``execute(plan_retention(...))`` (see both). With ``dry_run`` nothing
+    changes and the stats say what would be deleted. Idempotent.
 
     Removes the TTL of the snapshot's blobs (only ``new_blob_ids`` when given, else every present
-    blob) and of its index. Keeps the newest ``keep_last`` committed snapshots of the store (default:
-    the record's own policy) and deletes every blob of the older ones, and of the files this snapshot
-    removed, that no kept snapshot references; then forgets the older records and marks the cleanup
-    done. A blob any kept snapshot references is never deleted. With ``dry_run`` nothing changes and
-    the stats say what would be deleted.
-
-    A blob of the snapshot that is already gone does not stop the cleanup (that made every later
-    backup and gc of the store fail): it is listed in ``missing``, and then nothing is deleted or
-    forgotten, since older snapshots may be the only good ones left, and the cleanup stays pending.
+    blob) and of its index; keeps the newest ``keep_last`` committed snapshots and those a reader pins;
+    deletes the rest's blobs and the blobs of the files this snapshot removed, unless a kept or pinned
+    snapshot references them; forgets the dropped records and marks the cleanup done. A snapshot blob
+    that is already gone stops it before anything is deleted (``missing``; the cleanup stays pending).
     """
-    keep = max(1, keep_last if keep_last is not None else record.keep_last)
-    stats = CleanupStats()
-    if not dry_run:
-        pending = list(new_blob_ids if new_blob_ids is not None else index.present_blob_ids())
-        run_parallel([_remove_ttl_task(blobstore, b, stats.missing) for b in pending], parallelism)
-        stats.ttl_removed = len(pending) - len(stats.missing)
-        if stats.missing:
-            return stats
-        try:
-            blobstore.remove_ttl(record.index_blob_id)  # last: a permanent index means all its blobs are
-        except BlobNotFoundError:
-            stats.missing.append(record.index_blob_id)
-            return stats
-    records = checkpoints.records(ref)
-    committed = [r for r in records if r.state == COMMITTED and r.checkpoint_id != record.checkpoint_id]
-    newer = [r for r in committed if parse_checkpoint_id(r.checkpoint_id) > parse_checkpoint_id(record.checkpoint_id)]
-    older = [r for r in committed if r not in newer]
-    kept = newer + [record] + older[: max(0, keep - 1 - len(newer))]
-    # Snapshots an interrupted run of this cleanup had already marked expired: their blobs may be half gone.
-    expired = [r for r in older if r not in kept] + [r for r in records if r.state == EXPIRED]
-
-    referenced: set[str] = snapshot_blob_ids(record.index_blob_id, index)
-    for r in kept:
-        if r.checkpoint_id != record.checkpoint_id:
-            referenced |= _blob_ids_or_empty(blobstore, r)
-    candidates: list[str] = list(index.removed_blob_ids())
-    if index.prev_snapshot_index_blob_id:
-        candidates.append(index.prev_snapshot_index_blob_id)
-    for r in expired:
-        candidates.extend(sorted(_blob_ids_or_empty(blobstore, r) - {r.index_blob_id}))
-        candidates.append(r.index_blob_id)  # last: while it exists, a re-run can still find its blobs
-    # Only data blobs: a damaged catalog record naming another kind of object must not delete it.
-    doomed = list(dict.fromkeys(c for c in candidates if c not in referenced and is_data_blob_id(c)))
-    stats.deleted = doomed
+    plan = plan_retention(blobstore, checkpoints, ref, record, index, keep_last=keep_last,
+                          new_blob_ids=new_blob_ids, parallelism=parallelism)
     if dry_run:
-        stats.blobs_deleted = len(doomed)
-        stats.records_forgotten = len(expired)
-        return stats
-    # Out of the list of restorable snapshots before any of their blobs goes; the records stay (marked
-    # expired) until the end, so that a re-run after a crash still knows which blobs were theirs.
-    for r in expired:
-        if r.state != EXPIRED:
-            checkpoints.write(ref, replace(r, state=EXPIRED))
-    half = len(doomed) // 2
-    blobstore.delete_many(doomed[:half])
-    failpoints.hit("during-cleanup")
-    blobstore.delete_many(doomed[half:])
-    stats.blobs_deleted = len(doomed)
-    for r in expired:
-        checkpoints.forget(ref, r.checkpoint_id)
-        stats.records_forgotten += 1
-    if not record.cleanup_done or record.keep_last != keep:
-        checkpoints.write(ref, replace(record, cleanup_done=True, keep_last=keep))
-    return stats
+        return plan.as_stats()
+    return execute(plan, blobstore, checkpoints, parallelism=parallelism)
+
 
 def _remove_ttl_task(blobstore: BlobStore, blob_id: str, missing: list[str]):
     def run(cancel) -> None:
@@ -117,13 +285,30 @@ def _remove_ttl_task(blobstore: BlobStore, blob_id: str, missing: list[str]):
 
     return run
 
-def _blob_ids_or_empty(blobstore: BlobStore, record: CheckpointRecord) -> set[str]:
-    """The blobs of a recorded snapshot; just its index id when the index is gone or unreadable
-    (an earlier cleanup got that far; gc sweeps whatever that leaves unreferenced)."""
-    try:
-        return snapshot_blob_ids(record.index_blob_id, read_index(blobstore, record.index_blob_id))
-    except (SnapshotNotFoundError, CorruptSnapshotError):
-        return {record.index_blob_id}
+
+def _stat_task(blobstore: BlobStore, blob_id: str, missing: list[str]):
+    def run(cancel) -> None:
+        if not cancel.is_set():
+            try:
+                blobstore.stat(blob_id)
+            except BlobNotFoundError:
+                missing.append(blob_id)
+
+    return run
+
+
+def _blob_ids_or_self(blobstore: BlobStore, index_blob_id: str, cache: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The blobs of a snapshot (its index included); just its index id when the index is gone or
+    unreadable (an earlier cleanup got that far; gc sweeps whatever that leaves unreferenced)."""
+    found = cache.get(index_blob_id)
+    if found is None:
+        try:
+            found = frozenset(snapshot_blob_ids(index_blob_id, read_index(blobstore, index_blob_id)))
+        except (SnapshotNotFoundError, CorruptSnapshotError):
+            found = frozenset({index_blob_id})
+        cache[index_blob_id] = found
+    return found
+
 
 def finish_interrupted_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef, *,
                                abandon_after_s: float = 6 * 3600) -> CleanupStats | None:

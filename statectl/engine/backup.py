@@ -18,7 +18,7 @@ from statectl.catalog.index import read_index, write_index
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id
-from statectl.catalog.retention import finish_interrupted_cleanup, post_commit_cleanup
+from statectl.catalog.retention import CleanupStats, finish_interrupted_cleanup, post_commit_cleanup
 from statectl.errors import (
     CorruptSnapshotError,
     NotFoundError,
@@ -133,6 +133,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
             prev_record = None
         elif finished is not None:
             progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
+            _note_held(progress, ref, finished)
         made_dir: Path | None = None
         try:
             if opts.checkpoint_dir is None:
@@ -183,6 +184,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
         new_blobs = [b.blob_id for fi in uploaded for b in fi.blobs]
         cleanup = post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs)
         failpoints.hit("after-cleanup")
+        _note_held(progress, ref, cleanup)
         if cleanup.missing:
             raise CorruptSnapshotError(
                 f"snapshot {index_id} of {ref} was committed, but {len(cleanup.missing)} of its blobs are gone "
@@ -206,6 +208,12 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
     )
+
+
+def _note_held(progress: ProgressReporter, ref: StoreRef, cleanup: CleanupStats) -> None:
+    for h in cleanup.held:
+        progress.note(f"kept snapshot {h.record.checkpoint_id} of {ref} past retention: {h.pin.describe()} is "
+                      "reading it; the next backup or gc drops it")
 
 
 def _build_dir_index(diff: DirDiff, uploaded: dict[int, FileIndex]) -> DirIndex:

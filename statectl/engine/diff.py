@@ -49,7 +49,11 @@ class DiffResult:
 
 
 def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore) -> DiffResult:
-    """Compare; never changes anything. Raises SnapshotNotFoundError, NotFoundError (no store dir)."""
+    """Compare; never changes anything. Raises SnapshotNotFoundError, NotFoundError (no store dir).
+
+    Takes no reader pin (catalog.pins), so it works with read-only credentials and writes nothing: it
+    reads only index blobs, each whole in one request while the snapshot is resolved, never a data blob
+    that retention could delete half way through."""
     if opts.against is not None:
         if opts.snapshot is None:
             raise UsageError("--against needs --snapshot")

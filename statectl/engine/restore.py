@@ -20,7 +20,7 @@ from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import snapshot_owner
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
-from statectl.catalog.resolve import resolve_snapshot
+from statectl.catalog.pins import ReaderPin
 from statectl.errors import (
     ChecksumMismatchError,
     CorruptSnapshotError,
@@ -83,7 +83,16 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     target store is held by a running process; CorruptSnapshotError subclasses for a malformed index,
     unsafe names, missing, short, long or damaged blobs; DiskFullError when the disk fills. In every
     error case the target dir is left exactly as it was.
+
+    The snapshot is pinned while it is read (catalog.pins): retention and gc keep its blobs meanwhile.
+    With credentials that cannot write the pin, it is read unpinned and a note says so.
     """
+    with ReaderPin(blobstore, checkpoints, opts.ref, operation="restore") as pin:
+        return _restore(opts, blobstore, checkpoints, progress, pin)
+
+
+def _restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+             progress: ProgressReporter | None, pin: ReaderPin) -> RestoreResult:
     opts.validate()
     progress = NoteRecorder(progress)
     started = time.monotonic()
@@ -93,9 +102,10 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
                  state_dir=opts.state_dir)
     note_if_linked(asked, target, progress)
 
-    # A restore only reads the blob store: an interrupted cleanup is finished by the next backup or gc,
-    # which hold the store's lease (and a restore may run with read-only credentials).
-    snap = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot, allow_other_store=opts.from_other_store)
+    # A restore only reads the blob store (but for its pin): an interrupted cleanup is finished by the next
+    # backup or gc, which hold the store's lease (and a restore may run with read-only credentials).
+    pin.progress = progress  # a note that no pin could be written goes into the result
+    snap = pin.resolve(opts.snapshot, allow_other_store=opts.from_other_store)
     index = snap.index
     checkpoint_id = index.snapshot_metadata.checkpoint_id
     if snapshot_owner(index) != str(opts.ref):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import read_index
+from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
 from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
@@ -99,10 +100,19 @@ class VerifyResult:
 def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore, snapshot: str | None, *,
                     download: bool, parallelism: int = 8, progress: ProgressReporter | None = None) -> VerifyResult:
     """Check that every blob of a snapshot exists with the right size; with ``download`` also that every
-    file's bytes have the CRC32 its index records. Reads only; never changes anything."""
+    file's bytes have the CRC32 its index records. Changes nothing; with ``download``, which reads for
+    long, the snapshot is pinned meanwhile (catalog.pins; a note says so when no pin can be written)."""
     check_parallelism(parallelism)
     progress = progress or NullProgress()
-    snap = resolve_snapshot(blobstore, checkpoints, ref, snapshot)
+    if not download:  # a few stat requests: a snapshot expired meanwhile shows as missing blobs
+        return _verify(blobstore, resolve_snapshot(blobstore, checkpoints, ref, snapshot), download, parallelism,
+                       progress)
+    with ReaderPin(blobstore, checkpoints, ref, operation="verify", progress=progress) as pin:
+        return _verify(blobstore, pin.resolve(snapshot), download, parallelism, progress)
+
+
+def _verify(blobstore: BlobStore, snap: ResolvedSnapshot, download: bool, parallelism: int,
+            progress: ProgressReporter) -> VerifyResult:
     files = list(snap.index.dir_index.walk_present())
     result = VerifyResult(snap.index_blob_id, True, len(files), 0, download)
     lock = threading.Lock()

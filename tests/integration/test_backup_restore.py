@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from statectl import failpoints
 from statectl.engine.backup import BackupOptions, backup
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.index import read_index
@@ -16,6 +17,7 @@ from statectl.catalog.refs import StoreRef
 from statectl.local.layout import local_checkpoint_dirs, store_dir
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.errors import LockHeldError, SnapshotNotFoundError
+from statectl.failpoints import FailpointError
 from tests.tools.genstore import fingerprint, make_store
 
 REF = StoreRef("page-views", "1", "Partition 0", "counts")
@@ -169,18 +171,12 @@ def test_restore_named_snapshot_and_unknown_snapshot(blobstore, sdir: Path, tmp_
         restore(RestoreOptions(StoreRef("other-job", "1", "Partition 0", "counts"), sdir), blobstore, cps)
 
 
-def test_failed_backup_leaves_only_ttl_blobs_and_previous_snapshot(blobstore, sdir: Path, monkeypatch):
+def test_failed_backup_leaves_only_ttl_blobs_and_previous_snapshot(blobstore, sdir: Path):
     cps = BlobCheckpointStore(blobstore)
     first = backup(BackupOptions(REF, sdir), blobstore, cps)
     make_store(sdir, 300, 1024, seed=3, start=9000, sst_mb=1)
-
-    def fail(*a, **k):
-        raise RuntimeError("crash before the commit")
-
-    monkeypatch.setattr(cps, "write", fail)
-    with pytest.raises(RuntimeError):
+    with failpoints.active("after-index-upload=raise"), pytest.raises(FailpointError):  # fails before the commit
         backup(BackupOptions(REF, sdir), blobstore, cps)
-    monkeypatch.undo()
     assert cps.latest(REF).checkpoint_id == first.checkpoint_id
     referenced = referenced_keys(blobstore, cps, REF)
     leftovers = [i.key for i in blobstore.list("blobs/") if i.key not in referenced]
@@ -191,20 +187,12 @@ def test_failed_backup_leaves_only_ttl_blobs_and_previous_snapshot(blobstore, sd
     assert list(local_checkpoint_dirs(sdir)) == [first.checkpoint_id]  # the failed one's dir is gone
 
 
-def test_restore_leaves_an_interrupted_cleanup_to_the_next_backup(blobstore, sdir: Path, tmp_path: Path, monkeypatch):
-    import statectl.engine.backup as backup_mod
-
+def test_restore_leaves_an_interrupted_cleanup_to_the_next_backup(blobstore, sdir: Path, tmp_path: Path):
     cps = BlobCheckpointStore(blobstore)
     first = backup(BackupOptions(REF, sdir), blobstore, cps)
     make_store(sdir, 300, 1024, seed=4, start=20000, sst_mb=1)
-
-    def crash(*a, **k):
-        raise RuntimeError("crash right after the commit")
-
-    monkeypatch.setattr(backup_mod, "post_commit_cleanup", crash)
-    with pytest.raises(RuntimeError):
+    with failpoints.active("after-commit=raise"), pytest.raises(FailpointError):  # fails right after the commit
         backup(BackupOptions(REF, sdir), blobstore, cps)
-    monkeypatch.undo()
     latest = cps.latest(REF)
     assert latest.checkpoint_id != first.checkpoint_id and not latest.cleanup_done
     # A restore only reads: it may run with read-only credentials, and it does not hold the store's lease.

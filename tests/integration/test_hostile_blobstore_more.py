@@ -120,12 +120,12 @@ def test_control_characters_in_the_url_are_usage_errors(tmp_path: Path, url: str
     assert list((tmp_path / "stores").iterdir()) == []
 
 
+@pytest.mark.timeout(300)  # a hang bound; what 300 rounds cost is for make bench
 def test_many_requests_leave_no_threads_behind(seaweed, s3_url: str, s3_options):
     # Each request is bounded by one watchdog thread for the whole process, not a thread per request.
     store = open_blobstore(s3_url, s3=s3_options)
     key = store.put(io.BytesIO(b"x" * 1000), size=1000, ttl_seconds=None)
     baseline = threading.active_count()
-    started = time.monotonic()
     for i in range(300):
         store.stat(key)
         store.put_at(f"checkpoints/{i % 7}", b"r")
@@ -135,5 +135,4 @@ def test_many_requests_leave_no_threads_behind(seaweed, s3_url: str, s3_options)
     assert list(store.list("checkpoints/"))
     assert threading.active_count() == baseline
     assert [t.name for t in threading.enumerate()].count("statectl-s3-deadlines") == 1
-    assert time.monotonic() - started < 60
     store.close()

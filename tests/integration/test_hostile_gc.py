@@ -201,9 +201,9 @@ def _damaged_world(blobstore, tmp_path: Path, what: str):
     if what == "data blob":
         new = set(read_index(blobstore, latest.snapshot_id).present_blob_ids()) - \
             set(read_index(blobstore, older.snapshot_id).present_blob_ids())
-        blobstore.delete(sorted(new)[0])
+        blobstore.delete([sorted(new)[0]])
     else:
-        blobstore.delete(latest.snapshot_id)
+        blobstore.delete([latest.snapshot_id])
     return sdir, cps, older, older_fp, latest
 
 
@@ -251,7 +251,7 @@ def test_a_backup_whose_blobs_vanish_before_its_cleanup_fails_and_the_next_start
     real = backup_mod.post_commit_cleanup
 
     def cleanup_after_a_thief(bs, cps_, ref, record, index, **kw):
-        bs.delete(kw["new_blob_ids"][0])  # what the old gc did to a backup in flight
+        bs.delete(kw["new_blob_ids"][:1])  # what the old gc did to a backup in flight
         return real(bs, cps_, ref, record, index, **kw)
 
     monkeypatch.setattr(backup_mod, "post_commit_cleanup", cleanup_after_a_thief)

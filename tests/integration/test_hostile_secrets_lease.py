@@ -206,32 +206,29 @@ def test_a_malformed_lease_is_shown_taken_over_by_backup_and_broken(world: World
 # ---- 4. a backup meets a gc holding the store's lease ------------------------------------------------
 
 
+@pytest.mark.timeout(120)
 def test_a_backup_waits_for_a_gc_holding_the_lease(world: World, blobs: BlobStore):
     gc_lease = Lease(blobs, REF, operation="gc")
     gc_lease.acquire()
     releaser = threading.Timer(2.0, gc_lease.release)
-    started = time.monotonic()
     releaser.start()
     try:
         p = world.run("backup", *WHERE, "--state-dir", str(world.state), "-o", "json")
     finally:
         releaser.join()
     assert p.returncode == 0, p.stderr
-    assert time.monotonic() - started >= 2.0
-    notes = json.loads(p.stdout)["notes"]
+    notes = json.loads(p.stdout)["notes"]  # the wait shows in a note, not on a clock
     assert any("waited" in n and "gc" in n for n in notes), notes
 
 
+@pytest.mark.timeout(120)
 def test_a_backup_held_lease_still_fails_a_backup_at_once(world: World, blobs: BlobStore):
     other = Lease(blobs, REF)  # a backup, alive on this host: this test process
     other.acquire()
     try:
-        started = time.monotonic()
         p = subprocess.run([str(STATECTL), "backup", *WHERE, "--state-dir", str(world.state)], cwd=world.tmp,
                            env=clean_env(world.tmp), capture_output=True, text=True, timeout=60)
-        elapsed = time.monotonic() - started
     finally:
         other.release()
     line = assert_error(p, 11, "another backup of")
-    assert "waited" not in line
-    assert elapsed < 8, elapsed  # process start-up only: no waiting
+    assert "waited" not in line  # no wait: it did not take the holder for a gc

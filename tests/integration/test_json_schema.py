@@ -37,7 +37,7 @@ SCHEMAS: dict[str, object] = {
     "gc": {"blobs_deleted": None, "bytes_reclaimed": None, "blobs_kept": None, "snapshots_expired": None,
            "cleanups_finished": None, "stores": None, "dry_run": None, "duration_s": None, "requests": None,
            "deleted": [["key", "reason", "size"]], "notes": None, "debris_deleted": None,
-           "debris": [["key", "reason", "size"]]},
+           "debris": [["key", "reason", "size"]], "expired": [["checkpoint_id", "reason", "snapshot_id", "store"]]},
     "lease show": LEASE,
     "lease break": LEASE,
     "config show": {"config_file": None, "profile": None, "settings": [["key", "source", "value"]]},

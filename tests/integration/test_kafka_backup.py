@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from statectl import failpoints
 from statectl.engine.backup import BackupOptions, backup
 from statectl.catalog.records import COMMITTED, PENDING, BlobCheckpointStore
 from statectl.catalog.index import read_index, snapshot_blob_ids
@@ -17,6 +18,7 @@ from statectl.catalog.refs import StoreRef
 from statectl.local.layout import store_dir
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.errors import SnapshotNotFoundError
+from statectl.failpoints import FailpointError
 from statectl.catalog.kafka_log import KafkaCheckpointLog, KafkaCheckpointLogs
 from tests.integration.test_kafka_checkpoints import BLOB, KAFKA, SEED_V2, Topic, samza_key, samza_v1
 from tests.tools.genstore import fingerprint, make_store
@@ -74,10 +76,8 @@ def test_crash_before_the_kafka_commit_leaves_a_pending_record_that_gc_respects(
     first = backup(BackupOptions(ref, sdir), bs, cps)
     before = fingerprint(sdir)
     make_store(sdir, 300, 512, seed=2, start=50_000, sst_mb=1)
-    monkeypatch.setattr(cps.commit_log, "commit", lambda *a: (_ for _ in ()).throw(RuntimeError("broker died")))
-    with pytest.raises(RuntimeError):
+    with failpoints.active("before-kafka-commit=raise"), pytest.raises(FailpointError):  # the broker died
         backup(BackupOptions(ref, sdir), bs, cps)
-    monkeypatch.undo()
     monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)  # gc right away, and S3 cannot be backdated
     states = [(x.checkpoint_id == first.checkpoint_id, x.state) for x in cps.records(ref)]
     assert states == [(False, PENDING), (True, COMMITTED)]
@@ -101,19 +101,8 @@ def test_crash_after_the_kafka_commit_is_rolled_forward(world, tmp_path: Path, m
     backup(BackupOptions(ref, sdir), bs, cps)
     make_store(sdir, 300, 512, seed=3, start=60_000, sst_mb=1)
     after = fingerprint(sdir)
-    real_write = cps.write
-    calls = []
-
-    def write(r, record):
-        calls.append(record.state)
-        if record.state == COMMITTED and len(calls) > 1:
-            raise RuntimeError("crash right after the Kafka commit")
-        real_write(r, record)
-
-    monkeypatch.setattr(cps, "write", write)
-    with pytest.raises(RuntimeError):
+    with failpoints.active("after-kafka-commit=raise"), pytest.raises(FailpointError):
         backup(BackupOptions(ref, sdir), bs, cps)
-    monkeypatch.undo()
     monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)  # gc right away, and S3 cannot be backdated
     # Kafka has the new checkpoint: it is the latest, and restore brings it back.
     target = tmp_path / "t2"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from statectl import failpoints
 from statectl.engine.backup import BackupOptions, backup
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.index import read_index, snapshot_blob_ids
@@ -22,6 +23,7 @@ from statectl.local.layout import store_dir
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.engine.snapshots import list_snapshots, verify_snapshot
 from statectl.errors import LockHeldError, SnapshotNotFoundError
+from statectl.failpoints import FailpointError
 from tests.tools.genstore import fingerprint, make_store
 
 REF = StoreRef("page-views", "1", "Partition 0", "counts")
@@ -162,16 +164,12 @@ def test_gc_never_deletes_what_a_snapshot_committed_during_gc_references(blobsto
     assert fingerprint(target) == fingerprint(sdir)
 
 
-def test_gc_finishes_an_interrupted_cleanup(blobstore, sdir: Path, monkeypatch):
-    import statectl.engine.backup as backup_mod
-
+def test_gc_finishes_an_interrupted_cleanup(blobstore, sdir: Path):
     cps = BlobCheckpointStore(blobstore)
     first = backup(BackupOptions(REF, sdir), blobstore, cps)
     grow(sdir, 1, seed=6)
-    monkeypatch.setattr(backup_mod, "post_commit_cleanup", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("crash")))
-    with pytest.raises(RuntimeError):
+    with failpoints.active("after-commit=raise"), pytest.raises(FailpointError):  # fails right after the commit
         backup(BackupOptions(REF, sdir), blobstore, cps)
-    monkeypatch.undo()
     res = gc(GcOptions(), blobstore, cps)
     assert res.cleanups_finished == 1
     assert cps.latest(REF).cleanup_done

@@ -1,0 +1,219 @@
+"""Reader pins (statectl.catalog.pins) against retention and gc, with real processes: a restore that is
+still downloading keeps its snapshot while backups with --keep-last 1 expire it; a pin whose reader
+died or expired binds nobody and gc removes it, then the blobs it protected."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from statectl import failpoints
+from statectl.catalog.index import read_index, snapshot_blob_ids
+from statectl.catalog.pins import pins_prefix, read_pins
+from statectl.catalog.records import COMMITTED, BlobCheckpointStore
+from statectl.catalog.refs import StoreRef
+from statectl.engine.backup import BackupOptions, backup
+from statectl.engine.gc import GcOptions, gc
+from statectl.engine.restore import RestoreOptions, restore
+from statectl.errors import CorruptSnapshotError
+from statectl.local.layout import store_dir
+from tests.integration.test_retention_gc import all_referenced, blob_keys
+from tests.tools.genstore import fingerprint, make_store
+
+REF = StoreRef("pinned", "1", "Partition 0", "counts")
+STATECTL = str(Path(sys.executable).parent / "statectl")
+
+
+@pytest.fixture
+def no_grace_floor(monkeypatch):
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)  # S3 objects cannot be backdated
+
+
+def cli_env(blobstore, tmp_path: Path, s3_options, request, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STATECTL_", "AWS_"))}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "cfg"), **extra)
+    if "s3" in request.node.callspec.id:
+        env.update(STATECTL_S3_ENDPOINT=s3_options.endpoint_url, AWS_ACCESS_KEY_ID=s3_options.access_key_id,
+                   AWS_SECRET_ACCESS_KEY=s3_options.secret_access_key)
+    return env
+
+
+def restore_args(blobstore, target: Path) -> list[str]:
+    return [STATECTL, "restore", "--blobstore", blobstore.url, "--job", REF.job, "--task", REF.task,
+            "--store", REF.store, "--target-dir", str(target), "--parallelism", "1", "-o", "json"]
+
+
+def new_store(sdir: Path, seed: int) -> str:
+    """Replace the store by another one: its SST files all differ, so the next backup removes those of the
+    previous snapshot (and so their blobs)."""
+    shutil.rmtree(sdir, ignore_errors=True)
+    make_store(sdir, 1500, 512, seed=seed, start=seed * 1_000_000, sst_mb=1)
+    return fingerprint(sdir)
+
+
+def pins(bs) -> list[str]:
+    return [i.key for i in bs.list("pins/")]
+
+
+def wait_for(what, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_slow_restore_keeps_its_snapshot_while_two_backups_expire_it(blobstore, tmp_path: Path, s3_options,
+                                                                       request, no_grace_floor):
+    cps = BlobCheckpointStore(blobstore)
+    sdir = store_dir(tmp_path / "state", REF.store, REF.task)
+    expected = new_store(sdir, seed=1)
+    first = backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps)
+    needed = snapshot_blob_ids(first.snapshot_id, read_index(blobstore, first.snapshot_id))
+    target = tmp_path / "restored"
+    # The first blob range waits 6 s: the restore has pinned its snapshot and read nothing else yet.
+    slow = subprocess.Popen(restore_args(blobstore, target), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=cli_env(blobstore, tmp_path, s3_options, request,
+                                        STATECTL_FAILPOINTS="during-download=1*sleep:6"))
+    try:
+        wait_for(lambda: pins(blobstore) or slow.poll() is not None)
+        notes = []
+        for seed in (2, 3):  # two backups commit meanwhile, each removing every file of the one before
+            new_store(sdir, seed)
+            notes += backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps).notes
+        # The pinned snapshot is kept past retention (the one in between is not), and says why.
+        assert needed <= blob_keys(blobstore)
+        assert [(r.checkpoint_id, r.state) for r in cps.records(REF)][1:] == [(first.checkpoint_id, COMMITTED)]
+        assert any(f"kept snapshot {first.checkpoint_id}" in n and "a restore on host" in n for n in notes), notes
+        assert slow.poll() is None, "the restore finished before the backups: the race was not run"
+    finally:
+        out, err = slow.communicate(timeout=120)
+    assert slow.returncode == 0, err
+    assert json.loads(out)["snapshot_id"] == first.snapshot_id
+    assert fingerprint(target) == expected
+    assert pins(blobstore) == []  # released
+
+    # gc --dry-run shows the plan: the snapshot the pin held goes now, and why.
+    dry = subprocess.run([STATECTL, "gc", "--dry-run", "--grace", "1m", "--blobstore", blobstore.url],
+                         env=cli_env(blobstore, tmp_path, s3_options, request), capture_output=True, text=True,
+                         timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert (f"would expire snapshot {first.checkpoint_id} of {REF} ({first.snapshot_id}): older than the newest 1 "
+            "kept (keep-last 1)") in dry.stdout, dry.stdout
+    assert f"retention of {REF}: index of snapshot {first.checkpoint_id} expired" in dry.stdout, dry.stdout
+    # The next gc drops the snapshot the pin held: only the latest snapshot's blobs are left.
+    res = gc(GcOptions(grace_seconds=0), blobstore, cps)
+    assert [(e.checkpoint_id, e.snapshot_id) for e in res.expired] == [(first.checkpoint_id, first.snapshot_id)]
+    assert res.snapshots_expired == 1
+    assert len(cps.records(REF)) == 1
+    assert blob_keys(blobstore) == all_referenced(blobstore, cps)
+
+
+def test_without_the_pin_the_same_race_breaks_the_restore(tmp_path: Path, monkeypatch):
+    """The control: the race above, with the pin write refused, does delete what the restore needs."""
+    from statectl.blobstore import open_blobstore
+
+    bs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    cps = BlobCheckpointStore(bs)
+    sdir = store_dir(tmp_path / "state", REF.store, REF.task)
+    new_store(sdir, seed=1)
+    backup(BackupOptions(REF, sdir, keep_last=1), bs, cps)
+    monkeypatch.setattr("statectl.catalog.pins.ReaderPin._pin", lambda self, owner, snap: False)
+    target = tmp_path / "restored"
+    outcome: list[BaseException | None] = []
+    started = threading.Event()
+
+    def run() -> None:
+        try:
+            started.set()
+            restore(RestoreOptions(REF, tmp_path / "none", target_dir=target, parallelism=1), bs, cps)
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - asserted below
+            outcome.append(e)
+
+    with failpoints.active("during-download=1*sleep:3"):
+        t = threading.Thread(target=run)
+        t.start()
+        started.wait()
+        time.sleep(0.5)
+        for seed in (2, 3):
+            new_store(sdir, seed)
+            backup(BackupOptions(REF, sdir, keep_last=1), bs, cps)
+        t.join(60)
+    assert isinstance(outcome[0], CorruptSnapshotError) and "missing" in str(outcome[0]), outcome
+    assert not target.exists()
+
+
+def test_a_pin_left_by_a_killed_restore_binds_nobody_and_gc_removes_it(blobstore, tmp_path: Path, s3_options,
+                                                                       request, no_grace_floor):
+    cps = BlobCheckpointStore(blobstore)
+    sdir = store_dir(tmp_path / "state", REF.store, REF.task)
+    new_store(sdir, seed=1)
+    first = backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps)
+    killed = subprocess.run(restore_args(blobstore, tmp_path / "restored"), capture_output=True, timeout=120,
+                            env=cli_env(blobstore, tmp_path, s3_options, request,
+                                        STATECTL_FAILPOINTS="during-download=kill"))
+    assert killed.returncode == -9
+    (left,) = read_pins(blobstore)
+    assert left.index_blob_id == first.snapshot_id and left.host == socket.gethostname()
+    assert not left.live  # its process is gone: it binds nobody at once, long before its expiry
+
+    new_store(sdir, seed=2)
+    second = backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps)
+    assert not any("kept snapshot" in n for n in second.notes)
+    assert [r.checkpoint_id for r in cps.records(REF)] == [second.checkpoint_id]
+    assert first.snapshot_id not in blob_keys(blobstore)
+
+    res = gc(GcOptions(grace_seconds=0), blobstore, cps)
+    assert pins(blobstore) == []
+    assert any("deleted 1 reader pins that no longer bind" in n for n in res.notes), res.notes
+    assert blob_keys(blobstore) == all_referenced(blobstore, cps)
+
+
+def test_a_pin_from_another_host_binds_until_it_expires(blobstore, tmp_path: Path, s3_options, request,
+                                                        no_grace_floor, monkeypatch):
+    """A reader on another host (its pid means nothing here) that died: its pin holds the snapshot until
+    its expiry (plus the clock slack, 0 here); then gc deletes the pin, expires the snapshot, sweeps it."""
+    monkeypatch.setattr("statectl.catalog.lease.CLOCK_SLACK_SECONDS", 0)
+    cps = BlobCheckpointStore(blobstore)
+    sdir = store_dir(tmp_path / "state", REF.store, REF.task)
+    new_store(sdir, seed=1)
+    first = backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps)
+    needed = snapshot_blob_ids(first.snapshot_id, read_index(blobstore, first.snapshot_id))
+    expires = time.time() + 4
+    blobstore.put_at(pins_prefix(REF) + "f00d.json", json.dumps({
+        "index_blob_id": first.snapshot_id, "checkpoint_id": first.checkpoint_id, "store": str(REF),
+        "operation": "restore", "host": "elsewhere.example", "pid": 4242, "started": time.time(),
+        "expires_at": expires}).encode())
+
+    new_store(sdir, seed=2)
+    second = backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps)
+    assert any("a restore on host elsewhere.example" in n for n in second.notes), second.notes
+    dry = subprocess.run([STATECTL, "gc", "--dry-run", "--grace", "1m", "--blobstore", blobstore.url],
+                         env=cli_env(blobstore, tmp_path, s3_options, request), capture_output=True, text=True,
+                         timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert f"snapshot {first.checkpoint_id} kept past retention" in dry.stderr, dry.stderr
+    res = gc(GcOptions(grace_seconds=0), blobstore, cps)  # the pin still binds: nothing of it goes
+    assert needed <= blob_keys(blobstore) and res.snapshots_expired == 0
+    assert len(read_pins(blobstore)) == 1
+
+    time.sleep(max(0.0, expires - time.time()) + 0.5)
+    dry_res = gc(GcOptions(grace_seconds=0, dry_run=True), blobstore, cps)
+    assert [(e.checkpoint_id, e.reason) for e in dry_res.expired] == \
+        [(first.checkpoint_id, "older than the newest 1 kept (keep-last 1)")]
+    assert any("would delete 1 reader pins" in n for n in dry_res.notes), dry_res.notes
+    res = gc(GcOptions(grace_seconds=0), blobstore, cps)
+    assert pins(blobstore) == []
+    assert res.snapshots_expired == 1 and [e.checkpoint_id for e in res.expired] == [first.checkpoint_id]
+    assert [r.checkpoint_id for r in cps.records(REF)] == [second.checkpoint_id]
+    assert blob_keys(blobstore) == all_referenced(blobstore, cps)
+    assert first.snapshot_id not in blob_keys(blobstore)
