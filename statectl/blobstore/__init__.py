@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from statectl.blobstore.base import DEFAULT_TTL_SECONDS, BlobInfo, BlobStore, new_blob_key
+from statectl.blobstore.base import (
+    DEFAULT_TTL_SECONDS,
+    BlobInfo,
+    BlobStore,
+    new_blob_key,
+)
 from statectl.errors import UsageError
 
 __all__ = ["BlobInfo", "BlobStore", "DEFAULT_TTL_SECONDS", "S3Options", "default_blobstore_url", "new_blob_key",
@@ -42,7 +47,8 @@ def default_blobstore_url() -> str:
 def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8,
                    retry_time_s: float = 60.0) -> BlobStore:
     """Open the blob store a URL names, wrapped so that transient errors are retried ``retries`` times,
-    and no new attempt starts once ``retry_time_s`` seconds have passed since the first.
+    and no new attempt starts once ``retry_time_s`` seconds have passed since the first, and so that it
+    counts its requests (``request_counts()``; every attempt counts, see statectl/blobstore/stats.py).
 
     Raises UsageError for an unknown scheme, a malformed URL, a URL with a control character (raw or
     percent-encoded), and a ``file://`` path that resolves to ``/``. A ``file://`` root is resolved with
@@ -50,6 +56,7 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8,
     Opening does not touch the network; a missing bucket or bad credentials show on first use.
     """
     from statectl.blobstore.retry import RetryingBlobStore
+    from statectl.blobstore.stats import StatsBlobStore
 
     if _has_control_char(url) or _has_control_char(unquote(url)):
         # A NUL cannot be in a path at all, and a newline or escape in a dir name or S3 prefix would turn
@@ -94,7 +101,7 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8,
         raise UsageError("retries must be 0 or more")
     if retry_time_s < 0:
         raise UsageError("retry_time must not be negative")
-    return RetryingBlobStore(inner, attempts=retries + 1, deadline_s=retry_time_s)
+    return RetryingBlobStore(StatsBlobStore(inner), attempts=retries + 1, deadline_s=retry_time_s)
 
 
 def _has_control_char(s: str) -> bool:

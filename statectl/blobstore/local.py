@@ -17,10 +17,16 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from stat import S_ISREG
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
-from statectl.blobstore.base import STATECTL_PREFIXES, BlobInfo, new_blob_key
-from statectl.errors import BlobNotFoundError, BlobStoreError, DiskFullError, PreconditionFailedError, UsageError
+from statectl.blobstore.base import STATECTL_PREFIXES, BlobInfo, key_batches, new_blob_key
+from statectl.errors import (
+    BlobNotFoundError,
+    BlobStoreError,
+    DiskFullError,
+    PreconditionFailedError,
+    UsageError,
+)
 
 TTL_SUFFIX = ".ttl"
 LOCK_SUFFIX = ".lock"
@@ -36,6 +42,9 @@ class LocalBlobStore:
     ``root`` is the real path of the store's dir (symlinks and ``..`` resolved as the OS does), for
     checks that nothing else overlaps it. Raises UsageError for a root that resolves to ``/``.
     """
+
+    # No request limit here (one unlink a key): only the size of the batches callers hand out in parallel.
+    delete_batch = 512
 
     def __init__(self, root: str | os.PathLike[str], url: str | None = None):
         self.root = Path(os.path.realpath(root))
@@ -187,19 +196,17 @@ class LocalBlobStore:
                     remaining -= len(chunk)
             return written
 
-    def delete(self, key: str) -> None:
-        path = self._path(key)
-        for p in (path, self._ttl_path(path)):
-            try:
-                p.unlink()
-            except _MISSING:
-                pass
-            except OSError as e:
-                raise BlobStoreError(f"file: delete {key}: {e.strerror}") from e
-
-    def delete_many(self, keys: list[str]) -> None:
-        for key in keys:
-            self.delete(key)
+    def delete(self, keys: Iterable[str]) -> None:
+        for batch in key_batches(keys, self.delete_batch):
+            paths = [(key, self._path(key)) for key in batch]  # an invalid key fails its batch before any unlink
+            for key, path in paths:
+                for p in (path, self._ttl_path(path)):
+                    try:
+                        p.unlink()
+                    except _MISSING:
+                        pass
+                    except OSError as e:
+                        raise BlobStoreError(f"file: delete {key}: {e.strerror}") from e
 
     def remove_ttl(self, key: str) -> None:
         path = self._path(key)
@@ -250,24 +257,50 @@ class LocalBlobStore:
             raise BlobNotFoundError(f"file: blob {key} not found")
         return BlobInfo(key, st.st_size, st.st_mtime, self._expiry(path))
 
-    def list(self, prefix: str = "") -> Iterator[BlobInfo]:
-        base = self.root
-        for dirpath, dirnames, filenames in os.walk(base):
-            rel_dir = os.path.relpath(dirpath, base)
-            rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-            if not (rel_dir.startswith(prefix) or prefix.startswith(rel_dir)):
-                dirnames[:] = []
+    def list(self, prefix: str = "", *, start_after: str | None = None) -> Iterator[BlobInfo]:
+        """A depth-first walk, one directory read (and sorted) at a time: memory holds the entries of
+        the dirs on the current path (for data blobs, one ``blobs/<xx>/``: a 256th of them), never the
+        whole tree. Subtrees outside ``prefix`` or wholly before ``start_after`` are not read. Symlinked
+        dirs are not followed; links to files are listed, other non-regular files are not."""
+        return self._list_dir(str(self.root), "", prefix, start_after)
+
+    def _list_dir(self, path: str, rel: str, prefix: str, start_after: str | None) -> Iterator[BlobInfo]:
+        try:
+            with os.scandir(path) as it:
+                # Sorted as the keys sort: a dir's keys all start with "<name>/", so it sorts as that.
+                entries = sorted((e.name + "/" if e.is_dir() else e.name, e.is_symlink()) for e in it)
+        except _MISSING:  # removed meanwhile (or not created yet)
+            return
+        except OSError as e:
+            raise BlobStoreError(f"file: list {rel or '.'} in {self.root}: {e.strerror or e}") from e
+        # A blob's TTL sidecar is in the same dir: no sidecar in the listing, no need to try to read one.
+        ttls = {name for name, _ in entries if name.endswith(TTL_SUFFIX)}
+        for name, link in entries:
+            key = rel + name
+            if name.endswith("/"):
+                if link:
+                    continue
+                if not (key.startswith(prefix) or prefix.startswith(key)):
+                    continue
+                if start_after is not None and key <= start_after and not start_after.startswith(key):
+                    continue  # every key below sorts before start_after
+                yield from self._list_dir(os.path.join(path, name[:-1]), key, prefix, start_after)
                 continue
-            for name in filenames:
-                key = rel_dir + name
-                if name.endswith((TTL_SUFFIX, LOCK_SUFFIX)) or name.startswith(TMP_MARK) or not key.startswith(prefix):
-                    continue
-                path = Path(dirpath, name)
-                try:
-                    st = path.stat()
-                except FileNotFoundError:
-                    continue
-                yield BlobInfo(key, st.st_size, st.st_mtime, self._expiry(path))
+            if name.endswith((TTL_SUFFIX, LOCK_SUFFIX)) or name.startswith(TMP_MARK) or not key.startswith(prefix):
+                continue
+            if start_after is not None and key <= start_after:
+                continue
+            full = os.path.join(path, name)
+            try:
+                st = os.stat(full)
+            except _MISSING:
+                continue
+            except OSError as e:
+                raise BlobStoreError(f"file: list {key}: {e.strerror or e}") from e
+            if not S_ISREG(st.st_mode):
+                continue
+            expires = self._expiry(Path(full)) if name + TTL_SUFFIX in ttls else None
+            yield BlobInfo(key, st.st_size, st.st_mtime, expires)
 
     def sweep_debris(self, older_than: float, *, dry_run: bool = False) -> list[BlobInfo]:
         """Partial files of killed writes (``.tmp-*``, sidecars' included) and ``<key>.ttl`` sidecars

@@ -3,6 +3,8 @@
 Only TransientBlobStoreError is retried; backends decide what is transient. A retried ``put``
 seeks its source back to where it started, a retried ``get`` seeks its destination back. A stream
 that cannot seek (a pipe) gets a single attempt: bytes already sent or written cannot be taken back.
+A ``delete`` is retried one request (``delete_batch`` keys) at a time, a listing resumes after the last
+key it yielded.
 """
 
 from __future__ import annotations
@@ -12,10 +14,15 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, TypeVar
+from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
 
-from statectl.blobstore.base import BlobInfo, BlobStore
-from statectl.errors import BlobNotFoundError, BlobStoreError, PreconditionFailedError, TransientBlobStoreError
+from statectl.blobstore.base import BlobInfo, BlobStore, key_batches
+from statectl.errors import (
+    BlobNotFoundError,
+    BlobStoreError,
+    PreconditionFailedError,
+    TransientBlobStoreError,
+)
 
 log = logging.getLogger(__name__)
 _GAVE_UP_HINT = ("the blob store is down, unreachable or overloaded: check --blobstore and --s3-endpoint; "
@@ -51,6 +58,15 @@ class RetryingBlobStore:
         must not overlap."""
         return getattr(self.inner, "root", None)
 
+    @property
+    def delete_batch(self) -> int:
+        return self.inner.delete_batch
+
+    def request_counts(self) -> dict[str, int]:
+        """The wrapped store's request counts (every attempt is a request), or {} if it keeps none."""
+        counts = getattr(self.inner, "request_counts", None)
+        return counts() if counts is not None else {}
+
     def _call(self, what: str, fn: Callable[[], T], rewind: Callable[[], None] | None = None,
               retryable: bool = True) -> T:
         started = self._clock()
@@ -60,19 +76,24 @@ class RetryingBlobStore:
             except TransientBlobStoreError as e:
                 if not retryable:
                     raise BlobStoreError(f"{e} (not retried: the stream cannot seek back)", hint=e.hint) from e
-                delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
-                elapsed = self._clock() - started
-                if attempt == self.attempts or (self.deadline_s is not None and elapsed + delay > self.deadline_s):
-                    s = "" if attempt == 1 else "s"
-                    raise BlobStoreError(f"{e} (gave up after {attempt} attempt{s} in {elapsed:.0f}s)",
-                                         hint=e.hint or _GAVE_UP_HINT) from e
-                log.debug("retrying %s after %s (attempt %d, sleeping %.2fs)", what, e, attempt, delay)
-                with self._lock:
-                    self.retries += 1
-                self._sleep(delay)
+                self._back_off(what, e, attempt, started)
                 if rewind is not None:
                     rewind()
         raise AssertionError("unreachable")
+
+    def _back_off(self, what: str, e: TransientBlobStoreError, attempt: int, started: float) -> None:
+        """Sleep before attempt ``attempt + 1`` of a request first tried at ``started``, or raise the
+        final BlobStoreError when it has had its attempts or its time."""
+        delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+        elapsed = self._clock() - started
+        if attempt >= self.attempts or (self.deadline_s is not None and elapsed + delay > self.deadline_s):
+            s = "" if attempt == 1 else "s"
+            raise BlobStoreError(f"{e} (gave up after {attempt} attempt{s} in {elapsed:.0f}s)",
+                                 hint=e.hint or _GAVE_UP_HINT) from e
+        log.debug("retrying %s after %s (attempt %d, sleeping %.2fs)", what, e, attempt, delay)
+        with self._lock:
+            self.retries += 1
+        self._sleep(delay)
 
     def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
         pos = _position(src)
@@ -121,13 +142,10 @@ class RetryingBlobStore:
         return self._call(f"get {key}", lambda: self.inner.get(key, dst, start=start, length=length),
                           lambda: dst.seek(pos), retryable=pos is not None)
 
-    def delete(self, key: str) -> None:
-        return self._call(f"delete {key}", lambda: self.inner.delete(key))
-
-    def delete_many(self, keys: list[str]) -> None:
-        for i in range(0, len(keys), 1000):
-            batch = keys[i:i + 1000]
-            self._call(f"delete {len(batch)} objects", lambda: self.inner.delete_many(batch))
+    def delete(self, keys: Iterable[str]) -> None:
+        for batch in key_batches(keys, self.delete_batch):
+            what = f"delete {batch[0]}" if len(batch) == 1 else f"delete {len(batch)} objects"
+            self._call(what, lambda: self.inner.delete(batch))  # idempotent: a retry may meet some gone
 
     def remove_ttl(self, key: str) -> None:
         return self._call(f"remove_ttl {key}", lambda: self.inner.remove_ttl(key))
@@ -138,9 +156,28 @@ class RetryingBlobStore:
     def stat(self, key: str) -> BlobInfo:
         return self._call(f"stat {key}", lambda: self.inner.stat(key))
 
-    def list(self, prefix: str = "") -> Iterator[BlobInfo]:
-        # A listing is retried whole: it is materialised so a fault halfway cannot yield duplicates.
-        return iter(self._call(f"list {prefix}", lambda: list(self.inner.list(prefix))))
+    def list(self, prefix: str = "", *, start_after: str | None = None) -> Iterator[BlobInfo]:
+        """The inner listing, streamed; after a transient failure it resumes after the last key yielded
+        (``start_after`` resumes in the store's listing order), so nothing repeats and nothing is
+        skipped. Attempts and retry time count from the last object that came through: each page of a
+        long listing gets them afresh."""
+        last = start_after
+        attempt, started = 1, self._clock()
+        while True:
+            it = self.inner.list(prefix, start_after=last)
+            try:
+                for info in it:
+                    last = info.key
+                    yield info
+                    attempt, started = 1, self._clock()  # what follows is the next request's
+                return
+            except TransientBlobStoreError as e:
+                self._back_off(f"list {prefix}", e, attempt, started)
+                attempt += 1
+            finally:
+                close = getattr(it, "close", None)
+                if close is not None:
+                    close()
 
     def sweep_debris(self, older_than: float, *, dry_run: bool = False) -> list[BlobInfo]:
         return self._call("sweep debris", lambda: self.inner.sweep_debris(older_than, dry_run=dry_run))

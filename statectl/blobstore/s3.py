@@ -33,18 +33,17 @@ import os
 import socket
 import threading
 import time
-from collections import Counter
 from contextlib import closing
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 from urllib.parse import urlencode, urlparse
 
 from statectl import __version__
-from statectl.blobstore.base import BlobInfo, new_blob_key
+from statectl.blobstore.base import BlobInfo, key_batches, new_blob_key
 from statectl.errors import (
     AuthError,
     BlobNotFoundError,
-    ConfigError,
     BlobStoreError,
+    ConfigError,
     DiskFullError,
     MissingDependencyError,
     NotFoundError,
@@ -61,6 +60,7 @@ TTL_TAG = "statectl-ttl"
 EXPIRES_TAG = "statectl-expires"
 READ_BUF = 1024 * 1024
 MAX_PARTS = 10_000
+MAX_DELETE_KEYS = 1000  # keys per DeleteObjects request: S3's limit
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 # The bounds of one request (see the module doc): a metadata request must be done within
 # DEADLINE_FACTOR x timeout; a bulk transfer must move MIN_PROGRESS_BYTES every timeout seconds.
@@ -278,8 +278,12 @@ def _pool_classes() -> tuple[type, type]:
     """botocore's connection pools (http, https) with connections that tie each request to its attempt."""
     global _POOLS
     if _POOLS is None:
-        from botocore.awsrequest import (AWSHTTPConnection, AWSHTTPConnectionPool, AWSHTTPSConnection,
-                                         AWSHTTPSConnectionPool)
+        from botocore.awsrequest import (
+            AWSHTTPConnection,
+            AWSHTTPConnectionPool,
+            AWSHTTPSConnection,
+            AWSHTTPSConnectionPool,
+        )
 
         class Bound:
             _statectl_attempt: _Attempt | None = None
@@ -430,6 +434,7 @@ class S3BlobStore:
     """BlobStore on an S3 bucket under a key prefix."""
 
     root = None  # no local dir (``file://`` stores have one)
+    delete_batch = MAX_DELETE_KEYS
 
     def __init__(self, bucket: str, prefix: str, options: "S3Options", url: str):
         try:
@@ -490,16 +495,8 @@ class S3BlobStore:
                               hint="check s3_profile, or the profiles in ~/.aws/config") from None
         if not options.access_key_id:
             _mask_resolved_credentials(session)
-        # API requests sent, by operation (retries included): gc and the benchmarks report them.
-        self.requests: Counter[str] = Counter()
-        self._requests_lock = threading.Lock()
-        self._client.meta.events.register("before-call.s3", self._count_request)
         self._client.meta.events.register("before-parse.s3.*", _refuse_short_body)
         self.deadlines = _install_deadlines(self._client)
-
-    def _count_request(self, model: Any, **_: Any) -> None:
-        with self._requests_lock:
-            self.requests[model.name] += 1
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -735,20 +732,9 @@ class S3BlobStore:
                                           f"({written} of {expected} bytes)")
         return written
 
-    def delete(self, key: str) -> None:
-        try:
-            with self._deadline("delete", key):
-                self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
-        except Exception as e:
-            err = self._error("delete", key, e)
-            if isinstance(err, BlobNotFoundError):
-                return
-            raise err from e
-
-    def delete_many(self, keys: list[str]) -> None:
-        """Batch delete (up to 1000 keys a request); missing keys are not errors."""
-        for i in range(0, len(keys), 1000):
-            batch = keys[i:i + 1000]
+    def delete(self, keys: Iterable[str]) -> None:
+        """One DeleteObjects request per ``delete_batch`` keys; missing keys are not errors."""
+        for batch in key_batches(keys, self.delete_batch):
             try:
                 with self._deadline("delete", batch[0]):
                     resp = self._client.delete_objects(
@@ -797,10 +783,14 @@ class S3BlobStore:
                 expires = 0.0
         return BlobInfo(key, head["ContentLength"], head["LastModified"].timestamp(), expires)
 
-    def list(self, prefix: str = "") -> Iterator[BlobInfo]:
+    def list(self, prefix: str = "", *, start_after: str | None = None) -> Iterator[BlobInfo]:
+        """One ListObjectsV2 request per page (up to a thousand objects), sent as the caller consumes the
+        previous page. TTLs are not in a listing: ``ttl_known`` is False (``stat`` reads them)."""
         paginator = self._client.get_paginator("list_objects_v2")
+        kwargs = {"StartAfter": self._key(start_after)} if start_after is not None else {}
         try:
-            for page in self._pages("list", prefix, paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix))):
+            for page in self._pages("list", prefix, paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix),
+                                                                       **kwargs)):
                 for obj in page.get("Contents", []):
                     yield BlobInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["LastModified"].timestamp(),
                                    None, ttl_known=False)

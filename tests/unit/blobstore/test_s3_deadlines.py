@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from statectl.blobstore import S3Options, open_blobstore
+from statectl.blobstore import S3Options
 from statectl.blobstore import s3 as s3mod
-from statectl.blobstore.s3 import DEADLINE_FACTOR, MIN_PROGRESS_BYTES, _Attempt, _Watchdog
+from statectl.blobstore.s3 import DEADLINE_FACTOR, MIN_PROGRESS_BYTES, S3BlobStore, _Attempt, _Watchdog
 
 
 def attempt(bulk: bool, timeout: float = 10) -> _Attempt:
@@ -127,10 +127,9 @@ def test_one_watchdog_thread_however_many_requests():
 
 
 def test_the_client_uses_the_bounded_connections():
-    store = open_blobstore("s3://bucket/p", s3=S3Options(endpoint_url="http://127.0.0.1:9", access_key_id="a",
-                                                         secret_access_key="b", region="us-east-1"))
-    s3 = store.inner
+    s3 = S3BlobStore("bucket", "p", S3Options(endpoint_url="http://127.0.0.1:9", access_key_id="a",
+                                              secret_access_key="b", region="us-east-1"), "s3://bucket/p")
     assert s3.deadlines, "botocore's insides moved: S3 requests would have no total bound"
     pools = s3._client._endpoint.http_session._manager.pool_classes_by_scheme
     assert (pools["http"], pools["https"]) == s3mod._pool_classes()
-    store.close()
+    s3.close()
