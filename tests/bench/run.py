@@ -13,6 +13,8 @@ Figures (README "BENCHMARKS", the issue's targets):
   4. incremental backup after adding 5% new keys: bytes uploaded vs the bytes of new files + 1 MiB
   5. restore of the latest snapshot when the identical local checkpoint dir exists (hard links only)
   6. peak RSS of backup and restore, at the base size and at --big-gib (must not grow with the store)
+  7. peak RSS of gc over a file:// store of 100 000 and of 1 000 000 unreferenced blobs (must not grow
+     with the number of blobs; tests/bench/gcmem.py, which can also measure another revision)
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
@@ -50,7 +52,7 @@ VALUE_SIZE = 1024
 JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-FIGURES = ("backup", "restore", "incremental", "local", "memory")
+FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc")
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
 
@@ -72,6 +74,7 @@ class Settings:
     verify: bool
     quick: bool
     only: set[str]
+    gc_blobs: list[int] = field(default_factory=list)
 
     @property
     def work(self) -> Path:
@@ -102,6 +105,8 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--bench-dir", type=Path, default=ROOT / ".bench", help="working dir and report (default .bench)")
     p.add_argument("--keep", action="store_true", help="keep the generated stores and restores under .bench/work")
     p.add_argument("--no-verify", action="store_true", help="skip the fingerprint check of a restored store")
+    p.add_argument("--gc-blobs", default=None, metavar="N,...",
+                   help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
                         "memory; default all")
@@ -123,6 +128,8 @@ def parse_args(argv: list[str] | None) -> Settings:
         sst_mb=a.sst_mb or (16 if a.quick else 64), runs=runs, long_s=a.long_s, parallelism=a.parallelism,
         incr_fraction=a.incremental_pct / 100, local_runs=max(5, runs), bench_dir=a.bench_dir.absolute(),
         keep=a.keep, verify=not a.no_verify, quick=a.quick, only=only,
+        gc_blobs=[int(x.replace("_", "")) for x in (a.gc_blobs or ("10000,100000" if a.quick else "100000,1000000"))
+                  .split(",") if x.strip()],
     )
 
 
@@ -211,7 +218,7 @@ class Bench:
         s = self.s
         if not Path(self.statectl).exists():
             raise BenchError(f"no statectl next to {sys.executable}; run 'make install-dev' first")
-        if self.rclone is None:
+        if self.rclone is None and s.only & {"backup", "restore", "memory"}:  # the figures with rclone as a peer
             raise BenchError("rclone is not installed (make bench installs it from Debian: apt-get install rclone)")
         drop_tree(s.work)
         s.work.mkdir(parents=True)
@@ -260,10 +267,10 @@ class Bench:
             "host": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count(),
             "memory": mem.split(":", 1)[-1].strip(), "python": platform.python_version(),
             "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-            "statectl": __version__, "rclone": tool_version([self.rclone, "version"]),
+            "statectl": __version__, "rclone": tool_version([self.rclone, "version"]) if self.rclone else "-",
             "weed": tool_version([str(Path(sys.executable).parent / "weed"), "version"]),
             "settings": {"size_bytes": s.size_bytes, "big_bytes": s.big_bytes, "sst_mb": s.sst_mb, "runs": s.runs,
-                         "figures": sorted(s.only),
+                         "figures": sorted(s.only), "gc_blobs": s.gc_blobs,
                          "long_s": s.long_s, "parallelism": s.parallelism, "incremental_fraction": s.incr_fraction,
                          "quick": s.quick},
             "peer_flags": {"rclone_upload": RCLONE_UP_FLAGS, "rclone_download": RCLONE_DOWN_FLAGS,
@@ -388,7 +395,8 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        self.figure_store(store, s.keys)
+        if s.only - {"gc"}:
+            self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
         if "restore" in s.only:
@@ -399,6 +407,8 @@ class Bench:
             self.figure_local_restore(store)
         if "memory" in s.only:
             self.figure_memory()
+        if "gc" in s.only:
+            self.figure_gc()
 
     def figure_store(self, store: Path, keys: int) -> None:
         log(f"1. generating {human(keys * VALUE_SIZE)} store: {keys} keys of {VALUE_SIZE} random bytes, "
@@ -674,6 +684,15 @@ class Bench:
         drop_tree(big.parent.parent)
 
 
+    def figure_gc(self) -> None:
+        """Peak RSS of ``statectl gc`` over a file:// store of each of --gc-blobs unreferenced blobs (and of
+        none: the interpreter and imports), whole processes (tests/bench/gcmem.py)."""
+        from tests.bench import gcmem
+
+        log(f"7. gc memory: file:// stores of {', '.join(f'{n:,}' for n in self.s.gc_blobs)} unreferenced blobs")
+        self.results["gc"] = gcmem.bench(self.s.work / "gc", self.env, self.s.gc_blobs)
+
+
 # ---- the report -----------------------------------------------------------------------------------
 
 def _fmt_s(st: dict[str, Any]) -> str:
@@ -763,6 +782,25 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
                 brss["median"], _fmt_mb(brss), f"same at {human(m['base_bytes'])}" if uo_base else "",
                 uo_base["max_rss_mb"]["median"] if uo_base else None,
                 _fmt_mb(uo_base["max_rss_mb"]) if uo_base else "", "(diagnostic)", None)
+    g = res.get("gc")
+    if g:
+        runs = {r["blobs"]: r for r in g["runs"] if r["variant"] == "current"}
+        idle = runs.get(0)
+        for n in g["blobs"]:
+            r = runs[n]
+            add("7", f"peak RSS, gc of {n:,} unreferenced blobs (file://)", r["max_rss_mb"], f"{r['max_rss_mb']:.0f} MB",
+                "same with no blob to delete", idle["max_rss_mb"] if idle else None,
+                f"{idle['max_rss_mb']:.0f} MB" if idle else "", "< 100 MB", r["max_rss_mb"] < 100,
+                note=f"wall {r['wall_s']:.1f} s")
+        growth = g.get("growth", {}).get("current")
+        if growth:
+            # Flat = no per-blob state: a held listing costs ~500 bytes a blob (273-535 MB before the fix);
+            # what is left (worker threads' malloc arenas filling up) does not grow with the store.
+            per_blob = growth["bytes_per_blob"]
+            add("7", f"peak RSS, gc, {growth['to']:,} vs {growth['from']:,} blobs", growth["rss_mb_to"],
+                f"{growth['rss_mb_to']:.0f} MB", f"{growth['from']:,} blobs", growth["rss_mb_from"],
+                f"{growth['rss_mb_from']:.0f} MB", "< 32 B per extra blob", per_blob < 32, ratio=growth["ratio"],
+                note=f"{per_blob:.1f} B per extra blob")
     return out
 
 
@@ -823,6 +861,10 @@ def report_text(res: dict[str, Any]) -> str:
         lines += ["", f"incremental: +{inc['keys_added']} keys; uploaded {i['files_uploaded']} of {i['files_total']} files, "
                       f"{human(i['bytes_uploaded'])} in {i['wall_s']:.2f} s; new files in the checkpoint: "
                       + ", ".join(f"{k} ({human(v)})" for k, v in sorted(inc["new_files"].items()))]
+    if res.get("gc"):
+        from tests.bench.gcmem import report_lines
+
+        lines += ["", *report_lines(res["gc"])]
     meta_flags = meta.get("peer_flags")
     if meta_flags:
         lines += ["", "peers and flags:",
