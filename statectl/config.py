@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from statectl import defaults
 from statectl.errors import ConfigError, UsageError
 from statectl.kafka.client import KAFKA_SASL_MECHANISMS, KAFKA_SECURITY_PROTOCOLS, check_security_settings
 from statectl.redact import check_secret
@@ -182,20 +183,20 @@ KEYS: dict[str, Key] = {
     "kafka_ssl_check_hostname": Key(_bool, True, help="check that a broker's certificate names the host "
                                                       "connected to"),
     "job": Key(_str),
-    "job_id": Key(_str, "1"),
-    "task": Key(_str, "Partition 0"),
+    "job_id": Key(_str, defaults.JOB_ID),
+    "task": Key(_str, defaults.TASK),
     "store": Key(_str),
     "state_dir": Key(_str),
-    "parallelism": Key(_int, 8),
-    "chunk_size": Key(lambda v: parse_size(v, "chunk_size"), 64 * 1024 * 1024, show=format_size),
-    "ttl": Key(lambda v: parse_duration(v, "ttl"), 30 * 86400, show=format_duration),
-    "retries": Key(_int, 8),
-    "timeout": Key(lambda v: parse_duration(v, "timeout"), 15, show=format_duration,
+    "parallelism": Key(_int, defaults.PARALLELISM),
+    "chunk_size": Key(lambda v: parse_size(v, "chunk_size"), defaults.CHUNK_SIZE, show=format_size),
+    "ttl": Key(lambda v: parse_duration(v, "ttl"), defaults.TTL_SECONDS, show=format_duration),
+    "retries": Key(_int, defaults.RETRIES),
+    "timeout": Key(lambda v: parse_duration(v, "timeout"), defaults.TIMEOUT_S, show=format_duration,
                    help="how long a blob store may leave a connection or a read unanswered"),
-    "retry_time": Key(lambda v: parse_duration(v, "retry_time"), 60, show=format_duration,
+    "retry_time": Key(lambda v: parse_duration(v, "retry_time"), defaults.RETRY_TIME_S, show=format_duration,
                       help="stop retrying a failing blob store request after this long"),
-    "keep_last": Key(_int, 1, help="snapshots kept restorable per task/store"),
-    "grace": Key(lambda v: parse_duration(v, "grace"), 6 * 3600, show=format_duration,
+    "keep_last": Key(_int, defaults.KEEP_LAST, help="snapshots kept restorable per task/store"),
+    "grace": Key(lambda v: parse_duration(v, "grace"), defaults.GRACE_SECONDS, show=format_duration,
                  help="gc leaves unreferenced blobs younger than this"),
     "output": Key(_output, "text"),
     "quiet": Key(_bool, False),

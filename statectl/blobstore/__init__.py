@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from statectl import defaults
 from statectl.blobstore.base import (
     DEFAULT_TTL_SECONDS,
     BlobInfo,
@@ -32,7 +33,7 @@ class S3Options:
     max_connections: int = 32
     # Connect, and each read of a response; a metadata request as a whole gets 4x this, and a transfer
     # must move 64 KiB within this, but one that keeps moving is never cut (statectl/blobstore/s3.py).
-    timeout_s: float = 15.0
+    timeout_s: float = defaults.TIMEOUT_S
     part_size: int = 64 * 1024 * 1024  # = the default --chunk-size: each chunk goes up in one PUT
 
 
@@ -44,8 +45,8 @@ def default_blobstore_url() -> str:
     return "file://" + str(Path(base) / "statectl" / "blobs")
 
 
-def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = 8,
-                   retry_time_s: float = 60.0) -> BlobStore:
+def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defaults.RETRIES,
+                   retry_time_s: float = defaults.RETRY_TIME_S) -> BlobStore:
     """Open the blob store a URL names, wrapped so that transient errors are retried ``retries`` times,
     and no new attempt starts once ``retry_time_s`` seconds have passed since the first, and so that it
     counts its requests (``request_counts()``; every attempt counts, see statectl/blobstore/stats.py).

@@ -11,12 +11,14 @@ import uuid
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator, Protocol, runtime_checkable
 
+from statectl import defaults
+
 BLOB_PREFIX = "blobs/"
 # Every top-level prefix statectl writes under (data blobs, the catalog, leases, doctor's probes). The
 # blob store may share its dir or bucket with other things: whatever walks a store to remove leftovers
 # touches these prefixes only. A new prefix in statectl/engine must be added here (a test checks).
 STATECTL_PREFIXES = (BLOB_PREFIX, "checkpoints/", "leases/", "doctor/", "pins/")
-DEFAULT_TTL_SECONDS = 30 * 24 * 3600
+DEFAULT_TTL_SECONDS = defaults.TTL_SECONDS
 
 
 def new_blob_key() -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Iterator, Protocol
 from urllib.parse import quote, unquote
 
-from statectl import failpoints
+from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, parse_checkpoint_id
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError
@@ -54,7 +54,7 @@ class CheckpointRecord:
     created_ms: int
     cleanup_done: bool = False
     state: str = COMMITTED
-    keep_last: int = 1
+    keep_last: int = defaults.KEEP_LAST
 
 
 class CommitLog(Protocol):

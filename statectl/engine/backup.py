@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from statectl import failpoints
+from statectl import defaults, failpoints
 from statectl.blobstore.base import DEFAULT_TTL_SECONDS, BlobStore
 from statectl.catalog.index import read_index, write_index
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
@@ -40,8 +40,8 @@ from statectl.snapshot.model import DirIndex, FileIndex, SnapshotIndex, Snapshot
 from statectl.transfer.upload import upload_files
 from statectl.transfer.verify import check_blobs
 
-DEFAULT_CHUNK_SIZE = 64 * 1024 * 1024
-DEFAULT_PARALLELISM = 8
+DEFAULT_CHUNK_SIZE = defaults.CHUNK_SIZE
+DEFAULT_PARALLELISM = defaults.PARALLELISM
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class BackupOptions:
     parallelism: int = DEFAULT_PARALLELISM
     chunk_size: int = DEFAULT_CHUNK_SIZE
     ttl_seconds: int = DEFAULT_TTL_SECONDS
-    keep_last: int = 1
+    keep_last: int = defaults.KEEP_LAST
     keep_local_checkpoint: bool = True
 
     def validate(self) -> None:

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from statectl import defaults
 from statectl.blobstore.base import BLOB_PREFIX, BlobStore
 from statectl.catalog.index import read_index, snapshot_blob_ids
 from statectl.catalog.lease import CLOCK_SLACK_SECONDS, Lease, live_leases, read_lease
@@ -47,7 +48,7 @@ from statectl.errors import (
 from statectl.parallel import check_parallelism, run_parallel
 from statectl.progress import NullProgress, ProgressReporter
 
-DEFAULT_GRACE_SECONDS = 6 * 3600
+DEFAULT_GRACE_SECONDS = defaults.GRACE_SECONDS
 # Like --ttl: younger blobs may belong to a write in flight that takes no lease. Tests lower it to sweep
 # fresh S3 objects, whose modification times cannot be backdated.
 MIN_GRACE_SECONDS = 60
@@ -61,7 +62,7 @@ class GcOptions:
     grace_seconds: int = DEFAULT_GRACE_SECONDS
     keep_last: int | None = None
     dry_run: bool = False
-    parallelism: int = 8
+    parallelism: int = defaults.PARALLELISM
     # List every deleted blob and leftover in the result (``deleted``, ``debris``); off, only the counts
     # and sizes, and gc's memory stays flat however many blobs it deletes.
     itemize: bool = True

@@ -16,11 +16,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from statectl import defaults
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import snapshot_owner
+from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
-from statectl.catalog.pins import ReaderPin
 from statectl.errors import (
     ChecksumMismatchError,
     CorruptSnapshotError,
@@ -51,7 +52,7 @@ class RestoreOptions:
     store_dir: Path
     target_dir: Path | None = None
     snapshot: str | None = None
-    parallelism: int = 8
+    parallelism: int = defaults.PARALLELISM
     range_size: int = DEFAULT_RANGE_SIZE
     force: bool = False
     from_other_store: bool = False

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from statectl import defaults
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import read_index
 from statectl.catalog.pins import ReaderPin
@@ -98,7 +99,7 @@ class VerifyResult:
 
 
 def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore, snapshot: str | None, *,
-                    download: bool, parallelism: int = 8, progress: ProgressReporter | None = None) -> VerifyResult:
+                    download: bool, parallelism: int = defaults.PARALLELISM, progress: ProgressReporter | None = None) -> VerifyResult:
     """Check that every blob of a snapshot exists with the right size; with ``download`` also that every
     file's bytes have the CRC32 its index records. Changes nothing; with ``download``, which reads for
     long, the snapshot is pinned meanwhile (catalog.pins; a note says so when no pin can be written)."""
