@@ -18,7 +18,7 @@ _statectl_commands() {
 _statectl_options() {
     case $1 in
         '') REPLY='--config --profile --output -o --verbose -v --quiet -q --debug --version --help -h' ;;
-        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --checkpoint-dir --all --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --grace --checkpoint-dir --all --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'restore') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --snapshot --target-dir --force --from-other-store --from-changelog --partition --until-offset --to-checkpoint --system --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -62,6 +62,7 @@ _statectl_value() {
                 --parallelism|-j) REPLY='@text' ;;
                 --chunk-size) REPLY='@text' ;;
                 --ttl) REPLY='@text' ;;
+                --grace) REPLY='@text' ;;
                 --checkpoint-dir) REPLY='@dir' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;

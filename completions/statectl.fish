@@ -19,7 +19,7 @@ function __statectl_value_options --description 'the options that take a value a
         case ''
             printf '%s\n' -- --config --profile --output -o
         case 'backup'
-            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --checkpoint-dir --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --grace --checkpoint-dir --config --profile --output -o
         case 'restore'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --snapshot --target-dir --from-changelog --partition --until-offset --system --config --profile --output -o
         case 'diff'
@@ -110,6 +110,7 @@ complete -c statectl -n '__statectl_path backup' -l keep-last -x -d 'Keep the la
 complete -c statectl -n '__statectl_path backup' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
 complete -c statectl -n '__statectl_path backup' -l chunk-size -x -d 'Upload files in blobs of at most this size (default 64MiB)'
 complete -c statectl -n '__statectl_path backup' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
+complete -c statectl -n '__statectl_path backup' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
 complete -c statectl -n '__statectl_path backup' -l checkpoint-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Back up this checkpoint dir the job made (for a store a running job holds)'
 complete -c statectl -n '__statectl_path backup' -l all -d 'Back up every store under --state-dir'
 complete -c statectl -n '__statectl_path backup' -l help -s h -d 'Show this message and exit'
@@ -175,7 +176,7 @@ complete -c statectl -n '__statectl_path gc' -l kafka -x -d 'Kafka bootstrap ser
 complete -c statectl -n '__statectl_path gc' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path gc' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path gc' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
-complete -c statectl -n '__statectl_path gc' -l grace -x -d 'Leave unreferenced blobs younger than this (default 6h, at least 1m): a write in flight may still need them'
+complete -c statectl -n '__statectl_path gc' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
 complete -c statectl -n '__statectl_path gc' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
 complete -c statectl -n '__statectl_path gc' -l dry-run -d 'Delete nothing; list what would be deleted and why'
 complete -c statectl -n '__statectl_path gc' -l help -s h -d 'Show this message and exit'

@@ -197,7 +197,7 @@ KEYS: dict[str, Key] = {
                       help="stop retrying a failing blob store request after this long"),
     "keep_last": Key(_int, defaults.KEEP_LAST, help="snapshots kept restorable per task/store"),
     "grace": Key(lambda v: parse_duration(v, "grace"), defaults.GRACE_SECONDS, show=format_duration,
-                 help="gc leaves unreferenced blobs younger than this"),
+                 help="unreferenced blobs, and those of snapshots retention dropped, stay at least this long"),
     "output": Key(_output, "text"),
     "quiet": Key(_bool, False),
     "verbose": Key(_bool, False),

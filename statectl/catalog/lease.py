@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from statectl.blobstore.base import BlobStore
+from statectl.catalog.records import iso_utc
 from statectl.catalog.refs import StoreRef
 from statectl.errors import (
     AuthError,
@@ -410,7 +411,7 @@ def _iso(epoch: object) -> str:
     """``epoch`` as UTC ISO 8601, or '' when it is not a time (a field missing from a malformed record)."""
     if not _is_time(epoch):
         return ""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))  # type: ignore[arg-type]
+    return iso_utc(epoch)  # type: ignore[arg-type]
 
 def _live(rec: _Record, slack: float = 0.0) -> bool:
     """Whether a lease record still binds: well-formed, not released, not expired (``slack`` seconds

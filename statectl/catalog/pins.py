@@ -1,9 +1,10 @@
 """Reader pins: a restore (or ``snapshots verify --download``) tells retention and gc which snapshot it
 is reading, so that they do not delete its blobs under it.
 
-Retention deletes at once what it no longer keeps: the blobs of the files a new snapshot removed and
-every blob of the snapshots it expires (``keep_last``). A reader of such a snapshot would see its
-blobs vanish half way. A reader that can write therefore leaves a small pin record
+Retention deletes what it no longer keeps: the blobs of the files a new snapshot removed and every
+blob of the snapshots it expires (``keep_last``), once the grace period the snapshot was marked with is
+over (catalog.retention). A reader of such a snapshot, slower than that, would see its blobs vanish
+half way. A reader that can write therefore leaves a small pin record
 ``pins/<job>/<job-id>/<task>/<store>/<uuid>.json`` (components URL-quoted; the store is the one the
 snapshot was taken of)::
 
@@ -38,9 +39,9 @@ older than its grace period). A reader that stalls past its own expiry loses the
 its downloads' size and CRC checks still catch a blob that vanished.
 
 A reader that cannot write (read-only credentials, a read-only mount) goes on without a pin and says so
-in a note: its snapshot is then protected only by retention (``keep_last``) and gc's rules for
-committed snapshots; if a backup expires it meanwhile, the read fails and a restore leaves its target
-as it was. A snapshot no catalog record names (a full index blob id of a forgotten snapshot) cannot be
+in a note: its snapshot is then protected by the grace period (the ``grace`` setting, 6h by default):
+a backup that expires it meanwhile keeps its blobs that long. A read slower than that fails, and a
+restore leaves its target as it was. A snapshot no catalog record names (a full index blob id of a forgotten snapshot) cannot be
 checked in step 3: its pin protects it from the retention and gc runs that list pins after it was
 written.
 
@@ -61,7 +62,7 @@ from urllib.parse import quote, unquote
 
 from statectl.blobstore.base import BlobStore
 from statectl.catalog import lease
-from statectl.catalog.records import COMMITTED, BlobCheckpointStore
+from statectl.catalog.records import COMMITTED, BlobCheckpointStore, iso_utc
 from statectl.catalog.refs import StoreRef
 from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
 from statectl.errors import (
@@ -182,7 +183,7 @@ def _parse(key: str, data: bytes, modified_at: float, slack: float) -> PinInfo:
 
 
 def _iso(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)) if lease._is_time(epoch) else "?"
+    return iso_utc(epoch) if lease._is_time(epoch) else "?"
 
 
 class ReaderPin:

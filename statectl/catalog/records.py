@@ -32,13 +32,22 @@ from statectl.errors import BlobNotFoundError, CorruptSnapshotError
 def now_ms() -> int:
     return int(time.time() * 1000)
 
+
+def iso_utc(epoch_s: float) -> str:
+    """``epoch_s`` (seconds) as ISO 8601 UTC to the second, e.g. ``2026-11-23T17:28:45Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
+
+
 CHECKPOINT_PREFIX = "checkpoints/"
 
 COMMITTED = "committed"
 
 PENDING = "pending"
 
-EXPIRED = "expired"  # dropped by retention; its blobs are being deleted, its record goes last
+# Dropped by retention: no longer restorable. Its blobs stay until ``delete_after_ms`` (the grace
+# period of the run that marked it: a restore that could not pin it may still be reading them), then
+# go; its record goes last.
+EXPIRED = "expired"
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,8 @@ class CheckpointRecord:
     """One checkpoint of one store: its id, the blob id of its SnapshotIndex, and its catalog state.
 
     ``keep_last`` is the retention the backup asked for, so that a cleanup re-run later applies the
-    same policy.
+    same policy. ``expired_ms``: when retention marked it ``expired``; ``delete_after_ms``: when its
+    blobs may go at the latest (0: at once, e.g. marked by an older statectl; see catalog.retention).
     """
 
     checkpoint_id: str
@@ -55,6 +65,8 @@ class CheckpointRecord:
     cleanup_done: bool = False
     state: str = COMMITTED
     keep_last: int = defaults.KEEP_LAST
+    expired_ms: int = 0
+    delete_after_ms: int = 0
 
 
 class CommitLog(Protocol):
@@ -96,7 +108,8 @@ class BlobCheckpointStore:
             obj = json.loads(buf.getvalue())
             return CheckpointRecord(str(obj["checkpoint-id"]), str(obj["snapshot-index-blob-id"]),
                                     int(obj.get("created-time-millis", 0)), bool(obj.get("cleanup-done", False)),
-                                    str(obj.get("state", COMMITTED)), int(obj.get("keep-last", 1)))
+                                    str(obj.get("state", COMMITTED)), int(obj.get("keep-last", 1)),
+                                    int(obj.get("expired-time-millis", 0)), int(obj.get("delete-after-millis", 0)))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptSnapshotError(f"malformed checkpoint record {key} in {self.blobstore.url}: {e}") from None
 
@@ -202,11 +215,15 @@ class BlobCheckpointStore:
 
 
 def _dump(record: CheckpointRecord) -> bytes:
-    return json.dumps({
+    obj = {
         "checkpoint-id": record.checkpoint_id,
         "snapshot-index-blob-id": record.index_blob_id,
         "created-time-millis": record.created_ms or int(time.time() * 1000),
         "cleanup-done": record.cleanup_done,
         "state": record.state,
         "keep-last": record.keep_last,
-    }).encode()
+    }
+    if record.state == EXPIRED:  # only expired records carry these: every other record is as it was
+        obj["expired-time-millis"] = record.expired_ms or now_ms()
+        obj["delete-after-millis"] = record.delete_after_ms
+    return json.dumps(obj).encode()

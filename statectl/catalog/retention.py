@@ -1,5 +1,5 @@
 """Retention as plan -> execute: the idempotent post-commit cleanup (seed 000, "Post-Commit cleanup")
-with ``keep_last``.
+with ``keep_last`` and a grace period.
 
 ``plan_retention`` reads the catalog, the indexes and the live reader pins of one store and decides,
 writing nothing: which TTLs to remove, which snapshots expire (and why), which blobs go (and why), which
@@ -7,6 +7,13 @@ snapshots a reader pin holds past retention. ``execute`` carries a plan out, in 
 crash anywhere harmless: TTLs, then the ``expired`` marks, then the pins again (a reader that pinned
 since the plan: catalog.pins), then the deletions, then the records. ``post_commit_cleanup`` composes
 the two for the backup; gc calls them separately, so that ``gc --dry-run`` shows the plan.
+
+A dropped snapshot goes in two steps. Retention marks it ``expired`` (no longer restorable, out of
+``snapshots list``) with a deadline ``grace`` seconds later; its blobs stay until then, for a restore
+that started before and could not pin it (read-only credentials); the first retention run after it
+(the next backup, or gc) deletes them and forgets the record. A run with a shorter grace of its own
+(``gc --grace 1m``) deletes them once that much has passed since the marking. With ``grace`` 0 both
+happen at once.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from statectl.catalog.records import (
     BlobCheckpointStore,
     CheckpointRecord,
 )
+from statectl.catalog.records import iso_utc
+from statectl.catalog.records import now_ms as records_now_ms
 from statectl.catalog.refs import StoreRef, parse_checkpoint_id
 from statectl.errors import (
     BlobNotFoundError,
@@ -43,11 +52,13 @@ class Deletion:
 
 @dataclass(frozen=True)
 class Expiry:
-    """A snapshot retention drops: its record, why, and every blob it references (its index included)."""
+    """A snapshot retention drops: its record, why, and every blob it references (its index included).
+    ``until_ms``: in ``RetentionPlan.cooling``, when its grace ends (its blobs stay until then)."""
 
     record: CheckpointRecord
     reason: str
     blobs: frozenset[str]
+    until_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,11 +74,13 @@ class RetentionPlan:
     """What the cleanup of ``record`` (a committed snapshot of ``ref``, normally the latest) will do.
 
     ``ttl_to_remove``: its blobs whose TTL goes, its index blob last (a permanent index means all its
-    blobs are). ``expire``: the snapshots older than the newest ``keep_last`` committed ones, and those an
-    interrupted run had marked expired already. ``held``: ones that would expire but a live reader pin
-    names. ``delete``: every blob of ``expire`` and every blob ``record``'s snapshot removed (files it
-    no longer has, the previous index) that neither a kept nor a pinned snapshot references, data blobs
-    before index blobs. ``missing``: blobs of the snapshot found gone (only looked for with
+    blobs are). Of the snapshots retention drops (those older than the newest ``keep_last`` committed
+    ones, and those marked expired before): ``cooling``, the ones still within their grace (the
+    committed ones are marked expired now, their blobs kept); ``expire``, those whose grace is over
+    (all of them with a grace of 0): their blobs go and their records are forgotten; ``held``: ones a
+    live reader pin names. ``delete``: every blob of ``expire`` and every blob ``record``'s snapshot
+    removed (files it no longer has, the previous index) that no kept, cooling or pinned snapshot
+    references, data blobs before index blobs. ``missing``: blobs of the snapshot found gone (only looked for with
     ``check_present``; ``execute`` finds them as it removes TTLs).
     """
 
@@ -77,23 +90,30 @@ class RetentionPlan:
     ttl_to_remove: list[str]
     kept: list[CheckpointRecord] = field(default_factory=list)
     expire: list[Expiry] = field(default_factory=list)
+    cooling: list[Expiry] = field(default_factory=list)
     held: list[Held] = field(default_factory=list)
     delete: list[Deletion] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     # The blobs each pinned index references, as planned (execute adds pins that came later).
     pinned_blobs: dict[str, frozenset[str]] = field(default_factory=dict)
+    now_ms: int = 0  # the time the plan judged deadlines by; execute marks expiries with it
+
+    @property
+    def newly_expired(self) -> list[Expiry]:
+        """The committed snapshots this plan marks expired (not those marked before)."""
+        return [e for e in self.expire + self.cooling if e.record.state == COMMITTED]
 
     @property
     def snapshots_expired(self) -> int:
-        """Committed snapshots this plan drops (an interrupted run's leftovers are not counted again)."""
-        return sum(1 for e in self.expire if e.record.state == COMMITTED)
+        return len(self.newly_expired)
 
     def as_stats(self) -> "CleanupStats":
         """What executing the plan would report, were no pin to come meanwhile (a dry run)."""
         return CleanupStats(blobs_deleted=len(self.delete), records_forgotten=len(self.expire),
                             snapshots_expired=self.snapshots_expired, deleted=[d.blob_id for d in self.delete],
                             missing=list(self.missing), held=list(self.held),
-                            why={d.blob_id: d.reason for d in self.delete}, expired=list(self.expire))
+                            why={d.blob_id: d.reason for d in self.delete}, expired=self.newly_expired,
+                            forgotten=list(self.expire))
 
 
 @dataclass
@@ -106,22 +126,27 @@ class CleanupStats:
     # is damaged, so retention was not applied and its cleanup stays pending (the next backup then sees
     # the damage and starts a new chain instead of building on it).
     missing: list[str] = field(default_factory=list)
-    # Committed snapshots marked expired by this run (records_forgotten also counts leftovers of an
-    # interrupted run, and not the held ones, which stay marked until a later run forgets them).
+    # Committed snapshots marked expired by this run (records_forgotten counts the records forgotten:
+    # those whose grace ended, possibly marked by an earlier run, and not the held ones).
     snapshots_expired: int = 0
     # Snapshots kept past retention for a live reader pin; a later backup or gc drops them.
     held: list[Held] = field(default_factory=list)
-    # Why each blob of ``deleted`` went; and the snapshots whose records were forgotten, with why.
+    # Why each blob of ``deleted`` went; the snapshots this run marked expired, with why (``until_ms``:
+    # when their blobs may go); the ones whose records it forgot.
     why: dict[str, str] = field(default_factory=dict)
     expired: list[Expiry] = field(default_factory=list)
+    forgotten: list[Expiry] = field(default_factory=list)
 
 
 def plan_retention(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
                    record: CheckpointRecord, index: SnapshotIndex, *, keep_last: int | None = None,
                    new_blob_ids: list[str] | None = None, check_present: bool = False,
-                   parallelism: int = 8) -> RetentionPlan:
+                   grace_seconds: float = 0, now_ms: int | None = None, parallelism: int = 8) -> RetentionPlan:
     """Plan the cleanup of ``record`` (whose parsed index is ``index``) with retention: keep the newest
-    ``keep_last`` committed snapshots (default: the record's own policy), never fewer than one.
+    ``keep_last`` committed snapshots (default: the record's own policy), never fewer than one; keep
+    the blobs of a dropped snapshot until ``grace_seconds`` after it is marked expired (one marked
+    before goes at its deadline, or ``grace_seconds`` after it was marked if that comes first: an
+    operator's shorter grace wins; ``now_ms``: the time to judge by, default the clock).
 
     Reads the catalog records of ``ref``, the indexes of the snapshots it keeps or drops and the live
     reader pins of ``ref``; writes nothing. ``new_blob_ids``: the blobs whose TTL is still on (a backup
@@ -145,16 +170,21 @@ def plan_retention(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: 
     plan.kept = newer + [record] + older[: max(0, keep - 1 - len(newer))]
     dropping = [(r, f"older than the newest {keep} kept (keep-last {keep})") for r in older if r not in plan.kept]
     # Marked by an interrupted run of a cleanup (or held by a pin then): their blobs may be half gone.
-    dropping += [(r, "marked expired by an earlier cleanup that did not finish it")
-                 for r in records if r.state == EXPIRED]
+    dropping += [(r, _expired_reason(r)) for r in records if r.state == EXPIRED]
 
+    now = plan.now_ms = now_ms if now_ms is not None else records_now_ms()
+    grace_ms = int(grace_seconds * 1000)
     blobs_of: dict[str, frozenset[str]] = {}
     pins = live_pins(blobstore, ref)
     pinned = pinned_index_ids(pins)
     for r, reason in dropping:
         blobs = _blob_ids_or_self(blobstore, r.index_blob_id, blobs_of)
-        if r.index_blob_id in pinned:
+        if r.state == EXPIRED and due_ms(r, grace_seconds) > now:
+            plan.cooling.append(Expiry(r, reason, blobs, due_ms(r, grace_seconds)))
+        elif r.index_blob_id in pinned:
             plan.held.append(Held(r, next(p for p in pins if p.index_blob_id == r.index_blob_id)))
+        elif r.state != EXPIRED and grace_ms > 0:
+            plan.cooling.append(Expiry(r, reason, blobs, now + grace_ms))
         else:
             plan.expire.append(Expiry(r, reason, blobs))
     plan.pinned_blobs = {i: _blob_ids_or_self(blobstore, i, blobs_of) for i in sorted(pinned)}
@@ -165,6 +195,8 @@ def plan_retention(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: 
             referenced |= _blob_ids_or_self(blobstore, r.index_blob_id, blobs_of)
     for blobs in plan.pinned_blobs.values():
         referenced |= blobs
+    for e in plan.cooling:
+        referenced |= e.blobs
 
     data: list[Deletion] = [Deletion(b.blob_id, f"file {f.file_name} removed by checkpoint {checkpoint_id}")
                             for f in index.dir_index.removed_files() for b in f.blobs]
@@ -196,9 +228,9 @@ def execute(plan: RetentionPlan, blobstore: BlobStore, checkpoints: BlobCheckpoi
     1. Remove the TTLs (the index blob's last). A blob found gone stops everything here: it is listed in
        ``missing``, nothing is deleted or forgotten (older snapshots may be the only good ones left) and
        the cleanup stays pending.
-    2. Mark the snapshots to expire ``expired`` in the catalog: out of the list of restorable snapshots
-       before any of their blobs goes; the records stay until the end, so that a re-run after a crash
-       still knows which blobs were theirs.
+    2. Mark the snapshots to expire and the cooling ones ``expired`` in the catalog, with the time: out
+       of the list of restorable snapshots before any of their blobs goes; the records stay until their
+       blobs are gone, so that a re-run after a crash still knows which blobs were theirs.
     3. Read the live reader pins again, *after* step 2 (catalog.pins): a reader that pinned a snapshot
        since the plan keeps its blobs, and its record stays (expired) for a later run to finish.
     4. Delete the planned blobs (the ``during-cleanup`` failpoint sits half way), forget the expired
@@ -217,10 +249,13 @@ def execute(plan: RetentionPlan, blobstore: BlobStore, checkpoints: BlobCheckpoi
         return stats
     stats.ttl_removed += 1
 
-    for e in plan.expire:
+    marked_ms = plan.now_ms
+    for e in plan.expire + plan.cooling:
         if e.record.state != EXPIRED:
-            checkpoints.write(plan.ref, replace(e.record, state=EXPIRED))
+            checkpoints.write(plan.ref, replace(e.record, state=EXPIRED, expired_ms=marked_ms,
+                                                delete_after_ms=e.until_ms))
             stats.snapshots_expired += 1
+            stats.expired.append(e)
 
     pins = live_pins(blobstore, plan.ref)
     protected: set[str] = set()
@@ -248,7 +283,7 @@ def execute(plan: RetentionPlan, blobstore: BlobStore, checkpoints: BlobCheckpoi
     for e in forget:
         checkpoints.forget(plan.ref, e.record.checkpoint_id)
         stats.records_forgotten += 1
-        stats.expired.append(e)
+        stats.forgotten.append(e)
     record = plan.record
     if not record.cleanup_done or record.keep_last != plan.keep_last:
         checkpoints.write(plan.ref, replace(record, cleanup_done=True, keep_last=plan.keep_last))
@@ -258,21 +293,34 @@ def execute(plan: RetentionPlan, blobstore: BlobStore, checkpoints: BlobCheckpoi
 def post_commit_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
                         record: CheckpointRecord, index: SnapshotIndex, *, keep_last: int | None = None,
                         new_blob_ids: list[str] | None = None, dry_run: bool = False,
-                        parallelism: int = 8) -> CleanupStats:
+                        grace_seconds: float = 0, parallelism: int = 8) -> CleanupStats:
     """The cleanup after a commit: ``execute(plan_retention(...))`` (see both). With ``dry_run`` nothing
     changes and the stats say what would be deleted. Idempotent.
 
     Removes the TTL of the snapshot's blobs (only ``new_blob_ids`` when given, else every present
     blob) and of its index; keeps the newest ``keep_last`` committed snapshots and those a reader pins;
-    deletes the rest's blobs and the blobs of the files this snapshot removed, unless a kept or pinned
-    snapshot references them; forgets the dropped records and marks the cleanup done. A snapshot blob
+    marks the rest expired; deletes the blobs of those expired over ``grace_seconds`` ago and of the
+    files this snapshot removed, unless a kept, cooling or pinned snapshot references them; forgets the
+    records of the deleted ones and marks the cleanup done. A snapshot blob
     that is already gone stops it before anything is deleted (``missing``; the cleanup stays pending).
     """
     plan = plan_retention(blobstore, checkpoints, ref, record, index, keep_last=keep_last,
-                          new_blob_ids=new_blob_ids, parallelism=parallelism)
+                          new_blob_ids=new_blob_ids, grace_seconds=grace_seconds, parallelism=parallelism)
     if dry_run:
         return plan.as_stats()
     return execute(plan, blobstore, checkpoints, parallelism=parallelism)
+
+
+def due_ms(record: CheckpointRecord, grace_seconds: float) -> int:
+    """When the blobs of an expired snapshot may go, for a run with ``grace_seconds``: its deadline, or
+    that run's grace after the marking if that comes first (0 for a record without the time fields)."""
+    return min(record.delete_after_ms, record.expired_ms + int(grace_seconds * 1000))
+
+
+def _expired_reason(r: CheckpointRecord) -> str:
+    if not r.expired_ms:
+        return "marked expired earlier"
+    return f"marked expired at {iso_utc(r.expired_ms / 1000)}"
 
 
 def _remove_ttl_task(blobstore: BlobStore, blob_id: str, missing: list[str]):
@@ -311,7 +359,7 @@ def _blob_ids_or_self(blobstore: BlobStore, index_blob_id: str, cache: dict[str,
 
 
 def finish_interrupted_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef, *,
-                               abandon_after_s: float = 6 * 3600) -> CleanupStats | None:
+                               abandon_after_s: float = 6 * 3600, grace_seconds: float = 0) -> CleanupStats | None:
     """Reconcile the catalog with the commit log and re-run the cleanup of the latest checkpoint if
     it did not complete. Returns the cleanup's stats if one ran, else None. Idempotent. Writes to the
     blob store: call it only holding the store's lease.
@@ -330,4 +378,4 @@ def finish_interrupted_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpoint
         index = read_index(blobstore, record.index_blob_id)
     except (SnapshotNotFoundError, CorruptSnapshotError):
         return CleanupStats(missing=[record.index_blob_id])
-    return post_commit_cleanup(blobstore, checkpoints, ref, record, index)
+    return post_commit_cleanup(blobstore, checkpoints, ref, record, index, grace_seconds=grace_seconds)

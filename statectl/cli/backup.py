@@ -20,7 +20,7 @@ EPILOG = (
 )
 
 
-@state_command(*STORE, "keep_last", "parallelism", "chunk_size", "ttl")
+@state_command(*STORE, "keep_last", "parallelism", "chunk_size", "ttl", "grace")
 def backup(
     env: Env,
     checkpoint_dir: Annotated[Optional[Path], typer.Option("--checkpoint-dir", help="Back up this checkpoint dir the job made (for a store a running job holds).", show_default=False)] = None,
@@ -39,7 +39,7 @@ def backup(
             raise UsageError("--all needs --state-dir")
         base = BackupOptions(ref=session.ref(need_store=False), store_dir=Path(s.state_dir),
                              parallelism=s.parallelism, chunk_size=s.chunk_size, ttl_seconds=s.ttl,
-                             keep_last=s.keep_last)
+                             keep_last=s.keep_last, grace_seconds=s.grace)
         result = backup_all(Path(s.state_dir), base, session.blobstore, session.catalog, env.progress)
         lines = [_line(r) for r in result.results]
         lines += [f"FAILED {path}: {err}" for path, err in result.failures]
@@ -50,7 +50,7 @@ def backup(
         return
     opts = BackupOptions(ref=session.ref(), store_dir=session.store_dir(env.flags.store_dir),
                          checkpoint_dir=checkpoint_dir, parallelism=s.parallelism, chunk_size=s.chunk_size,
-                         ttl_seconds=s.ttl, keep_last=s.keep_last)
+                         ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace)
     r = run_backup(opts, session.blobstore, session.catalog, env.progress)
     env.emit(r, _line(r))
 

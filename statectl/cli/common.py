@@ -53,9 +53,11 @@ class Flags:
     chunk_size: Optional[str] = _flag("--chunk-size", help="Upload files in blobs of at most this size "
                                                            "(default {default}).")
     ttl: Optional[str] = _flag("--ttl", help="Expiry of uncommitted blobs (default {default}).")
-    grace: Optional[str] = _flag("--grace", help="Leave unreferenced blobs younger than this (default {default}, "
-                                                 "at least 1m): a write in flight may still need them. Blobs a "
-                                                 "running backup may commit are kept whatever the grace.")
+    grace: Optional[str] = _flag("--grace", help="Leave unreferenced blobs younger than this, and the blobs of "
+                                                 "a snapshot retention dropped this long after (default {default}; "
+                                                 "gc: at least 1m): a write in flight, or a restore that could not "
+                                                 "pin its snapshot, may still need them. Blobs a running backup "
+                                                 "may commit are kept whatever the grace.")
 
     def settings(self) -> dict[str, Any]:
         """The flags that are settings (all but --store-dir), paths as strings, for config.resolve."""

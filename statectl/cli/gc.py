@@ -37,7 +37,9 @@ def gc(
     if dry_run or s.verbose:
         # The retention plan first: which snapshots go and why; then every blob and why.
         lines += [f"{'would expire' if dry_run else 'expired'} snapshot {e.checkpoint_id} of {e.store} "
-                  f"({e.snapshot_id}): {e.reason}" for e in r.expired]
+                  f"({e.snapshot_id}): {e.reason}"
+                  + (f"; its blobs stay until {e.blobs_kept_until} (grace)" if e.blobs_kept_until else "")
+                  for e in r.expired]
         lines += [f"{'would delete' if dry_run else 'deleted'} {a.key} ({human_bytes(a.size)}): {a.reason}"
                   for a in r.deleted + r.debris]
     verb = "would delete" if dry_run else "deleted"

@@ -57,6 +57,8 @@ class BackupOptions:
     ttl_seconds: int = DEFAULT_TTL_SECONDS
     keep_last: int = defaults.KEEP_LAST
     keep_local_checkpoint: bool = True
+    # The blobs of a snapshot retention drops stay this long after (catalog.retention); 0: go at once.
+    grace_seconds: int = defaults.GRACE_SECONDS
 
     def validate(self) -> None:
         if self.keep_last < 1:
@@ -66,6 +68,8 @@ class BackupOptions:
             raise UsageError("--chunk-size must be between 1MiB and 5GiB")
         if self.ttl_seconds < 60:
             raise UsageError("--ttl must be at least a minute")
+        if self.grace_seconds < 0:
+            raise UsageError("--grace must not be negative")
 
 
 @dataclass
@@ -121,7 +125,8 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
         if lease.notice:
             progress.note(lease.notice)
         # Holding the lease, no other backup of this store is in flight: any pending record is abandoned.
-        finished = finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0)
+        finished = finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0,
+                                              grace_seconds=opts.grace_seconds)
         try:
             prev_record = checkpoints.latest(ref)
         except SnapshotNotFoundError:
@@ -182,7 +187,8 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
             raise
         failpoints.hit("after-commit")
         new_blobs = [b.blob_id for fi in uploaded for b in fi.blobs]
-        cleanup = post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs)
+        cleanup = post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs,
+                                      grace_seconds=opts.grace_seconds)
         failpoints.hit("after-cleanup")
         _note_held(progress, ref, cleanup)
         if cleanup.missing:

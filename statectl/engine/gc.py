@@ -35,9 +35,9 @@ from statectl.blobstore.base import BLOB_PREFIX, BlobStore
 from statectl.catalog.index import read_index, snapshot_blob_ids
 from statectl.catalog.lease import CLOCK_SLACK_SECONDS, Lease, live_leases, read_lease
 from statectl.catalog.pins import pinned_index_ids, read_pins, stale_pins
-from statectl.catalog.records import COMMITTED, EXPIRED, PENDING, BlobCheckpointStore, CheckpointRecord
+from statectl.catalog.records import COMMITTED, EXPIRED, PENDING, BlobCheckpointStore, CheckpointRecord, iso_utc, now_ms
 from statectl.catalog.refs import StoreRef
-from statectl.catalog.retention import CleanupStats, execute, finish_interrupted_cleanup, plan_retention
+from statectl.catalog.retention import CleanupStats, due_ms, execute, finish_interrupted_cleanup, plan_retention
 from statectl.errors import (
     BlobNotFoundError,
     CorruptSnapshotError,
@@ -105,12 +105,15 @@ class GcResult:
 
 @dataclass
 class GcExpiry:
-    """A snapshot retention expired (or, dry, would expire): its store, checkpoint, index blob, and why."""
+    """A snapshot retention expired (or, dry, would expire): its store, checkpoint, index blob, and why;
+    ``blobs_kept_until``: when its grace ends and a later backup or gc deletes its blobs (ISO 8601 UTC),
+    None when they went in this run."""
 
     store: str
     checkpoint_id: str
     snapshot_id: str
     reason: str
+    blobs_kept_until: str | None = None
 
 
 def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
@@ -205,7 +208,7 @@ def _settle_store(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpoi
             result.notes.append(f"{ref}: {e}")
             return
         latest = next((r for r in records if r.state == COMMITTED), None)
-        if latest is None or not _unsettled(latest, records):
+        if latest is None or not _unsettled(latest, records, opts.grace_seconds):
             return
     if opts.dry_run:
         holder = read_lease(blobstore, ref)
@@ -222,12 +225,13 @@ def _settle_store(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpoi
         result.notes.append(f"{ref}: skipped: {e}")
 
 
-def _unsettled(latest: CheckpointRecord, records: list[CheckpointRecord]) -> bool:
+def _unsettled(latest: CheckpointRecord, records: list[CheckpointRecord], grace_seconds: float) -> bool:
     """Whether retention has work left in a store: the latest snapshot's cleanup is pending, a snapshot
-    held for a reader pin is still marked expired, or more snapshots are committed than the latest one's
-    retention keeps (one a reader pin held)."""
+    marked expired is past its grace (or was held for a reader pin), or more snapshots are committed
+    than the latest one's retention keeps (one a reader pin held)."""
     committed = sum(1 for r in records if r.state == COMMITTED)
-    return (not latest.cleanup_done or any(r.state == EXPIRED for r in records)
+    now = now_ms()
+    return (not latest.cleanup_done or any(r.state == EXPIRED and due_ms(r, grace_seconds) <= now for r in records)
             or committed > max(1, latest.keep_last))
 
 
@@ -241,7 +245,8 @@ def _settle_leased(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpo
         if not opts.dry_run:
             # Holding the lease, no backup of this store is in flight: a pending record older than the
             # grace belongs to one that died.
-            finished = finish_interrupted_cleanup(sizing, checkpoints, ref, abandon_after_s=opts.grace_seconds)
+            finished = finish_interrupted_cleanup(sizing, checkpoints, ref, abandon_after_s=opts.grace_seconds,
+                                                  grace_seconds=opts.grace_seconds)
             if finished is not None and finished.missing:
                 result.notes.append(f"{ref}: latest snapshot damaged ({len(finished.missing)} blobs missing, e.g. "
                                     f"{finished.missing[0]}), left alone; the next backup starts a new chain")
@@ -258,7 +263,7 @@ def _settle_leased(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpo
         return
     if latest is None:
         return
-    if opts.keep_last is None and (finished is not None or not _unsettled(latest, records)):
+    if opts.keep_last is None and (finished is not None or not _unsettled(latest, records, opts.grace_seconds)):
         return  # the cleanup just finished applied the store's own retention
     try:
         index = read_index(blobstore, latest.index_blob_id)
@@ -266,7 +271,8 @@ def _settle_leased(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpo
         result.notes.append(f"{ref}: latest snapshot unreadable, left alone: {e}")
         return
     plan = plan_retention(sizing, checkpoints, ref, latest, index, keep_last=opts.keep_last,
-                          check_present=opts.dry_run, parallelism=opts.parallelism)
+                          check_present=opts.dry_run, grace_seconds=opts.grace_seconds,
+                          parallelism=opts.parallelism)
     if opts.dry_run:
         stats = plan.as_stats()
         sizing.measure(stats.deleted)  # nothing goes through delete: they are all still there
@@ -284,7 +290,8 @@ def _account(ref: StoreRef, stats: CleanupStats, result: GcResult, deleted: dict
              sizing: "_SizingStore") -> None:
     """Add what one retention run of ``ref`` expired, deleted and held to the result."""
     result.snapshots_expired += stats.snapshots_expired
-    result.expired += [GcExpiry(str(ref), e.record.checkpoint_id, e.record.index_blob_id, e.reason)
+    result.expired += [GcExpiry(str(ref), e.record.checkpoint_id, e.record.index_blob_id, e.reason,
+                                iso_utc(e.until_ms / 1000) if e.until_ms else None)
                        for e in stats.expired]
     for key in stats.deleted:
         why = stats.why.get(key)
@@ -297,8 +304,9 @@ def _account(ref: StoreRef, stats: CleanupStats, result: GcResult, deleted: dict
 def _referenced(refs: list[StoreRef], opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
                 started_wall: float,
                 notes: list[str] | None = None) -> tuple[set[str], list[tuple[StoreRef, str, str]]]:
-    """Blobs of every committed snapshot in the catalog, of pending ones still within the grace and of
-    the snapshots live reader pins name, and (ref, index blob id, error) of each such snapshot whose
+    """Blobs of every committed snapshot in the catalog, of pending ones still within the grace, of
+    expired ones (retention deletes their blobs when their grace ends; settling the stores did that for
+    those it could) and of the snapshots live reader pins name, and (ref, index blob id, error) of each such snapshot whose
     index is malformed: what it references is unknown, so while there is one the caller sweeps no
     unreferenced blob.
 
@@ -318,15 +326,14 @@ def _referenced(refs: list[StoreRef], opts: GcOptions, blobstore: BlobStore, che
         for r in records:
             if r.state == PENDING and r.created_ms / 1000 < started_wall - opts.grace_seconds:
                 continue
-            if r.state not in (COMMITTED, PENDING):
-                continue
             keys.add(r.index_blob_id)
             try:
                 keys |= snapshot_blob_ids(r.index_blob_id, read_index(blobstore, r.index_blob_id))
             except SnapshotNotFoundError:
                 pass
             except CorruptSnapshotError as e:
-                unreadable.append((ref, r.index_blob_id, str(e)))
+                if r.state != EXPIRED:  # retention drops an expired one whole, whatever its index says
+                    unreadable.append((ref, r.index_blob_id, str(e)))
     pins = read_pins(blobstore)
     for index_blob_id in pinned_index_ids(pins) - keys:
         keys.add(index_blob_id)

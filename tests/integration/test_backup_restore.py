@@ -64,10 +64,10 @@ def test_full_backup_then_restore_elsewhere(blobstore, sdir: Path, tmp_path: Pat
 
 def test_incremental_backup_uploads_only_new_files_and_cleans_up(blobstore, sdir: Path):
     cps = BlobCheckpointStore(blobstore)
-    first = backup(BackupOptions(REF, sdir), blobstore, cps)
+    first = backup(BackupOptions(REF, sdir, grace_seconds=0), blobstore, cps)
     first_index = read_index(blobstore, first.snapshot_id)
     make_store(sdir, 500, 1024, seed=2, start=3000, sst_mb=1)  # adds new SST files
-    second = backup(BackupOptions(REF, sdir), blobstore, cps)
+    second = backup(BackupOptions(REF, sdir, grace_seconds=0), blobstore, cps)
 
     assert 0 < second.files_uploaded < second.files_total
     index = read_index(blobstore, second.snapshot_id)
@@ -189,10 +189,10 @@ def test_failed_backup_leaves_only_ttl_blobs_and_previous_snapshot(blobstore, sd
 
 def test_restore_leaves_an_interrupted_cleanup_to_the_next_backup(blobstore, sdir: Path, tmp_path: Path):
     cps = BlobCheckpointStore(blobstore)
-    first = backup(BackupOptions(REF, sdir), blobstore, cps)
+    first = backup(BackupOptions(REF, sdir, grace_seconds=0), blobstore, cps)
     make_store(sdir, 300, 1024, seed=4, start=20000, sst_mb=1)
     with failpoints.active("after-commit=raise"), pytest.raises(FailpointError):  # fails right after the commit
-        backup(BackupOptions(REF, sdir), blobstore, cps)
+        backup(BackupOptions(REF, sdir, grace_seconds=0), blobstore, cps)
     latest = cps.latest(REF)
     assert latest.checkpoint_id != first.checkpoint_id and not latest.cleanup_done
     # A restore only reads: it may run with read-only credentials, and it does not hold the store's lease.
@@ -200,7 +200,7 @@ def test_restore_leaves_an_interrupted_cleanup_to_the_next_backup(blobstore, sdi
     restore(RestoreOptions(REF, tmp_path / "n", target_dir=tmp_path / "t"), blobstore, cps)
     assert sorted((i.key, i.size) for i in blobstore.list("")) == listing
     assert not cps.latest(REF).cleanup_done
-    backup(BackupOptions(REF, sdir), blobstore, cps)  # nothing changed: it finishes the cleanup and commits
+    backup(BackupOptions(REF, sdir, grace_seconds=0), blobstore, cps)  # nothing changed: it finishes the cleanup and commits
     latest = cps.latest(REF)
     assert latest.cleanup_done
     assert [c.checkpoint_id for c in cps.list(REF)] == [latest.checkpoint_id]

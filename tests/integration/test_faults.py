@@ -319,7 +319,7 @@ def test_gc_survives_5_percent_faults_and_fails_cleanly_when_the_store_is_down(f
 
     bs = faulty_s3.open()
     faulty_s3.proxy.set_rate(0.05)
-    res = gc(GcOptions(grace_seconds=1, keep_last=1), bs, BlobCheckpointStore(bs))
+    res = gc(GcOptions(grace_seconds=0, keep_last=1), bs, BlobCheckpointStore(bs))
     faulty_s3.proxy.set_rate(0.0)
     assert faulty_s3.proxy.stats()["faults"] > 0
     assert res.snapshots_expired == 2 and orphans <= {a.key for a in res.deleted}

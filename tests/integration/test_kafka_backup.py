@@ -90,7 +90,7 @@ def test_crash_before_the_kafka_commit_leaves_a_pending_record_that_gc_respects(
     gc(GcOptions(grace_seconds=3600), bs, cps)
     assert kept <= blobs(bs)
     # ...and the next backup reconciles: the pending record is abandoned, its blobs swept by gc.
-    backup(BackupOptions(ref, sdir), bs, cps)
+    backup(BackupOptions(ref, sdir, grace_seconds=0), bs, cps)
     assert all(x.state == COMMITTED for x in cps.records(ref))
     gc(GcOptions(grace_seconds=0), bs, cps)
     assert blobs(bs) == referenced(bs, cps, ref)

@@ -76,7 +76,7 @@ def test_a_slow_restore_keeps_its_snapshot_while_two_backups_expire_it(blobstore
     cps = BlobCheckpointStore(blobstore)
     sdir = store_dir(tmp_path / "state", REF.store, REF.task)
     expected = new_store(sdir, seed=1)
-    first = backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps)
+    first = backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=0), blobstore, cps)
     needed = snapshot_blob_ids(first.snapshot_id, read_index(blobstore, first.snapshot_id))
     target = tmp_path / "restored"
     # The first blob range waits 6 s: the restore has pinned its snapshot and read nothing else yet.
@@ -88,7 +88,7 @@ def test_a_slow_restore_keeps_its_snapshot_while_two_backups_expire_it(blobstore
         notes = []
         for seed in (2, 3):  # two backups commit meanwhile, each removing every file of the one before
             new_store(sdir, seed)
-            notes += backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps).notes
+            notes += backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=0), blobstore, cps).notes
         # The pinned snapshot is kept past retention (the one in between is not), and says why.
         assert needed <= blob_keys(blobstore)
         assert [(r.checkpoint_id, r.state) for r in cps.records(REF)][1:] == [(first.checkpoint_id, COMMITTED)]
@@ -101,14 +101,17 @@ def test_a_slow_restore_keeps_its_snapshot_while_two_backups_expire_it(blobstore
     assert fingerprint(target) == expected
     assert pins(blobstore) == []  # released
 
-    # gc --dry-run shows the plan: the snapshot the pin held goes now, and why.
+    # gc --dry-run shows the plan: the snapshot the pin held expires now, its blobs after the grace.
     dry = subprocess.run([STATECTL, "gc", "--dry-run", "--grace", "1m", "--blobstore", blobstore.url],
                          env=cli_env(blobstore, tmp_path, s3_options, request), capture_output=True, text=True,
                          timeout=60)
     assert dry.returncode == 0, dry.stderr
     assert (f"would expire snapshot {first.checkpoint_id} of {REF} ({first.snapshot_id}): older than the newest 1 "
-            "kept (keep-last 1)") in dry.stdout, dry.stdout
-    assert f"retention of {REF}: index of snapshot {first.checkpoint_id} expired" in dry.stdout, dry.stdout
+            "kept (keep-last 1); its blobs stay until ") in dry.stdout, dry.stdout
+    assert f"snapshot {first.checkpoint_id} expired" not in dry.stdout, dry.stdout
+    dry_res = gc(GcOptions(grace_seconds=0, dry_run=True), blobstore, cps)
+    assert any(a.reason.startswith(f"retention of {REF}: index of snapshot {first.checkpoint_id} expired")
+               for a in dry_res.deleted), dry_res.deleted
     # The next gc drops the snapshot the pin held: only the latest snapshot's blobs are left.
     res = gc(GcOptions(grace_seconds=0), blobstore, cps)
     assert [(e.checkpoint_id, e.snapshot_id) for e in res.expired] == [(first.checkpoint_id, first.snapshot_id)]
@@ -117,15 +120,18 @@ def test_a_slow_restore_keeps_its_snapshot_while_two_backups_expire_it(blobstore
     assert blob_keys(blobstore) == all_referenced(blobstore, cps)
 
 
-def test_without_the_pin_the_same_race_breaks_the_restore(tmp_path: Path, monkeypatch):
-    """The control: the race above, with the pin write refused, does delete what the restore needs."""
+@pytest.mark.parametrize("grace", [0, 3600], ids=["no-grace", "grace"])
+def test_without_a_pin_only_the_grace_period_protects_the_restore(tmp_path: Path, monkeypatch, grace: int):
+    """The race above with the pin write refused (a reader with read-only credentials): the grace period
+    keeps the blobs of the snapshots retention drops, and the restore succeeds. The control: with no grace,
+    the backups delete what the restore needs."""
     from statectl.blobstore import open_blobstore
 
     bs = open_blobstore(f"file://{tmp_path / 'blobs'}")
     cps = BlobCheckpointStore(bs)
     sdir = store_dir(tmp_path / "state", REF.store, REF.task)
-    new_store(sdir, seed=1)
-    backup(BackupOptions(REF, sdir, keep_last=1), bs, cps)
+    expected = new_store(sdir, seed=1)
+    first = backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=grace), bs, cps)
     monkeypatch.setattr("statectl.catalog.pins.ReaderPin._pin", lambda self, owner, snap: False)
     target = tmp_path / "restored"
     outcome: list[BaseException | None] = []
@@ -146,10 +152,17 @@ def test_without_the_pin_the_same_race_breaks_the_restore(tmp_path: Path, monkey
         time.sleep(0.5)
         for seed in (2, 3):
             new_store(sdir, seed)
-            backup(BackupOptions(REF, sdir, keep_last=1), bs, cps)
+            backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=grace), bs, cps)
         t.join(60)
-    assert isinstance(outcome[0], CorruptSnapshotError) and "missing" in str(outcome[0]), outcome
-    assert not target.exists()
+    if grace:
+        assert outcome == [None]
+        assert fingerprint(target) == expected
+        # Out of the list of snapshots at once, its blobs kept until the grace ends.
+        assert first.checkpoint_id not in [r.checkpoint_id for r in cps.list(REF)]
+        assert first.snapshot_id in blob_keys(bs)
+    else:
+        assert isinstance(outcome[0], CorruptSnapshotError) and "missing" in str(outcome[0]), outcome
+        assert not target.exists()
 
 
 def test_a_pin_left_by_a_killed_restore_binds_nobody_and_gc_removes_it(blobstore, tmp_path: Path, s3_options,
@@ -157,7 +170,7 @@ def test_a_pin_left_by_a_killed_restore_binds_nobody_and_gc_removes_it(blobstore
     cps = BlobCheckpointStore(blobstore)
     sdir = store_dir(tmp_path / "state", REF.store, REF.task)
     new_store(sdir, seed=1)
-    first = backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps)
+    first = backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=0), blobstore, cps)
     killed = subprocess.run(restore_args(blobstore, tmp_path / "restored"), capture_output=True, timeout=120,
                             env=cli_env(blobstore, tmp_path, s3_options, request,
                                         STATECTL_FAILPOINTS="during-download=kill"))
@@ -167,7 +180,7 @@ def test_a_pin_left_by_a_killed_restore_binds_nobody_and_gc_removes_it(blobstore
     assert not left.live  # its process is gone: it binds nobody at once, long before its expiry
 
     new_store(sdir, seed=2)
-    second = backup(BackupOptions(REF, sdir, keep_last=1), blobstore, cps)
+    second = backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=0), blobstore, cps)
     assert not any("kept snapshot" in n for n in second.notes)
     assert [r.checkpoint_id for r in cps.records(REF)] == [second.checkpoint_id]
     assert first.snapshot_id not in blob_keys(blobstore)

@@ -52,13 +52,13 @@ def sdir(tmp_path: Path) -> Path:
     return d
 
 
-def test_keep_last_keeps_n_restorable_snapshots(blobstore, sdir: Path, tmp_path: Path):
+def test_keep_last_keeps_n_restorable_snapshots(blobstore, sdir: Path, tmp_path: Path, monkeypatch):
     cps = BlobCheckpointStore(blobstore)
     taken = []
     for n in range(4):
         if n:
             grow(sdir, n, seed=n)
-        r = backup(BackupOptions(REF, sdir, keep_last=3), blobstore, cps)
+        r = backup(BackupOptions(REF, sdir, keep_last=3, grace_seconds=0), blobstore, cps)
         taken.append((r, fingerprint(sdir)))
     rows = list_snapshots(REF, blobstore, cps)
     assert [row.checkpoint_id for row in rows] == [r.checkpoint_id for r, _ in reversed(taken[1:])]
@@ -72,11 +72,22 @@ def test_keep_last_keeps_n_restorable_snapshots(blobstore, sdir: Path, tmp_path:
                 blobstore, cps)
     assert blob_keys(blobstore) == all_referenced(blobstore, cps)
 
-    # gc --keep-last 1 then drops all but the latest, deleting only what it alone does not need.
+    # gc --keep-last 1 then drops all but the latest at once; their blobs stay for the grace period (a
+    # restore that could not pin them may still be reading them), even through a sweep.
+    retained = blob_keys(blobstore)
     res = gc(GcOptions(keep_last=1), blobstore, cps)
-    assert res.snapshots_expired == 2 and res.blobs_deleted > 0
+    assert res.snapshots_expired == 2 and res.blobs_deleted == 0
+    assert all(e.blobs_kept_until for e in res.expired)
     assert [s.checkpoint_id for s in list_snapshots(REF, blobstore, cps)] == [taken[-1][0].checkpoint_id]
+    assert blob_keys(blobstore) == retained
+    # Once the grace is over, the next gc deletes only what the latest does not need.
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)
+    res = gc(GcOptions(grace_seconds=0), blobstore, cps)
+    assert res.snapshots_expired == 0 and res.blobs_deleted > 0
+    assert all(a.reason.startswith(f"retention of {REF}") for a in res.deleted), res.deleted
+    assert any("expired: marked expired at " in a.reason for a in res.deleted), res.deleted
     assert blob_keys(blobstore) == all_referenced(blobstore, cps)
+    assert len(cps.records(REF)) == 1
     assert verify_snapshot(REF, blobstore, cps, None, download=True).ok
 
 
@@ -124,7 +135,7 @@ def test_gc_with_several_jobs_sharing_the_prefix(blobstore, tmp_path: Path, monk
     assert set(cps.refs()) == set(refs)
     orphan = blobstore.put(io.BytesIO(b"x"), size=1, ttl_seconds=3600)
     time.sleep(1.1)
-    res = gc(GcOptions(grace_seconds=1, keep_last=1), blobstore, cps)
+    res = gc(GcOptions(grace_seconds=0, keep_last=1), blobstore, cps)
     assert res.stores == 3 and res.snapshots_expired == 3
     assert orphan in {a.key for a in res.deleted}
     assert blob_keys(blobstore) == all_referenced(blobstore, cps)
@@ -164,7 +175,7 @@ def test_gc_never_deletes_what_a_snapshot_committed_during_gc_references(blobsto
     assert fingerprint(target) == fingerprint(sdir)
 
 
-def test_gc_finishes_an_interrupted_cleanup(blobstore, sdir: Path):
+def test_gc_finishes_an_interrupted_cleanup(blobstore, sdir: Path, monkeypatch):
     cps = BlobCheckpointStore(blobstore)
     first = backup(BackupOptions(REF, sdir), blobstore, cps)
     grow(sdir, 1, seed=6)
@@ -173,6 +184,11 @@ def test_gc_finishes_an_interrupted_cleanup(blobstore, sdir: Path):
     res = gc(GcOptions(), blobstore, cps)
     assert res.cleanups_finished == 1
     assert cps.latest(REF).cleanup_done
+    # The snapshot it dropped is out of the list; its blobs go once the grace is over.
+    assert [r.checkpoint_id for r in cps.list(REF)] != [first.checkpoint_id]
+    assert first.snapshot_id in blob_keys(blobstore)
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)
+    gc(GcOptions(grace_seconds=0), blobstore, cps)
     assert first.snapshot_id not in blob_keys(blobstore)
     assert blob_keys(blobstore) == all_referenced(blobstore, cps)
 

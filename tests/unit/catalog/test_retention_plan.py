@@ -21,7 +21,7 @@ from statectl.blobstore.base import BlobStore
 from statectl.catalog import pins as pins_mod
 from statectl.catalog.index import write_index
 from statectl.catalog.pins import ReaderPin, live_pins, pins_prefix, read_pins, stale_pins
-from statectl.catalog.records import COMMITTED, EXPIRED, BlobCheckpointStore, CheckpointRecord
+from statectl.catalog.records import COMMITTED, EXPIRED, BlobCheckpointStore, CheckpointRecord, iso_utc
 from statectl.catalog.refs import StoreRef
 from statectl.catalog.retention import execute, plan_retention, post_commit_cleanup
 from statectl.errors import AuthError, SnapshotNotFoundError
@@ -143,6 +143,69 @@ def test_removed_files_and_the_previous_index_go_data_first(bs, cps):
     assert keys(bs) == {s2.index_blob_id, *i2.present_blob_ids()}
 
 
+def test_with_a_grace_a_dropped_snapshot_is_marked_now_and_its_blobs_go_after_the_deadline(bs, cps):
+    """The grace period protects readers that could not pin (read-only credentials): the dropped snapshot
+    is out of the list at once, its blobs and record stay until the deadline it was marked with (or a
+    later run's shorter grace since the marking is over); the first cleanup after that deletes them."""
+    chain = Chain(bs, cps)
+    s1, _ = chain.take({"000001.sst": b"one", "MANIFEST": b"m1"})
+    s2, i2 = chain.take({"000002.sst": b"two", "MANIFEST": b"m2"})
+    before = keys(bs)
+
+    plan = plan_retention(bs, cps, REF, s2, i2, grace_seconds=60, now_ms=1_000_000)
+    assert not plan.expire and [e.record.checkpoint_id for e in plan.cooling] == [s1.checkpoint_id]
+    assert plan.cooling[0].until_ms == 1_060_000 and plan.snapshots_expired == 1
+    assert plan.delete == []  # neither its files (000001.sst, MANIFEST m1) nor its index
+    stats = execute(plan, bs, cps)
+    assert keys(bs) == before and stats.blobs_deleted == 0
+    assert stats.snapshots_expired == 1 and [e.until_ms for e in stats.expired] == [1_060_000]
+    assert [r.checkpoint_id for r in cps.list(REF)] == [s2.checkpoint_id]
+    (marked,) = [r for r in cps.records(REF) if r.state == EXPIRED]
+    assert (marked.expired_ms, marked.delete_after_ms) == (1_000_000, 1_060_000)
+
+    # Before the deadline a run with a longer grace keeps it; at the deadline it goes, and so it does
+    # as soon as a run's own shorter grace since the marking is over.
+    early = plan_retention(bs, cps, REF, s2, i2, grace_seconds=3600, now_ms=1_059_999)
+    assert [e.record.checkpoint_id for e in early.cooling] == [s1.checkpoint_id] and not early.delete
+    assert early.snapshots_expired == 0
+    assert [e.record.checkpoint_id for e in
+            plan_retention(bs, cps, REF, s2, i2, grace_seconds=10, now_ms=1_010_000).expire] == [s1.checkpoint_id]
+    late = plan_retention(bs, cps, REF, s2, i2, grace_seconds=3600, now_ms=1_060_000)
+    assert [e.record.checkpoint_id for e in late.expire] == [s1.checkpoint_id] and not late.cooling
+    assert late.snapshots_expired == 0  # it was expired before: not counted again
+    stats = execute(late, bs, cps)
+    assert stats.records_forgotten == 1 and [e.record.checkpoint_id for e in stats.forgotten] == [s1.checkpoint_id]
+    assert keys(bs) == {s2.index_blob_id, *i2.present_blob_ids()}
+    assert [r.checkpoint_id for r in cps.records(REF)] == [s2.checkpoint_id]
+
+
+def test_an_expired_record_of_an_older_statectl_has_no_deadline(bs, cps):
+    chain = Chain(bs, cps)
+    s1, _ = chain.take({"a": b"1"})
+    s2, i2 = chain.take({"b": b"2"})
+    # As an older statectl left it: expired, without the time fields.
+    bs.put_at(f"checkpoints/plan/1/Partition%200/counts/{s1.checkpoint_id}.json", json.dumps({
+        "checkpoint-id": s1.checkpoint_id, "snapshot-index-blob-id": s1.index_blob_id,
+        "created-time-millis": s1.created_ms, "cleanup-done": False, "state": "expired", "keep-last": 1}).encode())
+    plan = plan_retention(bs, cps, REF, s2, i2, grace_seconds=3600)
+    assert [e.record.checkpoint_id for e in plan.expire] == [s1.checkpoint_id]
+    assert plan.expire[0].reason == "marked expired earlier"
+
+
+def test_only_expired_records_carry_the_time_fields(bs, cps):
+    chain = Chain(bs, cps)
+    s1, _ = chain.take({"a": b"1"})
+    raw = json.loads(_read(bs, s1.checkpoint_id))
+    assert set(raw) == {"checkpoint-id", "snapshot-index-blob-id", "created-time-millis", "cleanup-done", "state",
+                        "keep-last"}
+
+
+def _read(bs: BlobStore, checkpoint_id: str) -> bytes:
+    buf = io.BytesIO()
+    bs.get(f"checkpoints/plan/1/Partition%200/counts/{checkpoint_id}.json", buf)
+    return buf.getvalue()
+
+
 def test_a_dry_run_plan_matches_what_execute_does(bs, cps):
     chain = Chain(bs, cps, keep_last=3)
     for n in range(4):
@@ -229,7 +292,7 @@ def test_a_pin_taken_between_plan_and_execute_keeps_the_blobs_and_the_marked_rec
     # The next cleanup, with no pin left, finishes the marked snapshot.
     again = plan_retention(bs, cps, REF, s2, i2)
     assert [(e.record.checkpoint_id, e.reason) for e in again.expire] == \
-           [(s1.checkpoint_id, "marked expired by an earlier cleanup that did not finish it")]
+           [(s1.checkpoint_id, "marked expired at " + iso_utc(cps.records(REF)[-1].expired_ms / 1000))]
     assert again.snapshots_expired == 0
     execute(again, bs, cps)
     assert keys(bs) == {s2.index_blob_id, *i2.present_blob_ids()}

@@ -19,7 +19,8 @@ from statectl.cli.main import EXIT_CODES_HELP, app
 
 # Every command's flags as the contract has them (CLI.md): none may be lost or renamed.
 FLAGS = {
-    "backup": {"--all", "--blobstore", "--checkpoint-dir", "--chunk-size", "--job", "--job-id", "--kafka", "--keep-last",
+    "backup": {"--all", "--blobstore", "--checkpoint-dir", "--chunk-size", "--grace", "--job", "--job-id", "--kafka",
+               "--keep-last",
                "--parallelism", "--s3-endpoint", "--state-dir", "--store", "--store-dir", "--task", "--ttl", "-j"},
     "restore": {"--blobstore", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
                 "--parallelism", "--partition", "--s3-endpoint", "--snapshot", "--state-dir", "--store", "--store-dir",
@@ -97,7 +98,8 @@ def test_a_changed_default_shows_in_the_help(monkeypatch):
     monkeypatch.setitem(config.KEYS, "parallelism", dataclasses.replace(config.KEYS["parallelism"], default=16))
     monkeypatch.setitem(config.KEYS, "grace", dataclasses.replace(config.KEYS["grace"], default=2 * 86400))
     assert flag_help("parallelism") == "Transfers in flight (default 16). [env STATECTL_PARALLELISM]"
-    assert flag_help("grace").startswith("Leave unreferenced blobs younger than this (default 2d, at least 1m)")
+    assert flag_help("grace").startswith("Leave unreferenced blobs younger than this, and the blobs of a snapshot "
+                                         "retention dropped this long after (default 2d; gc: at least 1m)")
 
 
 def test_every_default_in_help_reads_back_as_the_default():
