@@ -12,6 +12,7 @@ previous one stopped, as Samza's KafkaCheckpointManager does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import (
@@ -107,10 +108,14 @@ class KafkaCheckpointLog:
         marker = cp.state_checkpoint_markers.get(BLOB_STORE_FACTORY, {}).get(ref.store)
         return None if marker is None else (cp.checkpoint_id, marker)
 
-    def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str) -> None:
+    def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
+               input_offsets: Mapping[str, str] | None = None,
+               markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """Write a v2 checkpoint ``checkpoint_id`` for ``ref.task`` whose blob-store marker for ``ref.store`` is
         ``index_blob_id``. The input offsets and every other marker (other stores, other state backends) are
-        those of the task's latest v2 checkpoint, unchanged. Creates the topic (1 partition, compacted) when
+        those of the task's latest v2 checkpoint, unchanged, except for ``input_offsets`` (the task's, when a
+        job commits its progress with its state) and ``markers`` (state backend factory -> store -> marker,
+        e.g. the store's Kafka changelog position), which replace theirs. Creates the topic (1 partition, compacted) when
         it is missing. Once this returns, the record is acknowledged by all in-sync replicas: committed.
 
         Raises UsageError for a malformed checkpoint id or an empty blob id; StatectlError when the task has
@@ -120,27 +125,56 @@ class KafkaCheckpointLog:
         harmless). A job writing checkpoints for the same task meanwhile wins or loses by record order.
         """
         self._check_ref(ref)
+        if not index_blob_id:
+            raise UsageError("empty index blob id")
+        self._write(ref.task, checkpoint_id, {BLOB_STORE_FACTORY: {ref.store: index_blob_id}, **(markers or {})},
+                    input_offsets)
+
+    def commit_offsets(self, task: str, checkpoint_id: str, input_offsets: Mapping[str, str]) -> None:
+        """Write a v2 checkpoint of ``task`` with ``input_offsets`` (a task without stores commits its
+        progress), every marker of its latest v2 checkpoint kept. Errors as :meth:`commit`."""
+        self._write(task, checkpoint_id, {}, input_offsets)
+
+    def _write(self, task: str, checkpoint_id: str, markers: Mapping[str, Mapping[str, str]],
+               input_offsets: Mapping[str, str] | None) -> None:
         try:
             parse_checkpoint_id(checkpoint_id)
         except CheckpointFormatError as e:
             raise UsageError(str(e)) from None
-        if not index_blob_id:
-            raise UsageError("empty index blob id")
         if not self._refresh():
             create_topic(self.bootstrap, self.topic, partitions=1, configs=CHECKPOINT_TOPIC_CONFIGS, security=self.security,
                          timeout_s=self.timeout_s)
             self._refresh()
-        base = self._latest_v2(ref.task)
-        if base is None and self._latest_v1(ref.task) is not None:
-            raise StatectlError(f"task {ref.task!r} of job {self.job}-{self.job_id} has only v1 checkpoints in "
+        base = self._latest_v2(task)
+        if base is None and input_offsets is None and self._latest_v1(task) is not None:
+            raise StatectlError(f"task {task!r} of job {self.job}-{self.job_id} has only v1 checkpoints in "
                                 f"{self.topic}: statectl will not write a v2 checkpoint without the job's input "
                                 "offsets", hint=V2_HINT)
-        markers = {factory: dict(stores) for factory, stores in (base.state_checkpoint_markers if base else {}).items()}
-        markers.setdefault(BLOB_STORE_FACTORY, {})[ref.store] = index_blob_id
-        cp = CheckpointV2(checkpoint_id, dict(base.input_offsets) if base else {}, markers)
-        key = CheckpointKey(ref.task, KEY_TYPE_V2, self._grouper(ref.task))
+        merged = {factory: dict(stores) for factory, stores in (base.state_checkpoint_markers if base else {}).items()}
+        for factory, stores in markers.items():
+            merged.setdefault(factory, {}).update(stores)
+        offsets = dict(input_offsets) if input_offsets is not None else (dict(base.input_offsets) if base else {})
+        cp = CheckpointV2(checkpoint_id, offsets, merged)
+        key = CheckpointKey(task, KEY_TYPE_V2, self._grouper(task))
         produce(self._producer_client(), self.topic, CHECKPOINT_PARTITION, encode_key(key), encode_v2(cp),
                 self.bootstrap, timeout_s=max(30.0, self.timeout_s))
+
+    def latest_checkpoints(self) -> tuple[dict[str, CheckpointV2], list[str]]:
+        """The latest v2 checkpoint of every task (read on to the end), and a line for each one skipped as
+        malformed. Raises SnapshotNotFoundError (exit 10) when the topic does not exist."""
+        if not self._refresh():
+            raise self._no_topic()
+        found: dict[str, CheckpointV2] = {}
+        problems = []
+        for task in self._tasks(KEY_TYPE_V2):
+            try:
+                cp = self._latest_v2(task)
+            except CorruptSnapshotError as e:
+                problems.append(str(e))
+                continue
+            if cp is not None:
+                found[task] = cp
+        return found, problems
 
     def latest_changelog_offset(self, task: str, store: str, *,
                                 changelog_topic: str | None = None) -> tuple[dict, str | None] | None:
@@ -292,8 +326,11 @@ class KafkaCheckpointLogs:
     def latest(self, ref: StoreRef) -> tuple[str, str] | None:
         return self.for_job(ref.job, ref.job_id).latest(ref)
 
-    def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str) -> None:
-        self.for_job(ref.job, ref.job_id).commit(ref, checkpoint_id, index_blob_id)
+    def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
+               input_offsets: Mapping[str, str] | None = None,
+               markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.for_job(ref.job, ref.job_id).commit(ref, checkpoint_id, index_blob_id, input_offsets=input_offsets,
+                                                 markers=markers)
 
     def close(self) -> None:
         for log in self._logs.values():

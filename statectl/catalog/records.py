@@ -20,13 +20,14 @@ import io
 import json
 import time
 from dataclasses import dataclass, replace
-from typing import Iterator, Protocol
+from collections.abc import Iterator, Mapping
+from typing import Protocol
 from urllib.parse import quote, unquote
 
 from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, parse_checkpoint_id
-from statectl.errors import BlobNotFoundError, CorruptSnapshotError
+from statectl.errors import BlobNotFoundError, CorruptSnapshotError, UsageError
 
 
 def now_ms() -> int:
@@ -75,8 +76,11 @@ class CommitLog(Protocol):
     def latest(self, ref: StoreRef) -> tuple[str, str] | None:
         """(checkpoint id, index blob id) of the store's latest committed checkpoint, or None."""
 
-    def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str) -> None:
-        """Durably record a checkpoint; once this returns it is committed."""
+    def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
+               input_offsets: Mapping[str, str] | None = None,
+               markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """Durably record a checkpoint; once this returns it is committed. ``input_offsets`` (the job's
+        progress) and ``markers`` (other state backends' positions) go with it when given."""
 
     def close(self) -> None: ...
 
@@ -174,14 +178,24 @@ class BlobCheckpointStore:
         # Committed by a Samza job (or a crash before the catalog caught up): not in the catalog yet.
         return CheckpointRecord(checkpoint_id, index_blob_id, 0)
 
-    def commit(self, ref: StoreRef, record: CheckpointRecord) -> None:
-        """Commit a checkpoint: the catalog record, or pending record + Kafka + committed record."""
+    def commit(self, ref: StoreRef, record: CheckpointRecord, *, input_offsets: Mapping[str, str] | None = None,
+               markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """Commit a checkpoint: the catalog record, or pending record + Kafka + committed record.
+        ``input_offsets`` and ``markers`` go to the commit log (UsageError without one: the catalog
+        records neither)."""
         if self.commit_log is None:
+            if input_offsets is not None or markers:
+                raise UsageError("input offsets and state markers are committed to a job's checkpoint topic: "
+                                 "they need --kafka")
             self.write(ref, replace(record, state=COMMITTED))
             return
         self.write(ref, replace(record, state=PENDING))
         failpoints.hit("before-kafka-commit")
-        self.commit_log.commit(ref, record.checkpoint_id, record.index_blob_id)
+        if input_offsets is not None or markers:
+            self.commit_log.commit(ref, record.checkpoint_id, record.index_blob_id, input_offsets=input_offsets,
+                                   markers=markers)
+        else:
+            self.commit_log.commit(ref, record.checkpoint_id, record.index_blob_id)
         failpoints.hit("after-kafka-commit")
         self.write(ref, replace(record, state=COMMITTED))
 

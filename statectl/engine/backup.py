@@ -59,6 +59,10 @@ class BackupOptions:
     keep_local_checkpoint: bool = True
     # The blobs of a snapshot retention drops stay this long after (catalog.retention); 0: go at once.
     grace_seconds: int = defaults.GRACE_SECONDS
+    # A job committing its progress with its state (statectl.pipeline): the task's input offsets and other
+    # state backends' markers (factory -> store -> marker) go into the same checkpoint (needs Kafka).
+    input_offsets: dict[str, str] | None = None
+    markers: dict[str, dict[str, str]] | None = None
 
     def validate(self) -> None:
         if self.keep_last < 1:
@@ -180,7 +184,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
             failpoints.hit("after-index-upload")
             record = CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis, keep_last=opts.keep_last)
             lease.check()  # fencing: never commit after another backup took the store over
-            checkpoints.commit(ref, record)
+            checkpoints.commit(ref, record, input_offsets=opts.input_offsets, markers=opts.markers)
         except BaseException:
             if made_dir is not None:
                 shutil.rmtree(made_dir, ignore_errors=True)

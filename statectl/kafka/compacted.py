@@ -18,11 +18,15 @@ K = TypeVar("K")
 
 @dataclass(frozen=True)
 class LatestRecord(Generic[K]):
-    """The last record of one key: its offset, its decoded key and its raw value (None: a tombstone)."""
+    """The last record of one key: its offset, its decoded key and its raw value (None: a tombstone);
+    its timestamp (-1: unknown); ``last_value``: the newest non-null value the key had (for a tombstone,
+    the value it deleted, when this reader saw it)."""
 
     offset: int
     key: K
     value: bytes | None
+    timestamp_ms: int = -1
+    last_value: bytes | None = None
 
 
 class CompactedTopic(Generic[K]):
@@ -70,7 +74,13 @@ class CompactedTopic(Generic[K]):
                 except ValueError:
                     self.skipped += 1
                     continue
-                self.latest[self._ident(key)] = LatestRecord(rec.offset, key, rec.value)
+                ident = self._ident(key)
+                last = rec.value
+                if last is None:
+                    before = self.latest.get(ident)
+                    last = before.last_value if before is not None else None
+                ts = rec.timestamp if isinstance(getattr(rec, "timestamp", None), int) else -1
+                self.latest[ident] = LatestRecord(rec.offset, key, rec.value, ts, last)
         return True
 
     def get(self, ident: Hashable) -> LatestRecord[K] | None:

@@ -1,0 +1,149 @@
+"""statectl drain start | status | wait | cancel"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from statectl.cli.common import Env, exit_codes_epilog, state_command
+from statectl.errors import UsageError
+
+if TYPE_CHECKING:
+    from statectl.engine.drain import DrainStatus, DrainTarget
+
+app = typer.Typer(help="Stop a job after it has processed everything in flight (Samza's drain, seed 004).",
+                  no_args_is_help=True, rich_markup_mode=None)
+
+JOB = ("kafka", "job", "job_id")
+RUN_ID = Annotated[Optional[str], typer.Option("--run-id", help="The run to drain (default: the job's app.run.id "
+                                                                "in its coordinator stream).", show_default=False)]
+UUID = Annotated[Optional[str], typer.Option("--uuid", help="Just this notification (default: every one of the "
+                                                            "current run).", show_default=False)]
+ABOUT = ("The job's containers poll its coordinator stream (__samza_coordinator_<job>_<job-id>) for a drain "
+         "notification of their run id; they stop reading their sources, process what their intermediate "
+         "streams hold, commit and stop, and the job's coordinator then clears the notification.\n\n")
+
+
+def _target(env: Env, run_id: str | None = None) -> DrainTarget:
+    from statectl.engine.drain import DrainTarget
+
+    s = env.settings
+    if not s.kafka:
+        raise UsageError("drain needs --kafka: the job's coordinator stream is where the notification goes")
+    if not s.job:
+        raise UsageError("drain needs --job")
+    return DrainTarget(s.kafka, s.job, s.job_id, run_id=run_id, security=env.session.kafka_security)
+
+
+@app.command("start", epilog=ABOUT + "Example:\n\n  statectl drain start --kafka broker:9092 --job page-views\n\n"
+             + exit_codes_epilog(0, 1, 2, (10, "no coordinator stream, or no run id found and none given")))
+@state_command(*JOB)
+def start(env: Env, run_id: RUN_ID = None) -> None:
+    """Ask the job's current run to drain: write a drain notification (once: a pending one is reported)."""
+    from statectl.engine.drain import start as run_start
+
+    r = run_start(_target(env, run_id))
+    verb = "wrote" if r.created else "already pending:"
+    env.emit(r, f"{verb} drain notification {r.uuid} for run {r.run_id}")
+
+
+@app.command("status", epilog="Example:\n\n  statectl drain status --kafka broker:9092 --job page-views -o json\n\n"
+             + exit_codes_epilog(0, 1, 2, (10, "no coordinator stream")))
+@state_command(*JOB)
+def status(env: Env, run_id: RUN_ID = None) -> None:
+    """Each drain notification with its state (pending, seen, cleared, stale) and the messages in flight
+    per intermediate stream partition."""
+    from statectl.engine.drain import status as run_status
+
+    r = run_status(_target(env, run_id))
+    for note in r.notes:
+        env.progress.note(note)
+    env.emit(r, _status_text(r))
+
+
+@app.command("wait", epilog="Exits 0 once the job cleared the notification and its final checkpoints consumed "
+             "every intermediate partition to its end.\n\n"
+             "Example:\n\n  statectl drain wait --kafka broker:9092 --job page-views --timeout 600\n\n"
+             + exit_codes_epilog(0, (1, "timed out, or the job stopped with messages still in flight"), 2,
+                                 (10, "no notification to wait for")))
+@state_command(*JOB)
+def wait(
+    env: Env,
+    timeout: Annotated[str, typer.Option("--timeout", help="Give up after this long (e.g. 600, 10m).")] = "10m",
+    uuid: UUID = None,
+    run_id: RUN_ID = None,
+    poll: Annotated[float, typer.Option("--poll", help="Seconds between looks.")] = 1.0,
+) -> None:
+    """Block until the job has drained: the notification cleared and nothing left in flight."""
+    from statectl.config import parse_duration
+    from statectl.engine.drain import wait as run_wait
+
+    seconds = parse_duration(timeout, "--timeout")
+    if poll <= 0:
+        raise UsageError("--poll must be positive")
+    with _WaitDisplay(env) as display:
+        r = run_wait(_target(env, run_id), timeout_s=seconds, uuid=uuid, poll_s=poll, on_poll=display.update)
+    for note in r.notes:
+        env.progress.note(note)
+    env.emit(r, f"drained: run {r.run_id}, notification {', '.join(r.uuids)} cleared, "
+                f"{len(r.intermediate)} intermediate partitions consumed to their end, {r.waited_s:.1f}s")
+
+
+@app.command("cancel", epilog="Example:\n\n  statectl drain cancel --kafka broker:9092 --job page-views\n\n"
+             + exit_codes_epilog(0, (1, "the job already acts on it: a drain cannot be undone"), 2,
+                                 (10, "no pending notification")))
+@state_command(*JOB)
+def cancel(env: Env, uuid: UUID = None, run_id: RUN_ID = None) -> None:
+    """Withdraw a pending drain notification (a tombstone), unless the job already acts on it."""
+    from statectl.engine.drain import cancel as run_cancel
+
+    r = run_cancel(_target(env, run_id), uuid)
+    for note in r.notes:
+        env.progress.note(note)
+    env.emit(r, "\n".join(f"cancelled drain notification {u} (run {r.run_id})" for u in r.cancelled))
+
+
+def _status_text(r: DrainStatus) -> str:
+    lines = [f"job {r.job}-{r.job_id}, run {r.run_id or '(none)'}"]
+    if not r.notifications:
+        lines.append("no drain notification")
+    lines += [f"  {n.state:<8} {n.uuid}  run {n.run_id or '?'}  written {n.written or '?'}" for n in r.notifications]
+    if r.intermediate:
+        lines.append(f"{r.in_flight} messages in flight on {len(r.intermediate)} intermediate partitions")
+        lines += [f"  {i.stream}[{i.partition}]  {i.in_flight:>10}  end {i.end_offset}  task {i.task or '-'}"
+                  for i in r.intermediate if i.in_flight]
+    else:
+        lines.append("no intermediate streams")
+    return "\n".join(lines)
+
+
+class _WaitDisplay:
+    """On a terminal (not JSON, not quiet, not CI): a live line with the messages in flight going to zero."""
+
+    def __init__(self, env: Env):
+        import os
+
+        s = env.settings
+        self._live: Any = None
+        if sys.stderr.isatty() and not s.quiet and not env.json and not os.environ.get("CI"):
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live("", console=Console(stderr=True, markup=False, highlight=False), transient=True)
+
+    def update(self, st: DrainStatus) -> None:
+        if self._live is not None:
+            states = ", ".join(f"{n.uuid[:8]} {n.state}" for n in st.pending()) or "cleared"
+            self._live.update(f"draining {st.job}-{st.job_id}: {st.in_flight} messages in flight on "
+                              f"{len(st.intermediate)} partitions; notification {states}")
+
+    def __enter__(self) -> _WaitDisplay:
+        if self._live is not None:
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()

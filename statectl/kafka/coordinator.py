@@ -1,0 +1,211 @@
+"""A Samza job's coordinator stream, its metadata store: the job's config (``set-config``, where
+``app.run.id`` lives) and its drain notifications (``samza-drain-v1``), read and written.
+
+The topic ``__samza_coordinator_<job>_<job-id>`` (one partition, compacted) is read through
+:class:`~statectl.kafka.compacted.CompactedTopic`: the latest value per ``(namespace, key)``, read on
+incrementally, tombstones kept. A record this reader cannot parse (a malformed key, or a malformed
+value in a namespace it reads) is skipped and described in ``problems``, never raised: the stream is
+shared with Samza and other tools, and one bad record must not stop a drain.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from statectl.errors import NotFoundError
+from statectl.formats.coordinator import (
+    JOB_RUNNER_SOURCE,
+    RUN_ID_CONFIG,
+    SET_CONFIG,
+    CoordinatorFormatError,
+    coordinator_topic,
+    decode_key,
+    decode_set_config,
+    encode_key,
+    encode_set_config,
+)
+from statectl.formats.drain import (
+    DRAIN_NAMESPACE,
+    DrainFormatError,
+    DrainNotification,
+    decode_notification,
+    encode_notification,
+)
+from statectl.kafka.client import (
+    DEFAULT_TIMEOUT_S,
+    KafkaSecurity,
+    create_topic,
+    open_producer,
+    produce,
+)
+from statectl.kafka.compacted import CompactedTopic, LatestRecord
+
+COORDINATOR_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+
+
+@dataclass(frozen=True)
+class NotificationRecord:
+    """A drain notification as the coordinator stream holds it. ``notification``: its value (for a
+    cleared one, the value it had before its tombstone; None when compaction removed that too);
+    ``cleared``: tombstoned (by the job after a clean shutdown, or by ``drain cancel``); ``offset`` and
+    ``timestamp_ms`` of its latest record (the tombstone for a cleared one)."""
+
+    uuid: str
+    notification: DrainNotification | None
+    cleared: bool
+    offset: int
+    timestamp_ms: int
+
+    @property
+    def run_id(self) -> str | None:
+        return self.notification.run_id if self.notification else None
+
+
+class CoordinatorStream:
+    """The coordinator stream of job ``job``-``job_id`` on ``bootstrap``.
+
+    ``refresh()`` reads on to the end (False: the topic does not exist); the accessors answer from what
+    was read. Writes go to partition 0 and return once acknowledged by all in-sync replicas. Not
+    thread-safe. Errors as kafka.client says (unreachable brokers: StatectlError, exit 1).
+    """
+
+    def __init__(self, bootstrap: str, job: str, job_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 security: KafkaSecurity | None = None):
+        self.bootstrap, self.job, self.job_id = bootstrap, job, job_id
+        self.topic = coordinator_topic(job, job_id)
+        self.timeout_s = timeout_s
+        self.security = security
+        self._topic: CompactedTopic[tuple[str, str]] = CompactedTopic(
+            bootstrap, self.topic, decode=_decode_key, timeout_s=timeout_s, security=security)
+        self._producer: Any = None
+        self._bad: dict[int, str] = {}  # offset -> what is wrong with the record there
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def refresh(self) -> bool:
+        return self._topic.refresh()
+
+    def require(self) -> None:
+        """Read on to the end; raise NotFoundError (exit 10) naming the topic when it does not exist."""
+        if not self.refresh():
+            raise NotFoundError(f"coordinator stream {self.topic} of job {self.job}-{self.job_id} does not exist "
+                                f"on {self.bootstrap}",
+                                hint="check --job and --job-id; the job creates it when it first starts")
+
+    @property
+    def problems(self) -> list[str]:
+        """The records skipped as malformed (at most the last 100 kinds), with their offsets."""
+        out = [f"{self._topic.skipped} record(s) with a malformed key"] if self._topic.skipped else []
+        return out + [f"offset {o}: {why}" for o, why in sorted(self._bad.items())[-100:]]
+
+    def _namespace(self, namespace: str) -> list[LatestRecord[tuple[str, str]]]:
+        return [r for ident, r in self._topic.latest.items() if ident[0] == namespace]
+
+    def namespace_values(self, namespace: str) -> dict[str, bytes | None]:
+        """The raw latest value of each key of ``namespace`` (None: deleted), for namespaces of other tools."""
+        return {r.key[1]: r.value for r in self._namespace(namespace)}
+
+    def config(self) -> dict[str, str]:
+        """The job's config as its set-config messages hold it (deleted keys left out)."""
+        out: dict[str, str] = {}
+        for rec in self._namespace(SET_CONFIG):
+            try:
+                value = decode_set_config(rec.value)
+            except CoordinatorFormatError as e:
+                self._bad[rec.offset] = f"set-config {rec.key[1]!r}: {e}"
+                continue
+            if value is not None:
+                out[rec.key[1]] = value
+        return out
+
+    def run_id(self) -> str | None:
+        """The job's current run id (``app.run.id``), or None when it has none."""
+        return self.config().get(RUN_ID_CONFIG) or None
+
+    def notifications(self) -> list[NotificationRecord]:
+        """Every drain notification the stream holds (cleared ones included), oldest first. A malformed
+        one is skipped (see ``problems``)."""
+        out = []
+        for rec in sorted(self._namespace(DRAIN_NAMESPACE), key=lambda r: r.offset):
+            value = rec.value if rec.value is not None else rec.last_value
+            notification = None
+            if value is not None:
+                try:
+                    notification = decode_notification(value)
+                except DrainFormatError as e:
+                    self._bad[rec.offset] = f"drain notification {rec.key[1]!r}: {e}"
+                    continue
+            if rec.value is not None and notification is not None and notification.uuid != rec.key[1]:
+                # Samza's cleanup tombstones the key named by the value's uuid: this one could never be cleared.
+                self._bad[rec.offset] = (f"drain notification under key {rec.key[1]!r} names uuid "
+                                         f"{notification.uuid!r}")
+                continue
+            out.append(NotificationRecord(rec.key[1], notification, rec.value is None, rec.offset, rec.timestamp_ms))
+        return out
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def _producer_client(self) -> Any:
+        if self._producer is None:
+            self._producer = open_producer(self.bootstrap, timeout_s=self.timeout_s, security=self.security)
+        return self._producer
+
+    def put(self, namespace: str, key: str, value: bytes | None) -> int:
+        """Write one message (None: a tombstone); return its offset."""
+        return produce(self._producer_client(), self.topic, 0, encode_key(namespace, key), value, self.bootstrap,
+                       timeout_s=max(30.0, self.timeout_s))
+
+    def create(self) -> bool:
+        """Create the topic (one partition, compacted) if it does not exist; True if this call created it."""
+        return create_topic(self.bootstrap, self.topic, partitions=1, configs=COORDINATOR_TOPIC_CONFIGS,
+                            security=self.security, timeout_s=self.timeout_s)
+
+    def write_config(self, values: dict[str, str], *, source: str = JOB_RUNNER_SOURCE) -> None:
+        """Write ``values`` as set-config messages, as Samza's JobRunner does (this host's address, this
+        user, now); keys the stream holds that ``values`` lacks are deleted (tombstones)."""
+        host, user, now = _host_address(), getpass.getuser(), int(time.time() * 1000)
+        if self.refresh():
+            for key in sorted(set(self.config()) - set(values)):
+                self.put(SET_CONFIG, key, None)
+        for key, value in values.items():
+            self.put(SET_CONFIG, key, encode_set_config(value, host=host, source=source, username=user,
+                                                        timestamp_ms=now))
+
+    def write_notification(self, notification: DrainNotification) -> int:
+        """Write a drain notification under its uuid; return its offset."""
+        return self.put(DRAIN_NAMESPACE, notification.uuid, encode_notification(notification))
+
+    def clear_notification(self, uuid: str) -> int:
+        """Tombstone the drain notification ``uuid``; return the tombstone's offset."""
+        return self.put(DRAIN_NAMESPACE, uuid, None)
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.close(timeout=5)
+        self._topic.close()
+
+    def __enter__(self) -> CoordinatorStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _decode_key(data: bytes | None) -> tuple[str, str]:
+    try:
+        return decode_key(data)
+    except CoordinatorFormatError as e:
+        raise ValueError(str(e)) from None
+
+
+def _host_address() -> str:
+    """This host's address, as Samza's Util.getLocalHost().getHostAddress() gives it ('' when unknown)."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return ""

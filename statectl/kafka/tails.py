@@ -1,0 +1,84 @@
+"""The true ends of many partitions at once, with their last few records.
+
+A broker's end offset (high watermark) is not always the offset after the last record: Tansu reports
+the base offset of the last record batch + 1 (SERVICES.md), so after batched produces it under-reports.
+:func:`read_tails` therefore reads each partition from a little before its reported end to its real
+end, all partitions on one consumer (one fetch covers them all), and returns where each really ends
+and the records it read there. On Kafka that is the reported end and the last ``last`` records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from statectl.errors import StatectlError
+from statectl.kafka.client import _errors, _raise_if_auth, kafka_module, unreachable
+
+# A read that makes no progress this long while short of some partition's reported end fails.
+TAIL_STALL_S = 30.0
+
+
+@dataclass
+class Tail:
+    """Partition ``partition``: its log start, its true end (the next offset to be written) and the
+    records read at its end (at least the last ``last`` ones, oldest first; more on Tansu)."""
+
+    partition: int
+    beginning: int
+    end: int
+    records: list[Any] = field(default_factory=list)
+
+
+def read_tails(consumer: Any, topic: str, partitions: list[int], bootstrap: str, *, last: int = 1,
+               poll_ms: int = 100) -> dict[int, Tail]:
+    """The :class:`Tail` of each of ``partitions`` of ``topic`` (which must exist), read on ``consumer``
+    (outside any group; its assignment is replaced). Raises StatectlError when the brokers fail or a
+    partition's read stalls for TAIL_STALL_S."""
+    kafka = kafka_module()
+    errors = _errors()
+    tps = {p: kafka.TopicPartition(topic, p) for p in partitions}
+    if not tps:
+        return {}
+    try:
+        begins = consumer.beginning_offsets(list(tps.values()))
+        ends = consumer.end_offsets(list(tps.values()))
+    except errors.KafkaError as e:
+        _raise_if_auth(bootstrap, e)
+        raise unreachable(bootstrap, f"listing offsets of {topic}: {e}") from e
+    tails = {p: Tail(p, begins[tp], ends[tp]) for p, tp in tps.items()}
+    kept: dict[int, deque] = {p: deque(maxlen=max(1, last) * 64) for p in tps}
+    reading = {p for p, t in tails.items() if t.end > t.beginning}
+    if not reading:
+        return tails
+    consumer.assign([tps[p] for p in reading])
+    for p in reading:
+        consumer.seek(tps[p], max(tails[p].beginning, tails[p].end - max(1, last)))
+    position = {p: max(tails[p].beginning, tails[p].end - max(1, last)) for p in reading}
+    last_progress = time.monotonic()
+    while True:
+        try:
+            polled = consumer.poll(timeout_ms=poll_ms, max_records=100_000)
+            now = {p: consumer.position(tps[p]) for p in reading}
+        except errors.KafkaError as e:
+            _raise_if_auth(bootstrap, e)
+            raise StatectlError(f"kafka {bootstrap}: reading the end of {topic} failed: {e}") from e
+        for tp, records in polled.items():
+            kept[tp.partition].extend(records)
+        moved = any(now[p] > position[p] for p in reading)
+        position = now
+        if moved or polled:
+            last_progress = time.monotonic()
+            continue
+        if all(position[p] >= tails[p].end for p in reading):
+            break
+        if time.monotonic() - last_progress > TAIL_STALL_S:
+            short = sorted(p for p in reading if position[p] < tails[p].end)
+            raise StatectlError(f"kafka {bootstrap}: reading the end of {topic} stalled (partitions "
+                                f"{', '.join(map(str, short[:5]))} short of their end)")
+    for p in reading:
+        tails[p].end = position[p]
+        tails[p].records = list(kept[p])
+    return tails

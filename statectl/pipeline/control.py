@@ -1,0 +1,189 @@
+"""The job side of drain (seed 004): the DrainMonitor, and the per-task book-keeping of control messages.
+
+DrainMonitor polls the job's coordinator stream for a drain notification of the job's run id
+(Samza's ``job.drain-monitor.poll.interval.ms``); notifications of other runs are ignored, and
+malformed records are skipped with a note, never a crash.
+
+DrainStates, as the seed's class: per input partition of a task, which upstream (producer) tasks have
+sent their drain message. Every upstream task sends its drain message to ONE aggregate partition of an
+intermediate stream (``formats.drain.aggregate_partition``); when that partition has them all, the
+task reading it broadcasts a drain message with no task name to the stream's partitions, and a
+partition is drained once that broadcast is read on it. One difference from Samza, so that a task
+killed in the middle of a drain and restarted finds its way: the aggregating task writes the broadcast
+to its own partition too (Samza's reader takes a message with no task name as "drained" there as well),
+and never twice to a partition whose last message is already that broadcast. The sets of producers
+seen are saved to the coordinator stream before each commit (``statectl-drain-states-v1``), so that a
+restarted aggregating task does not wait for drain messages it read before its checkpoint.
+
+WatermarkStates does the same for watermarks (the minimum over the producer tasks); a drain sends a
+watermark of Long.MAX_VALUE first, which fires every window.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from statectl.formats.checkpoint import SSP
+from statectl.kafka.coordinator import CoordinatorStream
+
+DRAIN_STATES_NAMESPACE = "statectl-drain-states-v1"
+
+
+class DrainMonitor:
+    """Watches the coordinator stream for a drain notification of ``run_id``.
+
+    ``check()`` reads on and returns True once there is one (and stays True: a drain cannot be undone);
+    ``start()`` checks at once, then every ``poll_s`` on a daemon thread, calling ``on_drain`` once. Read
+    errors (brokers briefly away) are reported to ``on_problem`` and retried at the next poll."""
+
+    def __init__(self, coordinator: CoordinatorStream, run_id: str, *, poll_s: float,
+                 on_drain: Callable[[], None] | None = None, on_problem: Callable[[str], None] | None = None):
+        self.coordinator = coordinator
+        self.run_id = run_id
+        self.poll_s = poll_s
+        self._on_drain = on_drain
+        self._on_problem = on_problem or (lambda message: None)
+        self._draining = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._reported: set[str] = set()
+        self.uuid: str | None = None
+
+    @property
+    def draining(self) -> bool:
+        return self._draining.is_set()
+
+    def check(self) -> bool:
+        if self._draining.is_set():
+            return True
+        if not self.coordinator.refresh():
+            return False
+        for problem in self.coordinator.problems:
+            if problem not in self._reported:
+                self._reported.add(problem)
+                self._on_problem(f"skipped a malformed record of {self.coordinator.topic}: {problem}")
+        for rec in self.coordinator.notifications():
+            if not rec.cleared and rec.run_id == self.run_id:
+                self.uuid = rec.uuid
+                self._draining.set()
+                if self._on_drain is not None:
+                    self._on_drain()
+                return True
+        return False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="drain-monitor", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.check():
+                    return
+            except Exception as e:  # noqa: BLE001 - a poll that fails is retried; the job goes on
+                self._on_problem(f"drain monitor: {e}")
+            self._stop.wait(self.poll_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+@dataclass
+class _PartitionState:
+    expected: int  # producer tasks of its stream (0: a source, or nobody produces to it)
+    producers: set[str] = field(default_factory=set)
+    drained: bool = False
+
+
+class DrainStates:
+    """Drain book-keeping of one task over its input partitions (``expected``: producer tasks per
+    stream, 0 for sources). Not thread-safe: the task's run loop owns it."""
+
+    def __init__(self, ssps: list[SSP], expected: dict[str, int]):
+        self._states = {ssp: _PartitionState(expected.get(ssp.stream, 0)) for ssp in ssps}
+
+    def producer_drained(self, ssp: SSP, task_name: str) -> bool:
+        """A producer task's drain message arrived on ``ssp``; True when every producer's now has (the
+        reading task then broadcasts)."""
+        st = self._states[ssp]
+        st.producers.add(task_name)
+        return len(st.producers) >= st.expected > 0
+
+    def complete(self, ssp: SSP) -> bool:
+        st = self._states[ssp]
+        return len(st.producers) >= st.expected > 0
+
+    def mark_drained(self, ssp: SSP) -> None:
+        """``ssp`` is drained: a source the drain stopped, or the broadcast read on it."""
+        self._states[ssp].drained = True
+
+    def is_drained(self, ssp: SSP) -> bool:
+        return self._states[ssp].drained
+
+    def all_drained(self) -> bool:
+        return all(st.drained for st in self._states.values())
+
+    def export(self) -> dict[str, list[str]]:
+        """The producers seen per partition (the state a restart needs; see the module doc)."""
+        return {ssp.key(): sorted(st.producers) for ssp, st in self._states.items() if st.producers}
+
+    def load(self, saved: dict[str, list[str]]) -> None:
+        by_key = {ssp.key(): ssp for ssp in self._states}
+        for key, producers in saved.items():
+            if key in by_key:
+                self._states[by_key[key]].producers.update(producers)
+
+
+class WatermarkStates:
+    """Watermarks of one task's input partitions: a partition's watermark is the minimum of the latest
+    ones of all its producer tasks (a message with no task name sets it directly); the task's is the
+    minimum over its intermediate partitions. -1: none yet."""
+
+    def __init__(self, ssps: list[SSP], expected: dict[str, int]):
+        self._expected = {ssp: expected.get(ssp.stream, 0) for ssp in ssps}
+        self._by_task: dict[SSP, dict[str, int]] = {ssp: {} for ssp in ssps}
+        self._wm: dict[SSP, int] = {ssp: -1 for ssp in ssps}
+
+    def update(self, ssp: SSP, task_name: str | None, timestamp: int) -> bool:
+        """Record a watermark message; True when ``ssp``'s watermark advanced."""
+        before = self._wm[ssp]
+        if task_name is None:
+            self._wm[ssp] = max(before, timestamp)
+        else:
+            seen = self._by_task[ssp]
+            seen[task_name] = max(seen.get(task_name, -1), timestamp)
+            if len(seen) >= self._expected[ssp] > 0:
+                self._wm[ssp] = max(before, min(seen.values()))
+        return self._wm[ssp] > before
+
+    def watermark(self, ssp: SSP) -> int:
+        return self._wm[ssp]
+
+    def task_watermark(self) -> int:
+        return min(self._wm.values(), default=-1)
+
+
+def save_drain_states(coordinator: CoordinatorStream, task: str, run_id: str, states: dict[str, list[str]]) -> None:
+    """Save a task's producer sets for ``run_id`` (before its checkpoint; see the module doc)."""
+    coordinator.put(DRAIN_STATES_NAMESPACE, task,
+                    json.dumps({"runId": run_id, "producers": states, "time": int(time.time() * 1000)}).encode())
+
+
+def load_drain_states(coordinator: CoordinatorStream, task: str, run_id: str) -> dict[str, list[str]]:
+    """The producer sets ``task`` saved for ``run_id`` ({} when none, or saved for another run)."""
+    for key, value in coordinator.namespace_values(DRAIN_STATES_NAMESPACE).items():
+        if key != task or value is None:
+            continue
+        try:
+            obj = json.loads(value)
+            if obj.get("runId") == run_id and isinstance(obj.get("producers"), dict):
+                return {str(k): [str(t) for t in v] for k, v in obj["producers"].items() if isinstance(v, list)}
+        except (ValueError, AttributeError, TypeError):
+            return {}
+    return {}

@@ -1,0 +1,175 @@
+"""Running a job: its coordinator (one process per deployment) and its containers (one per stage).
+
+The coordinator is what Samza's job coordinator does for a deployment: it picks the run id
+(``<millis>-<8 hex>``, or the one given), publishes the job's config with it to the coordinator stream
+(set-config, as JobRunner does), creates the intermediate and changelog topics, starts one container
+process per stage and restarts a container that dies (a kill in the middle of a drain included: the
+restarted container finds the drain and resumes it). When every container has exited cleanly after a
+drain it tombstones the drain notifications of its run (Samza's DrainUtils.cleanup) and exits 0.
+SIGTERM or SIGINT stops the containers (no drain, no cleanup) and exits 143/130.
+
+:func:`main` is a job script's entry point: ``run`` (the coordinator) and ``container`` (what the
+coordinator starts), so that a job is one Python file: ``python job.py run --kafka HOST:PORT
+--state-dir DIR [--blobstore URL] [--run-id ID]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from statectl.errors import StatectlError
+from statectl.formats.coordinator import new_run_id
+from statectl.kafka.client import create_topic
+from statectl.kafka.coordinator import CoordinatorStream
+from statectl.pipeline.control import DRAIN_STATES_NAMESPACE
+from statectl.pipeline.spec import JobSpec, stage_partitions
+
+log = logging.getLogger("statectl.pipeline")
+
+RESTART_LIMIT = 10
+EXIT_DRAINED = 0
+
+
+def prepare(job: JobSpec, bootstrap: str, run_id: str, security=None) -> None:
+    """Publish the job's config for ``run_id`` and create its coordinator, intermediate and changelog
+    topics (those that exist are left as they are)."""
+    with CoordinatorStream(bootstrap, job.name, job.job_id, security=security) as cs:
+        cs.create()
+        cs.write_config(job.config(run_id))
+    for topic, partitions in job.intermediate.items():
+        create_topic(bootstrap, topic, partitions=partitions, security=security)
+    from statectl.kafka.client import open_consumer, partition_count
+
+    consumer = open_consumer(bootstrap, security=security)
+    try:
+        counts = {}
+        for stage in job.stages:
+            for topic in stage.inputs:
+                n = job.intermediate.get(topic) or partition_count(consumer, topic, bootstrap)
+                if n is None:
+                    raise StatectlError(f"input topic {topic} of job {job.name} does not exist on {bootstrap}")
+                counts[topic] = n
+        for stage in job.stages:
+            for store in stage.stores:
+                create_topic(bootstrap, job.changelog_topic(store), partitions=stage_partitions(stage, counts),
+                             configs={"cleanup.policy": "compact"}, security=security)
+    finally:
+        consumer.close()
+
+
+def cleanup(job: JobSpec, bootstrap: str, run_id: str, security=None) -> list[str]:
+    """Tombstone the drain notifications of ``run_id`` and the drain states saved for it (DrainUtils.cleanup);
+    return the uuids cleared."""
+    cleared = []
+    with CoordinatorStream(bootstrap, job.name, job.job_id, security=security) as cs:
+        cs.require()
+        for rec in cs.notifications():
+            if not rec.cleared and rec.run_id == run_id:
+                cs.clear_notification(rec.uuid)
+                cleared.append(rec.uuid)
+        for key, value in cs.namespace_values(DRAIN_STATES_NAMESPACE).items():
+            if value is not None and run_id.encode() in value:
+                cs.put(DRAIN_STATES_NAMESPACE, key, None)
+    return cleared
+
+
+def coordinate(job: JobSpec, *, bootstrap: str, state_dir: Path, blobstore: str | None, run_id: str | None,
+               entry: list[str], env: dict[str, str] | None = None) -> int:
+    """Run one deployment of ``job`` (see the module doc); return the process exit code."""
+    run_id = run_id or new_run_id()
+    prepare(job, bootstrap, run_id)
+    log.warning("job %s-%s: run %s", job.name, job.job_id, run_id)
+    children: dict[str, subprocess.Popen] = {}
+    restarts = {s.name: 0 for s in job.stages}
+    done: set[str] = set()
+    stopping: list[int] = []
+
+    def stop(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    def spawn(stage: str) -> subprocess.Popen:
+        args = [*entry, "container", "--stage", stage, "--kafka", bootstrap, "--state-dir", str(state_dir),
+                "--run-id", run_id]
+        if blobstore:
+            args += ["--blobstore", blobstore]
+        return subprocess.Popen(args, env=env)
+
+    for s in job.stages:
+        children[s.name] = spawn(s.name)
+    try:
+        while len(done) < len(job.stages):
+            if stopping:
+                for p in children.values():
+                    if p.poll() is None:
+                        p.terminate()
+                for p in children.values():
+                    p.wait(timeout=60)
+                return 128 + stopping[0]
+            for name, p in list(children.items()):
+                code = p.poll()
+                if code is None or name in done:
+                    continue
+                if code == EXIT_DRAINED:
+                    done.add(name)
+                    log.warning("stage %s drained", name)
+                    continue
+                restarts[name] += 1
+                if restarts[name] > RESTART_LIMIT:
+                    log.error("stage %s failed %d times; giving up", name, restarts[name])
+                    for other in children.values():
+                        if other.poll() is None:
+                            other.terminate()
+                    return 1
+                log.warning("stage %s exited with %s; restarting it", name, code)
+                children[name] = spawn(name)
+            time.sleep(0.2)
+    finally:
+        for p in children.values():
+            if p.poll() is None:
+                p.kill()
+    cleared = cleanup(job, bootstrap, run_id)
+    log.warning("job %s-%s drained; cleared drain notification(s) %s", job.name, job.job_id, ", ".join(cleared))
+    return 0
+
+
+def main(job: JobSpec, argv: list[str] | None = None) -> int:
+    """The command line of a job script: ``run`` or ``container`` (see the module doc)."""
+    parser = argparse.ArgumentParser(prog=Path(sys.argv[0]).name, description=f"the {job.name} job")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "container"):
+        p = sub.add_parser(name)
+        p.add_argument("--kafka", required=True, help="bootstrap servers")
+        p.add_argument("--state-dir", required=True, type=Path, help="the job's state base dir")
+        p.add_argument("--blobstore", help="where snapshots go (default: statectl's embedded default)")
+        p.add_argument("--run-id", required=name == "container", help="the deployment's run id")
+        if name == "container":
+            p.add_argument("--stage", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(message)s", stream=sys.stderr)
+    try:
+        if args.command == "run":
+            entry = [sys.executable, os.path.abspath(sys.argv[0])]
+            return coordinate(job, bootstrap=args.kafka, state_dir=args.state_dir, blobstore=args.blobstore,
+                              run_id=args.run_id, entry=entry)
+        from statectl.pipeline.container import Container, Runtime
+        from statectl.session import Session
+
+        session = Session.from_env(kafka=args.kafka, blobstore=args.blobstore, job=job.name, job_id=job.job_id)
+        try:
+            Container(job, args.stage, Runtime(args.kafka, args.state_dir, args.run_id, session)).run()
+        finally:
+            session.close()
+        return EXIT_DRAINED
+    except StatectlError as e:
+        sys.stderr.write(f"Error: {e}\n")
+        return e.exit_code

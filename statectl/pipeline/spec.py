@@ -1,0 +1,109 @@
+"""What a Python stream job is: its stages, their streams and stores, and the Samza config it publishes.
+
+A job (one coordinator stream, one checkpoint topic, one run id per deployment) is a chain of stages.
+Each stage runs as its own OS process (a container) and has one task per input partition (Samza's
+GroupByPartition: task ``<stage>-Partition <n>`` reads partition n of each of the stage's inputs). A
+stage reads source topics or one intermediate stream, and writes intermediate streams (re-keyed: the
+partition is Kafka's default partitioner over the key) and output topics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from statectl.formats.checkpoint import checkpoint_topic
+from statectl.formats.coordinator import RUN_ID_CONFIG
+
+SYSTEM = "kafka"
+BLOB_STORE_FACTORY_CONFIG = "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory"
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage. ``task``: called with a TaskContext for each of its tasks, returns the task object
+    (see pipeline.task). ``inputs``: the topics it reads (sources, or intermediate streams of the job);
+    ``intermediate_outputs`` / ``outputs``: the intermediate streams and plain topics it writes;
+    ``stores``: the names of its RocksDB stores (each with a changelog topic)."""
+
+    name: str
+    task: Callable[[Any], Any]
+    inputs: tuple[str, ...]
+    intermediate_outputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    stores: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job: its name and id, its stages in order, the partition count of each intermediate stream
+    (``intermediate``: topic -> partitions), and its timings."""
+
+    name: str
+    stages: tuple[StageSpec, ...]
+    intermediate: dict[str, int] = field(default_factory=dict)
+    job_id: str = "1"
+    commit_interval_s: float = 5.0
+    window_interval_s: float = 1.0
+    drain_poll_interval_s: float = 1.0
+
+    def stage(self, name: str) -> StageSpec:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"job {self.name} has no stage {name!r} (stages: {', '.join(s.name for s in self.stages)})")
+
+    def is_intermediate(self, topic: str) -> bool:
+        return topic in self.intermediate
+
+    def producers(self, topic: str, partitions: dict[str, int]) -> int:
+        """Producer tasks of intermediate stream ``topic``: the tasks of the stages writing it (Samza's
+        producerTaskCounts), given every input topic's partition count."""
+        return sum(stage_partitions(s, partitions) for s in self.stages if topic in s.intermediate_outputs)
+
+    def changelog_topic(self, store: str) -> str:
+        return f"{self.name}-{self.job_id}-{store}-changelog".replace("_", "-")
+
+    @property
+    def checkpoint_topic(self) -> str:
+        return checkpoint_topic(self.name, self.job_id)
+
+    def config(self, run_id: str) -> dict[str, str]:
+        """The job's config as Samza's JobRunner would publish it to the coordinator stream."""
+        cfg = {
+            "job.name": self.name,
+            "job.id": self.job_id,
+            RUN_ID_CONFIG: run_id,
+            "job.default.system": SYSTEM,
+            "job.drain-monitor.enabled": "true",
+            "job.drain-monitor.poll.interval.ms": str(int(self.drain_poll_interval_s * 1000)),
+            "task.commit.ms": str(int(self.commit_interval_s * 1000)),
+            "task.window.ms": str(int(self.window_interval_s * 1000)),
+            "task.checkpoint.system": SYSTEM,
+            "task.checkpoint.read.versions": "2,1",
+            "task.checkpoint.write.versions": "2",
+            "systems.kafka.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory",
+        }
+        inputs = sorted({t for s in self.stages for t in s.inputs})
+        cfg["task.inputs"] = ",".join(f"{SYSTEM}.{t}" for t in inputs)
+        for topic, partitions in sorted(self.intermediate.items()):
+            cfg[f"streams.{topic}.samza.system"] = SYSTEM
+            cfg[f"streams.{topic}.samza.physical.name"] = topic
+            cfg[f"streams.{topic}.samza.intermediate"] = "true"
+            cfg[f"streams.{topic}.partitions"] = str(partitions)
+        for stage in self.stages:
+            for store in stage.stores:
+                cfg[f"stores.{store}.factory"] = "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory"
+                cfg[f"stores.{store}.changelog"] = f"{SYSTEM}.{self.changelog_topic(store)}"
+                cfg[f"stores.{store}.backup.factories"] = BLOB_STORE_FACTORY_CONFIG
+        return cfg
+
+
+def stage_partitions(stage: StageSpec, partitions: dict[str, int]) -> int:
+    """The number of tasks of ``stage``: the largest partition count of its inputs."""
+    return max((partitions[t] for t in stage.inputs), default=0)
+
+
+def task_name(stage: str, partition: int) -> str:
+    return f"{stage}-Partition {partition}"

@@ -1,0 +1,55 @@
+"""A RocksDB store a running task holds open read-write, and checkpoints while it runs (as a Samza
+container does before each commit: a hard-link checkpoint in ``<storeDir>-<checkpointId>``)."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import Any
+
+from statectl.errors import StatectlError
+from statectl.rocks.store import ROCKSDICT_CONFIG, _rocksdict, lock_holder, locked_error
+
+
+class LiveStore:
+    """The store at ``path``, created if missing, opened read-write (raw bytes keys and values; its LOCK
+    is held until :meth:`close`). ``db`` is the rocksdict.Rdict. Raises LockHeldError when another
+    process holds it; StatectlError when it cannot be opened."""
+
+    def __init__(self, path: Path):
+        rd = _rocksdict()
+        self.path = Path(path)
+        self._rd = rd
+        options = rd.Options(raw_mode=True)
+        options.create_if_missing(True)
+        self._had_config = (self.path / ROCKSDICT_CONFIG).exists()
+        try:
+            self.db: Any = rd.Rdict(str(self.path), options)
+        except Exception as e:
+            if "lock" in str(e).lower():
+                raise locked_error(self.path, lock_holder(self.path)) from e
+            raise StatectlError(f"cannot open RocksDB store {self.path}: {str(e).splitlines()[0]}") from e
+
+    def checkpoint(self, dest: Path) -> None:
+        """Flush the memtables and make a checkpoint of the store in ``dest`` (which must not exist).
+        Raises OSError(ENOSPC) when the disk is full, StatectlError otherwise."""
+        try:
+            self.db.flush()
+            self._rd.Checkpoint(self.db).create_checkpoint(str(dest))
+        except Exception as e:
+            if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+                raise
+            raise StatectlError(f"cannot checkpoint store {self.path}: {str(e).splitlines()[0]}") from e
+        (Path(dest) / ROCKSDICT_CONFIG).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Flush and close; idempotent. Removes the config file rocksdict drops (a Samza store has none)."""
+        db, self.db = self.db, None
+        if db is None:
+            return
+        try:
+            db.flush()
+        finally:
+            db.close()
+            if not self._had_config:
+                (self.path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
