@@ -6,10 +6,11 @@
 # The subcommands of the command path $1 ('' for statectl itself, 'snapshots' ...), in REPLY.
 _statectl_commands() {
     case $1 in
-        '') REPLY='backup restore diff gc doctor snapshots config lease' ;;
+        '') REPLY='backup restore diff gc doctor snapshots config lease drain' ;;
         'snapshots') REPLY='list show verify' ;;
         'config') REPLY='show' ;;
         'lease') REPLY='show break' ;;
+        'drain') REPLY='start status wait cancel' ;;
         *) REPLY='' ;;
     esac
 }
@@ -32,6 +33,11 @@ _statectl_options() {
         'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease show') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease break') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --yes -y --force --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'drain') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'drain start') REPLY='--kafka --job --job-id --run-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'drain status') REPLY='--kafka --job --job-id --run-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'drain wait') REPLY='--kafka --job --job-id --timeout --uuid --run-id --poll --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         *) REPLY='' ;;
     esac
 }
@@ -229,6 +235,56 @@ _statectl_value() {
                 --job-id) REPLY='@text' ;;
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'drain')
+            case $2 in
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'drain start')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --run-id) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'drain status')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --run-id) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'drain wait')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --timeout) REPLY='@text' ;;
+                --uuid) REPLY='@text' ;;
+                --run-id) REPLY='@text' ;;
+                --poll) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'drain cancel')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --uuid) REPLY='@text' ;;
+                --run-id) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

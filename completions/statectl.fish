@@ -4,13 +4,15 @@
 function __statectl_commands --description 'the subcommands of a statectl command path'
     switch "$argv"
         case ''
-            printf '%s\n' backup restore diff gc doctor snapshots config lease
+            printf '%s\n' backup restore diff gc doctor snapshots config lease drain
         case 'snapshots'
             printf '%s\n' list show verify
         case 'config'
             printf '%s\n' show
         case 'lease'
             printf '%s\n' show break
+        case 'drain'
+            printf '%s\n' start status wait cancel
     end
 end
 
@@ -46,6 +48,16 @@ function __statectl_value_options --description 'the options that take a value a
             printf '%s\n' -- --blobstore --s3-endpoint --job --job-id --task --store --config --profile --output -o
         case 'lease break'
             printf '%s\n' -- --blobstore --s3-endpoint --job --job-id --task --store --config --profile --output -o
+        case 'drain'
+            printf '%s\n' -- --config --profile --output -o
+        case 'drain start'
+            printf '%s\n' -- --kafka --job --job-id --run-id --config --profile --output -o
+        case 'drain status'
+            printf '%s\n' -- --kafka --job --job-id --run-id --config --profile --output -o
+        case 'drain wait'
+            printf '%s\n' -- --kafka --job --job-id --timeout --uuid --run-id --poll --config --profile --output -o
+        case 'drain cancel'
+            printf '%s\n' -- --kafka --job --job-id --uuid --run-id --config --profile --output -o
     end
 end
 
@@ -87,6 +99,7 @@ complete -c statectl -n '__statectl_path' -a doctor -d 'Check what the operation
 complete -c statectl -n '__statectl_path' -a snapshots -d 'List, inspect and verify snapshots'
 complete -c statectl -n '__statectl_path' -a config -d 'Inspect statectl\'s settings'
 complete -c statectl -n '__statectl_path' -a lease -d 'Inspect or break the lease that keeps two backups of a store from running at once'
+complete -c statectl -n '__statectl_path' -a drain -d 'Stop a job after it has processed everything in flight (Samza\'s drain, seed 004)'
 complete -c statectl -n '__statectl_path' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
 complete -c statectl -n '__statectl_path' -l output -s o -x -a 'text json' -d 'Result format: text or json'
@@ -337,3 +350,72 @@ complete -c statectl -n '__statectl_path lease break' -l output -s o -x -a 'text
 complete -c statectl -n '__statectl_path lease break' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path lease break' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path lease break' -l debug -d 'Tracebacks for errors'
+
+# statectl drain
+complete -c statectl -n '__statectl_path drain' -a start -d 'Ask the job\'s current run to drain: write a drain notification (once: a pending one is reported)'
+complete -c statectl -n '__statectl_path drain' -a status -d 'Each drain notification with its state (pending, seen, cleared, stale) and the messages in flight per intermediate stream partition'
+complete -c statectl -n '__statectl_path drain' -a wait -d 'Block until the job has drained: the notification cleared and nothing left in flight'
+complete -c statectl -n '__statectl_path drain' -a cancel -d 'Withdraw a pending drain notification (a tombstone), unless the job already acts on it'
+complete -c statectl -n '__statectl_path drain' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path drain' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path drain' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path drain' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path drain' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path drain' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path drain' -l debug -d 'Tracebacks for errors'
+
+# statectl drain start
+complete -c statectl -n '__statectl_path drain start' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain start' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path drain start' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path drain start' -l run-id -x -d 'The run to drain (default: the job\'s app.run.id in its coordinator stream)'
+complete -c statectl -n '__statectl_path drain start' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path drain start' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path drain start' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path drain start' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path drain start' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path drain start' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path drain start' -l debug -d 'Tracebacks for errors'
+
+# statectl drain status
+complete -c statectl -n '__statectl_path drain status' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain status' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path drain status' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path drain status' -l run-id -x -d 'The run to drain (default: the job\'s app.run.id in its coordinator stream)'
+complete -c statectl -n '__statectl_path drain status' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path drain status' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path drain status' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path drain status' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path drain status' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path drain status' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path drain status' -l debug -d 'Tracebacks for errors'
+
+# statectl drain wait
+complete -c statectl -n '__statectl_path drain wait' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain wait' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path drain wait' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path drain wait' -l timeout -x -d 'Give up after this long (e.g'
+complete -c statectl -n '__statectl_path drain wait' -l uuid -x -d 'Just this notification (default: every one of the current run)'
+complete -c statectl -n '__statectl_path drain wait' -l run-id -x -d 'The run to drain (default: the job\'s app.run.id in its coordinator stream)'
+complete -c statectl -n '__statectl_path drain wait' -l poll -x -d 'Seconds between looks'
+complete -c statectl -n '__statectl_path drain wait' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path drain wait' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path drain wait' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path drain wait' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path drain wait' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path drain wait' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path drain wait' -l debug -d 'Tracebacks for errors'
+
+# statectl drain cancel
+complete -c statectl -n '__statectl_path drain cancel' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain cancel' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path drain cancel' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path drain cancel' -l uuid -x -d 'Just this notification (default: every one of the current run)'
+complete -c statectl -n '__statectl_path drain cancel' -l run-id -x -d 'The run to drain (default: the job\'s app.run.id in its coordinator stream)'
+complete -c statectl -n '__statectl_path drain cancel' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path drain cancel' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path drain cancel' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path drain cancel' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path drain cancel' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path drain cancel' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path drain cancel' -l debug -d 'Tracebacks for errors'

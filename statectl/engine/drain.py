@@ -40,6 +40,8 @@ SEEN = "seen"
 CLEARED = "cleared"
 STALE = "stale"
 
+# Where ``cancel`` marks the notifications it withdrew (statectl's own coordinator-stream namespace).
+CANCELLED_NAMESPACE = "statectl-drain-cancelled-v1"
 # How many records at the end of each intermediate partition status looks at for drain messages.
 TAIL_RECORDS = 8
 DEFAULT_POLL_S = 1.0
@@ -193,8 +195,9 @@ def start(target: DrainTarget) -> DrainStartResult:
         job.coordinator.require()
         run_id = job.run_id(required=True)
         assert run_id is not None
+        notifications = job.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
         notes = [f"skipped a malformed record of {job.coordinator.topic}: {p}" for p in job.coordinator.problems]
-        for rec in job.coordinator.notifications():
+        for rec in notifications:
             if not rec.cleared and rec.run_id == run_id:
                 return DrainStartResult(rec.uuid, run_id, False, rec.offset, _since(began), notes)
         notification = DrainNotification.create(run_id)
@@ -217,6 +220,7 @@ def _status(job: _Job) -> DrainStatus:
     config = job.coordinator.config()
     run_id = job.run_id(required=False)
     result = DrainStatus(target.job, target.job_id, run_id)
+    notifications = job.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
     result.notes += [f"skipped a malformed record of {job.coordinator.topic}: {p}" for p in job.coordinator.problems]
 
     checkpoints = _latest_checkpoints(job, result.notes)
@@ -249,7 +253,7 @@ def _status(job: _Job) -> DrainStatus:
 
     newest_checkpoint_ms = max((parse_checkpoint_id(cp.checkpoint_id)[0] for cp in checkpoints.values()),
                                default=0)
-    for rec in job.coordinator.notifications():
+    for rec in notifications:
         result.notifications.append(NoticeState(rec.uuid, rec.run_id,
                                                 rec.notification.drain_mode if rec.notification else None,
                                                 _state(rec, run_id, drain_runs, bool(result.intermediate),
@@ -295,6 +299,9 @@ def cancel(target: DrainTarget, uuid: str | None = None) -> DrainCancelResult:
                 hint="wait for it with 'statectl drain wait', then redeploy the job")
         result = DrainCancelResult(st.run_id, notes=list(st.notes))
         for n in targets:
+            # First a mark of our own (a namespace Samza ignores), so that 'drain wait' tells a withdrawn
+            # notification from one the job cleared after draining.
+            job.coordinator.put(CANCELLED_NAMESPACE, n.uuid, b"{}")
             job.coordinator.clear_notification(n.uuid)
             result.cancelled.append(n.uuid)
         result.notes.append("a job that read the notification before it was withdrawn drains anyway: "
@@ -332,6 +339,11 @@ def wait(target: DrainTarget, *, timeout_s: float, uuid: str | None = None, poll
                 on_poll(st)
             states = {n.uuid: n.state for n in st.notifications}
             if all(states.get(u) == CLEARED for u in waiting_for):
+                cancelled = [u for u in waiting_for if job.coordinator.namespace_values(CANCELLED_NAMESPACE).get(u)]
+                if cancelled:
+                    raise DrainIncompleteError(f"drain notification {cancelled[0]} was cancelled: job "
+                                               f"{target.job}-{target.job_id} is not draining",
+                                               hint="start another with 'statectl drain start'")
                 return _verify(st, waiting_for, _since(began))
             if time.monotonic() >= deadline:
                 raise DrainIncompleteError(

@@ -56,7 +56,7 @@ from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
 from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs, store_dir
 from statectl.pipeline.control import DrainMonitor, DrainStates, WatermarkStates, load_drain_states, save_drain_states
-from statectl.pipeline.spec import SYSTEM, JobSpec, StageSpec, stage_partitions, task_name
+from statectl.pipeline.spec import SYSTEM, JobSpec, StageSpec, stage_partitions, task_name, with_config
 from statectl.pipeline.task import Collector, KeyValueStore, Message, TaskContext
 from statectl.rocks.live import LiveStore
 
@@ -112,8 +112,9 @@ class Container:
         self.note = on_note or (lambda m: log.warning(m))
         self.consumer: Any = None
         self.producer: Any = None
-        self.coordinator = CoordinatorStream(runtime.bootstrap, job.name, job.job_id)
-        self.checkpoints = KafkaCheckpointLog(runtime.bootstrap, job.name, job.job_id)
+        self.security = runtime.session.kafka_security
+        self.coordinator = CoordinatorStream(runtime.bootstrap, job.name, job.job_id, security=self.security)
+        self.checkpoints = KafkaCheckpointLog(runtime.bootstrap, job.name, job.job_id, security=self.security)
         self.partitions: dict[str, int] = {}
         self.tasks: list[_Task] = []
         self.by_tp: dict[tuple[str, int], _Task] = {}
@@ -135,8 +136,10 @@ class Container:
         return n
 
     def start(self) -> None:
-        self.consumer = open_consumer(self.rt.bootstrap)
-        self.producer = open_producer(self.rt.bootstrap)
+        self.coordinator.require()
+        self.job = with_config(self.job, self.coordinator.config())  # the deployment's timings
+        self.consumer = open_consumer(self.rt.bootstrap, security=self.security)
+        self.producer = open_producer(self.rt.bootstrap, security=self.security)
         for topic in {*self.stage.inputs, *self.stage.intermediate_outputs}:
             self._partition_count(topic)
         for s in self.job.stages:  # producer counts need every stage's input partitions
@@ -325,7 +328,7 @@ class Container:
 
     def _tails(self, topic: str) -> dict[int, Any]:
         if self._tail_consumer is None:
-            self._tail_consumer = open_consumer(self.rt.bootstrap)
+            self._tail_consumer = open_consumer(self.rt.bootstrap, security=self.security)
         return read_tails(self._tail_consumer, topic, list(range(self.partitions[topic])), self.rt.bootstrap)
 
     def _finished(self, tail: Any) -> bool:
@@ -393,7 +396,7 @@ class Container:
         import kafka
 
         if self._tail_consumer is None:
-            self._tail_consumer = open_consumer(self.rt.bootstrap)
+            self._tail_consumer = open_consumer(self.rt.bootstrap, security=self.security)
         tp = kafka.TopicPartition(ssp.stream, ssp.partition)
         self._tail_consumer.assign([tp])
         self._tail_consumer.seek(tp, offset)

@@ -62,11 +62,12 @@ class DrainMonitor:
             return True
         if not self.coordinator.refresh():
             return False
+        notifications = self.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
         for problem in self.coordinator.problems:
             if problem not in self._reported:
                 self._reported.add(problem)
                 self._on_problem(f"skipped a malformed record of {self.coordinator.topic}: {problem}")
-        for rec in self.coordinator.notifications():
+        for rec in notifications:
             if not rec.cleared and rec.run_id == self.run_id:
                 self.uuid = rec.uuid
                 self._draining.set()

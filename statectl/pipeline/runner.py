@@ -29,7 +29,7 @@ from statectl.formats.coordinator import new_run_id
 from statectl.kafka.client import create_topic
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.pipeline.control import DRAIN_STATES_NAMESPACE
-from statectl.pipeline.spec import JobSpec, stage_partitions
+from statectl.pipeline.spec import TIMINGS, JobSpec, stage_partitions, with_config
 
 log = logging.getLogger("statectl.pipeline")
 
@@ -37,12 +37,12 @@ RESTART_LIMIT = 10
 EXIT_DRAINED = 0
 
 
-def prepare(job: JobSpec, bootstrap: str, run_id: str, security=None) -> None:
-    """Publish the job's config for ``run_id`` and create its coordinator, intermediate and changelog
-    topics (those that exist are left as they are)."""
+def prepare(job: JobSpec, bootstrap: str, run_id: str, security=None, overrides: dict[str, str] | None = None) -> None:
+    """Publish the job's config for ``run_id`` (with ``overrides``) and create its coordinator,
+    intermediate and changelog topics (those that exist are left as they are)."""
     with CoordinatorStream(bootstrap, job.name, job.job_id, security=security) as cs:
         cs.create()
-        cs.write_config(job.config(run_id))
+        cs.write_config({**job.config(run_id), **(overrides or {})})
     for topic, partitions in job.intermediate.items():
         create_topic(bootstrap, topic, partitions=partitions, security=security)
     from statectl.kafka.client import open_consumer, partition_count
@@ -81,10 +81,13 @@ def cleanup(job: JobSpec, bootstrap: str, run_id: str, security=None) -> list[st
 
 
 def coordinate(job: JobSpec, *, bootstrap: str, state_dir: Path, blobstore: str | None, run_id: str | None,
-               entry: list[str], env: dict[str, str] | None = None) -> int:
-    """Run one deployment of ``job`` (see the module doc); return the process exit code."""
+               entry: list[str], env: dict[str, str] | None = None, overrides: dict[str, str] | None = None,
+               security=None) -> int:
+    """Run one deployment of ``job`` (see the module doc) with config ``overrides``; return the process
+    exit code."""
     run_id = run_id or new_run_id()
-    prepare(job, bootstrap, run_id)
+    with_config(job, overrides or {})  # a bad value fails here, before anything starts
+    prepare(job, bootstrap, run_id, security=security, overrides=overrides)
     log.warning("job %s-%s: run %s", job.name, job.job_id, run_id)
     children: dict[str, subprocess.Popen] = {}
     restarts = {s.name: 0 for s in job.stages}
@@ -102,7 +105,7 @@ def coordinate(job: JobSpec, *, bootstrap: str, state_dir: Path, blobstore: str 
                 "--run-id", run_id]
         if blobstore:
             args += ["--blobstore", blobstore]
-        return subprocess.Popen(args, env=env)
+        return subprocess.Popen(args, env=env, preexec_fn=_die_with_parent)
 
     for s in job.stages:
         children[s.name] = spawn(s.name)
@@ -137,9 +140,20 @@ def coordinate(job: JobSpec, *, bootstrap: str, state_dir: Path, blobstore: str 
         for p in children.values():
             if p.poll() is None:
                 p.kill()
-    cleared = cleanup(job, bootstrap, run_id)
+    cleared = cleanup(job, bootstrap, run_id, security=security)
     log.warning("job %s-%s drained; cleared drain notification(s) %s", job.name, job.job_id, ", ".join(cleared))
     return 0
+
+
+def _die_with_parent() -> None:
+    """In a container process, before exec: SIGTERM it when its coordinator dies (Linux prctl
+    PR_SET_PDEATHSIG), so that a killed coordinator leaves no container running on."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass  # not Linux: containers outlive a killed coordinator
 
 
 def main(job: JobSpec, argv: list[str] | None = None) -> int:
@@ -154,13 +168,28 @@ def main(job: JobSpec, argv: list[str] | None = None) -> int:
         p.add_argument("--run-id", required=name == "container", help="the deployment's run id")
         if name == "container":
             p.add_argument("--stage", required=True)
+        else:
+            p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                           help=f"set a config key of the deployment ({', '.join(sorted(TIMINGS))})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(message)s", stream=sys.stderr)
     try:
         if args.command == "run":
+            overrides = {}
+            for item in args.config:
+                key, sep, value = item.partition("=")
+                if not sep or key not in TIMINGS:
+                    parser.error(f"--config {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(TIMINGS))}")
+                overrides[key] = value
             entry = [sys.executable, os.path.abspath(sys.argv[0])]
-            return coordinate(job, bootstrap=args.kafka, state_dir=args.state_dir, blobstore=args.blobstore,
-                              run_id=args.run_id, entry=entry)
+            from statectl.session import Session
+
+            security = Session.from_env(kafka=args.kafka).kafka_security
+            try:
+                return coordinate(job, bootstrap=args.kafka, state_dir=args.state_dir, blobstore=args.blobstore,
+                                  run_id=args.run_id, entry=entry, overrides=overrides, security=security)
+            except ValueError as e:
+                parser.error(str(e))
         from statectl.pipeline.container import Container, Runtime
         from statectl.session import Session
 

@@ -10,7 +10,7 @@ partition is Kafka's default partitioner over the key) and output topics.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statectl.formats.checkpoint import checkpoint_topic
@@ -77,9 +77,9 @@ class JobSpec:
             RUN_ID_CONFIG: run_id,
             "job.default.system": SYSTEM,
             "job.drain-monitor.enabled": "true",
-            "job.drain-monitor.poll.interval.ms": str(int(self.drain_poll_interval_s * 1000)),
-            "task.commit.ms": str(int(self.commit_interval_s * 1000)),
-            "task.window.ms": str(int(self.window_interval_s * 1000)),
+            "job.drain-monitor.poll.interval.ms": str(round(self.drain_poll_interval_s * 1000)),
+            "task.commit.ms": str(round(self.commit_interval_s * 1000)),
+            "task.window.ms": str(round(self.window_interval_s * 1000)),
             "task.checkpoint.system": SYSTEM,
             "task.checkpoint.read.versions": "2,1",
             "task.checkpoint.write.versions": "2",
@@ -98,6 +98,25 @@ class JobSpec:
                 cfg[f"stores.{store}.changelog"] = f"{SYSTEM}.{self.changelog_topic(store)}"
                 cfg[f"stores.{store}.backup.factories"] = BLOB_STORE_FACTORY_CONFIG
         return cfg
+
+
+# The config keys a deployment may set (``run --config KEY=VALUE``): containers read them back from the
+# coordinator stream, as Samza containers read their config.
+TIMINGS = {"task.commit.ms": "commit_interval_s", "task.window.ms": "window_interval_s",
+           "job.drain-monitor.poll.interval.ms": "drain_poll_interval_s"}
+
+
+def with_config(job: JobSpec, config: dict[str, str]) -> JobSpec:
+    """``job`` with the timings ``config`` sets (milliseconds, as Samza's keys). Raises ValueError for a
+    value that is not a positive number of milliseconds."""
+    changes = {}
+    for key, attr in TIMINGS.items():
+        if key in config:
+            ms = int(config[key])
+            if ms <= 0:
+                raise ValueError(f"{key} must be a positive number of milliseconds, not {config[key]!r}")
+            changes[attr] = ms / 1000
+    return replace(job, **changes)
 
 
 def stage_partitions(stage: StageSpec, partitions: dict[str, int]) -> int:

@@ -39,6 +39,10 @@ FLAGS = {
                     "--state-dir", "--store", "--task", "-j"},
     "lease show": {"--blobstore", "--job", "--job-id", "--s3-endpoint", "--store", "--task"},
     "lease break": {"--blobstore", "--force", "--job", "--job-id", "--s3-endpoint", "--store", "--task", "--yes", "-y"},
+    "drain start": {"--job", "--job-id", "--kafka", "--run-id"},
+    "drain status": {"--job", "--job-id", "--kafka", "--run-id"},
+    "drain wait": {"--job", "--job-id", "--kafka", "--poll", "--run-id", "--timeout", "--uuid"},
+    "drain cancel": {"--job", "--job-id", "--kafka", "--run-id", "--uuid"},
 }
 
 

@@ -1,0 +1,486 @@
+"""``statectl drain start | status | wait | cancel`` against a real Kafka-protocol broker (Tansu), with a
+coordinator stream and a checkpoint topic made by hand: no job runs, so every state a job would bring
+about (a notification cleared, checkpoints at the end, a drain message on an intermediate stream) is
+written here directly.
+
+Tansu's high watermark under-reports after batched produces (the base offset of the last batch + 1):
+the intermediate streams are filled with multi-record batches, so the counts below hold only when the
+true ends are read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from statectl.catalog.kafka_log import KafkaCheckpointLog
+from statectl.cli.main import app
+from statectl.formats.coordinator import coordinator_topic, encode_key
+from statectl.formats.drain import (
+    DRAIN_NAMESPACE,
+    DrainNotification,
+    drain_message,
+    encode_control,
+    encode_notification,
+    encode_user_message,
+)
+from statectl.kafka.client import create_topic, open_consumer, open_producer, produce
+from statectl.kafka.coordinator import CoordinatorStream
+from statectl.kafka.tails import read_tails
+
+STATUS_FIELDS = {"job", "job_id", "run_id", "notifications", "intermediate", "in_flight", "tasks", "duration_s",
+                 "notes"}
+NOTICE_FIELDS = {"uuid", "run_id", "drain_mode", "state", "offset", "written"}
+IN_FLIGHT_FIELDS = {"stream", "partition", "end_offset", "task", "next_offset", "in_flight"}
+START_FIELDS = {"uuid", "run_id", "created", "offset", "duration_s", "notes"}
+WAIT_FIELDS = {"run_id", "drained", "uuids", "in_flight", "intermediate", "waited_s", "notes"}
+CANCEL_FIELDS = {"run_id", "cancelled", "duration_s", "notes"}
+
+RUN = "1700000000000-abcdef01"
+CID = "1700000000000-1"
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch):
+    """Run statectl in-process with a clean environment rooted in tmp_path: ``cli(*args, code=0)``."""
+    for name in list(os.environ):
+        if name.startswith("STATECTL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0):
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+        return result
+
+    return run
+
+
+def error_line(result) -> str:
+    """The one ``Error: ...`` line of a failed command (stdout holds nothing then)."""
+    lines = result.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("Error: ")]
+    assert len(errors) == 1 and lines[0] == errors[0], result.stderr
+    assert result.stdout == ""
+    return errors[0]
+
+
+def batched(bootstrap: str, topic: str, records: list[tuple[int, bytes]]) -> None:
+    """Write (partition, value) records in multi-record batches (so Tansu under-reports the end)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=100, batch_size=1 << 20)
+    try:
+        futures = [producer.send(topic, key=b"k%d" % i, value=v, partition=p) for i, (p, v) in enumerate(records)]
+        producer.flush()
+        for f in futures:
+            f.get(timeout=30)
+    finally:
+        producer.close()
+
+
+class Job:
+    """A job that never ran: its coordinator stream and checkpoint topic, written as Samza would."""
+
+    def __init__(self, bootstrap: str, *, run_id: str | None = RUN, intermediate: str | None = None,
+                 partitions: int = 2):
+        self.bootstrap = bootstrap
+        self.name = f"drain_cli_{uuid.uuid4().hex[:10]}"
+        self.stream = CoordinatorStream(bootstrap, self.name, "1")
+        self.stream.create()
+        config = {"job.name": self.name, "job.id": "1"}
+        if run_id is not None:
+            config["app.run.id"] = run_id
+        self.topic = intermediate
+        if intermediate is not None:
+            config.update({"streams.shuffle.samza.intermediate": "true",
+                           "streams.shuffle.samza.physical.name": intermediate,
+                           "streams.shuffle.samza.system": "kafka"})
+            create_topic(bootstrap, intermediate, partitions=partitions)
+        self.stream.write_config(config)
+        self._log: KafkaCheckpointLog | None = None
+
+    @property
+    def args(self) -> list[str]:
+        return ["--kafka", self.bootstrap, "--job", self.name]
+
+    def notify(self, run_id: str = RUN) -> DrainNotification:
+        n = DrainNotification.create(run_id)
+        self.stream.write_notification(n)
+        return n
+
+    def checkpoint(self, task: str, checkpoint_id: str, offsets: dict[int, str]) -> None:
+        """A v2 checkpoint of ``task``: last processed offset per intermediate partition."""
+        if self._log is None:
+            self._log = KafkaCheckpointLog(self.bootstrap, self.name, "1")
+        self._log.commit_offsets(task, checkpoint_id, {f"kafka.{self.topic}.{p}": o for p, o in offsets.items()})
+
+    def records(self) -> int:
+        """How many records the coordinator stream holds (read to its true end)."""
+        consumer = open_consumer(self.bootstrap)
+        try:
+            return read_tails(consumer, self.stream.topic, [0], self.bootstrap)[0].end
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        self.stream.close()
+        if self._log is not None:
+            self._log.close()
+
+
+@pytest.fixture
+def make_job(tansu):
+    jobs: list[Job] = []
+
+    def make(**kwargs) -> Job:
+        job = Job(tansu.bootstrap, **kwargs)
+        jobs.append(job)
+        return job
+
+    yield make
+    for job in jobs:
+        job.close()
+
+
+def intermediate_topic() -> str:
+    return f"drain-shuffle-{uuid.uuid4().hex[:8]}"
+
+
+def fill(tansu, topic: str, counts: dict[int, int]) -> None:
+    """``counts[p]`` user messages on partition p, in batches."""
+    batched(tansu.bootstrap, topic, [(p, encode_user_message(b"m%d" % i)) for p, n in counts.items()
+                                     for i in range(n)])
+
+
+# -- errors before anything is read ------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["status", "start"])
+def test_no_coordinator_stream_exits_10_naming_its_topic(cli, tansu, command):
+    job = f"never_ran_{uuid.uuid4().hex[:8]}"
+    topic = f"__samza_coordinator_{job.replace('_', '-')}_1"
+    assert coordinator_topic(job, "1") == topic
+    r = cli("drain", command, "--kafka", tansu.bootstrap, "--job", job, code=10)
+    line = error_line(r)
+    assert topic in line and "does not exist" in line
+    consumer = open_consumer(tansu.bootstrap)
+    try:
+        assert topic not in consumer.topics()  # looking did not create it
+    finally:
+        consumer.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["status", "start"])
+def test_unreachable_brokers_exit_1_naming_them(cli, command):
+    r = cli("drain", command, "--kafka", "127.0.0.1:1", "--job", "pv", code=1)
+    line = error_line(r)
+    assert "127.0.0.1:1" in line and "cannot reach" in line
+
+
+# -- start and status --------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_start_is_idempotent_per_run_and_status_tells_pending_from_stale(cli, make_job):
+    job = make_job()
+    first = json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)
+    assert set(first) == START_FIELDS
+    assert first["created"] is True and first["run_id"] == RUN
+    assert str(uuid.UUID(first["uuid"])) == first["uuid"]
+
+    again = json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)
+    assert again["created"] is False
+    assert (again["uuid"], again["offset"], again["run_id"]) == (first["uuid"], first["offset"], RUN)
+
+    other = json.loads(cli("drain", "start", *job.args, "--run-id", "OTHER", "-o", "json").stdout)
+    assert other["created"] is True and other["run_id"] == "OTHER"
+    assert other["uuid"] != first["uuid"] and other["offset"] > first["offset"]
+
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert set(st) == STATUS_FIELDS
+    assert (st["job"], st["job_id"], st["run_id"]) == (job.name, "1", RUN)
+    assert all(set(n) == NOTICE_FIELDS for n in st["notifications"])
+    assert [(n["uuid"], n["run_id"], n["drain_mode"], n["state"], n["offset"]) for n in st["notifications"]] == [
+        (first["uuid"], RUN, "DEFAULT", "pending", first["offset"]),
+        (other["uuid"], "OTHER", "DEFAULT", "stale", other["offset"]),
+    ]
+    assert all(n["written"] and n["written"].endswith("Z") for n in st["notifications"])
+    assert (st["intermediate"], st["in_flight"], st["tasks"]) == ([], 0, 0)
+
+    # Seen from run OTHER, it is R's notification that is stale.
+    st = json.loads(cli("drain", "status", *job.args, "--run-id", "OTHER", "-o", "json").stdout)
+    assert st["run_id"] == "OTHER"
+    assert [n["state"] for n in st["notifications"]] == ["stale", "pending"]
+
+    # The written notifications are in Samza's format, under their uuid.
+    job.stream.refresh()
+    values = job.stream.namespace_values(DRAIN_NAMESPACE)
+    assert values[first["uuid"]] == encode_notification(DrainNotification(first["uuid"], RUN))
+
+    text = cli("drain", "status", *job.args).stdout
+    assert f"pending  {first['uuid']}" in text and f"stale    {other['uuid']}" in text
+
+
+@pytest.mark.timeout(120)
+def test_start_without_a_run_id_exits_10_with_a_hint(cli, make_job):
+    job = make_job(run_id=None)
+    r = cli("drain", "start", *job.args, code=10)
+    assert "no run id" in error_line(r)
+    assert "--run-id" in r.stderr.splitlines()[1]
+    assert job.records() == 2  # job.name and job.id: nothing was written
+
+    r = json.loads(cli("drain", "start", *job.args, "--run-id", "GIVEN", "-o", "json").stdout)
+    assert r["created"] is True and r["run_id"] == "GIVEN"
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert st["run_id"] is None
+    assert [n["state"] for n in st["notifications"]] == ["stale"]  # no current run: nothing is its
+
+
+# -- malformed records -------------------------------------------------------------------------------------
+
+
+def write_malformed(job: Job) -> None:
+    producer = open_producer(job.bootstrap)
+    try:
+        for key, value in [
+            (b"not json at all", b"{}"),
+            (b'[1,"set-config"]', b'{"values":{"value":"x"}}'),
+            (encode_key(DRAIN_NAMESPACE, str(uuid.uuid4())), b"{not json"),
+            (encode_key("set-config", "task.window.ms"), b'{"values":{},"source":"x"}'),
+        ]:
+            produce(producer, job.stream.topic, 0, key, value, job.bootstrap)
+    finally:
+        producer.close()
+
+
+@pytest.mark.timeout(120)
+def test_malformed_records_are_skipped_with_notes(cli, make_job):
+    job = make_job()
+    write_malformed(job)
+    n = job.notify()
+    r = cli("drain", "status", *job.args, "-o", "json")
+    st = json.loads(r.stdout)
+    assert st["run_id"] == RUN  # the config around the bad set-config record is still read
+    assert [(x["uuid"], x["state"]) for x in st["notifications"]] == [(n.uuid, "pending")]
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note: ")]
+    assert any("2 record(s) with a malformed key" in line for line in notes), r.stderr
+    assert any("task.window.ms" in line and "values.value" in line for line in notes), r.stderr
+    assert any("drain notification" in line and "not JSON" in line for line in notes), r.stderr
+    assert all("skipped a malformed record" in line and job.stream.topic in line for line in notes)
+    assert len(st["notes"]) == len(notes) == 3
+
+    # start reads past them too, and finds the pending notification.
+    s = json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)
+    assert (s["uuid"], s["created"]) == (n.uuid, False)
+
+
+@pytest.mark.timeout(120)
+def test_a_malformed_drain_notification_gets_a_note(cli, make_job):
+    job = make_job()
+    write_malformed(job)
+    job.notify()
+    r = cli("drain", "status", *job.args, "-o", "json")
+    assert any("drain notification" in note and "not JSON" in note for note in json.loads(r.stdout)["notes"])
+
+
+# -- cancel ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_cancel_withdraws_a_pending_notification_once(cli, make_job):
+    job = make_job()
+    n = job.notify()
+    stale = job.notify("OLD-RUN")
+    r = cli("drain", "cancel", *job.args, "-o", "json")
+    c = json.loads(r.stdout)
+    assert set(c) == CANCEL_FIELDS
+    assert c["cancelled"] == [n.uuid] and c["run_id"] == RUN
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    states = {x["uuid"]: (x["state"], x["run_id"]) for x in st["notifications"]}
+    assert states == {n.uuid: ("cleared", RUN), stale.uuid: ("stale", "OLD-RUN")}
+
+    r = cli("drain", "cancel", *job.args, code=10)
+    assert "no pending drain notification" in error_line(r)
+    r = cli("drain", "cancel", *job.args, "--uuid", n.uuid, code=10)
+    assert n.uuid in error_line(r)
+    # Waiting for a withdrawn notification is not a drain: wait says so instead of reporting success.
+    r = cli("drain", "wait", *job.args, "--uuid", n.uuid, "--timeout", "30", code=1)
+    assert f"drain notification {n.uuid} was cancelled" in error_line(r)
+
+
+# -- in flight on intermediate streams ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_status_counts_messages_in_flight_to_the_true_end(cli, tansu, make_job):
+    topic = intermediate_topic()
+    job = make_job(intermediate=topic)
+    fill(tansu, topic, {0: 5, 1: 3})
+    job.checkpoint("Partition 0", CID, {0: "1"})  # offsets 0 and 1 processed
+    job.notify()
+
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert all(set(i) == IN_FLIGHT_FIELDS for i in st["intermediate"])
+    assert st["intermediate"] == [
+        {"stream": topic, "partition": 0, "end_offset": 5, "task": "Partition 0", "next_offset": 2, "in_flight": 3},
+        {"stream": topic, "partition": 1, "end_offset": 3, "task": None, "next_offset": None, "in_flight": 3},
+    ]
+    assert st["in_flight"] == 6 and st["tasks"] == 1
+    assert [x["state"] for x in st["notifications"]] == ["pending"]
+
+    text = cli("drain", "status", *job.args).stdout
+    assert "6 messages in flight on 2 intermediate partitions" in text
+    assert f"{topic}[0]" in text and "task Partition 0" in text
+
+
+@pytest.mark.timeout(120)
+def test_a_missing_intermediate_stream_is_a_note(cli, make_job):
+    topic = intermediate_topic()
+    job = make_job()
+    job.stream.write_config({"app.run.id": RUN, "streams.x.samza.intermediate": "true",
+                             "streams.x.samza.physical.name": topic})
+    r = cli("drain", "status", *job.args, "-o", "json")
+    st = json.loads(r.stdout)
+    assert st["intermediate"] == [] and st["in_flight"] == 0
+    assert any(topic in note and "does not exist" in note for note in st["notes"])
+
+
+# -- wait --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_wait_times_out_while_messages_are_in_flight(cli, tansu, make_job):
+    topic = intermediate_topic()
+    job = make_job(intermediate=topic)
+    fill(tansu, topic, {0: 5, 1: 3})
+    job.notify()
+    r = cli("drain", "wait", *job.args, "--timeout", "2", "--poll", "0.5", code=1)
+    line = error_line(r)
+    assert "has not drained" in line
+    assert "8 messages in flight" in line and f"{topic}[0] 5" in line and f"{topic}[1] 3" in line
+
+
+@pytest.mark.timeout(120)
+def test_wait_without_a_notification_exits_10(cli, make_job):
+    job = make_job()
+    r = cli("drain", "wait", *job.args, "--timeout", "2", code=10)
+    assert "no drain notification for run" in error_line(r)
+    job.notify("OLD-RUN")  # another run's does not count
+    cli("drain", "wait", *job.args, "--timeout", "2", code=10)
+
+
+@pytest.mark.timeout(180)
+def test_wait_returns_once_cleared_and_consumed_to_the_end(cli, tansu, make_job):
+    topic = intermediate_topic()
+    job = make_job(intermediate=topic)
+    fill(tansu, topic, {0: 5, 1: 3})
+    job.checkpoint("Partition 0", CID, {0: "1"})
+    n = job.notify()
+    failures: list[BaseException] = []
+
+    def the_job_drains() -> None:  # what the job would do while wait polls
+        try:
+            time.sleep(1.0)
+            stream = CoordinatorStream(tansu.bootstrap, job.name, "1")
+            log = KafkaCheckpointLog(tansu.bootstrap, job.name, "1")
+            try:
+                log.commit_offsets("Partition 0", "1700000000001-1", {f"kafka.{topic}.0": "4"})
+                log.commit_offsets("Partition 1", "1700000000001-1", {f"kafka.{topic}.1": "2"})
+                stream.clear_notification(n.uuid)
+            finally:
+                log.close()
+                stream.close()
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            failures.append(e)
+
+    worker = threading.Thread(target=the_job_drains, daemon=True)
+    worker.start()
+    r = cli("drain", "wait", *job.args, "--timeout", "90", "--poll", "0.2", "-o", "json")
+    worker.join(timeout=60)
+    assert not failures, failures
+    w = json.loads(r.stdout)
+    assert set(w) == WAIT_FIELDS
+    assert (w["drained"], w["in_flight"], w["uuids"], w["run_id"]) == (True, 0, [n.uuid], RUN)
+    assert [(i["partition"], i["end_offset"], i["next_offset"], i["in_flight"], i["task"])
+            for i in w["intermediate"]] == [(0, 5, 5, 0, "Partition 0"), (1, 3, 3, 0, "Partition 1")]
+
+    # Already drained: wait says so at once.
+    w = json.loads(cli("drain", "wait", *job.args, "--timeout", "5", "-o", "json").stdout)
+    assert w["drained"] is True and w["uuids"] == [n.uuid]
+
+
+@pytest.mark.timeout(120)
+def test_wait_fails_when_cleared_with_checkpoints_behind(cli, tansu, make_job):
+    topic = intermediate_topic()
+    job = make_job(intermediate=topic)
+    fill(tansu, topic, {0: 5, 1: 3})
+    n = job.notify()
+    job.checkpoint("Partition 0", CID, {0: "4"})  # to the end
+    job.checkpoint("Partition 1", CID, {1: "0"})  # offsets 1 and 2 still to do
+    job.stream.clear_notification(n.uuid)
+    r = cli("drain", "wait", *job.args, "--timeout", "10", code=1)
+    line = error_line(r)
+    assert "stopped with messages still in flight" in line
+    assert f"2 messages in flight ({topic}[1] 2)" in line and f"{topic}[0]" not in line
+
+
+# -- seen: the job acts on it ------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_a_drain_message_of_the_run_makes_it_seen_and_cancel_refuses(cli, tansu, make_job):
+    topic = intermediate_topic()
+    job = make_job(intermediate=topic)
+    fill(tansu, topic, {0: 5, 1: 3})
+    n = job.notify()
+
+    # A drain message of another run is not this one acting.
+    batched(tansu.bootstrap, topic, [(1, encode_control(drain_message("Partition 1", "OLD-RUN")))])
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [x["state"] for x in st["notifications"]] == ["pending"]
+
+    batched(tansu.bootstrap, topic, [(0, encode_user_message(b"late")),
+                                     (0, encode_control(drain_message("Partition 0", RUN)))])
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [(x["uuid"], x["state"]) for x in st["notifications"]] == [(n.uuid, "seen")]
+    assert [i["end_offset"] for i in st["intermediate"]] == [7, 4]
+
+    before = job.records()
+    r = cli("drain", "cancel", *job.args, code=1)
+    line = error_line(r)
+    assert "cannot be undone" in line and n.uuid in line
+    assert job.records() == before  # nothing written
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [x["state"] for x in st["notifications"]] == ["seen"]
+
+
+@pytest.mark.timeout(120)
+def test_without_intermediate_streams_a_later_checkpoint_makes_it_seen(cli, make_job):
+    job = make_job()
+    n = job.notify()
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [x["state"] for x in st["notifications"]] == ["pending"]
+    log = KafkaCheckpointLog(job.bootstrap, job.name, "1")
+    try:  # a checkpoint older than the notification says nothing
+        log.commit_offsets("Partition 0", CID, {"kafka.input.0": "10"})
+        st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+        assert [x["state"] for x in st["notifications"]] == ["pending"] and st["tasks"] == 1
+        later = int(time.time() * 1000) + 60_000
+        log.commit_offsets("Partition 0", f"{later}-1", {"kafka.input.0": "11"})
+    finally:
+        log.close()
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [(x["uuid"], x["state"]) for x in st["notifications"]] == [(n.uuid, "seen")]
