@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
@@ -214,16 +215,31 @@ def status(target: DrainTarget) -> DrainStatus:
 
 
 def _status(job: _Job) -> DrainStatus:
+    """The status, reading the checkpoint topic on a second thread while the coordinator stream and the
+    intermediate streams' ends are read (each on its own consumer)."""
     began = time.monotonic()
     target = job.target
-    job.coordinator.require()
-    config = job.coordinator.config()
-    run_id = job.run_id(required=False)
-    result = DrainStatus(target.job, target.job_id, run_id)
-    notifications = job.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
-    result.notes += [f"skipped a malformed record of {job.coordinator.topic}: {p}" for p in job.coordinator.problems]
-
-    checkpoints = _latest_checkpoints(job, result.notes)
+    checkpoint_notes: list[str] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="drain-checkpoints") as pool:
+        latest = pool.submit(_latest_checkpoints, job, checkpoint_notes)
+        job.coordinator.require()
+        config = job.coordinator.config()
+        run_id = job.run_id(required=False)
+        result = DrainStatus(target.job, target.job_id, run_id)
+        notifications = job.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
+        result.notes += [f"skipped a malformed record of {job.coordinator.topic}: {p}"
+                         for p in job.coordinator.problems]
+        tails = []
+        for system, topic in _intermediate_streams(config):
+            consumer = job.consumer()
+            count = partition_count(consumer, topic, target.bootstrap)
+            if count is None:
+                result.notes.append(f"intermediate stream {topic} does not exist (yet)")
+                continue
+            tails += [(system, topic, t) for _, t in sorted(read_tails(consumer, topic, list(range(count)),
+                                                                       target.bootstrap, last=TAIL_RECORDS).items())]
+        checkpoints = latest.result()
+    result.notes += checkpoint_notes
     result.tasks = len(checkpoints)
     consumed: dict[str, tuple[str, str]] = {}  # ssp key -> (task, checkpointed offset)
     for task, cp in checkpoints.items():
@@ -231,24 +247,18 @@ def _status(job: _Job) -> DrainStatus:
             consumed[ssp] = (task, offset)
 
     drain_runs: set[str] = set()
-    for system, topic in _intermediate_streams(config):
-        consumer = job.consumer()
-        count = partition_count(consumer, topic, target.bootstrap)
-        if count is None:
-            result.notes.append(f"intermediate stream {topic} does not exist (yet)")
-            continue
-        for p, tail in sorted(read_tails(consumer, topic, list(range(count)), target.bootstrap,
-                                         last=TAIL_RECORDS).items()):
-            for rec in tail.records:
-                if rec.value and rec.value[:1] == bytes([DRAIN]):
-                    try:
-                        drain_runs.add(decode_control(rec.value).run_id or "")
-                    except DrainFormatError:
-                        pass
-            task, offset = consumed.get(f"{system}.{topic}.{p}", (None, None))
-            next_offset = _next_offset(offset)
-            start = tail.beginning if next_offset is None else max(next_offset, tail.beginning)
-            result.intermediate.append(InFlight(topic, p, tail.end, task, next_offset, max(0, tail.end - start)))
+    for system, topic, tail in tails:
+        p = tail.partition
+        for rec in tail.records:
+            if rec.value and rec.value[:1] == bytes([DRAIN]):
+                try:
+                    drain_runs.add(decode_control(rec.value).run_id or "")
+                except DrainFormatError:
+                    pass
+        task, offset = consumed.get(f"{system}.{topic}.{p}", (None, None))
+        next_offset = _next_offset(offset)
+        start = tail.beginning if next_offset is None else max(next_offset, tail.beginning)
+        result.intermediate.append(InFlight(topic, p, tail.end, task, next_offset, max(0, tail.end - start)))
     result.in_flight = sum(i.in_flight for i in result.intermediate)
 
     newest_checkpoint_ms = max((parse_checkpoint_id(cp.checkpoint_id)[0] for cp in checkpoints.values()),

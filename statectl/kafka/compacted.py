@@ -62,13 +62,12 @@ class CompactedTopic(Generic[K]):
         Raises StatectlError when the brokers cannot be reached or fail (kafka.client's errors)."""
         if self._consumer is None:
             self._consumer = open_consumer(self.bootstrap, timeout_s=self.timeout_s, security=self.security)
-        quick = self._reader is not None  # read to the end once already: reading on needs no empty poll
         if self._reader is None:
             if partition_count(self._consumer, self.topic, self.bootstrap) is None:
                 return False
             self._reader = PartitionReader(self._consumer, self.topic, self.partition, self.bootstrap)
             self._reader.seek()
-        for batch in self._reader.batches(quick=quick):
+        for batch in self._reader.batches(quick=True):  # no empty poll at the end (PartitionReader.batches)
             for rec in batch:
                 try:
                     key = self._decode(rec.key)

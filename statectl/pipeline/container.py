@@ -31,6 +31,7 @@ from statectl.engine.backup import BackupOptions, backup
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.errors import StatectlError
 from statectl.formats.checkpoint import (
+    BLOB_STORE_FACTORY,
     KAFKA_CHANGELOG_FACTORY,
     SSP,
     CheckpointV2,
@@ -59,6 +60,7 @@ from statectl.pipeline.control import DrainMonitor, DrainStates, WatermarkStates
 from statectl.pipeline.spec import SYSTEM, JobSpec, StageSpec, stage_partitions, task_name, with_config
 from statectl.pipeline.task import Collector, KeyValueStore, Message, TaskContext
 from statectl.rocks.live import LiveStore
+from statectl.session import Session
 
 log = logging.getLogger("statectl.pipeline")
 
@@ -74,7 +76,7 @@ class Runtime:
     bootstrap: str
     state_dir: Path
     run_id: str
-    session: Any  # statectl.session.Session with kafka and blobstore set
+    session: Session  # its blob store and catalog (with the job's checkpoint topic as commit log)
 
 
 @dataclass
@@ -184,8 +186,7 @@ class Container:
     def _open_store(self, task: _Task, name: str, cp: CheckpointV2 | None) -> _Store:
         path = store_dir(self.rt.state_dir, name, task.name)
         ref = StoreRef(self.job.name, self.job.job_id, task.name, name)
-        marker = cp.state_checkpoint_markers.get("org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory",
-                                                 {}).get(name) if cp else None
+        marker = cp.state_checkpoint_markers.get(BLOB_STORE_FACTORY, {}).get(name) if cp else None
         if marker:
             restore(RestoreOptions(ref, path, state_dir=self.rt.state_dir), self.rt.session.blobstore,
                     self.rt.session.catalog)
@@ -415,7 +416,9 @@ class Container:
     def _pause(self, ssp: SSP) -> None:
         import kafka
 
-        self.consumer.pause(kafka.TopicPartition(ssp.stream, ssp.partition))
+        tp = kafka.TopicPartition(ssp.stream, ssp.partition)
+        if tp in self.consumer.assignment():
+            self.consumer.pause(tp)
 
     def _maybe_finish(self, task: _Task) -> None:
         """All of the task's inputs drained: fire what it holds, pass the drain on, commit, stop."""
@@ -428,6 +431,8 @@ class Container:
             self._to_aggregate(topic, encode_control(drain_message(task.name, self.rt.run_id)))
         self._commit(task)
         task.stopped = True
+        for ssp in task.inputs:  # nothing of it is read any more
+            self._pause(ssp)
         self.note(f"task {task.name} drained and stopped")
 
     # -- commit ------------------------------------------------------------------------------------

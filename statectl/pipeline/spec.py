@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from statectl.formats.checkpoint import checkpoint_topic
+from statectl.formats.checkpoint import BLOB_STORE_FACTORY, checkpoint_topic
 from statectl.formats.coordinator import RUN_ID_CONFIG
 
 SYSTEM = "kafka"
-BLOB_STORE_FACTORY_CONFIG = "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory"
+BLOB_STORE_FACTORY_CONFIG = BLOB_STORE_FACTORY
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,9 @@ Figures (README "BENCHMARKS", the issue's targets):
   6. peak RSS of backup and restore, at the base size and at --big-gib (must not grow with the store)
   7. peak RSS of gc over a file:// store of 100 000 and of 1 000 000 unreferenced blobs (must not grow
      with the number of blobs; tests/bench/gcmem.py, which can also measure another revision)
+  8. drain (tests/bench/drainbench.py, on a Tansu broker): the example job's throughput, the time from
+     'drain start' to 'drain wait' returning with 100 000 messages in flight next to in-flight /
+     throughput + one poll interval, and 'drain status' on 64 intermediate partitions
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
@@ -52,7 +55,7 @@ VALUE_SIZE = 1024
 JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc")
+FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain")
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
 
@@ -109,7 +112,7 @@ def parse_args(argv: list[str] | None) -> Settings:
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
-                        "memory; default all")
+                        "memory, gc, drain; default all")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -395,7 +398,7 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc"}:
+        if s.only - {"gc", "drain"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
@@ -409,6 +412,8 @@ class Bench:
             self.figure_memory()
         if "gc" in s.only:
             self.figure_gc()
+        if "drain" in s.only:
+            self.figure_drain()
 
     def figure_store(self, store: Path, keys: int) -> None:
         log(f"1. generating {human(keys * VALUE_SIZE)} store: {keys} keys of {VALUE_SIZE} random bytes, "
@@ -693,6 +698,15 @@ class Bench:
         self.results["gc"] = gcmem.bench(self.s.work / "gc", self.env, self.s.gc_blobs)
 
 
+    def figure_drain(self) -> None:
+        """The drain figures (tests/bench/drainbench.py): on their own Tansu broker, whole processes."""
+        from tests.bench import drainbench
+
+        n = 20_000 if self.s.quick else 100_000
+        log(f"8. drain: {n:,} messages in flight; drain status on 64 intermediate partitions")
+        self.results["drain"] = drainbench.bench(self.s.work / "drain", n, 64)
+
+
 # ---- the report -----------------------------------------------------------------------------------
 
 def _fmt_s(st: dict[str, Any]) -> str:
@@ -865,6 +879,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench.gcmem import report_lines
 
         lines += ["", *report_lines(res["gc"])]
+    if res.get("drain"):
+        from tests.bench import drainbench
+
+        lines += ["", *drainbench.report_lines(res["drain"])]
     meta_flags = meta.get("peer_flags")
     if meta_flags:
         lines += ["", "peers and flags:",
