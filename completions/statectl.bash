@@ -6,11 +6,12 @@
 # The subcommands of the command path $1 ('' for statectl itself, 'snapshots' ...), in REPLY.
 _statectl_commands() {
     case $1 in
-        '') REPLY='backup restore diff gc doctor snapshots config lease drain' ;;
+        '') REPLY='backup restore diff gc doctor snapshots config lease drain standby' ;;
         'snapshots') REPLY='list show verify' ;;
         'config') REPLY='show' ;;
         'lease') REPLY='show break' ;;
         'drain') REPLY='start status wait cancel' ;;
+        'standby') REPLY='follow status promote check' ;;
         *) REPLY='' ;;
     esac
 }
@@ -38,6 +39,11 @@ _statectl_options() {
         'drain status') REPLY='--kafka --job --job-id --run-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain wait') REPLY='--kafka --job --job-id --timeout --uuid --run-id --poll --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby status') REPLY='--state-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --to-checkpoint --active-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby check') REPLY='--kafka --job --job-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         *) REPLY='' ;;
     esac
 }
@@ -285,6 +291,64 @@ _statectl_value() {
                 --job-id) REPLY='@text' ;;
                 --uuid) REPLY='@text' ;;
                 --run-id) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'standby')
+            case $2 in
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'standby follow')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --changelog) REPLY='@text' ;;
+                --partition) REPLY='@text' ;;
+                --replica) REPLY='@text' ;;
+                --replica-dir) REPLY='@dir' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'standby status')
+            case $2 in
+                --state-dir) REPLY='@dir' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'standby promote')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --changelog) REPLY='@text' ;;
+                --partition) REPLY='@text' ;;
+                --replica) REPLY='@text' ;;
+                --replica-dir) REPLY='@dir' ;;
+                --timeout) REPLY='@text' ;;
+                --active-dir) REPLY='@dir' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'standby check')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

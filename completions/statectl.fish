@@ -4,7 +4,7 @@
 function __statectl_commands --description 'the subcommands of a statectl command path'
     switch "$argv"
         case ''
-            printf '%s\n' backup restore diff gc doctor snapshots config lease drain
+            printf '%s\n' backup restore diff gc doctor snapshots config lease drain standby
         case 'snapshots'
             printf '%s\n' list show verify
         case 'config'
@@ -13,6 +13,8 @@ function __statectl_commands --description 'the subcommands of a statectl comman
             printf '%s\n' show break
         case 'drain'
             printf '%s\n' start status wait cancel
+        case 'standby'
+            printf '%s\n' follow status promote check
     end
 end
 
@@ -58,6 +60,16 @@ function __statectl_value_options --description 'the options that take a value a
             printf '%s\n' -- --kafka --job --job-id --timeout --uuid --run-id --poll --config --profile --output -o
         case 'drain cancel'
             printf '%s\n' -- --kafka --job --job-id --uuid --run-id --config --profile --output -o
+        case 'standby'
+            printf '%s\n' -- --config --profile --output -o
+        case 'standby follow'
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --config --profile --output -o
+        case 'standby status'
+            printf '%s\n' -- --state-dir --config --profile --output -o
+        case 'standby promote'
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --active-dir --config --profile --output -o
+        case 'standby check'
+            printf '%s\n' -- --kafka --job --job-id --config --profile --output -o
     end
 end
 
@@ -100,6 +112,7 @@ complete -c statectl -n '__statectl_path' -a snapshots -d 'List, inspect and ver
 complete -c statectl -n '__statectl_path' -a config -d 'Inspect statectl\'s settings'
 complete -c statectl -n '__statectl_path' -a lease -d 'Inspect or break the lease that keeps two backups of a store from running at once'
 complete -c statectl -n '__statectl_path' -a drain -d 'Stop a job after it has processed everything in flight (Samza\'s drain, seed 004)'
+complete -c statectl -n '__statectl_path' -a standby -d 'Hot replicas of a store kept current from its changelog, promoted in seconds (seed 001)'
 complete -c statectl -n '__statectl_path' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
 complete -c statectl -n '__statectl_path' -l output -s o -x -a 'text json' -d 'Result format: text or json'
@@ -419,3 +432,81 @@ complete -c statectl -n '__statectl_path drain cancel' -l output -s o -x -a 'tex
 complete -c statectl -n '__statectl_path drain cancel' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path drain cancel' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path drain cancel' -l debug -d 'Tracebacks for errors'
+
+# statectl standby
+complete -c statectl -n '__statectl_path standby' -a follow -d 'Keep a hot replica of a task\'s store current from its changelog (runs until stopped)'
+complete -c statectl -n '__statectl_path standby' -a status -d 'The replicas under the state dir: lag, follower pid, whether they are promotable'
+complete -c statectl -n '__statectl_path standby' -a promote -d 'Make a replica the active store: fence its follower, catch up, swap it in'
+complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1)'
+complete -c statectl -n '__statectl_path standby' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path standby' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path standby' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path standby' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path standby' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path standby' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path standby' -l debug -d 'Tracebacks for errors'
+
+# statectl standby follow
+complete -c statectl -n '__statectl_path standby follow' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby follow' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path standby follow' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path standby follow' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path standby follow' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path standby follow' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby follow' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path standby follow' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path standby follow' -l changelog -x -d 'The store\'s changelog topic (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
+complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its changelog partition (default: N of a task named \'Partition N\')'
+complete -c statectl -n '__statectl_path standby follow' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
+complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/<store>/Standby-<task>-<n>)'
+complete -c statectl -n '__statectl_path standby follow' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path standby follow' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path standby follow' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path standby follow' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path standby follow' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path standby follow' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path standby follow' -l debug -d 'Tracebacks for errors'
+
+# statectl standby status
+complete -c statectl -n '__statectl_path standby status' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby status' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path standby status' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path standby status' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path standby status' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path standby status' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path standby status' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path standby status' -l debug -d 'Tracebacks for errors'
+
+# statectl standby promote
+complete -c statectl -n '__statectl_path standby promote' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby promote' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path standby promote' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path standby promote' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path standby promote' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path standby promote' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby promote' -l changelog -x -d 'The store\'s changelog topic (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
+complete -c statectl -n '__statectl_path standby promote' -l partition -x -d 'Its changelog partition (default: N of a task named \'Partition N\')'
+complete -c statectl -n '__statectl_path standby promote' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
+complete -c statectl -n '__statectl_path standby promote' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/<store>/Standby-<task>-<n>)'
+complete -c statectl -n '__statectl_path standby promote' -l timeout -x -d 'Give up catching up after this long'
+complete -c statectl -n '__statectl_path standby promote' -l to-checkpoint -d 'Catch up only to the active\'s last checkpointed changelog offset'
+complete -c statectl -n '__statectl_path standby promote' -l active-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The active store dir (default: <state-dir>/<store>/<task>)'
+complete -c statectl -n '__statectl_path standby promote' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path standby promote' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path standby promote' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path standby promote' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path standby promote' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path standby promote' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path standby promote' -l debug -d 'Tracebacks for errors'
+
+# statectl standby check
+complete -c statectl -n '__statectl_path standby check' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby check' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path standby check' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path standby check' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path standby check' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path standby check' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path standby check' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path standby check' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path standby check' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path standby check' -l debug -d 'Tracebacks for errors'

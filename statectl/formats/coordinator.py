@@ -1,7 +1,9 @@
 """Samza's coordinator stream (FORMATS.md "Coordinator stream"): the job's metadata store topic.
 
 Read off Samza's CoordinatorStreamUtil / KafkaSystemFactory (the topic name), CoordinatorStreamKeySerde,
-CoordinatorStreamMessage and SetConfig (keys and set-config values; docs/samza/drain.md). Pure; no I/O.
+CoordinatorStreamMessage and SetConfig (keys and set-config values; docs/samza/drain.md), and
+SetContainerHostMapping, SetTaskContainerMapping, SetTaskModeMapping and StandbyTaskUtil (the locality and
+task-assignment messages, standby task names; docs/samza/standby.md sections 1-3). Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -90,3 +92,130 @@ def decode_set_config(data: bytes | None) -> str | None:
 def new_run_id(now_ms: int | None = None) -> str:
     """A run id as Samza's RemoteJobPlanner makes one: ``<currentTimeMillis>-<first 8 chars of a UUID>``."""
     return f"{now_ms if now_ms is not None else int(time.time() * 1000)}-{str(uuid.uuid4())[:8]}"
+
+
+# -- locality and task assignments (docs/samza/standby.md sections 1-3) --------------------------------------
+
+# LocalityManager's namespace: container (processor) id -> the host it last ran on.
+SET_CONTAINER_HOST = "set-container-host-assignment"
+# TaskAssignmentManager's namespaces: task name -> container id, task name -> TaskMode.
+SET_TASK_CONTAINER = "set-task-container-assignment"
+SET_TASK_MODE = "set-task-mode-assignment"
+# The source CoordinatorStreamValueSerde gives every one of these messages, whoever writes them (the javadocs'
+# "SamzaContainer-$ContainerId" and "SamzaTaskAssignmentManager" are wrong).
+SAMZA_CONTAINER_SOURCE = "SamzaContainer"
+# TaskMode.toString(); read back with TaskMode.valueOf, which is case-sensitive.
+TASK_MODE_ACTIVE = "Active"
+TASK_MODE_STANDBY = "Standby"
+TASK_MODES = (TASK_MODE_ACTIVE, TASK_MODE_STANDBY)
+# StandbyTaskUtil.STANDBY_TASKNAME_PREFIX and TASKNAME_SEPARATOR.
+STANDBY_TASK_PREFIX = "Standby"
+_STANDBY_SEPARATOR = "-"
+# String.valueOf(int) of a replica number (0 .. RF-2): no sign, no leading zeros.
+_REPLICA = re.compile(r"0|[1-9][0-9]*")
+
+
+def _encode_message(values: dict[str, str], *, host: str, username: str, timestamp_ms: int) -> bytes:
+    """A CoordinatorStreamValueSerde value: the message map copied into an 8-slot HashMap (host, source,
+    values, username, timestamp), ``values`` the message's own HashMap<String, String> (16 slots), both in
+    Java's iteration order."""
+    inner = {k: values[k] for k in java_hashmap_order(values)}
+    fields: dict[str, Any] = {"values": inner, "host": host, "source": SAMZA_CONTAINER_SOURCE,
+                              "username": username, "timestamp": timestamp_ms}
+    return to_json_text({k: fields[k] for k in java_hashmap_order(fields, 8)}).encode("utf-8")
+
+
+def _decode_message(data: bytes | None, namespace: str, field: str) -> str | None:
+    """``values.<field>`` of a CoordinatorStreamValueSerde value (the rest is ignored, as Samza does); None
+    for a tombstone. Raises CoordinatorFormatError."""
+    if data is None:
+        return None
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CoordinatorFormatError(f"{namespace} value is not JSON ({e})") from None
+    values = obj.get("values") if isinstance(obj, dict) else None
+    value = values.get(field) if isinstance(values, dict) else None
+    if not isinstance(value, str):
+        raise CoordinatorFormatError(f"{namespace} value has no values.{field} string")
+    return value
+
+
+def encode_container_host(host_name: str, *, writer_host: str, username: str, timestamp_ms: int) -> bytes:
+    """A set-container-host-assignment value as SamzaContainer.storeContainerLocality writes it:
+    ``values`` = {jmx-url: "", host: ``host_name``, jmx-tunneling-url: ""} (its only writer passes empty
+    JMX URLs), source "SamzaContainer". ``host_name`` is the container's host *name*; ``writer_host`` the
+    writer's IP address (the envelope's ``host``). The key is the container id (:func:`encode_key`)."""
+    return _encode_message({"host": host_name, "jmx-url": "", "jmx-tunneling-url": ""}, host=writer_host,
+                           username=username, timestamp_ms=timestamp_ms)
+
+
+def decode_container_host(data: bytes | None) -> str | None:
+    """The host of a set-container-host-assignment value (``values.host``; the JMX URLs are ignored, as
+    LocalityManager.readLocality ignores them); None for a tombstone. An empty host is returned as it is
+    (Samza treats a blank host as "any host"). Raises CoordinatorFormatError."""
+    return _decode_message(data, SET_CONTAINER_HOST, "host")
+
+
+def encode_task_container(container_id: str, *, writer_host: str, username: str, timestamp_ms: int) -> bytes:
+    """A set-task-container-assignment value as TaskAssignmentManager writes it: ``values`` =
+    {containerId: ``container_id``}, source "SamzaContainer". The key is the task name."""
+    return _encode_message({"containerId": container_id}, host=writer_host, username=username,
+                           timestamp_ms=timestamp_ms)
+
+
+def decode_task_container(data: bytes | None) -> str | None:
+    """The container id of a set-task-container-assignment value (``values.containerId``); None for a
+    tombstone. Raises CoordinatorFormatError."""
+    return _decode_message(data, SET_TASK_CONTAINER, "containerId")
+
+
+def _check_mode(mode: object) -> str:
+    if mode not in TASK_MODES:
+        raise CoordinatorFormatError(f"task mode {mode!r} is not one of {', '.join(TASK_MODES)} "
+                                     "(Samza's TaskMode.valueOf is case-sensitive)")
+    return mode  # type: ignore[return-value]
+
+
+def encode_task_mode(mode: str, *, writer_host: str, username: str, timestamp_ms: int) -> bytes:
+    """A set-task-mode-assignment value as TaskAssignmentManager writes it: ``values`` = {taskMode:
+    ``mode``}, source "SamzaContainer". ``mode`` is "Active" or "Standby" exactly (TaskMode.toString());
+    anything else (e.g. the javadoc's "active", which Samza's reader would throw on) raises
+    CoordinatorFormatError. The key is the task name."""
+    return _encode_message({"taskMode": _check_mode(mode)}, host=writer_host, username=username,
+                           timestamp_ms=timestamp_ms)
+
+
+def decode_task_mode(data: bytes | None) -> str | None:
+    """The mode of a set-task-mode-assignment value (``values.taskMode``: "Active" or "Standby"); None for
+    a tombstone. A missing or other mode raises CoordinatorFormatError, where Samza's
+    ``TaskMode.valueOf`` would throw."""
+    mode = _decode_message(data, SET_TASK_MODE, "taskMode")
+    return None if mode is None else _check_mode(mode)
+
+
+def standby_task_name(task: str, replica: int) -> str:
+    """``Standby-<task>-<replica>``: the name of replica ``replica`` (0 .. RF-2) of active task ``task``
+    (StandbyTaskUtil.getStandbyTaskName). Raises ValueError for a replica that is not an int >= 0."""
+    if isinstance(replica, bool) or not isinstance(replica, int) or replica < 0:
+        raise ValueError(f"standby replica number {replica!r} is not an integer >= 0")
+    return f"{STANDBY_TASK_PREFIX}{_STANDBY_SEPARATOR}{task}{_STANDBY_SEPARATOR}{replica}"
+
+
+def active_of_standby(name: str) -> tuple[str, int] | None:
+    """(active task name, replica number) of a standby task name ``Standby-<task>-<replica>``, or None when
+    ``name`` does not have that shape (an empty task, a replica that is not a plain non-negative number).
+
+    The replica is split off from the right, so an active task name containing ``-`` comes back whole:
+    ``"Standby-a-b-1"`` -> ``("a-b", 1)``, ``"Standby-Partition 0-0"`` -> ``("Partition 0", 0)``. Samza's
+    own ``StandbyTaskUtil.getActiveTaskName`` takes ``split("-")[1]`` and would answer ``"a"`` there; it
+    agrees only for task names without ``-`` (such as GroupByPartition's ``Partition N``). The shape alone
+    does not make a task a standby (an active task may be named like one): the task-mode assignment says.
+    """
+    prefix = STANDBY_TASK_PREFIX + _STANDBY_SEPARATOR
+    if not name.startswith(prefix):
+        return None
+    task, sep, replica = name[len(prefix):].rpartition(_STANDBY_SEPARATOR)
+    if not sep or not task or not _REPLICA.fullmatch(replica):
+        return None
+    return task, int(replica)

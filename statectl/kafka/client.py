@@ -620,6 +620,11 @@ def produce(producer: Any, topic: str, partition: int, key: bytes | None, value:
     return meta.offset
 
 
+class OffsetOutOfRange(StatectlError):
+    """A read position that is not in the partition's log (deleted by retention or compaction, or the
+    topic recreated shorter)."""
+
+
 class PartitionReader:
     """Reads one partition from a start offset to its end, in batches, on an assigned consumer.
 
@@ -704,7 +709,7 @@ class PartitionReader:
                 records = self.consumer.poll(timeout_ms=wait_ms).get(self.tp, [])
                 position = self.consumer.position(self.tp)
             except errors.OffsetOutOfRangeError as e:
-                raise StatectlError(f"offset {self.position} of {self.topic}[{self.partition}] is out of range "
+                raise OffsetOutOfRange(f"offset {self.position} of {self.topic}[{self.partition}] is out of range "
                                     f"(the log starts at {self.beginning}): {e}") from e
             except errors.KafkaError as e:
                 _raise_if_auth(self.bootstrap, e)

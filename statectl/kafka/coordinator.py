@@ -1,5 +1,7 @@
 """A Samza job's coordinator stream, its metadata store: the job's config (``set-config``, where
-``app.run.id`` lives) and its drain notifications (``samza-drain-v1``), read and written.
+``app.run.id`` lives), its drain notifications (``samza-drain-v1``) and its locality and task assignments
+(``set-container-host-assignment``, ``set-task-container-assignment``, ``set-task-mode-assignment``), read
+and written.
 
 The topic ``__samza_coordinator_<job>_<job-id>`` (one partition, compacted) is read through
 :class:`~statectl.kafka.compacted.CompactedTopic`: the latest value per ``(namespace, key)``, read on
@@ -13,6 +15,7 @@ from __future__ import annotations
 import getpass
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,12 +24,21 @@ from statectl.formats.coordinator import (
     JOB_RUNNER_SOURCE,
     RUN_ID_CONFIG,
     SET_CONFIG,
+    SET_CONTAINER_HOST,
+    SET_TASK_CONTAINER,
+    SET_TASK_MODE,
     CoordinatorFormatError,
     coordinator_topic,
+    decode_container_host,
     decode_key,
     decode_set_config,
+    decode_task_container,
+    decode_task_mode,
+    encode_container_host,
     encode_key,
     encode_set_config,
+    encode_task_container,
+    encode_task_mode,
 )
 from statectl.formats.drain import (
     DRAIN_NAMESPACE,
@@ -63,6 +75,18 @@ class NotificationRecord:
     @property
     def run_id(self) -> str | None:
         return self.notification.run_id if self.notification else None
+
+
+@dataclass(frozen=True)
+class Locality:
+    """The job's locality and task assignments as the coordinator stream holds them (deleted and malformed
+    entries left out). ``container_hosts``: container (processor) id -> the host name it last ran on
+    (LocalityManager; actives ``"0"``.. and standbys ``"0-0"``..); ``task_containers``: task name ->
+    container id; ``task_modes``: task name -> "Active" or "Standby" (TaskAssignmentManager)."""
+
+    container_hosts: dict[str, str]
+    task_containers: dict[str, str]
+    task_modes: dict[str, str]
 
 
 class CoordinatorStream:
@@ -122,6 +146,28 @@ class CoordinatorStream:
                 out[rec.key[1]] = value
         return out
 
+    def _decoded(self, namespace: str, decode: Callable[[bytes | None], str | None]) -> dict[str, str]:
+        """key -> decoded value of ``namespace`` (deleted keys left out, malformed values skipped into
+        ``problems``)."""
+        out: dict[str, str] = {}
+        for rec in self._namespace(namespace):
+            try:
+                value = decode(rec.value)
+            except CoordinatorFormatError as e:
+                self._bad[rec.offset] = f"{namespace} {rec.key[1]!r}: {e}"
+                continue
+            if value is not None:
+                out[rec.key[1]] = value
+        return out
+
+    def locality(self) -> Locality:
+        """The container hosts, task containers and task modes the stream holds, as Samza's
+        LocalityManager and TaskAssignmentManager read them (the latest value per key; a tombstone deletes).
+        A malformed value is skipped (see ``problems``)."""
+        return Locality(container_hosts=self._decoded(SET_CONTAINER_HOST, decode_container_host),
+                        task_containers=self._decoded(SET_TASK_CONTAINER, decode_task_container),
+                        task_modes=self._decoded(SET_TASK_MODE, decode_task_mode))
+
     def run_id(self) -> str | None:
         """The job's current run id (``app.run.id``), or None when it has none."""
         return self.config().get(RUN_ID_CONFIG) or None
@@ -175,6 +221,25 @@ class CoordinatorStream:
             self.put(SET_CONFIG, key, encode_set_config(value, host=host, source=source, username=user,
                                                         timestamp_ms=now))
 
+    def write_container_host(self, container_id: str, host_name: str) -> int:
+        """Record that container ``container_id`` runs on host ``host_name``, as the Samza container itself
+        does at start (this host's address as the writer, this user, now); return the offset."""
+        return self.put(SET_CONTAINER_HOST, container_id, encode_container_host(
+            host_name, writer_host=_host_address(), username=getpass.getuser(), timestamp_ms=_now_ms()))
+
+    def write_task_container(self, task: str, container_id: str) -> int:
+        """Assign task ``task`` to container ``container_id`` as Samza's job coordinator does; return the
+        offset."""
+        return self.put(SET_TASK_CONTAINER, task, encode_task_container(
+            container_id, writer_host=_host_address(), username=getpass.getuser(), timestamp_ms=_now_ms()))
+
+    def write_task_mode(self, task: str, mode: str) -> int:
+        """Record task ``task``'s mode ("Active" or "Standby"; anything else raises CoordinatorFormatError
+        before writing); return the offset."""
+        value = encode_task_mode(mode, writer_host=_host_address(), username=getpass.getuser(),
+                                 timestamp_ms=_now_ms())
+        return self.put(SET_TASK_MODE, task, value)
+
     def write_notification(self, notification: DrainNotification) -> int:
         """Write a drain notification under its uuid; return its offset."""
         return self.put(DRAIN_NAMESPACE, notification.uuid, encode_notification(notification))
@@ -201,6 +266,11 @@ def _decode_key(data: bytes | None) -> tuple[str, str]:
         return decode_key(data)
     except CoordinatorFormatError as e:
         raise ValueError(str(e)) from None
+
+
+def _now_ms() -> int:
+    """System.currentTimeMillis()."""
+    return int(time.time() * 1000)
 
 
 def _host_address() -> str:

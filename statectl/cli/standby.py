@@ -1,0 +1,207 @@
+"""statectl standby follow | status | promote | check"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from statectl.cli.common import Env, exit_codes_epilog, state_command
+from statectl.errors import UsageError
+
+if TYPE_CHECKING:
+    from statectl.engine.standby import Replica
+
+app = typer.Typer(help="Hot replicas of a store kept current from its changelog, promoted in seconds (seed 001).",
+                  no_args_is_help=True, rich_markup_mode=None)
+
+WHERE = ("kafka", "job", "job_id", "task", "store", "state_dir")
+CHANGELOG = Annotated[Optional[str], typer.Option(
+    "--changelog", help="The store's changelog topic (default: stores.<store>.changelog in the job's config on its "
+                        "coordinator stream).", show_default=False)]
+PARTITION = Annotated[Optional[int], typer.Option(
+    "--partition", help="Its changelog partition (default: N of a task named 'Partition N').", show_default=False)]
+REPLICA = Annotated[int, typer.Option("--replica", help="Replica number n of the standby task Standby-<task>-<n>.")]
+REPLICA_DIR = Annotated[Optional[Path], typer.Option(
+    "--replica-dir", help="The replica's dir (default: <state-dir>/<store>/Standby-<task>-<n>).", show_default=False)]
+
+
+def _replica(env: Env, changelog: str | None, partition: int | None, replica: int, replica_dir: Path | None,
+             *, need_dir: bool = True) -> Replica:
+    from statectl.engine.standby import Replica, changelog_of, standby_dir
+
+    s, session = env.settings, env.session
+    if not s.kafka:
+        raise UsageError("standby needs --kafka: the replica follows the store's changelog there")
+    ref = session.ref()
+    if changelog is None:
+        changelog = changelog_of(s.kafka, ref, security=session.kafka_security)
+    if partition is None:
+        name = ref.task.split(" ")
+        if len(name) == 2 and name[0] == "Partition" and name[1].isdigit():
+            partition = int(name[1])
+        else:
+            raise UsageError(f"task {ref.task!r} does not say its changelog partition: pass --partition")
+    if replica_dir is None:
+        if not s.state_dir:
+            raise UsageError("standby needs --state-dir (or --replica-dir)")
+        replica_dir = standby_dir(Path(s.state_dir), ref.store, ref.task, replica)
+    return Replica(ref, changelog, partition, Path(replica_dir).absolute())
+
+
+@app.command("follow", epilog=(
+    "Seeds the replica from the latest snapshot whose checkpoint names the store's changelog position (a job that "
+    "dual-commits), else from the changelog alone; then applies the changelog as it grows, recording the applied "
+    "offset in OFFSET-v2 as Samza's standby stores do. Runs until SIGTERM (exit 0) or Ctrl-C (exit 130).\n\n"
+    "Example:\n\n  statectl standby follow --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
+    "--state-dir /var/samza/state\n\n"
+    + exit_codes_epilog(0, 1, 2, (10, "no such changelog topic or partition"),
+                        (11, "another follower holds the replica, or a process holds its store"), 130)))
+@state_command(*WHERE, "blobstore", "s3_endpoint")
+def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
+           replica_dir: REPLICA_DIR = None) -> None:
+    """Keep a hot replica of a task's store current from its changelog (runs until stopped)."""
+    from statectl.engine.restore import RestoreOptions, restore
+    from statectl.engine.standby import follow as run_follow
+
+    rep = _replica(env, changelog, partition, replica, replica_dir)
+    session = env.session
+
+    def seed(index_id: str, target: Path) -> None:
+        restore(RestoreOptions(rep.ref, target, target_dir=target, snapshot=index_id, force=True),
+                session.blobstore, session.catalog, env.progress)
+
+    stop = threading.Event()
+    interrupted: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
+        interrupted.append(signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    display = _Lag(env)
+    try:
+        r = run_follow(rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop,
+                       on_status=display.update, progress=env.progress, argv=[sys.argv[0], *sys.argv[1:]])
+    finally:
+        display.close()
+    env.emit(r, f"stopped following {r.replica_dir}: applied {r.records_applied} records, now at changelog offset "
+                f"{r.applied_offset}")
+    if interrupted and interrupted[0] == signal.SIGINT:
+        raise typer.Exit(130)
+
+
+class _Lag:
+    """The follower's lag: a live line on a terminal, JSON lines with -o json, nothing otherwise."""
+
+    def __init__(self, env: Env):
+        import os
+
+        self._json = env.json
+        self._live: Any = None
+        if not env.json and sys.stderr.isatty() and not env.settings.quiet and not os.environ.get("CI"):
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live("", console=Console(stderr=True, markup=False, highlight=False), transient=True)
+            self._live.start()
+
+    def update(self, st: Any) -> None:
+        if self._json:
+            from statectl.cli.common import to_jsonable
+
+            sys.stdout.write(json.dumps(to_jsonable(st)) + "\n")
+            sys.stdout.flush()
+        elif self._live is not None:
+            lag_s = "?" if st.lag_s is None else f"{st.lag_s:.1f}s"
+            self._live.update(f"{st.replica_dir}: offset {st.applied_offset}, lag {st.lag_records} records / {lag_s}, "
+                              f"{st.records_applied} applied")
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+
+@app.command("status", epilog="Example:\n\n  statectl standby status --state-dir /var/samza/state -o json\n\n"
+             + exit_codes_epilog(0, 2, (10, "no such state dir")))
+@state_command("state_dir")
+def status(env: Env) -> None:
+    """The replicas under the state dir: lag, follower pid, whether they are promotable."""
+    from statectl.engine.standby import replicas
+
+    if not env.settings.state_dir:
+        raise UsageError("standby status needs --state-dir")
+    rows = replicas(Path(env.settings.state_dir))
+    lines = [f"{r.replica_dir}  offset {r.applied_offset}  lag {r.lag_records} records / "
+             f"{'?' if r.lag_s is None else f'{r.lag_s:.1f}s'}  "
+             f"{'following (pid ' + str(r.follower_pid) + ')' if r.following else 'not followed'}  "
+             f"{'promotable' if r.promotable else 'not promotable'}" for r in rows] or ["no replicas"]
+    env.emit(rows, "\n".join(lines))
+
+
+@app.command("promote", epilog=(
+    "Fences the follower, catches the replica up to the changelog's end (--to-checkpoint: to the active's last "
+    "checkpointed changelog offset), writes the offset files Samza expects and swaps the replica into the active "
+    "store dir atomically; the old active dir is kept aside until the swap is done. With --job, then points the "
+    "task's container at this host on the coordinator stream.\n\n"
+    "Example:\n\n  statectl standby promote --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
+    "--state-dir /var/samza/state --timeout 30\n\n"
+    + exit_codes_epilog(0, (1, "could not catch up within --timeout (the replica and follower are as they were)"),
+                        2, (10, "no replica"), (11, "the active store is held by a running process"))))
+@state_command(*WHERE)
+def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
+            replica_dir: REPLICA_DIR = None,
+            timeout: Annotated[str, typer.Option("--timeout", help="Give up catching up after this long.")] = "60s",
+            to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Catch up only to the active's last "
+                                                        "checkpointed changelog offset.")] = False,
+            active_dir: Annotated[Optional[Path], typer.Option("--active-dir", help="The active store dir (default: "
+                                                               "<state-dir>/<store>/<task>).", show_default=False)] = None
+            ) -> None:
+    """Make a replica the active store: fence its follower, catch up, swap it in."""
+    from statectl.config import parse_duration
+    from statectl.engine.standby import promote as run_promote
+    from statectl.engine.standby import update_locality
+    from statectl.local.layout import store_dir
+
+    rep = _replica(env, changelog, partition, replica, replica_dir)
+    s = env.settings
+    if active_dir is None:
+        if not s.state_dir:
+            raise UsageError("standby promote needs --state-dir (or --active-dir)")
+        active_dir = store_dir(Path(s.state_dir), rep.ref.store, rep.ref.task)
+    security = env.session.kafka_security
+    r = run_promote(rep, Path(active_dir).absolute(), s.kafka, security=security,
+                    timeout_s=parse_duration(timeout, "--timeout"), to_checkpoint=to_checkpoint,
+                    on_locality=lambda: update_locality(s.kafka, rep.ref, security=security), progress=env.progress)
+    for note in r.notes:
+        env.progress.note(note)
+    env.emit(r, f"promoted {rep.replica_dir} to {r.promoted_dir} at changelog offset {r.caught_up_offset} "
+                f"({r.records_applied} records caught up) in {r.duration_s:.2f}s")
+
+
+@app.command("check", epilog="Example:\n\n  statectl standby check --kafka broker:9092 --job page-views\n\n"
+             + exit_codes_epilog((0, "no task shares a host with its standby"),
+                                 (1, "some task's active and standby share a host"), 2, (10, "no coordinator stream")))
+@state_command("kafka", "job", "job_id")
+def check(env: Env) -> None:
+    """Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1)."""
+    from statectl.engine.standby import check_placement
+    from statectl.errors import StatectlError
+
+    s = env.settings
+    if not s.kafka or not s.job:
+        raise UsageError("standby check needs --kafka and --job")
+    r = check_placement(s.kafka, s.job, s.job_id, security=env.session.kafka_security)
+    for note in r.notes:
+        env.progress.note(note)
+    lines = [f"{v.task} and {v.standby} both on {v.host} (containers {v.container}, {v.standby_container})"
+             for v in r.violations] or [f"{r.tasks} tasks, {r.standbys} standbys: no task shares a host with its standby"]
+    env.emit(r, "\n".join(lines))
+    if r.violations:
+        raise StatectlError(f"{len(r.violations)} task(s) share a host with their standby")

@@ -1,0 +1,675 @@
+"""standby: a hot replica of one task's store kept current from its changelog, promoted in seconds
+(seed 001).
+
+follow: the replica (default: the standby task's store dir, ``<state>/<store>/Standby-<task>-<n>``) is
+seeded from the latest blob-store snapshot of the store when the job's latest v2 checkpoint names one
+together with its changelog position (a job that dual-commits); then the changelog partition is tailed
+from there, records applied in batches (a null value deletes). After each flush the applied offset is
+written the way Samza's standby stores write it: ``OFFSET-v2`` and ``SIDE-INPUT-OFFSETS``, a JSON map
+``<system>.<changelog>.<partition>`` -> the newest offset applied, written to a temporary file, fsynced
+and renamed. A follower killed at any moment restarts from that offset + 1: records applied after it
+are applied again, in order, to the same effect. An offset that fell off the changelog (compacted,
+truncated, the topic recreated) re-seeds the replica from the latest snapshot, in a staged dir.
+
+One follower per replica: it holds ``<replica>.standby.lock`` (flock) for its life and describes itself
+in ``<replica>.standby.json`` (pid, changelog, applied offset, lag), which ``status`` reads.
+
+promote: fence the follower (SIGTERM, then wait until its lock is free), catch up to the changelog's
+end (or to the active's last checkpointed changelog offset), flush, write the offset files, and swap the
+replica into the active store dir with one atomic rename (local.staged); the old active dir is kept
+aside until the swap is done. Its time is the tail's catch-up plus a rename, whatever the state size.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from statectl.catalog.kafka_log import KafkaCheckpointLog
+from statectl.catalog.refs import StoreRef
+from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
+from statectl.formats.checkpoint import (
+    BLOB_STORE_FACTORY,
+    KAFKA_CHANGELOG_FACTORY,
+    SSP,
+    CheckpointFormatError,
+    decode_changelog_marker,
+)
+from statectl.formats.offsets import OFFSET_V2, SIDE_INPUT_OFFSETS, OffsetFileError, read_offsets, write_offsets
+from statectl.kafka.client import (
+    DEFAULT_TIMEOUT_S,
+    KafkaSecurity,
+    OffsetOutOfRange,
+    PartitionReader,
+    open_consumer,
+    require_partition,
+)
+from statectl.formats.coordinator import active_of_standby
+from statectl.kafka.coordinator import CoordinatorStream
+from statectl.kafka.tails import read_tails
+from statectl.local.layout import store_dir
+from statectl.local.staged import discard_old, fsync_dirs, swap_into_place
+from statectl.progress import NullProgress, ProgressReporter
+from statectl.rocks.live import LiveStore
+
+LOCK_SUFFIX = ".standby.lock"
+STATUS_SUFFIX = ".standby.json"
+FLUSH_RECORDS = 50_000  # flush and record the offset at least this often...
+FLUSH_SECONDS = 1.0     # ...and at least this often while records come
+FENCE_TIMEOUT_S = 60.0
+
+
+def standby_dir(state_dir: Path, store: str, task: str, replica: int = 0) -> Path:
+    """The standby task's store dir: ``<state>/<store>/Standby-<task, spaces -> _>-<n>``."""
+    return store_dir(state_dir, store, f"Standby-{task}-{replica}")
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica: the store it follows (``ref``), its changelog partition and its dir."""
+
+    ref: StoreRef
+    changelog: str
+    partition: int
+    replica_dir: Path
+    system: str = "kafka"
+
+    @property
+    def ssp(self) -> SSP:
+        return SSP(self.system, self.changelog, self.partition)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.replica_dir.with_name(self.replica_dir.name + LOCK_SUFFIX)
+
+    @property
+    def status_path(self) -> Path:
+        return self.replica_dir.with_name(self.replica_dir.name + STATUS_SUFFIX)
+
+
+@dataclass
+class FollowStatus:
+    """What a follower reports (and writes to its status file): the offset it applied last, the
+    changelog's end, the lag in records and in seconds (the newest record's time minus the newest
+    applied record's), and what it did."""
+
+    replica_dir: str
+    changelog: str
+    partition: int
+    pid: int
+    host: str
+    applied_offset: int | None = None
+    end_offset: int | None = None
+    lag_records: int | None = None
+    lag_s: float | None = None
+    records_applied: int = 0
+    seeded_from: str | None = None  # a snapshot id, "changelog" (bootstrapped) or None (resumed)
+    updated: float = 0.0
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FollowResult:
+    replica_dir: str
+    applied_offset: int | None
+    records_applied: int
+    reseeds: int
+    duration_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PromoteResult:
+    promoted_dir: str
+    caught_up_offset: int | None
+    records_applied: int
+    duration_s: float
+    replaced_active: bool = False
+    locality_updated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReplicaStatus:
+    replica_dir: str
+    changelog: str
+    partition: int
+    applied_offset: int | None
+    lag_records: int | None
+    lag_s: float | None
+    follower_pid: int | None
+    following: bool
+    promotable: bool
+    updated: str | None
+
+
+# -- the lock --------------------------------------------------------------------------------------
+
+
+class ReplicaLock:
+    """The one-follower-per-replica lock (flock on ``<replica>.standby.lock``; the kernel drops it when
+    its holder dies). Raises LockHeldError (exit 11) naming the holder when taken."""
+
+    def __init__(self, replica: Replica, *, wait_s: float = 0.0):
+        self.replica = replica
+        replica.replica_dir.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(replica.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = read_status(replica)
+                    os.close(self._fd)
+                    who = f"pid {holder.pid} on {holder.host}" if holder else "another process"
+                    raise LockHeldError(f"replica {replica.replica_dir} is followed by {who}",
+                                        hint="stop that follower first, or promote the replica (which fences it)")
+                time.sleep(0.05)
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, str(os.getpid()).encode())
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> ReplicaLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def read_status(replica: Replica) -> FollowStatus | None:
+    try:
+        obj = json.loads(replica.status_path.read_text())
+        return FollowStatus(**obj)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_status(replica: Replica, st: FollowStatus) -> None:
+    st.updated = time.time()
+    tmp = replica.status_path.with_name(replica.status_path.name + ".tmp")
+    tmp.write_text(json.dumps(asdict(st)))
+    os.replace(tmp, replica.status_path)
+
+
+# -- offsets ---------------------------------------------------------------------------------------
+
+
+def applied_offset(replica: Replica) -> int | None:
+    """The newest changelog offset the replica holds (its OFFSET-v2), None when it has none. Raises
+    StatectlError when the file names another changelog partition or is malformed."""
+    path = replica.replica_dir / OFFSET_V2
+    try:
+        offsets = read_offsets(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, OffsetFileError) as e:
+        raise StatectlError(f"replica {replica.replica_dir}: unreadable {OFFSET_V2}: {e}",
+                            hint="delete the replica dir: the next follow seeds it again") from None
+    value = offsets.get(replica.ssp, "missing")
+    if value == "missing" or len(offsets) != 1:
+        raise StatectlError(f"replica {replica.replica_dir} follows {', '.join(s.key() for s in offsets)}, not "
+                            f"{replica.ssp.key()}", hint="pass that changelog and partition, or another replica dir")
+    return None if value is None else int(value)
+
+
+def _record_offset(replica: Replica, db: LiveStore, offset: int | None) -> None:
+    """Flush the memtables, then write the offset files (the offset never claims more than is durable)."""
+    db.db.flush()
+    value = None if offset is None else str(offset)
+    for name in (OFFSET_V2, SIDE_INPUT_OFFSETS):
+        write_offsets(replica.replica_dir / name, {replica.ssp: value})
+
+
+def _apply(db: LiveStore, records: list[Any]) -> None:
+    import rocksdict
+
+    wb = rocksdict.WriteBatch(raw_mode=True)
+    for r in records:
+        if r.key is None:
+            continue  # a changelog record without a key changes nothing
+        if r.value is None:
+            wb.delete(r.key)
+        else:
+            wb.put(r.key, r.value)
+    db.db.write(wb)
+
+
+# -- seeding ---------------------------------------------------------------------------------------
+
+
+Seeder = Callable[[str, Path], None]
+
+
+def _seed(replica: Replica, bootstrap: str, security: KafkaSecurity | None,
+          seed: Seeder | None) -> tuple[str, int | None]:
+    """Make the replica dir from the latest snapshot that names its changelog position (``seed``
+    restores a snapshot, by index blob id, into a dir, replacing it atomically), or an empty one; return
+    (what it was seeded from, the newest changelog offset it covers)."""
+    snap = _snapshot_position(replica, bootstrap, security) if seed is not None else None
+    if snap is not None:
+        index_id, offset = snap
+        seed(index_id, replica.replica_dir)
+        return index_id, offset
+    if replica.replica_dir.exists():
+        import shutil
+
+        shutil.rmtree(replica.replica_dir)
+    return "changelog", None
+
+
+def _snapshot_position(replica: Replica, bootstrap: str,
+                       security: KafkaSecurity | None) -> tuple[str, int | None] | None:
+    """(index blob id, changelog offset) of the task's latest v2 checkpoint when it names both a snapshot
+    of the store and the store's changelog position for this partition; None otherwise."""
+    log = KafkaCheckpointLog(bootstrap, replica.ref.job, replica.ref.job_id, security=security)
+    try:
+        try:
+            checkpoints, _ = log.latest_checkpoints()
+        except NotFoundError:
+            return None
+    finally:
+        log.close()
+    cp = checkpoints.get(replica.ref.task)
+    if cp is None:
+        return None
+    index_id = cp.state_checkpoint_markers.get(BLOB_STORE_FACTORY, {}).get(replica.ref.store)
+    text = cp.state_checkpoint_markers.get(KAFKA_CHANGELOG_FACTORY, {}).get(replica.ref.store)
+    if not index_id or text is None:
+        return None
+    try:
+        marker = decode_changelog_marker(text)
+    except CheckpointFormatError:
+        return None
+    if (marker.ssp.stream, marker.ssp.partition) != (replica.changelog, replica.partition):
+        return None
+    return index_id, None if marker.offset is None else int(marker.offset)
+
+
+# -- follow ----------------------------------------------------------------------------------------
+
+
+def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None = None,
+           seed: Seeder | None = None, stop: threading.Event | None = None, on_status: Callable[[FollowStatus], None] | None = None,
+           progress: ProgressReporter | None = None, status_every_s: float = 1.0,
+           argv: list[str] | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> FollowResult:
+    """Keep ``replica`` current until ``stop`` is set (see the module doc); return what was done.
+    ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the changelog).
+
+    Raises LockHeldError (exit 11) when another follower holds the replica or a process holds its store;
+    NotFoundError (exit 10) when the changelog topic or partition does not exist; StatectlError (exit 1)
+    when the brokers cannot be reached or the replica's offset file is foreign or malformed."""
+    progress = progress or NullProgress()
+    stop = stop or threading.Event()
+    began = time.monotonic()
+    result = FollowResult(str(replica.replica_dir), None, 0, 0, 0.0)
+    consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
+    tail_consumer = None
+    try:
+        require_partition(consumer, replica.changelog, replica.partition, bootstrap)
+        with ReplicaLock(replica):
+            status = FollowStatus(str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(),
+                                  socket.gethostname(), argv=list(argv or []))
+            while not stop.is_set():
+                offset = applied_offset(replica) if replica.replica_dir.exists() else None
+                if offset is None and not (replica.replica_dir / OFFSET_V2).exists():
+                    status.seeded_from, offset = _seed(replica, bootstrap, security, seed)
+                    what = ("bootstrapping from the changelog" if status.seeded_from == "changelog"
+                            else f"seeded from snapshot {status.seeded_from}")
+                    progress.note(f"replica {replica.replica_dir}: {what}")
+                db = LiveStore(replica.replica_dir)
+                try:
+                    if status.seeded_from is not None and not (replica.replica_dir / OFFSET_V2).exists():
+                        _record_offset(replica, db, offset)
+                    reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
+                    status.applied_offset = offset
+                    pending = 0
+                    try:
+                        _check_in_range(consumer, replica, bootstrap, offset)
+                        reader.seek(0 if offset is None else offset + 1)
+                        last_flush = last_status = time.monotonic()
+                        newest_applied_ts = -1
+                        for batch in reader.batches(follow=True):
+                            if batch:
+                                _apply(db, batch)
+                                pending += len(batch)
+                                result.records_applied += len(batch)
+                                status.records_applied = result.records_applied
+                                status.applied_offset = batch[-1].offset
+                                newest_applied_ts = batch[-1].timestamp
+                            now = time.monotonic()
+                            if pending and (pending >= FLUSH_RECORDS or now - last_flush >= FLUSH_SECONDS
+                                            or not batch or stop.is_set()):
+                                _record_offset(replica, db, status.applied_offset)
+                                pending, last_flush = 0, now
+                            if now - last_status >= status_every_s or stop.is_set():
+                                if tail_consumer is None:
+                                    tail_consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
+                                _lag(status, tail_consumer, replica, bootstrap, newest_applied_ts)
+                                _write_status(replica, status)
+                                if on_status is not None:
+                                    on_status(status)
+                                last_status = now
+                            if stop.is_set():
+                                break
+                    except OffsetOutOfRange as e:
+                        if pending:
+                            _record_offset(replica, db, status.applied_offset)
+                        db.close()
+                        result.reseeds += 1
+                        progress.note(f"replica {replica.replica_dir}: its offset fell off the changelog ({e}); "
+                                      "re-seeding it from the latest snapshot")
+                        _reseed(replica)
+                        continue
+                    if pending:
+                        _record_offset(replica, db, status.applied_offset)
+                finally:
+                    db.close()
+                result.applied_offset = status.applied_offset
+                _write_status(replica, status)
+                break
+    finally:
+        consumer.close()
+        if tail_consumer is not None:
+            tail_consumer.close()
+    result.duration_s = round(time.monotonic() - began, 3)
+    result.notes = list(getattr(progress, "notes", []))
+    return result
+
+
+def _check_in_range(consumer: Any, replica: Replica, bootstrap: str, offset: int | None) -> None:
+    """Raise OffsetOutOfRange when reading on after ``offset`` would skip records: the log now starts
+    after it (retention, compaction) or ends before it (the topic recreated)."""
+    tail = read_tails(consumer, replica.changelog, [replica.partition], bootstrap, last=1)[replica.partition]
+    start = 0 if offset is None else offset + 1
+    if start < tail.beginning or start > tail.end:
+        raise OffsetOutOfRange(f"the replica's next offset {start} is outside {replica.changelog}[{replica.partition}] "
+                               f"(offsets {tail.beginning} to {tail.end})")
+
+
+def _reseed(replica: Replica) -> None:
+    """Forget the replica's offset (the next round seeds it again into a staged dir: restore swaps)."""
+    for name in (OFFSET_V2, SIDE_INPUT_OFFSETS):
+        (replica.replica_dir / name).unlink(missing_ok=True)
+
+
+def _lag(status: FollowStatus, consumer: Any, replica: Replica, bootstrap: str, newest_applied_ts: int) -> None:
+    tail = read_tails(consumer, replica.changelog, [replica.partition], bootstrap)[replica.partition]
+    status.end_offset = tail.end
+    applied = -1 if status.applied_offset is None else status.applied_offset
+    status.lag_records = max(0, tail.end - (applied + 1))
+    newest = tail.records[-1].timestamp if tail.records else -1
+    if status.lag_records == 0:
+        status.lag_s = 0.0
+    elif newest >= 0 and newest_applied_ts >= 0:
+        status.lag_s = round(max(0.0, (newest - newest_applied_ts) / 1000), 3)
+    else:
+        status.lag_s = None
+
+
+# -- promote ---------------------------------------------------------------------------------------
+
+
+def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: KafkaSecurity | None = None,
+            timeout_s: float = 60.0, to_checkpoint: bool = False,
+            on_locality: Callable[[], bool] | None = None, progress: ProgressReporter | None = None,
+            kafka_timeout_s: float = DEFAULT_TIMEOUT_S) -> PromoteResult:
+    """Fence the follower, catch the replica up, and swap it into ``active_dir`` (see the module doc).
+    ``on_locality`` (after the swap) updates the job's locality and returns whether it did.
+
+    Raises NotFoundError (exit 10) when there is no replica; StatectlError (exit 1) when it cannot catch up
+    within ``timeout_s`` (the replica keeps what it applied, with its offset files, and a follower that was
+    running is started again), when the follower cannot be fenced, or the active dir is held by a process
+    (LockHeldError, exit 11)."""
+    progress = progress or NullProgress()
+    began = time.monotonic()
+    if not (replica.replica_dir / OFFSET_V2).exists():
+        raise NotFoundError(f"no replica at {replica.replica_dir} (no {OFFSET_V2})",
+                            hint="start one with 'statectl standby follow'")
+    from statectl.rocks.store import check_not_held
+
+    if active_dir.exists():
+        check_not_held(active_dir)
+    before = read_status(replica)
+    was_following = _fence(replica, before)
+    result = PromoteResult(str(active_dir), None, 0, 0.0)
+    consumer = open_consumer(bootstrap, timeout_s=kafka_timeout_s, security=security)
+    try:
+        with ReplicaLock(replica, wait_s=FENCE_TIMEOUT_S):
+            offset = applied_offset(replica)
+            target = _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint)
+            db = LiveStore(replica.replica_dir)
+            try:
+                reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
+                reader.seek(0 if offset is None else offset + 1)
+                deadline = began + timeout_s
+                position = offset
+                if target is not None and (position is None or position < target):
+                    for batch in reader.batches(stop=target + 1):
+                        _apply(db, batch)
+                        result.records_applied += len(batch)
+                        position = batch[-1].offset
+                        if time.monotonic() > deadline:
+                            _record_offset(replica, db, position)
+                            db.close()
+                            _restart(before, was_following)
+                            raise StatectlError(
+                                f"promote of {replica.replica_dir} timed out after {timeout_s:g}s at changelog offset "
+                                f"{position} of {target}: the replica keeps what it applied; the active dir is "
+                                "untouched", hint="promote again with a longer --timeout, or let the follower catch up")
+                _record_offset(replica, db, position)
+                result.caught_up_offset = position
+            finally:
+                db.close()
+            replica.status_path.unlink(missing_ok=True)
+            fsync_dirs(replica.replica_dir)
+            old = swap_into_place(replica.replica_dir, active_dir)
+            result.replaced_active = old is not None
+            note = discard_old(old)
+            if note:
+                result.notes.append(note)
+        replica.lock_path.unlink(missing_ok=True)
+    finally:
+        consumer.close()
+    if on_locality is not None:
+        result.locality_updated = on_locality()
+    result.duration_s = round(time.monotonic() - began, 3)
+    return result
+
+
+def _catch_up_target(replica: Replica, bootstrap: str, security: KafkaSecurity | None, consumer: Any,
+                     to_checkpoint: bool) -> int | None:
+    """The newest offset to apply: the changelog's (true) end - 1, or with ``to_checkpoint`` the active's
+    last checkpointed changelog offset."""
+    if to_checkpoint:
+        log = KafkaCheckpointLog(bootstrap, replica.ref.job, replica.ref.job_id, security=security)
+        try:
+            found = log.latest_changelog_offset(replica.ref.task, replica.ref.store, changelog_topic=replica.changelog)
+        finally:
+            log.close()
+        if found is None:
+            raise NotFoundError(f"task {replica.ref.task!r} has no checkpointed changelog offset for store "
+                                f"{replica.ref.store!r}", hint="promote to the changelog's end (without --to-checkpoint)")
+        return None if found[1] is None else int(found[1])
+    tail = read_tails(consumer, replica.changelog, [replica.partition], bootstrap)[replica.partition]
+    return tail.end - 1 if tail.end > tail.beginning else None
+
+
+def _fence(replica: Replica, status: FollowStatus | None) -> bool:
+    """Stop the replica's follower on this host (SIGTERM) and wait until it has; True if one was running.
+    A follower is running when the replica's lock is held; its status file names its pid."""
+    if not _locked(replica.lock_path):
+        return False
+    if (status is None or status.host != socket.gethostname() or status.pid == os.getpid()
+            or not _alive(status.pid)):
+        raise LockHeldError(f"replica {replica.replica_dir} is held by a follower this host cannot stop",
+                            hint="stop that follower, then promote again")
+    os.kill(status.pid, signal.SIGTERM)
+    deadline = time.monotonic() + FENCE_TIMEOUT_S
+    while _alive(status.pid):
+        if time.monotonic() > deadline:
+            raise StatectlError(f"the follower of {replica.replica_dir} (pid {status.pid}) did not stop within "
+                                f"{FENCE_TIMEOUT_S:g}s", hint="stop it yourself, then promote again")
+        time.sleep(0.05)
+    return True
+
+
+def _restart(status: FollowStatus | None, was_following: bool) -> None:
+    """Start the follower a failed promote fenced again, with the command line it ran with."""
+    if was_following and status is not None and status.argv:
+        import subprocess
+
+        subprocess.Popen(status.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie nobody reaped yet is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return True
+
+
+# -- status ----------------------------------------------------------------------------------------
+
+
+def replicas(state_dir: Path) -> list[ReplicaStatus]:
+    """The replicas under ``state_dir`` (their status files), with their lag as last reported, whether
+    their follower runs, and whether they are promotable (an offset file, no follower mid-seed)."""
+    if not state_dir.is_dir():
+        raise NotFoundError(f"state dir {state_dir} does not exist")
+    out = []
+    for path in sorted(state_dir.glob(f"*/*{STATUS_SUFFIX}")):
+        try:
+            st = FollowStatus(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+        replica_dir = Path(st.replica_dir)
+        following = st.host == socket.gethostname() and _alive(st.pid) and _locked(
+            replica_dir.with_name(replica_dir.name + LOCK_SUFFIX))
+        out.append(ReplicaStatus(st.replica_dir, st.changelog, st.partition, st.applied_offset, st.lag_records,
+                                 st.lag_s, st.pid if following else None, following,
+                                 (replica_dir / OFFSET_V2).exists(),
+                                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.updated)) if st.updated else None))
+    return out
+
+
+def _locked(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def validate_replica_args(changelog: str, partition: int) -> None:
+    if not changelog:
+        raise UsageError("standby needs --changelog, the store's changelog topic")
+    if partition < 0:
+        raise UsageError("--partition must not be negative")
+
+
+# -- the job's side: its config and its placement ---------------------------------------------------
+
+
+def changelog_of(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None) -> str:
+    """The store's changelog topic, from the job's config on its coordinator stream
+    (``stores.<store>.changelog`` = ``<system>.<topic>``). Raises NotFoundError (exit 10) naming what is
+    missing."""
+    with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
+        cs.require()
+        value = cs.config().get(f"stores.{ref.store}.changelog")
+    if not value:
+        raise NotFoundError(f"the config of job {ref.job}-{ref.job_id} names no changelog for store {ref.store!r} "
+                            f"(stores.{ref.store}.changelog)", hint="pass --changelog")
+    return value.split(".", 1)[1] if "." in value else value
+
+
+def update_locality(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None) -> bool:
+    """Point the container of ``ref.task`` at this host (set-container-host-assignment, as a Samza
+    container writes it), so that the job places the active task where its promoted store now is.
+    False when the job's coordinator stream or the task's container assignment is not there."""
+    with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
+        if not cs.refresh():
+            return False
+        container = cs.locality().task_containers.get(ref.task)
+        if container is None:
+            return False
+        cs.write_container_host(container, socket.gethostname())
+    return True
+
+
+@dataclass
+class Violation:
+    task: str
+    standby: str
+    host: str
+    container: str
+    standby_container: str
+
+
+@dataclass
+class PlacementResult:
+    tasks: int
+    standbys: int
+    violations: list[Violation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def check_placement(bootstrap: str, job: str, job_id: str, *,
+                    security: KafkaSecurity | None = None) -> PlacementResult:
+    """The seed's first invariant: no task on the same host as one of its standbys, from the job's
+    task -> container and container -> host assignments on its coordinator stream. Raises NotFoundError
+    (exit 10) when the coordinator stream does not exist."""
+    with CoordinatorStream(bootstrap, job, job_id, security=security) as cs:
+        cs.require()
+        loc = cs.locality()
+        problems = list(cs.problems)
+    result = PlacementResult(0, 0, notes=[f"skipped a malformed record: {p}" for p in problems])
+    for name, container in sorted(loc.task_containers.items()):
+        mode = loc.task_modes.get(name)  # Samza's record of the role; the name when there is none
+        parsed = active_of_standby(name) if mode in (None, "Standby") else None
+        if parsed is None:
+            result.tasks += 1
+            continue
+        result.standbys += 1
+        task = parsed[0]
+        active_container = loc.task_containers.get(task)
+        if active_container is None:
+            result.notes.append(f"standby {name} has no active task {task!r} in the assignments")
+            continue
+        # An empty host is Samza's "any host": not a placement yet.
+        host = loc.container_hosts.get(active_container) or None
+        standby_host = loc.container_hosts.get(container) or None
+        if host is None or standby_host is None:
+            result.notes.append(f"{task if host is None else name}: no host known for its container yet")
+        elif host == standby_host:
+            result.violations.append(Violation(task, name, host, active_container, container))
+    return result
