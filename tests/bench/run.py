@@ -18,6 +18,9 @@ Figures (README "BENCHMARKS", the issue's targets):
   8. drain (tests/bench/drainbench.py, on a Tansu broker): the example job's throughput, the time from
      'drain start' to 'drain wait' returning with 100 000 messages in flight next to in-flight /
      throughput + one poll interval, and 'drain status' on 64 intermediate partitions
+  9. standby (tests/bench/standbybench.py, on a Tansu broker): promote of 1 GiB and 4 GiB replicas with a
+     10 000-record tail; the follower's apply rate vs a raw kafka-python read; the time to a promotable
+     replica seeded from a snapshot vs bootstrapped from the changelog
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
@@ -55,7 +58,7 @@ VALUE_SIZE = 1024
 JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain")
+FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby")
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
 
@@ -112,7 +115,7 @@ def parse_args(argv: list[str] | None) -> Settings:
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
-                        "memory, gc, drain; default all")
+                        "memory, gc, drain, standby; default all")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -398,7 +401,7 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain"}:
+        if s.only - {"gc", "drain", "standby"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
@@ -414,6 +417,8 @@ class Bench:
             self.figure_gc()
         if "drain" in s.only:
             self.figure_drain()
+        if "standby" in s.only:
+            self.figure_standby()
 
     def figure_store(self, store: Path, keys: int) -> None:
         log(f"1. generating {human(keys * VALUE_SIZE)} store: {keys} keys of {VALUE_SIZE} random bytes, "
@@ -707,6 +712,16 @@ class Bench:
         self.results["drain"] = drainbench.bench(self.s.work / "drain", n, 64)
 
 
+    def figure_standby(self) -> None:
+        """The standby figures (tests/bench/standbybench.py): on their own Tansu broker."""
+        from tests.bench import standbybench
+
+        small, big = (0.125, 0.5) if self.s.quick else (1.0, 4.0)
+        records = 100_000 if self.s.quick else 500_000
+        log(f"9. standby: promote at {small} and {big} GiB; apply rate and seeding over {records:,} records")
+        self.results["standby"] = standbybench.bench(self.s.work / "standby", small, big, records)
+
+
 # ---- the report -----------------------------------------------------------------------------------
 
 def _fmt_s(st: dict[str, Any]) -> str:
@@ -883,6 +898,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import drainbench
 
         lines += ["", *drainbench.report_lines(res["drain"])]
+    if res.get("standby"):
+        from tests.bench import standbybench
+
+        lines += ["", *standbybench.report_lines(res["standby"])]
     meta_flags = meta.get("peer_flags")
     if meta_flags:
         lines += ["", "peers and flags:",
