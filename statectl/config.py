@@ -65,6 +65,14 @@ def parse_duration(value: Any, what: str = "duration") -> int:
     return int(float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()])
 
 
+def parse_seconds(value: Any, what: str = "duration") -> float:
+    """As parse_duration, to the fraction of a second (``500ms`` -> 0.5): for timeouts. Raises UsageError."""
+    m = _DURATION.match(str(value))
+    if not m:
+        raise UsageError(f"invalid {what} {value!r}: expected e.g. 90s, 10m, 500ms or a number of seconds")
+    return float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()]
+
+
 def format_size(n: int) -> str:
     """Bytes as parse_size reads them back, in the largest binary unit that is exact: ``64MiB``, ``512KiB``."""
     for unit, factor in (("TiB", 1024 ** 4), ("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):

@@ -77,10 +77,10 @@ def wait(
     poll: Annotated[float, typer.Option("--poll", help="Seconds between looks.")] = 1.0,
 ) -> None:
     """Block until the job has drained: the notification cleared and nothing left in flight."""
-    from statectl.config import parse_duration
+    from statectl.config import parse_seconds
     from statectl.engine.drain import wait as run_wait
 
-    seconds = parse_duration(timeout, "--timeout")
+    seconds = parse_seconds(timeout, "--timeout")
     if poll <= 0:
         raise UsageError("--poll must be positive")
     with _WaitDisplay(env) as display:

@@ -88,11 +88,18 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
     display = _Lag(env)
     try:
         r = run_follow(rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop,
-                       on_status=display.update, progress=env.progress, argv=[sys.argv[0], *sys.argv[1:]])
+                       on_status=display.update, progress=env.progress,
+                       argv=[sys.executable, "-m", "statectl", *sys.argv[1:]])
     finally:
         display.close()
-    env.emit(r, f"stopped following {r.replica_dir}: applied {r.records_applied} records, now at changelog offset "
-                f"{r.applied_offset}")
+    if env.json:  # JSON lines throughout: the result is the last line
+        from statectl.cli.common import to_jsonable
+
+        sys.stdout.write(json.dumps(to_jsonable(r)) + "\n")
+        sys.stdout.flush()
+    else:
+        env.emit(r, f"stopped following {r.replica_dir}: applied {r.records_applied} records, now at changelog "
+                    f"offset {r.applied_offset}")
     if interrupted and interrupted[0] == signal.SIGINT:
         raise typer.Exit(130)
 
@@ -164,7 +171,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
                                                                "<state-dir>/<store>/<task>).", show_default=False)] = None
             ) -> None:
     """Make a replica the active store: fence its follower, catch up, swap it in."""
-    from statectl.config import parse_duration
+    from statectl.config import parse_seconds
     from statectl.engine.standby import promote as run_promote
     from statectl.engine.standby import update_locality
     from statectl.local.layout import store_dir
@@ -177,7 +184,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
         active_dir = store_dir(Path(s.state_dir), rep.ref.store, rep.ref.task)
     security = env.session.kafka_security
     r = run_promote(rep, Path(active_dir).absolute(), s.kafka, security=security,
-                    timeout_s=parse_duration(timeout, "--timeout"), to_checkpoint=to_checkpoint,
+                    timeout_s=parse_seconds(timeout, "--timeout"), to_checkpoint=to_checkpoint,
                     on_locality=lambda: update_locality(s.kafka, rep.ref, security=security), progress=env.progress)
     for note in r.notes:
         env.progress.note(note)

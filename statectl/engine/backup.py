@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from statectl import defaults, failpoints
-from statectl.blobstore.base import DEFAULT_TTL_SECONDS, BlobStore
+from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import read_index, write_index
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
@@ -40,9 +40,6 @@ from statectl.snapshot.model import DirIndex, FileIndex, SnapshotIndex, Snapshot
 from statectl.transfer.upload import upload_files
 from statectl.transfer.verify import check_blobs
 
-DEFAULT_CHUNK_SIZE = defaults.CHUNK_SIZE
-DEFAULT_PARALLELISM = defaults.PARALLELISM
-
 
 @dataclass(frozen=True)
 class BackupOptions:
@@ -52,9 +49,9 @@ class BackupOptions:
     ref: StoreRef
     store_dir: Path
     checkpoint_dir: Path | None = None
-    parallelism: int = DEFAULT_PARALLELISM
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-    ttl_seconds: int = DEFAULT_TTL_SECONDS
+    parallelism: int = defaults.PARALLELISM
+    chunk_size: int = defaults.CHUNK_SIZE
+    ttl_seconds: int = defaults.TTL_SECONDS
     keep_last: int = defaults.KEEP_LAST
     keep_local_checkpoint: bool = True
     # The blobs of a snapshot retention drops stay this long after (catalog.retention); 0: go at once.

@@ -66,6 +66,7 @@ STATUS_SUFFIX = ".standby.json"
 FLUSH_RECORDS = 50_000  # flush and record the offset at least this often...
 FLUSH_SECONDS = 1.0     # ...and at least this often while records come
 FENCE_TIMEOUT_S = 60.0
+MAX_OPEN_FILES = 32  # a replica is written, hardly read: opening it must not take longer as it grows
 
 
 def standby_dir(state_dir: Path, store: str, task: str, replica: int = 0) -> Path:
@@ -170,14 +171,14 @@ class ReplicaLock:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    holder = read_status(replica)
                     os.close(self._fd)
-                    who = f"pid {holder.pid} on {holder.host}" if holder else "another process"
+                    pid, host = lock_holder(replica)
+                    who = f"pid {pid} on {host}" if pid else "another process"
                     raise LockHeldError(f"replica {replica.replica_dir} is followed by {who}",
                                         hint="stop that follower first, or promote the replica (which fences it)")
                 time.sleep(0.05)
         os.ftruncate(self._fd, 0)
-        os.write(self._fd, str(os.getpid()).encode())
+        os.pwrite(self._fd, f"{os.getpid()} {socket.gethostname()}".encode(), 0)
 
     def release(self) -> None:
         if self._fd is not None:
@@ -190,6 +191,15 @@ class ReplicaLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def lock_holder(replica: Replica) -> tuple[int | None, str | None]:
+    """(pid, host) its holder wrote into the replica's lock file ((None, None) when unknown)."""
+    try:
+        pid, host = replica.lock_path.read_text().split(" ", 1)
+        return int(pid), host
+    except (OSError, ValueError):
+        return None, None
 
 
 def read_status(replica: Replica) -> FollowStatus | None:
@@ -325,23 +335,28 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
         with ReplicaLock(replica):
             status = FollowStatus(str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(),
                                   socket.gethostname(), argv=list(argv or []))
+            _write_status(replica, status)  # 'standby status' sees it from the start
             while not stop.is_set():
                 offset = applied_offset(replica) if replica.replica_dir.exists() else None
-                if offset is None and not (replica.replica_dir / OFFSET_V2).exists():
-                    status.seeded_from, offset = _seed(replica, bootstrap, security, seed)
+                seeded = offset is None and not (replica.replica_dir / OFFSET_V2).exists()
+                if seeded:
+                    # A snapshot whose own position is off the changelog (the topic recreated) cannot seed it:
+                    # after such a re-seed, bootstrap from the changelog alone.
+                    from_snapshot = seed if result.reseeds < 2 else None
+                    status.seeded_from, offset = _seed(replica, bootstrap, security, from_snapshot)
                     what = ("bootstrapping from the changelog" if status.seeded_from == "changelog"
                             else f"seeded from snapshot {status.seeded_from}")
                     progress.note(f"replica {replica.replica_dir}: {what}")
-                db = LiveStore(replica.replica_dir)
+                db = LiveStore(replica.replica_dir, max_open_files=MAX_OPEN_FILES)
                 try:
-                    if status.seeded_from is not None and not (replica.replica_dir / OFFSET_V2).exists():
+                    if seeded:  # the seed's position, over whatever offset files a snapshot may have carried
                         _record_offset(replica, db, offset)
                     reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
                     status.applied_offset = offset
                     pending = 0
                     try:
                         _check_in_range(consumer, replica, bootstrap, offset)
-                        reader.seek(0 if offset is None else offset + 1)
+                        reader.seek(None if offset is None else offset + 1)
                         last_flush = last_status = time.monotonic()
                         newest_applied_ts = -1
                         for batch in reader.batches(follow=True):
@@ -395,8 +410,10 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
 def _check_in_range(consumer: Any, replica: Replica, bootstrap: str, offset: int | None) -> None:
     """Raise OffsetOutOfRange when reading on after ``offset`` would skip records: the log now starts
     after it (retention, compaction) or ends before it (the topic recreated)."""
+    if offset is None:
+        return  # from the log start: a compacted changelog holds the latest value of every key there
     tail = read_tails(consumer, replica.changelog, [replica.partition], bootstrap, last=1)[replica.partition]
-    start = 0 if offset is None else offset + 1
+    start = offset + 1
     if start < tail.beginning or start > tail.end:
         raise OffsetOutOfRange(f"the replica's next offset {start} is outside {replica.changelog}[{replica.partition}] "
                                f"(offsets {tail.beginning} to {tail.end})")
@@ -451,31 +468,8 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     consumer = open_consumer(bootstrap, timeout_s=kafka_timeout_s, security=security)
     try:
         with ReplicaLock(replica, wait_s=FENCE_TIMEOUT_S):
-            offset = applied_offset(replica)
-            target = _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint)
-            db = LiveStore(replica.replica_dir)
-            try:
-                reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
-                reader.seek(0 if offset is None else offset + 1)
-                deadline = began + timeout_s
-                position = offset
-                if target is not None and (position is None or position < target):
-                    for batch in reader.batches(stop=target + 1):
-                        _apply(db, batch)
-                        result.records_applied += len(batch)
-                        position = batch[-1].offset
-                        if time.monotonic() > deadline:
-                            _record_offset(replica, db, position)
-                            db.close()
-                            _restart(before, was_following)
-                            raise StatectlError(
-                                f"promote of {replica.replica_dir} timed out after {timeout_s:g}s at changelog offset "
-                                f"{position} of {target}: the replica keeps what it applied; the active dir is "
-                                "untouched", hint="promote again with a longer --timeout, or let the follower catch up")
-                _record_offset(replica, db, position)
-                result.caught_up_offset = position
-            finally:
-                db.close()
+            position = _catch_up(replica, consumer, bootstrap, security, to_checkpoint, began + timeout_s, result)
+            result.caught_up_offset = position
             replica.status_path.unlink(missing_ok=True)
             fsync_dirs(replica.replica_dir)
             old = swap_into_place(replica.replica_dir, active_dir)
@@ -484,12 +478,51 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
             if note:
                 result.notes.append(note)
         replica.lock_path.unlink(missing_ok=True)
+    except _NotPromoted as e:
+        _restart(before, was_following)  # once the lock is released: the follower takes it again
+        raise StatectlError(str(e), hint=e.hint) from None
     finally:
         consumer.close()
     if on_locality is not None:
         result.locality_updated = on_locality()
     result.duration_s = round(time.monotonic() - began, 3)
     return result
+
+
+class _NotPromoted(StatectlError):
+    """The replica could not be caught up: nothing was swapped (promote restarts the follower)."""
+
+
+def _catch_up(replica: Replica, consumer: Any, bootstrap: str, security: KafkaSecurity | None, to_checkpoint: bool,
+              deadline: float, result: PromoteResult) -> int | None:
+    """Apply the changelog to the replica up to the target offset, by ``deadline``; record the offset
+    reached either way. Return it; raise _NotPromoted when out of range or out of time."""
+    offset = applied_offset(replica)
+    try:
+        _check_in_range(consumer, replica, bootstrap, offset)
+    except OffsetOutOfRange as e:
+        raise _NotPromoted(f"cannot promote {replica.replica_dir}: {e}; the active dir is untouched",
+                           hint="let 'statectl standby follow' re-seed the replica, then promote") from None
+    target = _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint)
+    db = LiveStore(replica.replica_dir, max_open_files=MAX_OPEN_FILES)
+    position = offset
+    try:
+        reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
+        reader.seek(None if offset is None else offset + 1)
+        if target is not None and (position is None or position < target):
+            for batch in reader.batches(stop=target + 1):
+                _apply(db, batch)
+                result.records_applied += len(batch)
+                position = batch[-1].offset
+                if time.monotonic() > deadline:
+                    raise _NotPromoted(
+                        f"promote of {replica.replica_dir} timed out at changelog offset {position} of {target}: the "
+                        "replica keeps what it applied; the active dir is untouched",
+                        hint="promote again with a longer --timeout, or let the follower catch up")
+    finally:
+        _record_offset(replica, db, position)  # what it holds, whatever happened
+        db.close()
+    return position
 
 
 def _catch_up_target(replica: Replica, bootstrap: str, security: KafkaSecurity | None, consumer: Any,
@@ -515,15 +548,15 @@ def _fence(replica: Replica, status: FollowStatus | None) -> bool:
     A follower is running when the replica's lock is held; its status file names its pid."""
     if not _locked(replica.lock_path):
         return False
-    if (status is None or status.host != socket.gethostname() or status.pid == os.getpid()
-            or not _alive(status.pid)):
-        raise LockHeldError(f"replica {replica.replica_dir} is held by a follower this host cannot stop",
-                            hint="stop that follower, then promote again")
-    os.kill(status.pid, signal.SIGTERM)
+    pid, host = lock_holder(replica)
+    if pid is None or host != socket.gethostname() or pid == os.getpid() or not _alive(pid):
+        raise LockHeldError(f"replica {replica.replica_dir} is held by a follower this host cannot stop "
+                            f"(pid {pid} on {host})", hint="stop that follower, then promote again")
+    os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + FENCE_TIMEOUT_S
-    while _alive(status.pid):
+    while _alive(pid):
         if time.monotonic() > deadline:
-            raise StatectlError(f"the follower of {replica.replica_dir} (pid {status.pid}) did not stop within "
+            raise StatectlError(f"the follower of {replica.replica_dir} (pid {pid}) did not stop within "
                                 f"{FENCE_TIMEOUT_S:g}s", hint="stop it yourself, then promote again")
         time.sleep(0.05)
     return True

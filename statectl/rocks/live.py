@@ -13,15 +13,18 @@ from statectl.rocks.store import ROCKSDICT_CONFIG, _rocksdict, lock_holder, lock
 
 class LiveStore:
     """The store at ``path``, created if missing, opened read-write (raw bytes keys and values; its LOCK
-    is held until :meth:`close`). ``db`` is the rocksdict.Rdict. Raises LockHeldError when another
+    is held until :meth:`close`); ``max_open_files`` as RocksDB's option. ``db`` is the rocksdict.Rdict. Raises LockHeldError when another
     process holds it; StatectlError when it cannot be opened."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, max_open_files: int = -1):
         rd = _rocksdict()
         self.path = Path(path)
         self._rd = rd
         options = rd.Options(raw_mode=True)
         options.create_if_missing(True)
+        # -1 (RocksDB's default) opens every table file at open; a writer that reads little (a standby)
+        # passes a small number so that opening does not take longer as the store grows.
+        options.set_max_open_files(max_open_files)
         self._had_config = (self.path / ROCKSDICT_CONFIG).exists()
         try:
             self.db: Any = rd.Rdict(str(self.path), options)
