@@ -36,7 +36,7 @@ from typing import Any
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.refs import StoreRef
-from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
+from statectl.errors import LockHeldError, NotFoundError, StatectlError
 from statectl.formats.checkpoint import (
     BLOB_STORE_FACTORY,
     KAFKA_CHANGELOG_FACTORY,
@@ -463,7 +463,7 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     if active_dir.exists():
         check_not_held(active_dir)
     before = read_status(replica)
-    was_following = _fence(replica, before)
+    was_following = _fence(replica)
     result = PromoteResult(str(active_dir), None, 0, 0.0)
     consumer = open_consumer(bootstrap, timeout_s=kafka_timeout_s, security=security)
     try:
@@ -543,7 +543,7 @@ def _catch_up_target(replica: Replica, bootstrap: str, security: KafkaSecurity |
     return tail.end - 1 if tail.end > tail.beginning else None
 
 
-def _fence(replica: Replica, status: FollowStatus | None) -> bool:
+def _fence(replica: Replica) -> bool:
     """Stop the replica's follower on this host (SIGTERM) and wait until it has; True if one was running.
     A follower is running when the replica's lock is held; its status file names its pid."""
     if not _locked(replica.lock_path):
@@ -622,11 +622,7 @@ def _locked(path: Path) -> bool:
     return False
 
 
-def validate_replica_args(changelog: str, partition: int) -> None:
-    if not changelog:
-        raise UsageError("standby needs --changelog, the store's changelog topic")
-    if partition < 0:
-        raise UsageError("--partition must not be negative")
+
 
 
 # -- the job's side: its config and its placement ---------------------------------------------------

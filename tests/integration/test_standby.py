@@ -204,6 +204,8 @@ def test_follower_keeps_up_with_puts_and_deletes_and_promote_makes_it_the_active
     try:
         # While records keep coming: status shows the replica followed, by that process, with its lag.
         wait_until(lambda: w.status_file.exists(), 60, f"the follower's status file\n{f.describe()}")
+        # The file is there from the start; its lag once the follower has measured it (every second).
+        wait_until(lambda: status_rows(w) and status_rows(w)[0]["lag_records"] is not None, 60, "the first lag")
         rows = status_rows(w)
         assert len(rows) == 1, rows
         row = rows[0]
