@@ -57,7 +57,7 @@ from statectl.formats.coordinator import active_of_standby
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
 from statectl.local.layout import store_dir
-from statectl.local.staged import discard_old, fsync_dirs, swap_into_place
+from statectl.local.staged import discard_old, fsync_dirs, process_alive, swap_into_place
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.rocks.live import LiveStore
 
@@ -549,12 +549,12 @@ def _fence(replica: Replica) -> bool:
     if not _locked(replica.lock_path):
         return False
     pid, host = lock_holder(replica)
-    if pid is None or host != socket.gethostname() or pid == os.getpid() or not _alive(pid):
+    if pid is None or host != socket.gethostname() or pid == os.getpid() or not process_alive(pid):
         raise LockHeldError(f"replica {replica.replica_dir} is held by a follower this host cannot stop "
                             f"(pid {pid} on {host})", hint="stop that follower, then promote again")
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + FENCE_TIMEOUT_S
-    while _alive(pid):
+    while process_alive(pid):
         if time.monotonic() > deadline:
             raise StatectlError(f"the follower of {replica.replica_dir} (pid {pid}) did not stop within "
                                 f"{FENCE_TIMEOUT_S:g}s", hint="stop it yourself, then promote again")
@@ -569,19 +569,6 @@ def _restart(status: FollowStatus | None, was_following: bool) -> None:
 
         subprocess.Popen(status.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie nobody reaped yet is gone for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return True
 
 
 # -- status ----------------------------------------------------------------------------------------
@@ -599,7 +586,7 @@ def replicas(state_dir: Path) -> list[ReplicaStatus]:
         except (OSError, ValueError, TypeError):
             continue
         replica_dir = Path(st.replica_dir)
-        following = st.host == socket.gethostname() and _alive(st.pid) and _locked(
+        following = st.host == socket.gethostname() and process_alive(st.pid) and _locked(
             replica_dir.with_name(replica_dir.name + LOCK_SUFFIX))
         out.append(ReplicaStatus(st.replica_dir, st.changelog, st.partition, st.applied_offset, st.lag_records,
                                  st.lag_s, st.pid if following else None, following,

@@ -135,16 +135,7 @@ class CoordinatorStream:
 
     def config(self) -> dict[str, str]:
         """The job's config as its set-config messages hold it (deleted keys left out)."""
-        out: dict[str, str] = {}
-        for rec in self._namespace(SET_CONFIG):
-            try:
-                value = decode_set_config(rec.value)
-            except CoordinatorFormatError as e:
-                self._bad[rec.offset] = f"set-config {rec.key[1]!r}: {e}"
-                continue
-            if value is not None:
-                out[rec.key[1]] = value
-        return out
+        return self._decoded(SET_CONFIG, decode_set_config)
 
     def _decoded(self, namespace: str, decode: Callable[[bytes | None], str | None]) -> dict[str, str]:
         """key -> decoded value of ``namespace`` (deleted keys left out, malformed values skipped into

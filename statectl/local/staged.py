@@ -278,21 +278,25 @@ def remove_dead_temp_dirs(target: Path) -> None:
             if not p.name.startswith(prefix):
                 continue
             pid = p.name[len(prefix):].split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not process_alive(int(pid)):
                 try:
                     _remove(p)
                 except OSError:
                     pass
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (a zombie nobody reaped yet counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 class StagedStore:

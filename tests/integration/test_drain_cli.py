@@ -11,17 +11,13 @@ true ends are read.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
-from statectl.cli.main import app
 from statectl.formats.coordinator import coordinator_topic, encode_key
 from statectl.formats.drain import (
     DRAIN_NAMESPACE,
@@ -34,6 +30,7 @@ from statectl.formats.drain import (
 from statectl.kafka.client import create_topic, open_consumer, open_producer, produce
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
+from tests.integration.test_changelog_restore import cli  # noqa: F401 - the shared in-process CLI fixture
 
 STATUS_FIELDS = {"job", "job_id", "run_id", "notifications", "intermediate", "in_flight", "tasks", "duration_s",
                  "notes"}
@@ -43,27 +40,11 @@ START_FIELDS = {"uuid", "run_id", "created", "offset", "duration_s", "notes"}
 WAIT_FIELDS = {"run_id", "drained", "uuids", "in_flight", "intermediate", "waited_s", "notes"}
 CANCEL_FIELDS = {"run_id", "cancelled", "duration_s", "notes"}
 
+
 RUN = "1700000000000-abcdef01"
 CID = "1700000000000-1"
 
 
-@pytest.fixture
-def cli(tmp_path: Path, monkeypatch):
-    """Run statectl in-process with a clean environment rooted in tmp_path: ``cli(*args, code=0)``."""
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.chdir(tmp_path)
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0):
-        result = runner.invoke(app, list(args))
-        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-        return result
-
-    return run
 
 
 def error_line(result) -> str:
