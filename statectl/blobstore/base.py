@@ -56,9 +56,16 @@ class BlobInfo:
 
     key: str
     size: int
+    # May be truncated to MTIME_GRAIN_S: S3 keeps whole seconds.
     modified_at: float
     expires_at: float | None = None
     ttl_known: bool = True
+
+
+# The coarsest modification time a backend reports (S3's LastModified: whole seconds, truncated). A
+# caller asking "was this written before time t?" compares ``modified_at`` with ``t - MTIME_GRAIN_S``:
+# an object written a moment after t may show a time before it.
+MTIME_GRAIN_S = 1.0
 
 
 @runtime_checkable

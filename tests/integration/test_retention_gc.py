@@ -175,6 +175,33 @@ def test_gc_never_deletes_what_a_snapshot_committed_during_gc_references(blobsto
     assert fingerprint(target) == fingerprint(sdir)
 
 
+def test_gc_keeps_blobs_written_in_its_first_second(blobstore, sdir: Path, tmp_path: Path, monkeypatch):
+    """A backup that takes its lease after gc read the leases and commits after gc read the catalog,
+    within the second gc started in: S3 reports its blobs' modification times truncated to that second,
+    before gc's start; none of them may be deleted (gc compares ages less MTIME_GRAIN_S)."""
+    monkeypatch.setattr("statectl.engine.gc.MIN_GRACE_SECONDS", 0)
+    cps = BlobCheckpointStore(blobstore)
+    backup(BackupOptions(REF, sdir), blobstore, cps)
+    grow(sdir, 1, seed=7)
+    inner_list = blobstore.list
+    seen = {}
+
+    def backup_then_list(prefix=""):
+        if prefix == "blobs/" and not seen:
+            seen["at"] = time.time()
+            seen["cp"] = backup(BackupOptions(REF, sdir), blobstore, cps)  # uploads, commits, mid-gc
+        return inner_list(prefix)
+
+    while time.time() % 1 > 0.05:  # start gc at the top of a second: the backup writes in that same second
+        time.sleep(0.01)
+    monkeypatch.setattr(blobstore, "list", backup_then_list)
+    started = time.time()
+    gc(GcOptions(grace_seconds=0), blobstore, cps)
+    monkeypatch.undo()
+    assert int(seen["at"]) == int(started), "the backup did not start in gc's first second; rerun"
+    assert verify_snapshot(REF, blobstore, cps, seen["cp"].checkpoint_id, download=True).ok
+
+
 def test_gc_finishes_an_interrupted_cleanup(blobstore, sdir: Path, monkeypatch):
     cps = BlobCheckpointStore(blobstore)
     first = backup(BackupOptions(REF, sdir), blobstore, cps)
