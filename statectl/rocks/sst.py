@@ -1,0 +1,170 @@
+"""SST files: written outside any store (rocksdict's SstFileWriter), ingested into a new store, and the
+digest of a store's content.
+
+The Spark bulk path of ``adstore load`` writes SST files in its executors (statectl.spark) and ingests them
+here; the put path's store is checked with :func:`scan_digest`. Both give the same
+:class:`~statectl.formats.adstore.Digest` for the same entries, whatever the files they are split into.
+
+rocksdict is imported inside functions so that ``statectl --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable
+
+from statectl.errors import StatectlError
+from statectl.formats.adstore import Digest
+from statectl.rocks.store import ROCKSDICT_CONFIG, _rocksdict, open_readonly
+from statectl.rocks.writer import _error
+
+
+def write_sst(path: Path, entries: Iterable[tuple[bytes, bytes]]) -> Digest:
+    """Write ``entries`` (keys strictly ascending by their bytes, values bytes) into a new SST file at
+    ``path``, replacing any file there, and return the Digest of what it holds.
+
+    An empty ``entries`` writes no file (RocksDB cannot finish an empty SST) and returns an empty Digest.
+    Raises ValueError for a key that is not above the one before it (or an entry that is not bytes), and
+    then leaves no file; OSError(ENOSPC) for a full disk; StatectlError naming the file otherwise.
+    """
+    rd = _rocksdict()
+    path = Path(path)
+    digest = Digest()
+    it = iter(entries)
+    first = next(it, None)
+    if first is None:
+        return digest
+    writer = rd.SstFileWriter(rd.Options(raw_mode=True))
+    done = False
+    try:
+        try:
+            writer.open(str(path))
+        except Exception as e:
+            raise _error(path, "SST open", e) from e
+        prev: bytes | None = None
+        entry: tuple[bytes, bytes] | None = first
+        batch: list[tuple[bytes, bytes]] = []
+        while entry is not None:
+            key, value = entry
+            if not isinstance(key, bytes) or not isinstance(value, bytes):
+                raise ValueError(f"SST entries must be (bytes, bytes), got ({type(key).__name__}, "
+                                 f"{type(value).__name__})")
+            if prev is not None and key <= prev:
+                raise ValueError(f"SST keys must be strictly ascending: {key[:64]!r} after {prev[:64]!r}")
+            try:
+                writer[key] = value
+            except Exception as e:
+                raise _error(path, "SST write", e) from e
+            batch.append(entry)
+            if len(batch) >= 4096:
+                digest.add_sorted(batch)
+                batch = []
+            prev = key
+            entry = next(it, None)
+        digest.add_sorted(batch)
+        try:
+            writer.finish()
+        except Exception as e:
+            raise _error(path, "SST finish", e) from e
+        done = True
+    finally:
+        if not done:
+            del writer  # closes the file before it is removed
+            path.unlink(missing_ok=True)
+    return digest
+
+
+def ingest_into_new_store(store_path: Path, files: list[Path]) -> None:
+    """Create a RocksDB store at ``store_path`` (which must not exist, or be an empty dir) holding the
+    entries of the SST ``files`` (disjoint key ranges, as :func:`write_sst` made them), flushed and closed.
+
+    The files are hard-linked into a sibling dir and the links ingested with ``move_files``, so the files
+    themselves stay: an ingest interrupted at any point is re-run by removing ``store_path`` and calling
+    this again. (Files on another filesystem are copied instead.) Raises StatectlError naming the store
+    when ``store_path`` holds something, a file is missing, or RocksDB refuses (a file that is not an SST,
+    overlapping files); OSError(ENOSPC) for a full disk.
+    """
+    rd = _rocksdict()
+    store_path = Path(store_path)
+    if store_path.exists() and (not store_path.is_dir() or any(store_path.iterdir())):
+        raise StatectlError(f"cannot ingest into {store_path}: it exists and is not an empty dir")
+    missing = [str(f) for f in files if not Path(f).is_file()]
+    if missing:
+        raise StatectlError(f"cannot ingest into {store_path}: no SST file {missing[0]}"
+                            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    links = store_path.parent / f".{store_path.name}.ingest-{os.getpid()}"
+    shutil.rmtree(links, ignore_errors=True)
+    store_path.parent.mkdir(parents=True, exist_ok=True)
+    links.mkdir()
+    try:
+        linked: list[str] = []
+        copy = False
+        for i, f in enumerate(files):
+            target = links / f"{i:06d}.sst"
+            try:
+                os.link(f, target)
+            except OSError as e:
+                if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                    raise
+                copy = True  # another filesystem: let RocksDB copy the file itself
+                target = Path(f)
+            linked.append(str(target))
+        options = rd.Options(raw_mode=True)
+        options.create_if_missing(True)
+        try:
+            db = rd.Rdict(str(store_path), options)
+        except Exception as e:
+            raise _error(store_path, "create", e) from e
+        try:
+            if linked:
+                ingest = rd.IngestExternalFileOptions()
+                ingest.set_move_files(not copy)
+                try:
+                    db.ingest_external_file(linked, ingest)
+                except Exception as e:
+                    raise _error(store_path, "ingest", e) from e
+            try:
+                db.flush()
+            except Exception as e:
+                raise _error(store_path, "flush", e) from e
+        finally:
+            db.close()
+            (store_path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(links, ignore_errors=True)
+
+
+def scan_digest(store_path: Path) -> Digest:
+    """The Digest of every entry of the store at ``store_path`` (raw bytes, default column family), read
+    on a read-only open (its LOCK is not taken). Raises StatectlError naming the store when it cannot be
+    opened or read."""
+    store_path = Path(store_path)
+    had_config = (store_path / ROCKSDICT_CONFIG).exists()
+    try:
+        db = open_readonly(store_path)
+    except Exception as e:
+        raise _error(store_path, "open", e) from e
+    digest = Digest()
+    try:
+        it = db.iter()
+        it.seek_to_first()
+
+        def entries():
+            while it.valid():
+                yield it.key(), it.value()
+                it.next()
+
+        digest.add_sorted(entries())
+        try:
+            it.status()
+        except Exception as e:
+            raise _error(store_path, "read", e) from e
+        del it
+    finally:
+        db.close()
+        if not had_config:
+            (store_path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
+    return digest
