@@ -56,16 +56,10 @@ class BlobInfo:
 
     key: str
     size: int
-    # May be truncated to MTIME_GRAIN_S: S3 keeps whole seconds.
+    # May be truncated to the store's ``mtime_grain_s``: S3 keeps whole seconds.
     modified_at: float
     expires_at: float | None = None
     ttl_known: bool = True
-
-
-# The coarsest modification time a backend reports (S3's LastModified: whole seconds, truncated). A
-# caller asking "was this written before time t?" compares ``modified_at`` with ``t - MTIME_GRAIN_S``:
-# an object written a moment after t may show a time before it.
-MTIME_GRAIN_S = 1.0
 
 
 @runtime_checkable
@@ -83,6 +77,10 @@ class BlobStore(Protocol):
     # takes any number, split into requests of this size; callers that delete in parallel hand out batches
     # of this size, and wrappers retry and count per batch.
     delete_batch: int
+    # The grain of ``modified_at`` (S3's LastModified: whole seconds, truncated; 0 for file://). A caller
+    # asking "was this written before time t?" compares ``modified_at`` with ``t - mtime_grain_s``: an
+    # object written a moment after t may show a time before it.
+    mtime_grain_s: float
 
     def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
         """Store exactly ``size`` bytes read from ``src`` under a new key and return that key.

@@ -45,6 +45,7 @@ class LocalBlobStore:
 
     # No request limit here (one unlink a key): only the size of the batches callers hand out in parallel.
     delete_batch = 512
+    mtime_grain_s = 0.0  # st_mtime: nanoseconds
 
     def __init__(self, root: str | os.PathLike[str], url: str | None = None):
         self.root = Path(os.path.realpath(root))

@@ -62,6 +62,10 @@ class RetryingBlobStore:
     def delete_batch(self) -> int:
         return self.inner.delete_batch
 
+    @property
+    def mtime_grain_s(self) -> float:
+        return self.inner.mtime_grain_s
+
     def request_counts(self) -> dict[str, int]:
         """The wrapped store's request counts (every attempt is a request), or {} if it keeps none."""
         counts = getattr(self.inner, "request_counts", None)

@@ -435,6 +435,7 @@ class S3BlobStore:
 
     root = None  # no local dir (``file://`` stores have one)
     delete_batch = MAX_DELETE_KEYS
+    mtime_grain_s = 1.0  # LastModified: whole seconds, truncated
 
     def __init__(self, bucket: str, prefix: str, options: "S3Options", url: str):
         try:

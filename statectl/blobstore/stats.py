@@ -34,6 +34,10 @@ class StatsBlobStore:
     def delete_batch(self) -> int:
         return self.inner.delete_batch
 
+    @property
+    def mtime_grain_s(self) -> float:
+        return self.inner.mtime_grain_s
+
     def request_counts(self) -> dict[str, int]:
         """Requests so far by kind (a copy; kinds never used are absent), sorted by kind."""
         with self._lock:

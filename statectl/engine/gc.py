@@ -17,7 +17,7 @@
    take no lease, such as a Samza job uploading to the same store, get that long to commit what they
    upload); then the leftovers of killed writes that the listing does not show
    (``BlobStore.sweep_debris``), older than the same horizon. Ages and TTLs are compared with gc's
-   start (ages less the grain of the store's clocks, MTIME_GRAIN_S), so a blob written after it
+   start (ages less the grain of the store's modification times, ``mtime_grain_s``), so a blob written after it
    started (by a backup whose lease or snapshot came too late for steps 1 and 3) is never a candidate. Only the referenced ids are held: memory does not grow with
    the number of blobs in the store.
 """
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from statectl import defaults
-from statectl.blobstore.base import BLOB_PREFIX, MTIME_GRAIN_S, BlobStore
+from statectl.blobstore.base import BLOB_PREFIX, BlobStore
 from statectl.catalog.index import read_index, snapshot_blob_ids
 from statectl.catalog.lease import CLOCK_SLACK_SECONDS, Lease, live_leases, read_lease
 from statectl.catalog.pins import pinned_index_ids, read_pins, stale_pins
@@ -153,8 +153,9 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
                             "references is unknown, so no unreferenced blob is swept until retention drops it "
                             "(the next backups do) or it is repaired")
 
-    # A blob written just after gc started may show a modification time before it (MTIME_GRAIN_S).
-    horizon = min(started_wall - MTIME_GRAIN_S - opts.grace_seconds, protect_from)
+    # A blob written just after gc started may show a modification time before it (S3: whole seconds).
+    grain = getattr(blobstore, "mtime_grain_s", 1.0)
+    horizon = min(started_wall - grain - opts.grace_seconds, protect_from)
     sweep = _Sweep(blobstore, opts, progress)
     try:
         for info in blobstore.list(BLOB_PREFIX):
@@ -342,7 +343,7 @@ def _referenced(refs: list[StoreRef], opts: GcOptions, blobstore: BlobStore, che
             keys |= snapshot_blob_ids(index_blob_id, read_index(blobstore, index_blob_id))
         except (SnapshotNotFoundError, CorruptSnapshotError):
             pass  # nobody can be reading a snapshot whose index cannot be read
-    stale = stale_pins(pins, older_than=started_wall - MTIME_GRAIN_S - opts.grace_seconds)
+    stale = stale_pins(pins, older_than=started_wall - getattr(blobstore, 'mtime_grain_s', 1.0) - opts.grace_seconds)
     if stale:
         if not opts.dry_run:
             blobstore.delete([p.key for p in stale])

@@ -28,6 +28,7 @@ from statectl.local.layout import store_dir
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.engine.snapshots import verify_snapshot
 from tests.tools.genstore import fingerprint, make_store
+from tests.tools.gcwait import past_mtime_grain
 
 REF = StoreRef("crashy", "1", "Partition 0", "counts")
 # Where the process dies, and whether the new snapshot is committed by then.
@@ -131,6 +132,7 @@ def _run_trials(world: World, trials: int, seed: int) -> dict[str, int]:
 
         # The next backup and gc leave nothing unreferenced.
         backup(BackupOptions(REF, world.sdir, chunk_size=1024 * 1024), world.bs, world.cps)
+        past_mtime_grain(world.bs)
         gc(GcOptions(grace_seconds=0), world.bs, world.cps)
         assert world.blobs() == world.referenced(), (i, kill)
         committed_fp = new_fp

@@ -29,6 +29,7 @@ from statectl.engine.restore import RestoreOptions, restore
 from statectl.errors import BlobStoreError
 from tests.faultproxy import KINDS
 from tests.tools.genstore import fingerprint, make_store
+from tests.tools.gcwait import past_mtime_grain
 
 REF = StoreRef("faults", "1", "Partition 0", "counts")
 MiB = 1024 * 1024
@@ -319,6 +320,7 @@ def test_gc_survives_5_percent_faults_and_fails_cleanly_when_the_store_is_down(f
 
     bs = faulty_s3.open()
     faulty_s3.proxy.set_rate(0.05)
+    past_mtime_grain(bs)
     res = gc(GcOptions(grace_seconds=0, keep_last=1), bs, BlobCheckpointStore(bs))
     faulty_s3.proxy.set_rate(0.0)
     assert faulty_s3.proxy.stats()["faults"] > 0

@@ -35,6 +35,7 @@ from statectl.engine.snapshots import verify_snapshot
 from statectl.errors import UsageError
 from tests.integration.test_retention_gc import blob_keys
 from tests.tools.genstore import fingerprint, make_store
+from tests.tools.gcwait import past_mtime_grain
 
 STATECTL = Path(sys.executable).parent / "statectl"
 JOB = "hostile-gc"
@@ -172,6 +173,7 @@ def test_grace_below_a_minute_is_refused_like_ttl(tmp_path: Path):
     cps = BlobCheckpointStore(bs)
     keep = bs.put(io.BytesIO(b"young orphan"), size=12, ttl_seconds=None)
     with pytest.raises(UsageError, match="at least a minute"):
+        past_mtime_grain(bs)
         gc(GcOptions(grace_seconds=0), bs, cps)
     env = {"PATH": f"{STATECTL.parent}:/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c")}
     for grace in ("0", "0s", "59s"):
@@ -358,6 +360,7 @@ def test_gc_aborts_incomplete_multipart_uploads_on_s3(s3_url, s3_options, seawee
         time.sleep(1.1)
         # With the default grace the upload is too young to go, and so is it with none, at first.
         assert gc(GcOptions(), bs, cps).debris_deleted == 0
+        past_mtime_grain(bs)
         assert gc(GcOptions(grace_seconds=0), bs, cps).debris_deleted == 0
         monkeypatch.setattr(gc_mod, "DEBRIS_MIN_AGE_SECONDS", 0, raising=False)  # S3 uploads cannot be backdated
         dry = gc(GcOptions(grace_seconds=0, dry_run=True), bs, cps)

@@ -22,6 +22,7 @@ from statectl.failpoints import FailpointError
 from statectl.catalog.kafka_log import KafkaCheckpointLog, KafkaCheckpointLogs
 from tests.integration.test_kafka_checkpoints import BLOB, KAFKA, SEED_V2, Topic, samza_key, samza_v1
 from tests.tools.genstore import fingerprint, make_store
+from tests.tools.gcwait import past_mtime_grain
 
 
 @pytest.fixture
@@ -92,6 +93,7 @@ def test_crash_before_the_kafka_commit_leaves_a_pending_record_that_gc_respects(
     # ...and the next backup reconciles: the pending record is abandoned, its blobs swept by gc.
     backup(BackupOptions(ref, sdir, grace_seconds=0), bs, cps)
     assert all(x.state == COMMITTED for x in cps.records(ref))
+    past_mtime_grain(bs)
     gc(GcOptions(grace_seconds=0), bs, cps)
     assert blobs(bs) == referenced(bs, cps, ref)
 
@@ -109,6 +111,7 @@ def test_crash_after_the_kafka_commit_is_rolled_forward(world, tmp_path: Path, m
     r = restore(RestoreOptions(ref, tmp_path / "none", target_dir=target), bs, cps)
     assert fingerprint(target) == after
     assert [x.state for x in cps.records(ref)][0] == PENDING  # a restore only reads
+    past_mtime_grain(bs)
     gc(GcOptions(grace_seconds=0), bs, cps)  # reconciles, holding the store's lease
     assert [x.state for x in cps.records(ref)][0] == COMMITTED
     assert cps.latest(ref).checkpoint_id == r.checkpoint_id and cps.latest(ref).cleanup_done

@@ -28,6 +28,7 @@ from statectl.errors import CorruptSnapshotError
 from statectl.local.layout import store_dir
 from tests.integration.test_retention_gc import all_referenced, blob_keys
 from tests.tools.genstore import fingerprint, make_store
+from tests.tools.gcwait import past_mtime_grain
 
 REF = StoreRef("pinned", "1", "Partition 0", "counts")
 STATECTL = str(Path(sys.executable).parent / "statectl")
@@ -109,6 +110,7 @@ def test_a_slow_restore_keeps_its_snapshot_while_two_backups_expire_it(blobstore
     assert (f"would expire snapshot {first.checkpoint_id} of {REF} ({first.snapshot_id}): older than the newest 1 "
             "kept (keep-last 1); its blobs stay until ") in dry.stdout, dry.stdout
     assert f"snapshot {first.checkpoint_id} expired" not in dry.stdout, dry.stdout
+    past_mtime_grain(blobstore)
     dry_res = gc(GcOptions(grace_seconds=0, dry_run=True), blobstore, cps)
     assert any(a.reason.startswith(f"retention of {REF}: index of snapshot {first.checkpoint_id} expired")
                for a in dry_res.deleted), dry_res.deleted
@@ -185,6 +187,7 @@ def test_a_pin_left_by_a_killed_restore_binds_nobody_and_gc_removes_it(blobstore
     assert [r.checkpoint_id for r in cps.records(REF)] == [second.checkpoint_id]
     assert first.snapshot_id not in blob_keys(blobstore)
 
+    past_mtime_grain(blobstore)
     res = gc(GcOptions(grace_seconds=0), blobstore, cps)
     assert pins(blobstore) == []
     assert any("deleted 1 reader pins that no longer bind" in n for n in res.notes), res.notes
@@ -215,11 +218,13 @@ def test_a_pin_from_another_host_binds_until_it_expires(blobstore, tmp_path: Pat
                          timeout=60)
     assert dry.returncode == 0, dry.stderr
     assert f"snapshot {first.checkpoint_id} kept past retention" in dry.stderr, dry.stderr
+    past_mtime_grain(blobstore)
     res = gc(GcOptions(grace_seconds=0), blobstore, cps)  # the pin still binds: nothing of it goes
     assert needed <= blob_keys(blobstore) and res.snapshots_expired == 0
     assert len(read_pins(blobstore)) == 1
 
     time.sleep(max(0.0, expires - time.time()) + 0.5)
+    past_mtime_grain(blobstore)
     dry_res = gc(GcOptions(grace_seconds=0, dry_run=True), blobstore, cps)
     assert [(e.checkpoint_id, e.reason) for e in dry_res.expired] == \
         [(first.checkpoint_id, "older than the newest 1 kept (keep-last 1)")]
