@@ -55,7 +55,7 @@ from statectl.kafka.client import (
 )
 from statectl.formats.coordinator import active_of_standby
 from statectl.kafka.coordinator import CoordinatorStream
-from statectl.kafka.tails import read_tails
+from statectl.kafka.tails import check_in_range, read_tails
 from statectl.local.layout import store_dir
 from statectl.local.staged import discard_old, fsync_dirs, process_alive, swap_into_place
 from statectl.progress import NullProgress, ProgressReporter
@@ -408,15 +408,9 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
 
 
 def _check_in_range(consumer: Any, replica: Replica, bootstrap: str, offset: int | None) -> None:
-    """Raise OffsetOutOfRange when reading on after ``offset`` would skip records: the log now starts
-    after it (retention, compaction) or ends before it (the topic recreated)."""
-    if offset is None:
-        return  # from the log start: a compacted changelog holds the latest value of every key there
-    tail = read_tails(consumer, replica.changelog, [replica.partition], bootstrap, last=1)[replica.partition]
-    start = offset + 1
-    if start < tail.beginning or start > tail.end:
-        raise OffsetOutOfRange(f"the replica's next offset {start} is outside {replica.changelog}[{replica.partition}] "
-                               f"(offsets {tail.beginning} to {tail.end})")
+    """Raise OffsetOutOfRange when reading on after ``offset`` would skip records (kafka.tails)."""
+    if offset is not None:  # from the log start: a compacted changelog holds the latest value of every key there
+        check_in_range(consumer, replica.changelog, replica.partition, bootstrap, offset + 1)
 
 
 def _reseed(replica: Replica) -> None:

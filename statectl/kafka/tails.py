@@ -91,3 +91,16 @@ def read_tails(consumer: Any, topic: str, partitions: list[int], bootstrap: str,
         tails[p].end = position[p]
         tails[p].records = list(kept[p])
     return tails
+
+
+def check_in_range(consumer: Any, topic: str, partition: int, bootstrap: str, next_offset: int | None) -> Tail:
+    """Raise OffsetOutOfRange when reading ``topic[partition]`` on from ``next_offset`` would skip records:
+    the log now starts after it (retention, compaction) or ends before it (the topic recreated). None (from
+    the log start) is always in range. Returns the partition's Tail (its true end)."""
+    from statectl.kafka.client import OffsetOutOfRange
+
+    tail = read_tails(consumer, topic, [partition], bootstrap, last=1)[partition]
+    if next_offset is not None and not tail.beginning <= next_offset <= tail.end:
+        raise OffsetOutOfRange(f"the next offset {next_offset} is outside {topic}[{partition}] "
+                               f"(offsets {tail.beginning} to {tail.end})")
+    return tail

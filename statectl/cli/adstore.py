@@ -1,0 +1,226 @@
+"""statectl adstore load | versions | switch"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from statectl.cli.common import Env, exit_codes_epilog, state_command
+from statectl.errors import UsageError
+
+if TYPE_CHECKING:
+    from statectl.engine.adstore import FileLoadResult, LoadResult
+
+app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset (seed 003).",
+                  no_args_is_help=True, rich_markup_mode=None)
+
+WHERE = ("kafka", "job", "task", "store", "state_dir", "store_dir")
+
+
+def _seconds(value: str | None, flag: str) -> float | None:
+    from statectl.config import parse_seconds
+
+    if value is None:
+        return None
+    try:
+        return parse_seconds(value)
+    except ValueError as e:
+        raise UsageError(f"{flag} {value!r}: {e}") from None
+
+
+def _partitions(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise UsageError(f"--partitions {text!r}: expected numbers and ranges, e.g. 0,2,4-7")
+        out += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
+    return tuple(out)
+
+
+def _conf(values: list[str] | None) -> dict[str, str]:
+    out = {}
+    for v in values or []:
+        k, sep, val = v.partition("=")
+        if not sep or not k:
+            raise UsageError(f"--spark-conf {v!r}: expected KEY=VALUE")
+        out[k] = val
+    return out
+
+
+@app.command("load", epilog=(
+    "From a topic (--topic): one store per task, partition k -> 'Partition k' (or --broadcast: one store holding "
+    "every partition). Each store keeps its offsets in SIDE-INPUT-OFFSETS, as Samza keeps side-input offsets: a "
+    "load resumes where it stopped. A store found but not valid (older than --max-age, offsets off the topic, "
+    "damaged files) is rebuilt in a staged dir and swapped in. Bootstraps to the end offsets taken at start, then "
+    "exits; --follow keeps applying new records until SIGTERM (exit 0) or Ctrl-C (exit 130).\n\n"
+    "From files (--from-file): builds a new version beside the current one, seals it with a manifest, and switches "
+    "the store dir (a link) to it atomically; --keep-versions N keeps the N newest.\n\n"
+    "--spark: the bulk path: a Spark job (spark-submit, --master, local[*] by default) writes sorted SST files that "
+    "are ingested into a new store.\n\n"
+    "Examples:\n\n  statectl adstore load --kafka broker:9092 --topic members-cdc --store members --state-dir /var/samza/state "
+    "--key-field id\n\n  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
+    "--state-dir /var/samza/state --partitions 8\n\n"
+    + exit_codes_epilog(0, (1, "a record or row that cannot be extracted, brokers unreachable, a Spark job that failed"),
+                        2, (10, "no such topic, partition or dataset"), (11, "a process holds the store"),
+                        (13, "pyspark, Java or pyarrow missing"), 130)))
+@state_command(*WHERE)
+def load(
+    env: Env,
+    topic: Annotated[Optional[str], typer.Option("--topic", help="Fill from this topic.", show_default=False)] = None,
+    from_file: Annotated[Optional[Path], typer.Option("--from-file", help="Fill from this file or dir (Parquet, JSON "
+                                                      "lines, CSV) as a new version.", show_default=False)] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", help="parquet, jsonl or csv (default: from the file "
+                                               "names).", show_default=False)] = None,
+    broadcast: Annotated[bool, typer.Option("--broadcast", help="One store holding every partition (the store dir "
+                                            "of --task, or --store-dir).")] = False,
+    partitions: Annotated[Optional[str], typer.Option(
+        "--partitions", help="Topic: only these partitions (e.g. 0,2,4-7). Files: this many partitioned stores "
+                             "(Kafka's partitioner over the key).", show_default=False)] = None,
+    key_field: Annotated[Optional[str], typer.Option("--key-field", help="Key: this field (a.b.c) of the JSON "
+                                                     "value (default: the record key).", show_default=False)] = None,
+    value_field: Annotated[Optional[str], typer.Option("--value-field", help="Value: this field of the JSON value "
+                                                       "(default: the whole value).", show_default=False)] = None,
+    extractor: Annotated[Optional[str], typer.Option("--extractor", help="module:callable turning a record into "
+                                                     "(key, value), or None to skip it.", show_default=False)] = None,
+    key_column: Annotated[Optional[str], typer.Option("--key-column", help="Files: the key column.",
+                                                      show_default=False)] = None,
+    value_column: Annotated[Optional[str], typer.Option("--value-column", help="Files: the value column (default: a "
+                                                        "JSON object of the other columns).", show_default=False)] = None,
+    value_columns: Annotated[Optional[str], typer.Option("--value-columns", help="Files: the value as a JSON object "
+                                                         "of these columns (a,b,c).", show_default=False)] = None,
+    follow: Annotated[bool, typer.Option("--follow", help="Topic: after the bootstrap, keep applying new records "
+                                         "until stopped.")] = False,
+    max_age: Annotated[Optional[str], typer.Option("--max-age", help="Topic: rebuild a store whose newest file is "
+                                                   "older than this (e.g. 7d).", show_default=False)] = None,
+    keep_versions: Annotated[int, typer.Option("--keep-versions", help="Files: versions kept per store, the current "
+                                               "one included.")] = 2,
+    spark: Annotated[bool, typer.Option("--spark", help="Build on Spark (the bulk path).")] = False,
+    master: Annotated[str, typer.Option("--master", help="Spark master: local[*], yarn, k8s://..., "
+                                        "spark://...")] = "local[*]",
+    spark_conf: Annotated[Optional[list[str]], typer.Option("--spark-conf", help="KEY=VALUE for spark-submit "
+                                                            "(repeatable).", show_default=False)] = None,
+) -> None:
+    """Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)."""
+    from statectl.formats.adstore import KeyValueSpec
+
+    s = env.settings
+    if (topic is None) == (from_file is None):
+        raise UsageError("adstore load needs --topic or --from-file (one of them)")
+    if not s.store:
+        raise UsageError("adstore load needs --store")
+    cols = tuple(c.strip() for c in value_columns.split(",") if c.strip()) if value_columns else ()
+    spec = KeyValueSpec(key_field, value_field, extractor, key_column, value_column, cols)
+    store_dir = Path(env.flags.store_dir) if env.flags.store_dir else None
+    state_dir = Path(s.state_dir) if s.state_dir else None
+    spark_opts = None
+    if spark:
+        from statectl.engine.adstore import SparkOptions
+
+        spark_opts = SparkOptions(master=master, conf=_conf(spark_conf),
+                                  blobstore=env.session.blobstore if not master.startswith("local") else None)
+    if topic is not None:
+        if from_file is not None or fmt or keep_versions != 2:
+            raise UsageError("--format and --keep-versions are for --from-file")
+        from statectl.engine.adstore import TopicLoadOptions, load_topic
+
+        if not s.kafka:
+            raise UsageError("adstore load --topic needs --kafka")
+        if follow and spark:
+            raise UsageError("--follow applies records one by one: it does not combine with --spark")
+        opts = TopicLoadOptions(s.kafka, topic, s.store, state_dir, broadcast=broadcast, task=s.task,
+                                store_dir=store_dir, partitions=_partitions(partitions), spec=spec, follow=follow,
+                                max_age_s=_seconds(max_age, "--max-age"), security=env.session.kafka_security)
+        stop = threading.Event()
+        interrupted: list[int] = []
+
+        def on_signal(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
+            interrupted.append(signum)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        r = load_topic(opts, stop=stop, progress=env.progress, spark=spark_opts)
+        env.emit(r, _topic_text(r))
+        if interrupted and interrupted[0] == signal.SIGINT:
+            raise typer.Exit(130)
+        return
+    if follow or max_age:
+        raise UsageError("--follow and --max-age are for --topic")
+    if broadcast:
+        raise UsageError("--broadcast is for --topic: a file dataset builds one store unless --partitions N")
+    from statectl.engine.adstore import FileLoadOptions, load_file
+
+    n = None
+    if partitions is not None:
+        if not partitions.isdigit():
+            raise UsageError("--partitions with --from-file is a number of stores")
+        n = int(partitions)
+    fr = load_file(FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir,
+                                   partitions=n, spec=spec, keep_versions=keep_versions),
+                   progress=env.progress, spark=spark_opts)
+    env.emit(fr, _file_text(fr))
+
+
+def _topic_text(r: LoadResult) -> str:
+    lines = []
+    for st in r.stores:
+        why = f" ({st.reason})" if st.reason else ""
+        lines.append(f"{st.store_dir}: {st.case}{why}; {st.records} records; offsets "
+                     + ", ".join(f"{k}={v}" for k, v in st.offsets.items()))
+    lines.append(f"loaded {r.records} records ({r.bytes} bytes) from {r.topic} in {r.duration_s:.1f}s"
+                 + (f"; skipped {r.skipped}" if r.skipped else ""))
+    return "\n".join(lines)
+
+
+def _file_text(r: FileLoadResult) -> str:
+    lines = [f"{st.store_dir}: version {st.version} ({st.keys} keys, checksum {st.checksum}) is current"
+             + (f", was {st.previous}" if st.previous is not None else "")
+             + (f"; deleted versions {', '.join(map(str, st.deleted_versions))}" if st.deleted_versions else "")
+             for st in r.stores]
+    lines.append(f"loaded {r.rows} rows from {r.source} with {r.built_with} in {r.duration_s:.1f}s")
+    return "\n".join(lines)
+
+
+def _store(env: Env) -> Path:
+    from statectl.local.layout import store_dir
+
+    if env.flags.store_dir:
+        return Path(env.flags.store_dir)
+    s = env.settings
+    if not (s.state_dir and s.store):
+        raise UsageError("name the store: --state-dir, --store and --task, or --store-dir")
+    return store_dir(Path(s.state_dir), s.store, s.task)
+
+
+@app.command("versions", epilog="Example:\n\n  statectl adstore versions --state-dir /var/samza/state --store members "
+             "--task 'Partition 3'\n\n" + exit_codes_epilog(0, 2, (10, "no versions")))
+@state_command("task", "store", "state_dir", "store_dir")
+def versions_cmd(env: Env) -> None:
+    """The sealed versions of a store loaded from files, the current one marked."""
+    from statectl.engine.adstore import versions
+
+    r = versions(_store(env))
+    lines = [f"{'*' if v.current else ' '} {v.version:>4}  {v.created or '-':20}  {v.keys if v.keys is not None else '-':>10} keys"
+             f"  {v.built_with or '-':5}  {v.problem or v.source or ''}" for v in r.versions]
+    env.emit(r, "\n".join(lines))
+
+
+@app.command("switch", epilog="Without --version: back to the newest version older than the current one.\n\n"
+             "Example:\n\n  statectl adstore switch --state-dir /var/samza/state --store members --version 3\n\n"
+             + exit_codes_epilog(0, 2, (10, "no such sealed version")))
+@state_command("task", "store", "state_dir", "store_dir")
+def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
+        "--version", help="The version to make current (default: roll back one).", show_default=False)] = None) -> None:
+    """Point a store at another sealed version atomically (a rollback, or forward again)."""
+    from statectl.engine.adstore import switch_version
+
+    r = switch_version(_store(env), version)
+    env.emit(r, f"{r.store_dir}: version {r.version} is current (was {r.previous})")

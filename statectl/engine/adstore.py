@@ -1,0 +1,739 @@
+"""adstore: read-only (adjunct) stores filled from a topic or a file dataset (seed 003).
+
+From a topic (:func:`load_topic`): partitioned, one store per task (partition k -> ``Partition k``, the
+seed's choice #3), or broadcast, one store holding every partition. Each record becomes an entry as
+formats.adstore.KeyValueSpec says; a null value deletes. After each flush (the WAL synced) the store's
+``SIDE-INPUT-OFFSETS`` records, per partition, the offset of the newest record applied, as Samza keeps
+side-input offsets: a load resumes after it, and a kill at any moment loses nothing and skips nothing.
+Recovery is the seed's table, per store: no store -> create it and bootstrap; a store found but not
+valid (its newest file older than ``max_age``, its offsets off the topic, its offsets file or its files
+damaged) -> rebuild it in a staged dir and swap it in (local.staged); valid -> continue from its offsets.
+Bootstrap reads every partition to the end it had when the load started; ``follow`` then applies new
+records until ``stop`` is set.
+
+From a file dataset (:func:`load_file`): a new version is built beside the current one (local.versions),
+sealed with a manifest (rows read, keys, key range, checksum of the entries), and switched to; older
+versions beyond ``keep_versions`` are deleted. With ``spark`` the version (or, from a topic, the staged
+store) is built from SST files a Spark job wrote (statectl.spark), ingested into a new store.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError
+from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
+from statectl.formats.checkpoint import SSP
+from statectl.formats.offsets import SIDE_INPUT_OFFSETS, OffsetFileError, read_offsets, write_offsets
+from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
+from statectl.local.layout import store_dir
+from statectl.local.staged import StagedStore, remove_dead_temp_dirs
+from statectl.progress import NullProgress, ProgressReporter
+
+FLUSH_RECORDS = 500_000  # sync the WAL and record the offsets at least this often...
+FLUSH_SECONDS = 2.0      # ...and at least this often while records come
+CREATED, RESUMED, REBUILT = "created", "resumed", "rebuilt"
+
+
+class AdstoreExtractError(StatectlError):
+    """A record or row the key/value spec cannot turn into an entry; the message names where it is.
+    What came before it is applied and recorded; it and what follows are not."""
+
+
+@dataclass(frozen=True)
+class SparkOptions:
+    """The bulk path: spark-submit to ``master`` with ``conf``; ``blobstore`` (a BlobStore) carries the SST
+    files from the executors when they do not share this host's disk (None: they write to a local dir)."""
+
+    master: str = "local[*]"
+    conf: dict[str, str] = field(default_factory=dict)
+    blobstore: Any = None
+
+
+@dataclass(frozen=True)
+class TopicLoadOptions:
+    """Load ``topic`` into ``store`` under ``state_dir``: partitioned (store ``Partition k`` for each of
+    ``partitions``, default all) or ``broadcast`` into ``store_dir`` (default: the store dir of ``task``).
+    ``max_age_s``: a store whose newest file is older is rebuilt. ``system``: the offsets file's system
+    name."""
+
+    bootstrap: str
+    topic: str
+    store: str
+    state_dir: Path | None = None
+    broadcast: bool = False
+    task: str = "Partition 0"
+    store_dir: Path | None = None
+    partitions: tuple[int, ...] | None = None
+    spec: KeyValueSpec = KeyValueSpec()
+    follow: bool = False
+    max_age_s: float | None = None
+    system: str = "kafka"
+    security: KafkaSecurity | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def validate(self) -> None:
+        if not self.bootstrap:
+            raise UsageError("adstore load --topic needs Kafka brokers", hint="pass --kafka HOST:PORT[,..]")
+        if not self.store:
+            raise UsageError("adstore load needs --store")
+        if self.store_dir is None and self.state_dir is None:
+            raise UsageError("adstore load needs --state-dir (or --store-dir with --broadcast)")
+        if self.store_dir is not None and not self.broadcast:
+            raise UsageError("--store-dir names one store: use it with --broadcast, or pass --state-dir")
+        if self.max_age_s is not None and self.max_age_s <= 0:
+            raise UsageError("--max-age must be positive")
+        if not self.system or "." in self.system:
+            raise UsageError(f"invalid system name {self.system!r}")
+        if self.partitions is not None and any(p < 0 for p in self.partitions):
+            raise UsageError("partitions must be 0 or more")
+        _check_spec(self.spec, topic=True)
+
+
+def _check_spec(spec: KeyValueSpec, *, topic: bool) -> None:
+    if topic:
+        if spec.key_column or spec.value_column or spec.value_columns:
+            raise UsageError("--key-column/--value-column are for --from-file; a topic takes --key-field, "
+                             "--value-field or --extractor")
+        if spec.extractor and (spec.key_field or spec.value_field):
+            raise UsageError("--extractor replaces --key-field/--value-field: pass one or the other")
+    else:
+        if spec.key_field or spec.value_field or spec.extractor:
+            raise UsageError("--key-field/--value-field/--extractor are for --topic; a file takes --key-column "
+                             "and --value-column or --value-columns")
+        if not spec.key_column:
+            raise UsageError("--from-file needs --key-column")
+        if spec.value_column and spec.value_columns:
+            raise UsageError("--value-column and --value-columns exclude each other")
+
+
+@dataclass
+class StoreLoad:
+    """What a load did to one store: ``case`` is created / resumed / rebuilt (``reason`` says why),
+    ``offsets`` the newest offset applied per partition."""
+
+    store_dir: str
+    partitions: list[int]
+    case: str
+    reason: str | None = None
+    records: int = 0
+    bytes: int = 0
+    offsets: dict[str, int | None] = field(default_factory=dict)
+
+
+@dataclass
+class LoadResult:
+    """``records`` applied (puts and deletes) and their key + value ``bytes``; per store what happened."""
+
+    topic: str | None
+    records: int = 0
+    bytes: int = 0
+    skipped: int = 0
+    duration_s: float = 0.0
+    stores: list[StoreLoad] = field(default_factory=list)
+    offsets: dict[str, int | None] = field(default_factory=dict)
+    version: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Target:
+    path: Path
+    partitions: list[int]
+    load: StoreLoad
+    offsets: dict[int, int | None] = field(default_factory=dict)
+    staged: StagedStore | None = None
+    db: Any = None
+    pending: int = 0
+
+    @property
+    def write_path(self) -> Path:
+        return self.staged.path if self.staged is not None else self.path
+
+
+# -- from a topic ----------------------------------------------------------------------------------
+
+
+def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
+               progress: ProgressReporter | None = None,
+               spark: Callable[[list[tuple[Path, list[int]]], dict[int, tuple[int, int]]], Any] | None = None) -> LoadResult:
+    """Bootstrap (and with ``follow``, keep applying) the topic into its stores (see the module doc).
+
+    Raises UsageError for bad options or a store whose offsets file names another topic; NotFoundError
+    (exit 10) when the topic or a partition does not exist; LockHeldError (exit 11) when a process holds
+    a store; AdstoreExtractError (exit 1) for a record the spec cannot handle (the store keeps what came
+    before it, with its offsets; a store being rebuilt is left as it was); StatectlError when the brokers
+    cannot be reached; DiskFullError. ``stop`` (SIGTERM, Ctrl-C) ends the load after a flush."""
+    opts.validate()
+    progress = progress or NullProgress()
+    stop = stop or threading.Event()
+    began = time.monotonic()
+    from statectl.kafka.client import open_consumer, partition_count
+
+    consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
+    result = LoadResult(opts.topic)
+    targets: list[_Target] = []
+    try:
+        n = partition_count(consumer, opts.topic, opts.bootstrap)
+        if n is None:
+            raise NotFoundError(f"topic {opts.topic} does not exist on {opts.bootstrap}",
+                                hint="check the topic name and --kafka")
+        parts = sorted(set(opts.partitions)) if opts.partitions is not None else list(range(n))
+        missing = [p for p in parts if p >= n]
+        if missing:
+            raise NotFoundError(f"topic {opts.topic} has {n} partition{'s' if n != 1 else ''}; there is no "
+                                f"partition {missing[0]}", hint=f"pass partitions between 0 and {n - 1}")
+        targets = _targets(opts, parts)
+        extract = opts.spec.record_extractor() if (opts.spec.extractor or opts.spec.key_field
+                                                   or opts.spec.value_field) else None
+        for t in targets:
+            _assess(t, opts, consumer)
+            if t.load.reason:
+                progress.note(f"{t.path}: {t.load.case}: {t.load.reason}")
+        if spark is not None:
+            _spark_topic(targets, opts, consumer, spark, progress)
+        else:
+            _bootstrap(targets, opts, consumer, extract, stop, progress, result)
+        for t in targets:
+            if t.staged is not None and not stop.is_set():  # an interrupted rebuild is thrown away
+                _close(t, opts)
+                from statectl.rocks.store import check_not_held
+
+                if t.path.exists():
+                    check_not_held(t.path)
+                t.staged.commit()
+                result.notes += t.staged.notes
+                t.staged.__exit__(None, None, None)
+                t.staged = None
+        if opts.follow and not stop.is_set():
+            _follow(targets, opts, extract, stop, progress, result)
+    except ExtractError as e:  # loading the extractor failed
+        raise UsageError(str(e)) from None
+    finally:
+        for t in targets:
+            _close(t, opts, quietly=True)
+            if t.staged is not None:
+                t.staged.__exit__(None, None, None)
+        consumer.close()
+    for t in targets:
+        result.stores.append(t.load)
+        for p in t.partitions:
+            result.offsets[SSP(opts.system, opts.topic, p).key()] = t.offsets.get(p)
+        t.load.offsets = {SSP(opts.system, opts.topic, p).key(): t.offsets.get(p) for p in t.partitions}
+    result.records = sum(t.load.records for t in targets)
+    result.bytes = sum(t.load.bytes for t in targets)
+    result.duration_s = round(time.monotonic() - began, 3)
+    result.notes = list(getattr(progress, "notes", [])) + result.notes
+    return result
+
+
+def _targets(opts: TopicLoadOptions, parts: list[int]) -> list[_Target]:
+    if opts.broadcast:
+        path = Path(opts.store_dir) if opts.store_dir is not None else store_dir(Path(opts.state_dir), opts.store,
+                                                                                  opts.task)
+        return [_Target(path.absolute(), parts, StoreLoad(str(path.absolute()), parts, CREATED))]
+    out = []
+    for p in parts:
+        path = store_dir(Path(opts.state_dir), opts.store, f"Partition {p}").absolute()
+        out.append(_Target(path, [p], StoreLoad(str(path), [p], CREATED)))
+    return out
+
+
+def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
+    """The seed's recovery table for one store: sets ``t.load.case`` (and ``reason``), ``t.offsets``, and
+    for a rebuild a StagedStore to build into."""
+    from statectl.kafka.tails import check_in_range
+    from statectl.rocks.store import check_not_held, is_store
+
+    if os.path.islink(t.path):
+        raise UsageError(f"{t.path} is a versioned adstore (loaded from files), not a topic's store",
+                         hint="load the topic into another --store")
+    if not t.path.exists():
+        t.load.case = CREATED
+        return
+    check_not_held(t.path)  # a job holds it: never rebuild a store under it
+    reason = None
+    offsets: dict[int, int | None] = {}
+    if not is_store(t.path):
+        reason = "its files are damaged (no CURRENT/MANIFEST)"
+    else:
+        try:
+            found = read_offsets(t.path / SIDE_INPUT_OFFSETS)
+        except FileNotFoundError:
+            found, reason = {}, f"it has no {SIDE_INPUT_OFFSETS} file"
+        except (OSError, OffsetFileError) as e:
+            found, reason = {}, f"its {SIDE_INPUT_OFFSETS} file is damaged ({e})"
+        foreign = [s.key() for s in found if (s.system, s.stream) != (opts.system, opts.topic)]
+        if foreign:
+            raise UsageError(f"{t.path} holds offsets of {', '.join(foreign[:3])}, not of topic {opts.topic}",
+                             hint="load into another --store, or delete that store first")
+        if reason is None:
+            for ssp, value in found.items():
+                if ssp.partition in t.partitions:
+                    try:
+                        offsets[ssp.partition] = None if value is None else int(value)
+                    except ValueError:
+                        reason = f"its {SIDE_INPUT_OFFSETS} holds {value!r} for partition {ssp.partition}"
+        if reason is None and opts.max_age_s is not None:
+            newest = _newest_mtime(t.path)
+            age = time.time() - newest
+            if age > opts.max_age_s:
+                reason = f"it is stale: its newest file is {age:.0f}s old, more than --max-age {opts.max_age_s:g}s"
+        if reason is None:
+            for p, off in offsets.items():
+                try:
+                    check_in_range(consumer, opts.topic, p, opts.bootstrap, None if off is None else off + 1)
+                except OffsetOutOfRange as e:
+                    reason = f"its offsets fell off the topic ({e})"
+                    break
+        if reason is None:
+            try:
+                from statectl.rocks.live import LiveStore
+
+                LiveStore(t.path).close()
+            except LockHeldError:
+                raise
+            except StatectlError as e:
+                reason = f"its files are damaged ({e})"
+    if reason is None:
+        t.load.case = RESUMED
+        t.offsets = offsets
+        return
+    t.load.case, t.load.reason = REBUILT, reason
+    remove_dead_temp_dirs(t.path)
+    t.staged = StagedStore(t.path, what="adstore rebuild", disk_full=lambda: _disk_full(t.path), sync="dirs")
+    t.staged.__enter__()
+
+
+def _newest_mtime(path: Path) -> float:
+    newest = path.stat().st_mtime
+    for p in path.iterdir():
+        try:
+            newest = max(newest, p.stat().st_mtime)
+        except OSError:
+            pass
+    return newest
+
+
+def _open(t: _Target) -> None:
+    if t.db is None:
+        from statectl.rocks.live import LiveStore
+
+        t.write_path.parent.mkdir(parents=True, exist_ok=True)
+        t.db = LiveStore(t.write_path)
+
+
+def _record(t: _Target, opts: TopicLoadOptions) -> None:
+    """Sync the WAL, then write the offsets (they never claim more than is durable)."""
+    if t.db is None:
+        return
+    try:
+        t.db.db.flush_wal(True)
+    except Exception as e:
+        raise _rocks_error(t, e) from e
+    write_offsets(t.write_path / SIDE_INPUT_OFFSETS,
+                  {SSP(opts.system, opts.topic, p): None if off is None else str(off)
+                   for p, off in sorted(t.offsets.items())})
+    t.pending = 0
+
+
+def _close(t: _Target, opts: TopicLoadOptions, *, quietly: bool = False) -> None:
+    if t.db is None:
+        return
+    try:
+        if not quietly:
+            _record(t, opts)
+        t.db.close()
+    except BaseException:
+        if not quietly:
+            raise
+    finally:
+        t.db = None
+
+
+def _rocks_error(t: _Target, e: Exception) -> Exception:
+    msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if "no space left" in msg.lower():
+        return _disk_full(t.path)
+    return StatectlError(f"RocksDB write in {t.write_path} failed: {msg}")
+
+
+def _apply(t: _Target, records: list[Any], extract: Any, opts: TopicLoadOptions, result: LoadResult) -> None:
+    """Apply one poll's records of one partition in a WriteBatch; on an extractor error, apply those
+    before the bad record, record the offsets, and raise AdstoreExtractError."""
+    import rocksdict
+
+    wb = rocksdict.WriteBatch(raw_mode=True)
+    n = nbytes = 0
+    last = None
+    failure: AdstoreExtractError | None = None
+    for r in records:
+        if extract is None:
+            key, value = r.key, r.value
+            if key is None:
+                result.skipped += 1
+                last = r.offset
+                continue
+        else:
+            try:
+                kv = extract(AdRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value))
+            except Exception as e:  # noqa: BLE001 - the user's extractor: any error names the record
+                failure = AdstoreExtractError(
+                    f"topic {opts.topic} partition {r.partition} offset {r.offset}: cannot extract key and value "
+                    f"({opts.spec.describe()}): {type(e).__name__ + ': ' if not isinstance(e, ExtractError) else ''}"
+                    f"{e}", hint="fix the record or the extractor; the load resumes at this record")
+                break
+            last = r.offset
+            if kv is None:
+                result.skipped += 1
+                continue
+            key, value = kv
+        last = r.offset
+        if value is None:
+            wb.delete(key)
+            nbytes += len(key)
+        else:
+            wb.put(key, value)
+            nbytes += len(key) + len(value)
+        n += 1
+    try:
+        t.db.db.write(wb)
+    except Exception as e:
+        raise _rocks_error(t, e) from e
+    if last is not None:
+        t.offsets[records[0].partition] = last
+    t.pending += n
+    t.load.records += n
+    t.load.bytes += nbytes
+    if failure is not None:
+        _record(t, opts)
+        raise failure
+
+
+def _bootstrap(targets: list[_Target], opts: TopicLoadOptions, consumer: Any, extract: Any,
+               stop: threading.Event, progress: ProgressReporter, result: LoadResult) -> None:
+    """Read every partition to its end (as the load began), store by store, on one consumer."""
+    from statectl.kafka.client import PartitionReader
+
+    total = sum(len(t.partitions) for t in targets)
+    progress.start(f"loading {opts.topic}", 0, total)
+    try:
+        for t in targets:
+            _open(t)
+            last_flush = time.monotonic()
+            for p in t.partitions:
+                if stop.is_set():
+                    break
+                reader = PartitionReader(consumer, opts.topic, p, opts.bootstrap)
+                off = t.offsets.get(p)
+                reader.seek(None if off is None else off + 1)
+                for batch in reader.batches():
+                    before = t.load.bytes
+                    _apply(t, batch, extract, opts, result)
+                    progress.advance(t.load.bytes - before)
+                    now = time.monotonic()
+                    if t.pending >= FLUSH_RECORDS or now - last_flush >= FLUSH_SECONDS:
+                        _record(t, opts)
+                        last_flush = now
+                    if stop.is_set():
+                        break
+                progress.file_done()
+            _record(t, opts)
+            if t.staged is not None and stop.is_set():
+                break  # an interrupted rebuild is thrown away: the old store stays as it was
+            _close(t, opts)
+    finally:
+        progress.stop()
+
+
+def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: threading.Event,
+            progress: ProgressReporter, result: LoadResult) -> None:
+    """Keep applying new records of every partition until ``stop``: a reader (and consumer) per partition,
+    polled in turn; each store's offsets are recorded after each flush."""
+    from statectl.kafka.client import PartitionReader, open_consumer
+
+    readers: list[tuple[_Target, Iterator[list[Any]], Any]] = []
+    poll_ms = max(20, 300 // max(1, sum(len(t.partitions) for t in targets)))
+    try:
+        for t in targets:
+            _open(t)
+            for p in t.partitions:
+                c = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
+                reader = PartitionReader(c, opts.topic, p, opts.bootstrap, empty_poll_ms=poll_ms)
+                off = t.offsets.get(p)
+                reader.seek(None if off is None else off + 1)
+                readers.append((t, reader.batches(follow=True), c))
+        progress.note(f"following {opts.topic}: caught up; applying new records until stopped")
+        last_flush = time.monotonic()
+        while not stop.is_set():
+            for t, gen, _ in readers:
+                batch = next(gen)
+                if batch:
+                    _apply(t, batch, extract, opts, result)
+                if stop.is_set():
+                    break
+            now = time.monotonic()
+            if now - last_flush >= FLUSH_SECONDS or any(t.pending >= FLUSH_RECORDS for t in targets):
+                for t in targets:
+                    if t.pending:
+                        _record(t, opts)
+                last_flush = now
+    finally:
+        for t in targets:
+            try:
+                _close(t, opts)
+            except StatectlError:
+                pass
+        for _, gen, c in readers:
+            gen.close()
+            c.close()
+
+
+def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, consumer: Any, spark: Any,
+                 progress: ProgressReporter) -> None:
+    raise UsageError("--spark from a topic is not wired yet")  # replaced below when the Spark path lands
+
+
+def _disk_full(path: Path) -> DiskFullError:
+    return DiskFullError(f"no space left on device loading {path}; a store being rebuilt is left as it was",
+                         hint=f"free some space in {path.parent}")
+
+
+# -- from a file dataset ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileLoadOptions:
+    """Load the dataset at ``path`` as a new version of ``store``: broadcast (one store, ``store_dir`` or
+    the store dir of ``task``) or ``partitions`` stores ``Partition k`` (rows by Kafka's partitioner over
+    the key bytes). ``keep_versions``: sealed versions kept per store (the current one always)."""
+
+    path: Path
+    store: str
+    state_dir: Path | None = None
+    fmt: str | None = None
+    task: str = "Partition 0"
+    store_dir: Path | None = None
+    partitions: int | None = None
+    spec: KeyValueSpec = KeyValueSpec()
+    keep_versions: int = 2
+    batch_rows: int = 10_000
+
+    def validate(self) -> None:
+        if not self.store:
+            raise UsageError("adstore load needs --store")
+        if self.store_dir is None and self.state_dir is None:
+            raise UsageError("adstore load needs --state-dir (or --store-dir)")
+        if self.store_dir is not None and self.partitions is not None:
+            raise UsageError("--store-dir names one store; --partitions makes several under --state-dir")
+        if self.partitions is not None and self.partitions < 1:
+            raise UsageError("--partitions must be at least 1")
+        if self.keep_versions < 1:
+            raise UsageError("--keep-versions must be at least 1")
+        _check_spec(self.spec, topic=False)
+
+    def store_dirs(self) -> list[Path]:
+        if self.partitions is None:
+            path = Path(self.store_dir) if self.store_dir is not None else store_dir(Path(self.state_dir),
+                                                                                      self.store, self.task)
+            return [path.absolute()]
+        return [store_dir(Path(self.state_dir), self.store, f"Partition {k}").absolute()
+                for k in range(self.partitions)]
+
+
+@dataclass
+class VersionLoad:
+    store_dir: str
+    version: int
+    rows: int
+    keys: int
+    first_key: str | None
+    last_key: str | None
+    checksum: str
+    previous: int | None
+    deleted_versions: list[int] = field(default_factory=list)
+
+
+@dataclass
+class FileLoadResult:
+    """``rows`` read, ``records`` written (rows, less none: every row is a put), ``version`` made current
+    in every store, and per store its manifest's figures."""
+
+    source: str
+    rows: int
+    records: int
+    bytes: int
+    version: int
+    built_with: str
+    duration_s: float
+    stores: list[VersionLoad] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None,
+              spark: Callable[[list["VersionBuild"], Path], Any] | None = None) -> FileLoadResult:
+    """Build, seal and switch to a new version of every target store from the file dataset (see the
+    module doc). The current versions are untouched until each new one is sealed; a failure leaves no
+    new version behind. Raises UsageError for bad options or a target that is a plain store dir;
+    NotFoundError for a missing dataset; AdstoreExtractError for a row without its key; DatasetError for
+    a malformed file; MissingDependencyError (13) for Parquet without pyarrow; DiskFullError."""
+    opts.validate()
+    progress = progress or NullProgress()
+    began = time.monotonic()
+    from contextlib import ExitStack
+
+    from statectl.local.datasets import iter_rows, open_dataset
+    from statectl.local.versions import VersionBuild, current_version, next_number, prune, remove_dead_builds, switch
+
+    ds = open_dataset(Path(opts.path), opts.fmt)
+    dirs = opts.store_dirs()
+    for d in dirs:
+        current_version(d)  # refuses a plain store dir before anything is built
+        if d.exists() and not d.is_symlink():
+            raise UsageError(f"{d} is not a versioned adstore")
+    rows = records = nbytes = 0
+    digests: list[Digest] = []
+    with ExitStack() as stack:
+        for d in dirs:
+            remove_dead_builds(d)
+        number = max(next_number(d) for d in dirs)
+        builds = [stack.enter_context(VersionBuild(d, at_least=number)) for d in dirs]
+        number = max(b.number for b in builds)
+        if spark is not None:
+            built = spark(builds, ds.path)
+            rows, digests, built_with = built.rows, built.digests, "spark"
+            records = rows
+        else:
+            built_with = "put"
+            rows, records, nbytes = _put_rows(ds, iter_rows(ds), builds, opts, progress)
+            from statectl.rocks.sst import scan_digest
+
+            digests = [scan_digest(b.path) for b in builds]
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        sealed = []
+        for b, digest in zip(builds, digests):
+            manifest = VersionManifest(b.number, str(ds.path), rows if len(builds) == 1 else digest.keys, digest,
+                                       created, built_with, {"format": ds.fmt})
+            b.seal(manifest)
+            sealed.append((b, digest))
+    result = FileLoadResult(str(ds.path), rows, records, nbytes, number, built_with, 0.0)
+    for b, digest in sealed:
+        previous = switch(b.store, b.number)
+        gone = prune(b.store, opts.keep_versions)
+        result.stores.append(VersionLoad(str(b.store), b.number, rows if len(sealed) == 1 else digest.keys,
+                                         digest.keys, digest.as_json()["first_key"], digest.as_json()["last_key"],
+                                         digest.as_json()["checksum"], previous, gone))
+    result.duration_s = round(time.monotonic() - began, 3)
+    result.notes = list(getattr(progress, "notes", []))
+    return result
+
+
+def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds: list[Any], opts: FileLoadOptions,
+              progress: ProgressReporter) -> tuple[int, int, int]:
+    """Write every row into its build's store (one store, or the one Kafka's partitioner picks for its
+    key), in WriteBatches of ``batch_rows``; return (rows, records, bytes)."""
+    from statectl.rocks.writer import StoreWriter
+
+    writers = [StoreWriter(b.path) for b in builds]
+    pending: list[list[tuple[bytes, bytes | None]]] = [[] for _ in builds]
+    n = nbytes = 0
+    ok = False
+    progress.start(f"loading {ds.path}", 0, len(ds.files))
+    current_file = None
+    try:
+        for f, i, row in rows:
+            if f is not current_file:
+                if current_file is not None:
+                    progress.file_done()
+                current_file = f
+            try:
+                key, value = opts.spec.row_entry(row)
+            except ExtractError as e:
+                raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-column") from None
+            k = 0 if len(builds) == 1 else partition_of(key, len(builds))
+            pending[k].append((key, value))
+            n += 1
+            nbytes += len(key) + len(value)
+            if len(pending[k]) >= opts.batch_rows:
+                writers[k].apply(pending[k])
+                pending[k] = []
+        for k, w in enumerate(writers):
+            if pending[k]:
+                w.apply(pending[k])
+        if current_file is not None:
+            progress.file_done()
+        ok = True
+    finally:
+        progress.stop()
+        for w in writers:
+            w.close(flush=ok)
+    return n, n, nbytes
+
+
+# -- versions --------------------------------------------------------------------------------------
+
+
+@dataclass
+class VersionInfo:
+    version: int
+    current: bool
+    created: str | None
+    rows: int | None
+    keys: int | None
+    checksum: str | None
+    built_with: str | None
+    source: str | None
+    problem: str | None = None
+
+
+@dataclass
+class VersionsResult:
+    store_dir: str
+    current: int | None
+    versions: list[VersionInfo] = field(default_factory=list)
+
+
+def versions(store: Path) -> VersionsResult:
+    """The sealed versions of a versioned store, oldest first. NotFoundError when it has none."""
+    from statectl.local.versions import current_version, list_versions
+
+    store = Path(store).absolute()
+    found = list_versions(store)
+    if not found:
+        raise NotFoundError(f"{store} has no versions", hint="build one with adstore load --from-file")
+    out = VersionsResult(str(store), current_version(store))
+    for v in found:
+        m = v.manifest
+        out.versions.append(VersionInfo(v.number, v.current, m.created if m else None, m.rows if m else None,
+                                        m.digest.keys if m else None, f"{m.digest.checksum:016x}" if m else None,
+                                        m.built_with if m else None, m.source if m else None, v.problem))
+    return out
+
+
+@dataclass
+class SwitchResult:
+    store_dir: str
+    version: int
+    previous: int | None
+
+
+def switch_version(store: Path, version: int | None = None) -> SwitchResult:
+    """Make ``version`` current (None: the newest version older than the current one: a rollback).
+    NotFoundError when there is no such sealed version."""
+    from statectl.local.versions import current_version, list_versions, switch
+
+    store = Path(store).absolute()
+    if version is None:
+        current = current_version(store)
+        older = [v.number for v in list_versions(store) if current is not None and v.number < current
+                 and v.manifest is not None]
+        if not older:
+            raise NotFoundError(f"{store} has no version older than its current one ({current}) to roll back to")
+        version = older[-1]
+    previous = switch(store, version)
+    return SwitchResult(str(store), version, previous)

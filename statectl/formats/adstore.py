@@ -1,0 +1,340 @@
+"""Adjunct (read-only) stores (seed 003): what a record or a row becomes in the store, Kafka's partitioner,
+and the sealed version's manifest. Pure Python: the put path and the Spark executors run the same code, so
+both build the same store, key for key.
+
+Key and value of a topic record (:class:`KeyValueSpec`): the record's own bytes by default; ``key_field`` /
+``value_field``: a dotted path into the record's value parsed as JSON; ``extractor``: ``module:callable``,
+the seed's KeyValueExtractor. The callable gets an :class:`AdRecord` and returns ``(key, value)`` (a None
+value deletes the key) or None to skip the record; a class is instantiated once (with no arguments) and
+then called, or, when it has ``get_key`` and ``get_value`` (the seed's interface), asked for both.
+
+A row of a file dataset (a dict, column -> value): the key is ``key_column``; the value is ``value_column``
+(a null stored as empty bytes: a file row never deletes), or else a JSON object of ``value_columns``
+(default: every column but the key, in the dataset's order).
+
+Bytes from values (:func:`to_bytes`): bytes as they are, a str as UTF-8, None as None, anything else as
+compact JSON (``ensure_ascii=False``; dates and times as ISO 8601, decimals as strings).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import importlib
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+MANIFEST = "ADSTORE-MANIFEST.json"  # in a sealed version's dir
+MASK64 = (1 << 64) - 1
+
+
+class ExtractError(ValueError):
+    """A record or row the key/value spec cannot turn into an entry (the caller names where it was)."""
+
+
+# -- Kafka's default partitioner -------------------------------------------------------------------
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (a signed 32-bit int), as the Java client's default partitioner uses it."""
+    m, r = 0x5BD1E995, 24
+    length = len(data)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    rest = length % 4
+    if rest == 3:
+        h ^= data[whole + 2] << 16
+    if rest >= 2:
+        h ^= data[whole + 1] << 8
+    if rest >= 1:
+        h ^= data[whole]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives a keyed record: ``toPositive(murmur2(key)) % n``."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+# -- values to bytes -------------------------------------------------------------------------------
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "backslashreplace")
+    if hasattr(v, "asDict"):  # a pyspark Row nested in a value
+        return v.asDict(recursive=True)
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
+
+
+def to_json(v: Any) -> bytes:
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode()
+
+
+def to_bytes(v: Any) -> bytes | None:
+    """The bytes a value is stored as (see the module doc)."""
+    if v is None:
+        return None
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    if isinstance(v, str):
+        return v.encode("utf-8", "surrogatepass")
+    return to_json(v)
+
+
+def field_path(obj: Any, path: str) -> Any:
+    """``obj["a"]["b"]`` for ``"a.b"`` (a list index where the node is a list); ExtractError when absent."""
+    node = obj
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.lstrip("-").isdigit() and -len(node) <= int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise ExtractError(f"no field {path!r} in the value")
+    return node
+
+
+# -- topic records ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdRecord:
+    """A topic record as an extractor sees it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+Extract = Callable[[AdRecord], "tuple[bytes, bytes | None] | None"]
+
+
+@dataclass(frozen=True)
+class KeyValueSpec:
+    """How records (``key_field``, ``value_field``, ``extractor``) and rows (``key_column``, ``value_column``,
+    ``value_columns``) become entries. Picklable: the Spark job gets it as it is."""
+
+    key_field: str | None = None
+    value_field: str | None = None
+    extractor: str | None = None
+    key_column: str | None = None
+    value_column: str | None = None
+    value_columns: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.extractor:
+            return f"extractor {self.extractor}"
+        parts = [f"key field {self.key_field}" if self.key_field else "the record key",
+                 f"value field {self.value_field}" if self.value_field else "the record value"]
+        return ", ".join(parts)
+
+    def record_extractor(self) -> Extract:
+        """The function from an AdRecord to ``(key, value)`` (value None: delete) or None (skip: a record
+        without a key). Raises ExtractError from the function for a record it cannot handle; ImportError /
+        ExtractError here when ``extractor`` cannot be loaded."""
+        if self.extractor:
+            return load_extractor(self.extractor)
+        key_field, value_field = self.key_field, self.value_field
+        if key_field is None and value_field is None:
+            return _own_bytes
+
+        def extract(r: AdRecord) -> tuple[bytes, bytes | None] | None:
+            if r.value is None:  # a tombstone: delete its key, which it carries only as the record key
+                if key_field is None:
+                    return None if r.key is None else (r.key, None)
+                return None  # the key lives in a value that is gone: nothing to delete by
+            try:
+                doc = json.loads(r.value)
+            except ValueError as e:
+                raise ExtractError(f"the value is not JSON ({e})") from None
+            if key_field is None:
+                key = r.key
+            else:
+                key = to_bytes(field_path(doc, key_field))
+            if key is None:
+                return None if key_field is None else _raise(f"field {key_field!r} is null")
+            value = doc if value_field is None else field_path(doc, value_field)
+            return key, (r.value if value_field is None else to_bytes(value))
+
+        return extract
+
+    def row_entry(self, row: dict[str, Any]) -> tuple[bytes, bytes]:
+        """``(key, value)`` of a file row; ExtractError when the key column is missing or null."""
+        if self.key_column is None:
+            raise ExtractError("no key column given")
+        if self.key_column not in row:
+            raise ExtractError(f"no column {self.key_column!r} (columns: {', '.join(row) or 'none'})")
+        key = to_bytes(row[self.key_column])
+        if key is None:
+            raise ExtractError(f"column {self.key_column!r} is null")
+        if self.value_column is not None:
+            if self.value_column not in row:
+                raise ExtractError(f"no column {self.value_column!r} (columns: {', '.join(row)})")
+            return key, to_bytes(row[self.value_column]) or b""
+        names = self.value_columns or [c for c in row if c != self.key_column]
+        return key, to_json({c: row.get(c) for c in names})
+
+
+def _raise(msg: str) -> Any:
+    raise ExtractError(msg)
+
+
+def _own_bytes(r: AdRecord) -> tuple[bytes, bytes | None] | None:
+    return None if r.key is None else (r.key, r.value)
+
+
+def load_extractor(spec: str) -> Extract:
+    """The seed's KeyValueExtractor from ``module:callable`` (see the module doc). Raises ExtractError
+    naming what is wrong: no colon, a module that does not import, no such attribute, not callable."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ExtractError(f"--extractor {spec!r} is not module:callable")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:
+        raise ExtractError(f"--extractor {spec}: cannot import {module_name}: {type(e).__name__}: {e}") from None
+    obj: Any = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ExtractError(f"--extractor {spec}: {module_name} has no {attr}")
+    if isinstance(obj, type):
+        try:
+            obj = obj()
+        except Exception as e:
+            raise ExtractError(f"--extractor {spec}: {attr}() failed: {type(e).__name__}: {e}") from None
+    if hasattr(obj, "get_key") and hasattr(obj, "get_value"):
+        inst = obj
+
+        def both(r: AdRecord) -> tuple[bytes, bytes | None] | None:
+            key = to_bytes(inst.get_key(r))
+            return None if key is None else (key, to_bytes(inst.get_value(r)))
+
+        return both
+    if not callable(obj):
+        raise ExtractError(f"--extractor {spec}: {attr} is not callable")
+    fn = obj
+
+    def call(r: AdRecord) -> tuple[bytes, bytes | None] | None:
+        out = fn(r)
+        if out is None:
+            return None
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise ExtractError(f"returned {type(out).__name__}, not a (key, value) pair or None")
+        key = to_bytes(out[0])
+        return None if key is None else (key, to_bytes(out[1]))
+
+    return call
+
+
+# -- the digest of a store's content ---------------------------------------------------------------
+
+
+def entry_digest(key: bytes, value: bytes) -> int:
+    """A 64-bit digest of one entry; a store's checksum is their sum mod 2**64, so that it does not
+    depend on the order entries are seen in nor on how they are split into files."""
+    kc = zlib.crc32(key)
+    return ((kc << 32) | zlib.crc32(value, zlib.crc32(len(key).to_bytes(4, "big"), kc))) & MASK64
+
+
+@dataclass
+class Digest:
+    """Entries seen so far: their count, key range and checksum (see :func:`entry_digest`)."""
+
+    keys: int = 0
+    first_key: bytes | None = None
+    last_key: bytes | None = None
+    checksum: int = 0
+
+    def add(self, key: bytes, value: bytes) -> None:
+        self.keys += 1
+        if self.first_key is None or key < self.first_key:
+            self.first_key = key
+        if self.last_key is None or key > self.last_key:
+            self.last_key = key
+        self.checksum = (self.checksum + entry_digest(key, value)) & MASK64
+
+    def add_sorted(self, entries: Iterable[tuple[bytes, bytes]]) -> None:
+        """Entries in ascending key order (a store's iteration): cheaper than :meth:`add`."""
+        total, n, last = self.checksum, 0, None
+        crc = zlib.crc32
+        for key, value in entries:
+            kc = crc(key)
+            total += ((kc << 32) | crc(value, crc(len(key).to_bytes(4, "big"), kc)))
+            if n == 0 and (self.first_key is None or key < self.first_key):
+                self.first_key = key
+            last = key
+            n += 1
+        if last is not None and (self.last_key is None or last > self.last_key):
+            self.last_key = last
+        self.keys += n
+        self.checksum = total & MASK64
+
+    def merge(self, other: "Digest") -> None:
+        self.keys += other.keys
+        self.checksum = (self.checksum + other.checksum) & MASK64
+        if other.first_key is not None and (self.first_key is None or other.first_key < self.first_key):
+            self.first_key = other.first_key
+        if other.last_key is not None and (self.last_key is None or other.last_key > self.last_key):
+            self.last_key = other.last_key
+
+    def as_json(self) -> dict[str, Any]:
+        return {"keys": self.keys, "first_key": None if self.first_key is None else self.first_key.hex(),
+                "last_key": None if self.last_key is None else self.last_key.hex(),
+                "checksum": f"{self.checksum:016x}"}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "Digest":
+        try:
+            return cls(int(obj["keys"]), None if obj["first_key"] is None else bytes.fromhex(obj["first_key"]),
+                       None if obj["last_key"] is None else bytes.fromhex(obj["last_key"]), int(obj["checksum"], 16))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"malformed digest: {e}") from None
+
+
+@dataclass
+class VersionManifest:
+    """What seals a version: where it came from, the rows read, and the digest of the store it holds."""
+
+    version: int
+    source: str
+    rows: int
+    digest: Digest
+    created: str
+    built_with: str = "put"  # "put" or "spark"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"version": self.version, "source": self.source, "rows": self.rows,
+                           **self.digest.as_json(), "created": self.created, "built_with": self.built_with,
+                           **({"extra": self.extra} if self.extra else {})}, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "VersionManifest":
+        try:
+            obj = json.loads(text)
+            return cls(int(obj["version"]), str(obj["source"]), int(obj["rows"]), Digest.from_json(obj),
+                       str(obj["created"]), str(obj.get("built_with", "put")), dict(obj.get("extra") or {}))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"malformed {MANIFEST}: {e}") from None

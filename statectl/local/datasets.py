@@ -1,0 +1,122 @@
+"""File datasets as rows (dicts, column -> value) for the put path of ``adstore load --from-file``:
+Parquet (pyarrow, imported inside functions), JSON lines, CSV. A dir is read file by file in name order,
+skipping hidden files and Spark's markers (``_SUCCESS``, ``_*``).
+
+The rows are what the Spark path's readers give (statectl.spark.job), so both build the same store:
+Parquet rows as pyarrow's ``to_pylist`` (nested structs as dicts); JSON lines as ``json.loads`` of each
+non-blank line (an object); CSV with a header row, every value a string, an empty field None (Spark reads
+an empty field as null).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from statectl.errors import MissingDependencyError, NotFoundError, StatectlError, UsageError
+
+FORMATS = ("parquet", "jsonl", "csv")
+_BY_SUFFIX = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+PARQUET_HINT = "pip install 'statectl[parquet]' (pyarrow), or build with --spark"
+
+
+class DatasetError(StatectlError):
+    """A file that is not what its format says (the message names the file and the line or row)."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    path: Path
+    fmt: str
+    files: tuple[Path, ...]
+
+
+def open_dataset(path: Path, fmt: str | None = None) -> Dataset:
+    """The files of the dataset at ``path`` (a file or a dir) and its format (``fmt``, else from the file
+    suffixes). Raises NotFoundError when there is nothing there, UsageError when the format is unknown."""
+    path = Path(path)
+    if not path.exists():
+        raise NotFoundError(f"dataset {path} does not exist")
+    if path.is_dir():
+        files = tuple(sorted(p for p in path.rglob("*") if p.is_file() and not any(
+            part.startswith((".", "_")) for part in p.relative_to(path).parts)))
+    else:
+        files = (path,)
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}", hint=f"one of {', '.join(FORMATS)}")
+    if fmt is None:
+        found = {_BY_SUFFIX.get(p.suffix.lower()) for p in files}
+        found.discard(None)
+        if len(found) != 1:
+            raise UsageError(f"cannot tell the format of {path} from its file names", hint="pass --format "
+                             + "|".join(FORMATS))
+        fmt = found.pop()
+    if fmt:
+        files = tuple(p for p in files if path.is_file() or _BY_SUFFIX.get(p.suffix.lower()) in (fmt, None))
+    if not files:
+        raise NotFoundError(f"dataset {path} holds no {fmt} files")
+    return Dataset(path, fmt, files)
+
+
+def iter_rows(ds: Dataset) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    """(file, row number from 1, row) of every row, file by file."""
+    for f in ds.files:
+        if ds.fmt == "parquet":
+            yield from _parquet(f)
+        elif ds.fmt == "jsonl":
+            yield from _jsonl(f)
+        else:
+            yield from _csv(f)
+
+
+def _parquet(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise MissingDependencyError("reading Parquet needs pyarrow, which is not installed", hint=PARQUET_HINT) from e
+    try:
+        pf = pq.ParquetFile(f)
+        n = 0
+        for batch in pf.iter_batches(batch_size=65_536):
+            for row in batch.to_pylist():
+                n += 1
+                yield f, n, row
+    except (OSError, ValueError) as e:  # pyarrow.ArrowInvalid is a ValueError
+        raise DatasetError(f"{f}: not a readable Parquet file: {str(e).splitlines()[0]}") from None
+
+
+def _jsonl(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    with open(f, "rb") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise DatasetError(f"{f} line {n}: not JSON ({e})") from None
+            if not isinstance(row, dict):
+                raise DatasetError(f"{f} line {n}: a JSON {type(row).__name__}, not an object")
+            yield f, n, row
+
+
+def _csv(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    with open(f, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        try:
+            header = next(reader)
+        except StopIteration:
+            return
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise DatasetError(f"{f}: {e}") from None
+        try:
+            for n, values in enumerate(reader, 1):
+                if not values:
+                    continue
+                if len(values) != len(header):
+                    raise DatasetError(f"{f} row {n}: {len(values)} fields, the header has {len(header)}")
+                yield f, n, {k: (v if v != "" else None) for k, v in zip(header, values)}
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise DatasetError(f"{f} row {reader.line_num}: {e}") from None
