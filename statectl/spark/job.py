@@ -1,0 +1,484 @@
+"""The PySpark application of ``adstore load --spark``, run by spark-submit (statectl.spark.submit):
+``spark-submit ... statectl/spark/job.py <out_dir>/BUILD-JOB.json``.
+
+It reads the source (files with Spark's own readers; a topic by offset ranges, one task per partition, with
+kafka-python inside the executors: no Kafka connector jar is needed), turns each row or record into an
+entry with the spec's KeyValueSpec (the put path's own code), shuffles the entries to their store and file
+(Kafka's partitioner for partitioned file builds; a topic's own partition), sorts each by key bytes (then
+by source order: the last row or record of a key wins, a None value leaves the key out), and writes SST
+files with statectl.rocks.sst in the executors: into out_dir, or through the blob store when ``staging``
+names one. The driver writes ``BUILD-MANIFEST.json`` into out_dir last (tmp + rename).
+
+A row, record or read that fails ends the job; its one-line error is printed after ERROR_MARK.
+
+Everything the executors run lives at this module's top level, so that it pickles by reference (the
+executors import statectl.spark.job) and not by value from ``__main__``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+from urllib.parse import unquote, urlparse
+
+from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, partition_of
+from statectl.spark.submit import (
+    BUILD_MANIFEST,
+    ERROR_MARK,
+    SST_PREFIX,
+    STAGING_PREFIX,
+    BuildSpec,
+)
+
+_FILE_COL = "__statectl_file__"
+_BLOCK_COL = "__statectl_block__"
+_SAMPLES_PER_FILE = 64
+
+
+class BuildError(Exception):
+    """A row, record or read the build cannot get past; the message names where it is."""
+
+
+# -- the job's context, as the executors get it ---------------------------------------------------------
+
+
+class _Job:
+    """What every task needs: the spec, where files go, and how to reach Kafka and the blob store (without
+    secrets: the executors take those from their environment)."""
+
+    def __init__(self, doc: dict[str, Any]):
+        self.spec = BuildSpec.from_dict(doc["spec"])
+        self.spec_hash: str = doc["spec_hash"]
+        self.build_id: str = doc["build_id"]
+        self.out_dir = Path(doc["out_dir"])
+        self.s3: dict[str, Any] | None = doc.get("s3")
+        self.kafka_security: dict[str, Any] | None = doc.get("kafka_security")
+        self.stores = self.spec.stores()
+        self.store_index = {s: i for i, s in enumerate(self.stores)}
+
+    def security(self) -> Any:
+        if not self.kafka_security:
+            return None
+        from statectl.kafka.client import KafkaSecurity
+
+        return KafkaSecurity(**self.kafka_security, sasl_password=os.environ.get("STATECTL_KAFKA_SASL_PASSWORD"),
+                             ssl_password=os.environ.get("STATECTL_KAFKA_SSL_PASSWORD"))
+
+    def blobstore(self) -> Any:
+        from statectl.blobstore import S3Options, open_blobstore
+
+        s3 = None
+        if self.spec.staging.startswith("s3://"):
+            s3 = S3Options(**(self.s3 or {}), access_key_id=os.environ.get("STATECTL_S3_ACCESS_KEY_ID"),
+                           secret_access_key=os.environ.get("STATECTL_S3_SECRET_ACCESS_KEY"),
+                           session_token=os.environ.get("STATECTL_S3_SESSION_TOKEN"))
+        return open_blobstore(self.spec.staging, s3=s3)
+
+
+# -- sources: (store index, key, source order) -> value ----------------------------------------------------
+
+
+class _ReadRanges:
+    """A task's offset ranges of the topic -> keyed entries; the order is (partition, offset)."""
+
+    def __init__(self, job: _Job):
+        self.job = job
+
+    def __call__(self, ranges: Iterable[tuple[int, int, int]]) -> Iterator[tuple[tuple[int, bytes, tuple], Any]]:
+        from statectl.errors import StatectlError
+        from statectl.kafka.client import PartitionReader, open_consumer
+
+        spec, job = self.job.spec, self.job
+        topic, bootstrap = spec.topic, spec.bootstrap
+        assert topic and bootstrap
+        try:
+            extract = spec.kv.record_extractor()
+        except (ExtractError, ImportError) as e:
+            raise BuildError(f"{spec.kv.describe()}: {e}") from None
+        partitioned = spec.layout == "partitioned"
+        for p, start, end in ranges:
+            store = job.store_index[p] if partitioned else 0
+            try:
+                consumer = open_consumer(bootstrap, security=job.security())
+            except StatectlError as e:
+                raise BuildError(f"topic {topic} partition {p}: {e}") from None
+            try:
+                reader = PartitionReader(consumer, topic, p, bootstrap)
+                try:
+                    reader.seek(start)
+                    for batch in reader.batches(stop=end):
+                        for r in batch:
+                            record = AdRecord(topic, p, r.offset, r.timestamp, r.key, r.value)
+                            try:
+                                kv = extract(record)
+                            except Exception as e:
+                                raise BuildError(f"topic {topic} partition {p} offset {r.offset}: "
+                                                 f"{_one_line(e)}") from None
+                            if kv is not None:
+                                yield (store, kv[0], (p, r.offset)), kv[1]
+                except StatectlError as e:
+                    raise BuildError(f"topic {topic} partition {p}: {e}") from None
+                if reader.position is None or reader.position < end:
+                    raise BuildError(f"topic {topic} partition {p}: the read stopped at offset {reader.position}, "
+                                     f"short of {end}")
+            finally:
+                consumer.close()
+
+
+class _FileRows:
+    """A task's rows of the dataset -> keyed entries; the order is (file's place in the dataset, the split's
+    start, the row's place in the split): the put path's order of rows."""
+
+    def __init__(self, job: _Job, columns: list[str]):
+        self.job = job
+        self.columns = columns
+        files = job.spec.files or (job.spec.path,)
+        self.file_index = {os.path.abspath(str(f)): i for i, f in enumerate(files)}
+
+    def __call__(self, split: int, rows: Iterable[Any]) -> Iterator[tuple[tuple[int, bytes, tuple], Any]]:
+        spec = self.job.spec
+        kv: KeyValueSpec = spec.kv
+        fmt = spec.fmt
+        parts = spec.partitions_out if spec.layout == "partitioned" else None
+        where: tuple[str, int] | None = None
+        n = 0
+        for row in rows:
+            d = row.asDict(recursive=True)
+            file_uri, block = d.pop(_FILE_COL), d.pop(_BLOCK_COL)
+            if (file_uri, block) != where:
+                where, n = (file_uri, block), 0
+            n += 1
+            path = _local_path(file_uri)
+            if fmt == "jsonl":
+                line = d.get("value") or ""
+                if not line.strip():
+                    continue
+                try:
+                    d = json.loads(line)
+                except ValueError as e:
+                    raise BuildError(f"{path} {_row_at('line', block, n)}: not JSON ({e})") from None
+                if not isinstance(d, dict):
+                    raise BuildError(f"{path} {_row_at('line', block, n)}: a JSON {type(d).__name__}, not an object")
+            elif fmt == "csv":
+                d = {k: (None if v == "" else v) for k, v in d.items()}
+            try:
+                key, value = kv.row_entry(d)
+            except ExtractError as e:
+                raise BuildError(f"{path} {_row_at('row', block, n)}: {e}") from None
+            store = partition_of(key, parts) if parts else 0
+            order = (self.file_index.get(path, len(self.file_index)), path, block, n)
+            yield (store, key, order), value
+
+
+def _local_path(uri: str) -> str:
+    parsed = urlparse(uri)
+    return os.path.abspath(unquote(parsed.path)) if parsed.scheme in ("", "file") else uri
+
+
+def _row_at(what: str, block: int, n: int) -> str:
+    # Rows are numbered from the start of the file only when the split starts there.
+    return f"{what} {n}" if block == 0 else f"{what} {n} of the split at byte {block}"
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _files_rdd(spark: Any, job: _Job) -> Any:
+    from pyspark.sql import functions as F
+
+    spec = job.spec
+    files = list(spec.files) or [str(spec.path)]
+    if spec.fmt == "parquet":
+        df = spark.read.parquet(*files)
+    elif spec.fmt == "jsonl":
+        df = spark.read.text(files)
+    else:
+        # Python's csv module (the put path): RFC 4180 quoting ("" inside quotes), newlines in quoted fields,
+        # and a row with the wrong number of fields is an error, not a row padded with nulls.
+        df = (spark.read.option("header", True).option("mode", "FAILFAST").option("multiLine", True)
+              .option("escape", '"').option("encoding", "UTF-8").csv(files))
+    columns = list(df.columns)
+    df = df.select(*[F.col("`" + c.replace("`", "``") + "`") for c in columns],
+                   F.col("_metadata.file_path").alias(_FILE_COL), F.col("_metadata.file_block_start").alias(_BLOCK_COL))
+    return df.rdd.mapPartitionsWithIndex(_FileRows(job, columns))
+
+
+def _topic_rdd(sc: Any, job: _Job) -> Any:
+    spec = job.spec
+    assert spec.ranges is not None
+    ranges = [(p, *spec.ranges[p]) for p in sorted(spec.partitions) if spec.ranges[p][1] > spec.ranges[p][0]]
+    return sc.parallelize(ranges, max(1, len(ranges))).mapPartitions(_ReadRanges(job))
+
+
+# -- the layout: (store, file) partitions sorted by key --------------------------------------------------
+
+
+class _Sample:
+    """A reservoir of a task's keys (store index, key): the files' key ranges come from them."""
+
+    def __init__(self, size: int, seed: int):
+        self.size = size
+        self.seed = seed
+
+    def __call__(self, split: int, items: Iterable[Any]) -> Iterator[tuple[int, bytes]]:
+        rnd = random.Random(self.seed * 1_000_003 + split)
+        kept: list[tuple[int, bytes]] = []
+        for i, ((store, key, _), _v) in enumerate(items):
+            if len(kept) < self.size:
+                kept.append((store, key))
+            else:
+                j = rnd.randrange(i + 1)
+                if j < self.size:
+                    kept[j] = (store, key)
+        return iter(kept)
+
+
+class _Partitioner:
+    """(store index, key, order) -> the output partition: store * files_per_store + the file whose key range
+    holds the key."""
+
+    def __init__(self, files_per_store: int, bounds: list[list[bytes]]):
+        self.files_per_store = files_per_store
+        self.bounds = bounds
+
+    def __call__(self, k: tuple[int, bytes, tuple]) -> int:
+        store, key = k[0], k[1]
+        if self.files_per_store == 1:
+            return store
+        return store * self.files_per_store + bisect.bisect_right(self.bounds[store], key)
+
+
+def _bounds(keyed: Any, stores: int, files_per_store: int) -> list[list[bytes]]:
+    per_task = max(16, -(-_SAMPLES_PER_FILE * stores * files_per_store // max(1, keyed.getNumPartitions())))
+    samples = keyed.mapPartitionsWithIndex(_Sample(per_task, 17)).collect()
+    by_store: list[list[bytes]] = [[] for _ in range(stores)]
+    for store, key in samples:
+        by_store[store].append(key)
+    bounds = []
+    for keys in by_store:
+        keys.sort()
+        cut = sorted({keys[len(keys) * i // files_per_store] for i in range(1, files_per_store)} if keys else set())
+        bounds.append(cut[: files_per_store - 1])
+    return bounds
+
+
+# -- writing the files ---------------------------------------------------------------------------------
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.rows = 0
+        self.duplicates = 0
+
+
+def _latest(items: Iterable[tuple[tuple[int, bytes, tuple], Any]], counts: _Counts) -> Iterator[tuple[bytes, bytes]]:
+    """Sorted (store, key, order) -> value items: per key the value of the last in order, None left out."""
+    have, cur_key, cur_val = False, b"", None
+    for (_, key, _), value in items:
+        counts.rows += 1
+        if have and key == cur_key:
+            counts.duplicates += 1
+            cur_val = value
+            continue
+        if have and cur_val is not None:
+            yield cur_key, cur_val
+        have, cur_key, cur_val = True, key, value
+    if have and cur_val is not None:
+        yield cur_key, cur_val
+
+
+class _Peek:
+    def __init__(self, it: Iterator[tuple[bytes, bytes]]):
+        self.it = it
+        self.head: tuple[bytes, bytes] | None = next(it, None)
+
+    def take(self, budget: int) -> Iterator[tuple[bytes, bytes]]:
+        """Entries up to about ``budget`` bytes (at least one)."""
+        used = 0
+        while self.head is not None and (used == 0 or used < budget):
+            entry = self.head
+            used += len(entry[0]) + len(entry[1])
+            self.head = next(self.it, None)
+            yield entry
+
+
+class _WriteFiles:
+    """A sorted output partition -> its SST files (rolled over every ``max_file_bytes``) and one task record:
+    {store, rows, duplicates, files: [{store, file, bytes, rows, digest, key}]}."""
+
+    def __init__(self, job: _Job):
+        self.job = job
+
+    def __call__(self, split: int, items: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        from pyspark import TaskContext
+
+        from statectl.rocks.sst import write_sst
+
+        job, spec = self.job, self.job.spec
+        store_idx, file_no = divmod(split, spec.files_per_store)
+        store = job.stores[store_idx]
+        label = "all" if store is None else str(store)
+        ctx = TaskContext.get()
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        counts = _Counts()
+        entries = _Peek(_latest(items, counts))
+        staged = spec.staging != "local"
+        work = Path(tempfile.mkdtemp(prefix="statectl-sst-")) if staged else job.out_dir
+        blobs = job.blobstore() if staged else None
+        files = []
+        try:
+            seq = 0
+            rows_before = 0
+            while entries.head is not None:
+                name = f"{SST_PREFIX}{label}-{file_no:04d}-{seq:04d}.sst"
+                tmp = work / f".{name}.tmp-{attempt}"
+                digest = write_sst(tmp, entries.take(spec.max_file_bytes))
+                with open(tmp, "rb") as fh:
+                    os.fsync(fh.fileno())
+                size = tmp.stat().st_size
+                key = None
+                if blobs is not None:
+                    key = f"{STAGING_PREFIX}{job.build_id}/{name}"
+                    blobs.put_at(key, tmp.read_bytes())
+                    tmp.unlink()
+                else:
+                    os.replace(tmp, work / name)
+                rows = counts.rows - rows_before
+                rows_before = counts.rows
+                files.append({"store": store, "file": name, "bytes": size, "rows": rows,
+                              "digest": digest.as_json(), "key": key})
+                seq += 1
+            if files:  # rows read after the last entry (keys left out) count for the last file
+                files[-1]["rows"] += counts.rows - rows_before
+        finally:
+            if blobs is not None:
+                blobs.close()
+            if staged:
+                import shutil
+
+                shutil.rmtree(work, ignore_errors=True)
+        yield {"store": store, "rows": counts.rows, "duplicates": counts.duplicates, "files": files}
+
+
+# -- the driver ----------------------------------------------------------------------------------------
+
+
+def build(doc: dict[str, Any]) -> dict[str, Any]:
+    """Run the build the job document asks for; write and return the manifest."""
+    from pyspark import StorageLevel
+    from pyspark.sql import SparkSession
+
+    began = time.monotonic()
+    job = _Job(doc)
+    spec = job.spec
+    spark = SparkSession.builder.getOrCreate()
+    try:
+        sc = spark.sparkContext
+        sc.setLogLevel("WARN")
+        keyed = _topic_rdd(sc, job) if spec.source == "topic" else _files_rdd(spark, job)
+        stores, per_store = len(job.stores), spec.files_per_store
+        bounds: list[list[bytes]] = []
+        if per_store > 1:
+            keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)  # read the source once for the sample and the build
+            bounds = _bounds(keyed, stores, per_store)
+        laid_out = keyed.repartitionAndSortWithinPartitions(stores * per_store, _Partitioner(per_store, bounds))
+        tasks = laid_out.mapPartitionsWithIndex(_WriteFiles(job)).collect()
+    finally:
+        spark.stop()
+    manifest = _manifest(job, tasks, time.monotonic() - began)
+    _write_atomically(job.out_dir / BUILD_MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _manifest(job: _Job, tasks: list[dict[str, Any]], duration_s: float) -> dict[str, Any]:
+    spec = job.spec
+    per_store: dict[Any, dict[str, Any]] = {s: {"store": s, "rows": 0, "duplicates": 0, "files": [],
+                                                "digest": Digest()} for s in job.stores}
+    files = []
+    for t in sorted(tasks, key=lambda t: (job.store_index[t["store"]], t["files"][0]["file"] if t["files"] else "")):
+        s = per_store[t["store"]]
+        s["rows"] += t["rows"]
+        s["duplicates"] += t["duplicates"]
+        for f in t["files"]:
+            s["files"].append(f["file"])
+            s["digest"].merge(Digest.from_json(f["digest"]))
+            files.append(f)
+    stores = []
+    for s in per_store.values():
+        s["files"].sort()
+        stores.append({**s, "digest": s["digest"].as_json()})
+    files.sort(key=lambda f: f["file"])
+    out: dict[str, Any] = {"format": 1, "spec_hash": job.spec_hash, "build_id": job.build_id,
+                           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "duration_s": round(duration_s, 3), "stores": stores, "files": files}
+    if spec.source == "topic" and spec.ranges is not None:
+        out["offsets"] = {str(p): spec.ranges[p][1] for p in sorted(spec.partitions)}
+    return out
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.$]*\.)?[A-Z]\w*(?:Error|Exception)(?:\[[\w.]+\])?: (.+)$")
+
+
+def summarize(e: BaseException) -> str:
+    """One line for an exception that ended the build: a BuildError's own message wherever it was raised
+    (an executor's traceback travels in the driver's exception text), else the innermost exception line."""
+    text = str(e)
+    found = re.findall(r"BuildError: (.+)", text)
+    if found:
+        return found[0].strip()
+    if isinstance(e, BuildError):
+        return text
+    lines = [m.group(0).strip() for m in map(_EXC_LINE.match, text.splitlines()) if m]
+    candidates = [line for line in lines if "Py4JJavaError" not in line and "Job aborted" not in line]
+    pick = (candidates or lines or [_one_line(e)])[-1]
+    return pick[:500]
+
+
+def main(argv: list[str]) -> int:
+    """``job.py <job file>``: build, and exit 0; on failure print the one-line error after ERROR_MARK and exit 1."""
+    if len(argv) != 1:
+        print(f"{ERROR_MARK}usage: job.py <job file>", file=sys.stderr)
+        return 2
+    try:
+        doc = json.loads(Path(argv[0]).read_text())
+        build(doc)
+    except KeyboardInterrupt:
+        print(f"{ERROR_MARK}interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        print(f"{ERROR_MARK}{summarize(e)}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    # Run as a script, this dir is sys.path[0]; the package's modules must be imported as statectl.spark.*.
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]
+    from statectl.spark.job import main as _main
+
+    sys.exit(_main(sys.argv[1:]))

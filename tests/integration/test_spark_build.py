@@ -1,0 +1,286 @@
+"""The Spark bulk path of ``adstore load --spark`` with a real spark-submit in ``local[2]``: SST files built
+from Parquet, CSV, JSON lines and a topic on Tansu, ingested with statectl.rocks.sst and compared key for key
+with the store the put path's rules give (computed here in plain Python with KeyValueSpec and partition_of).
+
+Each spark-submit starts a JVM: the file keeps to a handful of them (5).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from statectl.errors import EXIT_MISSING_DEPENDENCY, MissingDependencyError, StatectlError
+from statectl.formats.adstore import Digest, KeyValueSpec, partition_of
+from statectl.rocks.sst import ingest_into_new_store, scan_digest
+from statectl.rocks.store import ROCKSDICT_CONFIG, open_readonly
+from statectl.spark.submit import BUILD_MANIFEST, LOG_FILE, BuildManifest, BuildSpec, check_spark, run_build
+
+pytestmark = pytest.mark.timeout(300)
+
+MASTER = "local[2]"
+
+
+def expected_from_rows(rows, kv: KeyValueSpec, stores: int | None) -> dict[int | None, dict[bytes, bytes]]:
+    """The put path's store(s): rows in order, the last row of a key wins, a None value deletes."""
+    out: dict[int | None, dict[bytes, bytes | None]] = {}
+    for row in rows:
+        key, value = kv.row_entry(row)
+        k = None if stores is None else partition_of(key, stores)
+        out.setdefault(k, {})[key] = value
+    return {k: {key: v for key, v in sorted(d.items()) if v is not None} for k, d in out.items()}
+
+
+def store_items(path: Path) -> dict[bytes, bytes]:
+    db = open_readonly(path)
+    try:
+        items = list(db.items())
+    finally:
+        db.close()
+        (path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
+    assert [k for k, _ in items] == sorted(k for k, _ in items)
+    return dict(items)
+
+
+def digest_of(entries: dict[bytes, bytes]) -> Digest:
+    d = Digest()
+    for k, v in entries.items():
+        d.add(k, v)
+    return d
+
+
+def ingest_and_compare(manifest: BuildManifest, expected: dict, tmp_path: Path) -> None:
+    for s in manifest.stores:
+        want = expected.get(s.store, {})
+        target = tmp_path / f"store-{s.store}"
+        ingest_into_new_store(target, manifest.paths(s.store))
+        assert store_items(target) == want, f"store {s.store}"
+        assert s.digest == digest_of(want), f"store {s.store}"
+        assert scan_digest(target) == s.digest
+
+
+# -- files ----------------------------------------------------------------------------------------------
+
+
+def test_parquet_broadcast_in_several_files_and_a_rerun_skips_spark(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [{"id": f"user-{i % 1500:05d}", "n": i, "score": i / 7, "name": None if i % 11 == 0 else f"n{i}",
+             "tags": [f"t{i % 3}", "x"], "addr": {"city": f"c{i % 5}", "zip": i % 100}} for i in range(4000)]
+    files = [data / "part-0.parquet", data / "part-1.parquet", data / "part-2.parquet"]
+    for f, chunk in zip(files, (rows[:1000], rows[1000:2500], rows[2500:])):
+        pq.write_table(pa.Table.from_pylist(chunk), f)
+    (data / "_SUCCESS").write_text("")
+    kv = KeyValueSpec(key_column="id")
+    expected = expected_from_rows([r for f in files for r in pq.read_table(f).to_pylist()], kv, None)
+
+    spec = BuildSpec("files", kv, layout="broadcast", files_per_store=3, max_file_bytes=40_000, path=str(data),
+                     fmt="parquet", files=tuple(str(f) for f in files))
+    out = tmp_path / "out"
+    manifest = run_build(spec, out, master=MASTER)
+    assert manifest.spark_ran
+    (store,) = manifest.stores
+    assert store.store is None and store.rows == 4000 and store.duplicates == 2500
+    assert len(store.files) > 3, "files rolled over at max_file_bytes"
+    firsts = [f.digest for f in manifest.files]
+    assert all(a.last_key < b.first_key for a, b in zip(firsts, firsts[1:])), "disjoint, ascending key ranges"
+    ingest_and_compare(manifest, expected, tmp_path)
+
+    # An ingest interrupted after the build: the next run finds the complete build and skips Spark.
+    again = run_build(spec, out, master=MASTER)
+    assert not again.spark_ran and again.digests == manifest.digests and again.paths(None) == manifest.paths(None)
+    # A file gone from out_dir: the build is not complete, and the next run builds again (it gets as far as
+    # the check for pyspark, here made to fail: no second JVM).
+    (out / store.files[0]).unlink()
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    with pytest.raises(MissingDependencyError):
+        run_build(spec, out, master=MASTER)
+
+
+def test_csv_partitioned_through_s3(tmp_path, s3_url, s3_options):
+    from statectl.blobstore import open_blobstore
+
+    data = tmp_path / "csv"
+    data.mkdir()
+    lines_a = ["id,city,note", "a1,Paris,", "b2,,\"said \"\"hi\"\"\"", "c3,Oslo,\"multi\nline\"", "a1,Rome,again"]
+    lines_b = ["id,city,note"] + [f"k{i:03d},city{i % 7},{'' if i % 4 == 0 else f'note {i}'}" for i in range(300)]
+    (data / "a.csv").write_text("\n".join(lines_a) + "\n")
+    (data / "b.csv").write_text("\n".join(lines_b) + "\n")
+    import csv
+
+    rows = []
+    for f in (data / "a.csv", data / "b.csv"):
+        with open(f, newline="") as fh:
+            r = csv.reader(fh)
+            header = next(r)
+            rows += [{k: (v if v != "" else None) for k, v in zip(header, vals)} for vals in r if vals]
+    kv = KeyValueSpec(key_column="id")
+    expected = expected_from_rows(rows, kv, 3)
+    assert json.loads(expected[partition_of(b"a1", 3)][b"a1"]) == {"city": "Rome", "note": "again"}
+    assert json.loads(expected[partition_of(b"b2", 3)][b"b2"]) == {"city": None, "note": 'said "hi"'}
+
+    spec = BuildSpec("files", kv, layout="partitioned", partitions_out=3, path=str(data), fmt="csv",
+                     staging=s3_url)
+    out = tmp_path / "out"
+    manifest = run_build(spec, out, master=MASTER, s3=s3_options)
+    assert [s.store for s in manifest.stores] == [0, 1, 2]
+    assert sum(s.rows for s in manifest.stores) == len(rows) and sum(s.duplicates for s in manifest.stores) == 1
+    assert all(f.key and f.key.startswith("adstore-builds/") for f in manifest.files)
+    ingest_and_compare(manifest, expected, tmp_path)
+    store = open_blobstore(s3_url, s3=s3_options)
+    try:
+        assert list(store.list("adstore-builds/")) == [], "the staged files are deleted after the download"
+    finally:
+        store.close()
+
+
+def test_jsonl_broadcast_the_last_row_of_a_key_wins(tmp_path):
+    data = tmp_path / "j"
+    data.mkdir()
+    docs = [{"k": f"key{i % 50}", "v": {"i": i, "s": "é"}} for i in range(200)]
+    docs += [{"k": "key7", "v": None}, {"k": "gone-later", "v": 1}, {"k": "gone-later", "v": None}, {"k": 12, "v": "n"}]
+    text = "\n".join(json.dumps(d) for d in docs[:100]) + "\n\n  \n" + "\n".join(json.dumps(d) for d in docs[100:]) + "\n"
+    (data / "one.jsonl").write_text(text)
+    kv = KeyValueSpec(key_column="k", value_column="v")
+    expected = expected_from_rows([json.loads(line) for line in text.splitlines() if line.strip()], kv, None)
+    # Rows only put: a null value column is stored as empty bytes (KeyValueSpec.row_entry).
+    assert expected[None][b"key7"] == expected[None][b"gone-later"] == b"" and expected[None][b"12"] == b"n"
+
+    spec = BuildSpec("files", kv, path=str(data / "one.jsonl"), fmt="jsonl")
+    manifest = run_build(spec, tmp_path / "out", master=MASTER)
+    assert manifest.stores[0].rows == len(docs)
+    ingest_and_compare(manifest, expected, tmp_path)
+
+
+# -- a topic on Tansu -----------------------------------------------------------------------------------
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes | None, bytes | None]]) -> None:
+    """(partition, key, value) in multi-record batches (Tansu then under-reports its high watermark)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=50, batch_size=1 << 20)
+    try:
+        futures = [producer.send(topic, key=k, value=v, partition=p) for p, k, v in records]
+        producer.flush()
+        for f in futures:
+            f.get(timeout=30)
+    finally:
+        producer.close()
+
+
+def test_topic_partitioned_with_tombstones(tmp_path, tansu):
+    from statectl.kafka.client import create_topic
+
+    topic = f"adstore-spark-{uuid.uuid4().hex[:8]}"
+    create_topic(tansu.bootstrap, topic, partitions=3)
+    records: list[tuple[int, bytes | None, bytes | None]] = []
+    for i in range(900):
+        p = i % 3
+        key = b"k%03d" % (i % 120)
+        value = None if i % 17 == 0 else b"v%d" % i
+        records.append((p, key, value))
+    records += [(0, None, b"no key: skipped"), (1, b"k001", b"last"), (2, b"k002", None)]
+    produce(tansu.bootstrap, topic, records[:500])
+    produce(tansu.bootstrap, topic, records[500:])
+
+    expected: dict[int, dict[bytes, bytes | None]] = {0: {}, 1: {}, 2: {}}
+    ends = {0: 0, 1: 0, 2: 0}
+    for p, k, v in records:  # a replay, partition by partition
+        ends[p] += 1
+        if k is not None:
+            expected[p][k] = v
+    expected_stores = {p: {k: v for k, v in sorted(d.items()) if v is not None} for p, d in expected.items()}
+
+    spec = BuildSpec("topic", KeyValueSpec(), layout="partitioned", bootstrap=tansu.bootstrap, topic=topic,
+                     partitions=(0, 1, 2))
+    manifest = run_build(spec, tmp_path / "out", master=MASTER)
+    assert manifest.offsets == ends
+    assert [s.store for s in manifest.stores] == [0, 1, 2]
+    assert sum(s.rows for s in manifest.stores) == len(records) - 1
+    ingest_and_compare(manifest, expected_stores, tmp_path)
+
+
+def test_a_failing_extractor_fails_the_job_naming_the_record(tmp_path, tansu):
+    from statectl.kafka.client import create_topic
+
+    topic = f"adstore-spark-bad-{uuid.uuid4().hex[:8]}"
+    create_topic(tansu.bootstrap, topic, partitions=2)
+    produce(tansu.bootstrap, topic, [(1, b"a", b'{"id": "a"}'), (1, b"b", b'{"id": "b"}'), (1, b"c", b"not json"),
+                                     (0, b"d", b'{"id": "d"}')])
+    spec = BuildSpec("topic", KeyValueSpec(key_field="id"), layout="broadcast", bootstrap=tansu.bootstrap,
+                     topic=topic, partitions=(0, 1))
+    out = tmp_path / "out"
+    with pytest.raises(StatectlError) as err:
+        run_build(spec, out, master=MASTER)
+    assert str(err.value).startswith(f"the Spark build failed: topic {topic} partition 1 offset 2: "
+                                     "the value is not JSON"), str(err.value)
+    assert err.value.hint == f"see {out / LOG_FILE}"
+    assert not (out / BUILD_MANIFEST).exists()
+    assert not [p for p in out.iterdir() if p.suffix == ".sst"]
+
+
+# -- no Spark here --------------------------------------------------------------------------------------
+
+
+def test_missing_pyspark_is_exit_13_with_the_install_hint(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # import pyspark -> ImportError, find_spec -> None
+    with pytest.raises(MissingDependencyError) as err:
+        check_spark()
+    assert err.value.exit_code == EXIT_MISSING_DEPENDENCY == 13
+    assert "pyspark is not installed" in str(err.value) and "pip install 'statectl[spark]'" in err.value.hint
+    spec = BuildSpec("files", KeyValueSpec(key_column="id"), path=str(tmp_path), fmt="jsonl")
+    with pytest.raises(MissingDependencyError):
+        run_build(spec, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_java_is_exit_13_with_the_jdk_hint(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # no bin/java in it
+    with pytest.raises(MissingDependencyError) as err:
+        check_spark()
+    assert err.value.exit_code == 13 and "Java" in str(err.value) and "JDK 17" in err.value.hint
+
+
+def test_sigterm_kills_the_spark_submit_process_group(tmp_path):
+    """statectl (here a Python process running run_build) gets SIGTERM while the JVM starts: the whole
+    spark-submit process group goes with it."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "a"}\n')
+    out = tmp_path / "out"
+    code = ("import sys; from pathlib import Path; from statectl.formats.adstore import KeyValueSpec;"
+            "from statectl.spark.submit import BuildSpec, run_build;"
+            f"run_build(BuildSpec('files', KeyValueSpec(key_column='id'), path={str(data)!r}, fmt='jsonl'),"
+            f" Path({str(out)!r}), master='local[1]')")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    group = None
+    deadline = time.monotonic() + 60
+    while group is None and time.monotonic() < deadline and proc.poll() is None:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(out / "BUILD-JOB.json").encode() in cmdline and b"java" in cmdline:
+                group = os.getpgid(int(pid))
+                break
+        time.sleep(0.1)
+    assert group is not None, "the JVM of spark-submit did not start"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and b"KeyboardInterrupt" in stderr
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)
