@@ -94,14 +94,22 @@ class Session:
     def blobstore(self) -> BlobStore:
         """The blob store the settings name, with retries (opened on first use; touches no network)."""
         if self._blobstore is None:
-            from statectl.blobstore import S3Options, open_blobstore
+            from statectl.blobstore import open_blobstore
 
             s = self.settings
-            self._blobstore = open_blobstore(s.blobstore, retries=s.retries, retry_time_s=s.retry_time, s3=S3Options(
-                endpoint_url=s.s3_endpoint, region=s.s3_region, access_key_id=s.s3_access_key_id,
-                secret_access_key=s.s3_secret_access_key, session_token=s.s3_session_token,
-                profile=s.s3_profile, max_connections=max(32, 2 * s.parallelism), timeout_s=s.timeout))
+            self._blobstore = open_blobstore(s.blobstore, retries=s.retries, retry_time_s=s.retry_time,
+                                             s3=self.s3_options)
         return self._blobstore
+
+    @property
+    def s3_options(self) -> Any:
+        """The S3Options the settings name (endpoint, region, credentials, connections, timeout)."""
+        from statectl.blobstore import S3Options
+
+        s = self.settings
+        return S3Options(endpoint_url=s.s3_endpoint, region=s.s3_region, access_key_id=s.s3_access_key_id,
+                         secret_access_key=s.s3_secret_access_key, session_token=s.s3_session_token,
+                         profile=s.s3_profile, max_connections=max(32, 2 * s.parallelism), timeout_s=s.timeout)
 
     @property
     def kafka_security(self) -> Optional[KafkaSecurity]:

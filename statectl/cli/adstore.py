@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset (seed 003).",
                   no_args_is_help=True, rich_markup_mode=None)
 
-WHERE = ("kafka", "job", "task", "store", "state_dir", "store_dir")
+WHERE = ("kafka", "job", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
 
 
 def _seconds(value: str | None, flag: str) -> float | None:
@@ -107,6 +107,9 @@ def load(
                                         "spark://...")] = "local[*]",
     spark_conf: Annotated[Optional[list[str]], typer.Option("--spark-conf", help="KEY=VALUE for spark-submit "
                                                             "(repeatable).", show_default=False)] = None,
+    stage_through_blobstore: Annotated[bool, typer.Option(
+        "--stage-through-blobstore", help="--spark: the executors hand their SST files over through --blobstore "
+                                          "(the default unless the master is local[...]).")] = False,
 ) -> None:
     """Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)."""
     from statectl.formats.adstore import KeyValueSpec
@@ -124,8 +127,10 @@ def load(
     if spark:
         from statectl.engine.adstore import SparkOptions
 
+        through = stage_through_blobstore or not master.startswith("local")
         spark_opts = SparkOptions(master=master, conf=_conf(spark_conf),
-                                  blobstore=env.session.blobstore if not master.startswith("local") else None)
+                                  staging=s.blobstore if through else "local",
+                                  s3=env.session.s3_options if through and s.blobstore.startswith("s3://") else None)
     if topic is not None:
         if from_file is not None or fmt or keep_versions != 2:
             raise UsageError("--format and --keep-versions are for --from-file")

@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
@@ -38,6 +38,8 @@ from statectl.progress import NullProgress, ProgressReporter
 FLUSH_RECORDS = 500_000  # sync the WAL and record the offsets at least this often...
 FLUSH_SECONDS = 2.0      # ...and at least this often while records come
 CREATED, RESUMED, REBUILT = "created", "resumed", "rebuilt"
+BUILD_DIR_PREFIX = ".adstore-build-"  # beside the stores: a Spark build's SST files until they are ingested
+OLD_BUILD_S = 24 * 3600
 
 
 class AdstoreExtractError(StatectlError):
@@ -47,12 +49,15 @@ class AdstoreExtractError(StatectlError):
 
 @dataclass(frozen=True)
 class SparkOptions:
-    """The bulk path: spark-submit to ``master`` with ``conf``; ``blobstore`` (a BlobStore) carries the SST
-    files from the executors when they do not share this host's disk (None: they write to a local dir)."""
+    """The bulk path: spark-submit to ``master`` with ``conf``. ``staging``: "local" (the executors write
+    the SST files beside the stores: local mode, or a filesystem every executor shares) or the URL of a
+    blob store they travel through (``s3`` its S3Options). The build's files stay in a dir beside the
+    stores until every store is swapped in: a load interrupted during the ingest re-runs from them."""
 
     master: str = "local[*]"
     conf: dict[str, str] = field(default_factory=dict)
-    blobstore: Any = None
+    staging: str = "local"
+    s3: Any = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ class LoadResult:
     stores: list[StoreLoad] = field(default_factory=list)
     offsets: dict[str, int | None] = field(default_factory=dict)
     version: int | None = None
+    phases: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -161,14 +167,18 @@ class _Target:
 
 def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
                progress: ProgressReporter | None = None,
-               spark: Callable[[list[tuple[Path, list[int]]], dict[int, tuple[int, int]]], Any] | None = None) -> LoadResult:
+               spark: SparkOptions | None = None) -> LoadResult:
     """Bootstrap (and with ``follow``, keep applying) the topic into its stores (see the module doc).
 
     Raises UsageError for bad options or a store whose offsets file names another topic; NotFoundError
     (exit 10) when the topic or a partition does not exist; LockHeldError (exit 11) when a process holds
     a store; AdstoreExtractError (exit 1) for a record the spec cannot handle (the store keeps what came
     before it, with its offsets; a store being rebuilt is left as it was); StatectlError when the brokers
-    cannot be reached; DiskFullError. ``stop`` (SIGTERM, Ctrl-C) ends the load after a flush."""
+    cannot be reached; DiskFullError. ``stop`` (SIGTERM, Ctrl-C) ends the load after a flush.
+
+    With ``spark`` every store is built whole (from the log start to the true end of its partitions) by
+    a Spark job, ingested into a staged store with its offsets file, and swapped in; MissingDependencyError
+    (exit 13) without pyspark or Java."""
     opts.validate()
     progress = progress or NullProgress()
     stop = stop or threading.Event()
@@ -196,7 +206,7 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
             if t.load.reason:
                 progress.note(f"{t.path}: {t.load.case}: {t.load.reason}")
         if spark is not None:
-            _spark_topic(targets, opts, consumer, spark, progress)
+            build_dir = _spark_topic(targets, opts, spark, progress, result)
         else:
             _bootstrap(targets, opts, consumer, extract, stop, progress, result)
         for t in targets:
@@ -210,6 +220,10 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
                 result.notes += t.staged.notes
                 t.staged.__exit__(None, None, None)
                 t.staged = None
+        if spark is not None:
+            import shutil
+
+            shutil.rmtree(build_dir, ignore_errors=True)
         if opts.follow and not stop.is_set():
             _follow(targets, opts, extract, stop, progress, result)
     except ExtractError as e:  # loading the extractor failed
@@ -272,6 +286,10 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
         if foreign:
             raise UsageError(f"{t.path} holds offsets of {', '.join(foreign[:3])}, not of topic {opts.topic}",
                              hint="load into another --store, or delete that store first")
+        others = sorted(s.partition for s in found if s.partition not in t.partitions)
+        if reason is None and others:  # e.g. a broadcast store loaded as partitioned: it holds their keys
+            reason = (f"it holds partition{'s' if len(others) > 1 else ''} {', '.join(map(str, others))} of "
+                      f"{opts.topic} too, which this load does not put in it")
         if reason is None:
             for ssp, value in found.items():
                 if ssp.partition in t.partitions:
@@ -494,9 +512,55 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
             c.close()
 
 
-def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, consumer: Any, spark: Any,
-                 progress: ProgressReporter) -> None:
-    raise UsageError("--spark from a topic is not wired yet")  # replaced below when the Spark path lands
+def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOptions, progress: ProgressReporter,
+                 result: LoadResult) -> Path:
+    """Build every target whole on Spark and ingest it into a staged store with its offsets file (the
+    caller swaps them in); return the build's dir (removed by the caller once every store is in place)."""
+    from statectl.rocks.sst import ingest_into_new_store
+    from statectl.spark.submit import BuildSpec, run_build
+
+    parts = tuple(p for t in targets for p in t.partitions)
+    spec = BuildSpec("topic", opts.spec, layout="broadcast" if opts.broadcast else "partitioned", staging=sp.staging,
+                     bootstrap=opts.bootstrap, topic=opts.topic, partitions=parts)
+    build_dir = targets[0].path.parent / f"{BUILD_DIR_PREFIX}{spec.spec_hash()[:16]}"
+    _remove_old_builds(build_dir)
+    began = time.monotonic()
+    manifest = run_build(spec, build_dir, master=sp.master, conf=sp.conf, progress=progress, s3=sp.s3,
+                         kafka_security=opts.security)
+    result.phases["build_s"] = round(time.monotonic() - began, 3)
+    began = time.monotonic()
+    for t in targets:
+        if t.staged is None:
+            if t.load.case == RESUMED:
+                t.load.case, t.load.reason = REBUILT, "--spark builds the whole store"
+            t.staged = StagedStore(t.path, what="adstore load --spark", disk_full=lambda t=t: _disk_full(t.path),
+                                   sync="dirs")
+            t.staged.__enter__()
+        store = manifest.store(None if opts.broadcast else t.partitions[0])
+        ingest_into_new_store(t.staged.path, manifest.paths(store.store))
+        t.offsets = {p: manifest.offsets[p] - 1 for p in t.partitions if manifest.offsets.get(p, 0) > 0}
+        write_offsets(t.staged.path / SIDE_INPUT_OFFSETS, {SSP(opts.system, opts.topic, p): str(off)
+                                                           for p, off in sorted(t.offsets.items())})
+        t.load.records = store.rows
+    result.phases["ingest_s"] = round(time.monotonic() - began, 3)
+    return build_dir
+
+
+def _remove_old_builds(ours: Path) -> None:
+    """Remove the dirs other Spark builds left beside ``ours`` (a failed build keeps its log for a while)
+    once nothing in them changed for OLD_BUILD_S."""
+    import shutil
+
+    if not ours.parent.is_dir():
+        return
+    for p in ours.parent.iterdir():
+        if p.name.startswith(BUILD_DIR_PREFIX) and p != ours and p.is_dir():
+            try:
+                newest = max([p.stat().st_mtime] + [f.stat().st_mtime for f in p.iterdir()])
+            except OSError:
+                continue
+            if time.time() - newest > OLD_BUILD_S:
+                shutil.rmtree(p, ignore_errors=True)
 
 
 def _disk_full(path: Path) -> DiskFullError:
@@ -572,16 +636,21 @@ class FileLoadResult:
     built_with: str
     duration_s: float
     stores: list[VersionLoad] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
 def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None,
-              spark: Callable[[list["VersionBuild"], Path], Any] | None = None) -> FileLoadResult:
+              spark: SparkOptions | None = None) -> FileLoadResult:
     """Build, seal and switch to a new version of every target store from the file dataset (see the
     module doc). The current versions are untouched until each new one is sealed; a failure leaves no
     new version behind. Raises UsageError for bad options or a target that is a plain store dir;
     NotFoundError for a missing dataset; AdstoreExtractError for a row without its key; DatasetError for
-    a malformed file; MissingDependencyError (13) for Parquet without pyarrow; DiskFullError."""
+    a malformed file; MissingDependencyError (13) for Parquet without pyarrow; DiskFullError.
+
+    With ``spark`` the stores are built by a Spark job (statectl.spark) and ingested; its SST files stay
+    beside the stores until the versions are switched to, so a load interrupted in the ingest re-runs from
+    them; MissingDependencyError (13) without pyspark or Java."""
     opts.validate()
     progress = progress or NullProgress()
     began = time.monotonic()
@@ -604,16 +673,22 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
         number = max(next_number(d) for d in dirs)
         builds = [stack.enter_context(VersionBuild(d, at_least=number)) for d in dirs]
         number = max(b.number for b in builds)
+        phases: dict[str, float] = {}
+        build_dir = None
         if spark is not None:
-            built = spark(builds, ds.path)
-            rows, digests, built_with = built.rows, built.digests, "spark"
+            built_with = "spark"
+            build_dir, rows, digests = _spark_files(builds, ds, opts, spark, progress, phases)
             records = rows
         else:
             built_with = "put"
+            t0 = time.monotonic()
             rows, records, nbytes = _put_rows(ds, iter_rows(ds), builds, opts, progress)
+            phases["write_s"] = round(time.monotonic() - t0, 3)
             from statectl.rocks.sst import scan_digest
 
+            t0 = time.monotonic()
             digests = [scan_digest(b.path) for b in builds]
+            phases["digest_s"] = round(time.monotonic() - t0, 3)
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         sealed = []
         for b, digest in zip(builds, digests):
@@ -621,13 +696,17 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
                                        created, built_with, {"format": ds.fmt})
             b.seal(manifest)
             sealed.append((b, digest))
-    result = FileLoadResult(str(ds.path), rows, records, nbytes, number, built_with, 0.0)
+    result = FileLoadResult(str(ds.path), rows, records, nbytes, number, built_with, 0.0, phases=phases)
     for b, digest in sealed:
         previous = switch(b.store, b.number)
         gone = prune(b.store, opts.keep_versions)
         result.stores.append(VersionLoad(str(b.store), b.number, rows if len(sealed) == 1 else digest.keys,
                                          digest.keys, digest.as_json()["first_key"], digest.as_json()["last_key"],
                                          digest.as_json()["checksum"], previous, gone))
+    if build_dir is not None:
+        import shutil
+
+        shutil.rmtree(build_dir, ignore_errors=True)
     result.duration_s = round(time.monotonic() - began, 3)
     result.notes = list(getattr(progress, "notes", []))
     return result
@@ -673,6 +752,28 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
         for w in writers:
             w.close(flush=ok)
     return n, n, nbytes
+
+
+def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOptions, progress: ProgressReporter,
+                 phases: dict[str, float]) -> tuple[Path, int, list[Digest]]:
+    """Build the versions' stores on Spark and ingest them; return (the build's dir, rows, digests)."""
+    from statectl.rocks.sst import ingest_into_new_store
+    from statectl.spark.submit import BuildSpec, run_build
+
+    spec = BuildSpec("files", opts.spec, layout="partitioned" if opts.partitions else "broadcast",
+                     partitions_out=opts.partitions, staging=sp.staging, path=str(Path(ds.path).absolute()),
+                     fmt=ds.fmt, files=tuple(str(Path(f).absolute()) for f in ds.files))
+    build_dir = builds[0].store.parent / f"{BUILD_DIR_PREFIX}{spec.spec_hash()[:16]}"
+    _remove_old_builds(build_dir)
+    t0 = time.monotonic()
+    manifest = run_build(spec, build_dir, master=sp.master, conf=sp.conf, progress=progress, s3=sp.s3)
+    phases["build_s"] = round(time.monotonic() - t0, 3)
+    t0 = time.monotonic()
+    for k, b in enumerate(builds):
+        ingest_into_new_store(b.path, manifest.paths(None if opts.partitions is None else k))
+    phases["ingest_s"] = round(time.monotonic() - t0, 3)
+    return build_dir, manifest.rows, [manifest.store(None if opts.partitions is None else k).digest
+                                      for k in range(len(builds))]
 
 
 # -- versions --------------------------------------------------------------------------------------

@@ -21,6 +21,9 @@ Figures (README "BENCHMARKS", the issue's targets):
   9. standby (tests/bench/standbybench.py, on a Tansu broker): promote of 1 GiB and 4 GiB replicas with a
      10 000-record tail; the follower's apply rate vs a raw kafka-python read; the time to a promotable
      replica seeded from a snapshot vs bootstrapped from the changelog
+ 10. adstore (tests/bench/adstorebench.py, on a Tansu broker): 2 M records (16-byte keys, 100-byte values)
+     loaded from a topic vs a raw kafka-python consume; the Spark bulk path from Parquet vs the put path
+     from the same rows; the ingest step alone; peak RSS of each
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
@@ -58,7 +61,7 @@ VALUE_SIZE = 1024
 JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby")
+FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore")
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
 
@@ -115,7 +118,7 @@ def parse_args(argv: list[str] | None) -> Settings:
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
-                        "memory, gc, drain, standby; default all")
+                        "memory, gc, drain, standby, adstore; default all")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -401,7 +404,7 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain", "standby"}:
+        if s.only - {"gc", "drain", "standby", "adstore"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
@@ -419,6 +422,8 @@ class Bench:
             self.figure_drain()
         if "standby" in s.only:
             self.figure_standby()
+        if "adstore" in s.only:
+            self.figure_adstore()
 
     def figure_store(self, store: Path, keys: int) -> None:
         log(f"1. generating {human(keys * VALUE_SIZE)} store: {keys} keys of {VALUE_SIZE} random bytes, "
@@ -722,6 +727,15 @@ class Bench:
         self.results["standby"] = standbybench.bench(self.s.work / "standby", small, big, records)
 
 
+    def figure_adstore(self) -> None:
+        """The adstore figures (tests/bench/adstorebench.py): on their own Tansu broker, whole processes."""
+        from tests.bench import adstorebench
+
+        records = 200_000 if self.s.quick else 2_000_000
+        log(f"10. adstore: {records:,} records from a topic vs a raw consume; Spark bulk path vs put path")
+        self.results["adstore"] = adstorebench.bench(self.s.work / "adstore", records)
+
+
 # ---- the report -----------------------------------------------------------------------------------
 
 def _fmt_s(st: dict[str, Any]) -> str:
@@ -902,6 +916,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import standbybench
 
         lines += ["", *standbybench.report_lines(res["standby"])]
+    if res.get("adstore"):
+        from tests.bench import adstorebench
+
+        lines += ["", *adstorebench.report_lines(res["adstore"])]
     meta_flags = meta.get("peer_flags")
     if meta_flags:
         lines += ["", "peers and flags:",

@@ -1,0 +1,170 @@
+"""make bench, adstore (issue 11), whole processes, on one Tansu broker started here:
+
+1. The put path from a topic (``statectl adstore load --topic``: --records records, 16-byte keys, 100-byte
+   values, 2 partitions, partitioned stores) vs a raw kafka-python consume of the same records (a process
+   that reads both partitions to their end and keeps nothing). Target: at least 0.7x the raw rate.
+2. The Spark bulk path from Parquet (``adstore load --from-file --spark``, local[2], Spark's start-up
+   included) vs the put path from the same rows. Target: at least 2x faster.
+3. The ingest step alone (from the Spark path's phases), and the peak RSS of each (the Spark path's
+   includes spark-submit's JVM: it is a child statectl waits for).
+
+    .venv/bin/python -m tests.bench.adstorebench [--records 2000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tests.bench.measure import run_measured
+
+STATECTL = str(Path(sys.executable).parent / "statectl")
+PARTITIONS = 2
+
+RAW_CONSUME = r"""
+import sys
+from kafka import KafkaConsumer, TopicPartition
+bootstrap, topic, n, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+                  fetch_max_wait_ms=100, max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20,
+                  max_poll_records=10000)
+tps = [TopicPartition(topic, p) for p in range(n)]
+got = 0
+for group in ([tps] if mode == "together" else [[tp] for tp in tps]):
+    c.assign(group)
+    c.seek_to_beginning()
+    while True:
+        polled = c.poll(timeout_ms=300)
+        for recs in polled.values():
+            got += len(recs)
+        if not polled and all(c.position(tp) >= c.end_offsets([tp])[tp] for tp in group):
+            break
+print(got)
+"""
+
+
+def _env(work: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STATECTL_", "AWS_"))}
+    return dict(env, XDG_CONFIG_HOME=str(work / "cfg"), XDG_DATA_HOME=str(work / "data"))
+
+
+def _key(i: int) -> bytes:
+    return b"key-%012d" % i  # 16 bytes
+
+
+def _value(i: int) -> bytes:
+    return (b"%010d" % i) + b"v" * 90  # 100 bytes
+
+
+def _produce(bootstrap: str, topic: str, n: int) -> None:
+    from kafka import KafkaProducer
+
+    from statectl.formats.adstore import partition_of
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=50, batch_size=1 << 20)
+    try:
+        for i in range(n):
+            k = _key(i)
+            p.send(topic, key=k, value=_value(i), partition=partition_of(k, PARTITIONS))
+        p.flush()
+    finally:
+        p.close()
+
+
+def _parquet(path: Path, n: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    step = 500_000
+    writer = None
+    try:
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            t = pa.table({"k": [_key(i).decode() for i in range(lo, hi)],
+                          "v": [_value(i).decode() for i in range(lo, hi)]})
+            if writer is None:
+                writer = pq.ParquetWriter(path, t.schema)
+            writer.write_table(t)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _ratio(a: float, b: float) -> float:
+    return round(a / b, 2) if b else float("nan")
+
+
+def bench(work: Path, records: int = 2_000_000) -> dict[str, Any]:
+    from statectl.kafka.client import create_topic
+    from tests.servers import TansuServer
+
+    work.mkdir(parents=True, exist_ok=True)
+    env = _env(work)
+    out: dict[str, Any] = {"records": records}
+    with TansuServer() as tansu:
+        b = tansu.bootstrap
+        topic = "adstore-bench"
+        create_topic(b, topic, partitions=PARTITIONS)
+        _produce(b, topic, records)
+        # The peer: the faster of a plain consume of both partitions at once and one after the other.
+        raws = [run_measured([sys.executable, "-c", RAW_CONSUME, b, topic, str(PARTITIONS), mode], env=env,
+                             cwd=work / "raw") for mode in ("together", "one-by-one")]
+        for r in raws:
+            if int(r.stdout.strip()) != records:
+                raise RuntimeError(f"the raw consumer read {r.stdout.strip()} records, not {records}")
+        out["raw_modes_s"] = [round(r.wall_s, 2) for r in raws]
+        raw = min(raws, key=lambda r: r.wall_s)
+        put = run_measured([STATECTL, "adstore", "load", "--kafka", b, "--topic", topic, "--store", "t", "--state-dir",
+                            str(work / "state"), "-o", "json"], env=env, cwd=work / "put")
+        if json.loads(put.stdout)["records"] != records:
+            raise RuntimeError("the topic load applied a different number of records")
+        out.update(raw_s=round(raw.wall_s, 2), raw_rss_mb=round(raw.max_rss_mb), topic_put_s=round(put.wall_s, 2),
+                   topic_put_rss_mb=round(put.max_rss_mb), topic_put_rate=round(records / put.wall_s),
+                   raw_rate=round(records / raw.wall_s), topic_put_vs_raw=_ratio(raw.wall_s, put.wall_s))
+    data = work / "rows.parquet"
+    _parquet(data, records)
+    common = ["adstore", "load", "--from-file", str(data), "--key-column", "k", "--value-column", "v", "-o", "json"]
+    fput = run_measured([STATECTL, *common, "--store", "fp", "--state-dir", str(work / "state")], env=env,
+                        cwd=work / "fput")
+    fsp = run_measured([STATECTL, *common, "--store", "fs", "--state-dir", str(work / "state"), "--spark", "--master",
+                        "local[2]"], env=env, cwd=work / "fspark")
+    put_r, spark_r = json.loads(fput.stdout), json.loads(fsp.stdout)
+    if put_r["stores"][0]["checksum"] != spark_r["stores"][0]["checksum"]:
+        raise RuntimeError("the Spark path and the put path built different stores")
+    out.update(file_put_s=round(fput.wall_s, 2), file_put_rss_mb=round(fput.max_rss_mb),
+               spark_s=round(fsp.wall_s, 2), spark_rss_mb=round(fsp.max_rss_mb),
+               spark_vs_put=_ratio(fput.wall_s, fsp.wall_s), phases=spark_r.get("phases", {}))
+    return out
+
+
+def report_lines(r: dict[str, Any]) -> list[str]:
+    ph = r.get("phases", {})
+    return [
+        f"adstore from a topic, {r['records']:,} records: put path {r['topic_put_s']} s ({r['topic_put_rate']:,}/s, "
+        f"{r['topic_put_rss_mb']} MB) vs raw kafka-python consume {r['raw_s']} s ({r['raw_rate']:,}/s, "
+        f"{r['raw_rss_mb']} MB) -> {r['topic_put_vs_raw']}x the raw rate (target >= 0.7x)",
+        f"adstore from Parquet: Spark bulk path {r['spark_s']} s ({r['spark_rss_mb']} MB peak, JVM included) vs put path "
+        f"{r['file_put_s']} s ({r['file_put_rss_mb']} MB) -> {r['spark_vs_put']}x faster (target >= 2x); "
+        f"phases {', '.join(f'{k} {v} s' for k, v in ph.items())}",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--records", type=int, default=2_000_000)
+    p.add_argument("--work", type=Path, default=None)
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="adstorebench-", dir=args.work) as tmp:
+        r = bench(Path(tmp), args.records)
+    print("\n".join(report_lines(r)))
+    print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""adstore load --spark against the put path, whole statectl processes: real spark-submit (local[2]), real
+Tansu, real rocksdict. Both paths must give the same store, key for key, with the same offsets."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from pathlib import Path
+
+import pytest
+
+from statectl.formats.adstore import partition_of
+from statectl.kafka.client import create_topic
+from tests.tools.standby_helpers import ChangelogWriter, apply_records, cli, offsets_of, read_store
+
+pytestmark = pytest.mark.timeout(600)
+SPARK = ["--spark", "--master", "local[2]"]
+
+
+def _stores(root: Path, store: str) -> dict[str, dict[bytes, bytes]]:
+    return {p.name: read_store(p) for p in sorted((root / store).iterdir())
+            if p.name.startswith("Partition_") and not p.name.endswith(".versions")}
+
+
+def test_topic_spark_path_equals_put_path(tansu, tmp_path: Path):
+    """Puts, overwrites and tombstones in 3 partitions: partitioned and broadcast builds on Spark equal
+    the put path's stores and offsets files; a re-run of the Spark load over a put-built store rebuilds
+    it (and says so)."""
+    topic = f"ads-spark-{uuid.uuid4().hex[:6]}"
+    create_topic(tansu.bootstrap, topic, partitions=3)
+    rng = random.Random(11)
+    expected = {}
+    keys = [b"k%03d" % i for i in range(150)]
+    by_field: dict[bytes, bytes] = {}
+    for p in range(3):
+        w = ChangelogWriter(tansu.bootstrap, topic, p)
+        recs = []
+        for _ in range(400):
+            k = rng.choice([k for k in keys if partition_of(k, 3) == p])  # a key lives in one partition
+            recs.append((k, None if rng.random() < 0.2 else json.dumps({"id": k.decode(), "n": rng.random()}).encode()))
+        w.send(recs)
+        expected[p] = apply_records(w.records())
+        for _, k, v in w.records():  # --key-field: a tombstone carries no value to find the key in: skipped
+            if v is not None:
+                by_field[k] = str(json.loads(v)["n"]).encode()
+        w.close()
+    state = tmp_path / "state"
+    base = ["adstore", "load", "--kafka", tansu.bootstrap, "--topic", topic, "--state-dir", str(state), "-o", "json"]
+    cli(tmp_path, *base, "--store", "put")
+    r = json.loads(cli(tmp_path, *base, "--store", "spark", *SPARK).stdout)
+    assert [s["case"] for s in r["stores"]] == ["created"] * 3
+    put, spark = _stores(state, "put"), _stores(state, "spark")
+    assert put == spark == {f"Partition_{p}": expected[p] for p in range(3)}
+    for p in range(3):
+        assert offsets_of(state / "spark" / f"Partition_{p}", "SIDE-INPUT-OFFSETS") == \
+            offsets_of(state / "put" / f"Partition_{p}", "SIDE-INPUT-OFFSETS")
+    assert not list((state / "spark").glob(".adstore-build-*")), "the build's files outlived the load"
+    # Broadcast, through the blob store, with fields: the same as the put path's broadcast store.
+    fields = ["--broadcast", "--key-field", "id", "--value-field", "n"]
+    cli(tmp_path, *base, "--store", "bput", *fields)
+    r = json.loads(cli(tmp_path, *base, "--store", "bspark", *fields, *SPARK, "--stage-through-blobstore",
+                       "--blobstore", f"file://{tmp_path / 'blobs'}").stdout)
+    assert read_store(state / "bspark" / "Partition_0") == read_store(state / "bput" / "Partition_0")
+    assert read_store(state / "bput" / "Partition_0") == by_field
+    assert not [p for p in (tmp_path / "blobs").rglob("*") if p.is_file() and "adstore-builds" in str(p)]
+    # Over a store the put path made, a Spark load rebuilds it whole.
+    r = json.loads(cli(tmp_path, *base, "--store", "put", *SPARK, "--partitions", "1").stdout)
+    assert r["stores"][0]["case"] == "rebuilt" and "whole store" in r["stores"][0]["reason"]
+    assert read_store(state / "put" / "Partition_1") == expected[1]
+
+
+def test_file_spark_path_equals_put_path(tmp_path: Path):
+    """Parquet, broadcast and partitioned: the Spark path's versions hold the put path's entries and seal
+    the same manifest figures (keys, key range, checksum)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(5)
+    n = 3000
+    rows = {"id": [f"u{rng.randrange(2500):05d}" for _ in range(n)],  # duplicates: the last row wins
+            "name": [f"name {i}" for i in range(n)], "score": [rng.random() for _ in range(n)],
+            "vip": [rng.random() < 0.1 for _ in range(n)]}
+    data = tmp_path / "members"
+    data.mkdir()
+    pq.write_table(pa.table({k: v[:1500] for k, v in rows.items()}), data / "part-0.parquet")
+    pq.write_table(pa.table({k: v[1500:] for k, v in rows.items()}), data / "part-1.parquet")
+    expected = {}
+    for i in range(n):
+        expected[rows["id"][i].encode()] = json.dumps(
+            {"name": rows["name"][i], "score": rows["score"][i], "vip": rows["vip"][i]},
+            separators=(",", ":")).encode()
+    state = tmp_path / "state"
+    base = ["adstore", "load", "--from-file", str(data), "--key-column", "id", "--state-dir", str(state), "-o", "json"]
+    put = json.loads(cli(tmp_path, *base, "--store", "put").stdout)
+    spark = json.loads(cli(tmp_path, *base, "--store", "spark", *SPARK).stdout)
+    assert spark["built_with"] == "spark" and put["built_with"] == "put"
+    for field in ("keys", "first_key", "last_key", "checksum"):
+        assert put["stores"][0][field] == spark["stores"][0][field], field
+    assert read_store(state / "spark" / "Partition_0") == read_store(state / "put" / "Partition_0") == expected
+    cli(tmp_path, *base, "--store", "pput", "--partitions", "3")
+    cli(tmp_path, *base, "--store", "pspark", "--partitions", "3", *SPARK)
+    got = _stores(state, "pspark")
+    assert got == _stores(state, "pput")
+    for k in range(3):
+        assert got[f"Partition_{k}"] == {key: v for key, v in expected.items() if partition_of(key, 3) == k}
+
+
+def test_spark_without_java_exits_13(tmp_path: Path):
+    """No Java on PATH and no JAVA_HOME: exit 13 with the install hint, and nothing is built."""
+    (tmp_path / "d.csv").write_text("id,v\n1,a\n")
+    import subprocess
+
+    from tests.tools.standby_helpers import STATECTL, clean_env
+
+    env = dict(clean_env(tmp_path), PATH="/usr/local/sbin:/nonexistent")
+    env.pop("JAVA_HOME", None)
+    p = subprocess.run([STATECTL, "adstore", "load", "--from-file", str(tmp_path / "d.csv"), "--key-column", "id",
+                        "--store", "s", "--state-dir", str(tmp_path / "state"), "--spark"], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 13, p.stderr
+    assert "Java" in p.stderr and "Hint:" in p.stderr, p.stderr
+    assert not (tmp_path / "state" / "s" / "Partition_0").exists()
