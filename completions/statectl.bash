@@ -6,12 +6,13 @@
 # The subcommands of the command path $1 ('' for statectl itself, 'snapshots' ...), in REPLY.
 _statectl_commands() {
     case $1 in
-        '') REPLY='backup restore diff gc doctor snapshots config lease drain standby' ;;
+        '') REPLY='backup restore diff gc doctor snapshots config lease drain standby adstore' ;;
         'snapshots') REPLY='list show verify' ;;
         'config') REPLY='show' ;;
         'lease') REPLY='show break' ;;
         'drain') REPLY='start status wait cancel' ;;
         'standby') REPLY='follow status promote check' ;;
+        'adstore') REPLY='load versions switch' ;;
         *) REPLY='' ;;
     esac
 }
@@ -44,6 +45,10 @@ _statectl_options() {
         'standby status') REPLY='--state-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --to-checkpoint --active-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore load') REPLY='--kafka --job --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --follow --max-age --keep-versions --spark --master --spark-conf --stage-through-blobstore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore versions') REPLY='--task --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore switch') REPLY='--task --store --state-dir --store-dir --version --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         *) REPLY='' ;;
     esac
 }
@@ -349,6 +354,61 @@ _statectl_value() {
                 --kafka) REPLY='@text' ;;
                 --job) REPLY='@text' ;;
                 --job-id) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'adstore')
+            case $2 in
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'adstore load')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --store-dir) REPLY='@dir' ;;
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --topic) REPLY='@text' ;;
+                --from-file) REPLY='@file' ;;
+                --format) REPLY='@text' ;;
+                --partitions) REPLY='@text' ;;
+                --key-field) REPLY='@text' ;;
+                --value-field) REPLY='@text' ;;
+                --extractor) REPLY='@text' ;;
+                --key-column) REPLY='@text' ;;
+                --value-column) REPLY='@text' ;;
+                --value-columns) REPLY='@text' ;;
+                --max-age) REPLY='@text' ;;
+                --keep-versions) REPLY='@text' ;;
+                --master) REPLY='@text' ;;
+                --spark-conf) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'adstore versions')
+            case $2 in
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --store-dir) REPLY='@dir' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'adstore switch')
+            case $2 in
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --store-dir) REPLY='@dir' ;;
+                --version) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

@@ -4,7 +4,7 @@
 function __statectl_commands --description 'the subcommands of a statectl command path'
     switch "$argv"
         case ''
-            printf '%s\n' backup restore diff gc doctor snapshots config lease drain standby
+            printf '%s\n' backup restore diff gc doctor snapshots config lease drain standby adstore
         case 'snapshots'
             printf '%s\n' list show verify
         case 'config'
@@ -15,6 +15,8 @@ function __statectl_commands --description 'the subcommands of a statectl comman
             printf '%s\n' start status wait cancel
         case 'standby'
             printf '%s\n' follow status promote check
+        case 'adstore'
+            printf '%s\n' load versions switch
     end
 end
 
@@ -70,6 +72,14 @@ function __statectl_value_options --description 'the options that take a value a
             printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --active-dir --config --profile --output -o
         case 'standby check'
             printf '%s\n' -- --kafka --job --job-id --config --profile --output -o
+        case 'adstore'
+            printf '%s\n' -- --config --profile --output -o
+        case 'adstore load'
+            printf '%s\n' -- --kafka --job --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --max-age --keep-versions --master --spark-conf --config --profile --output -o
+        case 'adstore versions'
+            printf '%s\n' -- --task --store --state-dir --store-dir --config --profile --output -o
+        case 'adstore switch'
+            printf '%s\n' -- --task --store --state-dir --store-dir --version --config --profile --output -o
     end
 end
 
@@ -113,6 +123,7 @@ complete -c statectl -n '__statectl_path' -a config -d 'Inspect statectl\'s sett
 complete -c statectl -n '__statectl_path' -a lease -d 'Inspect or break the lease that keeps two backups of a store from running at once'
 complete -c statectl -n '__statectl_path' -a drain -d 'Stop a job after it has processed everything in flight (Samza\'s drain, seed 004)'
 complete -c statectl -n '__statectl_path' -a standby -d 'Hot replicas of a store kept current from its changelog, promoted in seconds (seed 001)'
+complete -c statectl -n '__statectl_path' -a adstore -d 'Read-only (adjunct) stores filled from a topic or a file dataset (seed 003)'
 complete -c statectl -n '__statectl_path' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
 complete -c statectl -n '__statectl_path' -l output -s o -x -a 'text json' -d 'Result format: text or json'
@@ -510,3 +521,77 @@ complete -c statectl -n '__statectl_path standby check' -l output -s o -x -a 'te
 complete -c statectl -n '__statectl_path standby check' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path standby check' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path standby check' -l debug -d 'Tracebacks for errors'
+
+# statectl adstore
+complete -c statectl -n '__statectl_path adstore' -a load -d 'Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)'
+complete -c statectl -n '__statectl_path adstore' -a versions -d 'The sealed versions of a store loaded from files, the current one marked'
+complete -c statectl -n '__statectl_path adstore' -a switch -d 'Point a store at another sealed version atomically (a rollback, or forward again)'
+complete -c statectl -n '__statectl_path adstore' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path adstore' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path adstore' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path adstore' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path adstore' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path adstore' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path adstore' -l debug -d 'Tracebacks for errors'
+
+# statectl adstore load
+complete -c statectl -n '__statectl_path adstore load' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path adstore load' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path adstore load' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path adstore load' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path adstore load' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path adstore load' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
+complete -c statectl -n '__statectl_path adstore load' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path adstore load' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path adstore load' -l topic -x -d 'Fill from this topic'
+complete -c statectl -n '__statectl_path adstore load' -l from-file -r -F -d 'Fill from this file or dir (Parquet, JSON lines, CSV) as a new version'
+complete -c statectl -n '__statectl_path adstore load' -l format -x -d 'parquet, jsonl or csv (default: from the file names)'
+complete -c statectl -n '__statectl_path adstore load' -l broadcast -d 'One store holding every partition (the store dir of --task, or --store-dir)'
+complete -c statectl -n '__statectl_path adstore load' -l partitions -x -d 'Topic: only these partitions (e.g'
+complete -c statectl -n '__statectl_path adstore load' -l key-field -x -d 'Key: this field (a.b.c) of the JSON value (default: the record key)'
+complete -c statectl -n '__statectl_path adstore load' -l value-field -x -d 'Value: this field of the JSON value (default: the whole value)'
+complete -c statectl -n '__statectl_path adstore load' -l extractor -x -d 'module:callable turning a record into (key, value), or None to skip it'
+complete -c statectl -n '__statectl_path adstore load' -l key-column -x -d 'Files: the key column'
+complete -c statectl -n '__statectl_path adstore load' -l value-column -x -d 'Files: the value column (default: a JSON object of the other columns)'
+complete -c statectl -n '__statectl_path adstore load' -l value-columns -x -d 'Files: the value as a JSON object of these columns (a,b,c)'
+complete -c statectl -n '__statectl_path adstore load' -l follow -d 'Topic: after the bootstrap, keep applying new records until stopped'
+complete -c statectl -n '__statectl_path adstore load' -l max-age -x -d 'Topic: rebuild a store whose newest file is older than this (e.g'
+complete -c statectl -n '__statectl_path adstore load' -l keep-versions -x -d 'Files: versions kept per store, the current one included'
+complete -c statectl -n '__statectl_path adstore load' -l spark -d 'Build on Spark (the bulk path)'
+complete -c statectl -n '__statectl_path adstore load' -l master -x -d 'Spark master: local[*], yarn, k8s://..., spark://..'
+complete -c statectl -n '__statectl_path adstore load' -l spark-conf -x -d 'KEY=VALUE for spark-submit (repeatable)'
+complete -c statectl -n '__statectl_path adstore load' -l stage-through-blobstore -d '--spark: the executors hand their SST files over through --blobstore (the default unless the master is local[...])'
+complete -c statectl -n '__statectl_path adstore load' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path adstore load' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path adstore load' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path adstore load' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path adstore load' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path adstore load' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path adstore load' -l debug -d 'Tracebacks for errors'
+
+# statectl adstore versions
+complete -c statectl -n '__statectl_path adstore versions' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path adstore versions' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path adstore versions' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path adstore versions' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
+complete -c statectl -n '__statectl_path adstore versions' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path adstore versions' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path adstore versions' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path adstore versions' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path adstore versions' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path adstore versions' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path adstore versions' -l debug -d 'Tracebacks for errors'
+
+# statectl adstore switch
+complete -c statectl -n '__statectl_path adstore switch' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path adstore switch' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path adstore switch' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path adstore switch' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
+complete -c statectl -n '__statectl_path adstore switch' -l version -x -d 'The version to make current (default: roll back one)'
+complete -c statectl -n '__statectl_path adstore switch' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path adstore switch' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path adstore switch' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path adstore switch' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path adstore switch' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path adstore switch' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path adstore switch' -l debug -d 'Tracebacks for errors'
