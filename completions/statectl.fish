@@ -75,7 +75,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --job --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --max-age --keep-versions --master --spark-conf --config --profile --output -o
+            printf '%s\n' -- --kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --max-age --keep-versions --master --spark-conf --config --profile --output -o
         case 'adstore versions'
             printf '%s\n' -- --task --store --state-dir --store-dir --config --profile --output -o
         case 'adstore switch'
@@ -536,7 +536,6 @@ complete -c statectl -n '__statectl_path adstore' -l debug -d 'Tracebacks for er
 
 # statectl adstore load
 complete -c statectl -n '__statectl_path adstore load' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
-complete -c statectl -n '__statectl_path adstore load' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path adstore load' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path adstore load' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path adstore load' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'

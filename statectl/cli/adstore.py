@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset (seed 003).",
                   no_args_is_help=True, rich_markup_mode=None)
 
-WHERE = ("kafka", "job", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
+WHERE = ("kafka", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
 
 
 def _seconds(value: str | None, flag: str) -> float | None:

@@ -123,7 +123,7 @@ def test_every_command_and_flag_is_in_every_completion_script(tree):
         for o in c.all_options():
             for n in o.names:
                 assert n in bash, f"bash lacks {c.words} {n}"
-                assert re.search(rf"'(\([^)]*\))?{re.escape(n)}[=+]?\[", zsh_func), f"zsh lacks {c.words} {n}"
+                assert re.search(rf"'(\([^)]*\))?\*?{re.escape(n)}[=+]?\[", zsh_func), f"zsh lacks {c.words} {n}"
                 flag = f"-l {n[2:]}" if n.startswith("--") else f"-s {n[1:]}"
                 assert any(re.search(rf"{re.escape(flag)}( |$)", line) for line in fish_lines), \
                     f"fish lacks {c.words} {n}"
