@@ -393,6 +393,10 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
             bounds = _bounds(keyed, stores, per_store)
         laid_out = keyed.repartitionAndSortWithinPartitions(stores * per_store, _Partitioner(per_store, bounds))
         tasks = laid_out.mapPartitionsWithIndex(_WriteFiles(job)).collect()
+    except BuildError:
+        raise
+    except Exception as e:
+        raise BuildError(summarize(e)) from None  # while the JVM still answers for its exception
     finally:
         spark.stop()
     manifest = _manifest(job, tasks, time.monotonic() - began)
@@ -443,19 +447,42 @@ def _write_atomically(path: Path, text: str) -> None:
 _EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.$]*\.)?[A-Z]\w*(?:Error|Exception)(?:\[[\w.]+\])?: (.+)$")
 
 
+_READING = re.compile(r"while reading file (\S+?)\.?(?:\s|$)")
+
+
+def _java_messages(e: BaseException) -> list[str]:
+    """The messages of a Py4JJavaError's Java exception and its causes, outermost first."""
+    out: list[str] = []
+    je = getattr(e, "java_exception", None)
+    while je is not None and len(out) < 20:
+        try:
+            out.append(str(je.getMessage() or ""))
+            je = je.getCause()
+        except Exception:
+            break
+    return out
+
+
 def summarize(e: BaseException) -> str:
     """One line for an exception that ended the build: a BuildError's own message wherever it was raised
-    (an executor's traceback travels in the driver's exception text), else the innermost exception line."""
-    text = str(e)
+    (an executor's traceback travels in the exception's text, or in its Java causes), else the innermost
+    Java cause (with the file being read, when Spark names one), else the last exception line."""
+    if isinstance(e, BuildError):
+        return str(e)
+    java = _java_messages(e)
+    text = "\n".join([str(e), *java])
     found = re.findall(r"BuildError: (.+)", text)
     if found:
         return found[0].strip()
-    if isinstance(e, BuildError):
-        return text
+    inner = [m for m in java if m.strip()]
+    if inner:
+        line = re.sub(r"\s*SQLSTATE: \w+\s*$", "", inner[-1].strip().splitlines()[0])
+        reading = next((m.group(1) for m in map(_READING.search, java) if m), None)
+        if reading and reading not in line:
+            line = f"{_local_path(reading)}: {line}"
+        return line[:500]
     lines = [m.group(0).strip() for m in map(_EXC_LINE.match, text.splitlines()) if m]
-    candidates = [line for line in lines if "Py4JJavaError" not in line and "Job aborted" not in line]
-    pick = (candidates or lines or [_one_line(e)])[-1]
-    return pick[:500]
+    return (lines or [_one_line(e)])[-1][:500]
 
 
 def main(argv: list[str]) -> int:

@@ -4,8 +4,11 @@ statectl/spark/job.py with the spark-submit of the pyspark install and hands bac
 sorted and partitioned as the target stores are, with their :class:`BuildManifest`.
 
 A build is idempotent per spec: ``out_dir`` ends with ``BUILD-MANIFEST.json`` (written last), and a
-re-run that finds a complete manifest of the same spec (every file there with its size) returns it
-without running Spark: an ingest interrupted at any point is re-run from the same files.
+re-run that finds a complete manifest of the same spec (every file there with its size; for files, the
+dataset's files unchanged in size and mtime: :func:`build_hash`) returns it without running Spark: an ingest
+interrupted at any point is re-run from the same files. A topic build found complete is reused whatever
+was written to the topic since: its manifest's offsets say where it ends. The caller removes out_dir once
+the stores are in place, so that a later load builds afresh.
 
 Secrets never go into the spec or the job file: the S3 keys and the Kafka passwords reach the job through
 its environment (STATECTL_S3_ACCESS_KEY_ID, STATECTL_S3_SECRET_ACCESS_KEY, STATECTL_S3_SESSION_TOKEN,
@@ -317,9 +320,12 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
     spec.validate()
     progress = progress or NullProgress()
     out_dir = Path(out_dir).absolute()
-    spec_hash = spec.spec_hash()
-    build_id = spec_hash[:16]
     began = time.monotonic()
+    resolved = spec
+    if spec.source == "files" and not spec.files:
+        resolved = dataclasses.replace(spec, files=tuple(str(f) for f in _list_files(Path(spec.path), spec.fmt)))
+    spec_hash = build_hash(resolved) if spec.source == "files" else spec.spec_hash()
+    build_id = spec_hash[:16]
     done = _reuse(out_dir, spec_hash, s3, progress)
     if done is not None:
         return done
@@ -331,9 +337,6 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
         if spec.staging != "local":
             staging = _open_staging(spec.staging, s3)
             staging.delete(info.key for info in staging.list(f"{STAGING_PREFIX}{build_id}/"))
-        resolved = spec
-        if spec.source == "files" and not spec.files:
-            resolved = dataclasses.replace(spec, files=tuple(str(f) for f in _list_files(Path(spec.path), spec.fmt)))
         if spec.source == "topic" and spec.ranges is None:
             resolved = dataclasses.replace(spec, ranges=topic_ranges(spec, kafka_security))
         job = {"spec": resolved.to_dict(), "spec_hash": spec_hash, "build_id": build_id, "out_dir": str(out_dir),
@@ -360,6 +363,19 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
             staging.close()
     manifest.duration_s = round(time.monotonic() - began, 3)
     return manifest
+
+
+def build_hash(spec: BuildSpec) -> str:
+    """What a files build's manifest is matched by on a re-run: the spec's hash with the size and mtime of
+    each of its files (a dataset rewritten since is built again). UsageError when a file is missing."""
+    stats = []
+    for f in spec.files or (spec.path,):
+        try:
+            st = os.stat(str(f))
+        except OSError as e:
+            raise UsageError(f"dataset file {f}: {e.strerror or e}") from None
+        stats.append([str(f), st.st_size, st.st_mtime_ns])
+    return hashlib.sha256((spec.spec_hash() + "\n" + json.dumps(stats)).encode()).hexdigest()
 
 
 def topic_ranges(spec: BuildSpec, security: Any = None) -> dict[int, tuple[int, int]]:

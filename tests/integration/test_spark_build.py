@@ -100,10 +100,17 @@ def test_parquet_broadcast_in_several_files_and_a_rerun_skips_spark(tmp_path, mo
     # An ingest interrupted after the build: the next run finds the complete build and skips Spark.
     again = run_build(spec, out, master=MASTER)
     assert not again.spark_ran and again.digests == manifest.digests and again.paths(None) == manifest.paths(None)
-    # A file gone from out_dir: the build is not complete, and the next run builds again (it gets as far as
-    # the check for pyspark, here made to fail: no second JVM).
-    (out / store.files[0]).unlink()
+    # The next run builds again (it gets as far as the check for pyspark, here made to fail: no second JVM)
+    # when a dataset file changed since...
     monkeypatch.setitem(sys.modules, "pyspark", None)
+    st = files[1].stat()
+    os.utime(files[1], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    with pytest.raises(MissingDependencyError):
+        run_build(spec, out, master=MASTER)
+    os.utime(files[1], ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert not run_build(spec, out, master=MASTER).spark_ran
+    # ...or when a file of the build is gone from out_dir.
+    (out / store.files[0]).unlink()
     with pytest.raises(MissingDependencyError):
         run_build(spec, out, master=MASTER)
 
@@ -240,7 +247,8 @@ def test_missing_pyspark_is_exit_13_with_the_install_hint(tmp_path, monkeypatch)
         check_spark()
     assert err.value.exit_code == EXIT_MISSING_DEPENDENCY == 13
     assert "pyspark is not installed" in str(err.value) and "pip install 'statectl[spark]'" in err.value.hint
-    spec = BuildSpec("files", KeyValueSpec(key_column="id"), path=str(tmp_path), fmt="jsonl")
+    (tmp_path / "d.jsonl").write_text('{"id": "a"}\n')
+    spec = BuildSpec("files", KeyValueSpec(key_column="id"), path=str(tmp_path / "d.jsonl"), fmt="jsonl")
     with pytest.raises(MissingDependencyError):
         run_build(spec, tmp_path / "out")
     assert not (tmp_path / "out").exists()
