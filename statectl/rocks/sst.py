@@ -14,7 +14,7 @@ import errno
 import os
 import shutil
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
 from statectl.errors import StatectlError
 from statectl.formats.adstore import Digest
@@ -27,8 +27,8 @@ def write_sst(path: Path, entries: Iterable[tuple[bytes, bytes]]) -> Digest:
     ``path``, replacing any file there, and return the Digest of what it holds.
 
     An empty ``entries`` writes no file (RocksDB cannot finish an empty SST) and returns an empty Digest.
-    Raises ValueError for a key that is not above the one before it (or an entry that is not bytes), and
-    then leaves no file; OSError(ENOSPC) for a full disk; StatectlError naming the file otherwise.
+    Raises ValueError for a key that is not above the one before it, TypeError for a key or value that is
+    not bytes, and then leaves no file; OSError(ENOSPC) for a full disk; StatectlError naming the file otherwise.
     """
     rd = _rocksdict()
     path = Path(path)
@@ -50,8 +50,8 @@ def write_sst(path: Path, entries: Iterable[tuple[bytes, bytes]]) -> Digest:
         while entry is not None:
             key, value = entry
             if not isinstance(key, bytes) or not isinstance(value, bytes):
-                raise ValueError(f"SST entries must be (bytes, bytes), got ({type(key).__name__}, "
-                                 f"{type(value).__name__})")
+                raise TypeError(f"SST entries must be (bytes, bytes), got ({type(key).__name__}, "
+                                f"{type(value).__name__})")
             if prev is not None and key <= prev:
                 raise ValueError(f"SST keys must be strictly ascending: {key[:64]!r} after {prev[:64]!r}")
             try:
@@ -149,22 +149,22 @@ def scan_digest(store_path: Path) -> Digest:
         raise _error(store_path, "open", e) from e
     digest = Digest()
     try:
-        it = db.iter()
-        it.seek_to_first()
-
-        def entries():
-            while it.valid():
-                yield it.key(), it.value()
-                it.next()
-
-        digest.add_sorted(entries())
+        cursor = db.iter()
+        cursor.seek_to_first()
+        digest.add_sorted(_items(cursor))
         try:
-            it.status()
+            cursor.status()
         except Exception as e:
             raise _error(store_path, "read", e) from e
-        del it
+        del cursor  # before the store closes
     finally:
         db.close()
         if not had_config:
             (store_path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
     return digest
+
+
+def _items(cursor: Any) -> Iterator[tuple[bytes, bytes]]:
+    while cursor.valid():
+        yield cursor.key(), cursor.value()
+        cursor.next()

@@ -157,7 +157,8 @@ def test_jsonl_broadcast_the_last_row_of_a_key_wins(tmp_path):
     data.mkdir()
     docs = [{"k": f"key{i % 50}", "v": {"i": i, "s": "é"}} for i in range(200)]
     docs += [{"k": "key7", "v": None}, {"k": "gone-later", "v": 1}, {"k": "gone-later", "v": None}, {"k": 12, "v": "n"}]
-    text = "\n".join(json.dumps(d) for d in docs[:100]) + "\n\n  \n" + "\n".join(json.dumps(d) for d in docs[100:]) + "\n"
+    lines = [json.dumps(d) for d in docs]
+    text = "\n".join(lines[:100]) + "\n\n  \n" + "\n".join(lines[100:]) + "\n"  # blank lines are skipped
     (data / "one.jsonl").write_text(text)
     kv = KeyValueSpec(key_column="k", value_column="v")
     expected = expected_from_rows([json.loads(line) for line in text.splitlines() if line.strip()], kv, None)

@@ -57,7 +57,7 @@ def test_keys_out_of_order_raise_and_leave_no_file(tmp_path, keys):
 
 
 def test_non_bytes_raise(tmp_path):
-    with pytest.raises(ValueError, match="bytes"):
+    with pytest.raises(TypeError, match="bytes"):
         write_sst(tmp_path / "bad.sst", [(b"a", None)])
     assert not (tmp_path / "bad.sst").exists()
 
