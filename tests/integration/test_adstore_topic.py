@@ -99,6 +99,14 @@ def topics(tansu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         t.close()
 
 
+HOLDER = """import sys, rocksdict
+db = rocksdict.Rdict(sys.argv[1], rocksdict.Options(raw_mode=True))
+print("ready", flush=True)
+sys.stdin.read()
+db.close()
+"""
+
+
 def store_files(store: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(store.iterdir()) if p.is_file()}
 
@@ -160,7 +168,7 @@ def test_partitioned_load_of_chosen_partitions_and_text_output(topics):
         t.writers[p].send(random_records(random.Random(20 + p), 30, keys=20))
     out = t.load("--partitions", "0,2").stdout
     assert f"{t.store(0)}: created; 30 records; offsets {t.key(0)}={t.last(0)}" in out
-    assert f"loaded 60 records" in out and t.name in out
+    assert "loaded 60 records" in out and t.name in out
     assert not t.store(1).exists()
     t.assert_exact(0)
     t.assert_exact(2)
@@ -260,8 +268,8 @@ def test_resume_after_sigkill_at_random_moments(topics):
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fh)
             try:
                 if rng.random() < 0.5:  # after its first flush: the next run resumes from the offsets
-                    wait_until(lambda: (t.store(0, state) / SIDE_INPUT_OFFSETS).exists() or proc.poll() is not None,
-                               60, "the first flush")
+                    wait_until(lambda proc=proc, state=state: (t.store(0, state) / SIDE_INPUT_OFFSETS).exists()
+                               or proc.poll() is not None, 60, "the first flush")
                     time.sleep(rng.uniform(0.0, 1.0))
                 else:  # anywhere from its start (imports, connecting, the first batches)
                     time.sleep(rng.uniform(0.2, 2.0))
@@ -281,6 +289,7 @@ def test_resume_after_sigkill_at_random_moments(topics):
         assert r["offsets"] == {t.key(p): t.last(p) for p in range(2)}
         assert debris(state) == []
     assert kills >= 5, kills  # most kills landed while it ran
+    assert "resumed" in cases, cases  # some after a flush: the next run went on from the offsets
     assert "resumed" in cases, cases  # the kills did land mid-load after a flush at least once
 
 
@@ -428,9 +437,7 @@ def test_a_store_held_by_another_process(topics):
     store = t.store(0)
     content, offsets = read_store(store), (store / SIDE_INPUT_OFFSETS).read_bytes()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, rocksdict\n"
-         "db = rocksdict.Rdict(sys.argv[1], rocksdict.Options(raw_mode=True))\n"
-         "print('ready', flush=True)\nsys.stdin.read()\ndb.close()\n", str(store)],
+        [sys.executable, "-c", HOLDER, str(store)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"

@@ -49,7 +49,7 @@ def test_murmur2_matches_kafka(text: str, expected: int):
 
 def test_murmur2_is_a_signed_32_bit_int_for_every_tail_length():
     rng = random.Random(3)
-    for n in range(0, 40):
+    for n in range(40):
         h = murmur2(rng.randbytes(n))
         assert -(1 << 31) <= h < (1 << 31)
 

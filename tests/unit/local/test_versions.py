@@ -121,19 +121,17 @@ def test_leaving_without_seal_removes_the_build(store: Path):
     with VersionBuild(store) as b:
         write_store(b.path, {b"k": b"half"})
     assert not b.path.exists()
-    with pytest.raises(RuntimeError):
-        with VersionBuild(store) as b:
-            write_store(b.path, {b"k": b"half"})
-            raise RuntimeError("the dataset is bad")
+    with pytest.raises(RuntimeError), VersionBuild(store) as b:
+        write_store(b.path, {b"k": b"half"})
+        raise RuntimeError("the dataset is bad")
     assert not b.path.exists()
     assert sorted(p.name for p in versions_dir(store).iterdir()) == ["1"]
     assert current_version(store) == 1 and read_store(store) == {b"k": b"v1"}
 
 
 def test_seal_refuses_a_manifest_of_another_version(store: Path):
-    with VersionBuild(store) as b:
-        with pytest.raises(ValueError, match="manifest of version 2 sealing build 1"):
-            b.seal(manifest(2))
+    with VersionBuild(store) as b, pytest.raises(ValueError, match="manifest of version 2 sealing build 1"):
+        b.seal(manifest(2))
     assert list_versions(store) == [] and list(versions_dir(store).iterdir()) == []
 
 
