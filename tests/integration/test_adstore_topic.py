@@ -372,6 +372,13 @@ def test_extractor_error_on_one_record(topics):
     assert f"partition 1 offset {bad}" in error_line(r.stderr)
     assert read_store(t.store(1)) == apply_records(before)
     assert offsets_of(t.store(1), SIDE_INPUT_OFFSETS) == {t.key(1): str(bad - 1)}
+    # a store being rebuilt (its offsets file damaged) that meets the record is left as it was
+    (t.store(1) / SIDE_INPUT_OFFSETS).write_bytes(b"garbage")
+    files = store_files(t.store(1))
+    r = t.load(*args, code=1)
+    assert f"partition 1 offset {bad}" in error_line(r.stderr)
+    assert store_files(t.store(1)) == files and read_store(t.store(1)) == apply_records(before)
+    assert debris(t.state) == []
     # without the extractor, the record is just bytes
     t.load()
     t.assert_exact(1)
