@@ -60,7 +60,8 @@ def _conf(values: list[str] | None) -> dict[str, str]:
     "every partition). Each store keeps its offsets in SIDE-INPUT-OFFSETS, as Samza keeps side-input offsets: a "
     "load resumes where it stopped. A store found but not valid (older than --max-age, offsets off the topic, "
     "damaged files) is rebuilt in a staged dir and swapped in. Bootstraps to the end offsets taken at start, then "
-    "exits; --follow keeps applying new records until SIGTERM (exit 0) or Ctrl-C (exit 130).\n\n"
+    "exits; --follow keeps applying new records until SIGTERM (exit 0) or Ctrl-C (exit 130). Stopped before the "
+    "bootstrap reached the end, it exits 130 (the next load resumes).\n\n"
     "From files (--from-file): builds a new version beside the current one, seals it with a manifest, and switches "
     "the store dir (a link) to it atomically; --keep-versions N keeps the N newest.\n\n"
     "--spark: the bulk path: a Spark job (spark-submit, --master, local[*] by default) writes sorted SST files that "
@@ -142,7 +143,8 @@ def load(
             raise UsageError("--follow applies records one by one: it does not combine with --spark")
         opts = TopicLoadOptions(s.kafka, topic, s.store, state_dir, broadcast=broadcast, task=s.task,
                                 store_dir=store_dir, partitions=_partitions(partitions), spec=spec, follow=follow,
-                                max_age_s=_seconds(max_age, "--max-age"), security=env.session.kafka_security)
+                                max_age_s=_seconds(max_age, "--max-age"), security=env.session.kafka_security,
+                                timeout_s=s.timeout)
         stop = threading.Event()
         interrupted: list[int] = []
 
@@ -154,7 +156,8 @@ def load(
         signal.signal(signal.SIGINT, on_signal)
         r = load_topic(opts, stop=stop, progress=env.progress, spark=spark_opts)
         env.emit(r, _topic_text(r))
-        if interrupted and interrupted[0] == signal.SIGINT:
+        # Ctrl-C, or any stop before the bootstrap reached the end: 130 (a script must not take it as loaded).
+        if interrupted and (interrupted[0] == signal.SIGINT or not r.bootstrapped):
             raise typer.Exit(130)
         return
     if follow or max_age:

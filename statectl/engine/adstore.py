@@ -144,6 +144,8 @@ class LoadResult:
     offsets: dict[str, int | None] = field(default_factory=dict)
     version: int | None = None
     phases: dict[str, float] = field(default_factory=dict)
+    # Every partition was read to the end offsets it had when the load began (False: stopped before).
+    bootstrapped: bool = False
     notes: list[str] = field(default_factory=list)
 
 
@@ -209,6 +211,7 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
             build_dir = _spark_topic(targets, opts, spark, progress, result)
         else:
             _bootstrap(targets, opts, consumer, extract, stop, progress, result)
+        result.bootstrapped = not stop.is_set()
         for t in targets:
             if t.staged is not None and not stop.is_set():  # an interrupted rebuild is thrown away
                 _close(t, opts)

@@ -1,6 +1,7 @@
 """File datasets as rows (dicts, column -> value) for the put path of ``adstore load --from-file``:
 Parquet (pyarrow, imported inside functions), JSON lines, CSV. A dir is read file by file in name order,
-skipping hidden files and Spark's markers (``_SUCCESS``, ``_*``).
+skipping hidden files, Spark's markers (``_SUCCESS``, ``_*``) and files not named as the format's
+(``.parquet``; ``.jsonl``, ``.json``, ``.ndjson``; ``.csv``).
 
 The rows are what the Spark path's readers give (statectl.spark.job), so both build the same store:
 Parquet rows as pyarrow's ``to_pylist`` (nested structs as dicts); JSON lines as ``json.loads`` of each
@@ -54,8 +55,8 @@ def open_dataset(path: Path, fmt: str | None = None) -> Dataset:
             raise UsageError(f"cannot tell the format of {path} from its file names", hint="pass --format "
                              + "|".join(FORMATS))
         fmt = found.pop()
-    if fmt:
-        files = tuple(p for p in files if path.is_file() or _BY_SUFFIX.get(p.suffix.lower()) in (fmt, None))
+    if path.is_dir():  # only the format's files: a README or a checksum file beside them is not data
+        files = tuple(p for p in files if _BY_SUFFIX.get(p.suffix.lower()) == fmt)
     if not files:
         raise NotFoundError(f"dataset {path} holds no {fmt} files")
     return Dataset(path, fmt, files)
@@ -103,7 +104,7 @@ def _jsonl(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
 
 
 def _csv(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-    with open(f, newline="", encoding="utf-8") as fh:
+    with open(f, newline="", encoding="utf-8-sig") as fh:  # a byte-order mark (Excel's) is not in the header
         reader = csv.reader(fh)
         try:
             header = next(reader)

@@ -153,12 +153,13 @@ def switch(store: Path, number: int) -> int | None:
 
 
 def prune(store: Path, keep: int) -> list[int]:
-    """Delete all but the ``keep`` newest sealed versions, never the current one, and unsealed leftovers
-    older than the current; return the numbers deleted. A reader of a deleted version keeps its open files."""
+    """Delete all but the ``keep`` newest sealed versions, never the current one (damaged versions, whose
+    manifest is unreadable, count for nothing and go too); return the numbers deleted. A reader of a deleted version keeps its open files."""
     if keep < 1:
         raise UsageError("--keep-versions must be at least 1")
     versions = list_versions(store)
-    keep_numbers = {v.number for v in versions[-keep:]} | {v.number for v in versions if v.current}
+    sealed = [v for v in versions if v.manifest is not None]  # a damaged one can never be switched to
+    keep_numbers = {v.number for v in sealed[-keep:]} | {v.number for v in versions if v.current}
     gone = []
     for v in versions:
         if v.number not in keep_numbers:

@@ -49,7 +49,6 @@ SPARK_INSTALL_HINT = "pip install 'statectl[spark]' (pyspark; it needs a Java 17
 FORMATS = ("parquet", "jsonl", "csv")
 KILL_GRACE_S = 10.0
 _SUFFIXES = {"parquet": (".parquet",), "jsonl": (".jsonl", ".json", ".ndjson"), "csv": (".csv",)}
-_KNOWN_SUFFIXES = {s for v in _SUFFIXES.values() for s in v}
 
 
 @dataclass(frozen=True)
@@ -400,6 +399,8 @@ def _describe(spec: BuildSpec) -> str:
 
 
 def _list_files(path: Path, fmt: str | None) -> list[Path]:
+    """The files of a dataset as statectl.local.datasets.open_dataset lists them (the engine passes that
+    list; this serves specs built without one)."""
     if not path.exists():
         raise UsageError(f"dataset {path} does not exist")
     if path.is_file():
@@ -407,7 +408,7 @@ def _list_files(path: Path, fmt: str | None) -> list[Path]:
     own = _SUFFIXES.get(fmt or "", ())
     files = sorted(p.absolute() for p in path.rglob("*") if p.is_file()
                    and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
-                   and (p.suffix.lower() in own or p.suffix.lower() not in _KNOWN_SUFFIXES))
+                   and p.suffix.lower() in own)
     if not files:
         raise UsageError(f"dataset {path} holds no {fmt} files")
     return files

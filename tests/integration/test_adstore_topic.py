@@ -349,6 +349,32 @@ def test_follow_until_sigterm_then_ctrl_c(topics):
         t.assert_exact(p)
 
 
+@pytest.mark.timeout(120)
+def test_sigterm_before_the_bootstrap_ends_exits_130_and_the_next_load_resumes(topics):
+    """A load stopped before it reached the end offsets must not look loaded to a script: exit 130, what
+    it applied recorded; the next load resumes and completes it."""
+    t = topics(2)
+    for p in range(2):
+        t.writers[p].send(random_records(random.Random(60 + p), 1500, keys=1000))
+    proc = subprocess.Popen([STATECTL, *t.args("--extractor", "tests.tools.adstore_extractors:slow", "-o", "json")],
+                            env=clean_env(t.tmp), cwd=t.tmp, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:  # partition 0 is loaded (its store's offsets written); partition 1 takes 3 s more
+        wait_until(lambda: offsets_of(t.store(0), SIDE_INPUT_OFFSETS) is not None, 60, "partition 0 loaded")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    r = json.loads(out)
+    assert r["bootstrapped"] is False and r["records"] < 3000
+    again = t.load_json()
+    assert again["bootstrapped"] is True and [s["case"] for s in again["stores"]] == ["resumed", "resumed"]
+    assert again["records"] + r["records"] == 3000
+    for p in range(2):
+        t.assert_exact(p)
+
+
 # -- the recovery table ------------------------------------------------------------------------------
 
 

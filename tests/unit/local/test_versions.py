@@ -246,3 +246,12 @@ def test_a_reader_of_the_old_version_keeps_reading_after_the_switch(store: Path)
     finally:
         reader.close()
     assert read_store(store) == new  # reopening the store dir gives the new version
+
+
+def test_prune_counts_a_damaged_version_for_nothing(store: Path):
+    for i in range(1, 4):
+        build(store, {b"k": b"v%d" % i})
+    (versions_dir(store) / "3" / MANIFEST).write_text("{ not json")  # the newest, damaged (not current: 3 is)
+    switch(store, 2)
+    assert prune(store, 1) == [1, 3]  # 2 is the newest sealed one and current; 3 can never be switched to
+    assert [v.number for v in list_versions(store)] == [2]
