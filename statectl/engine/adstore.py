@@ -771,6 +771,8 @@ def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOpt
     t0 = time.monotonic()
     manifest = run_build(spec, build_dir, master=sp.master, conf=sp.conf, progress=progress, s3=sp.s3)
     phases["build_s"] = round(time.monotonic() - t0, 3)
+    if manifest.path == "jvm":
+        progress.note("the Spark job made the entries in the JVM (a plain key column and value column)")
     t0 = time.monotonic()
     for k, b in enumerate(builds):
         ingest_into_new_store(b.path, manifest.paths(None if opts.partitions is None else k))

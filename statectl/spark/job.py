@@ -198,19 +198,22 @@ def _files_rdd(spark: Any, job: _Job) -> Any:
 
     spec = job.spec
     files = list(spec.files) or [str(spec.path)]
-    if spec.fmt == "parquet":
-        df = spark.read.parquet(*files)
-    elif spec.fmt == "jsonl":
-        df = spark.read.text(files)
-    else:
-        # Python's csv module (the put path): RFC 4180 quoting ("" inside quotes), newlines in quoted fields,
-        # and a row with the wrong number of fields is an error, not a row padded with nulls.
-        df = (spark.read.option("header", True).option("mode", "FAILFAST").option("multiLine", True)
-              .option("escape", '"').option("encoding", "UTF-8").csv(files))
+    df = _read(spark, spec.fmt, files)
     columns = list(df.columns)
     df = df.select(*[F.col("`" + c.replace("`", "``") + "`") for c in columns],
                    F.col("_metadata.file_path").alias(_FILE_COL), F.col("_metadata.file_block_start").alias(_BLOCK_COL))
     return df.rdd.mapPartitionsWithIndex(_FileRows(job, columns))
+
+
+def _read(spark: Any, fmt: str, files: list[str]) -> Any:
+    if fmt == "parquet":
+        return spark.read.parquet(*files)
+    if fmt == "jsonl":
+        return spark.read.text(files)
+    # Python's csv module (the put path): RFC 4180 quoting ("" inside quotes), newlines in quoted fields,
+    # and a row with the wrong number of fields is an error, not a row padded with nulls.
+    return (spark.read.option("header", True).option("mode", "FAILFAST").option("multiLine", True)
+            .option("escape", '"').option("encoding", "UTF-8").csv(files))
 
 
 def _topic_rdd(sc: Any, job: _Job) -> Any:
@@ -313,61 +316,161 @@ class _Peek:
 
 
 class _WriteFiles:
-    """A sorted output partition -> its SST files (rolled over every ``max_file_bytes``) and one task record:
-    {store, rows, duplicates, files: [{store, file, bytes, rows, digest, key}]}."""
+    """A sorted output partition of one store -> its SST files and one task record (:func:`_write_files`)."""
 
     def __init__(self, job: _Job):
         self.job = job
 
     def __call__(self, split: int, items: Iterable[Any]) -> Iterator[dict[str, Any]]:
-        from pyspark import TaskContext
-
-        from statectl.rocks.sst import write_sst
-
         job, spec = self.job, self.job.spec
         store_idx, file_no = divmod(split, spec.files_per_store)
-        store = job.stores[store_idx]
-        label = "all" if store is None else str(store)
-        ctx = TaskContext.get()
-        attempt = ctx.attemptNumber() if ctx is not None else 0
-        counts = _Counts()
-        entries = _Peek(_latest(items, counts))
-        staged = spec.staging != "local"
-        work = Path(tempfile.mkdtemp(prefix="statectl-sst-")) if staged else job.out_dir
-        blobs = job.blobstore() if staged else None
-        files = []
-        try:
-            seq = 0
-            rows_before = 0
-            while entries.head is not None:
-                name = f"{SST_PREFIX}{label}-{file_no:04d}-{seq:04d}.sst"
-                tmp = work / f".{name}.tmp-{attempt}"
-                digest = write_sst(tmp, entries.take(spec.max_file_bytes))
-                with open(tmp, "rb") as fh:
-                    os.fsync(fh.fileno())
-                size = tmp.stat().st_size
-                key = None
-                if blobs is not None:
-                    key = f"{STAGING_PREFIX}{job.build_id}/{name}"
-                    blobs.put_at(key, tmp.read_bytes())
-                    tmp.unlink()
-                else:
-                    os.replace(tmp, work / name)
-                rows = counts.rows - rows_before
-                rows_before = counts.rows
-                files.append({"store": store, "file": name, "bytes": size, "rows": rows,
-                              "digest": digest.as_json(), "key": key})
-                seq += 1
-            if files:  # rows read after the last entry (keys left out) count for the last file
-                files[-1]["rows"] += counts.rows - rows_before
-        finally:
-            if blobs is not None:
-                blobs.close()
-            if staged:
-                import shutil
+        yield _write_files(job, job.stores[store_idx], file_no, items)
 
-                shutil.rmtree(work, ignore_errors=True)
-        yield {"store": store, "rows": counts.rows, "duplicates": counts.duplicates, "files": files}
+
+def _write_files(job: _Job, store: Any, file_no: int, items: Iterable[Any]) -> dict[str, Any]:
+    """Sorted ((store, key, order), value) items of ``store`` -> SST files named ``store-<label>-<file_no>-<seq>``
+    (rolled over every ``max_file_bytes``; into out_dir, or through the blob store) and the task record
+    {store, rows, duplicates, files: [{store, file, bytes, rows, digest, key}]}."""
+    from pyspark import TaskContext
+
+    from statectl.rocks.sst import write_sst
+
+    spec = job.spec
+    label = "all" if store is None else str(store)
+    ctx = TaskContext.get()
+    attempt = ctx.attemptNumber() if ctx is not None else 0
+    counts = _Counts()
+    entries = _Peek(_latest(items, counts))
+    staged = spec.staging != "local"
+    work = Path(tempfile.mkdtemp(prefix="statectl-sst-")) if staged else job.out_dir
+    blobs = job.blobstore() if staged else None
+    files = []
+    try:
+        seq = 0
+        rows_before = 0
+        while entries.head is not None:
+            name = f"{SST_PREFIX}{label}-{file_no:04d}-{seq:04d}.sst"
+            tmp = work / f".{name}.tmp-{attempt}"
+            digest = write_sst(tmp, entries.take(spec.max_file_bytes))
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            size = tmp.stat().st_size
+            key = None
+            if blobs is not None:
+                key = f"{STAGING_PREFIX}{job.build_id}/{name}"
+                blobs.put_at(key, tmp.read_bytes())
+                tmp.unlink()
+            else:
+                os.replace(tmp, work / name)
+            rows = counts.rows - rows_before
+            rows_before = counts.rows
+            files.append({"store": store, "file": name, "bytes": size, "rows": rows,
+                          "digest": digest.as_json(), "key": key})
+            seq += 1
+        if files:  # rows read after the last entry (keys left out) count for the last file
+            files[-1]["rows"] += counts.rows - rows_before
+    finally:
+        if blobs is not None:
+            blobs.close()
+        if staged:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+    return {"store": store, "rows": counts.rows, "duplicates": counts.duplicates, "files": files}
+
+
+# -- the JVM path: files whose key and value are one plain column each ----------------------------------
+
+# Spark types whose cast to a string gives the bytes statectl.formats.adstore.to_bytes gives their values.
+_PLAIN_TYPES = {"string", "binary", "int", "bigint", "smallint", "tinyint", "boolean"}
+
+
+def _plain_frame(spark: Any, job: _Job) -> Any:
+    """For a files build whose key and value are one column each of a plain type (_PLAIN_TYPES), the
+    entries as a DataFrame (store, k, v, fi, bs, id) computed in the JVM: the same bytes as the put path,
+    the order (file's place, split start, row id) the put path's row order. None otherwise (the Python
+    path then turns each row into an entry with KeyValueSpec.row_entry)."""
+    from pyspark.sql import functions as F
+
+    spec, kv = job.spec, job.spec.kv
+    if spec.source != "files" or spec.fmt not in ("parquet", "csv") or not kv.key_column or not kv.value_column:
+        return None
+    files = list(spec.files) or [str(spec.path)]
+    frames = []
+    for i, f in enumerate(files):
+        df = _read(spark, spec.fmt, [f])
+        types = dict(df.dtypes)
+        if types.get(kv.key_column) not in _PLAIN_TYPES or types.get(kv.value_column) not in _PLAIN_TYPES:
+            return None
+        frames.append(df.select(_as_binary(df, kv.key_column).alias("k"),
+                                F.coalesce(_as_binary(df, kv.value_column), F.lit(bytearray())).alias("v"),
+                                F.lit(i).alias("fi"), F.col("_metadata.file_block_start").alias("bs"),
+                                F.monotonically_increasing_id().alias("id")))
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    if spec.layout == "partitioned":
+        out = out.mapInArrow(_WithStore(job), "store int, k binary, v binary, fi int, bs bigint, id bigint")
+    else:
+        out = out.select(F.lit(0).alias("store"), "*")
+    return out
+
+
+def _as_binary(df: Any, column: str) -> Any:
+    from pyspark.sql import functions as F
+
+    c = F.col("`" + column.replace("`", "``") + "`")
+    kind = dict(df.dtypes)[column]
+    return c if kind == "binary" else c.cast("string").cast("binary")
+
+
+class _WithStore:
+    """Arrow batches of (k, v, fi, bs, id) -> the same with the store Kafka's partitioner gives each key."""
+
+    def __init__(self, job: _Job):
+        self.job = job
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        n = self.job.spec.partitions_out or 1
+        column = self.job.spec.kv.key_column
+        for b in batches:
+            keys = b.column(0).to_pylist()
+            if any(k is None for k in keys):
+                raise BuildError(f"column {column!r} is null in a row")
+            stores = pa.array([partition_of(k, n) for k in keys], pa.int32())
+            yield pa.RecordBatch.from_arrays([stores, *b.columns], ["store", *b.schema.names])
+
+
+class _WriteArrow:
+    """A range of the sorted (store, key, order) entries -> the SST files of each store it holds (its
+    partition number orders the files of a store by key) and a task record per store, as JSON."""
+
+    def __init__(self, job: _Job):
+        self.job = job
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        import itertools
+
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        part = ctx.partitionId() if ctx is not None else 0
+        column = self.job.spec.kv.key_column
+
+        def rows() -> Iterator[tuple[tuple[int, bytes, None], bytes]]:
+            for b in batches:
+                stores, keys, values = (b.column(i).to_pylist() for i in range(3))
+                for store, k, v in zip(stores, keys, values):
+                    if k is None:
+                        raise BuildError(f"column {column!r} is null in a row")
+                    yield (store, k, None), v
+
+        records = [_write_files(self.job, self.job.stores[store], part, items)
+                   for store, items in itertools.groupby(rows(), key=lambda item: item[0][0])]
+        yield pa.RecordBatch.from_arrays([pa.array([json.dumps(r) for r in records], pa.string())], ["task"])
 
 
 # -- the driver ----------------------------------------------------------------------------------------
@@ -385,6 +488,14 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
     try:
         sc = spark.sparkContext
         sc.setLogLevel("WARN")
+        plain = _plain_frame(spark, job)
+        if plain is not None:
+            parts = max(len(job.stores) * spec.files_per_store, sc.defaultParallelism)
+            laid_out = (plain.repartitionByRange(parts, "store", "k")
+                        .sortWithinPartitions("store", "k", "fi", "bs", "id"))
+            written = laid_out.mapInArrow(_WriteArrow(job), "task string").collect()
+            tasks = [json.loads(row.task) for row in written]
+            return _finish(job, tasks, began, "jvm")
         keyed = _topic_rdd(sc, job) if spec.source == "topic" else _files_rdd(spark, job)
         stores, per_store = len(job.stores), spec.files_per_store
         bounds: list[list[bytes]] = []
@@ -399,7 +510,13 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         raise BuildError(summarize(e)) from None  # while the JVM still answers for its exception
     finally:
         spark.stop()
+    return _finish(job, tasks, began)
+
+
+def _finish(job: _Job, tasks: list[dict[str, Any]], began: float, path: str = "python") -> dict[str, Any]:
+    """Write the manifest; ``path``: how the entries were made, "jvm" (_plain_frame) or "python"."""
     manifest = _manifest(job, tasks, time.monotonic() - began)
+    manifest["path"] = path
     _write_atomically(job.out_dir / BUILD_MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
 

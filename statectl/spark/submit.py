@@ -220,6 +220,7 @@ class BuildManifest:
     created: str = ""
     duration_s: float = 0.0
     spark_ran: bool = True
+    path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns) or "python"
 
     def store(self, store: int | None) -> StoreBuild:
         for s in self.stores:
@@ -251,7 +252,7 @@ class BuildManifest:
                       for s in d["stores"]]
             return cls(str(d["spec_hash"]), Path(out_dir), stores, files,
                        {int(p): int(e) for p, e in (d.get("offsets") or {}).items()}, str(d.get("created", "")),
-                       float(d.get("duration_s", 0.0)))
+                       float(d.get("duration_s", 0.0)), path=str(d.get("path", "python")))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"malformed {BUILD_MANIFEST} in {out_dir}: {e}") from None
 

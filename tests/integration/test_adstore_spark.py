@@ -121,3 +121,34 @@ def test_spark_without_java_exits_13(tmp_path: Path):
     assert p.returncode == 13, p.stderr
     assert "Java" in p.stderr and "Hint:" in p.stderr, p.stderr
     assert not (tmp_path / "state" / "s" / "Partition_0").exists()
+
+
+def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path):
+    """Key and value one plain column each (strings, ints, booleans; CSV: strings with empty fields): the
+    JVM path (cast, range-partition, sort in Spark; SST files written from Arrow batches) builds what the
+    put path builds, duplicates resolved to the last row in file order, across several files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(9)
+    data = tmp_path / "plain"
+    data.mkdir()
+    for part in range(3):
+        n = 2000
+        pq.write_table(pa.table({
+            "id": pa.array([rng.randrange(3000) for _ in range(n)], pa.int64()),
+            "name": [None if rng.random() < 0.05 else f"n{part}-{i}-é" for i in range(n)],
+            "ok": [rng.random() < 0.5 for _ in range(n)]}), data / f"part-{part}.parquet", row_group_size=500)
+    csv = tmp_path / "rows.csv"
+    csv.write_text("k,v\n" + "".join(f"{rng.randrange(500)},{'' if i % 17 == 0 else f'v{i}'}\n" for i in range(3000)))
+    state = tmp_path / "state"
+    cases = [(["--from-file", str(data), "--key-column", "id", "--value-column", "name"], []),
+             (["--from-file", str(data), "--key-column", "id", "--value-column", "ok"], ["--partitions", "3"]),
+             (["--from-file", str(csv), "--key-column", "k", "--value-column", "v"], ["--partitions", "2"])]
+    for i, (source, layout) in enumerate(cases):
+        base = ["adstore", "load", *source, *layout, "--state-dir", str(state), "-o", "json"]
+        put = json.loads(cli(tmp_path, *base, "--store", f"put{i}").stdout)
+        spark = json.loads(cli(tmp_path, *base, "--store", f"spark{i}", *SPARK).stdout)
+        assert any("in the JVM" in n for n in spark["notes"]), spark["notes"]
+        assert [s["checksum"] for s in spark["stores"]] == [s["checksum"] for s in put["stores"]], i
+        assert _stores(state, f"spark{i}") == _stores(state, f"put{i}"), i
