@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from statectl import failpoints
 from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
 from statectl.formats.checkpoint import SSP
@@ -540,6 +541,7 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
                                    sync="dirs")
             t.staged.__enter__()
         store = manifest.store(None if opts.broadcast else t.partitions[0])
+        failpoints.hit("adstore-ingest")
         ingest_into_new_store(t.staged.path, manifest.paths(store.store))
         t.offsets = {p: manifest.offsets[p] - 1 for p in t.partitions if manifest.offsets.get(p, 0) > 0}
         write_offsets(t.staged.path / SIDE_INPUT_OFFSETS, {SSP(opts.system, opts.topic, p): str(off)
@@ -775,6 +777,7 @@ def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOpt
         progress.note("the Spark job made the entries in the JVM (a plain key column and value column)")
     t0 = time.monotonic()
     for k, b in enumerate(builds):
+        failpoints.hit("adstore-ingest")
         ingest_into_new_store(b.path, manifest.paths(None if opts.partitions is None else k))
     phases["ingest_s"] = round(time.monotonic() - t0, 3)
     return build_dir, manifest.rows, [manifest.store(None if opts.partitions is None else k).digest

@@ -152,3 +152,30 @@ def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path):
         assert any("in the JVM" in n for n in spark["notes"]), spark["notes"]
         assert [s["checksum"] for s in spark["stores"]] == [s["checksum"] for s in put["stores"]], i
         assert _stores(state, f"spark{i}") == _stores(state, f"put{i}"), i
+
+
+def test_an_interrupted_ingest_is_re_run_from_the_same_build(tmp_path: Path):
+    """Killed between the ingests of two stores (and once failing in the first): nothing becomes current,
+    the build's files stay, and the same command re-run ingests them without running Spark again."""
+    import subprocess
+
+    from tests.tools.standby_helpers import STATECTL, clean_env
+
+    rows = "".join(f"{i},v{i}\n" for i in range(2000))
+    (tmp_path / "d.csv").write_text("k,v\n" + rows)
+    state = tmp_path / "state"
+    args = [STATECTL, "adstore", "load", "--from-file", str(tmp_path / "d.csv"), "--key-column", "k", "--value-column",
+            "v", "--store", "s", "--state-dir", str(state), "--partitions", "2", "-o", "json", *SPARK]
+    for fp, code in (("adstore-ingest=1*off->kill", -9), ("adstore-ingest=raise", 1)):
+        p = subprocess.run(args, env=dict(clean_env(tmp_path), STATECTL_FAILPOINTS=fp), cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == code, p.stderr
+        assert not (state / "s" / "Partition_0").exists() and not (state / "s" / "Partition_1").exists()
+        assert len(list((state / "s").glob(".adstore-build-*/BUILD-MANIFEST.json"))) == 1
+    r = json.loads(cli(tmp_path, *args[1:]).stdout)
+    assert any("reusing the Spark build" in n for n in r["notes"]), r["notes"]
+    assert "build_s" in r["phases"] and not list((state / "s").glob(".adstore-build-*"))
+    expected = {str(i).encode(): f"v{i}".encode() for i in range(2000)}
+    got = _stores(state, "s")
+    assert got == {f"Partition_{k}": {key: v for key, v in expected.items() if partition_of(key, 2) == k}
+                   for k in range(2)}
