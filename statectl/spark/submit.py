@@ -576,13 +576,21 @@ def _kill(proc: subprocess.Popen) -> None:
             pass
         try:
             proc.wait(timeout=wait)
-            try:  # the group may outlive its leader for a moment
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _wait_group_gone(proc.pid, KILL_GRACE_S)  # the group (Python workers) may outlive its leader
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _wait_group_gone(pgid: int, wait_s: float) -> None:
+    """SIGKILL what is left of process group ``pgid`` until none of it is left, for at most ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
 
 
 class _sigterm_as_interrupt:
