@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import signal
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from statectl.cli.common import Env, exit_codes_epilog, state_command
+from statectl.cli.common import Env, exit_codes_epilog, state_command, stop_on_signals
 from statectl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -145,15 +144,7 @@ def load(
                                 store_dir=store_dir, partitions=_partitions(partitions), spec=spec, follow=follow,
                                 max_age_s=_seconds(max_age, "--max-age"), security=env.session.kafka_security,
                                 timeout_s=s.timeout)
-        stop = threading.Event()
-        interrupted: list[int] = []
-
-        def on_signal(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
-            interrupted.append(signum)
-            stop.set()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        stop, interrupted = stop_on_signals()
         r = load_topic(opts, stop=stop, progress=env.progress, spark=spark_opts)
         env.emit(r, _topic_text(r))
         # Ctrl-C, or any stop before the bootstrap reached the end: 130 (a script must not take it as loaded).

@@ -8,7 +8,9 @@ import functools
 import inspect
 import json
 import os
+import signal
 import sys
+import threading
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +132,21 @@ def state_command(*names: str) -> Callable[[F], F]:
         return command  # type: ignore[return-value]
 
     return decorate
+
+
+def stop_on_signals() -> tuple[threading.Event, list[int]]:
+    """For a command that runs until stopped: SIGTERM and SIGINT set the returned event (the engine then
+    stops cleanly) instead of raising; the list gets the signals received, first first."""
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
+        received.append(signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop, received
 
 
 def exit_codes_epilog(*codes: int | tuple[int, str]) -> str:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from statectl.cli.common import Env, exit_codes_epilog, state_command
+from statectl.cli.common import Env, exit_codes_epilog, state_command, stop_on_signals
 from statectl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -76,15 +75,7 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
         restore(RestoreOptions(rep.ref, target, target_dir=target, snapshot=index_id, force=True),
                 session.blobstore, session.catalog, env.progress)
 
-    stop = threading.Event()
-    interrupted: list[int] = []
-
-    def on_signal(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
-        interrupted.append(signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop, interrupted = stop_on_signals()
     display = _Lag(env)
     try:
         r = run_follow(rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop,

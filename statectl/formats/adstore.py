@@ -196,6 +196,21 @@ class KeyValueSpec:
         return key, to_json({c: row.get(c) for c in names})
 
 
+def jsonl_row(line: bytes | str) -> dict[str, Any] | None:
+    """A JSON-lines dataset's row from one line: the object it holds, None for a blank line. Raises
+    ExtractError for a line that is not JSON or not an object (the caller says where it is). The put path
+    and the Spark job both read lines with this, so they see the same rows."""
+    if not line.strip():
+        return None
+    try:
+        row = json.loads(line)
+    except ValueError as e:
+        raise ExtractError(f"not JSON ({e})") from None
+    if not isinstance(row, dict):
+        raise ExtractError(f"a JSON {type(row).__name__}, not an object")
+    return row
+
+
 def _raise(msg: str) -> Any:
     raise ExtractError(msg)
 

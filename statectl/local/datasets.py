@@ -12,12 +12,12 @@ an empty field as null).
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from statectl.errors import MissingDependencyError, NotFoundError, StatectlError, UsageError
+from statectl.formats.adstore import ExtractError, jsonl_row
 
 FORMATS = ("parquet", "jsonl", "csv")
 _BY_SUFFIX = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
@@ -92,15 +92,12 @@ def _parquet(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
 def _jsonl(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
     with open(f, "rb") as fh:
         for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
             try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise DatasetError(f"{f} line {n}: not JSON ({e})") from None
-            if not isinstance(row, dict):
-                raise DatasetError(f"{f} line {n}: a JSON {type(row).__name__}, not an object")
-            yield f, n, row
+                row = jsonl_row(line)
+            except ExtractError as e:
+                raise DatasetError(f"{f} line {n}: {e}") from None
+            if row is not None:
+                yield f, n, row
 
 
 def _csv(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:

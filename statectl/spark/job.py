@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 from urllib.parse import unquote, urlparse
 
-from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, partition_of
+from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, jsonl_row, partition_of
 from statectl.spark.submit import (
     BUILD_MANIFEST,
     ERROR_MARK,
@@ -158,15 +158,13 @@ class _FileRows:
             n += 1
             path = _local_path(file_uri)
             if fmt == "jsonl":
-                line = d.get("value") or ""
-                if not line.strip():
-                    continue
                 try:
-                    d = json.loads(line)
-                except ValueError as e:
-                    raise BuildError(f"{path} {_row_at('line', block, n)}: not JSON ({e})") from None
-                if not isinstance(d, dict):
-                    raise BuildError(f"{path} {_row_at('line', block, n)}: a JSON {type(d).__name__}, not an object")
+                    parsed = jsonl_row(d.get("value") or "")
+                except ExtractError as e:
+                    raise BuildError(f"{path} {_row_at('line', block, n)}: {e}") from None
+                if parsed is None:
+                    continue
+                d = parsed
             elif fmt == "csv":
                 d = {k: (None if v == "" else v) for k, v in d.items()}
             try:
