@@ -257,6 +257,9 @@ def test_resume_after_sigkill_at_random_moments(topics):
         for i in range(0, len(records), 25_000):
             t.writers[p].send(records[i:i + 25_000])
     expected = [t.expected(p) for p in range(2)]
+    began = time.monotonic()  # a whole load, to aim the kills inside one whatever this machine's speed
+    t.load(state=t.tmp / "state-whole")
+    whole = time.monotonic() - began
     cases: list[str] = []
     kills = 0
     for trial in range(5):
@@ -270,9 +273,9 @@ def test_resume_after_sigkill_at_random_moments(topics):
                 if rng.random() < 0.5:  # after its first flush: the next run resumes from the offsets
                     wait_until(lambda proc=proc, state=state: (t.store(0, state) / SIDE_INPUT_OFFSETS).exists()
                                or proc.poll() is not None, 60, "the first flush")
-                    time.sleep(rng.uniform(0.0, 1.0))
+                    time.sleep(rng.uniform(0.0, 0.25 * whole))
                 else:  # anywhere from its start (imports, connecting, the first batches)
-                    time.sleep(rng.uniform(0.2, 2.0))
+                    time.sleep(rng.uniform(0.1, 0.7) * whole)
             finally:
                 proc.kill()
                 proc.wait(30)
@@ -290,7 +293,6 @@ def test_resume_after_sigkill_at_random_moments(topics):
         assert debris(state) == []
     assert kills >= 5, kills  # most kills landed while it ran
     assert "resumed" in cases, cases  # some after a flush: the next run went on from the offsets
-    assert "resumed" in cases, cases  # the kills did land mid-load after a flush at least once
 
 
 # -- follow ----------------------------------------------------------------------------------------
