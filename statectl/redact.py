@@ -36,11 +36,19 @@ SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"
               "STATECTL_S3_SESSION_TOKEN", "STATECTL_S3_ACCESS_KEY_ID", "STATECTL_KAFKA_SASL_PASSWORD",
               "STATECTL_KAFKA_SSL_PASSWORD")
 _TOKEN_END = r"\s'\"`<>"
-# head = scheme://user, pw = the rest of the userinfo; the greedy pw backtracks to the token's last "@".
-_URL_PASSWORD = re.compile(rf"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/:{_TOKEN_END}]*):(?P<pw>[^{_TOKEN_END}]+)@")
+# Linear-time matching only: statectl prints keys, run ids and paths an operator chose, of any length. The
+# scans below never backtrack over more than a bounded stretch (a regex like ``[a-z][a-z0-9]*://`` tried at
+# every position of a 1 MiB alphanumeric run is quadratic), and each part of the text is scanned O(1) times.
+_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_SCHEME_CHARS = _LETTERS | frozenset("0123456789+.-")
+_USER = re.compile(rf"[^/:{_TOKEN_END}]*")  # the user of scheme://user:pw@ (stops at the next ':' or '/')
+_TOKEN = re.compile(rf"[^{_TOKEN_END}]*")   # the rest of the URL token
+# A parameter name is bounded (64 characters either side of the secret-looking word), so a long run of
+# name characters after '?' or '&' costs a bounded amount of backtracking per start, not the run's square.
+_NAME = r"[A-Za-z0-9_.-]{0,64}"
 _SECRET_QUERY = re.compile(
-    rf"(?P<key>[?&;](?:[A-Za-z0-9_.-]*(?:secret|token|passw(?:or)?d|pwd|signature|credential|api[_-]?key"
-    rf"|access[_-]?key)[A-Za-z0-9_.-]*|sig)=)(?P<value>[^&#{_TOKEN_END}]+)", re.IGNORECASE)
+    rf"(?P<key>[?&;](?:{_NAME}(?:secret|token|passw(?:or)?d|pwd|signature|credential|api[_-]?key"
+    rf"|access[_-]?key){_NAME}|sig)=)(?P<value>[^&#{_TOKEN_END}]+)", re.IGNORECASE)
 _secrets: set[str] = set()
 _lock = threading.Lock()
 
@@ -58,6 +66,37 @@ def printed_forms(value: str) -> set[str]:
     forms = {value, quote(value, safe="")} | escaped
     forms |= {f.replace("\\", "\\\\") for f in escaped if "\\" in f}
     return forms
+
+
+def url_passwords(text: str) -> list[tuple[int, int, int]]:
+    """Where ``text`` holds URL passwords: (start, colon, at) per ``scheme://user:pw@`` (the password is
+    ``text[colon + 1:at]``; the URL starts at ``start``), left to right, not overlapping. The password runs
+    to the last ``@`` of its URL token. Linear in ``len(text)``: it is what every printed line goes
+    through (see the note on _SCHEME_CHARS)."""
+    found: list[tuple[int, int, int]] = []
+    resume = 0                     # matches do not overlap: the next one starts after the last '@'
+    run: tuple[int, int, int] = (-1, -1, -1)  # (from, token end, last '@' in it): one scan per token
+    i = text.find("://")
+    while i >= 0:
+        start = i
+        while start > resume and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        while start < i and text[start] not in _LETTERS:  # a scheme starts with a letter
+            start += 1
+        user_end = _USER.match(text, i + 3).end()
+        if start < i and user_end < len(text) and text[user_end] == ":":
+            pw = user_end + 1
+            if not (run[0] <= pw <= run[1]):
+                end = _TOKEN.match(text, pw).end()
+                run = (pw, end, text.rfind("@", pw, end))
+            at = run[2]
+            if at > pw:  # a password of one character or more
+                found.append((start, user_end, at))
+                resume = at + 1
+                i = text.find("://", resume)
+                continue
+        i = text.find("://", i + 1)
+    return found
 
 
 def check_secret(value: str) -> None:
@@ -98,8 +137,9 @@ def add_url(url: object) -> None:
     its URL-encoded and decoded forms, and the values of its secret-looking query parameters."""
     if not isinstance(url, str):
         return
-    for m in _URL_PASSWORD.finditer(url):
-        add_secrets((m["pw"], unquote(m["pw"])))
+    for _, colon, at in url_passwords(url):
+        pw = url[colon + 1:at]
+        add_secrets((pw, unquote(pw)))
     for m in _SECRET_QUERY.finditer(url):
         add_secrets((m["value"], unquote(m["value"])))
 
@@ -120,7 +160,11 @@ def redact(text: str) -> str:
     for s in secrets:
         if s in text:
             text = text.replace(s, MASK)
-    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@", text)
+    parts, last = [], 0
+    for _, colon, at in url_passwords(text):
+        parts += [text[last:colon], f":{MASK}@"]
+        last = at + 1
+    text = "".join(parts) + text[last:] if parts else text
     return _SECRET_QUERY.sub(lambda m: m["key"] + MASK, text)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+
+import pytest
 from urllib.parse import quote
 
 from statectl import redact
@@ -89,3 +91,22 @@ def test_kafka_passwords_from_the_environment_are_masked_as_kafka_python_logs_th
         out = redact.redact(text)
         assert "Sasl-env-pw-31" not in out and "Key-env-pw-31" not in out, out
         assert "alice" in out
+
+
+@pytest.mark.timeout(60)
+def test_redaction_is_linear_in_the_text_length():
+    """A 1 MiB key or a 200 KB run id goes through redact() on every line printed: the URL-password and
+    secret-parameter scans must not backtrack over it (both took minutes on such input when they were
+    regexes tried at every position). The timeout bounds a hang; the figures are in the bench."""
+    hostile = ["a" * (1 << 20), "?" + "secret" * 200_000, "&" + "x" * (1 << 20) + "token",
+               "a:b://" * 200_000, "http://" + "u:p" * 300_000, "x://a:b" * 100_000 + "@"]
+    for text in hostile:
+        assert redact.redact(text).count("****") <= 1
+    # ...and what it masks in such text is still masked.
+    assert redact.redact("k" * 100_000 + " http://u:pw@host " + "k" * 100_000).count("http://u:****@host") == 1
+
+
+def test_url_passwords_are_found_as_the_url_grammar_says():
+    text = "see http://bob:pw1@h/x and s3+x://:pw2@@host and 9ab://u:p@ and a://u/x:y@z and x://u:@h"
+    found = [text[c + 1:a] for _, c, a in redact.url_passwords(text)]
+    assert found == ["pw1", "pw2@", "p"]
