@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from statectl.errors import UsageError
+from statectl.local.layout import check_name
 from statectl.formats.checkpoint import CheckpointFormatError
 from statectl.formats.checkpoint import parse_checkpoint_id as _parse_checkpoint_id
 
@@ -24,12 +25,8 @@ class StoreRef:
 
     def __post_init__(self) -> None:
         for name in ("job", "job_id", "task", "store"):
-            value = getattr(self, name)
-            if not value:
-                raise UsageError(f"--{name.replace('_', '-')} is required")
             # Each part names a directory (store, task) or a blob key segment: keep it inside its parent.
-            if "\x00" in value or "/" in value or value in (".", ".."):
-                raise UsageError(f"invalid {name.replace('_', ' ')} {value!r}: '/', NUL, '.' and '..' are not allowed")
+            check_name(name.replace("_", " "), getattr(self, name))
 
     def __str__(self) -> str:
         return f"{self.job}-{self.job_id}/{self.task}/{self.store}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from statectl.errors import UsageError
 from statectl.formats.checkpoint import is_canonical_checkpoint_id
 
 # Offset files Samza writes into store dirs; not part of a snapshot's identity (FORMATS.md).
@@ -27,8 +28,22 @@ def task_dir_name(task: str) -> str:
     return task.replace(" ", "_")
 
 
+def check_name(what: str, value: str) -> None:
+    """Raise UsageError (exit 2) unless ``value`` can name one directory or blob key segment inside its
+    parent: not empty, no ``/`` or NUL, not ``.`` or ``..``. Every store, task and job name a command
+    turns into a path goes through this (store_dir, catalog.refs.StoreRef), so no name reaches outside
+    the state dir or the blob store prefix."""
+    if not value:
+        raise UsageError(f"--{what.replace(' ', '-')} is required")
+    if "\x00" in value or "/" in value or value in (".", ".."):
+        raise UsageError(f"invalid {what} {value!r}: '/', NUL, '.' and '..' are not allowed")
+
+
 def store_dir(state_dir: Path, store: str, task: str) -> Path:
-    """``<state-dir>/<store>/<task with spaces -> _>``."""
+    """``<state-dir>/<store>/<task with spaces -> _>``. Raises UsageError for a store or task name that
+    is not one path segment (check_name)."""
+    check_name("store", store)
+    check_name("task", task)
     return Path(state_dir) / store / task_dir_name(task)
 
 

@@ -60,3 +60,14 @@ def test_is_info_log(name, expected):
 def test_checkpoint_dir():
     assert checkpoint_dir(Path("/state/my-store/Partition_0"), "1718035261042-382917") == Path(
         "/state/my-store/Partition_0-1718035261042-382917")
+
+
+@pytest.mark.parametrize("store,task", [("../../escape", "Partition 0"), ("..", "Partition 0"), ("s", ".."),
+                                        ("s", "a/b"), ("s\x00", "Partition 0"), ("", "Partition 0")])
+def test_store_dir_refuses_a_name_that_is_not_one_path_segment(store, task, tmp_path):
+    from statectl.errors import UsageError
+    from statectl.local.layout import store_dir
+
+    with pytest.raises(UsageError):
+        store_dir(tmp_path, store, task)
+    assert not any(tmp_path.iterdir())
