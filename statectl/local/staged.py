@@ -95,6 +95,11 @@ def check_target(target: Path, force: bool, *, blob_root: Path | None = None, ow
                 raise UsageError(f"refusing to restore into {target}: {parent} is the blob store at {root} "
                                  "(through a bind mount or another alias)",
                                  hint="restore into a dir outside the blob store (--target-dir)")
+    link = versioned_adstore(target)
+    if link is not None:
+        raise UsageError(f"refusing to restore into {target}: it is a sealed version of the adstore {link}, which "
+                         "only adstore load and switch change", hint="restore into a dir outside the adstore's "
+                         "versions (--target-dir); roll the adstore back with 'statectl adstore switch'")
     for parent in target.parents:
         if is_store(parent):
             raise UsageError(f"refusing to restore into {target}: it is inside the RocksDB store {parent}",
@@ -127,6 +132,18 @@ def check_target(target: Path, force: bool, *, blob_root: Path | None = None, ow
         raise UsageError(f"restore target {target} is not empty and is not a RocksDB store",
                          hint="pick an empty or new --target-dir, or pass --force to replace it")
     _check_replaceable(target, blob_id, allow_store=False)
+
+
+def versioned_adstore(path: Path) -> Path | None:
+    """The versioned adstore (local.versions: a link ``S`` to ``S.versions/<n>``) whose versions dir holds
+    the resolved ``path`` (or is it), else None. A sealed version is immutable: nothing but adstore load
+    and switch may replace or delete it, whatever name reached it (the link ``S`` itself resolves there)."""
+    for p in (path, *path.parents):
+        if p.name.endswith(".versions") and len(p.name) > len(".versions"):
+            link = p.with_name(p.name[:-len(".versions")])
+            if link.is_symlink():
+                return link
+    return None
 
 
 def _check_replaceable(target: Path, blob_id: tuple[int, int] | None, *, allow_store: bool) -> None:

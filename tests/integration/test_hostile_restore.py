@@ -319,3 +319,40 @@ def test_index_blob_too_big_to_be_an_index_is_refused(world: World, monkeypatch)
     finally:
         bs.close()
     assert "larger than 1000 bytes" in str(e.value)
+
+
+# ---- a versioned adstore: its sealed versions are never a restore's target ------------------------------
+
+def test_restore_never_overwrites_a_sealed_adstore_version(world: World):
+    """After 'adstore switch --version 1', 'restore --store members' followed the version link and
+    replaced sealed version 1 with the latest snapshot: the version and its manifest were gone, exit 0."""
+    data = world.tmp / "members.csv"
+    members = ["--store", "members", "--state-dir", str(world.state)]
+    for n in (1, 2):
+        data.write_text("id,name\n" + "".join(f"{i},name-{n}-{i}\n" for i in range(50)))
+        p = world.run("adstore", "load", "--from-file", str(data), "--key-column", "id", *members)
+        assert p.returncode == 0, p.stderr
+    p = world.run("adstore", "switch", "--version", "1", *members)
+    assert p.returncode == 0, p.stderr
+    link = store_dir(world.state, "members", TASK)
+    p = world.run("backup", "--job", world_job(), *members)
+    assert p.returncode == 0, p.stderr
+    p = world.run("backup", *WHERE, "--state-dir", str(world.state))  # a newer snapshot of another store
+    assert p.returncode == 0, p.stderr
+    versions = link.with_name(link.name + ".versions")
+    before = capture([world.store], [world.tmp])
+    for args in (["--job", world_job(), *members],
+                 [*WHERE, "--target-dir", str(link), "--force"],
+                 [*WHERE, "--target-dir", str(versions / "1"), "--force"],
+                 [*WHERE, "--target-dir", str(versions / "2" / "sub"), "--force"]):
+        p = world.run("restore", *args)
+        assert_error(p, 2, "sealed version of the adstore", str(link))
+    assert_unchanged(before, capture_after(before))
+    assert os.readlink(link) == f"{versions.name}/1"
+    p = world.run("-o", "json", "adstore", "versions", *members)
+    assert p.returncode == 0, p.stderr
+    assert [(v["version"], v["problem"]) for v in json.loads(p.stdout)["versions"]] == [(1, None), (2, None)]
+
+
+def world_job() -> str:
+    return WHERE[WHERE.index("--job") + 1]
