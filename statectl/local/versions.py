@@ -12,22 +12,34 @@ A version becomes visible only when sealed (its manifest written and fsynced, th
 ``<n>``), and current only by ``switch``: a symlink made beside ``S`` and renamed over it. A reader that
 opened the old version keeps it until it reopens ``S``. A failed or interrupted build never becomes
 current, nor even a version.
+
+One load (or switch) per store at a time: :class:`StoreLock` (flock on ``S.adstore.lock`` beside ``S``;
+the name must not contain ``<task dir>-``, which Samza's cleanup of the store's parent deletes). The
+version chain (build numbers, switch, prune) is written only under it.
+
+Only what this module provably made is ever deleted: a version dir (``<n>``, a real dir, with a manifest
+file, sealed by a build), a build dir (``.building-<n>-<pid>-<8 hex>``, a real dir) whose process is gone.
+A symlink, or a dir of another name, in ``S.versions`` is left alone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from statectl.errors import NotFoundError, StatectlError, UsageError
+from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import MANIFEST, VersionManifest
 from statectl.local.staged import fsync_tree, process_alive
 
 VERSIONS_SUFFIX = ".versions"
 BUILDING = ".building-"
+LOCK_SUFFIX = ".adstore.lock"  # beside the store dir: S.adstore.lock (never "S-...": Samza deletes those)
+_BUILD_NAME = re.compile(re.escape(BUILDING) + r"(\d+)-(\d+)-[0-9a-f]{8}")
 
 
 def versions_dir(store: Path) -> Path:
@@ -41,6 +53,57 @@ class Version:
     manifest: VersionManifest | None  # None: its manifest is unreadable (damaged)
     current: bool
     problem: str | None = None
+
+
+class StoreLock:
+    """One adstore load (or switch) of the store dir ``store`` at a time: an exclusive, non-blocking flock
+    on ``<store>.adstore.lock`` beside it (the kernel drops it when its holder dies, even by SIGKILL), which
+    also records the holder's pid. The lock file stays (deleting it would let two processes lock two
+    different files). Raises LockHeldError (exit 11) naming the holder when another process has it."""
+
+    def __init__(self, store: Path, *, what: str = "loaded"):
+        self.store = Path(store)
+        self.path = lock_path(self.store)
+        self.what = what
+        self._fd: int | None = None
+
+    def __enter__(self) -> "StoreLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _lock_pid(fd)
+            os.close(fd)
+            who = f"process {pid}" if pid else "another process"
+            raise LockHeldError(f"store {self.store} is being {self.what} by {who} (it holds {self.path.name})",
+                                hint="wait for that adstore load or switch to finish, or stop it; one runs per "
+                                     "store at a time") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing drops the flock
+
+
+def lock_path(store: Path) -> Path:
+    """``<store>.adstore.lock``, beside the store dir."""
+    return Path(store).with_name(Path(store).name + LOCK_SUFFIX)
+
+
+def _lock_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def current_version(store: Path) -> int | None:
@@ -58,22 +121,57 @@ def current_version(store: Path) -> int | None:
 
 
 def list_versions(store: Path) -> list[Version]:
-    """The sealed versions of ``store``, oldest first, the current one marked."""
+    """The sealed versions of ``store``, oldest first, the current one marked, each with the ``problem``
+    the cheap checks of :func:`version_problem` find (None: none found). A symlink in the versions dir is
+    no version."""
     current = current_version(store)
     root = versions_dir(store)
     if not root.is_dir():
         return []
     out = []
     for p in root.iterdir():
-        if not p.name.isdigit() or not p.is_dir():
+        if not p.name.isdigit() or p.is_symlink() or not p.is_dir():
             continue
         manifest, problem = None, None
         try:
             manifest = VersionManifest.from_json((p / MANIFEST).read_text())
         except (OSError, ValueError) as e:
-            problem = str(e)
+            problem = f"damaged: its manifest cannot be read ({e})"
+        else:
+            problem = version_problem(p, manifest, int(p.name))
         out.append(Version(int(p.name), p, manifest, int(p.name) == current, problem))
     return sorted(out, key=lambda v: v.number)
+
+
+def version_problem(path: Path, manifest: VersionManifest, number: int, *, deep: bool = False) -> str | None:
+    """What is wrong with the sealed version at ``path`` as its ``manifest`` describes it, or None.
+
+    The cheap checks (a few stats, what ``adstore versions`` runs on every version): the manifest is this
+    version's; the dir is a RocksDB store (CURRENT names a MANIFEST that is there); a version with keys has
+    SST files (a sealed build flushed every entry into them). ``deep`` (what ``adstore switch`` runs) also
+    opens the store read-only and reads every entry: their count, key range and checksum must equal the
+    manifest's. Its cost is one read of the whole store (about a million entries a second here)."""
+    from statectl.rocks.store import is_store
+
+    if manifest.version != number:
+        return f"damaged: its manifest is of version {manifest.version}"
+    if not is_store(path):
+        return "damaged: not a RocksDB store (its CURRENT or MANIFEST file is missing)"
+    if manifest.digest.keys and not any(p.suffix == ".sst" for p in path.iterdir()):
+        return f"damaged: its manifest counts {manifest.digest.keys} keys but it holds no SST file"
+    if not deep:
+        return None
+    from statectl.rocks.sst import scan_digest
+
+    try:
+        found = scan_digest(path)
+    except (StatectlError, OSError) as e:
+        return f"damaged: {e}"
+    if found.as_json() != manifest.digest.as_json():
+        want, got = manifest.digest.as_json(), found.as_json()
+        return (f"damaged: it holds {got['keys']} keys with checksum {got['checksum']}, its manifest says "
+                f"{want['keys']} keys with checksum {want['checksum']}")
+    return None
 
 
 class VersionBuild:
@@ -98,6 +196,9 @@ class VersionBuild:
 
     def __enter__(self) -> "VersionBuild":
         current_version(self.store)  # refuses a plain store dir before anything is written
+        if os.path.islink(self.root):
+            raise UsageError(f"{self.root} is a symlink, not the versions dir adstore load made",
+                             hint="move it away, or load into another --store")
         self.root.mkdir(parents=True, exist_ok=True)
         remove_dead_builds(self.store)
         for _ in range(100):
@@ -128,19 +229,32 @@ class VersionBuild:
             shutil.rmtree(self.path, ignore_errors=True)
 
 
-def switch(store: Path, number: int) -> int | None:
+def switch(store: Path, number: int, *, verify: str | None = "deep") -> int | None:
     """Point ``store`` at sealed version ``number`` atomically; return the version it pointed at before.
-    Raises NotFoundError for a version that is not there or not sealed (a damaged manifest)."""
+    The caller holds the store's StoreLock.
+
+    ``verify``: "deep" checks the version against its manifest entry by entry first (version_problem, deep:
+    one read of the whole store), "quick" only the cheap checks and that it opens, None nothing (a build
+    this process just sealed). Raises NotFoundError for a version that is not there or not sealed (a
+    damaged manifest); StatectlError (exit 1) for a damaged version, and then ``store`` is not changed."""
     previous = current_version(store)
     path = versions_dir(store) / str(number)
-    if not path.is_dir():
+    if path.is_symlink() or not path.is_dir():
         have = ", ".join(str(v.number) for v in list_versions(store)) or "none"
         raise NotFoundError(f"{store} has no version {number} (versions: {have})")
     try:
-        VersionManifest.from_json((path / MANIFEST).read_text())
+        manifest = VersionManifest.from_json((path / MANIFEST).read_text())
     except (OSError, ValueError) as e:
         raise NotFoundError(f"version {number} of {store} is not sealed: {e}",
                             hint="switch to another version; build a new one with adstore load --from-file") from None
+    if verify is not None:
+        problem = version_problem(path, manifest, number, deep=verify == "deep")
+        if problem is None and verify == "quick":
+            problem = _open_problem(path)
+        if problem is not None:
+            raise StatectlError(f"version {number} of {store} is {problem}; not switched",
+                                hint="switch to another version (adstore versions lists them), or build a new one "
+                                     "with adstore load --from-file")
     link = store.with_name(f".{store.name}.link-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     os.symlink(f"{versions_dir(store).name}/{number}", link)
     try:
@@ -152,19 +266,41 @@ def switch(store: Path, number: int) -> int | None:
     return previous
 
 
+def _open_problem(path: Path) -> str | None:
+    """Why the store at ``path`` does not open read-only, or None."""
+    from statectl.rocks.store import ROCKSDICT_CONFIG, open_readonly
+
+    had_config = (path / ROCKSDICT_CONFIG).exists()
+    try:
+        open_readonly(path).close()
+    except Exception as e:  # noqa: BLE001 - rocksdict raises its own exception types
+        return f"damaged: it does not open ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    finally:
+        if not had_config:  # rocksdict drops its config into every dir it opens
+            (path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
+    return None
+
+
 def prune(store: Path, keep: int) -> list[int]:
-    """Delete all but the ``keep`` newest sealed versions, never the current one (damaged versions, whose
-    manifest is unreadable, count for nothing and go too); return the numbers deleted. A reader of a deleted version keeps its open files."""
+    """Delete all but the ``keep`` newest sound versions, never the current one; return the numbers deleted.
+    The caller holds the store's StoreLock. A damaged version (a problem found by the cheap checks) can
+    never be switched to: it counts for nothing and goes too, but only a dir this module provably sealed
+    (it holds a manifest file, readable or not); a digit-named dir without one, or a symlink, is not
+    touched. A reader of a deleted version keeps its open files."""
     if keep < 1:
         raise UsageError("--keep-versions must be at least 1")
     versions = list_versions(store)
-    sealed = [v for v in versions if v.manifest is not None]  # a damaged one can never be switched to
-    keep_numbers = {v.number for v in sealed[-keep:]} | {v.number for v in versions if v.current}
+    sound = [v for v in versions if v.manifest is not None and v.problem is None]
+    keep_numbers = {v.number for v in sound[-keep:]} | {v.number for v in versions if v.current}
     gone = []
     for v in versions:
-        if v.number not in keep_numbers:
-            shutil.rmtree(v.path, ignore_errors=True)
-            gone.append(v.number)
+        if v.number in keep_numbers or not os.path.lexists(v.path / MANIFEST):
+            continue
+        try:
+            shutil.rmtree(v.path)
+        except OSError:
+            continue  # best effort: the next prune tries again
+        gone.append(v.number)
     return gone
 
 
@@ -180,13 +316,14 @@ def next_number(store: Path) -> int:
 
 
 def remove_dead_builds(store: Path) -> None:
-    """Remove build dirs whose process is gone (a killed build)."""
+    """Remove the build dirs VersionBuild made (``.building-<n>-<pid>-<8 hex>``, a real dir, not a link)
+    whose process is gone (a killed build). Anything else in the versions dir is left alone."""
     root = versions_dir(store)
     if not root.is_dir():
         return
     for p in root.iterdir():
-        parts = p.name[len(BUILDING):].split("-") if p.name.startswith(BUILDING) else []
-        if len(parts) >= 2 and parts[1].isdigit() and not process_alive(int(parts[1])):
+        m = _BUILD_NAME.fullmatch(p.name)
+        if m and not p.is_symlink() and p.is_dir() and not process_alive(int(m.group(2))):
             shutil.rmtree(p, ignore_errors=True)
 
 
