@@ -160,6 +160,8 @@ class GlobalOptions:
     config: Optional[str] = None
     profile: Optional[str] = None
     output: Optional[str] = None
+    resolved_output: Optional[str] = None  # what the command's settings resolved it to (flag, env, profile)
+    result_written: bool = False  # the command printed its result (an error after it adds no JSON document)
     verbose: bool = False
     quiet: bool = False
     debug: bool = False
@@ -186,6 +188,8 @@ class Env:
         self.settings = resolve_settings(overrides, config_file=g.config, profile=g.profile)
         self.session: Session = Session(self.settings)
         self.json = self.settings.output == "json"
+        g.resolved_output = self.settings.output
+        self._global = g
         self._progress: ProgressReporter | None = None
 
     @property
@@ -223,6 +227,7 @@ class Env:
         if out:
             sys.stdout.write(redact(out) + "\n")
             sys.stdout.flush()
+        self._global.result_written = True
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import traceback
@@ -85,14 +86,17 @@ class StatectlGroup(TyperGroup):
                 _stderr(f"Hint: {e.hint}")
             if _debug(ctx):
                 _stderr(traceback.format_exc().rstrip())
+            _json_error(ctx, str(e), e.hint, e.exit_code)
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt as e:
-            _stderr(f"Interrupted by {e.args[0]}." if isinstance(e, Terminated) else "Interrupted.")
+            message = f"Interrupted by {e.args[0]}." if isinstance(e, Terminated) else "Interrupted."
+            _stderr(message)
+            _json_error(ctx, message, None, EXIT_INTERRUPTED)
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except ClickUsageError as e:
             if _shows_help(e):
                 raise
-            raise _usage_exit(e) from None
+            raise _usage_exit(e, ctx) from None
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except Exception as e:
@@ -100,16 +104,39 @@ class StatectlGroup(TyperGroup):
                 _stderr(traceback.format_exc().rstrip())
             _stderr(f"Error: unexpected {type(e).__name__}: {e}")
             _stderr("Hint: run again with --debug for a traceback, and report it")
+            _json_error(ctx, f"unexpected {type(e).__name__}: {e}", "run again with --debug for a traceback, and "
+                        "report it", EXIT_FAILURE)
             raise typer.Exit(EXIT_FAILURE) from None
 
 
-def _usage_exit(e: typer.TyperException) -> typer.Exit:
+def _json_error(ctx: typer.Context, message: str, hint: str | None, code: int) -> None:
+    """Under ``--output json``, the error as the command's one JSON document on stdout too (a script that
+    parses stdout gets ``{"error": ..., "hint": ..., "exit_code": ...}`` rather than nothing); the
+    ``Error:`` line on stderr stays for people. The output setting is the one the command resolved (flag,
+    STATECTL_OUTPUT, profile), or, when the error came before that, the flag or the environment's."""
+    g = ctx.find_root().obj
+    if getattr(g, "result_written", False):  # the result is the document (diff: different, verify: problems)
+        return
+    output = getattr(g, "resolved_output", None) or getattr(g, "output", None) or os.environ.get("STATECTL_OUTPUT")
+    if output != "json":
+        return
+    import json
+
+    sys.stdout.write(redact(json.dumps({"error": message, "hint": hint, "exit_code": code}, ensure_ascii=False))
+                     + "\n")
+    sys.stdout.flush()
+
+
+def _usage_exit(e: typer.TyperException, ctx: typer.Context | None = None) -> typer.Exit:
     """A bad flag or argument, said in the same one-line form as every other error (click would
     print a usage banner first)."""
     _stderr(f"Error: {e.format_message()}")
-    ctx = getattr(e, "ctx", None)
+    bad = getattr(e, "ctx", None)
+    hint = f"see '{bad.command_path} --help'" if bad is not None else None
+    if hint:
+        _stderr(f"Hint: {hint}")
     if ctx is not None:
-        _stderr(f"Hint: see '{ctx.command_path} --help'")
+        _json_error(ctx, e.format_message(), hint, e.exit_code)
     return typer.Exit(e.exit_code)
 
 

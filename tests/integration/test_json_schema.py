@@ -114,3 +114,30 @@ def shape_of(like: object) -> object:
     if isinstance(like, list):
         return sorted(like)
     return {k: shape_of(v) for k, v in like.items()}
+
+
+def test_every_error_under_json_output_is_one_json_document_on_stdout(tmp_path: Path):
+    """With -o json, stdout was empty on every error: a script that parses it got nothing. Now the error
+    is the command's document ({"error", "hint", "exit_code"}); the Error: line stays on stderr."""
+    from tests.integration.test_bad_input import clean_env, run
+
+    state = tmp_path / "state"
+    cases = [
+        (["-o", "json", "adstore", "versions", "--state-dir", str(state), "--store", "s"], 10),
+        (["-o", "json", "standby", "follow", "--store", "s", "--state-dir", str(state)], 2),
+        (["-o", "json", "drain", "start"], 2),
+        (["restore", "--bogus-flag", "-o", "json"], 2),
+        (["-o", "json", "adstore", "load", "--topic", "t", "--store", "../../escape", "--kafka", "127.0.0.1:1",
+          "--state-dir", str(state)], 2),
+    ]
+    for args, code in cases:
+        p = run(tmp_path, *args)
+        assert p.returncode == code, (args, p.stdout, p.stderr)
+        doc = json.loads(p.stdout)
+        assert doc["exit_code"] == code and doc["error"] and "hint" in doc, (args, doc)
+        assert p.stderr.startswith("Error: " + doc["error"].splitlines()[0][:40]), (args, p.stderr)
+    # The output setting from the environment counts too; text output keeps stdout empty.
+    p = run(tmp_path, "drain", "start", env=clean_env(tmp_path, STATECTL_OUTPUT="json"))
+    assert p.returncode == 2 and json.loads(p.stdout)["exit_code"] == 2
+    p = run(tmp_path, "drain", "start")
+    assert p.returncode == 2 and p.stdout == ""
