@@ -61,15 +61,23 @@ def _conf(values: list[str] | None) -> dict[str, str]:
     "damaged files) is rebuilt in a staged dir and swapped in. Bootstraps to the end offsets taken at start, then "
     "exits; --follow keeps applying new records until SIGTERM (exit 0) or Ctrl-C (exit 130). Stopped before the "
     "bootstrap reached the end, it exits 130 (the next load resumes).\n\n"
+    "A topic load only rebuilds a store it made (one holding its SIDE-INPUT-OFFSETS) or an empty dir: a job's own "
+    "store, a dir of other files or a versioned adstore is refused (exit 2) and left as it is.\n\n"
     "From files (--from-file): builds a new version beside the current one, seals it with a manifest, and switches "
-    "the store dir (a link) to it atomically; --keep-versions N keeps the N newest.\n\n"
+    "the store dir (a link) to it atomically; --keep-versions N keeps the N newest. A dataset without rows is "
+    "refused (exit 1) unless --allow-empty; so is a file that changed while it was read.\n\n"
+    "One adstore load or switch per store at a time (a lock file <store>.adstore.lock beside the store dir); "
+    "another one exits 11.\n\n"
     "--spark: the bulk path: a Spark job (spark-submit, --master, local[*] by default) writes sorted SST files that "
     "are ingested into a new store.\n\n"
     "Examples:\n\n  statectl adstore load --kafka broker:9092 --topic members-cdc --store members --state-dir /var/samza/state "
     "--key-field id\n\n  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
     "--state-dir /var/samza/state --partitions 8\n\n"
-    + exit_codes_epilog(0, (1, "a record or row that cannot be extracted, brokers unreachable, a Spark job that failed"),
-                        2, (10, "no such topic, partition or dataset"), (11, "a process holds the store"),
+    + exit_codes_epilog(0, (1, "a record or row that cannot be extracted, an empty dataset, a file changed while "
+                               "read, a full disk, brokers unreachable, a Spark job that failed"),
+                        (2, "usage, or a target dir adstore load did not make"),
+                        (10, "no such topic, partition or dataset"),
+                        (11, "a process holds the store, or another adstore load or switch runs on it"),
                         (13, "pyspark, Java or pyarrow missing"), 130)))
 @state_command(*WHERE)
 def load(
@@ -102,6 +110,8 @@ def load(
                                                    "older than this (e.g. 7d).", show_default=False)] = None,
     keep_versions: Annotated[int, typer.Option("--keep-versions", help="Files: versions kept per store, the current "
                                                "one included.")] = 2,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Files: make a version of a dataset without rows "
+                                              "(refused by default: exit 1).")] = False,
     spark: Annotated[bool, typer.Option("--spark", help="Build on Spark (the bulk path).")] = False,
     master: Annotated[str, typer.Option("--master", help="Spark master: local[*], yarn, k8s://..., "
                                         "spark://...")] = "local[*]",
@@ -132,8 +142,8 @@ def load(
                                   staging=s.blobstore if through else "local",
                                   s3=env.session.s3_options if through and s.blobstore.startswith("s3://") else None)
     if topic is not None:
-        if from_file is not None or fmt or keep_versions != 2:
-            raise UsageError("--format and --keep-versions are for --from-file")
+        if from_file is not None or fmt or keep_versions != 2 or allow_empty:
+            raise UsageError("--format, --keep-versions and --allow-empty are for --from-file")
         from statectl.engine.adstore import TopicLoadOptions, load_topic
 
         if not s.kafka:
@@ -163,7 +173,7 @@ def load(
             raise UsageError("--partitions with --from-file is a number of stores")
         n = int(partitions)
     fr = load_file(FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir,
-                                   partitions=n, spec=spec, keep_versions=keep_versions),
+                                   partitions=n, spec=spec, keep_versions=keep_versions, allow_empty=allow_empty),
                    progress=env.progress, spark=spark_opts)
     env.emit(fr, _file_text(fr))
 
@@ -199,7 +209,9 @@ def _store(env: Env) -> Path:
     return store_dir(Path(s.state_dir), s.store, s.task)
 
 
-@app.command("versions", epilog="Example:\n\n  statectl adstore versions --state-dir /var/samza/state --store members "
+@app.command("versions", epilog="A version's problem (a damaged manifest, not a RocksDB store, its SST files gone) "
+             "shows instead of its source; these checks are cheap (adstore switch reads every entry).\n\n"
+             "Example:\n\n  statectl adstore versions --state-dir /var/samza/state --store members "
              "--task 'Partition 3'\n\n" + exit_codes_epilog(0, 2, (10, "no versions")))
 @state_command("task", "store", "state_dir", "store_dir")
 def versions_cmd(env: Env) -> None:
@@ -213,13 +225,20 @@ def versions_cmd(env: Env) -> None:
 
 
 @app.command("switch", epilog="Without --version: back to the newest version older than the current one.\n\n"
+             "The version is checked against its manifest first: every entry is read and their count, key range "
+             "and checksum compared (one read of the whole store, about a million entries a second); --quick "
+             "only checks that it is a RocksDB store with its files that opens. A damaged version is not made "
+             "current.\n\n"
              "Example:\n\n  statectl adstore switch --state-dir /var/samza/state --store members --version 3\n\n"
-             + exit_codes_epilog(0, 2, (10, "no such sealed version")))
+             + exit_codes_epilog(0, (1, "the version is damaged"), 2, (10, "no such sealed version"),
+                                 (11, "an adstore load or switch runs on the store")))
 @state_command("task", "store", "state_dir", "store_dir")
 def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
-        "--version", help="The version to make current (default: roll back one).", show_default=False)] = None) -> None:
+        "--version", help="The version to make current (default: roll back one).", show_default=False)] = None,
+        quick: Annotated[bool, typer.Option("--quick", help="Check only that the version is a store that opens, "
+                                            "not every entry against its manifest.")] = False) -> None:
     """Point a store at another sealed version atomically (a rollback, or forward again)."""
     from statectl.engine.adstore import switch_version
 
-    r = switch_version(_store(env), version)
+    r = switch_version(_store(env), version, quick=quick)
     env.emit(r, f"{r.store_dir}: version {r.version} is current (was {r.previous})")

@@ -15,10 +15,22 @@ From a file dataset (:func:`load_file`): a new version is built beside the curre
 sealed with a manifest (rows read, keys, key range, checksum of the entries), and switched to; older
 versions beyond ``keep_versions`` are deleted. With ``spark`` the version (or, from a topic, the staged
 store) is built from SST files a Spark job wrote (statectl.spark), ingested into a new store.
+
+One load per store at a time, from a topic or from files, and ``switch_version`` too: each holds the
+store's local.versions.StoreLock (``<store>.adstore.lock`` beside it; LockHeldError, exit 11, naming the
+holder) for its whole run; the version chain is written only under it.
+
+A load only deletes or replaces a dir it can prove it made. From a topic: a store dir that holds this
+adstore's ``SIDE-INPUT-OFFSETS`` (a damaged one counts: the recovery table rebuilds it), or an empty dir; a
+new store dir appears whole, holding its offsets file from the start. Anything else there (a job's store
+without that file, a dir of other files, a versioned adstore's link, a file) is refused (UsageError) and
+left as it is. A Spark build's dir beside the stores is removed only when its name and every entry in it
+are a build's, and no load holds its lock file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -40,12 +52,20 @@ FLUSH_RECORDS = 500_000  # sync the WAL and record the offsets at least this oft
 FLUSH_SECONDS = 2.0      # ...and at least this often while records come
 CREATED, RESUMED, REBUILT = "created", "resumed", "rebuilt"
 BUILD_DIR_PREFIX = ".adstore-build-"  # beside the stores: a Spark build's SST files until they are ingested
+BUILD_LOCK = ".adstore-build.lock"  # in a build dir: flocked by the load using it
 OLD_BUILD_S = 24 * 3600
+HELD_HINT = ("stop the job (or process) that has the store open: adstore load never writes a store another "
+             "process holds")
 
 
 class AdstoreExtractError(StatectlError):
     """A record or row the key/value spec cannot turn into an entry; the message names where it is.
     What came before it is applied and recorded; it and what follows are not."""
+
+
+class EmptyDatasetError(StatectlError):
+    """A file dataset with no rows (none at all, or a CSV header alone): refused as a version unless
+    ``allow_empty`` (exit 1; nothing is built, nothing becomes current)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +118,8 @@ class TopicLoadOptions:
             raise UsageError(f"invalid system name {self.system!r}")
         if self.partitions is not None and any(p < 0 for p in self.partitions):
             raise UsageError("partitions must be 0 or more")
+        if self.state_dir is not None:  # the names (store, task) checked before anything connects or writes
+            store_dir(Path(self.state_dir), self.store, self.task)
         _check_spec(self.spec, topic=True)
 
 
@@ -159,6 +181,7 @@ class _Target:
     staged: StagedStore | None = None
     db: Any = None
     pending: int = 0
+    opts: TopicLoadOptions | None = None
 
     @property
     def write_path(self) -> Path:
@@ -173,11 +196,14 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
                spark: SparkOptions | None = None) -> LoadResult:
     """Bootstrap (and with ``follow``, keep applying) the topic into its stores (see the module doc).
 
-    Raises UsageError for bad options or a store whose offsets file names another topic; NotFoundError
-    (exit 10) when the topic or a partition does not exist; LockHeldError (exit 11) when a process holds
-    a store; AdstoreExtractError (exit 1) for a record the spec cannot handle (the store keeps what came
-    before it, with its offsets; a store being rebuilt is left as it was); StatectlError when the brokers
-    cannot be reached; DiskFullError. ``stop`` (SIGTERM, Ctrl-C) ends the load after a flush.
+    Raises UsageError for bad options, a store whose offsets file names another topic, or a target dir
+    this load cannot prove is its own (see the module doc; it is left untouched); NotFoundError (exit 10)
+    when the topic or a partition does not exist; LockHeldError (exit 11) when a process holds a store or
+    another adstore load or switch runs on it; AdstoreExtractError (exit 1) for a record the spec cannot
+    handle (the store keeps what came before it, with its offsets; a store being rebuilt is left as it
+    was); StatectlError when the brokers cannot be reached; DiskFullError (exit 1) when the disk fills (a
+    store being rebuilt is left as it was; a store being created or resumed keeps what its offsets say it
+    holds). ``stop`` (SIGTERM, Ctrl-C) ends the load after a flush.
 
     With ``spark`` every store is built whole (from the log start to the true end of its partitions) by
     a Spark job, ingested into a staged store with its offsets file, and swapped in; MissingDependencyError
@@ -188,9 +214,14 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     began = time.monotonic()
     from statectl.kafka.client import open_consumer, partition_count
 
+    from contextlib import ExitStack
+
+    from statectl.local.versions import StoreLock
+
     consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
     result = LoadResult(opts.topic)
     targets: list[_Target] = []
+    locks = ExitStack()
     try:
         n = partition_count(consumer, opts.topic, opts.bootstrap)
         if n is None:
@@ -202,6 +233,8 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
             raise NotFoundError(f"topic {opts.topic} has {n} partition{'s' if n != 1 else ''}; there is no "
                                 f"partition {missing[0]}", hint=f"pass partitions between 0 and {n - 1}")
         targets = _targets(opts, parts)
+        for t in targets:
+            locks.enter_context(StoreLock(t.path))
         extract = opts.spec.record_extractor() if (opts.spec.extractor or opts.spec.key_field
                                                    or opts.spec.value_field) else None
         for t in targets:
@@ -209,35 +242,39 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
             if t.load.reason:
                 progress.note(f"{t.path}: {t.load.case}: {t.load.reason}")
         if spark is not None:
-            build_dir = _spark_topic(targets, opts, spark, progress, result)
+            build_dir = _spark_topic(targets, opts, spark, progress, result, locks)
         else:
             _bootstrap(targets, opts, consumer, extract, stop, progress, result)
         result.bootstrapped = not stop.is_set()
         for t in targets:
             if t.staged is not None and not stop.is_set():  # an interrupted rebuild is thrown away
                 _close(t, opts)
-                from statectl.rocks.store import check_not_held
-
                 if t.path.exists():
-                    check_not_held(t.path)
-                t.staged.commit()
+                    _check_not_held(t.path)
+                try:
+                    t.staged.commit()
+                except OSError as e:
+                    raise _os_error(t.path, e, "swapping in the rebuilt store") from e
                 result.notes += t.staged.notes
                 t.staged.__exit__(None, None, None)
                 t.staged = None
         if spark is not None:
-            import shutil
-
-            shutil.rmtree(build_dir, ignore_errors=True)
+            _remove_build(build_dir)
         if opts.follow and not stop.is_set():
             _follow(targets, opts, extract, stop, progress, result)
     except ExtractError as e:  # loading the extractor failed
         raise UsageError(str(e)) from None
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _disk_full(targets[0].path if targets else Path(opts.state_dir or opts.store_dir or ".")) from e
+        raise
     finally:
         for t in targets:
             _close(t, opts, quietly=True)
             if t.staged is not None:
                 t.staged.__exit__(None, None, None)
         consumer.close()
+        locks.close()
     for t in targets:
         result.stores.append(t.load)
         for p in t.partitions:
@@ -254,74 +291,89 @@ def _targets(opts: TopicLoadOptions, parts: list[int]) -> list[_Target]:
     if opts.broadcast:
         path = Path(opts.store_dir) if opts.store_dir is not None else store_dir(Path(opts.state_dir), opts.store,
                                                                                   opts.task)
-        return [_Target(path.absolute(), parts, StoreLoad(str(path.absolute()), parts, CREATED))]
+        return [_Target(path.absolute(), parts, StoreLoad(str(path.absolute()), parts, CREATED), opts=opts)]
     out = []
     for p in parts:
         path = store_dir(Path(opts.state_dir), opts.store, f"Partition {p}").absolute()
-        out.append(_Target(path, [p], StoreLoad(str(path), [p], CREATED)))
+        out.append(_Target(path, [p], StoreLoad(str(path), [p], CREATED), opts=opts))
     return out
 
 
 def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
     """The seed's recovery table for one store: sets ``t.load.case`` (and ``reason``), ``t.offsets``, and
-    for a rebuild a StagedStore to build into."""
+    for a rebuild a StagedStore to build into.
+
+    Only a dir this load can prove is an adstore of the topic is ever rebuilt: one holding a
+    SIDE-INPUT-OFFSETS file (readable or damaged) that names no other topic. A missing or empty dir is
+    created. Anything else is refused with UsageError before anything is written: a versioned adstore's
+    link, a file, a dir without that file (a job's own store, a folder of files)."""
     from statectl.kafka.tails import check_in_range
-    from statectl.rocks.store import check_not_held, is_store
+    from statectl.rocks.store import is_store
 
     if os.path.islink(t.path):
         raise UsageError(f"{t.path} is a versioned adstore (loaded from files), not a topic's store",
                          hint="load the topic into another --store")
-    if not t.path.exists():
+    if not os.path.lexists(t.path):
         t.load.case = CREATED
         return
-    check_not_held(t.path)  # a job holds it: never rebuild a store under it
+    if not t.path.is_dir():
+        raise UsageError(f"{t.path} exists and is not a directory: refusing to load a topic into it",
+                         hint="load the topic into another --store (or --store-dir), or move it away first")
+    if not any(t.path.iterdir()):
+        t.load.case = CREATED
+        return
+    if not os.path.lexists(t.path / SIDE_INPUT_OFFSETS):
+        what = "a RocksDB store" if is_store(t.path) else "a dir"
+        raise UsageError(f"{t.path} is {what} that adstore load did not make (it has no {SIDE_INPUT_OFFSETS}): "
+                         "refusing to replace it", hint="load the topic into another --store (or --store-dir), "
+                                                        "or move that dir away first")
+    _check_not_held(t.path)  # a job holds it: never rebuild a store under it
     reason = None
     offsets: dict[int, int | None] = {}
-    if not is_store(t.path):
+    try:
+        found = read_offsets(t.path / SIDE_INPUT_OFFSETS)
+    except (OSError, OffsetFileError) as e:
+        found, reason = {}, f"its {SIDE_INPUT_OFFSETS} file is damaged ({e})"
+    foreign = [s.key() for s in found if (s.system, s.stream) != (opts.system, opts.topic)]
+    if foreign:
+        raise UsageError(f"{t.path} holds offsets of {', '.join(foreign[:3])}, not of topic {opts.topic}",
+                         hint="load into another --store, or delete that store first")
+    if reason is None and not is_store(t.path):
         reason = "its files are damaged (no CURRENT/MANIFEST)"
-    else:
-        try:
-            found = read_offsets(t.path / SIDE_INPUT_OFFSETS)
-        except FileNotFoundError:
-            found, reason = {}, f"it has no {SIDE_INPUT_OFFSETS} file"
-        except (OSError, OffsetFileError) as e:
-            found, reason = {}, f"its {SIDE_INPUT_OFFSETS} file is damaged ({e})"
-        foreign = [s.key() for s in found if (s.system, s.stream) != (opts.system, opts.topic)]
-        if foreign:
-            raise UsageError(f"{t.path} holds offsets of {', '.join(foreign[:3])}, not of topic {opts.topic}",
-                             hint="load into another --store, or delete that store first")
-        others = sorted(s.partition for s in found if s.partition not in t.partitions)
-        if reason is None and others:  # e.g. a broadcast store loaded as partitioned: it holds their keys
-            reason = (f"it holds partition{'s' if len(others) > 1 else ''} {', '.join(map(str, others))} of "
-                      f"{opts.topic} too, which this load does not put in it")
-        if reason is None:
-            for ssp, value in found.items():
-                if ssp.partition in t.partitions:
-                    try:
-                        offsets[ssp.partition] = None if value is None else int(value)
-                    except ValueError:
-                        reason = f"its {SIDE_INPUT_OFFSETS} holds {value!r} for partition {ssp.partition}"
-        if reason is None and opts.max_age_s is not None:
-            newest = _newest_mtime(t.path)
-            age = time.time() - newest
-            if age > opts.max_age_s:
-                reason = f"it is stale: its newest file is {age:.0f}s old, more than --max-age {opts.max_age_s:g}s"
-        if reason is None:
-            for p, off in offsets.items():
+    others = sorted(s.partition for s in found if s.partition not in t.partitions)
+    if reason is None and others:  # e.g. a broadcast store loaded as partitioned: it holds their keys
+        reason = (f"it holds partition{'s' if len(others) > 1 else ''} {', '.join(map(str, others))} of "
+                  f"{opts.topic} too, which this load does not put in it")
+    if reason is None:
+        for ssp, value in found.items():
+            if ssp.partition in t.partitions:
                 try:
-                    check_in_range(consumer, opts.topic, p, opts.bootstrap, None if off is None else off + 1)
-                except OffsetOutOfRange as e:
-                    reason = f"its offsets fell off the topic ({e})"
-                    break
-        if reason is None:
+                    offsets[ssp.partition] = None if value is None else int(value)
+                except ValueError:
+                    reason = f"its {SIDE_INPUT_OFFSETS} holds {value!r} for partition {ssp.partition}"
+    if reason is None and opts.max_age_s is not None:
+        newest = _newest_mtime(t.path)
+        age = time.time() - newest
+        if age > opts.max_age_s:
+            reason = f"it is stale: its newest file is {age:.0f}s old, more than --max-age {opts.max_age_s:g}s"
+    if reason is None:
+        for p, off in offsets.items():
             try:
-                from statectl.rocks.live import LiveStore
+                check_in_range(consumer, opts.topic, p, opts.bootstrap, None if off is None else off + 1)
+            except OffsetOutOfRange as e:
+                reason = f"its offsets fell off the topic ({e})"
+                break
+    if reason is None:
+        try:
+            from statectl.rocks.live import LiveStore
 
-                LiveStore(t.path).close()
-            except LockHeldError:
-                raise
-            except StatectlError as e:
-                reason = f"its files are damaged ({e})"
+            LiveStore(t.path).close()
+        except LockHeldError as e:
+            raise LockHeldError(str(e), hint=HELD_HINT) from None
+        except StatectlError as e:
+            if _no_space(e):
+                raise _disk_full(t.path) from e
+            reason = f"its files are damaged ({e})"
     if reason is None:
         t.load.case = RESUMED
         t.offsets = offsets
@@ -330,6 +382,30 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
     remove_dead_temp_dirs(t.path)
     t.staged = StagedStore(t.path, what="adstore rebuild", disk_full=lambda: _disk_full(t.path), sync="dirs")
     t.staged.__enter__()
+
+
+def _check_not_held(path: Path) -> None:
+    """LockHeldError (exit 11) with adstore's hint when a process holds the store's RocksDB LOCK."""
+    from statectl.rocks.store import check_not_held
+
+    try:
+        check_not_held(path)
+    except LockHeldError as e:  # the hint of backup (--checkpoint-dir) does not apply to a load
+        raise LockHeldError(str(e), hint=HELD_HINT) from None
+
+
+def _no_space(e: BaseException) -> bool:
+    """An OSError ENOSPC/EDQUOT, or RocksDB's own error for a full disk ("IO error: No space left on device")."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(e).lower()
+    return "no space left on device" in text or "disk quota exceeded" in text
+
+
+def _os_error(path: Path, e: OSError, doing: str) -> StatectlError:
+    if _no_space(e):
+        return _disk_full(path)
+    return StatectlError(f"{doing} at {path} failed: {e}")
 
 
 def _newest_mtime(path: Path) -> float:
@@ -342,12 +418,67 @@ def _newest_mtime(path: Path) -> float:
     return newest
 
 
-def _open(t: _Target) -> None:
+def _open(t: _Target, opts: TopicLoadOptions | None = None) -> None:
+    """Open the store to write into: a new one is first made whole, holding its offsets file (so that a
+    load killed at any moment leaves a dir this module can prove is its own), then opened. ``opts``:
+    the target's own by default."""
+    opts = opts if opts is not None else t.opts
+    assert opts is not None
     if t.db is None:
         from statectl.rocks.live import LiveStore
 
-        t.write_path.parent.mkdir(parents=True, exist_ok=True)
-        t.db = LiveStore(t.write_path)
+        if not os.path.lexists(t.write_path / SIDE_INPUT_OFFSETS):
+            _create(t, opts)
+        try:
+            t.db = LiveStore(t.write_path)
+        except LockHeldError as e:
+            raise LockHeldError(str(e), hint=HELD_HINT) from None
+        except StatectlError as e:
+            if _no_space(e):
+                raise _disk_full(t.path) from e
+            raise
+
+
+def _offsets_of(t: _Target, opts: TopicLoadOptions) -> dict[SSP, str | None]:
+    """Every partition of the store, None for one nothing was applied from yet."""
+    return {SSP(opts.system, opts.topic, p): None if t.offsets.get(p) is None else str(t.offsets[p])
+            for p in sorted(set(t.partitions) | set(t.offsets))}
+
+
+def _create(t: _Target, opts: TopicLoadOptions) -> None:
+    """Give the dir written into its offsets file before any RocksDB file: a staged dir directly; a new
+    store dir is made aside (named as local.staged names its temp dirs, so a kill leaves nothing the next
+    staging does not remove) and renamed into place, which replaces an empty dir, never a non-empty one."""
+    import uuid
+
+    from statectl.local.staged import TMP_INFIX
+
+    try:
+        if t.staged is not None:
+            write_offsets(t.write_path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+            return
+        t.path.parent.mkdir(parents=True, exist_ok=True)
+        remove_dead_temp_dirs(t.path)
+        tmp = t.path.parent / f".{t.path.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            write_offsets(tmp / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+            os.rename(tmp, t.path)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        fd = os.open(t.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise UsageError(f"{t.path} was filled by another process while this load started: refusing to "
+                             "replace it", hint="load again") from None
+        raise _os_error(t.path, e, "creating the store") from e
 
 
 def _record(t: _Target, opts: TopicLoadOptions) -> None:
@@ -358,9 +489,10 @@ def _record(t: _Target, opts: TopicLoadOptions) -> None:
         t.db.db.flush_wal(True)
     except Exception as e:
         raise _rocks_error(t, e) from e
-    write_offsets(t.write_path / SIDE_INPUT_OFFSETS,
-                  {SSP(opts.system, opts.topic, p): None if off is None else str(off)
-                   for p, off in sorted(t.offsets.items())})
+    try:
+        write_offsets(t.write_path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+    except OSError as e:
+        raise _os_error(t.path, e, f"writing {SIDE_INPUT_OFFSETS}") from e
     t.pending = 0
 
 
@@ -380,7 +512,7 @@ def _close(t: _Target, opts: TopicLoadOptions, *, quietly: bool = False) -> None
 
 def _rocks_error(t: _Target, e: Exception) -> Exception:
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-    if "no space left" in msg.lower():
+    if _no_space(e):
         return _disk_full(t.path)
     return StatectlError(f"RocksDB write in {t.write_path} failed: {msg}")
 
@@ -424,6 +556,7 @@ def _apply(t: _Target, records: list[Any], extract: Any, opts: TopicLoadOptions,
             nbytes += len(key) + len(value)
         n += 1
     try:
+        failpoints.hit("adstore-apply")
         t.db.db.write(wb)
     except Exception as e:
         raise _rocks_error(t, e) from e
@@ -446,7 +579,7 @@ def _bootstrap(targets: list[_Target], opts: TopicLoadOptions, consumer: Any, ex
     progress.start(f"loading {opts.topic}", 0, total)
     try:
         for t in targets:
-            _open(t)
+            _open(t, opts)
             last_flush = time.monotonic()
             for p in t.partitions:
                 if stop.is_set():
@@ -517,7 +650,7 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
 
 
 def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOptions, progress: ProgressReporter,
-                 result: LoadResult) -> Path:
+                 result: LoadResult, locks: Any) -> Path:
     """Build every target whole on Spark and ingest it into a staged store with its offsets file (the
     caller swaps them in); return the build's dir (removed by the caller once every store is in place)."""
     from statectl.rocks.sst import ingest_into_new_store
@@ -528,6 +661,7 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
                      bootstrap=opts.bootstrap, topic=opts.topic, partitions=parts)
     build_dir = targets[0].path.parent / f"{BUILD_DIR_PREFIX}{spec.spec_hash()[:16]}"
     _remove_old_builds(build_dir)
+    locks.enter_context(_BuildLock(build_dir))
     began = time.monotonic()
     manifest = run_build(spec, build_dir, master=sp.master, conf=sp.conf, progress=progress, s3=sp.s3,
                          kafka_security=opts.security)
@@ -544,8 +678,7 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
         failpoints.hit("adstore-ingest")
         ingest_into_new_store(t.staged.path, manifest.paths(store.store))
         t.offsets = {p: manifest.offsets[p] - 1 for p in t.partitions if manifest.offsets.get(p, 0) > 0}
-        write_offsets(t.staged.path / SIDE_INPUT_OFFSETS, {SSP(opts.system, opts.topic, p): str(off)
-                                                           for p, off in sorted(t.offsets.items())})
+        write_offsets(t.staged.path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
         t.load.records = store.rows
     result.phases["ingest_s"] = round(time.monotonic() - began, 3)
     return build_dir
@@ -553,19 +686,97 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
 
 def _remove_old_builds(ours: Path) -> None:
     """Remove the dirs other Spark builds left beside ``ours`` (a failed build keeps its log for a while)
-    once nothing in them changed for OLD_BUILD_S."""
-    import shutil
+    once nothing in them changed for OLD_BUILD_S: only dirs that are provably a build's (_is_build_dir)
+    and that no load is using (their BUILD_LOCK is free)."""
+    import fcntl
 
     if not ours.parent.is_dir():
         return
     for p in ours.parent.iterdir():
-        if p.name.startswith(BUILD_DIR_PREFIX) and p != ours and p.is_dir():
-            try:
-                newest = max([p.stat().st_mtime] + [f.stat().st_mtime for f in p.iterdir()])
-            except OSError:
-                continue
-            if time.time() - newest > OLD_BUILD_S:
-                shutil.rmtree(p, ignore_errors=True)
+        if p == ours or not _is_build_dir(p):
+            continue
+        try:
+            newest = max([p.stat().st_mtime] + [f.lstat().st_mtime for f in p.iterdir()])
+        except OSError:
+            continue
+        if time.time() - newest <= OLD_BUILD_S:
+            continue
+        try:
+            fd = os.open(p / BUILD_LOCK, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        except OSError:
+            continue
+        try:
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a load is using it
+            _remove_build(p)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _is_build_dir(p: Path) -> bool:
+    """Whether ``p`` is provably a dir a Spark build of adstore load made: named ``.adstore-build-<16 hex>``,
+    a real dir (not a link), holding only regular files named as a build names them."""
+    import re
+
+    from statectl.spark.submit import BUILD_MANIFEST, JOB_FILE, LOG_FILE, SST_PREFIX
+
+    if not re.fullmatch(re.escape(BUILD_DIR_PREFIX) + "[0-9a-f]{16}", p.name) or p.is_symlink() or not p.is_dir():
+        return False
+    try:
+        for f in p.iterdir():
+            if f.is_symlink() or not f.is_file():
+                return False
+            if f.name not in (BUILD_MANIFEST, JOB_FILE, LOG_FILE, BUILD_LOCK) and not f.name.startswith(
+                    (SST_PREFIX, f".{SST_PREFIX}", f".{BUILD_MANIFEST}")):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _remove_build(p: Path) -> None:
+    """Remove the build dir ``p`` if it is provably a build's (best effort: what stays is removed later)."""
+    import shutil
+
+    if _is_build_dir(p):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+class _BuildLock:
+    """This load uses the build dir: an flock on its BUILD_LOCK, so that no other load's _remove_old_builds
+    removes it meanwhile. Refuses (UsageError) a dir of that name that is not provably a build's."""
+
+    def __init__(self, build_dir: Path):
+        self.build_dir = build_dir
+        self._fd: int | None = None
+
+    def __enter__(self) -> "_BuildLock":
+        import fcntl
+
+        if os.path.lexists(self.build_dir) and not _is_build_dir(self.build_dir):
+            raise UsageError(f"{self.build_dir} is not a build dir adstore load made: refusing to build into it",
+                             hint="move it away")
+        self.build_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.build_dir / BUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LockHeldError(f"the Spark build dir {self.build_dir} is in use by another adstore load",
+                                hint="wait for that load to finish") from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 def _disk_full(path: Path) -> DiskFullError:
@@ -580,7 +791,8 @@ def _disk_full(path: Path) -> DiskFullError:
 class FileLoadOptions:
     """Load the dataset at ``path`` as a new version of ``store``: broadcast (one store, ``store_dir`` or
     the store dir of ``task``) or ``partitions`` stores ``Partition k`` (rows by Kafka's partitioner over
-    the key bytes). ``keep_versions``: sealed versions kept per store (the current one always)."""
+    the key bytes). ``keep_versions``: sealed versions kept per store (the current one always).
+    ``allow_empty``: a dataset without rows makes an empty version (by default it is refused)."""
 
     path: Path
     store: str
@@ -592,6 +804,7 @@ class FileLoadOptions:
     spec: KeyValueSpec = KeyValueSpec()
     keep_versions: int = 2
     batch_rows: int = 10_000
+    allow_empty: bool = False
 
     def validate(self) -> None:
         if not self.store:
@@ -604,6 +817,8 @@ class FileLoadOptions:
             raise UsageError("--partitions must be at least 1")
         if self.keep_versions < 1:
             raise UsageError("--keep-versions must be at least 1")
+        if self.state_dir is not None:  # the names (store, task) checked before anything is written
+            store_dir(Path(self.state_dir), self.store, self.task)
         _check_spec(self.spec, topic=False)
 
     def store_dirs(self) -> list[Path]:
@@ -649,9 +864,14 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
               spark: SparkOptions | None = None) -> FileLoadResult:
     """Build, seal and switch to a new version of every target store from the file dataset (see the
     module doc). The current versions are untouched until each new one is sealed; a failure leaves no
-    new version behind. Raises UsageError for bad options or a target that is a plain store dir;
-    NotFoundError for a missing dataset; AdstoreExtractError for a row without its key; DatasetError for
-    a malformed file; MissingDependencyError (13) for Parquet without pyarrow; DiskFullError.
+    new version behind. Holds every target's StoreLock throughout.
+
+    Raises UsageError for bad options or a target that is a plain store dir; LockHeldError (exit 11)
+    when another adstore load or switch runs on a target; NotFoundError for a missing dataset;
+    AdstoreExtractError for a row without its key; DatasetError for a malformed file, or one that changed
+    (size, mtime or inode) while it was read; EmptyDatasetError (exit 1) for a dataset without rows unless
+    ``opts.allow_empty``; MissingDependencyError (13) for Parquet without pyarrow; DiskFullError (exit 1)
+    when the disk fills (no new version is made).
 
     With ``spark`` the stores are built by a Spark job (statectl.spark) and ingested; its SST files stay
     beside the stores until the versions are switched to, so a load interrupted in the ingest re-runs from
@@ -661,8 +881,8 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
     began = time.monotonic()
     from contextlib import ExitStack
 
-    from statectl.local.datasets import iter_rows, open_dataset
-    from statectl.local.versions import VersionBuild, current_version, next_number, prune, remove_dead_builds, switch
+    from statectl.local.datasets import open_dataset
+    from statectl.local.versions import StoreLock, current_version
 
     ds = open_dataset(Path(opts.path), opts.fmt)
     dirs = opts.store_dirs()
@@ -670,6 +890,28 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
         current_version(d)  # refuses a plain store dir before anything is built
         if d.exists() and not d.is_symlink():
             raise UsageError(f"{d} is not a versioned adstore")
+    with ExitStack() as locks:
+        for d in dirs:
+            locks.enter_context(StoreLock(d))
+        try:
+            result = _load_file_locked(opts, ds, dirs, progress, spark, locks)
+        except (OSError, StatectlError) as e:
+            if not isinstance(e, DiskFullError) and _no_space(e):
+                raise DiskFullError(f"no space left on device loading {ds.path} into {dirs[0].parent}; no new "
+                                    "version was made", hint=f"free some space in {dirs[0].parent}") from e
+            raise
+    result.duration_s = round(time.monotonic() - began, 3)
+    result.notes = list(getattr(progress, "notes", []))
+    return result
+
+
+def _load_file_locked(opts: FileLoadOptions, ds: Any, dirs: list[Path], progress: ProgressReporter,
+                      spark: SparkOptions | None, locks: Any) -> FileLoadResult:
+    from contextlib import ExitStack
+
+    from statectl.local.datasets import iter_rows
+    from statectl.local.versions import VersionBuild, next_number, prune, remove_dead_builds, switch
+
     rows = records = nbytes = 0
     digests: list[Digest] = []
     with ExitStack() as stack:
@@ -682,13 +924,15 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
         build_dir = None
         if spark is not None:
             built_with = "spark"
-            build_dir, rows, digests = _spark_files(builds, ds, opts, spark, progress, phases)
+            build_dir, rows, digests = _spark_files(builds, ds, opts, spark, progress, phases, locks)
             records = rows
+            _check_not_empty(ds, rows, opts)
         else:
             built_with = "put"
             t0 = time.monotonic()
             rows, records, nbytes = _put_rows(ds, iter_rows(ds), builds, opts, progress)
             phases["write_s"] = round(time.monotonic() - t0, 3)
+            _check_not_empty(ds, rows, opts)
             from statectl.rocks.sst import scan_digest
 
             t0 = time.monotonic()
@@ -703,18 +947,20 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
             sealed.append((b, digest))
     result = FileLoadResult(str(ds.path), rows, records, nbytes, number, built_with, 0.0, phases=phases)
     for b, digest in sealed:
-        previous = switch(b.store, b.number)
+        previous = switch(b.store, b.number, verify=None)  # just built and sealed by this load
         gone = prune(b.store, opts.keep_versions)
         result.stores.append(VersionLoad(str(b.store), b.number, rows if len(sealed) == 1 else digest.keys,
                                          digest.keys, digest.as_json()["first_key"], digest.as_json()["last_key"],
                                          digest.as_json()["checksum"], previous, gone))
     if build_dir is not None:
-        import shutil
-
-        shutil.rmtree(build_dir, ignore_errors=True)
-    result.duration_s = round(time.monotonic() - began, 3)
-    result.notes = list(getattr(progress, "notes", []))
+        _remove_build(build_dir)
     return result
+
+
+def _check_not_empty(ds: Any, rows: int, opts: FileLoadOptions) -> None:
+    if rows == 0 and not opts.allow_empty:
+        raise EmptyDatasetError(f"dataset {ds.path} holds no rows: refusing to make an empty version current",
+                                hint="check what wrote it; pass --allow-empty to load an empty store on purpose")
 
 
 def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds: list[Any], opts: FileLoadOptions,
@@ -760,8 +1006,10 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
 
 
 def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOptions, progress: ProgressReporter,
-                 phases: dict[str, float]) -> tuple[Path, int, list[Digest]]:
-    """Build the versions' stores on Spark and ingest them; return (the build's dir, rows, digests)."""
+                 phases: dict[str, float], locks: Any) -> tuple[Path, int, list[Digest]]:
+    """Build the versions' stores on Spark and ingest them; return (the build's dir, rows, digests).
+    DatasetError (and the build dir removed) when a file of the dataset changed while Spark read it."""
+    from statectl.local.datasets import check_unchanged, stamps
     from statectl.rocks.sst import ingest_into_new_store
     from statectl.spark.submit import BuildSpec, run_build
 
@@ -770,9 +1018,16 @@ def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOpt
                      fmt=ds.fmt, files=tuple(str(Path(f).absolute()) for f in ds.files))
     build_dir = builds[0].store.parent / f"{BUILD_DIR_PREFIX}{spec.spec_hash()[:16]}"
     _remove_old_builds(build_dir)
+    locks.enter_context(_BuildLock(build_dir))
+    before = stamps(ds)
     t0 = time.monotonic()
     manifest = run_build(spec, build_dir, master=sp.master, conf=sp.conf, progress=progress, s3=sp.s3)
     phases["build_s"] = round(time.monotonic() - t0, 3)
+    try:
+        check_unchanged(ds, before)
+    except StatectlError:
+        _remove_build(build_dir)  # built from files that are no longer there as they were
+        raise
     if manifest.path == "jvm":
         progress.note("the Spark job made the entries in the JVM (a plain key column and value column)")
     t0 = time.monotonic()
@@ -808,7 +1063,9 @@ class VersionsResult:
 
 
 def versions(store: Path) -> VersionsResult:
-    """The sealed versions of a versioned store, oldest first. NotFoundError when it has none."""
+    """The sealed versions of a versioned store, oldest first, each with the ``problem`` the cheap checks
+    find (local.versions.version_problem: a damaged manifest, not a RocksDB store, SST files gone; None:
+    none found; the entries are not read). Read-only, takes no lock. NotFoundError when it has none."""
     from statectl.local.versions import current_version, list_versions
 
     store = Path(store).absolute()
@@ -831,18 +1088,26 @@ class SwitchResult:
     previous: int | None
 
 
-def switch_version(store: Path, version: int | None = None) -> SwitchResult:
-    """Make ``version`` current (None: the newest version older than the current one: a rollback).
-    NotFoundError when there is no such sealed version."""
-    from statectl.local.versions import current_version, list_versions, switch
+def switch_version(store: Path, version: int | None = None, *, quick: bool = False) -> SwitchResult:
+    """Make ``version`` current (None: the newest version older than the current one: a rollback), under
+    the store's StoreLock, after checking it against its manifest: every entry read, their count, key range
+    and checksum compared (one read of the whole store, about a million entries a second here); ``quick``:
+    only the cheap checks and that it opens. Raises NotFoundError when there is no such sealed version;
+    StatectlError (exit 1) when it is damaged (nothing is changed); LockHeldError (exit 11) while an adstore
+    load or switch runs on the store; UsageError for a dir that is not a versioned adstore."""
+    from statectl.local.versions import StoreLock, current_version, list_versions, switch
 
     store = Path(store).absolute()
-    if version is None:
-        current = current_version(store)
-        older = [v.number for v in list_versions(store) if current is not None and v.number < current
-                 and v.manifest is not None]
-        if not older:
-            raise NotFoundError(f"{store} has no version older than its current one ({current}) to roll back to")
-        version = older[-1]
-    previous = switch(store, version)
+    # a plain store dir is refused, a store without versions not found, before the lock file is made
+    if current_version(store) is None and not list_versions(store):
+        raise NotFoundError(f"{store} has no versions", hint="build one with adstore load --from-file")
+    with StoreLock(store):
+        if version is None:
+            current = current_version(store)
+            older = [v.number for v in list_versions(store) if current is not None and v.number < current
+                     and v.manifest is not None]
+            if not older:
+                raise NotFoundError(f"{store} has no version older than its current one ({current}) to roll back to")
+            version = older[-1]
+        previous = switch(store, version, verify="quick" if quick else "deep")
     return SwitchResult(str(store), version, previous)

@@ -7,11 +7,17 @@ The rows are what the Spark path's readers give (statectl.spark.job), so both bu
 Parquet rows as pyarrow's ``to_pylist`` (nested structs as dicts); JSON lines as ``json.loads`` of each
 non-blank line (an object); CSV with a header row, every value a string, an empty field None (Spark reads
 an empty field as null).
+
+A file that changes while it is read (another process still writing it, truncating or replacing it) is an
+error, never a silently different version: each file's device, inode, size and mtime (ns) are taken before
+it is read and compared after (:func:`stamps`, :func:`check_unchanged` do the same around a Spark build).
+A change that keeps all four (the same size, within the filesystem's mtime granularity) is not seen.
 """
 
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -63,14 +69,48 @@ def open_dataset(path: Path, fmt: str | None = None) -> Dataset:
 
 
 def iter_rows(ds: Dataset) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-    """(file, row number from 1, row) of every row, file by file."""
+    """(file, row number from 1, row) of every row, file by file. Raises DatasetError naming the file when
+    it is gone, or changed (device, inode, size or mtime) between the start and the end of its reading."""
     for f in ds.files:
+        before = _stamp(f)
         if ds.fmt == "parquet":
             yield from _parquet(f)
         elif ds.fmt == "jsonl":
             yield from _jsonl(f)
         else:
             yield from _csv(f)
+        _check_stamp(f, before)
+
+
+Stamp = tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns
+
+
+def stamps(ds: Dataset) -> dict[Path, Stamp]:
+    """The stamp of every file of ``ds`` (for :func:`check_unchanged`). DatasetError when one is gone."""
+    return {f: _stamp(f) for f in ds.files}
+
+
+def check_unchanged(ds: Dataset, before: dict[Path, Stamp]) -> None:
+    """Raise DatasetError naming the first file of ``ds`` whose stamp is not ``before``'s any more."""
+    for f in ds.files:
+        _check_stamp(f, before[f])
+
+
+def _stamp(f: Path) -> Stamp:
+    try:
+        st = os.stat(f)
+    except OSError as e:
+        raise DatasetError(f"{f}: cannot be read: {e.strerror or e}; no new version was made") from None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _check_stamp(f: Path, before: Stamp) -> None:
+    after = _stamp(f)
+    if after != before:
+        what = ("was replaced" if after[:2] != before[:2] else
+                f"changed size ({before[2]} -> {after[2]} bytes)" if after[2] != before[2] else "was modified")
+        raise DatasetError(f"{f} {what} while it was read; no new version was made",
+                           hint="load it again once whatever writes it has finished")
 
 
 def _parquet(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:

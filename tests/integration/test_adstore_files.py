@@ -179,7 +179,8 @@ def test_a_dataset_becomes_version_1(files: Files, fmt: str, mode: str):
             m["built_with"], m["extra"]) == \
         (1, str(dataset), 400, len(expected), first, last, f"{d.checksum:016x}", "put", {"format": fmt})
     assert files.leftovers() == []
-    assert sorted(p.name for p in (files.state / STORE).iterdir()) == ["Partition_0", "Partition_0.versions"]
+    assert sorted(p.name for p in (files.state / STORE).iterdir()) == \
+        ["Partition_0", "Partition_0.adstore.lock", "Partition_0.versions"]
 
 
 @pytest.mark.timeout(120)

@@ -197,7 +197,7 @@ def test_broadcast_with_key_and_value_fields(topics):
     assert r["skipped"] == 3 and r["records"] == 3 * 41
     assert read_store(t.store(0)) == expected
     assert offsets_of(t.store(0), SIDE_INPUT_OFFSETS) == {t.key(p): str(t.last(p)) for p in range(3)}
-    assert sorted(p.name for p in (t.state / STORE).iterdir()) == ["Partition_0"]
+    assert sorted(p.name for p in (t.state / STORE).iterdir()) == ["Partition_0", "Partition_0.adstore.lock"]
 
 
 @pytest.mark.timeout(120)
@@ -446,12 +446,15 @@ def test_invalid_stores_are_rebuilt(topics):
     write_offsets(store / SIDE_INPUT_OFFSETS, {SSP("kafka", t.name, 0): str(t.last(0) + 1000)})
     reason = rebuilt()
     assert "fell off the topic" in reason
-    # no offsets file at all
+    # no offsets file at all: not provably this load's store (a job's own, say): refused, untouched
     (store / SIDE_INPUT_OFFSETS).unlink()
+    files = store_files(store)
+    r = t.load(code=2)
+    assert f"no {SIDE_INPUT_OFFSETS}" in error_line(r.stderr) and "Hint: " in r.stderr
+    assert store_files(store) == files
+    write_offsets(store / SIDE_INPUT_OFFSETS, {SSP("kafka", t.name, 0): str(t.last(0))})
     t.writers[0].send(random_records(random.Random(71), 10, keys=80))
     extra_records[0] = 10
-    reason = rebuilt()
-    assert f"no {SIDE_INPUT_OFFSETS} file" in reason
     # a store dir whose RocksDB files are gone
     for p in store.iterdir():
         if p.name != SIDE_INPUT_OFFSETS:
