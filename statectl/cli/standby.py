@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -80,7 +81,8 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
     try:
         r = run_follow(rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop,
                        on_status=display.update, progress=env.progress,
-                       argv=[sys.executable, "-m", "statectl", *sys.argv[1:]])
+                       argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
+                       state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None)
     finally:
         display.close()
     if env.json:  # JSON lines throughout: the result is the last line
@@ -176,7 +178,8 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     security = env.session.kafka_security
     r = run_promote(rep, Path(active_dir).absolute(), s.kafka, security=security,
                     timeout_s=parse_seconds(timeout, "--timeout"), to_checkpoint=to_checkpoint,
-                    on_locality=lambda: update_locality(s.kafka, rep.ref, security=security), progress=env.progress)
+                    on_locality=lambda: update_locality(s.kafka, rep.ref, security=security), progress=env.progress,
+                    state_dir=Path(s.state_dir) if s.state_dir else None)
     for note in r.notes:
         env.progress.note(note)
     env.emit(r, f"promoted {rep.replica_dir} to {r.promoted_dir} at changelog offset {r.caught_up_offset} "

@@ -22,6 +22,7 @@ aside until the swap is done. Its time is the tail's catch-up plus a rename, wha
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -34,9 +35,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statectl import failpoints
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.refs import StoreRef
-from statectl.errors import LockHeldError, NotFoundError, StatectlError
+from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.checkpoint import (
     BLOB_STORE_FACTORY,
     KAFKA_CHANGELOG_FACTORY,
@@ -55,7 +57,7 @@ from statectl.kafka.client import (
 )
 from statectl.formats.coordinator import active_of_standby
 from statectl.kafka.coordinator import CoordinatorStream
-from statectl.kafka.tails import check_in_range, read_tails
+from statectl.kafka.tails import Tail, TopicRecreated, TopicWatch, check_in_range, read_tails
 from statectl.local.layout import store_dir
 from statectl.local.staged import discard_old, fsync_dirs, process_alive, swap_into_place
 from statectl.progress import NullProgress, ProgressReporter
@@ -116,6 +118,8 @@ class FollowStatus:
     seeded_from: str | None = None  # a snapshot id, "changelog" (bootstrapped) or None (resumed)
     updated: float = 0.0
     argv: list[str] = field(default_factory=list)
+    cwd: str | None = None  # where argv ran: a failed promote restarts the follower there (relative paths)
+    topic_id: str | None = None  # the changelog's topic id when the follower started (None: not reported)
 
 
 @dataclass
@@ -213,8 +217,72 @@ def read_status(replica: Replica) -> FollowStatus | None:
 def _write_status(replica: Replica, st: FollowStatus) -> None:
     st.updated = time.time()
     tmp = replica.status_path.with_name(replica.status_path.name + ".tmp")
-    tmp.write_text(json.dumps(asdict(st)))
-    os.replace(tmp, replica.status_path)
+    try:
+        tmp.write_text(json.dumps(asdict(st)))
+        os.replace(tmp, replica.status_path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk: the status file stays as it was, whole
+        raise
+
+
+# -- whose dir it is ---------------------------------------------------------------------------------
+
+
+def made_by_follower(replica: Replica) -> bool:
+    """Whether statectl's follower made the replica dir: its status file (``<replica>.standby.json``,
+    written by the follower before it seeds anything) is there and names this very dir. A store's own
+    OFFSET-v2 proves nothing (a job's active store names the same changelog), and promote removes the
+    status file once the replica is the active store."""
+    st = read_status(replica)
+    return st is not None and os.path.realpath(st.replica_dir) == os.path.realpath(replica.replica_dir)
+
+
+def check_replica_dir(replica: Replica, state_dir: Path | None = None) -> None:
+    """Raise UsageError (exit 2) unless follow may seed, wipe and re-seed ``replica.replica_dir``: it does
+    not exist, is empty, or statectl's follower made it (:func:`made_by_follower`). Refused whatever its
+    content: the task's active store dir (with ``state_dir``), a symlink, a dir inside a RocksDB store.
+    Reads only."""
+    from statectl.rocks.store import is_store
+
+    path = replica.replica_dir
+    hint = ("follow into the standby dir (leave --replica-dir out), or a new or empty dir; a dir statectl's "
+            "follower did not make is never wiped")
+    if state_dir is not None:
+        active = store_dir(state_dir, replica.ref.store, replica.ref.task)
+        if os.path.realpath(path) == os.path.realpath(active.absolute()):
+            raise UsageError(f"refusing to follow into {path}: it is the active store dir of task {replica.ref.task!r}",
+                             hint=hint)
+    if path.is_symlink():
+        raise UsageError(f"refusing to follow into {path}: it is a symlink (to {os.readlink(path)})",
+                         hint="pass the dir it points to, if statectl's follower made it")
+    for parent in Path(os.path.realpath(path)).parents:
+        if is_store(parent):
+            raise UsageError(f"refusing to follow into {path}: it is inside the RocksDB store {parent}", hint=hint)
+    if not os.path.lexists(path) or made_by_follower(replica):
+        return
+    if not path.is_dir():
+        raise UsageError(f"refusing to follow into {path}: it exists and is not a directory", hint=hint)
+    if not any(path.iterdir()):
+        return
+    what = "a RocksDB store" if is_store(path) else "not empty"
+    raise UsageError(f"refusing to follow into {path}: it is {what}, and statectl's follower did not make it "
+                     f"(no {path.name}{STATUS_SUFFIX} beside it naming it)", hint=hint)
+
+
+def _disk_full(replica: Replica, e: BaseException, what: str) -> DiskFullError | None:
+    """The DiskFullError for a write that failed because the disk is full (an OSError ENOSPC/EDQUOT, or
+    RocksDB's own error saying so), None for any other failure."""
+    if isinstance(e, DiskFullError):
+        return e
+    if isinstance(e, OSError):
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+    else:
+        full = "no space left on device" in str(e).lower()
+    if not full:
+        return None
+    return DiskFullError(f"no space left on device {what} {replica.replica_dir}: the replica keeps what it applied, "
+                         f"its {OFFSET_V2} names no more than that; the active dir is untouched",
+                         hint=f"free some space in {replica.replica_dir.parent}, then run it again")
 
 
 # -- offsets ---------------------------------------------------------------------------------------
@@ -243,12 +311,18 @@ def _record_offset(replica: Replica, db: LiveStore, offset: int | None) -> None:
     db.db.flush()
     value = None if offset is None else str(offset)
     for name in (OFFSET_V2, SIDE_INPUT_OFFSETS):
-        write_offsets(replica.replica_dir / name, {replica.ssp: value})
+        path = replica.replica_dir / name
+        try:
+            write_offsets(path, {replica.ssp: value})
+        except OSError:
+            path.with_name(path.name + ".tmp").unlink(missing_ok=True)  # the file stays as it was, whole
+            raise
 
 
 def _apply(db: LiveStore, records: list[Any]) -> None:
     import rocksdict
 
+    failpoints.hit("standby-apply")
     wb = rocksdict.WriteBatch(raw_mode=True)
     for r in records:
         if r.key is None:
@@ -258,6 +332,16 @@ def _apply(db: LiveStore, records: list[Any]) -> None:
         else:
             wb.put(r.key, r.value)
     db.db.write(wb)
+
+
+def _open_replica(replica: Replica) -> LiveStore:
+    """The replica's store, opened read-write; LockHeldError (exit 11) with a hint of its own when a
+    process holds it (the store's hint is backup's)."""
+    try:
+        return LiveStore(replica.replica_dir, max_open_files=MAX_OPEN_FILES)
+    except LockHeldError as e:
+        raise LockHeldError(str(e), hint="stop the process that has the replica's store open, then follow or "
+                                         "promote again") from None
 
 
 # -- seeding ---------------------------------------------------------------------------------------
@@ -317,43 +401,76 @@ def _snapshot_position(replica: Replica, bootstrap: str,
 def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None = None,
            seed: Seeder | None = None, stop: threading.Event | None = None, on_status: Callable[[FollowStatus], None] | None = None,
            progress: ProgressReporter | None = None, status_every_s: float = 1.0,
-           argv: list[str] | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> FollowResult:
+           argv: list[str] | None = None, cwd: str | None = None, state_dir: Path | None = None,
+           timeout_s: float = DEFAULT_TIMEOUT_S) -> FollowResult:
     """Keep ``replica`` current until ``stop`` is set (see the module doc); return what was done.
-    ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the changelog).
+    ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the changelog). ``argv``
+    and ``cwd`` (default: this process's) are recorded in the status file: a promote that fails starts the
+    follower again with them. ``state_dir``: the job's state dir, whose active store dir of the task is
+    never a replica.
 
-    Raises LockHeldError (exit 11) when another follower holds the replica or a process holds its store;
-    NotFoundError (exit 10) when the changelog topic or partition does not exist; StatectlError (exit 1)
-    when the brokers cannot be reached or the replica's offset file is foreign or malformed."""
+    The changelog deleted and recreated under a running follower (a new topic id, another partition count,
+    or its end now before the replica's offset) re-seeds the replica from the new changelog; so does a
+    topic id that changed since the follower that wrote the status file. Brokers that stop answering are
+    ridden out: the follower keeps polling, its status says the lag is unknown, and it goes on when they
+    answer again.
+
+    Raises UsageError (exit 2, before anything is written) for a replica dir it may not seed or wipe
+    (check_replica_dir); LockHeldError (exit 11) when another follower holds the replica or a process holds
+    its store; NotFoundError (exit 10) when the changelog topic or partition does not exist; DiskFullError
+    (exit 1) when the disk fills (the replica keeps what it applied, its offset files no more); StatectlError
+    (exit 1) when the brokers cannot be reached at the start or the replica's offset file is foreign or
+    malformed."""
     progress = progress or NullProgress()
     stop = stop or threading.Event()
     began = time.monotonic()
     result = FollowResult(str(replica.replica_dir), None, 0, 0, 0.0)
+    check_replica_dir(replica, state_dir)
     consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
     tail_consumer = None
     try:
         require_partition(consumer, replica.changelog, replica.partition, bootstrap)
+        tail_consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
         with ReplicaLock(replica):
+            previous = read_status(replica)
+            watch: TopicWatch | None = TopicWatch(tail_consumer, replica.changelog, bootstrap)
             status = FollowStatus(str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(),
-                                  socket.gethostname(), argv=list(argv or []))
-            _write_status(replica, status)  # 'standby status' sees it from the start
+                                  socket.gethostname(), argv=list(argv or []), cwd=cwd or os.getcwd(),
+                                  topic_id=watch.topic_id)
+            changelog_only = False  # after the changelog was recreated, a snapshot's position means nothing
+            if (previous is not None and previous.changelog == replica.changelog and previous.topic_id
+                    and watch.topic_id and previous.topic_id != watch.topic_id
+                    and (replica.replica_dir / OFFSET_V2).exists()):
+                progress.note(f"replica {replica.replica_dir}: changelog {replica.changelog} was deleted and "
+                              f"recreated since it was followed (topic id {previous.topic_id}, now "
+                              f"{watch.topic_id}); re-seeding it")
+                result.reseeds += 1
+                changelog_only = True
+                _reseed(replica)
+            _write_status(replica, status)  # 'standby status' sees it from the start; it proves the dir ours
             while not stop.is_set():
                 offset = applied_offset(replica) if replica.replica_dir.exists() else None
                 seeded = offset is None and not (replica.replica_dir / OFFSET_V2).exists()
                 if seeded:
                     # A snapshot whose own position is off the changelog (the topic recreated) cannot seed it:
                     # after such a re-seed, bootstrap from the changelog alone.
-                    from_snapshot = seed if result.reseeds < 2 else None
+                    from_snapshot = seed if result.reseeds < 2 and not changelog_only else None
                     status.seeded_from, offset = _seed(replica, bootstrap, security, from_snapshot)
                     what = ("bootstrapping from the changelog" if status.seeded_from == "changelog"
                             else f"seeded from snapshot {status.seeded_from}")
                     progress.note(f"replica {replica.replica_dir}: {what}")
-                db = LiveStore(replica.replica_dir, max_open_files=MAX_OPEN_FILES)
+                if watch is None:  # after the changelog was recreated: the main consumer learns of it too
+                    require_partition(consumer, replica.changelog, replica.partition, bootstrap)
+                    watch = TopicWatch(tail_consumer, replica.changelog, bootstrap)
+                    status.topic_id = watch.topic_id
+                db = _open_replica(replica)
                 try:
                     if seeded:  # the seed's position, over whatever offset files a snapshot may have carried
                         _record_offset(replica, db, offset)
                     reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
                     status.applied_offset = offset
                     pending = 0
+                    outage: str | None = None
                     try:
                         _check_in_range(consumer, replica, bootstrap, offset)
                         reader.seek(None if offset is None else offset + 1)
@@ -373,13 +490,24 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                                 _record_offset(replica, db, status.applied_offset)
                                 pending, last_flush = 0, now
                             if now - last_status >= status_every_s or stop.is_set():
-                                if tail_consumer is None:
-                                    tail_consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
-                                _lag(status, tail_consumer, replica, bootstrap, newest_applied_ts)
+                                if not stop.is_set():  # stopping: no broker round trip (it may not answer)
+                                    applied = status.applied_offset
+                                    tails = watch.check({replica.partition: None if applied is None else applied + 1},
+                                                        last=1)
+                                    if tails is None:
+                                        status.lag_records = status.lag_s = None  # unknown until they answer
+                                        if watch.outage != outage:
+                                            progress.note(f"replica {replica.replica_dir}: {watch.outage}; "
+                                                          "following on")
+                                    else:
+                                        if outage is not None:
+                                            progress.note(f"replica {replica.replica_dir}: the brokers answer again")
+                                        _lag(status, tails[replica.partition], newest_applied_ts)
+                                    outage = watch.outage
                                 _write_status(replica, status)
                                 if on_status is not None:
                                     on_status(status)
-                                last_status = now
+                                last_status = time.monotonic()
                             if stop.is_set():
                                 break
                     except OffsetOutOfRange as e:
@@ -387,8 +515,13 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                             _record_offset(replica, db, status.applied_offset)
                         db.close()
                         result.reseeds += 1
-                        progress.note(f"replica {replica.replica_dir}: its offset fell off the changelog ({e}); "
-                                      "re-seeding it from the latest snapshot")
+                        if isinstance(e, TopicRecreated):
+                            changelog_only, watch = True, None
+                            progress.note(f"replica {replica.replica_dir}: {e}; re-seeding it from the new "
+                                          "changelog")
+                        else:
+                            progress.note(f"replica {replica.replica_dir}: its offset fell off the changelog ({e}); "
+                                          "re-seeding it from the latest snapshot")
                         _reseed(replica)
                         continue
                     if pending:
@@ -398,6 +531,11 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                 result.applied_offset = status.applied_offset
                 _write_status(replica, status)
                 break
+    except Exception as e:
+        full = _disk_full(replica, e, "following into")
+        if full is None or full is e:
+            raise
+        raise full from e
     finally:
         consumer.close()
         if tail_consumer is not None:
@@ -419,8 +557,7 @@ def _reseed(replica: Replica) -> None:
         (replica.replica_dir / name).unlink(missing_ok=True)
 
 
-def _lag(status: FollowStatus, consumer: Any, replica: Replica, bootstrap: str, newest_applied_ts: int) -> None:
-    tail = read_tails(consumer, replica.changelog, [replica.partition], bootstrap)[replica.partition]
+def _lag(status: FollowStatus, tail: Tail, newest_applied_ts: int) -> None:
     status.end_offset = tail.end
     applied = -1 if status.applied_offset is None else status.applied_offset
     status.lag_records = max(0, tail.end - (applied + 1))
@@ -439,23 +576,24 @@ def _lag(status: FollowStatus, consumer: Any, replica: Replica, bootstrap: str, 
 def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: KafkaSecurity | None = None,
             timeout_s: float = 60.0, to_checkpoint: bool = False,
             on_locality: Callable[[], bool] | None = None, progress: ProgressReporter | None = None,
-            kafka_timeout_s: float = DEFAULT_TIMEOUT_S) -> PromoteResult:
+            kafka_timeout_s: float = DEFAULT_TIMEOUT_S, state_dir: Path | None = None) -> PromoteResult:
     """Fence the follower, catch the replica up, and swap it into ``active_dir`` (see the module doc).
-    ``on_locality`` (after the swap) updates the job's locality and returns whether it did.
+    ``on_locality`` (after the swap) updates the job's locality and returns whether it did. ``state_dir``:
+    the job's state dir, whose other stores are never replaced.
 
-    Raises NotFoundError (exit 10) when there is no replica; StatectlError (exit 1) when it cannot catch up
-    within ``timeout_s`` (the replica keeps what it applied, with its offset files, and a follower that was
-    running is started again), when the follower cannot be fenced, or the active dir is held by a process
-    (LockHeldError, exit 11)."""
+    The active dir replaced must not exist, be empty, or be a RocksDB store (not another store's dir in
+    ``state_dir``, nor a versioned adstore); else UsageError (exit 2), before anything is done. Raises
+    NotFoundError (exit 10) when there is no replica; LockHeldError (exit 11) when a process holds the
+    active store; StatectlError (exit 1) when it cannot catch up within ``timeout_s`` (the replica keeps
+    what it applied, with its offset files, and a follower that was running is started again where it ran),
+    or when the follower cannot be fenced; DiskFullError (exit 1) when the disk fills (the active dir is
+    untouched)."""
     progress = progress or NullProgress()
     began = time.monotonic()
     if not (replica.replica_dir / OFFSET_V2).exists():
         raise NotFoundError(f"no replica at {replica.replica_dir} (no {OFFSET_V2})",
                             hint="start one with 'statectl standby follow'")
-    from statectl.rocks.store import check_not_held
-
-    if active_dir.exists():
-        check_not_held(active_dir)
+    active_dir = check_active_dir(replica, active_dir, state_dir)
     before = read_status(replica)
     was_following = _fence(replica)
     result = PromoteResult(str(active_dir), None, 0, 0.0)
@@ -464,9 +602,10 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
         with ReplicaLock(replica, wait_s=FENCE_TIMEOUT_S):
             position = _catch_up(replica, consumer, bootstrap, security, to_checkpoint, began + timeout_s, result)
             result.caught_up_offset = position
-            replica.status_path.unlink(missing_ok=True)
             fsync_dirs(replica.replica_dir)
             old = swap_into_place(replica.replica_dir, active_dir)
+            # Only now: until the swap the status file is what proves the replica dir statectl's own.
+            replica.status_path.unlink(missing_ok=True)
             result.replaced_active = old is not None
             note = discard_old(old)
             if note:
@@ -475,12 +614,45 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     except _NotPromoted as e:
         _restart(before, was_following)  # once the lock is released: the follower takes it again
         raise StatectlError(str(e), hint=e.hint) from None
+    except Exception as e:
+        full = _disk_full(replica, e, "promoting")
+        if full is None or full is e:
+            raise
+        raise full from e
     finally:
         consumer.close()
     if on_locality is not None:
         result.locality_updated = on_locality()
     result.duration_s = round(time.monotonic() - began, 3)
     return result
+
+
+def check_active_dir(replica: Replica, active_dir: Path, state_dir: Path | None = None) -> Path:
+    """The real dir promote swaps the replica into (symlinks followed, as restore does); raise UsageError
+    (exit 2) unless it does not exist, is empty or is a RocksDB store (local.staged.check_target, with the
+    task's own store dir in ``state_dir`` the only store there it may replace), and for a versioned adstore
+    (``S -> S.versions/<n>``) or the replica itself; LockHeldError (exit 11) for a store a process holds.
+    Reads only."""
+    from statectl.local.staged import check_target, resolve_target
+    from statectl.local.versions import VERSIONS_SUFFIX
+
+    hint = "promote into the task's store dir (leave --active-dir out), or into an empty or new --active-dir"
+    asked = Path(active_dir).absolute()
+    if asked.is_symlink() and Path(os.readlink(asked)).parent.name.endswith(VERSIONS_SUFFIX):
+        raise UsageError(f"refusing to promote into {asked}: it is a versioned adstore (a link to "
+                         f"{os.readlink(asked)})", hint=hint)
+    own = store_dir(state_dir, replica.ref.store, replica.ref.task) if state_dir is not None else None
+    try:
+        target = resolve_target(asked)
+        if target == Path(os.path.realpath(replica.replica_dir)):
+            raise UsageError(f"refusing to promote {replica.replica_dir} into itself")
+        check_target(target, False, own_store=own, state_dir=state_dir)
+    except LockHeldError as e:  # check_target's hint is restore's
+        raise LockHeldError(str(e), hint="stop the job (container) that holds it, then promote again") from None
+    except UsageError as e:  # check_target words it for restore (its --target-dir, --force): promote has neither
+        message = str(e).replace("restore target", "active dir").replace("restore into", "promote into")
+        raise UsageError(message, hint=hint) from None
+    return target
 
 
 class _NotPromoted(StatectlError):
@@ -498,7 +670,7 @@ def _catch_up(replica: Replica, consumer: Any, bootstrap: str, security: KafkaSe
         raise _NotPromoted(f"cannot promote {replica.replica_dir}: {e}; the active dir is untouched",
                            hint="let 'statectl standby follow' re-seed the replica, then promote") from None
     target = _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint)
-    db = LiveStore(replica.replica_dir, max_open_files=MAX_OPEN_FILES)
+    db = _open_replica(replica)
     position = offset
     try:
         reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
@@ -557,12 +729,15 @@ def _fence(replica: Replica) -> bool:
 
 
 def _restart(status: FollowStatus | None, was_following: bool) -> None:
-    """Start the follower a failed promote fenced again, with the command line it ran with."""
+    """Start the follower a failed promote fenced again, with the command line it ran with, in the dir it
+    ran in (its relative paths mean what they meant to it)."""
     if was_following and status is not None and status.argv:
         import subprocess
 
-        subprocess.Popen(status.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+        if status.cwd is not None and not os.path.isdir(status.cwd):
+            return  # started elsewhere, its relative paths would name other dirs
+        subprocess.Popen(status.argv, cwd=status.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 # -- status ----------------------------------------------------------------------------------------
