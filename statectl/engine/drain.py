@@ -43,6 +43,10 @@ STALE = "stale"
 
 # Where ``cancel`` marks the notifications it withdrew (statectl's own coordinator-stream namespace).
 CANCELLED_NAMESPACE = "statectl-drain-cancelled-v1"
+# Where ``start`` marks a notification it withdrew because a concurrent start wrote one for the same run
+# first; the value is the winner's uuid (``wait`` follows it).
+SUPERSEDED_NAMESPACE = "statectl-drain-superseded-v1"
+READ_BACK_TRIES = 50
 # How many records at the end of each intermediate partition status looks at for drain messages.
 TAIL_RECORDS = 8
 DEFAULT_POLL_S = 1.0
@@ -188,6 +192,9 @@ class _Job:
 def start(target: DrainTarget) -> DrainStartResult:
     """Write a drain notification for the job's current run (``target.run_id`` or its ``app.run.id``).
     Idempotent: when one for that run is already pending (not cleared), it is reported, not repeated.
+    Concurrent starts for one run leave one notification: each reads the stream back after writing, and
+    every one but the first written for the run withdraws its own (a tombstone, marked superseded) and
+    reports the first (``created`` False).
 
     Raises NotFoundError (exit 10) when the coordinator stream does not exist or the job has no run id
     and none was given; StatectlError (exit 1) when the brokers cannot be reached."""
@@ -203,7 +210,32 @@ def start(target: DrainTarget) -> DrainStartResult:
                 return DrainStartResult(rec.uuid, run_id, False, rec.offset, _since(began), notes)
         notification = DrainNotification.create(run_id)
         offset = job.coordinator.write_notification(notification)
-        return DrainStartResult(notification.uuid, run_id, True, offset, _since(began), notes)
+        first = _first_pending(job, run_id, notification.uuid, offset)
+        if first.uuid == notification.uuid:
+            return DrainStartResult(notification.uuid, run_id, True, offset, _since(began), notes)
+        # Another start wrote one for this run first (between our read and our write): withdraw ours. A job
+        # that read ours meanwhile drains on it all the same (the same run, the same drain).
+        job.coordinator.put(SUPERSEDED_NAMESPACE, notification.uuid, first.uuid.encode())
+        job.coordinator.clear_notification(notification.uuid)
+        notes.append(f"a concurrent drain start wrote notification {first.uuid} for run {run_id} first; "
+                     f"withdrew this one ({notification.uuid})")
+        return DrainStartResult(first.uuid, run_id, False, first.offset, _since(began), notes)
+
+
+def _first_pending(job: _Job, run_id: str, uuid: str, offset: int) -> NotificationRecord:
+    """Read the coordinator stream on until it holds our notification ``uuid`` (written at ``offset``);
+    return the first-written pending notification of ``run_id`` (ours, or a concurrent start's)."""
+    for _ in range(READ_BACK_TRIES):
+        job.coordinator.refresh()
+        pending = [r for r in job.coordinator.notifications() if not r.cleared and r.run_id == run_id]
+        mine = [r for r in pending if r.uuid == uuid and r.offset >= offset]
+        if mine:
+            return min(pending, key=lambda r: r.offset)
+        if not any(r.uuid == uuid for r in job.coordinator.notifications()):
+            time.sleep(0.05)  # not read back yet (a broker's end offset can lag the write)
+            continue
+        break  # cleared already (the job drained, or a cancel): ours stands as written
+    return NotificationRecord(uuid, None, False, offset, -1)
 
 
 def status(target: DrainTarget) -> DrainStatus:
@@ -348,6 +380,10 @@ def wait(target: DrainTarget, *, timeout_s: float, uuid: str | None = None, poll
             if on_poll is not None:
                 on_poll(st)
             states = {n.uuid: n.state for n in st.notifications}
+            superseded = {u: v.decode(errors="replace") for u, v in
+                          job.coordinator.namespace_values(SUPERSEDED_NAMESPACE).items() if v and u in waiting_for}
+            if superseded:  # withdrawn by a concurrent start: wait for the one it deferred to instead
+                waiting_for = list(dict.fromkeys([superseded.get(u, u) for u in waiting_for]))
             if all(states.get(u) == CLEARED for u in waiting_for):
                 cancelled = [u for u in waiting_for if job.coordinator.namespace_values(CANCELLED_NAMESPACE).get(u)]
                 if cancelled:

@@ -465,3 +465,66 @@ def test_without_intermediate_streams_a_later_checkpoint_makes_it_seen(cli, make
         log.close()
     st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
     assert [(x["uuid"], x["state"]) for x in st["notifications"]] == [(n.uuid, "seen")]
+
+
+@pytest.mark.timeout(300)
+def test_concurrent_starts_leave_one_notification_per_run(tmp_path, make_job):
+    """Eight concurrent 'drain start' wrote four notifications for one run, although a run is drained
+    once: each start now reads the stream back after writing and withdraws its own unless it was first."""
+    import subprocess
+
+    from tests.integration.test_bad_input import STATECTL, clean_env
+
+    job = make_job()
+    for _round in range(2):
+        job2 = job if _round == 0 else make_job()
+        procs = [subprocess.Popen([str(STATECTL), "-o", "json", "drain", "start", *job2.args], cwd=tmp_path,
+                                  env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(8)]
+        results = []
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+            results.append(json.loads(out))
+        st = json.loads(_cli_status(job2))
+        pending = [n for n in st["notifications"] if n["state"] == "pending"]
+        assert len(pending) == 1, st["notifications"]
+        assert {r["uuid"] for r in results} == {pending[0]["uuid"]}, results
+        assert sum(r["created"] for r in results) <= 1
+        withdrawn = [n for n in st["notifications"] if n["state"] == "cleared"]
+        assert len(withdrawn) == len(st["notifications"]) - 1
+
+
+def _cli_status(job: Job) -> str:
+    import subprocess
+
+    from tests.integration.test_bad_input import STATECTL
+
+    p = subprocess.run([str(STATECTL), "-o", "json", "drain", "status", *job.args], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@pytest.mark.timeout(120)
+def test_wait_follows_a_notification_withdrawn_by_a_concurrent_start(cli, make_job):
+    """A 'drain wait' that began while two concurrent starts' notifications were both pending must not end
+    as "cancelled" when the later one withdraws its own: it waits for the one that stands."""
+    from statectl.engine.drain import SUPERSEDED_NAMESPACE
+
+    job = make_job()
+    first, second = job.notify(), job.notify()
+    done: list = []
+    waiter = threading.Thread(target=lambda: done.append(
+        cli("drain", "wait", *job.args, "--timeout", "60s", "-o", "json")))
+    waiter.start()
+    time.sleep(2)  # the waiter has read both as pending
+    job.stream.put(SUPERSEDED_NAMESPACE, second.uuid, first.uuid.encode())
+    job.stream.clear_notification(second.uuid)
+    time.sleep(2)
+    assert not done, done[0].stdout if done else None  # the first still stands: it keeps waiting
+    job.stream.clear_notification(first.uuid)  # the job drained and cleared it
+    waiter.join(90)
+    r = done[0]
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["drained"] is True
