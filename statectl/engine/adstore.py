@@ -234,6 +234,8 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
                                 f"partition {missing[0]}", hint=f"pass partitions between 0 and {n - 1}")
         targets = _targets(opts, parts)
         for t in targets:
+            _check_ours(t)  # a refused load leaves nothing behind, not even a lock file
+        for t in targets:
             locks.enter_context(StoreLock(t.path))
         extract = opts.spec.record_extractor() if (opts.spec.extractor or opts.spec.key_field
                                                    or opts.spec.value_field) else None
@@ -310,23 +312,9 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
     from statectl.kafka.tails import check_in_range
     from statectl.rocks.store import is_store
 
-    if os.path.islink(t.path):
-        raise UsageError(f"{t.path} is a versioned adstore (loaded from files), not a topic's store",
-                         hint="load the topic into another --store")
-    if not os.path.lexists(t.path):
+    if not _check_ours(t):
         t.load.case = CREATED
         return
-    if not t.path.is_dir():
-        raise UsageError(f"{t.path} exists and is not a directory: refusing to load a topic into it",
-                         hint="load the topic into another --store (or --store-dir), or move it away first")
-    if not any(t.path.iterdir()):
-        t.load.case = CREATED
-        return
-    if not os.path.lexists(t.path / SIDE_INPUT_OFFSETS):
-        what = "a RocksDB store" if is_store(t.path) else "a dir"
-        raise UsageError(f"{t.path} is {what} that adstore load did not make (it has no {SIDE_INPUT_OFFSETS}): "
-                         "refusing to replace it", hint="load the topic into another --store (or --store-dir), "
-                                                        "or move that dir away first")
     _check_not_held(t.path)  # a job holds it: never rebuild a store under it
     reason = None
     offsets: dict[int, int | None] = {}
@@ -382,6 +370,29 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
     remove_dead_temp_dirs(t.path)
     t.staged = StagedStore(t.path, what="adstore rebuild", disk_full=lambda: _disk_full(t.path), sync="dirs")
     t.staged.__enter__()
+
+
+def _check_ours(t: _Target) -> bool:
+    """False when ``t.path`` is to be created (absent, or an empty dir); True when it holds an
+    SIDE-INPUT-OFFSETS file (this module's store). UsageError for anything else."""
+    from statectl.rocks.store import is_store
+
+    if os.path.islink(t.path):
+        raise UsageError(f"{t.path} is a versioned adstore (loaded from files), not a topic's store",
+                         hint="load the topic into another --store")
+    if not os.path.lexists(t.path):
+        return False
+    if not t.path.is_dir():
+        raise UsageError(f"{t.path} exists and is not a directory: refusing to load a topic into it",
+                         hint="load the topic into another --store (or --store-dir), or move it away first")
+    if not any(t.path.iterdir()):
+        return False
+    if not os.path.lexists(t.path / SIDE_INPUT_OFFSETS):
+        what = "a RocksDB store" if is_store(t.path) else "a dir"
+        raise UsageError(f"{t.path} is {what} that adstore load did not make (it has no {SIDE_INPUT_OFFSETS}): "
+                         "refusing to replace it", hint="load the topic into another --store (or --store-dir), "
+                                                        "or move that dir away first")
+    return True
 
 
 def _check_not_held(path: Path) -> None:
@@ -609,12 +620,19 @@ def _bootstrap(targets: list[_Target], opts: TopicLoadOptions, consumer: Any, ex
 def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: threading.Event,
             progress: ProgressReporter, result: LoadResult) -> None:
     """Keep applying new records of every partition until ``stop``: a reader (and consumer) per partition,
-    polled in turn; each store's offsets are recorded after each flush."""
+    polled in turn; each store's offsets are recorded after each flush. Brokers that stop answering are
+    ridden out (the readers poll nothing meanwhile). The topic deleted and recreated (kafka.tails.TopicWatch,
+    asked before each flush) stops the load with a StatectlError, recording nothing more: the stores keep
+    the offsets of the old topic, which the next load finds off the new one, and rebuilds."""
     from statectl.kafka.client import PartitionReader, open_consumer
+    from statectl.kafka.tails import TopicWatch
 
     readers: list[tuple[_Target, Iterator[list[Any]], Any]] = []
     poll_ms = max(20, 300 // max(1, sum(len(t.partitions) for t in targets)))
+    recreated = False
+    watch_consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
     try:
+        watch = TopicWatch(watch_consumer, opts.topic, opts.bootstrap)
         for t in targets:
             _open(t)
             for p in t.partitions:
@@ -634,6 +652,10 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
                     break
             now = time.monotonic()
             if now - last_flush >= FLUSH_SECONDS or any(t.pending >= FLUSH_RECORDS for t in targets):
+                gone = _topic_recreated(watch, targets, opts, progress)
+                if gone is not None:
+                    recreated = True
+                    raise gone
                 for t in targets:
                     if t.pending:
                         _record(t, opts)
@@ -641,12 +663,31 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
     finally:
         for t in targets:
             try:
-                _close(t, opts)
+                _close(t, opts, quietly=recreated)  # records of a recreated topic are never recorded
             except StatectlError:
                 pass
         for _, gen, c in readers:
             gen.close()
             c.close()
+        watch_consumer.close()
+
+
+def _topic_recreated(watch: Any, targets: list[_Target], opts: TopicLoadOptions,
+                     progress: ProgressReporter) -> StatectlError | None:
+    """The error (exit 1) to stop on when the topic was deleted and recreated (or its log no longer holds
+    the next offsets) under the follower; None otherwise. A broker that does not answer is a note, once."""
+    from statectl.kafka.client import OffsetOutOfRange
+
+    was = watch.outage
+    try:
+        watch.check({p: None if t.offsets.get(p) is None else t.offsets[p] + 1 for t in targets for p in t.partitions})
+    except OffsetOutOfRange as e:
+        return StatectlError(f"adstore load --follow of {opts.topic} stopped: {e}; the stores keep the offsets of "
+                             "what they applied before", hint="run the load again: it rebuilds the stores from the "
+                                                              "topic as it is now")
+    if watch.outage is not None and watch.outage != was:
+        progress.note(f"following {opts.topic}: {watch.outage}; following on")
+    return None
 
 
 def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOptions, progress: ProgressReporter,
