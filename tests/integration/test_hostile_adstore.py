@@ -608,3 +608,29 @@ def test_version_dirs_and_builds_adstore_did_not_make_are_left_alone(files: File
     assert (elsewhere / "precious").read_text() == "keep me" and (root / "0").is_symlink()
     assert (root / "9" / "precious").exists() and odd.is_dir() and not_ours.is_dir()
     assert files.current() == 3
+
+
+@pytest.mark.timeout(600)
+def test_a_file_changed_during_the_spark_build_fails_the_load(files: Files, tmp_path: Path):
+    """The Spark path compares the dataset's files before and after the build: a file rewritten while the
+    job runs fails the load, no version is made, and the build's dir is removed (it was built from what
+    is no longer there)."""
+    from statectl.engine.adstore import FileLoadOptions, SparkOptions, load_file
+    from statectl.formats.adstore import KeyValueSpec
+
+    files.load(write_csv(tmp_path / "v1.csv", 10))
+    victim = write_csv(tmp_path / "data" / "d.csv", 500)
+
+    class Rewriter(NullProgress):
+        def note(self, message: str) -> None:
+            super().note(message)
+            if message.startswith("running the Spark build"):  # the job is about to read the files
+                with open(victim, "a") as f:
+                    f.write("id-late,late\n")
+
+    opts = FileLoadOptions(victim, STORE, files.state, spec=KeyValueSpec(key_column="id", value_column="name"))
+    with pytest.raises(DatasetError) as e:
+        load_file(opts, progress=Rewriter(), spark=SparkOptions(master="local[2]"))
+    assert str(victim) in str(e.value) and "changed size" in str(e.value)
+    assert files.current() == 1 and files.numbers() == [1] and files.leftovers() == []
+    assert not list((files.state / STORE).glob(".adstore-build-*"))

@@ -255,3 +255,49 @@ def test_prune_counts_a_damaged_version_for_nothing(store: Path):
     switch(store, 2)
     assert prune(store, 1) == [1, 3]  # 2 is the newest sealed one and current; 3 can never be switched to
     assert [v.number for v in list_versions(store)] == [2]
+
+
+def test_version_problem_cheap_and_deep_checks_and_switch_verification(store: Path):
+    from statectl.errors import StatectlError
+    from statectl.local.versions import version_problem
+
+    entries = {b"k%03d" % i: b"v%d" % i for i in range(50)}
+    build(store, entries)
+    build(store, {b"k": b"v2"})
+    v1 = versions_dir(store) / "1"
+    m1 = VersionManifest.from_json((v1 / MANIFEST).read_text())
+    assert version_problem(v1, m1, 1) is None and version_problem(v1, m1, 1, deep=True) is None
+    assert "manifest is of version 1" in version_problem(v1, m1, 2)
+    write_store(v1, {b"extra": b"x"})  # changed under its manifest: only the deep check sees it
+    assert version_problem(v1, m1, 1) is None
+    assert "51 keys" in version_problem(v1, m1, 1, deep=True)
+    with pytest.raises(StatectlError, match="version 1 of .* is damaged: it holds 51 keys") as e:
+        switch(store, 1)
+    assert e.value.exit_code == 1 and e.value.hint and current_version(store) == 2
+    assert switch(store, 1, verify="quick") == 2  # quick: a store that opens
+    assert switch(store, 2, verify=None) == 1
+    for p in v1.iterdir():
+        if p.suffix == ".sst":
+            p.unlink()
+    assert "no SST file" in version_problem(v1, m1, 1)
+    (v1 / "CURRENT").unlink()
+    assert "CURRENT" in version_problem(v1, m1, 1)
+    assert {v.number: v.problem is not None for v in list_versions(store)} == {1: True, 2: False}
+    for verify in ("deep", "quick"):  # (None trusts the caller: a build it has just sealed)
+        with pytest.raises(StatectlError, match="damaged"):
+            switch(store, 1, verify=verify)
+    assert current_version(store) == 2
+
+
+def test_store_lock_one_holder_at_a_time(store: Path):
+    from statectl.errors import LockHeldError
+    from statectl.local.versions import StoreLock, lock_path
+
+    assert lock_path(store).name == "Partition_0.adstore.lock" and "Partition_0-" not in lock_path(store).name
+    with StoreLock(store):
+        with pytest.raises(LockHeldError, match=f"locked by process {os.getpid()}") as e:
+            StoreLock(store).__enter__()
+        assert e.value.exit_code == 11 and e.value.hint
+    with StoreLock(store):  # released on leaving the block
+        pass
+    assert lock_path(store).read_text().strip() == str(os.getpid())
