@@ -61,10 +61,9 @@ class StoreLock:
     also records the holder's pid. The lock file stays (deleting it would let two processes lock two
     different files). Raises LockHeldError (exit 11) naming the holder when another process has it."""
 
-    def __init__(self, store: Path, *, what: str = "loaded"):
+    def __init__(self, store: Path):
         self.store = Path(store)
         self.path = lock_path(self.store)
-        self.what = what
         self._fd: int | None = None
 
     def __enter__(self) -> "StoreLock":
@@ -76,9 +75,9 @@ class StoreLock:
             pid = _lock_pid(fd)
             os.close(fd)
             who = f"process {pid}" if pid else "another process"
-            raise LockHeldError(f"store {self.store} is being {self.what} by {who} (it holds {self.path.name})",
-                                hint="wait for that adstore load or switch to finish, or stop it; one runs per "
-                                     "store at a time") from None
+            raise LockHeldError(f"store {self.store} is locked by {who}, an adstore load or switch (it holds "
+                                f"{self.path.name})", hint="wait for it to finish, or stop it: one adstore load "
+                                                            "or switch runs per store at a time") from None
         except BaseException:
             os.close(fd)
             raise
