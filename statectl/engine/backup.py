@@ -26,7 +26,7 @@ from statectl.errors import (
     StatectlError,
     UsageError,
 )
-from statectl.local.layout import NEVER_UPLOADED, checkpoint_dir, local_checkpoint_dirs
+from statectl.local.layout import CHECKPOINT_MARK, NEVER_UPLOADED, checkpoint_dir, local_checkpoint_dirs
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
 from statectl.rocks.store import (
@@ -145,6 +145,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
             if opts.checkpoint_dir is None:
                 made_dir = source
                 create_checkpoint(opts.store_dir, source)
+                (source / CHECKPOINT_MARK).touch()
             prev_index: SnapshotIndex | None = None
             if prev_record is not None:
                 try:
@@ -236,8 +237,11 @@ def _build_dir_index(diff: DirDiff, uploaded: dict[int, FileIndex]) -> DirIndex:
 
 
 def _delete_stale_checkpoint_dirs(store: Path, keep: str | None) -> None:
+    """Delete the checkpoint dirs beside ``store`` that a backup made (they carry CHECKPOINT_MARK), but
+    ``keep``. A checkpoint dir without the mark is the job's (Samza restores from its latest one at its
+    next start) or another tool's: never touched."""
     for cid, path in local_checkpoint_dirs(store).items():
-        if cid != keep:
+        if cid != keep and (path / CHECKPOINT_MARK).is_file():
             shutil.rmtree(path, ignore_errors=True)
 
 

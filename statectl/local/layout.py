@@ -11,11 +11,16 @@ from statectl.formats.checkpoint import is_canonical_checkpoint_id
 # Offset files Samza writes into store dirs; not part of a snapshot's identity (FORMATS.md).
 OFFSET_FILES = frozenset({"OFFSET", "OFFSET-v2", "OFFSET-V2", "SIDE-INPUT-OFFSETS", "CHECKPOINT-V2", "CHECKPOINT-V1"})
 
-# Never uploaded: the LOCK file only means something to a running RocksDB.
-NEVER_UPLOADED = frozenset({"LOCK"})
+# The mark backup leaves in a checkpoint dir it made (empty): proof that statectl may delete that dir
+# later. Samza and other tools make checkpoint dirs of the same name (``<store>-<checkpointId>``), which
+# Samza restores from at its next start: those are never statectl's to delete.
+CHECKPOINT_MARK = ".statectl-checkpoint"
+
+# Never uploaded: the LOCK file only means something to a running RocksDB; the mark is statectl's own.
+NEVER_UPLOADED = frozenset({"LOCK", CHECKPOINT_MARK})
 
 # In a live store dir but never in a RocksDB checkpoint: the info logs and the DB's identity file.
-NOT_IN_CHECKPOINTS = frozenset({"LOCK", "LOG", "IDENTITY"})
+NOT_IN_CHECKPOINTS = frozenset({"LOCK", "LOG", "IDENTITY", CHECKPOINT_MARK})
 
 
 def is_info_log(name: str) -> bool:

@@ -235,3 +235,24 @@ def test_held_store_is_refused_but_checkpoint_dir_works(blobstore, sdir: Path, t
     target = tmp_path / "t"
     restore(RestoreOptions(REF, tmp_path / "n", target_dir=target), blobstore, cps)
     assert fingerprint(target) == fingerprint(cp)
+
+
+def test_backup_deletes_only_the_checkpoint_dirs_it_made(blobstore, sdir: Path):
+    """A backup deleted every '<store>-<checkpointId>' dir beside the store, the job's own among them:
+    Samza restores from its latest checkpoint dir at its next start (without it: a full changelog replay).
+    Only the dirs a backup made (they carry its mark) go."""
+    from statectl.local.layout import CHECKPOINT_MARK, checkpoint_dir
+    from statectl.rocks.store import create_checkpoint
+
+    cps = BlobCheckpointStore(blobstore)
+    samza = checkpoint_dir(sdir, "1700000000000-123456")
+    create_checkpoint(sdir, samza)  # as the job makes one at a commit
+    samza_files = fingerprint(samza)
+    first = backup(BackupOptions(REF, sdir, keep_local_checkpoint=True), blobstore, cps)
+    ours = local_checkpoint_dirs(sdir)[first.checkpoint_id]
+    assert (ours / CHECKPOINT_MARK).is_file()
+    index = read_index(blobstore, first.snapshot_id)
+    assert CHECKPOINT_MARK not in {f.file_name for _, f in index.dir_index.walk_present()}
+    second = backup(BackupOptions(REF, sdir, keep_local_checkpoint=True), blobstore, cps)
+    assert set(local_checkpoint_dirs(sdir)) == {"1700000000000-123456", second.checkpoint_id}
+    assert fingerprint(samza) == samza_files
