@@ -89,7 +89,8 @@ def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], targ
         bootstrap=s.kafka, topic=topic, partition=partition,
         target_dir=target_dir if target_dir is not None else session.store_dir(env.flags.store_dir),
         stop_offset=until_offset, checkpoint_ref=session.ref() if to_checkpoint else None, force=force, system=system,
-        security=session.kafka_security)
+        security=session.kafka_security, state_dir=Path(s.state_dir) if s.state_dir else None,
+        own_store=session.store_dir(env.flags.store_dir) if s.state_dir and s.store else None)
     r = restore_from_changelog(opts, env.progress)
     env.emit(r, f"replayed {r.records} records ({human_bytes(r.bytes)}) of {r.topic}[{r.partition}] up to offset "
                 f"{r.end_offset} into {r.target_dir}, {r.duration_s:.1f}s")

@@ -54,6 +54,10 @@ class ChangelogRestoreOptions:
     timeout_s: float = 5.0
     system: str = "kafka"
     security: KafkaSecurity | None = None  # TLS/SASL settings of the brokers; None: PLAINTEXT
+    # As for a snapshot restore: another store's dir inside ``state_dir`` (anything but ``own_store``) is
+    # never a target (local.staged.check_target).
+    state_dir: Path | None = None
+    own_store: Path | None = None
 
     def validate(self) -> None:
         if not self.bootstrap:
@@ -106,7 +110,7 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
     progress = progress or NullProgress()
     started = time.monotonic()
     target = resolve_target(Path(opts.target_dir))
-    check_target(target, opts.force)
+    check_target(target, opts.force, own_store=opts.own_store, state_dir=opts.state_dir)
     note_if_linked(Path(opts.target_dir), target, progress)
 
     from statectl.kafka.client import PartitionReader, open_consumer, require_partition

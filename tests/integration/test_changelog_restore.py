@@ -338,3 +338,18 @@ def test_batches_by_records_and_bytes(tansu, changelog, tmp_path: Path, monkeypa
     restore_from_changelog(ChangelogRestoreOptions(bootstrap=tansu.bootstrap, topic=topic, partition=1,
                                                    target_dir=target, batch_bytes=4096))
     assert len(sizes) > 10 and dump_store(target) == apply(records)
+
+
+def test_replay_never_replaces_another_store_of_the_state_dir(cli, tansu, changelog, tmp_path: Path):
+    """As a snapshot restore: with --state-dir, a --target-dir that is another store's dir there is
+    refused (it replaced that store, exit 0)."""
+    topic = changelog[0]
+    state = tmp_path / "state"
+    other = state / "other" / "Partition_1"
+    make_store(other, 300, 64, sst_mb=1)
+    before = fingerprint(other)
+    p = cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+            "--state-dir", str(state), "--store", "counts", "--task", "Partition 1", "--target-dir", str(other),
+            code=2)
+    assert "another store's dir" in p.stderr
+    assert fingerprint(other) == before and no_temp_dirs(other.parent)
