@@ -515,6 +515,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                             _record_offset(replica, db, status.applied_offset)
                         db.close()
                         result.reseeds += 1
+                        _reseed(replica)  # before the note: once it is said, the old offset is gone
                         if isinstance(e, TopicRecreated):
                             changelog_only, watch = True, None
                             progress.note(f"replica {replica.replica_dir}: {e}; re-seeding it from the new "
@@ -522,7 +523,6 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                         else:
                             progress.note(f"replica {replica.replica_dir}: its offset fell off the changelog ({e}); "
                                           "re-seeding it from the latest snapshot")
-                        _reseed(replica)
                         continue
                     if pending:
                         _record_offset(replica, db, status.applied_offset)
