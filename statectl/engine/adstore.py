@@ -212,10 +212,9 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     progress = progress or NullProgress()
     stop = stop or threading.Event()
     began = time.monotonic()
-    from statectl.kafka.client import open_consumer, partition_count
-
     from contextlib import ExitStack
 
+    from statectl.kafka.client import open_consumer, partition_count
     from statectl.local.versions import StoreLock
 
     consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)

@@ -152,7 +152,8 @@ class Files:
     def args(self, dataset: Path, *extra: str) -> list[str]:
         return ["adstore", "load", "--from-file", str(dataset), "--key-column", "id", *self.where(), *extra]
 
-    def load(self, dataset: Path, *extra: str, code: int = 0, failpoints: str | None = None) -> subprocess.CompletedProcess:
+    def load(self, dataset: Path, *extra: str, code: int = 0,
+             failpoints: str | None = None) -> subprocess.CompletedProcess:
         return run(self.tmp, *self.args(dataset, *extra), code=code, failpoints=failpoints)
 
     def current(self, k: int = 0) -> int | None:
