@@ -280,8 +280,9 @@ def _disk_full(replica: Replica, e: BaseException, what: str) -> DiskFullError |
         full = "no space left on device" in str(e).lower()
     if not full:
         return None
+    untouched = "; the active dir is untouched" if what == "promoting" else ""
     return DiskFullError(f"no space left on device {what} {replica.replica_dir}: the replica keeps what it applied, "
-                         f"its {OFFSET_V2} names no more than that; the active dir is untouched",
+                         f"its {OFFSET_V2} names no more than that{untouched}",
                          hint=f"free some space in {replica.replica_dir.parent}, then run it again")
 
 
@@ -581,7 +582,8 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     ``on_locality`` (after the swap) updates the job's locality and returns whether it did. ``state_dir``:
     the job's state dir, whose other stores are never replaced.
 
-    The active dir replaced must not exist, be empty, or be a RocksDB store (not another store's dir in
+    The replica must be one statectl's follower made (made_by_follower), and the active dir it replaces
+    must not exist, be empty, or be a RocksDB store (not another store's dir in
     ``state_dir``, nor a versioned adstore); else UsageError (exit 2), before anything is done. Raises
     NotFoundError (exit 10) when there is no replica; LockHeldError (exit 11) when a process holds the
     active store; StatectlError (exit 1) when it cannot catch up within ``timeout_s`` (the replica keeps
@@ -593,6 +595,10 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     if not (replica.replica_dir / OFFSET_V2).exists():
         raise NotFoundError(f"no replica at {replica.replica_dir} (no {OFFSET_V2})",
                             hint="start one with 'statectl standby follow'")
+    if not made_by_follower(replica):  # a promote moves the replica dir away: only one a follower made
+        raise UsageError(f"refusing to promote {replica.replica_dir}: statectl's follower did not make it (no "
+                         f"{replica.replica_dir.name}{STATUS_SUFFIX} beside it naming it)",
+                         hint="promote a replica 'statectl standby follow' keeps (leave --replica-dir out)")
     active_dir = check_active_dir(replica, active_dir, state_dir)
     before = read_status(replica)
     was_following = _fence(replica)

@@ -190,6 +190,20 @@ def test_promote_refuses_an_active_dir_that_is_not_its_to_replace(world: World, 
     assert f.wait(60) == 0, f.describe()
 
 
+@pytest.mark.timeout(120)
+def test_promote_moves_only_a_replica_a_follower_made(world: World):
+    """--replica-dir naming the job's active store (its OFFSET-v2 names the changelog): never moved away."""
+    w = world
+    w.writer.send(random_records(random.Random(120), 30))
+    active = active_store_naming_the_changelog(w)
+    before = fingerprint(active)
+    target = w.tmp / "new-active"
+    p = cli(w.tmp, "standby", "promote", *w.where(), "--replica-dir", str(active), "--active-dir", str(target),
+            code=2)
+    assert "follower did not make it" in one_error(p.stderr) and hint(p.stderr), p.stderr
+    assert fingerprint(active) == before and not target.exists()
+
+
 @pytest.mark.timeout(300)
 def test_promote_over_a_held_active_store_exits_11_with_its_own_hint(world: World, procs):
     import rocksdict
