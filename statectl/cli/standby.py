@@ -57,7 +57,9 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
 @app.command("follow", epilog=(
     "Seeds the replica from the latest snapshot whose checkpoint names the store's changelog position (a job that "
     "dual-commits), else from the changelog alone; then applies the changelog as it grows, recording the applied "
-    "offset in OFFSET-v2 as Samza's standby stores do. Runs until SIGTERM (exit 0) or Ctrl-C (exit 130).\n\n"
+    "offset in OFFSET-v2 as Samza's standby stores do. Runs until SIGTERM (exit 0) or Ctrl-C (exit 130). A "
+    "--replica-dir must not exist, be empty, or be a replica the follower made (its <dir>.standby.json names it): "
+    "the task's active store, another store or a dir of files is refused (exit 2), never wiped.\n\n"
     "Example:\n\n  statectl standby follow --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state\n\n"
     + exit_codes_epilog(0, 1, 2, (10, "no such changelog topic or partition"),
@@ -148,11 +150,14 @@ def status(env: Env) -> None:
 @app.command("promote", epilog=(
     "Fences the follower, catches the replica up to the changelog's end (--to-checkpoint: to the active's last "
     "checkpointed changelog offset), writes the offset files Samza expects and swaps the replica into the active "
-    "store dir atomically; the old active dir is kept aside until the swap is done. With --job, then points the "
+    "store dir atomically; the old active dir is kept aside until the swap is done. --active-dir must not exist, be "
+    "empty, or be a RocksDB store (not another store's dir in the state dir, nor a versioned adstore): else exit 2, "
+    "before the follower is fenced. With --job, then points the "
     "task's container at this host on the coordinator stream.\n\n"
     "Example:\n\n  statectl standby promote --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state --timeout 30\n\n"
-    + exit_codes_epilog(0, (1, "could not catch up within --timeout (the replica and follower are as they were)"),
+    + exit_codes_epilog(0, (1, "could not catch up within --timeout (the replica and follower are as they were), "
+                               "or the disk is full"),
                         2, (10, "no replica"), (11, "the active store is held by a running process"))))
 @state_command(*WHERE)
 def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,

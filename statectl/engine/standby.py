@@ -12,12 +12,19 @@ are applied again, in order, to the same effect. An offset that fell off the cha
 truncated, the topic recreated) re-seeds the replica from the latest snapshot, in a staged dir.
 
 One follower per replica: it holds ``<replica>.standby.lock`` (flock) for its life and describes itself
-in ``<replica>.standby.json`` (pid, changelog, applied offset, lag), which ``status`` reads.
+in ``<replica>.standby.json`` (pid, changelog, applied offset, lag, its command line and cwd, the
+changelog's topic id), which ``status`` reads. That status file, written before anything is seeded and
+naming the replica dir, is also what proves the dir statectl's: follow seeds, wipes and re-seeds only a
+replica dir that does not exist, is empty, or has it; never the task's active store dir, another store,
+a dir of plain files. The changelog deleted and recreated (kafka.tails.TopicWatch) re-seeds the replica
+from the new one; brokers that stop answering are ridden out.
 
 promote: fence the follower (SIGTERM, then wait until its lock is free), catch up to the changelog's
 end (or to the active's last checkpointed changelog offset), flush, write the offset files, and swap the
 replica into the active store dir with one atomic rename (local.staged); the old active dir is kept
-aside until the swap is done. Its time is the tail's catch-up plus a rename, whatever the state size.
+aside until the swap is done. The active dir replaced must not exist, be empty, or be a RocksDB store
+(local.staged.check_target, as restore), never another store's dir in the state dir nor a versioned
+adstore; the status file goes only after the swap. Its time is the tail's catch-up plus a rename, whatever the state size.
 """
 
 from __future__ import annotations
