@@ -46,9 +46,9 @@ _statectl_options() {
         'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --to-checkpoint --active-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'adstore load') REPLY='--kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --follow --max-age --keep-versions --spark --master --spark-conf --stage-through-blobstore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore load') REPLY='--kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore versions') REPLY='--task --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'adstore switch') REPLY='--task --store --state-dir --store-dir --version --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore switch') REPLY='--task --store --state-dir --store-dir --version --quick --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         *) REPLY='' ;;
     esac
 }
