@@ -51,6 +51,8 @@ from statectl.progress import NullProgress, ProgressReporter
 FLUSH_RECORDS = 500_000  # sync the WAL and record the offsets at least this often...
 FLUSH_SECONDS = 2.0      # ...and at least this often while records come
 CREATED, RESUMED, REBUILT = "created", "resumed", "rebuilt"
+# In a topic's store: the id of the topic (KIP-516) its SIDE-INPUT-OFFSETS are offsets of.
+TOPIC_ID_FILE = "STATECTL-TOPIC-ID"
 BUILD_DIR_PREFIX = ".adstore-build-"  # beside the stores: a Spark build's SST files until they are ingested
 BUILD_LOCK = ".adstore-build.lock"  # in a build dir: flocked by the load using it
 OLD_BUILD_S = 24 * 3600
@@ -182,6 +184,7 @@ class _Target:
     db: Any = None
     pending: int = 0
     opts: TopicLoadOptions | None = None
+    topic_id: str | None = None  # the topic's id now (KIP-516), where the brokers report one
 
     @property
     def write_path(self) -> Path:
@@ -232,7 +235,11 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
             raise NotFoundError(f"topic {opts.topic} has {n} partition{'s' if n != 1 else ''}; there is no "
                                 f"partition {missing[0]}", hint=f"pass partitions between 0 and {n - 1}")
         targets = _targets(opts, parts)
+        from statectl.kafka.tails import topic_identity
+
+        topic_id = topic_identity(consumer, opts.topic, opts.bootstrap)[0]
         for t in targets:
+            t.topic_id = topic_id
             _check_ours(t)  # a refused load leaves nothing behind, not even a lock file
         for t in targets:
             locks.enter_context(StoreLock(t.path))
@@ -327,6 +334,10 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
                          hint="load into another --store, or delete that store first")
     if reason is None and not is_store(t.path):
         reason = "its files are damaged (no CURRENT/MANIFEST)"
+    loaded_from = _recorded_topic_id(t.path)
+    if reason is None and loaded_from and t.topic_id and loaded_from != t.topic_id:
+        reason = (f"topic {opts.topic} was deleted and recreated since it was loaded (topic id {loaded_from}, "
+                  f"now {t.topic_id}): its offsets are of the old topic")
     others = sorted(s.partition for s in found if s.partition not in t.partitions)
     if reason is None and others:  # e.g. a broadcast store loaded as partitioned: it holds their keys
         reason = (f"it holds partition{'s' if len(others) > 1 else ''} {', '.join(map(str, others))} of "
@@ -439,6 +450,7 @@ def _open(t: _Target, opts: TopicLoadOptions | None = None) -> None:
 
         if not os.path.lexists(t.write_path / SIDE_INPUT_OFFSETS):
             _create(t, opts)
+        _record_topic_id(t, t.write_path)
         try:
             t.db = LiveStore(t.write_path)
         except LockHeldError as e:
@@ -447,6 +459,29 @@ def _open(t: _Target, opts: TopicLoadOptions | None = None) -> None:
             if _no_space(e):
                 raise _disk_full(t.path) from e
             raise
+
+
+def _recorded_topic_id(path: Path) -> str | None:
+    """The topic id a load recorded in the store (TOPIC_ID_FILE); None when there is none (a store of an
+    older statectl, or brokers that report no ids) or it is unreadable."""
+    try:
+        return (path / TOPIC_ID_FILE).read_text().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _record_topic_id(t: _Target, path: Path) -> None:
+    """Record the id of the topic whose offsets the store keeps, before anything of it is applied: the
+    next load tells a topic deleted and recreated since (same name, offsets that may well be in range)
+    from the one it loaded, and rebuilds. Samza ignores the file (it reads only the offsets file)."""
+    if t.topic_id is None or _recorded_topic_id(path) == t.topic_id:
+        return
+    tmp = path / (TOPIC_ID_FILE + ".tmp")
+    try:
+        tmp.write_text(t.topic_id + "\n")
+        os.replace(tmp, path / TOPIC_ID_FILE)
+    except OSError as e:
+        raise _os_error(t.path, e, f"writing {TOPIC_ID_FILE}") from e
 
 
 def _offsets_of(t: _Target, opts: TopicLoadOptions) -> dict[SSP, str | None]:
@@ -719,6 +754,7 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
         ingest_into_new_store(t.staged.path, manifest.paths(store.store))
         t.offsets = {p: manifest.offsets[p] - 1 for p in t.partitions if manifest.offsets.get(p, 0) > 0}
         write_offsets(t.staged.path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+        _record_topic_id(t, t.staged.path)
         t.load.records = store.rows
     result.phases["ingest_s"] = round(time.monotonic() - began, 3)
     return build_dir

@@ -500,3 +500,31 @@ def test_a_disk_that_really_fills_stops_the_follower_with_disk_full(world: World
     assert offset is not None and offset >= 19  # what it recorded, it holds
     assert not [x.name for x in replica.iterdir() if x.name.endswith(".tmp")]
     assert not [x.name for x in small_tmpfs.iterdir() if x.name.endswith(".tmp")]
+
+
+@pytest.mark.timeout(300)
+def test_an_adstore_whose_topic_was_recreated_longer_is_rebuilt_not_resumed(tansu, tmp_path: Path):
+    """The topic deleted and recreated with more records than the store's offsets: the offsets are in
+    range of the new topic, so only the topic id the load recorded tells that they are another topic's.
+    Resuming would skip the new topic's first records and keep the old topic's keys."""
+    topic = tansu.create_topic(f"adstore-recreated-longer-{uuid.uuid4().hex[:8]}")
+    store = tmp_path / "state" / "members" / "Partition_0"
+    args = ["adstore", "load", "--kafka", tansu.bootstrap, "--topic", topic, "--store", "members",
+            "--state-dir", str(tmp_path / "state"), "-o", "json"]
+    writer = ChangelogWriter(tansu.bootstrap, topic)
+    try:
+        writer.send(random_records(random.Random(121), 30))
+        r = json.loads(cli(tmp_path, *args).stdout)
+        assert [s["case"] for s in r["stores"]] == ["created"], r
+        recreate_topic(tansu.bootstrap, topic)
+        writer.close()
+        writer = ChangelogWriter(tansu.bootstrap, topic)
+        writer.send(random_records(random.Random(122), 90))
+        r = json.loads(cli(tmp_path, *args).stdout)
+        assert [s["case"] for s in r["stores"]] == ["rebuilt"], r
+        assert "deleted and recreated" in r["stores"][0]["reason"]
+        assert read_store(store) == writer.state()
+        r = json.loads(cli(tmp_path, *args).stdout)  # and from then on it resumes
+        assert [s["case"] for s in r["stores"]] == ["resumed"], r
+    finally:
+        writer.close()
