@@ -647,24 +647,18 @@ def check_active_dir(replica: Replica, active_dir: Path, state_dir: Path | None 
     (``S -> S.versions/<n>``) or the replica itself; LockHeldError (exit 11) for a store a process holds.
     Reads only."""
     from statectl.local.staged import check_target, resolve_target
-    from statectl.local.versions import VERSIONS_SUFFIX
 
     hint = "promote into the task's store dir (leave --active-dir out), or into an empty or new --active-dir"
-    asked = Path(active_dir).absolute()
-    if asked.is_symlink() and Path(os.readlink(asked)).parent.name.endswith(VERSIONS_SUFFIX):
-        raise UsageError(f"refusing to promote into {asked}: it is a versioned adstore (a link to "
-                         f"{os.readlink(asked)})", hint=hint)
     own = store_dir(state_dir, replica.ref.store, replica.ref.task) if state_dir is not None else None
     try:
-        target = resolve_target(asked)
+        target = resolve_target(Path(active_dir).absolute(), verb="promote")
         if target == Path(os.path.realpath(replica.replica_dir)):
             raise UsageError(f"refusing to promote {replica.replica_dir} into itself")
-        check_target(target, False, own_store=own, state_dir=state_dir)
+        check_target(target, False, own_store=own, state_dir=state_dir, verb="promote")
     except LockHeldError as e:  # check_target's hint is restore's
         raise LockHeldError(str(e), hint="stop the job (container) that holds it, then promote again") from None
-    except UsageError as e:  # check_target words it for restore (its --target-dir, --force): promote has neither
-        message = str(e).replace("restore target", "active dir").replace("restore into", "promote into")
-        raise UsageError(message, hint=hint) from None
+    except UsageError as e:  # check_target's hints are restore's (its --target-dir, --force)
+        raise UsageError(str(e), hint=hint) from None
     return target
 
 

@@ -53,7 +53,7 @@ def note_if_linked(asked: Path, target: Path, progress: ProgressReporter) -> Non
         progress.note(f"{path} is a symlink: restoring into {target}")
 
 
-def resolve_target(path: Path) -> Path:
+def resolve_target(path: Path, *, verb: str = "restore") -> Path:
     """The real path a restore writes to: symlinks (of the target itself or of its parents) are followed,
     so the store is built beside the real directory and swapped in there, and the link keeps pointing
     at it. Raises UsageError for a dangling link or a symlink loop, before anything is written."""
@@ -61,16 +61,16 @@ def resolve_target(path: Path) -> Path:
     try:
         real = path.resolve()
     except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop (Python 3.11)
-        raise UsageError(f"restore target {path} cannot be resolved: {e}") from None
+        raise UsageError(f"{verb} target {path} cannot be resolved: {e}") from None
     for link in (path, *path.parents):  # a dangling link anywhere on the way: never create what it names
         if link.is_symlink() and not link.exists():
-            raise UsageError(f"restore target {path}: {link} is a symlink to {os.readlink(link)}, which does not exist",
+            raise UsageError(f"{verb} target {path}: {link} is a symlink to {os.readlink(link)}, which does not exist",
                              hint="create the directory it points to, or pass another --target-dir")
     return real
 
 
 def check_target(target: Path, force: bool, *, blob_root: Path | None = None, own_store: Path | None = None,
-                 state_dir: Path | None = None) -> None:
+                 state_dir: Path | None = None, verb: str = "restore") -> None:
     """Refuse a target a restore must not replace, before anything is written.
 
     ``target`` is a resolved path (resolve_target). Refused (UsageError): a filesystem root or a mount
@@ -79,45 +79,46 @@ def check_target(target: Path, force: bool, *, blob_root: Path | None = None, ow
     aliases, by device and inode); another store's dir, or a dir holding stores, inside ``state_dir``
     (anything but ``own_store``); a target that is not a dir; a non-empty dir that is not a store unless
     ``force``, and even with ``force`` one that holds a RocksDB store, a mount point or the blob store.
-    LockHeldError for a store held by a running process.
+    LockHeldError for a store held by a running process. ``verb`` names the operation in the messages
+    (the hints are restore's: its --target-dir and --force).
     """
     if target.parent == target:
-        raise UsageError(f"refusing to restore into {target}: it is the root of the filesystem")
+        raise UsageError(f"refusing to {verb} into {target}: it is the root of the filesystem")
     blob_id = None
     if blob_root is not None:
         root = Path(os.path.realpath(blob_root))
         if _within(target, root) or _within(root, target):
-            raise UsageError(f"refusing to restore into {target}: it overlaps the blob store at {root}",
+            raise UsageError(f"refusing to {verb} into {target}: it overlaps the blob store at {root}",
                              hint="restore into a dir outside the blob store (--target-dir)")
         blob_id = _dev_ino(root)
         for parent in (target, *target.parents):
             if blob_id is not None and _dev_ino(parent) == blob_id:
-                raise UsageError(f"refusing to restore into {target}: {parent} is the blob store at {root} "
+                raise UsageError(f"refusing to {verb} into {target}: {parent} is the blob store at {root} "
                                  "(through a bind mount or another alias)",
                                  hint="restore into a dir outside the blob store (--target-dir)")
     link = versioned_adstore(target)
     if link is not None:
-        raise UsageError(f"refusing to restore into {target}: it is a sealed version of the adstore {link}, which "
-                         "only adstore load and switch change", hint="restore into a dir outside the adstore's "
+        raise UsageError(f"refusing to {verb} into {target}: it is a sealed version of the versioned adstore "
+                         f"{link}, which only adstore load and switch change", hint="restore into a dir outside the adstore's "
                          "versions (--target-dir); roll the adstore back with 'statectl adstore switch'")
     for parent in target.parents:
         if is_store(parent):
-            raise UsageError(f"refusing to restore into {target}: it is inside the RocksDB store {parent}",
+            raise UsageError(f"refusing to {verb} into {target}: it is inside the RocksDB store {parent}",
                              hint="pick a --target-dir outside any store")
     if target in _mount_points():
-        raise UsageError(f"refusing to restore into {target}: it is a mount point, which a restore cannot swap",
+        raise UsageError(f"refusing to {verb} into {target}: it is a mount point, which a rename cannot replace",
                          hint="restore into a dir inside the mounted filesystem")
     own = Path(os.path.realpath(own_store)) if own_store is not None else None
     if state_dir is not None and target != own:
         state = Path(os.path.realpath(state_dir))
         if _within(target, state) and target != state and os.path.lexists(target) and is_store(target):
-            raise UsageError(f"refusing to restore into {target}: it is another store's dir in the state dir {state}",
+            raise UsageError(f"refusing to {verb} into {target}: it is another store's dir in the state dir {state}",
                              hint="restore a store into its own dir (--store, --task), or into a dir outside the "
                                   "state dir")
     if not os.path.lexists(target):
         return
     if not target.is_dir():
-        raise UsageError(f"restore target {target} exists and is not a directory")
+        raise UsageError(f"{verb} target {target} exists and is not a directory")
     if is_store(target):
         try:
             check_not_held(target)
@@ -129,7 +130,7 @@ def check_target(target: Path, force: bool, *, blob_root: Path | None = None, ow
     if not any(target.iterdir()):
         return
     if not force:
-        raise UsageError(f"restore target {target} is not empty and is not a RocksDB store",
+        raise UsageError(f"{verb} target {target} is not empty and is not a RocksDB store",
                          hint="pick an empty or new --target-dir, or pass --force to replace it")
     _check_replaceable(target, blob_id, allow_store=False)
 

@@ -346,7 +346,7 @@ def test_restore_never_overwrites_a_sealed_adstore_version(world: World):
                  [*WHERE, "--target-dir", str(versions / "1"), "--force"],
                  [*WHERE, "--target-dir", str(versions / "2" / "sub"), "--force"]):
         p = world.run("restore", *args)
-        assert_error(p, 2, "sealed version of the adstore", str(link))
+        assert_error(p, 2, "sealed version of the versioned adstore", str(link))
     assert_unchanged(before, capture_after(before))
     assert os.readlink(link) == f"{versions.name}/1"
     p = world.run("-o", "json", "adstore", "versions", *members)
