@@ -108,6 +108,8 @@ class TopicLoadOptions:
     def validate(self) -> None:
         if not self.bootstrap:
             raise UsageError("adstore load --topic needs Kafka brokers", hint="pass --kafka HOST:PORT[,..]")
+        if not self.topic:
+            raise UsageError("adstore load --topic needs a topic name")
         if not self.store:
             raise UsageError("adstore load needs --store")
         if self.store_dir is None and self.state_dir is None:

@@ -79,7 +79,10 @@ MAX_OPEN_FILES = 32  # a replica is written, hardly read: opening it must not ta
 
 
 def standby_dir(state_dir: Path, store: str, task: str, replica: int = 0) -> Path:
-    """The standby task's store dir: ``<state>/<store>/Standby-<task, spaces -> _>-<n>``."""
+    """The standby task's store dir: ``<state>/<store>/Standby-<task, spaces -> _>-<n>``. UsageError for a
+    negative replica number or a name store_dir refuses."""
+    if replica < 0:
+        raise UsageError(f"--replica must be 0 or more, not {replica}")
     return store_dir(state_dir, store, f"Standby-{task}-{replica}")
 
 
@@ -92,6 +95,12 @@ class Replica:
     partition: int
     replica_dir: Path
     system: str = "kafka"
+
+    def __post_init__(self) -> None:
+        if self.partition < 0:
+            raise UsageError(f"--partition must be 0 or more, not {self.partition}")
+        if not self.changelog:
+            raise UsageError("no changelog topic given", hint="pass --changelog")
 
     @property
     def ssp(self) -> SSP:

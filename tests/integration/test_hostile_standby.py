@@ -528,3 +528,16 @@ def test_an_adstore_whose_topic_was_recreated_longer_is_rebuilt_not_resumed(tans
         assert [s["case"] for s in r["stores"]] == ["resumed"], r
     finally:
         writer.close()
+
+
+def test_negative_partitions_replicas_and_empty_topics_are_usage_errors(tmp_path: Path):
+    """Checked before any broker is asked (they reached the brokers, exit 1 when these were down)."""
+    state = tmp_path / "state"
+    where = ["--kafka", "127.0.0.1:1", "--store", "s", "--state-dir", str(state)]
+    for args, words in ((["standby", "follow", "--job", "j", "--changelog", "cl", "--partition", "-1"], "--partition"),
+                        (["standby", "follow", "--job", "j", "--changelog", "cl", "--replica", "-1"], "--replica"),
+                        (["standby", "promote", "--job", "j", "--changelog", "cl", "--partition", "-2"], "--partition"),
+                        (["adstore", "load", "--topic", ""], "topic")):
+        p = cli(tmp_path, *args, *where, code=2)
+        assert words in one_error(p.stderr), p.stderr
+    assert not state.exists()
