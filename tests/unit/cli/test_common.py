@@ -49,13 +49,13 @@ FLAGS = {
     "standby promote": {"--active-dir", "--changelog", "--job", "--job-id", "--kafka", "--partition", "--replica",
                         "--replica-dir", "--state-dir", "--store", "--task", "--timeout", "--to-checkpoint"},
     "standby check": {"--job", "--job-id", "--kafka"},
-    "adstore load": {"--blobstore", "--broadcast", "--extractor", "--follow", "--format", "--from-file",
+    "adstore load": {"--allow-empty", "--blobstore", "--broadcast", "--extractor", "--follow", "--format", "--from-file",
                      "--kafka", "--keep-versions", "--key-column", "--key-field", "--master", "--max-age",
                      "--partitions", "--s3-endpoint", "--spark", "--spark-conf", "--stage-through-blobstore",
                      "--state-dir", "--store", "--store-dir", "--task", "--topic", "--value-column",
                      "--value-columns", "--value-field"},
     "adstore versions": {"--state-dir", "--store", "--store-dir", "--task"},
-    "adstore switch": {"--state-dir", "--store", "--store-dir", "--task", "--version"},
+    "adstore switch": {"--state-dir", "--store", "--store-dir", "--quick", "--task", "--version"},
 }
 
 
