@@ -528,3 +528,16 @@ def test_wait_follows_a_notification_withdrawn_by_a_concurrent_start(cli, make_j
     r = done[0]
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["drained"] is True
+
+
+@pytest.mark.timeout(60)
+def test_a_200_kb_run_id_is_listed_without_delay(cli, make_job):
+    """A 200 KB run id made 'drain status' take 39 s: every line printed went through a redaction that
+    was quadratic in long alphanumeric runs. The timeout bounds a hang (it took minutes with 1 MiB)."""
+    run = "r" * 200_000
+    job = make_job(run_id=run)
+    started = json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)
+    assert started["run_id"] == run
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [(n["uuid"], n["state"]) for n in st["notifications"]] == [(started["uuid"], "pending")]
+    assert f"pending  {started['uuid']}" in cli("drain", "status", *job.args).stdout
