@@ -821,6 +821,8 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
             position = _catch_up(replica, consumer, bootstrap, security, to_checkpoint, began + timeout_s, result)
             result.caught_up_offset = position
             fsync_dirs(replica.replica_dir)
+            if not in_place:  # the store's dir need not exist: the replica is not in it
+                active_dir.parent.mkdir(parents=True, exist_ok=True)
             old = None if in_place else swap_into_place(replica.replica_dir, active_dir)
             if in_place:
                 result.notes.append(f"{active_dir} held the replica already (--layout active-path): nothing moved")
