@@ -793,7 +793,8 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     The replica must be one statectl's follower made (made_by_follower), and the active dir it replaces
     must not exist, be empty, or be a RocksDB store (not another store's dir in
     ``state_dir``, nor a versioned adstore); else UsageError (exit 2), before anything is done. A replica
-    that is ``active_dir`` itself (``--layout active-path``) is caught up where it is, nothing moved. Raises
+    that is ``active_dir`` itself (``--layout active-path``: from active_path_replica) is caught up where it
+    is, nothing moved. Raises
     NotFoundError (exit 10) when there is no replica; LockHeldError (exit 11) when a process holds the
     active store; StatectlError (exit 1) when it cannot catch up within ``timeout_s`` (the replica keeps
     what it applied, with its offset files, and a follower that was running is started again where it ran),
@@ -810,7 +811,8 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
                          hint="promote a replica 'statectl standby follow' keeps (leave --replica-dir out)")
     # A replica kept in the active's store dir (--layout active-path) is promoted where it is: no move. Its
     # store's LOCK is checked when the catch-up opens it, once its own follower is fenced.
-    in_place = os.path.realpath(replica.replica_dir) == os.path.realpath(Path(active_dir).absolute())
+    in_place = replica.files_dir is not None and (
+        os.path.realpath(replica.replica_dir) == os.path.realpath(Path(active_dir).absolute()))
     active_dir = Path(os.path.realpath(active_dir)) if in_place else check_active_dir(replica, active_dir, state_dir)
     before = read_status(replica)
     was_following = _fence(replica)
