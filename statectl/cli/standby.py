@@ -37,22 +37,6 @@ LAYOUT = Annotated[str, typer.Option(
                      "free, the job's locality elsewhere), else exit 2.")]
 
 
-def _layout(env: Env, rep: Replica, layout: str, replica: int, replica_dir: Path | None) -> tuple[Replica, Path | None]:
-    """The replica in the layout asked for, and the old-layout dir follow moves it from (None: none)."""
-    from statectl.engine.standby import active_path_replica, legacy_standby_dir
-
-    if layout not in ("standby-root", "active-path"):
-        raise UsageError(f"--layout must be standby-root or active-path, not {layout!r}")
-    if replica_dir is not None:
-        if layout != "standby-root":
-            raise UsageError("--layout active-path and --replica-dir exclude each other")
-        return rep, None
-    state = Path(env.settings.state_dir)
-    if layout == "active-path":
-        return active_path_replica(rep, state), None
-    return rep, legacy_standby_dir(state, rep.ref.store, rep.ref.task, replica).absolute()
-
-
 def _replica(env: Env, changelog: str | None, partition: int | None, replica: int, replica_dir: Path | None,
              *, need_dir: bool = True) -> Replica:
     from statectl.engine.standby import Replica, changelog_of, standby_dir
@@ -253,3 +237,19 @@ def check(env: Env) -> None:
     env.emit(r, "\n".join(lines))
     if r.violations:
         raise StatectlError(f"{len(r.violations)} task(s) share a host with their standby")
+
+
+def _layout(env: Env, rep: Replica, layout: str, replica: int, replica_dir: Path | None) -> tuple[Replica, Path | None]:
+    """The replica in the layout asked for, and the old-layout dir follow moves it from (None: none)."""
+    from statectl.engine.standby import active_path_replica, legacy_standby_dir
+
+    if layout not in ("standby-root", "active-path"):
+        raise UsageError(f"--layout must be standby-root or active-path, not {layout!r}")
+    if replica_dir is not None:
+        if layout != "standby-root":
+            raise UsageError("--layout active-path and --replica-dir exclude each other")
+        return rep, None
+    state = Path(env.settings.state_dir)
+    if layout == "active-path":
+        return active_path_replica(rep, state), None
+    return rep, legacy_standby_dir(state, rep.ref.store, rep.ref.task, replica).absolute()
