@@ -43,7 +43,7 @@ FLAGS = {
     "drain status": {"--job", "--job-id", "--kafka", "--run-id"},
     "drain wait": {"--job", "--job-id", "--kafka", "--poll", "--run-id", "--timeout", "--uuid"},
     "drain cancel": {"--job", "--job-id", "--kafka", "--run-id", "--uuid"},
-    "standby follow": {"--blobstore", "--changelog", "--job", "--job-id", "--kafka", "--partition", "--replica",
+    "standby follow": {"--blobstore", "--changelog", "--job", "--job-id", "--kafka", "--layout", "--partition", "--replica",
                        "--replica-dir", "--s3-endpoint", "--state-dir", "--store", "--task"},
     "standby status": {"--state-dir"},
     "standby promote": {"--active-dir", "--changelog", "--job", "--job-id", "--kafka", "--partition", "--replica",
