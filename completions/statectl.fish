@@ -65,7 +65,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby'
             printf '%s\n' -- --config --profile --output -o
         case 'standby follow'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --layout --config --profile --output -o
         case 'standby status'
             printf '%s\n' -- --state-dir --config --profile --output -o
         case 'standby promote'
@@ -469,7 +469,8 @@ complete -c statectl -n '__statectl_path standby follow' -l s3-endpoint -x -d 'E
 complete -c statectl -n '__statectl_path standby follow' -l changelog -x -d 'The store\'s changelog topic (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
 complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its changelog partition (default: N of a task named \'Partition N\')'
 complete -c statectl -n '__statectl_path standby follow' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
-complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/<store>/Standby-<task>-<n>)'
+complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
+complete -c statectl -n '__statectl_path standby follow' -l layout -x -d 'standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>'
 complete -c statectl -n '__statectl_path standby follow' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby follow' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby follow' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -498,7 +499,7 @@ complete -c statectl -n '__statectl_path standby promote' -l state-dir -x -a '(_
 complete -c statectl -n '__statectl_path standby promote' -l changelog -x -d 'The store\'s changelog topic (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
 complete -c statectl -n '__statectl_path standby promote' -l partition -x -d 'Its changelog partition (default: N of a task named \'Partition N\')'
 complete -c statectl -n '__statectl_path standby promote' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
-complete -c statectl -n '__statectl_path standby promote' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/<store>/Standby-<task>-<n>)'
+complete -c statectl -n '__statectl_path standby promote' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
 complete -c statectl -n '__statectl_path standby promote' -l timeout -x -d 'Give up catching up after this long'
 complete -c statectl -n '__statectl_path standby promote' -l to-checkpoint -d 'Catch up only to the active\'s last checkpointed changelog offset'
 complete -c statectl -n '__statectl_path standby promote' -l active-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The active store dir (default: <state-dir>/<store>/<task>)'

@@ -28,7 +28,13 @@ PARTITION = Annotated[Optional[int], typer.Option(
     "--partition", help="Its changelog partition (default: N of a task named 'Partition N').", show_default=False)]
 REPLICA = Annotated[int, typer.Option("--replica", help="Replica number n of the standby task Standby-<task>-<n>.")]
 REPLICA_DIR = Annotated[Optional[Path], typer.Option(
-    "--replica-dir", help="The replica's dir (default: <state-dir>/<store>/Standby-<task>-<n>).", show_default=False)]
+    "--replica-dir", help="The replica's dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza "
+                          "never looks; its lock and status files beside it).", show_default=False)]
+LAYOUT = Annotated[str, typer.Option(
+    "--layout", help="standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>. active-path: "
+                     "in the task's active store dir <state-dir>/<store>/<task>, as Samza's own standby keeps it, so "
+                     "that promote moves nothing; only on a host that runs no active of the task (its store's LOCK "
+                     "free, the job's locality elsewhere), else exit 2.")]
 
 
 def _replica(env: Env, changelog: str | None, partition: int | None, replica: int, replica_dir: Path | None,
@@ -59,19 +65,23 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     "dual-commits), else from the changelog alone; then applies the changelog as it grows, recording the applied "
     "offset in OFFSET-v2 as Samza's standby stores do. Runs until SIGTERM (exit 0) or Ctrl-C (exit 130). A "
     "--replica-dir must not exist, be empty, or be a replica the follower made (its <dir>.standby.json names it): "
-    "the task's active store, another store or a dir of files is refused (exit 2), never wiped.\n\n"
+    "the task's active store, another store or a dir of files is refused (exit 2), never wiped; so is a dir in the "
+    "store's dir whose name contains '<task>-', which Samza's restore of the task deletes. A replica an older "
+    "statectl kept at <store>/Standby-<task>-<n> is moved into the standby root first (with the default dir, when "
+    "no follower holds it), with a note.\n\n"
     "Example:\n\n  statectl standby follow --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state\n\n"
     + exit_codes_epilog(0, 1, 2, (10, "no such changelog topic or partition"),
                         (11, "another follower holds the replica, or a process holds its store"), 130)))
 @state_command(*WHERE, "blobstore", "s3_endpoint")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
-           replica_dir: REPLICA_DIR = None) -> None:
+           replica_dir: REPLICA_DIR = None, layout: LAYOUT = "standby-root") -> None:
     """Keep a hot replica of a task's store current from its changelog (runs until stopped)."""
     from statectl.engine.restore import RestoreOptions, restore
     from statectl.engine.standby import follow as run_follow
 
     rep = _replica(env, changelog, partition, replica, replica_dir)
+    rep, legacy = _layout(env, rep, layout, replica, replica_dir)
     session = env.session
 
     def seed(index_id: str, target: Path) -> None:
@@ -84,7 +94,8 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
         r = run_follow(rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop,
                        on_status=display.update, progress=env.progress,
                        argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
-                       state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None)
+                       state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None,
+                       legacy_dir=legacy, active_path=layout == "active-path")
     finally:
         display.close()
     if env.json:  # JSON lines throughout: the result is the last line
@@ -130,7 +141,10 @@ class _Lag:
             self._live.stop()
 
 
-@app.command("status", epilog="Example:\n\n  statectl standby status --state-dir /var/samza/state -o json\n\n"
+@app.command("status", epilog="Lists the replicas in the standby root (<state-dir>/.statectl-standby), those kept in "
+             "their task's active store dir (--layout active-path), and those an older statectl kept at "
+             "<store>/Standby-<task>-<n>, where Samza's restore of the task deletes them, with the command that "
+             "moves them.\n\nExample:\n\n  statectl standby status --state-dir /var/samza/state -o json\n\n"
              + exit_codes_epilog(0, 2, (10, "no such state dir")))
 @state_command("state_dir")
 def status(env: Env) -> None:
@@ -140,11 +154,15 @@ def status(env: Env) -> None:
     if not env.settings.state_dir:
         raise UsageError("standby status needs --state-dir")
     rows = replicas(Path(env.settings.state_dir))
-    lines = [f"{r.replica_dir}  offset {r.applied_offset}  lag {r.lag_records} records / "
-             f"{'?' if r.lag_s is None else f'{r.lag_s:.1f}s'}  "
-             f"{'following (pid ' + str(r.follower_pid) + ')' if r.following else 'not followed'}  "
-             f"{'promotable' if r.promotable else 'not promotable'}" for r in rows] or ["no replicas"]
-    env.emit(rows, "\n".join(lines))
+    lines = []
+    for r in rows:
+        lines.append(f"{r.replica_dir}  offset {r.applied_offset}  lag {r.lag_records} records / "
+                     f"{'?' if r.lag_s is None else f'{r.lag_s:.1f}s'}  "
+                     f"{'following (pid ' + str(r.follower_pid) + ')' if r.following else 'not followed'}  "
+                     f"{'promotable' if r.promotable else 'not promotable'}  {r.layout}")
+        if r.move_command:
+            lines.append(f"  old layout: Samza's restore of the task deletes it; move it: {r.move_command}")
+    env.emit(rows, "\n".join(lines or ["no replicas"]))
 
 
 @app.command("promote", epilog=(
@@ -152,7 +170,9 @@ def status(env: Env) -> None:
     "checkpointed changelog offset), writes the offset files Samza expects and swaps the replica into the active "
     "store dir atomically; the old active dir is kept aside until the swap is done. --active-dir must not exist, be "
     "empty, or be a RocksDB store (not another store's dir in the state dir, nor a versioned adstore): else exit 2, "
-    "before the follower is fenced. With --job, then points the "
+    "before the follower is fenced. Without --replica-dir it takes the task's replica wherever it is: in the "
+    "standby root, in the active store dir (--layout active-path: caught up there, nothing moved), or where an older "
+    "statectl kept it (<store>/Standby-<task>-<n>). With --job, then points the "
     "task's container at this host on the coordinator stream.\n\n"
     "Example:\n\n  statectl standby promote --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state --timeout 30\n\n"
@@ -176,6 +196,12 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
 
     rep = _replica(env, changelog, partition, replica, replica_dir)
     s = env.settings
+    if replica_dir is None and s.state_dir:
+        from statectl.engine.standby import locate_replica
+
+        rep, found = locate_replica(rep, Path(s.state_dir), replica)
+        if found:
+            env.progress.note(found)
     if active_dir is None:
         if not s.state_dir:
             raise UsageError("standby promote needs --state-dir (or --active-dir)")
@@ -211,3 +237,19 @@ def check(env: Env) -> None:
     env.emit(r, "\n".join(lines))
     if r.violations:
         raise StatectlError(f"{len(r.violations)} task(s) share a host with their standby")
+
+
+def _layout(env: Env, rep: Replica, layout: str, replica: int, replica_dir: Path | None) -> tuple[Replica, Path | None]:
+    """The replica in the layout asked for, and the old-layout dir follow moves it from (None: none)."""
+    from statectl.engine.standby import active_path_replica, legacy_standby_dir
+
+    if layout not in ("standby-root", "active-path"):
+        raise UsageError(f"--layout must be standby-root or active-path, not {layout!r}")
+    if replica_dir is not None:
+        if layout != "standby-root":
+            raise UsageError("--layout active-path and --replica-dir exclude each other")
+        return rep, None
+    state = Path(env.settings.state_dir)
+    if layout == "active-path":
+        return active_path_replica(rep, state), None
+    return rep, legacy_standby_dir(state, rep.ref.store, rep.ref.task, replica).absolute()

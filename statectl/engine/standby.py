@@ -1,8 +1,8 @@
 """standby: a hot replica of one task's store kept current from its changelog, promoted in seconds
 (seed 001).
 
-follow: the replica (default: the standby task's store dir, ``<state>/<store>/Standby-<task>-<n>``) is
-seeded from the latest blob-store snapshot of the store when the job's latest v2 checkpoint names one
+follow: the replica (default: ``<state>/.statectl-standby/<n>/<store>/<task dir>``, statectl's own root in
+the state dir, where Samza never looks: local.layout.STANDBY_ROOT) is seeded from the latest blob-store snapshot of the store when the job's latest v2 checkpoint names one
 together with its changelog position (a job that dual-commits); then the changelog partition is tailed
 from there, records applied in batches (a null value deletes). After each flush the applied offset is
 written the way Samza's standby stores write it: ``OFFSET-v2`` and ``SIDE-INPUT-OFFSETS``, a JSON map
@@ -11,9 +11,23 @@ and renamed. A follower killed at any moment restarts from that offset + 1: reco
 are applied again, in order, to the same effect. An offset that fell off the changelog (compacted,
 truncated, the topic recreated) re-seeds the replica from the latest snapshot, in a staged dir.
 
+Where a replica lives. Samza's restore of a task takes every entry of its store's dir whose name contains
+``<task dir>-`` for one of its checkpoint dirs (StorageManagerUtil.getTaskStoreCheckpointDirs) and deletes
+it, or hard-links it into the active dir (TransactionalStateTaskRestoreManager, BlobStoreRestoreManager):
+the default of older statectl versions, ``<state>/<store>/Standby-<task dir>-<n>``, and its lock and status
+files, always match. A replica found there (its status file naming it) is moved into the standby root by
+the next ``follow`` with the default dir, when no follower holds it; ``status`` lists it until then;
+``promote`` takes it from either place. ``--layout active-path`` (follow) keeps the replica where Samza's
+own standby keeps it, the active's store dir (getTaskStoreDir maps ``Standby-X-n`` to ``X``): a failover
+then needs no move at all. Only where this host runs no active of the task (the store's RocksDB LOCK is
+free, and the job's locality does not place the task's container here), and only over a dir that is new,
+empty, statectl's, or a store whose OFFSET-v2 names the same changelog partition (Samza's standby's);
+the lock and status files stay in the standby root.
+
 One follower per replica: it holds ``<replica>.standby.lock`` (flock) for its life and describes itself
 in ``<replica>.standby.json`` (pid, changelog, applied offset, lag, its command line and cwd, the
-changelog's topic id), which ``status`` reads. That status file, written before anything is seeded and
+changelog's topic id), which ``status`` reads; both beside the replica (in the standby root for
+``--layout active-path``). That status file, written before anything is seeded and
 naming the replica dir, is also what proves the dir statectl's: follow seeds, wipes and re-seeds only a
 replica dir that does not exist, is empty, or has it; never the task's active store dir, another store,
 a dir of plain files. The changelog deleted and recreated (kafka.tails.TopicWatch) re-seeds the replica
@@ -65,7 +79,7 @@ from statectl.kafka.client import (
 from statectl.formats.coordinator import active_of_standby
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import Tail, TopicRecreated, TopicWatch, check_in_range, read_tails
-from statectl.local.layout import store_dir
+from statectl.local.layout import STANDBY_ROOT, samza_would_take, standby_replica_dir, store_dir, task_dir_name
 from statectl.local.staged import discard_old, fsync_dirs, process_alive, swap_into_place
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.rocks.live import LiveStore
@@ -79,8 +93,15 @@ MAX_OPEN_FILES = 32  # a replica is written, hardly read: opening it must not ta
 
 
 def standby_dir(state_dir: Path, store: str, task: str, replica: int = 0) -> Path:
-    """The standby task's store dir: ``<state>/<store>/Standby-<task, spaces -> _>-<n>``. UsageError for a
-    negative replica number or a name store_dir refuses."""
+    """The default replica dir: ``<state>/.statectl-standby/<n>/<store>/<task, spaces -> _>``
+    (local.layout.standby_replica_dir). UsageError for a negative replica number or a name store_dir
+    refuses."""
+    return standby_replica_dir(state_dir, store, task, replica)
+
+
+def legacy_standby_dir(state_dir: Path, store: str, task: str, replica: int = 0) -> Path:
+    """Where statectl before issue 18 kept a replica by default: ``<state>/<store>/Standby-<task dir>-<n>``,
+    a name Samza's restore of the task deletes (module doc). Only ever moved away from."""
     if replica < 0:
         raise UsageError(f"--replica must be 0 or more, not {replica}")
     return store_dir(state_dir, store, f"Standby-{task}-{replica}")
@@ -108,11 +129,15 @@ class Replica:
 
     @property
     def lock_path(self) -> Path:
-        return self.replica_dir.with_name(self.replica_dir.name + LOCK_SUFFIX)
+        return (self.files_dir or self.replica_dir.parent) / (self.replica_dir.name + LOCK_SUFFIX)
 
     @property
     def status_path(self) -> Path:
-        return self.replica_dir.with_name(self.replica_dir.name + STATUS_SUFFIX)
+        return (self.files_dir or self.replica_dir.parent) / (self.replica_dir.name + STATUS_SUFFIX)
+
+    # Where the lock and status files live: beside the replica dir (None), or, for a replica in the
+    # active's store dir (--layout active-path), in the standby root, out of reach of Samza's clean-ups.
+    files_dir: Path | None = None
 
 
 @dataclass
@@ -171,6 +196,8 @@ class ReplicaStatus:
     following: bool
     promotable: bool
     updated: str | None
+    layout: str = "standby-root"  # "standby-root", "active-path", or "old" (where Samza's restore deletes it)
+    move_command: str | None = None  # for an old-layout replica: the command that moves it
 
 
 # -- the lock --------------------------------------------------------------------------------------
@@ -182,7 +209,7 @@ class ReplicaLock:
 
     def __init__(self, replica: Replica, *, wait_s: float = 0.0):
         self.replica = replica
-        replica.replica_dir.parent.mkdir(parents=True, exist_ok=True)
+        replica.lock_path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(replica.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + wait_s
         while True:
@@ -253,11 +280,14 @@ def made_by_follower(replica: Replica) -> bool:
     return st is not None and os.path.realpath(st.replica_dir) == os.path.realpath(replica.replica_dir)
 
 
-def check_replica_dir(replica: Replica, state_dir: Path | None = None) -> None:
+def check_replica_dir(replica: Replica, state_dir: Path | None = None, *, active_path: bool = False) -> None:
     """Raise UsageError (exit 2) unless follow may seed, wipe and re-seed ``replica.replica_dir``: it does
     not exist, is empty, or statectl's follower made it (:func:`made_by_follower`). Refused whatever its
-    content: the task's active store dir (with ``state_dir``), a symlink, a dir inside a RocksDB store.
-    Reads only."""
+    content: the task's active store dir (with ``state_dir``; unless ``active_path``, where that is the
+    replica dir and a store whose OFFSET-v2 names the replica's changelog partition, a Samza standby's, is
+    adopted: see check_active_path for the rest), a symlink, a dir inside a RocksDB store, and a
+    ``--replica-dir`` directly in the task's store's dir whose name (or its lock or status file's) Samza's
+    restore of the task would take for a checkpoint dir (local.layout.samza_would_take). Reads only."""
     from statectl.rocks.store import is_store
 
     path = replica.replica_dir
@@ -265,9 +295,23 @@ def check_replica_dir(replica: Replica, state_dir: Path | None = None) -> None:
             "follower did not make is never wiped")
     if state_dir is not None:
         active = store_dir(state_dir, replica.ref.store, replica.ref.task)
-        if os.path.realpath(path) == os.path.realpath(active.absolute()):
+        is_active = os.path.realpath(path) == os.path.realpath(active.absolute())
+        if is_active and not active_path:
             raise UsageError(f"refusing to follow into {path}: it is the active store dir of task {replica.ref.task!r}",
                              hint=hint)
+        task_dir = task_dir_name(replica.ref.task)
+        exposed = [p.name for p in (path, replica.lock_path, replica.status_path)
+                   if os.path.realpath(p.parent) == os.path.realpath(active.parent.absolute())
+                   and samza_would_take(p.name, task_dir)]
+        if exposed:
+            moves = " (it moves a replica an older statectl kept there)" if made_by_follower(replica) else ""
+            raise UsageError(f"refusing to follow into {path}: Samza's restore of task {replica.ref.task!r} deletes "
+                             f"{exposed[0]} (its name contains '{task_dir}-')",
+                             hint=f"leave --replica-dir out{moves}: the standby root, where Samza never looks; or "
+                                  "pick a dir outside the store's dir")
+        if is_active:
+            if not os.path.lexists(path) or made_by_follower(replica) or _samza_standby_store(replica):
+                return
     if path.is_symlink():
         raise UsageError(f"refusing to follow into {path}: it is a symlink (to {os.readlink(path)})",
                          hint="pass the dir it points to, if statectl's follower made it")
@@ -283,6 +327,143 @@ def check_replica_dir(replica: Replica, state_dir: Path | None = None) -> None:
     what = "a RocksDB store" if is_store(path) else "not empty"
     raise UsageError(f"refusing to follow into {path}: it is {what}, and statectl's follower did not make it "
                      f"(no {path.name}{STATUS_SUFFIX} beside it naming it)", hint=hint)
+
+
+def _samza_standby_store(replica: Replica) -> bool:
+    """Whether the replica dir is a RocksDB store whose OFFSET-v2 names the replica's changelog partition,
+    and only it: what a Samza standby container leaves in the active's store dir (TaskSideInputStorageManager
+    writes the standby's changelog offset there), which ``--layout active-path`` may adopt."""
+    from statectl.rocks.store import is_store
+
+    if not is_store(replica.replica_dir):
+        return False
+    try:
+        return set(read_offsets(replica.replica_dir / OFFSET_V2)) == {replica.ssp}
+    except (OSError, OffsetFileError):
+        return False
+
+
+def _check_own_files(replica: Replica) -> None:
+    """Raise UsageError (exit 2) when the replica's status file names another replica dir that exists: the
+    lock and status files of a task's replica are one pair, whichever layout it has (the standby root's, or
+    the active's store dir); following another dir would take them from it."""
+    st = read_status(replica)
+    if st is None or os.path.realpath(st.replica_dir) == os.path.realpath(replica.replica_dir):
+        return
+    if os.path.lexists(st.replica_dir):
+        other = "the default layout" if STANDBY_ROOT in Path(st.replica_dir).parts else "--layout active-path"
+        raise UsageError(f"refusing to follow into {replica.replica_dir}: this task's replica is at {st.replica_dir}",
+                         hint=f"follow that one ({other}), or promote or delete it first")
+
+
+def active_path_replica(replica: Replica, state_dir: Path) -> Replica:
+    """``replica`` (in the standby root) kept instead in the task's active store dir, as a Samza standby
+    keeps it (StorageManagerUtil.getTaskStoreDir maps ``Standby-X-n`` to ``X``); its lock and status files
+    stay where ``replica``'s are, in the standby root."""
+    from dataclasses import replace
+
+    active = store_dir(state_dir, replica.ref.store, replica.ref.task).absolute()
+    return replace(replica, replica_dir=active, files_dir=replica.lock_path.parent)
+
+
+def check_active_path(replica: Replica, bootstrap: str | None, *, security: KafkaSecurity | None = None) -> None:
+    """Raise UsageError (exit 2, one line) unless this host runs no active of the replica's task, so that
+    the active's store dir may hold its replica (``--layout active-path``): the store's RocksDB LOCK is not
+    held (but by this replica's own follower, which the replica's lock then says: follow exits 11), and,
+    when the job's coordinator stream is on ``bootstrap``, its locality does not place the task's
+    container on this host. Reads only; errors reading the stream as kafka.client says."""
+    from statectl.rocks.store import lock_holder as store_lock_holder
+
+    task = replica.ref.task
+    hint = "follow into the standby root (leave --layout out), or on a host that runs no active of this task"
+    pid = store_lock_holder(replica.replica_dir)
+    if pid is not None and not _locked(replica.lock_path):
+        who = f"process {pid}" if pid > 0 else "another process"
+        raise UsageError(f"refusing --layout active-path: the store {replica.replica_dir} is held by {who}, so this "
+                         f"host runs the active of task {task!r}", hint=hint)
+    if bootstrap is None:
+        return
+    with CoordinatorStream(bootstrap, replica.ref.job, replica.ref.job_id, security=security) as cs:
+        if not cs.refresh():
+            return
+        loc = cs.locality()
+    container = loc.task_containers.get(task)
+    host = loc.container_hosts.get(container) if container is not None else None
+    if host and host in {socket.gethostname(), socket.getfqdn()}:
+        raise UsageError(f"refusing --layout active-path: the job's locality places the container {container} of "
+                         f"task {task!r} on this host ({host})", hint=hint)
+
+
+def relocate_legacy(replica: Replica, legacy_dir: Path) -> str | None:
+    """Move the replica an older statectl kept at ``legacy_dir`` (legacy_standby_dir, where Samza's restore
+    deletes it) into ``replica.replica_dir``, with its status file, and return a note saying so; None when
+    there is none to move. Only a dir a follower made (made_by_follower), only when no follower holds it,
+    and only into a place that does not exist or is an empty dir (else it is left, with a note). The
+    status file naming the new place is written first, then the dir is renamed in one step
+    (local.staged.swap_into_place): a kill at any point leaves either place whole, and the next call
+    finishes the move. Call it holding ``replica``'s lock. Raises LockHeldError (exit 11) when a follower
+    holds the old replica; OSError when the rename fails."""
+    from dataclasses import replace
+
+    old = replace(replica, replica_dir=Path(legacy_dir).absolute(), files_dir=None)
+    target = replica.replica_dir
+    if not os.path.lexists(old.replica_dir):
+        st = read_status(old)  # a move killed after its rename: the old status file names a dir now gone
+        if st is not None and made_by_follower(replica) and not _locked(old.lock_path):
+            old.status_path.unlink(missing_ok=True)
+            old.lock_path.unlink(missing_ok=True)
+        return None
+    if old.replica_dir.is_symlink() or not old.replica_dir.is_dir() or not made_by_follower(old):
+        return None  # not statectl's: never touched
+    if os.path.lexists(target) and (target.is_symlink() or not target.is_dir() or any(target.iterdir())):
+        return (f"a replica an older statectl kept at {old.replica_dir} is left there (Samza's restore of the task "
+                f"deletes it): a replica is already at {target}; delete the old one once it is not needed")
+    try:
+        held = ReplicaLock(old)
+    except LockHeldError as e:
+        raise LockHeldError(f"{e}: it is the replica an older statectl kept where Samza's restore deletes it, to be "
+                            f"moved to {target}", hint="stop that follower, then follow again: the replica is moved "
+                                                       "with its data and offset") from None
+    with held:
+        st = read_status(old)
+        if st is None:
+            return None
+        st.replica_dir = str(target)
+        _write_status(replica, st)  # first: the new place is statectl's before anything is in it
+        try:
+            if os.path.lexists(target):
+                target.rmdir()  # empty: the rename then replaces nothing
+            swap_into_place(old.replica_dir, target)
+        except OSError as e:
+            raise StatectlError(f"moving the replica {old.replica_dir} to {target} failed: {e}; it is where it was",
+                                hint="fix that, then follow again") from e
+        old.status_path.unlink(missing_ok=True)
+        old.lock_path.unlink(missing_ok=True)
+    return (f"moved the replica from {old.replica_dir} (where Samza's restore of task {replica.ref.task!r} deletes "
+            f"it) to {target}, with its data and offset")
+
+
+def locate_replica(replica: Replica, state_dir: Path, number: int = 0) -> tuple[Replica, str | None]:
+    """The replica promote takes when no dir was given (``replica`` is the default, replica ``number`` in
+    the standby root): the one the status file there names when it is the task's active store dir (a
+    follower with ``--layout active-path`` made it); else ``replica`` when its dir exists; else the one an
+    older statectl kept at legacy_standby_dir, with a note; else ``replica`` (promote says there is none).
+    Reads only."""
+    from dataclasses import replace
+
+    st = read_status(replica)
+    if st is not None:
+        in_place = active_path_replica(replica, state_dir)
+        if os.path.realpath(st.replica_dir) == os.path.realpath(in_place.replica_dir) and made_by_follower(in_place):
+            return in_place, None
+    if os.path.lexists(replica.replica_dir):
+        return replica, None
+    legacy = replace(replica, replica_dir=legacy_standby_dir(state_dir, replica.ref.store, replica.ref.task,
+                                                             number).absolute(), files_dir=None)
+    if made_by_follower(legacy):
+        return legacy, (f"promoting the replica an older statectl kept at {legacy.replica_dir} (a following "
+                        f"'statectl standby follow' would have moved it to {replica.replica_dir})")
+    return replica, None
 
 
 def _disk_full(replica: Replica, e: BaseException, what: str) -> DiskFullError | None:
@@ -419,12 +600,15 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
            seed: Seeder | None = None, stop: threading.Event | None = None, on_status: Callable[[FollowStatus], None] | None = None,
            progress: ProgressReporter | None = None, status_every_s: float = 1.0,
            argv: list[str] | None = None, cwd: str | None = None, state_dir: Path | None = None,
-           timeout_s: float = DEFAULT_TIMEOUT_S) -> FollowResult:
+           timeout_s: float = DEFAULT_TIMEOUT_S, legacy_dir: Path | None = None,
+           active_path: bool = False) -> FollowResult:
     """Keep ``replica`` current until ``stop`` is set (see the module doc); return what was done.
     ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the changelog). ``argv``
     and ``cwd`` (default: this process's) are recorded in the status file: a promote that fails starts the
     follower again with them. ``state_dir``: the job's state dir, whose active store dir of the task is
-    never a replica.
+    never a replica, unless ``active_path`` (``replica`` from active_path_replica; check_active_path must
+    pass). ``legacy_dir``: where an older statectl kept this replica by default; a replica there is moved
+    into ``replica.replica_dir`` first (relocate_legacy), which a note says.
 
     The changelog deleted and recreated under a running follower (a new topic id, another partition count,
     or its end now before the replica's offset) re-seeds the replica from the new changelog; so does a
@@ -433,8 +617,9 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
     answer again.
 
     Raises UsageError (exit 2, before anything is written) for a replica dir it may not seed or wipe
-    (check_replica_dir); LockHeldError (exit 11) when another follower holds the replica or a process holds
-    its store; NotFoundError (exit 10) when the changelog topic or partition does not exist; DiskFullError
+    (check_replica_dir, check_active_path), or whose status file names another replica of the task that
+    exists; LockHeldError (exit 11) when another follower holds the replica (or the old-layout one to be
+    moved) or a process holds its store; NotFoundError (exit 10) when the changelog topic or partition does not exist; DiskFullError
     (exit 1) when the disk fills (the replica keeps what it applied, its offset files no more); StatectlError
     (exit 1) when the brokers cannot be reached at the start or the replica's offset file is foreign or
     malformed."""
@@ -442,13 +627,20 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
     stop = stop or threading.Event()
     began = time.monotonic()
     result = FollowResult(str(replica.replica_dir), None, 0, 0, 0.0)
-    check_replica_dir(replica, state_dir)
+    check_replica_dir(replica, state_dir, active_path=active_path)
+    _check_own_files(replica)
+    if active_path:
+        check_active_path(replica, bootstrap, security=security)
     consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
     tail_consumer = None
     try:
         require_partition(consumer, replica.changelog, replica.partition, bootstrap)
         tail_consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
         with ReplicaLock(replica):
+            if legacy_dir is not None:
+                moved = relocate_legacy(replica, legacy_dir)
+                if moved:
+                    progress.note(moved)
             previous = read_status(replica)
             watch: TopicWatch | None = TopicWatch(tail_consumer, replica.changelog, bootstrap)
             status = FollowStatus(str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(),
@@ -600,7 +792,9 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
 
     The replica must be one statectl's follower made (made_by_follower), and the active dir it replaces
     must not exist, be empty, or be a RocksDB store (not another store's dir in
-    ``state_dir``, nor a versioned adstore); else UsageError (exit 2), before anything is done. Raises
+    ``state_dir``, nor a versioned adstore); else UsageError (exit 2), before anything is done. A replica
+    that is ``active_dir`` itself (``--layout active-path``: from active_path_replica) is caught up where it
+    is, nothing moved. Raises
     NotFoundError (exit 10) when there is no replica; LockHeldError (exit 11) when a process holds the
     active store; StatectlError (exit 1) when it cannot catch up within ``timeout_s`` (the replica keeps
     what it applied, with its offset files, and a follower that was running is started again where it ran),
@@ -615,7 +809,11 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
         raise UsageError(f"refusing to promote {replica.replica_dir}: statectl's follower did not make it (no "
                          f"{replica.replica_dir.name}{STATUS_SUFFIX} beside it naming it)",
                          hint="promote a replica 'statectl standby follow' keeps (leave --replica-dir out)")
-    active_dir = check_active_dir(replica, active_dir, state_dir)
+    # A replica kept in the active's store dir (--layout active-path) is promoted where it is: no move. Its
+    # store's LOCK is checked when the catch-up opens it, once its own follower is fenced.
+    in_place = replica.files_dir is not None and (
+        os.path.realpath(replica.replica_dir) == os.path.realpath(Path(active_dir).absolute()))
+    active_dir = Path(os.path.realpath(active_dir)) if in_place else check_active_dir(replica, active_dir, state_dir)
     before = read_status(replica)
     was_following = _fence(replica)
     result = PromoteResult(str(active_dir), None, 0, 0.0)
@@ -625,7 +823,11 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
             position = _catch_up(replica, consumer, bootstrap, security, to_checkpoint, began + timeout_s, result)
             result.caught_up_offset = position
             fsync_dirs(replica.replica_dir)
-            old = swap_into_place(replica.replica_dir, active_dir)
+            if not in_place:  # the store's dir need not exist: the replica is not in it
+                active_dir.parent.mkdir(parents=True, exist_ok=True)
+            old = None if in_place else swap_into_place(replica.replica_dir, active_dir)
+            if in_place:
+                result.notes.append(f"{active_dir} held the replica already (--layout active-path): nothing moved")
             # Only now: until the swap the status file is what proves the replica dir statectl's own.
             replica.status_path.unlink(missing_ok=True)
             result.replaced_active = old is not None
@@ -760,24 +962,67 @@ def _restart(status: FollowStatus | None, was_following: bool) -> None:
 
 
 def replicas(state_dir: Path) -> list[ReplicaStatus]:
-    """The replicas under ``state_dir`` (their status files), with their lag as last reported, whether
-    their follower runs, and whether they are promotable (an offset file, no follower mid-seed)."""
+    """The replicas under ``state_dir`` (their status files: in the standby root, and beside a replica
+    dir in a store's dir), with their lag as last reported, whether their follower runs, whether they are
+    promotable (an offset file, no follower mid-seed), and their layout: ``standby-root``, ``active-path``
+    (the task's active store dir), ``old`` (an older statectl's default, ``<store>/Standby-<task>-<n>``,
+    where Samza's restore deletes it: ``move_command`` names the command that moves it) or ``replica-dir``
+    (another dir in a store's dir). Reads only; NotFoundError (exit 10) when ``state_dir`` does not exist."""
+    import shlex
+
+    from statectl.formats.coordinator import active_of_standby
+
     if not state_dir.is_dir():
         raise NotFoundError(f"state dir {state_dir} does not exist")
+    root = state_dir / STANDBY_ROOT
+    found = [(p, True) for p in sorted(root.glob(f"*/*/*{STATUS_SUFFIX}"))]
+    found += [(p, False) for p in sorted(state_dir.glob(f"*/*{STATUS_SUFFIX}")) if p.parent.name != STANDBY_ROOT]
     out = []
-    for path in sorted(state_dir.glob(f"*/*{STATUS_SUFFIX}")):
+    for path, in_root in found:
         try:
             st = FollowStatus(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             continue
-        replica_dir = Path(st.replica_dir)
-        following = st.host == socket.gethostname() and process_alive(st.pid) and _locked(
-            replica_dir.with_name(replica_dir.name + LOCK_SUFFIX))
-        out.append(ReplicaStatus(st.replica_dir, st.changelog, st.partition, st.applied_offset, st.lag_records,
-                                 st.lag_s, st.pid if following else None, following,
-                                 (replica_dir / OFFSET_V2).exists(),
-                                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.updated)) if st.updated else None))
+        name = path.name[:-len(STATUS_SUFFIX)]
+        beside = os.path.realpath(st.replica_dir) == os.path.realpath(path.with_name(name))
+        if not in_root and not beside:
+            continue  # a status file that names another dir: not a replica kept here
+        lock = path.with_name(name + LOCK_SUFFIX)
+        following = st.host == socket.gethostname() and process_alive(st.pid) and _locked(lock)
+        row = ReplicaStatus(st.replica_dir, st.changelog, st.partition, st.applied_offset, st.lag_records,
+                            st.lag_s, st.pid if following else None, following,
+                            (Path(st.replica_dir) / OFFSET_V2).exists(),
+                            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.updated)) if st.updated else None)
+        if in_root:
+            row.layout = "standby-root" if beside else "active-path"
+        elif active_of_standby(name) is not None:
+            row.layout = "old"
+            row.move_command = _move_command(st, shlex, following)
+        else:
+            row.layout = "replica-dir"
+        out.append(row)
     return out
+
+
+def _move_command(st: FollowStatus, shlex: Any, following: bool) -> str:
+    """What moves an old-layout replica into the standby root: its follower's own command (without
+    --replica-dir: the default dir is what moves it), run by this statectl once that follower stopped."""
+    args = list(st.argv)
+    if args[1:3] == ["-m", "statectl"]:
+        args = args[3:]
+    elif args:
+        args = args[1:]
+    kept, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--replica-dir":
+            skip = True
+        elif not a.startswith("--replica-dir="):
+            kept.append(a)
+    command = "statectl " + shlex.join(kept) if kept else ("statectl standby follow (with the --kafka, --job, "
+                                                           "--task, --store and --state-dir of its follower)")
+    return (f"stop its follower (pid {st.pid}), then: {command}" if following else command)
 
 
 def _locked(path: Path) -> bool:

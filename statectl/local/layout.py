@@ -52,6 +52,33 @@ def store_dir(state_dir: Path, store: str, task: str) -> Path:
     return Path(state_dir) / store / task_dir_name(task)
 
 
+# statectl's own root for standby replicas, in the state dir: ``<state>/.statectl-standby/<n>/<store>/<task dir>``
+# (replica n of a task, the active's layout below ``<n>``), their lock and status files beside them. Samza
+# lists only ``<state>`` (ContainerStorageManager.clearLoggedStores, which clears all of it when a container
+# starts with no checkpoint at all), ``<state>/<x>`` for every x (TaskStorageCommitManager.deleteOldCheckpointDirs
+# deletes ``<x>/<task dir>-*``) and ``<state>/<store>`` of its own stores (StorageManagerUtil.
+# getTaskStoreCheckpointDirs: names containing ``<task dir>-``). Level 2 here holds only replica numbers,
+# which contain no ``-``; nothing deeper is ever listed.
+STANDBY_ROOT = ".statectl-standby"
+
+
+def standby_replica_dir(state_dir: Path, store: str, task: str, replica: int) -> Path:
+    """``<state-dir>/.statectl-standby/<replica>/<store>/<task with spaces -> _>``: where statectl keeps
+    replica ``replica`` of a task's store, out of reach of Samza's clean-ups (STANDBY_ROOT). Raises
+    UsageError for a negative replica number or a name store_dir refuses."""
+    if replica < 0:
+        raise UsageError(f"--replica must be 0 or more, not {replica}")
+    return store_dir(Path(state_dir) / STANDBY_ROOT / str(replica), store, task)
+
+
+def samza_would_take(name: str, task_dir: str) -> bool:
+    """Whether Samza's restore of the task whose store dir is named ``task_dir`` takes an entry ``name`` of
+    its store's dir for one of its checkpoint dirs (StorageManagerUtil.getTaskStoreCheckpointDirs:
+    ``name.contains(taskStoreName + "-")``), and so deletes it or moves it into the active dir
+    (TransactionalStateTaskRestoreManager, BlobStoreRestoreManager)."""
+    return f"{task_dir}-" in name
+
+
 def checkpoint_dir(store: Path, checkpoint_id: str) -> Path:
     """``<storeDir>-<checkpointId>``."""
     return store.with_name(f"{store.name}-{checkpoint_id}")

@@ -197,7 +197,7 @@ def test_follower_keeps_up_with_puts_and_deletes_and_promote_makes_it_the_active
         cs.write_task_container(TASK, "0")
         cs.write_container_host("0", "the-old-host.example.com")
     w.writer.send(random_records(random.Random(1), 300))  # a history before the follower starts
-    assert w.replica.name == "Standby-Partition_0-0"
+    assert w.replica == w.state / ".statectl-standby" / "0" / STORE / "Partition_0"  # where Samza never looks
 
     f = start(w, procs, changelog=False)
     feeder = Feeder(w.writer, seed=2, batch=25, pause_s=0.05).start()

@@ -1,0 +1,248 @@
+"""Where a standby replica lives (issue 18, item 3), end to end with real followers on a real
+Kafka-protocol broker (Tansu) and real RocksDB stores: a Samza-like restore scan of the state dir while a
+follower runs deletes nothing of it; a replica an older statectl kept at ``<store>/Standby-<task>-<n>`` is
+listed by ``status`` with the command that moves it, moved by ``follow`` (data and offset kept, never from
+under its follower) and found by ``promote``; ``--layout active-path`` is refused where this host runs the
+task's active and accepted elsewhere, adopting a Samza standby's dir, and promote then moves nothing."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import random
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from statectl.engine.standby import Replica, follow, legacy_standby_dir
+from statectl.formats.checkpoint import SSP
+from statectl.formats.offsets import OFFSET_V2, SIDE_INPUT_OFFSETS, write_offsets
+from statectl.kafka.coordinator import CoordinatorStream
+from statectl.local.layout import samza_would_take
+from tests.integration.test_standby import (  # noqa: F401 - world and procs are fixtures
+    STORE,
+    TASK,
+    World,
+    caught_up,
+    error_lines,
+    procs,
+    start,
+    status_rows,
+    world,
+)
+from tests.tools.samza_scan import restore_like_samza
+from tests.tools.standby_helpers import apply_records, cli, offsets_of, random_records, read_store, replica_offset, \
+    wait_until
+
+TASKS = ["Partition 0", "Partition 1", "Partition 10", "task", "task-a", "a.b", "my.task-1"]
+
+
+def one_error(stderr: str) -> str:
+    lines = error_lines(stderr)
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def legacy(w: World) -> Path:
+    return legacy_standby_dir(w.state, STORE, TASK)
+
+
+def make_old_layout_replica(w: World) -> Path:
+    """A replica as statectl before issue 18 made it by default: ``<state>/<store>/Standby-Partition_0-0``,
+    its status file beside it naming it (the engine's follower run in this process into that dir, with the
+    command line an old follower records), caught up to the changelog's end, then stopped."""
+    path = legacy(w)
+    stop = threading.Event()
+    done: list[object] = []
+
+    def run() -> None:
+        try:
+            done.append(follow(Replica(w.ref, w.topic, 0, path), w.bootstrap, stop=stop,
+                               argv=[sys.executable, "-m", "statectl", "standby", "follow", *w.where()],
+                               cwd=str(w.tmp)))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            done.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    wait_until(lambda: done or replica_offset(path, w.topic) == w.writer.last_offset, 90, "the old replica catches up")
+    stop.set()
+    t.join(60)
+    assert not t.is_alive() and done and not isinstance(done[0], BaseException), done
+    assert path.with_name(path.name + ".standby.json").exists()
+    return path
+
+
+def samza_standby_dir(w: World, upto: int) -> None:
+    """The active's store dir as a Samza standby container leaves it: the changelog applied up to record
+    ``upto`` (exclusive), OFFSET-v2 and SIDE-INPUT-OFFSETS naming the last one applied."""
+    import rocksdict
+
+    records = w.writer.records()[:upto]
+    db = rocksdict.Rdict(str(w.active), rocksdict.Options(raw_mode=True))
+    try:
+        for k, v in apply_records(records).items():
+            db[k] = v
+    finally:
+        db.close()
+    for name in (OFFSET_V2, SIDE_INPUT_OFFSETS):
+        write_offsets(w.active / name, {SSP("kafka", w.topic, 0): str(records[-1][0])})
+
+
+# -- the default layout survives Samza's clean-ups ---------------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_a_samza_restore_scan_of_the_state_dir_deletes_nothing_of_a_running_followers_replica(world: World, procs):
+    w = world
+    w.writer.send(random_records(random.Random(181), 200))
+    f = start(w, procs)
+    caught_up(w, f)
+    assert ".statectl-standby" in w.replica.parts
+    # The job's own dirs, which the scan must delete (so it is a scan that deletes).
+    for task in TASKS:
+        d = w.state / STORE / task.replace(" ", "_")
+        d.mkdir(parents=True, exist_ok=True)
+        d.with_name(d.name + "-1700000000000-123").mkdir()
+    gone = restore_like_samza(w.state, [STORE, "other-store"], TASKS)
+    assert w.state / STORE / "Partition_0-1700000000000-123" in gone
+    assert not [p for p in gone if ".statectl-standby" in p.parts], gone
+    assert w.replica.is_dir() and w.lock_file.exists() and w.status_file.exists()
+    f.assert_running()
+    w.writer.send(random_records(random.Random(182), 150))  # it keeps following, into the same dir
+    caught_up(w, f)
+    assert f.terminate() == 0, f.describe()
+    assert read_store(w.replica) == w.writer.state()
+    rows = status_rows(w)
+    assert [(r["replica_dir"], r["layout"]) for r in rows] == [(str(w.replica), "standby-root")]
+
+
+# -- an old-layout replica -----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_status_lists_an_old_layout_replica_and_follow_moves_it_with_its_data_and_offset(world: World, procs):
+    w = world
+    w.writer.send(random_records(random.Random(183), 250))
+    old = make_old_layout_replica(w)
+    old_status, old_lock = (old.with_name(old.name + s) for s in (".standby.json", ".standby.lock"))
+    assert samza_would_take(old.name, "Partition_0")  # why it must move
+    offset = replica_offset(old, w.topic)
+    assert offset == w.writer.last_offset
+
+    rows = status_rows(w)
+    assert len(rows) == 1 and rows[0]["replica_dir"] == str(old) and rows[0]["layout"] == "old", rows
+    command = rows[0]["move_command"]
+    assert command.startswith("statectl standby follow ") and "--replica-dir" not in command, command
+    assert f"--task '{TASK}'" in command and f"--state-dir {w.state}" in command, command
+    text = cli(w.tmp, "standby", "status", "--state-dir", str(w.state)).stdout
+    assert str(old) in text and "old layout" in text and command in text, text
+
+    # Its follower (an older statectl) still runs: nothing moves, exit 11, one line.
+    fd = os.open(old_lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        p = cli(w.tmp, "standby", "follow", *w.where(), code=11)
+        assert "older statectl" in one_error(p.stderr), p.stderr
+        assert old.is_dir() and old_status.exists() and not w.replica.exists()
+    finally:
+        os.close(fd)
+
+    f = start(w, procs)
+    wait_until(lambda: "moved the replica from" in f.stderr(), 60, f"the move note\n{f.describe()}")
+    assert str(old) in f.stderr() and str(w.replica) in f.stderr()
+    assert not old.exists() and not old_status.exists() and not old_lock.exists()
+    tail = w.writer.send(random_records(random.Random(184), 60))
+    caught_up(w, f)
+    assert f.terminate() == 0, f.describe()
+    r = f.result()
+    assert r["records_applied"] == len(tail) and r["reseeds"] == 0, r  # resumed at the moved offset + 1
+    assert f.status_lines()[0]["seeded_from"] is None, f.status_lines()[0]
+    assert read_store(w.replica) == w.writer.state()
+    assert [(x["replica_dir"], x["layout"], x["move_command"]) for x in status_rows(w)] == [
+        (str(w.replica), "standby-root", None)]
+
+
+@pytest.mark.timeout(300)
+def test_promote_finds_an_old_layout_replica(world: World):
+    w = world
+    w.writer.send(random_records(random.Random(185), 180))
+    old = make_old_layout_replica(w)
+    tail = w.writer.send(random_records(random.Random(186), 30))
+    p = cli(w.tmp, "standby", "promote", *w.where(), "-o", "json")
+    r = json.loads(p.stdout)
+    assert r["promoted_dir"] == str(w.active) and r["caught_up_offset"] == tail[-1], r
+    assert "older statectl" in p.stderr and str(old) in p.stderr, p.stderr
+    assert read_store(w.active) == w.writer.state()
+    assert not old.exists() and not old.with_name(old.name + ".standby.json").exists()
+
+
+# -- --layout active-path --------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_active_path_layout_refused_where_the_active_runs_accepted_elsewhere_and_promote_moves_nothing(
+        world: World, procs):
+    import rocksdict
+
+    w = world
+    w.writer.send(random_records(random.Random(187), 300))
+    samza_standby_dir(w, 200)  # a Samza standby container filled the active's dir on this host, then stopped
+    before = read_store(w.active)
+    args = [*w.where(), "--layout", "active-path"]
+
+    # This host runs the active: its store's LOCK is held (here by this test process).
+    db = rocksdict.Rdict(str(w.active), rocksdict.Options(raw_mode=True))
+    try:
+        p = cli(w.tmp, "standby", "follow", *args, code=2)
+        line = one_error(p.stderr)
+        assert "refusing --layout active-path" in line and "held" in line, p.stderr
+    finally:
+        db.close()
+    # ... or the job's locality places the task's container on this host.
+    with CoordinatorStream(w.bootstrap, w.job, "1") as cs:
+        cs.create()
+        cs.write_task_container(TASK, "0")
+        cs.write_container_host("0", socket.gethostname())
+    p = cli(w.tmp, "standby", "follow", *args, code=2)
+    line = one_error(p.stderr)
+    assert "refusing --layout active-path" in line and "locality" in line and socket.gethostname() in line, p.stderr
+    p = cli(w.tmp, "standby", "follow", *w.where(), "--layout", "active-path", "--replica-dir",
+            str(w.tmp / "r"), code=2)
+    assert "exclude each other" in one_error(p.stderr)
+    assert read_store(w.active) == before and not w.status_file.exists() and not w.lock_file.exists()
+
+    # Elsewhere: the follower adopts the Samza standby's dir and goes on from its offset.
+    with CoordinatorStream(w.bootstrap, w.job, "1") as cs:
+        cs.write_container_host("0", "the-active-host.example.com")
+    f = start(w, procs, "--layout", "active-path")
+    wait_until(lambda: replica_offset(w.active, w.topic) == w.writer.last_offset, 90, f"caught up\n{f.describe()}")
+    f.assert_running()
+    # Its lock and status files are in the standby root; nothing of it is in the store's dir but the store.
+    assert w.lock_file.exists() and w.status_file.exists() and ".statectl-standby" in w.lock_file.parts
+    assert sorted(x.name for x in (w.state / STORE).iterdir()) == ["Partition_0"]
+    assert json.loads(w.status_file.read_text())["replica_dir"] == str(w.active)
+    rows = status_rows(w)
+    assert [(r["replica_dir"], r["layout"], r["following"]) for r in rows] == [(str(w.active), "active-path", True)]
+    # A second follower, in either layout, meets the first (the lock and status files are one pair).
+    cli(w.tmp, "standby", "follow", *args, code=11)
+    p = cli(w.tmp, "standby", "follow", *w.where(), code=2)
+    assert str(w.active) in one_error(p.stderr)
+
+    inode = os.stat(w.active).st_ino
+    tail = w.writer.send(random_records(random.Random(188), 40))
+    p = cli(w.tmp, "standby", "promote", *w.where(), "-o", "json")
+    r = json.loads(p.stdout)
+    assert f.wait(60) == 0, f.describe()
+    assert r["promoted_dir"] == str(w.active) and r["caught_up_offset"] == tail[-1], r
+    assert r["replaced_active"] is False and any("nothing moved" in n for n in r["notes"]), r
+    assert os.stat(w.active).st_ino == inode  # no move: the same dir
+    assert read_store(w.active) == w.writer.state()
+    assert offsets_of(w.active) == {w.offset_key(): str(tail[-1])}
+    assert not w.status_file.exists() and not w.lock_file.exists()
+    # It went on from the Samza standby's offset: the follower and the promote applied the rest, no more.
+    assert f.result()["records_applied"] + r["records_applied"] == 140

@@ -1,0 +1,77 @@
+"""Where statectl keeps a standby replica, against what Samza's restore and commit delete in a state dir
+(tests/tools/samza_scan.py mirrors StorageManagerUtil.getTaskStoreCheckpointDirs, TransactionalStateTask-
+RestoreManager and TaskStorageCommitManager.deleteOldCheckpointDirs): no default replica dir, lock file or
+status file is ever one of them, for any task of the job, tricky task names included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from statectl.catalog.refs import StoreRef
+from statectl.engine.standby import Replica, active_path_replica, legacy_standby_dir, standby_dir
+from statectl.local.layout import samza_would_take
+from tests.tools.samza_scan import doomed, restore_like_samza
+
+TASKS = ["Partition 0", "Partition 1", "Partition 10", "task", "task-a", "a.b", "a.b-c", "my.task-1", "x", "0",
+         "Partition 0-"]
+STORES = ["counts", "task-a", "Partition_1-store", "x-y", "0"]
+
+
+def _within(path: Path, roots: list[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def _lay_out(state: Path) -> list[Path]:
+    """Every task's active store dir and a checkpoint dir of it, and every default replica of every task
+    (replicas 0 and 1) with its lock and status files, on disk; return the replica paths."""
+    ours = []
+    for store in STORES:
+        for task in TASKS:
+            active = state / store / task.replace(" ", "_")
+            active.mkdir(parents=True, exist_ok=True)
+            active.with_name(active.name + "-1700000000000-123456").mkdir(exist_ok=True)
+            for n in (0, 1):
+                rep = Replica(StoreRef("job", "1", task, store), "changelog", 0, standby_dir(state, store, task, n))
+                rep.replica_dir.mkdir(parents=True, exist_ok=True)
+                for f in (rep.lock_path, rep.status_path):
+                    f.write_text("x")
+                ours += [rep.replica_dir, rep.lock_path, rep.status_path]
+    return ours
+
+
+def test_no_default_replica_lock_or_status_path_is_anything_samza_deletes(tmp_path: Path):
+    state = tmp_path / "state"
+    ours = _lay_out(state)
+    gone = doomed(state, STORES, TASKS)
+    assert gone, "the mirror of Samza's scan finds the tasks' own dirs"
+    hit = [p for p in ours if _within(p, gone)]
+    assert hit == [], hit[:5]
+    # The name rule itself, for every pair of tasks: a replica of one is never taken by the restore of another.
+    for task in TASKS:
+        for other in TASKS:
+            rep = Replica(StoreRef("job", "1", task, "counts"), "c", 0, standby_dir(state, "counts", task))
+            for p in (rep.replica_dir, rep.lock_path, rep.status_path):
+                assert not (p.parent == state / "counts" and samza_would_take(p.name, other.replace(" ", "_"))), p
+
+
+def test_running_the_samza_scan_deletes_none_of_it_and_the_mirror_does_delete_the_old_default(tmp_path: Path):
+    state = tmp_path / "state"
+    ours = _lay_out(state)
+    old = legacy_standby_dir(state, "counts", "Partition 0")
+    old.mkdir()
+    old.with_name(old.name + ".standby.json").write_text("{}")
+    gone = restore_like_samza(state, STORES, TASKS)
+    assert old in gone and old.with_name(old.name + ".standby.json") in gone  # what issue 18 is about
+    assert all(p.exists() for p in ours), [p for p in ours if not p.exists()][:5]
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_active_path_replica_keeps_its_lock_and_status_in_the_standby_root(tmp_path: Path, task: str):
+    state = tmp_path / "state"
+    rep = Replica(StoreRef("job", "1", task, "counts"), "c", 0, standby_dir(state, "counts", task))
+    inplace = active_path_replica(rep, state)
+    assert inplace.replica_dir == (state / "counts" / task.replace(" ", "_")).absolute()
+    assert inplace.lock_path == rep.lock_path and inplace.status_path == rep.status_path
+    assert ".statectl-standby" in inplace.lock_path.parts
