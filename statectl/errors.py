@@ -18,6 +18,7 @@ EXIT_NOT_FOUND = 10
 EXIT_LOCKED = 11
 EXIT_AUTH = 12
 EXIT_MISSING_DEPENDENCY = 13
+EXIT_DISCARDED = 14
 EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM, SIGHUP: the CLI maps KeyboardInterrupt to it (statectl.cli.main)
 
 
@@ -43,6 +44,9 @@ EXIT_CODES: tuple[ExitCode, ...] = (
     ExitCode(EXIT_AUTH, "auth", "auth: the blob store rejected the credentials."),
     ExitCode(EXIT_MISSING_DEPENDENCY, "missing dependency", "missing dependency: a package or program this operation "
                                                             "needs is not installed."),
+    ExitCode(EXIT_DISCARDED, "discarded", "discarded: refused, nothing changed, because the job's next start would "
+                                          "delete what the command was to produce (standby promote: the job's "
+                                          "restore mode, its latest checkpoint)."),
     ExitCode(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C); nothing is left half-written."),
 )
 
@@ -127,6 +131,13 @@ class MissingDependencyError(StatectlError):
     """A package or program statectl needs for this operation is not installed."""
 
     exit_code = EXIT_MISSING_DEPENDENCY
+
+
+class DiscardedError(StatectlError):
+    """Refused before anything changed: what the command was to produce is what the job's next start
+    deletes (e.g. a promoted standby dir under Samza's transactional or blob-store restore)."""
+
+    exit_code = EXIT_DISCARDED
 
 
 class BlobStoreError(StatectlError):

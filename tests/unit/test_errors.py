@@ -11,7 +11,7 @@ def test_the_table_holds_every_documented_code_once():
     constants = {name: value for name, value in vars(errors).items()
                  if name.startswith("EXIT_") and isinstance(value, int)}
     codes = [c.code for c in errors.EXIT_CODES]
-    assert sorted(codes) == sorted(constants.values()) == [0, 1, 2, 3, 10, 11, 12, 13, 130]
+    assert sorted(codes) == sorted(constants.values()) == [0, 1, 2, 3, 10, 11, 12, 13, 14, 130]
     assert len(set(codes)) == len(codes) and codes == sorted(codes)
     assert len({c.name for c in errors.EXIT_CODES}) == len(codes)
     for c in errors.EXIT_CODES:
@@ -20,7 +20,7 @@ def test_the_table_holds_every_documented_code_once():
 
 def test_describe_exit_codes():
     assert errors.describe_exit_codes() == ("0 ok, 1 failure, 2 usage, 3 partial, 10 not found, 11 lock held, "
-                                            "12 auth, 13 missing dependency, 130 interrupted")
+                                            "12 auth, 13 missing dependency, 14 discarded, 130 interrupted")
     assert errors.describe_exit_codes([0, (1, "different"), 10]) == "0 ok, 1 different, 10 not found"
     assert errors.describe_exit_codes([0, 1], meanings={1: "failure (x)"}) == "0 ok, 1 failure (x)"
     for bad in ([42], [(42, "made up")]):
@@ -32,6 +32,7 @@ def test_describe_exit_codes():
     (errors.StatectlError, 1), (errors.UsageError, 2), (errors.ConfigError, 2), (errors.PartialError, 3),
     (errors.NotFoundError, 10), (errors.SnapshotNotFoundError, 10), (errors.BlobNotFoundError, 10),
     (errors.LockHeldError, 11), (errors.AuthError, 12), (errors.MissingDependencyError, 13),
+    (errors.DiscardedError, 14),
     (errors.CorruptSnapshotError, 1), (errors.DiskFullError, 1),
     # A lease lost while holding it fails this run (it stopped before committing): 1, not "could not start" 11.
     (errors.LeaseLostError, 1),

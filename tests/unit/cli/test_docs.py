@@ -355,9 +355,9 @@ def test_man_pages_document_every_command_flag_exit_code_and_variable(tree):
             for line in block:
                 assert line in texts[c.path], f"{c.page}.1 lacks the example {line}"
     exit_status = root.split("EXIT STATUS", 1)[1].split("EXAMPLES", 1)[0]
-    for code in (0, 1, 2, 3, 10, 11, 12, 13, 130):
+    for code in (0, 1, 2, 3, 10, 11, 12, 13, 14, 130):
         assert re.search(rf"^\s+{code}\s", exit_status, re.M), f"statectl.1 lacks exit code {code}"
-    assert {c.code for c in errors.EXIT_CODES} == {0, 1, 2, 3, 10, 11, 12, 13, 130}
+    assert {c.code for c in errors.EXIT_CODES} == {0, 1, 2, 3, 10, 11, 12, 13, 14, 130}
     environment = root.split("ENVIRONMENT", 1)[1].split("FILES", 1)[0]
     for key in config.KEYS:
         assert f"STATECTL_{key.upper()}" in environment
