@@ -68,14 +68,21 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     "the task's active store, another store or a dir of files is refused (exit 2), never wiped; so is a dir in the "
     "store's dir whose name contains '<task>-', which Samza's restore of the task deletes. A replica an older "
     "statectl kept at <store>/Standby-<task>-<n> is moved into the standby root first (with the default dir, when "
-    "no follower holds it), with a note.\n\n"
+    "no follower holds it), with a note. --to-checkpoint applies the changelog only up to the task's latest "
+    "checkpointed changelog offset (read from the job's checkpoint topic as checkpoints come): what a promote needs "
+    "under Samza's transactional restore (the default), where the job restores to that offset and the replica "
+    "cannot be rolled back.\n\n"
     "Example:\n\n  statectl standby follow --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state\n\n"
     + exit_codes_epilog(0, 1, 2, (10, "no such changelog topic or partition"),
                         (11, "another follower holds the replica, or a process holds its store"), 130)))
 @state_command(*WHERE, "blobstore", "s3_endpoint")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
-           replica_dir: REPLICA_DIR = None, layout: LAYOUT = "standby-root") -> None:
+           replica_dir: REPLICA_DIR = None, layout: LAYOUT = "standby-root",
+           to_checkpoint: Annotated[bool, typer.Option(
+               "--to-checkpoint", help="Apply only up to the task's latest checkpointed changelog offset, as "
+                                       "checkpoints come (for a promote under Samza's transactional restore).")
+           ] = False) -> None:
     """Keep a hot replica of a task's store current from its changelog (runs until stopped)."""
     from statectl.engine.restore import RestoreOptions, restore
     from statectl.engine.standby import follow as run_follow
@@ -95,7 +102,7 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
                        on_status=display.update, progress=env.progress,
                        argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
                        state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None,
-                       legacy_dir=legacy, active_path=layout == "active-path")
+                       legacy_dir=legacy, active_path=layout == "active-path", to_checkpoint=to_checkpoint)
     finally:
         display.close()
     if env.json:  # JSON lines throughout: the result is the last line
@@ -166,19 +173,30 @@ def status(env: Env) -> None:
 
 
 @app.command("promote", epilog=(
-    "Fences the follower, catches the replica up to the changelog's end (--to-checkpoint: to the active's last "
-    "checkpointed changelog offset), writes the offset files Samza expects and swaps the replica into the active "
-    "store dir atomically; the old active dir is kept aside until the swap is done. --active-dir must not exist, be "
-    "empty, or be a RocksDB store (not another store's dir in the state dir, nor a versioned adstore): else exit 2, "
-    "before the follower is fenced. Without --replica-dir it takes the task's replica wherever it is: in the "
-    "standby root, in the active store dir (--layout active-path: caught up there, nothing moved), or where an older "
-    "statectl kept it (<store>/Standby-<task>-<n>). With --job, then points the "
-    "task's container at this host on the coordinator stream.\n\n"
+    "Reads how the job's next start restores the store (its config on the coordinator stream, the task's latest "
+    "checkpoint) and produces what that start keeps, or refuses with exit 14 changing nothing. Non-transactional "
+    "restore from the Kafka changelog (task.transactional.state.restore.enabled=false, "
+    "job.standbytasks.replication.factor > 1, or task.async.commit=true): fences the follower, catches the replica "
+    "up to the changelog's end (--to-checkpoint: to the active's last checkpointed changelog offset), writes the "
+    "offset files Samza expects and swaps the replica into the active store dir atomically; the old active dir is "
+    "kept aside until the swap is done. Transactional restore (Samza's default): catches the replica up exactly to "
+    "the offset the job restores to (the task's checkpointed changelog offset; the newest once the checkpoint is "
+    "older than 0.9 x min.compaction.lag.ms) and renames it to <active dir>-<checkpoint id> of the task's latest "
+    "checkpoint, leaving the active dir as it is (the start deletes it); a replica already past that offset is "
+    "refused (exit 14: follow with --to-checkpoint). The blob-store restore backend, clean.on.container.start, or "
+    "transactional restore without a checkpointed changelog offset: exit 14. Without the job's coordinator stream: "
+    "as non-transactional, with a note that the restore mode could not be checked. JSON's restore_mode says which "
+    "applied. --active-dir must not exist, be empty, or be a RocksDB store (not another store's dir in the state "
+    "dir, nor a versioned adstore): else exit 2, before the follower is fenced. Without --replica-dir it takes the "
+    "task's replica wherever it is: in the standby root, in the active store dir (--layout active-path: caught up "
+    "there, nothing moved under non-transactional restore), or where an older statectl kept it "
+    "(<store>/Standby-<task>-<n>). Then points the task's container at this host on the coordinator stream.\n\n"
     "Example:\n\n  statectl standby promote --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state --timeout 30\n\n"
     + exit_codes_epilog(0, (1, "could not catch up within --timeout (the replica and follower are as they were), "
                                "or the disk is full"),
-                        2, (10, "no replica"), (11, "the active store is held by a running process"))))
+                        2, (10, "no replica"), (11, "the active store is held by a running process"),
+                        (14, "refused: the job's next start would delete the promoted dir (nothing changed)"))))
 @state_command(*WHERE)
 def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
             replica_dir: REPLICA_DIR = None,
@@ -188,7 +206,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
             active_dir: Annotated[Optional[Path], typer.Option("--active-dir", help="The active store dir (default: "
                                                                "<state-dir>/<store>/<task>).", show_default=False)] = None
             ) -> None:
-    """Make a replica the active store: fence its follower, catch up, swap it in."""
+    """Make a replica what the job's next start restores from: fence its follower, catch up, move it in."""
     from statectl.config import parse_seconds
     from statectl.engine.standby import promote as run_promote
     from statectl.engine.standby import update_locality
@@ -214,7 +232,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     for note in r.notes:
         env.progress.note(note)
     env.emit(r, f"promoted {rep.replica_dir} to {r.promoted_dir} at changelog offset {r.caught_up_offset} "
-                f"({r.records_applied} records caught up) in {r.duration_s:.2f}s")
+                f"({r.records_applied} records caught up, {r.restore_mode} restore) in {r.duration_s:.2f}s")
 
 
 @app.command("check", epilog="Example:\n\n  statectl standby check --kafka broker:9092 --job page-views\n\n"

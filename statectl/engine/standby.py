@@ -59,15 +59,25 @@ from typing import Any
 from statectl import failpoints
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.refs import StoreRef
-from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError
+from statectl.errors import DiscardedError, DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.checkpoint import (
     BLOB_STORE_FACTORY,
     KAFKA_CHANGELOG_FACTORY,
     SSP,
     CheckpointFormatError,
     decode_changelog_marker,
+    parse_checkpoint_id,
 )
-from statectl.formats.offsets import OFFSET_V2, SIDE_INPUT_OFFSETS, OffsetFileError, read_offsets, write_offsets
+from statectl.formats import jobconfig
+from statectl.formats.offsets import (
+    OFFSET,
+    OFFSET_V2,
+    SIDE_INPUT_OFFSETS,
+    OffsetFileError,
+    read_offsets,
+    write_offset,
+    write_offsets,
+)
 from statectl.kafka.client import (
     DEFAULT_TIMEOUT_S,
     KafkaSecurity,
@@ -79,7 +89,14 @@ from statectl.kafka.client import (
 from statectl.formats.coordinator import active_of_standby
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import Tail, TopicRecreated, TopicWatch, check_in_range, read_tails
-from statectl.local.layout import STANDBY_ROOT, samza_would_take, standby_replica_dir, store_dir, task_dir_name
+from statectl.local.layout import (
+    STANDBY_ROOT,
+    checkpoint_dir,
+    samza_would_take,
+    standby_replica_dir,
+    store_dir,
+    task_dir_name,
+)
 from statectl.local.staged import discard_old, fsync_dirs, process_alive, swap_into_place
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.rocks.live import LiveStore
@@ -161,6 +178,7 @@ class FollowStatus:
     argv: list[str] = field(default_factory=list)
     cwd: str | None = None  # where argv ran: a failed promote restarts the follower there (relative paths)
     topic_id: str | None = None  # the changelog's topic id when the follower started (None: not reported)
+    checkpoint_offset: int | None = None  # --to-checkpoint: the task's checkpointed changelog offset it stops at
 
 
 @dataclass
@@ -182,6 +200,11 @@ class PromoteResult:
     replaced_active: bool = False
     locality_updated: bool = False
     notes: list[str] = field(default_factory=list)
+    # How the job's next start restores the store (NextStart.mode): "non-transactional" (promoted into the
+    # active dir), "transactional" (promoted into <active dir>-<checkpoint_id>), "unchecked" (no
+    # coordinator stream: into the active dir, not known to be kept).
+    restore_mode: str = "unchecked"
+    checkpoint_id: str | None = None
 
 
 @dataclass
@@ -601,14 +624,18 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
            progress: ProgressReporter | None = None, status_every_s: float = 1.0,
            argv: list[str] | None = None, cwd: str | None = None, state_dir: Path | None = None,
            timeout_s: float = DEFAULT_TIMEOUT_S, legacy_dir: Path | None = None,
-           active_path: bool = False) -> FollowResult:
+           active_path: bool = False, to_checkpoint: bool = False) -> FollowResult:
     """Keep ``replica`` current until ``stop`` is set (see the module doc); return what was done.
     ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the changelog). ``argv``
     and ``cwd`` (default: this process's) are recorded in the status file: a promote that fails starts the
     follower again with them. ``state_dir``: the job's state dir, whose active store dir of the task is
     never a replica, unless ``active_path`` (``replica`` from active_path_replica; check_active_path must
     pass). ``legacy_dir``: where an older statectl kept this replica by default; a replica there is moved
-    into ``replica.replica_dir`` first (relocate_legacy), which a note says.
+    into ``replica.replica_dir`` first (relocate_legacy), which a note says. ``to_checkpoint``: apply the
+    changelog only up to the task's latest checkpointed changelog offset (its Kafka changelog marker, read
+    from the job's checkpoint topic as new checkpoints come), so that a promote under Samza's transactional
+    restore finds the replica at or behind the offset the job restores to; nothing is applied while the task
+    has no such checkpoint, and a replica already past it waits until a checkpoint passes it (notes say so).
 
     The changelog deleted and recreated under a running follower (a new topic id, another partition count,
     or its end now before the replica's offset) re-seeds the replica from the new changelog; so does a
@@ -633,6 +660,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
         check_active_path(replica, bootstrap, security=security)
     consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
     tail_consumer = None
+    cap: _CheckpointCap | None = None
     try:
         require_partition(consumer, replica.changelog, replica.partition, bootstrap)
         tail_consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
@@ -657,6 +685,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                 changelog_only = True
                 _reseed(replica)
             _write_status(replica, status)  # 'standby status' sees it from the start; it proves the dir ours
+            cap = _CheckpointCap(replica, bootstrap, security) if to_checkpoint else None
             while not stop.is_set():
                 offset = applied_offset(replica) if replica.replica_dir.exists() else None
                 seeded = offset is None and not (replica.replica_dir / OFFSET_V2).exists()
@@ -685,7 +714,10 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                         reader.seek(None if offset is None else offset + 1)
                         last_flush = last_status = time.monotonic()
                         newest_applied_ts = -1
-                        for batch in reader.batches(follow=True):
+                        batches = (reader.batches(follow=True) if cap is None else _capped_batches(
+                            reader, cap, stop, offset, lambda at: _check_in_range(consumer, replica, bootstrap, at),
+                            status, progress))
+                        for batch in batches:
                             if batch:
                                 _apply(db, batch)
                                 pending += len(batch)
@@ -749,9 +781,77 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
         consumer.close()
         if tail_consumer is not None:
             tail_consumer.close()
+        if cap is not None:
+            cap.close()
     result.duration_s = round(time.monotonic() - began, 3)
     result.notes = list(getattr(progress, "notes", []))
     return result
+
+
+CAP_POLL_S = 0.5  # follow --to-checkpoint: how often the checkpoint topic is read while nothing can be applied
+
+
+class _CheckpointCap:
+    """follow --to-checkpoint: the task's latest checkpointed changelog offset for the replica's store, read
+    on from the job's checkpoint topic as checkpoints come (KafkaCheckpointLog reads incrementally)."""
+
+    def __init__(self, replica: Replica, bootstrap: str, security: KafkaSecurity | None):
+        self.replica = replica
+        self._log = KafkaCheckpointLog(bootstrap, replica.ref.job, replica.ref.job_id, security=security)
+        self.problem: str | None = None  # why there is no cap (for a note), None when there is one
+
+    def offset(self) -> int | None:
+        """The newest offset the replica may apply (None: none yet). The brokers failing keeps the last."""
+        ref = self.replica.ref
+        try:
+            found = self._log.latest_changelog_offset(ref.task, ref.store, changelog_topic=self.replica.changelog)
+        except NotFoundError:
+            found = None
+        if found is None or found[1] is None:
+            self.problem = f"task {ref.task!r} has no checkpointed changelog offset for store {ref.store!r} yet"
+            return None
+        ssp, offset = found
+        if (ssp["stream"], ssp["partition"]) != (self.replica.changelog, self.replica.partition):
+            self.problem = (f"task {ref.task!r}'s checkpoint names changelog {ssp['stream']}[{ssp['partition']}], "
+                            f"not {self.replica.changelog}[{self.replica.partition}]")
+            return None
+        self.problem = None
+        return int(offset)
+
+    def close(self) -> None:
+        self._log.close()
+
+
+def _capped_batches(reader: PartitionReader, cap: _CheckpointCap, stop: threading.Event, position: int | None,
+                    recheck: Callable[[int | None], None], status: FollowStatus,
+                    progress: ProgressReporter) -> Any:
+    """The changelog's batches up to ``cap``'s offset as it moves (follow --to-checkpoint), read from after
+    ``position`` (the replica's offset); an empty batch whenever there is nothing to apply, so that the
+    follow loop flushes, reports and checks ``stop``. Each read is re-positioned (``recheck`` raises
+    OffsetOutOfRange when records after ``position`` are gone) since a read stopped at the cap has fetched
+    past it."""
+    said: str | None = None
+    while not stop.is_set():
+        limit = cap.offset()
+        status.checkpoint_offset = limit
+        if limit is None or (position is not None and position >= limit):
+            why = cap.problem if limit is None else (
+                None if position == limit else f"the replica is at offset {position}, past the task's latest "
+                f"checkpointed changelog offset {limit}: it applies nothing until a checkpoint passes it")
+            if why is not None and why != said:
+                progress.note(f"replica {cap.replica.replica_dir}: {why}")
+            said = why
+            yield []
+            stop.wait(CAP_POLL_S)
+            continue
+        said = None
+        recheck(position)
+        reader.seek(None if position is None else position + 1)
+        for batch in reader.batches(stop=limit + 1, follow=True):
+            yield batch
+            if stop.is_set():
+                return
+        position = limit  # read through it: what is missing below it was compacted away
 
 
 def _check_in_range(consumer: Any, replica: Replica, bootstrap: str, offset: int | None) -> None:
@@ -779,22 +879,174 @@ def _lag(status: FollowStatus, tail: Tail, newest_applied_ts: int) -> None:
         status.lag_s = None
 
 
+# -- what the job's next start keeps ------------------------------------------------------------------
+
+RESTORE_NON_TRANSACTIONAL = "non-transactional"
+RESTORE_TRANSACTIONAL = "transactional"
+RESTORE_UNCHECKED = "unchecked"
+
+
+@dataclass(frozen=True)
+class NextStart:
+    """How the job's next start restores the task's store, from the job's config (its coordinator stream)
+    and the task's latest v2 checkpoint, and so what of a promoted replica it keeps:
+
+    - ``non-transactional`` (``task.transactional.state.restore.enabled=false``, standby tasks on, or
+      ``task.async.commit``; TaskConfig.getTransactionalStateRestoreEnabled): NonTransactionalStateTaskRestoreManager
+      keeps the active store dir when its offset file names exactly the changelog partition and is not
+      stale, and restores the changelog after its offset.
+    - ``transactional`` (the default): TransactionalStateTaskRestoreManager.getStoreActions deletes the
+      active store dir and keeps at most one checkpoint dir ``<store dir>-<id>`` whose valid, fresh offset
+      file names an offset between the changelog's oldest and the target (the checkpointed changelog offset
+      ``checkpointed_offset`` of checkpoint ``checkpoint_id``; the newest offset once the checkpoint is older
+      than 0.9 x ``min_compaction_lag_ms``).
+    - ``unchecked``: the job has no coordinator stream; nothing known.
+
+    ``delete_retention_ms``: a kept dir's offset file must be younger (StorageManagerUtil.isStaleStore).
+    The checkpoint read is the task's latest v2 one: a job that writes checkpoints v1 and v2 (Samza's
+    default) writes both with the same id and offsets."""
+
+    mode: str
+    why: str
+    checkpoint_id: str | None = None
+    checkpoint_millis: int | None = None
+    checkpointed_offset: int | None = None
+    min_compaction_lag_ms: int = jobconfig.DEFAULT_MIN_COMPACTION_LAG_MS
+    delete_retention_ms: int = jobconfig.DEFAULT_DELETE_RETENTION_MS
+
+
+def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None = None) -> NextStart:
+    """How the job's next start restores ``replica``'s store (NextStart). Reads only.
+
+    Raises DiscardedError (exit 14) when that start deletes the store dir and every checkpoint dir of the
+    task whatever promote puts there: the store is restored by the blob store backend (BlobStoreRestoreManager
+    deletes them, keeping only a checkpoint dir identical to the snapshot), by a backend statectl does not
+    know, or not at all (a store without a changelog is not logged: always deleted);
+    ``stores.<store>.clean.on.container.start``; under transactional restore, a task without a v2
+    checkpoint whose Kafka changelog marker names an offset for the store (Samza then restores from the
+    changelog's oldest offset, all dirs deleted), or whose marker names another changelog partition than the
+    replica's (its offset file would not be valid). StatectlError for a config value Samza cannot parse,
+    or brokers that cannot be reached."""
+    ref = replica.ref
+    with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
+        if not cs.refresh():
+            return NextStart(RESTORE_UNCHECKED, f"job {ref.job}-{ref.job_id} has no coordinator stream {cs.topic}")
+        config = cs.config()
+    log = KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security)
+    try:
+        try:
+            checkpoint = log.latest_checkpoints()[0].get(ref.task)
+        except NotFoundError:
+            checkpoint = None
+    finally:
+        log.close()
+    markers = checkpoint.state_checkpoint_markers if checkpoint is not None else {}
+    store, task = ref.store, ref.task
+    refused = f"refusing to promote the replica of store {store!r} of task {task!r}"
+    try:
+        factory = jobconfig.restore_factory(config, store, markers)
+        if factory == BLOB_STORE_FACTORY:
+            raise DiscardedError(
+                f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), "
+                "whose restore deletes the store dir and every checkpoint dir but one identical to the snapshot",
+                hint="let the job restore from its snapshot ('statectl restore' builds it ahead of time), or "
+                     "restore the store from the Kafka changelog in the job's config")
+        if factory is None:
+            raise DiscardedError(f"{refused}: the job's config gives the store no changelog "
+                                 f"(stores.{store}.changelog) nor restore factories, so its start deletes the dir",
+                                 hint="check --job and --store")
+        if factory != KAFKA_CHANGELOG_FACTORY:
+            raise DiscardedError(f"{refused}: the job restores the store with {factory}, whose start statectl "
+                                 "cannot tell keeps a promoted dir",
+                                 hint="restore the store from the Kafka changelog in the job's config")
+        if jobconfig.clean_on_start(config, store):
+            raise DiscardedError(f"{refused}: stores.{store}.clean.on.container.start is true, so the job's start "
+                                 "deletes the store dir and every checkpoint dir",
+                                 hint=f"unset stores.{store}.clean.on.container.start, then promote again")
+        why = jobconfig.restore_reason(config)
+        if not jobconfig.transactional_restore_enabled(config):
+            return NextStart(RESTORE_NON_TRANSACTIONAL, why)
+        lag_ms = jobconfig.changelog_min_compaction_lag_ms(config, store)
+        retention_ms = jobconfig.changelog_delete_retention_ms(config, store)
+    except jobconfig.JobConfigError as e:
+        raise StatectlError(f"the config of job {ref.job}-{ref.job_id}: {e}",
+                            hint="the job cannot start with it either: fix the job's config") from None
+    text = markers.get(KAFKA_CHANGELOG_FACTORY, {}).get(store)
+    marker = None
+    if text is not None:
+        try:
+            marker = decode_changelog_marker(text)
+        except CheckpointFormatError:
+            marker = None
+    if checkpoint is None or marker is None or not (marker.offset or "").strip():
+        what = ("has no v2 checkpoint" if checkpoint is None else
+                f"'s latest checkpoint {checkpoint.checkpoint_id} names no changelog offset for the store")
+        raise DiscardedError(
+            f"{refused}: under transactional restore ({why}) the task {what}, so the job's next start deletes "
+            "the store dir and every checkpoint dir and restores from the changelog",
+            hint="promote after the job's first commit with a changelog offset, or set "
+                 "task.transactional.state.restore.enabled=false in the job's config")
+    if (marker.ssp.system, marker.ssp.stream, marker.ssp.partition) != (replica.system, replica.changelog,
+                                                                         replica.partition):
+        raise DiscardedError(
+            f"{refused}: the task's checkpoint {checkpoint.checkpoint_id} names changelog {marker.ssp.key()}, the "
+            f"replica follows {replica.ssp.key()}: its offset file would not be valid for the job",
+            hint="follow the changelog partition the job's checkpoint names")
+    millis, second = parse_checkpoint_id(checkpoint.checkpoint_id)
+    return NextStart(RESTORE_TRANSACTIONAL, why, f"{millis}-{second}", millis, int(marker.offset),
+                     lag_ms, retention_ms)
+
+
+def _transactional_target(start: NextStart, tail: Tail, replica: Replica) -> int:
+    """The offset a checkpoint dir must hold to be kept (TransactionalStateTaskRestoreManager.getStoreActions):
+    the checkpointed offset, or the changelog's newest once the checkpoint is older than 0.9 x
+    min.compaction.lag.ms. DiscardedError when the checkpointed offset is off the changelog (every dir is
+    deleted then)."""
+    assert start.checkpointed_offset is not None and start.checkpoint_millis is not None
+    oldest, newest = tail.beginning, tail.end - 1
+    offset = start.checkpointed_offset
+    if tail.end <= tail.beginning or not oldest <= offset <= newest:
+        raise DiscardedError(
+            f"refusing to promote {replica.replica_dir}: the task's checkpointed changelog offset {offset} is not "
+            f"in {replica.changelog}[{replica.partition}] (offsets {oldest} to {newest}), so the job's next start "
+            "deletes every local dir of the store and restores the whole changelog",
+            hint="let the job restore from the changelog; promote after its next commit")
+    if time.time() * 1000 - start.checkpoint_millis > 0.9 * start.min_compaction_lag_ms:
+        return newest  # Samza restores on to the newest offset then (the changelog may have been compacted)
+    return offset
+
+
 # -- promote ---------------------------------------------------------------------------------------
 
 
 def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: KafkaSecurity | None = None,
             timeout_s: float = 60.0, to_checkpoint: bool = False,
             on_locality: Callable[[], bool] | None = None, progress: ProgressReporter | None = None,
-            kafka_timeout_s: float = DEFAULT_TIMEOUT_S, state_dir: Path | None = None) -> PromoteResult:
-    """Fence the follower, catch the replica up, and swap it into ``active_dir`` (see the module doc).
-    ``on_locality`` (after the swap) updates the job's locality and returns whether it did. ``state_dir``:
-    the job's state dir, whose other stores are never replaced.
+            kafka_timeout_s: float = DEFAULT_TIMEOUT_S, state_dir: Path | None = None,
+            check_restore: bool = True) -> PromoteResult:
+    """Fence the follower, catch the replica up, and put it where the job's next start keeps it (see the
+    module doc). ``on_locality`` (after the move) updates the job's locality and returns whether it did.
+    ``state_dir``: the job's state dir, whose other stores are never replaced.
+
+    Where it goes depends on how the job's next start restores the store (next_start, from the job's
+    config on its coordinator stream, unless ``check_restore`` is False; ``result.restore_mode`` says which):
+    non-transactional restore, or no coordinator stream (``unchecked``, with a note): caught up to the
+    changelog's end (``to_checkpoint``: to the active's last checkpointed changelog offset) and swapped into
+    ``active_dir``. Transactional restore: caught up exactly to the offset getStoreActions restores to (the
+    task's checkpointed changelog offset; the newest when the checkpoint is older than 0.9 x
+    min.compaction.lag.ms) and renamed to ``<active_dir>-<checkpoint id>`` of the task's latest checkpoint,
+    with the offset files Samza reads there (``OFFSET-v2``, ``OFFSET``); ``active_dir`` is left as it is (the
+    start deletes it). That dir must not exist or be empty (else UsageError, exit 2).
 
     The replica must be one statectl's follower made (made_by_follower), and the active dir it replaces
     must not exist, be empty, or be a RocksDB store (not another store's dir in
     ``state_dir``, nor a versioned adstore); else UsageError (exit 2), before anything is done. A replica
     that is ``active_dir`` itself (``--layout active-path``: from active_path_replica) is caught up where it
-    is, nothing moved. Raises
+    is, nothing moved (under transactional restore it is renamed like any other). Raises
+    DiscardedError (exit 14), nothing changed, when the job's next start would delete what promote makes
+    (next_start's cases; under transactional restore also a checkpointed offset off the changelog, or a
+    replica already past the target offset: it cannot be rolled back, a follower run with
+    ``to_checkpoint`` never passes it); a follower fenced meanwhile is started again.
     NotFoundError (exit 10) when there is no replica; LockHeldError (exit 11) when a process holds the
     active store; StatectlError (exit 1) when it cannot catch up within ``timeout_s`` (the replica keeps
     what it applied, with its offset files, and a follower that was running is started again where it ran),
@@ -809,35 +1061,65 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
         raise UsageError(f"refusing to promote {replica.replica_dir}: statectl's follower did not make it (no "
                          f"{replica.replica_dir.name}{STATUS_SUFFIX} beside it naming it)",
                          hint="promote a replica 'statectl standby follow' keeps (leave --replica-dir out)")
+    start = (next_start(replica, bootstrap, security=security) if check_restore
+             else NextStart(RESTORE_UNCHECKED, "not checked (check_restore=False)"))
+    transactional = start.mode == RESTORE_TRANSACTIONAL
     # A replica kept in the active's store dir (--layout active-path) is promoted where it is: no move. Its
     # store's LOCK is checked when the catch-up opens it, once its own follower is fenced.
     in_place = replica.files_dir is not None and (
         os.path.realpath(replica.replica_dir) == os.path.realpath(Path(active_dir).absolute()))
     active_dir = Path(os.path.realpath(active_dir)) if in_place else check_active_dir(replica, active_dir, state_dir)
-    before = read_status(replica)
-    was_following = _fence(replica)
-    result = PromoteResult(str(active_dir), None, 0, 0.0)
+    target_dir = active_dir
+    if transactional:
+        assert start.checkpoint_id is not None
+        target_dir = checkpoint_dir(active_dir, start.checkpoint_id)
+        _check_checkpoint_dir(replica, target_dir)
+        in_place = False  # the start deletes the active dir, a replica in it too: it moves
+    result = PromoteResult(str(target_dir), None, 0, 0.0, restore_mode=start.mode,
+                           checkpoint_id=start.checkpoint_id if transactional else None)
     consumer = open_consumer(bootstrap, timeout_s=kafka_timeout_s, security=security)
     try:
-        with ReplicaLock(replica, wait_s=FENCE_TIMEOUT_S):
-            position = _catch_up(replica, consumer, bootstrap, security, to_checkpoint, began + timeout_s, result)
-            result.caught_up_offset = position
-            fsync_dirs(replica.replica_dir)
-            if not in_place:  # the store's dir need not exist: the replica is not in it
-                active_dir.parent.mkdir(parents=True, exist_ok=True)
-            old = None if in_place else swap_into_place(replica.replica_dir, active_dir)
-            if in_place:
-                result.notes.append(f"{active_dir} held the replica already (--layout active-path): nothing moved")
-            # Only now: until the swap the status file is what proves the replica dir statectl's own.
-            replica.status_path.unlink(missing_ok=True)
-            result.replaced_active = old is not None
-            note = discard_old(old)
-            if note:
-                result.notes.append(note)
-        replica.lock_path.unlink(missing_ok=True)
-    except _NotPromoted as e:
-        _restart(before, was_following)  # once the lock is released: the follower takes it again
-        raise StatectlError(str(e), hint=e.hint) from None
+        target: int | None = None
+        if transactional:
+            target = _transactional_target(start, _tail(consumer, replica, bootstrap), replica)
+            _check_not_ahead(replica, target, start)  # before the follower is fenced: nothing changes
+        before = read_status(replica)
+        was_following = _fence(replica)
+        try:
+            with ReplicaLock(replica, wait_s=FENCE_TIMEOUT_S):
+                if transactional:
+                    try:
+                        _check_not_ahead(replica, target, start)  # the follower may have applied more meanwhile
+                    except DiscardedError as e:
+                        raise _NotPromoted(str(e), hint=e.hint, exit_as=DiscardedError) from None
+                    position = _catch_up(replica, consumer, bootstrap, lambda: target, began + timeout_s, result)
+                    if position != target:  # nothing below the target left to read: never claim more
+                        raise _NotPromoted(f"cannot promote {replica.replica_dir}: the changelog ends at offset "
+                                           f"{position}, short of the offset {target} the job restores to",
+                                           hint="promote again once the changelog holds it")
+                    write_offset(replica.replica_dir / OFFSET, str(position))  # StorageManagerUtil.writeOffsetFile
+                else:
+                    position = _catch_up(
+                        replica, consumer, bootstrap,
+                        lambda: _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint),
+                        began + timeout_s, result)
+                result.caught_up_offset = position
+                fsync_dirs(replica.replica_dir)
+                if not in_place:  # the store's dir need not exist: the replica is not in it
+                    target_dir.parent.mkdir(parents=True, exist_ok=True)
+                old = None if in_place else swap_into_place(replica.replica_dir, target_dir)
+                if in_place:
+                    result.notes.append(f"{active_dir} held the replica already (--layout active-path): nothing moved")
+                # Only now: until the swap the status file is what proves the replica dir statectl's own.
+                replica.status_path.unlink(missing_ok=True)
+                result.replaced_active = old is not None and not transactional
+                note = discard_old(old)
+                if note:
+                    result.notes.append(note)
+            replica.lock_path.unlink(missing_ok=True)
+        except _NotPromoted as e:
+            _restart(before, was_following)  # once the lock is released: the follower takes it again
+            raise e.exit_as(str(e), hint=e.hint) from None
     except Exception as e:
         full = _disk_full(replica, e, "promoting")
         if full is None or full is e:
@@ -845,10 +1127,56 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
         raise full from e
     finally:
         consumer.close()
+    result.notes.append(_restore_note(start, replica, active_dir, target_dir, result.caught_up_offset))
     if on_locality is not None:
         result.locality_updated = on_locality()
     result.duration_s = round(time.monotonic() - began, 3)
     return result
+
+
+def _restore_note(start: NextStart, replica: Replica, active_dir: Path, target_dir: Path,
+                  offset: int | None) -> str:
+    if start.mode == RESTORE_TRANSACTIONAL:
+        hours = start.delete_retention_ms / 3_600_000
+        return (f"transactional restore ({start.why}): the job's next start deletes {active_dir} and restores it "
+                f"from {target_dir} (checkpoint {start.checkpoint_id}, changelog offset {offset}); it must start "
+                f"within {hours:g}h (stores.{replica.ref.store}.changelog.delete.retention.ms), or it takes the "
+                "dir for stale and deletes it")
+    if start.mode == RESTORE_NON_TRANSACTIONAL:
+        return f"non-transactional restore ({start.why}): the job's next start reuses {target_dir}"
+    return (f"could not check how the job's next start restores the store ({start.why}): it keeps {target_dir} only "
+            "under non-transactional restore from the Kafka changelog (task.transactional.state.restore.enabled="
+            "false, standby tasks or async commit); the default transactional restore deletes it")
+
+
+def _tail(consumer: Any, replica: Replica, bootstrap: str) -> Tail:
+    require_partition(consumer, replica.changelog, replica.partition, bootstrap)
+    return read_tails(consumer, replica.changelog, [replica.partition], bootstrap)[replica.partition]
+
+
+def _check_not_ahead(replica: Replica, target: int | None, start: NextStart) -> None:
+    """DiscardedError (exit 14) when the replica holds changelog records past ``target``: a store cannot be
+    rolled back, and a checkpoint dir past the target is deleted at the job's start (getStoreActions)."""
+    applied = applied_offset(replica)
+    if applied is not None and target is not None and applied > target:
+        raise DiscardedError(
+            f"refusing to promote {replica.replica_dir}: it holds changelog offset {applied}, past the offset "
+            f"{target} the job's next start restores to (checkpoint {start.checkpoint_id}, transactional restore): "
+            "the start would delete it, and a store cannot be rolled back",
+            hint="follow with 'statectl standby follow --to-checkpoint' (it applies only up to the task's latest "
+                 "checkpoint), or promote once the job has checkpointed past it")
+
+
+def _check_checkpoint_dir(replica: Replica, target: Path) -> None:
+    """UsageError (exit 2) unless the checkpoint dir promote makes under transactional restore does not
+    exist or is an empty dir: a dir there is the job's own (Samza's commit made it), never replaced."""
+    if not os.path.lexists(target):
+        return
+    if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
+        return
+    raise UsageError(f"refusing to promote {replica.replica_dir} into {target}: it exists (the job's own checkpoint "
+                     "dir: its next start restores from it already)",
+                     hint="leave it to the job, or move it away and promote again")
 
 
 def check_active_dir(replica: Replica, active_dir: Path, state_dir: Path | None = None) -> Path:
@@ -874,20 +1202,26 @@ def check_active_dir(replica: Replica, active_dir: Path, state_dir: Path | None 
 
 
 class _NotPromoted(StatectlError):
-    """The replica could not be caught up: nothing was swapped (promote restarts the follower)."""
+    """The replica could not be caught up, or may not be promoted: nothing was swapped (promote restarts
+    the follower, then raises ``exit_as``)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_as: type[StatectlError] = StatectlError):
+        super().__init__(message, hint=hint)
+        self.exit_as = exit_as
 
 
-def _catch_up(replica: Replica, consumer: Any, bootstrap: str, security: KafkaSecurity | None, to_checkpoint: bool,
+def _catch_up(replica: Replica, consumer: Any, bootstrap: str, target_of: Callable[[], int | None],
               deadline: float, result: PromoteResult) -> int | None:
-    """Apply the changelog to the replica up to the target offset, by ``deadline``; record the offset
-    reached either way. Return it; raise _NotPromoted when out of range or out of time."""
+    """Apply the changelog to the replica up to the offset ``target_of()`` names, by ``deadline``; record the
+    offset reached either way (the target itself once every record up to it was read, compacted gaps
+    included). Return it; raise _NotPromoted when out of range or out of time."""
     offset = applied_offset(replica)
     try:
         _check_in_range(consumer, replica, bootstrap, offset)
     except OffsetOutOfRange as e:
         raise _NotPromoted(f"cannot promote {replica.replica_dir}: {e}; the active dir is untouched",
                            hint="let 'statectl standby follow' re-seed the replica, then promote") from None
-    target = _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint)
+    target = target_of()
     db = _open_replica(replica)
     position = offset
     try:
@@ -903,6 +1237,8 @@ def _catch_up(replica: Replica, consumer: Any, bootstrap: str, security: KafkaSe
                         f"promote of {replica.replica_dir} timed out at changelog offset {position} of {target}: the "
                         "replica keeps what it applied; the active dir is untouched",
                         hint="promote again with a longer --timeout, or let the follower catch up")
+            if reader.position is not None and reader.position > target:
+                position = target  # read through the target: what is missing below it was compacted away
     finally:
         _record_offset(replica, db, position)  # what it holds, whatever happened
         db.close()
