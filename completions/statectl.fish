@@ -447,7 +447,7 @@ complete -c statectl -n '__statectl_path drain cancel' -l debug -d 'Tracebacks f
 # statectl standby
 complete -c statectl -n '__statectl_path standby' -a follow -d 'Keep a hot replica of a task\'s store current from its changelog (runs until stopped)'
 complete -c statectl -n '__statectl_path standby' -a status -d 'The replicas under the state dir: lag, follower pid, whether they are promotable'
-complete -c statectl -n '__statectl_path standby' -a promote -d 'Make a replica the active store: fence its follower, catch up, swap it in'
+complete -c statectl -n '__statectl_path standby' -a promote -d 'Make a replica what the job\'s next start restores from: fence its follower, catch up, move it in'
 complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1)'
 complete -c statectl -n '__statectl_path standby' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
@@ -471,6 +471,7 @@ complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its
 complete -c statectl -n '__statectl_path standby follow' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
 complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
 complete -c statectl -n '__statectl_path standby follow' -l layout -x -d 'standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>'
+complete -c statectl -n '__statectl_path standby follow' -l to-checkpoint -d 'Apply only up to the task\'s latest checkpointed changelog offset, as checkpoints come (for a promote under Samza\'s transactional restore)'
 complete -c statectl -n '__statectl_path standby follow' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby follow' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby follow' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -900,7 +900,7 @@ class NextStart:
       file names an offset between the changelog's oldest and the target (the checkpointed changelog offset
       ``checkpointed_offset`` of checkpoint ``checkpoint_id``; the newest offset once the checkpoint is older
       than 0.9 x ``min_compaction_lag_ms``).
-    - ``unchecked``: the job has no coordinator stream; nothing known.
+    - ``unchecked``: the job has no coordinator stream, or no config on it; nothing known.
 
     ``delete_retention_ms``: a kept dir's offset file must be younger (StorageManagerUtil.isStaleStore).
     The checkpoint read is the task's latest v2 one: a job that writes checkpoints v1 and v2 (Samza's
@@ -932,6 +932,8 @@ def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | No
         if not cs.refresh():
             return NextStart(RESTORE_UNCHECKED, f"job {ref.job}-{ref.job_id} has no coordinator stream {cs.topic}")
         config = cs.config()
+    if not config:  # the stream holds the job's locality (or nothing) but no config: nothing to read it from
+        return NextStart(RESTORE_UNCHECKED, f"the coordinator stream {cs.topic} holds no config of the job")
     log = KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security)
     try:
         try:

@@ -193,7 +193,10 @@ def test_follower_keeps_up_with_puts_and_deletes_and_promote_makes_it_the_active
     w = world
     with CoordinatorStream(w.bootstrap, w.job, "1") as cs:  # the job's config names the changelog
         cs.create()
-        cs.write_config({f"stores.{STORE}.changelog": f"kafka.{w.topic}"})
+        # Non-transactional restore: the job's start reuses the active dir a promote swaps the replica into
+        # (test_standby_restore_mode has the default, transactional restore).
+        cs.write_config({f"stores.{STORE}.changelog": f"kafka.{w.topic}",
+                         "task.transactional.state.restore.enabled": "false"})
         cs.write_task_container(TASK, "0")
         cs.write_container_host("0", "the-old-host.example.com")
     w.writer.send(random_records(random.Random(1), 300))  # a history before the follower starts
@@ -239,6 +242,7 @@ def test_follower_keeps_up_with_puts_and_deletes_and_promote_makes_it_the_active
     assert isinstance(r["records_applied"], int) and r["records_applied"] >= 0
     assert isinstance(r["duration_s"], (int, float)) and r["duration_s"] >= 0
     assert r["replaced_active"] is False and r["locality_updated"] is True
+    assert r["restore_mode"] == "non-transactional"
     # The follower flushed what it applied when fenced; the promote applied exactly the rest.
     fr = f.result()
     assert fr["records_applied"] + r["records_applied"] == len(w.writer.log), (fr, r)

@@ -44,7 +44,8 @@ FLAGS = {
     "drain wait": {"--job", "--job-id", "--kafka", "--poll", "--run-id", "--timeout", "--uuid"},
     "drain cancel": {"--job", "--job-id", "--kafka", "--run-id", "--uuid"},
     "standby follow": {"--blobstore", "--changelog", "--job", "--job-id", "--kafka", "--layout", "--partition",
-                       "--replica", "--replica-dir", "--s3-endpoint", "--state-dir", "--store", "--task"},
+                       "--replica", "--replica-dir", "--s3-endpoint", "--state-dir", "--store", "--task",
+                       "--to-checkpoint"},
     "standby status": {"--state-dir"},
     "standby promote": {"--active-dir", "--changelog", "--job", "--job-id", "--kafka", "--partition", "--replica",
                         "--replica-dir", "--state-dir", "--store", "--task", "--timeout", "--to-checkpoint"},
@@ -192,7 +193,7 @@ def test_exit_code_lines_come_from_the_table():
     with pytest.raises(ValueError):
         exit_codes_epilog(0, 7)
     assert EXIT_CODES_HELP == ("Exit codes: 0 ok, 1 failure (diff: different), 2 usage, 3 partial, 10 not found, "
-                               "11 lock held, 12 auth, 13 missing dependency, 130 interrupted.")
+                               "11 lock held, 12 auth, 13 missing dependency, 14 discarded, 130 interrupted.")
     assert EXIT_CODES_HELP in (typer.main.get_command(app).help or "")
 
 
