@@ -112,8 +112,9 @@ def require_system(config: dict[str, str], system: str, *, where: str) -> None:
     """Raise ConfigError (exit 2) unless the config defines ``system`` (a ``systems.<system>.samza.factory``):
     Samza finds no SystemAdmin for any other system (ChangelogStreamManager.createChangelogStreams)."""
     if system_factory(config, system) is None:
-        known = sorted(k[len("systems."):-len(".samza.factory")] for k in config
-                       if k.startswith("systems.") and k.endswith(".samza.factory"))
+        known = sorted(name for name in (k[len("systems."):-len(".samza.factory")] for k in config
+                                         if k.startswith("systems.") and k.endswith(".samza.factory"))
+                       if system_factory(config, name) is not None)
         raise ConfigError(f"{where} names system {system!r}, which the job's config does not define (no "
                           f"{system_factory_key(system)}; systems defined: {', '.join(known) or 'none'})",
                           hint="name the changelog on one of the job's systems, as <system>.<topic>")
