@@ -193,7 +193,9 @@ def test_follower_keeps_up_with_puts_and_deletes_and_promote_makes_it_the_active
     w = world
     with CoordinatorStream(w.bootstrap, w.job, "1") as cs:  # the job's config names the changelog
         cs.create()
-        cs.write_config({f"stores.{STORE}.changelog": f"kafka.{w.topic}"})
+        cs.write_config({f"stores.{STORE}.changelog": f"kafka.{w.topic}",
+                         "systems.kafka.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory"})
+        cs.write_changelog_partition(TASK, 0)  # and its changelog partition
         cs.write_task_container(TASK, "0")
         cs.write_container_host("0", "the-old-host.example.com")
     w.writer.send(random_records(random.Random(1), 300))  # a history before the follower starts
