@@ -52,7 +52,7 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     where = resolve_changelog(s.kafka, ref, changelog=changelog, partition=partition,
                               security=session.kafka_security)
     for note in where.notes:
-        env.progress.note(f"warning: {note}")
+        env.progress.note(note)
     return Replica(ref, where.topic, where.partition, Path(replica_dir).absolute(), system=where.system)
 
 

@@ -151,7 +151,7 @@ def test_partition_10_follows_and_promotes_changelog_partition_2(job12: Job, fol
     wait_until(lambda: at(p2.last_offset), 90, f"the replica reaches partition 2's end\n{f.describe()}")
     assert read_store(replica) == p2.state()
     assert offsets_of(replica, "SIDE-INPUT-OFFSETS") == {j.key(2): str(p2.last_offset)}
-    assert "warning" not in f.stderr(), f.describe()  # nothing guessed
+    assert "guessing" not in f.stderr() and "taking changelog" not in f.stderr(), f.describe()  # nothing guessed
 
     # A tail on partition 2 (and on partition 10, which is another task's) for the promote to catch up.
     p2.send(records(2, 7, start=100))
@@ -182,6 +182,26 @@ def test_partition_override_and_a_changelog_given_as_system_and_topic(job12: Job
                f"the replica reaches partition 7's end\n{f.describe()}")
     assert f.terminate() == 0, f.describe()
     assert read_store(replica) == p7.state()
+
+
+@pytest.mark.timeout(120)
+def test_only_without_a_coordinator_stream_is_the_partition_guessed_from_the_name(job12: Job):
+    from statectl.catalog.refs import StoreRef
+    from statectl.engine.standby import resolve_changelog
+
+    j = job12
+    ref = StoreRef(j.job, "1", "Partition 10", STORE)
+    r = resolve_changelog(j.bootstrap, ref, changelog=j.topic)  # no stream: a guess, and a bare topic on kafka
+    assert (r.system, r.topic, r.partition) == ("kafka", j.topic, 10)
+    assert any("guessing changelog partition 10" in n for n in r.notes), r.notes
+    assert any("to be on system 'kafka'" in n for n in r.notes), r.notes
+    write_job(j.bootstrap, j.job, job_config(j.topic), SAMZA_MAPPING)
+    r = resolve_changelog(j.bootstrap, ref)
+    assert (r.system, r.topic, r.partition, r.notes) == (SYSTEM, j.topic, 2, ())
+    r = resolve_changelog(j.bootstrap, ref, changelog=j.topic)  # a bare --changelog: job.changelog.system
+    assert (r.system, r.topic, r.partition, r.notes) == (SYSTEM, j.topic, 2, ())
+    r = resolve_changelog(j.bootstrap, ref, partition=10)  # the override
+    assert (r.system, r.partition) == (SYSTEM, 10)
 
 
 # -- bad input: one line, its exit code, nothing deleted ------------------------------------------------------
