@@ -22,10 +22,16 @@ app = typer.Typer(help="Hot replicas of a store kept current from its changelog,
 
 WHERE = ("kafka", "job", "job_id", "task", "store", "state_dir")
 CHANGELOG = Annotated[Optional[str], typer.Option(
-    "--changelog", help="The store's changelog topic (default: stores.<store>.changelog in the job's config on its "
-                        "coordinator stream).", show_default=False)]
+    "--changelog", help="The store's changelog, as Samza's stores.<store>.changelog names it: <system>.<topic> (split "
+                        "at the first dot, so a topic with dots needs its system: kafka.my.topic), or a bare <topic> "
+                        "on the config's job.changelog.system, else job.default.system, else 'kafka' (default: "
+                        "stores.<store>.changelog in the job's config on its coordinator stream). The system is named "
+                        "in the replica's offset files and must be one the config defines "
+                        "(systems.<system>.samza.factory).", show_default=False)]
 PARTITION = Annotated[Optional[int], typer.Option(
-    "--partition", help="Its changelog partition (default: N of a task named 'Partition N').", show_default=False)]
+    "--partition", help="Its changelog partition, overriding the job's mapping (default: the task's set-changelog "
+                        "mapping on the coordinator stream; only without one, N of a task named 'Partition N', with "
+                        "a warning).", show_default=False)]
 REPLICA = Annotated[int, typer.Option("--replica", help="Replica number n of the standby task Standby-<task>-<n>.")]
 REPLICA_DIR = Annotated[Optional[Path], typer.Option(
     "--replica-dir", help="The replica's dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza "
@@ -39,25 +45,21 @@ LAYOUT = Annotated[str, typer.Option(
 
 def _replica(env: Env, changelog: str | None, partition: int | None, replica: int, replica_dir: Path | None,
              *, need_dir: bool = True) -> Replica:
-    from statectl.engine.standby import Replica, changelog_of, standby_dir
+    from statectl.engine.standby import Replica, resolve_changelog, standby_dir
 
     s, session = env.settings, env.session
     if not s.kafka:
         raise UsageError("standby needs --kafka: the replica follows the store's changelog there")
     ref = session.ref()
-    if changelog is None:
-        changelog = changelog_of(s.kafka, ref, security=session.kafka_security)
-    if partition is None:
-        name = ref.task.split(" ")
-        if len(name) == 2 and name[0] == "Partition" and name[1].isdigit():
-            partition = int(name[1])
-        else:
-            raise UsageError(f"task {ref.task!r} does not say its changelog partition: pass --partition")
     if replica_dir is None:
         if not s.state_dir:
             raise UsageError("standby needs --state-dir (or --replica-dir)")
         replica_dir = standby_dir(Path(s.state_dir), ref.store, ref.task, replica)
-    return Replica(ref, changelog, partition, Path(replica_dir).absolute())
+    where = resolve_changelog(s.kafka, ref, changelog=changelog, partition=partition,
+                              security=session.kafka_security)
+    for note in where.notes:
+        env.progress.note(note)
+    return Replica(ref, where.topic, where.partition, Path(replica_dir).absolute(), system=where.system)
 
 
 @app.command("follow", epilog=(

@@ -66,7 +66,15 @@ from typing import Any
 from statectl import failpoints
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.refs import StoreRef
-from statectl.errors import DiscardedError, DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError
+from statectl.errors import (
+    ConfigError,
+    DiscardedError,
+    DiskFullError,
+    LockHeldError,
+    NotFoundError,
+    StatectlError,
+    UsageError,
+)
 from statectl.formats.checkpoint import (
     BLOB_STORE_FACTORY,
     KAFKA_CHANGELOG_FACTORY,
@@ -93,7 +101,7 @@ from statectl.kafka.client import (
     open_consumer,
     require_partition,
 )
-from statectl.formats.coordinator import active_of_standby
+from statectl.formats.coordinator import active_of_standby, coordinator_topic
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import Tail, TopicRecreated, TopicWatch, check_in_range, read_tails
 from statectl.local.layout import (
@@ -133,7 +141,10 @@ def legacy_standby_dir(state_dir: Path, store: str, task: str, replica: int = 0)
 
 @dataclass(frozen=True)
 class Replica:
-    """One replica: the store it follows (``ref``), its changelog partition and its dir."""
+    """One replica: the store it follows (``ref``), its changelog partition and its dir. ``system``: the
+    changelog's Samza system (resolve_changelog), which the offset files' keys name: an active task starting
+    on the replica keeps it only if its OFFSET-v2 names exactly its changelog SSP
+    (StorageManagerUtil.isOffsetFileValid), and wipes it otherwise."""
 
     ref: StoreRef
     changelog: str
@@ -618,7 +629,8 @@ def _snapshot_position(replica: Replica, bootstrap: str,
         marker = decode_changelog_marker(text)
     except CheckpointFormatError:
         return None
-    if (marker.ssp.stream, marker.ssp.partition) != (replica.changelog, replica.partition):
+    if (marker.ssp.system, marker.ssp.stream, marker.ssp.partition) != (replica.system, replica.changelog,
+                                                                       replica.partition):
         return None
     return index_id, None if marker.offset is None else int(marker.offset)
 
@@ -1390,17 +1402,166 @@ def _locked(path: Path) -> bool:
 # -- the job's side: its config and its placement ---------------------------------------------------
 
 
-def changelog_of(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None) -> str:
-    """The store's changelog topic, from the job's config on its coordinator stream
-    (``stores.<store>.changelog`` = ``<system>.<topic>``). Raises NotFoundError (exit 10) naming what is
-    missing."""
-    with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
-        cs.require()
-        value = cs.config().get(f"stores.{ref.store}.changelog")
-    if not value:
-        raise NotFoundError(f"the config of job {ref.job}-{ref.job_id} names no changelog for store {ref.store!r} "
-                            f"(stores.{ref.store}.changelog)", hint="pass --changelog")
-    return value.split(".", 1)[1] if "." in value else value
+@dataclass(frozen=True)
+class ChangelogPartition:
+    """Where a task's store is logged: changelog ``topic`` on Samza system ``system``, partition
+    ``partition``; ``notes``: the guesses made to get there (warnings for the operator)."""
+
+    system: str
+    topic: str
+    partition: int
+    notes: tuple[str, ...] = ()
+
+
+# The system a changelog is taken to be on when nothing says otherwise: KafkaSystemFactory's usual name.
+GUESSED_SYSTEM = "kafka"
+
+
+def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = None, partition: int | None = None,
+                      security: KafkaSecurity | None = None,
+                      timeout_s: float = DEFAULT_TIMEOUT_S) -> ChangelogPartition:
+    """The changelog system, topic and partition of ``ref``'s store, as the job's coordinator stream says
+    (read whole, once). Reads only.
+
+    Topic and system: ``changelog`` if given, else ``stores.<store>.changelog`` of the job's config, either
+    qualified as Samza's StorageConfig.getChangelogStream does (``<system>.<topic>`` split at the first dot;
+    a bare topic is on ``job.changelog.system``, else ``job.default.system``). A bare ``changelog`` whose
+    config names neither (or with no coordinator stream) is taken to be on system "kafka", with a note.
+    Partition: ``partition`` if given (an override: the mapping is not consulted), else the task's
+    ``set-changelog`` mapping (ChangelogStreamManager; JobModelCalculator gives partitions out in
+    lexicographic task-name order, so ``Partition 10`` of 12 tasks is on partition 2). Only without a
+    coordinator stream is it guessed from a task named ``Partition N``, with a note.
+
+    Raises UsageError (exit 2, before any broker is asked) for a negative ``partition`` or an empty
+    ``changelog``, and without a partition for a task that does not say one with no coordinator stream;
+    ConfigError (exit 2) for a changelog on a system the job's config does not define (no
+    ``systems.<system>.samza.factory``) or a bare one the config gives no system; NotFoundError (exit 10)
+    when there is no coordinator stream and no ``changelog``, the config names no changelog for the store,
+    the mapping has no partition for the task, or the changelog topic has fewer partitions than the mapping
+    names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both)."""
+    from statectl.formats.jobconfig import (
+        SystemStream,
+        changelog_stream,
+        changelog_system,
+        qualify_stream,
+        require_system,
+        store_changelog_key,
+    )
+
+    if partition is not None and partition < 0:
+        raise UsageError(f"--partition must be 0 or more, not {partition}")
+    if changelog is not None and not changelog.strip():
+        raise UsageError("--changelog is empty", hint="pass the changelog topic, as <system>.<topic> or <topic>")
+    job = f"{ref.job}-{ref.job_id}"
+    notes: list[str] = []
+    with CoordinatorStream(bootstrap, ref.job, ref.job_id, timeout_s=timeout_s, security=security) as cs:
+        model = cs.job_model() if cs.refresh() else None
+        problems = list(cs.problems) if model is not None else []
+    config = model.config if model is not None else {}
+
+    if changelog is None:
+        if model is None:
+            raise NotFoundError(f"coordinator stream {coordinator_topic(ref.job, ref.job_id)} of job {job} does not "
+                                f"exist on {bootstrap}: nothing says the changelog of store {ref.store!r}",
+                                hint="check --job and --job-id, or pass --changelog and --partition")
+        key = store_changelog_key(ref.store)
+        try:
+            ss = changelog_stream(config, ref.store)
+        except ConfigError as e:
+            raise ConfigError(f"the config of job {job}: {e}", hint=e.hint) from None
+        if ss is None:
+            raise NotFoundError(f"the config of job {job} names no changelog for store {ref.store!r} ({key})",
+                                hint="pass --changelog")
+        where = f"the config of job {job}: {key}={config[key]}"
+    else:
+        changelog = changelog.strip()
+        where = f"--changelog {changelog}"
+        if "." in changelog or changelog_system(config) is not None:
+            ss = qualify_stream(changelog, config, where=where)
+        else:
+            ss = SystemStream(GUESSED_SYSTEM, changelog)
+            notes.append(f"taking changelog {changelog!r} to be on system {GUESSED_SYSTEM!r} ("
+                         + ("no coordinator stream" if model is None else f"the config of job {job} defines neither "
+                            "job.changelog.system nor job.default.system")
+                         + f"); pass --changelog <system>.{changelog} if the job names it otherwise")
+    if not ss.stream:
+        raise UsageError(f"{where} names no topic", hint="pass the changelog topic, as <system>.<topic> or <topic>")
+    if config:  # a coordinator stream with no config at all (locality only) says nothing about systems
+        require_system(config, ss.system, where=where)
+
+    if partition is None:
+        if model is None:
+            partition = _partition_from_name(ref.task)
+            if partition is None:
+                raise UsageError(f"task {ref.task!r} does not say its changelog partition and job {job} has no "
+                                 "coordinator stream to map it", hint="pass --partition")
+            notes.append(f"job {job} has no coordinator stream: guessing changelog partition {partition} from the task "
+                         f"name {ref.task!r}; Samza gives partitions out in task-name order (with 11 or more tasks "
+                         "'Partition 10' is not on partition 10), so pass --partition unless the job has always "
+                         "had fewer than 11 tasks")
+        else:
+            partition = _mapped_partition(model.changelog_partitions, model.task_modes, ref.task, job, problems)
+            _check_partition_count(bootstrap, ss.stream, model.changelog_partitions, job,
+                                   security=security, timeout_s=timeout_s)
+    return ChangelogPartition(ss.system, ss.stream, partition, tuple(notes))
+
+
+def _partition_from_name(task: str) -> int | None:
+    """N of a GroupByPartition task named ``Partition N`` (Partition.toString of ``new Partition(N)``)."""
+    name = task.split(" ")
+    if len(name) == 2 and name[0] == "Partition" and name[1].isascii() and name[1].isdigit():
+        return int(name[1])
+    return None
+
+
+def _active_name(task: str, modes: dict[str, str]) -> str:
+    """The active task a task name stands for: a standby's active (it shares its changelog partition,
+    TaskNameGrouperProxy.generateStandbyTasks), else the task itself. The task mode decides when there is
+    one; else the name's shape."""
+    parsed = active_of_standby(task) if modes.get(task) in (None, "Standby") else None
+    return parsed[0] if parsed is not None else task
+
+
+def _mapped_partition(mapping: dict[str, int], modes: dict[str, str], task: str, job: str,
+                      problems: list[str]) -> int:
+    """The task's partition in the job's set-changelog mapping; NotFoundError (exit 10) when it has none;
+    StatectlError (exit 1) when another task (not one of its standbys) has it too."""
+    from statectl.formats.coordinator import SET_CHANGELOG
+
+    partition = mapping.get(task)
+    if partition is None:
+        bad = [p for p in problems if f"{SET_CHANGELOG} {task!r}" in p]
+        raise NotFoundError(f"the coordinator stream of job {job} maps task {task!r} to no changelog partition (no "
+                            f"{SET_CHANGELOG} message for it{': ' + bad[-1] if bad else ''})",
+                            hint="pass --partition with the task's changelog partition")
+    me = _active_name(task, modes)
+    others = sorted({_active_name(t, modes) for t, p in mapping.items() if p == partition} - {me})
+    if others:
+        raise StatectlError(f"the coordinator stream of job {job} maps changelog partition {partition} to both task "
+                            f"{me!r} and task {others[0]!r}" + (f" (and {len(others) - 1} more)" if len(others) > 1
+                                                                else "") + ": whose data it holds is unknown",
+                            hint="pass --partition if you know the task's changelog partition")
+    return partition
+
+
+def _check_partition_count(bootstrap: str, topic: str, mapping: dict[str, int], job: str, *,
+                           security: KafkaSecurity | None, timeout_s: float) -> None:
+    """NotFoundError (exit 10) when ``topic`` exists with fewer partitions than the mapping names (Samza's
+    KafkaSystemAdmin.validateStream refuses such a changelog: the mapping is not this topic's). A missing
+    topic is left to the caller (follow says so)."""
+    from statectl.kafka.client import partition_count
+
+    consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
+    try:
+        n = partition_count(consumer, topic, bootstrap)
+    finally:
+        consumer.close()
+    task, highest = max(mapping.items(), key=lambda kv: (kv[1], kv[0]))
+    if n is not None and n <= highest:
+        raise NotFoundError(f"changelog topic {topic} has {n} partition{'s' if n != 1 else ''}, but the coordinator "
+                            f"stream of job {job} maps task {task!r} to partition {highest}: the mapping is not "
+                            "this topic's", hint="check --changelog and the job's stores.<store>.changelog, or pass "
+                                                 "--partition")
 
 
 def update_locality(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None) -> bool:

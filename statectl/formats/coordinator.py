@@ -3,7 +3,9 @@
 Read off Samza's CoordinatorStreamUtil / KafkaSystemFactory (the topic name), CoordinatorStreamKeySerde,
 CoordinatorStreamMessage and SetConfig (keys and set-config values; docs/samza/drain.md), and
 SetContainerHostMapping, SetTaskContainerMapping, SetTaskModeMapping and StandbyTaskUtil (the locality and
-task-assignment messages, standby task names; docs/samza/standby.md sections 1-3). Pure; no I/O.
+task-assignment messages, standby task names; docs/samza/standby.md sections 1-3), and SetChangelogMapping
+with ChangelogStreamManager (the task -> changelog partition mapping; docs/samza/standby.md section 4).
+Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from statectl.errors import UsageError
 from statectl.formats.jackson import java_hashmap_order, to_json_text
+from statectl.formats.java import JAVA_INT_MAX, JAVA_INT_MIN, java_is_blank, java_parse_long
 
 # Kafka's legal topic names.
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -219,3 +222,39 @@ def active_of_standby(name: str) -> tuple[str, int] | None:
     if not sep or not task or not _REPLICA.fullmatch(replica):
         return None
     return task, int(replica)
+
+
+# -- the changelog partition mapping (docs/samza/standby.md section 4, "Records") -------------------------------
+
+# SetChangelogMapping.TYPE: task name -> its changelog partition, ``values.Partition`` (capital P) = "<n>".
+SET_CHANGELOG = "set-changelog"
+_CHANGELOG_FIELD = "Partition"
+
+
+def encode_changelog_partition(partition: int, *, writer_host: str, username: str, timestamp_ms: int) -> bytes:
+    """A set-changelog value as ChangelogStreamManager.writePartitionMapping writes it through
+    CoordinatorStreamValueSerde (``new SetChangelogMapping(SOURCE, "", Integer.valueOf(value))``):
+    ``values`` = {Partition: ``String.valueOf(partition)``}, source "SamzaContainer". The key is the task
+    name (:func:`encode_key`); a task's deletion is a tombstone. Raises ValueError for a partition that is
+    not an int in 0 .. Integer.MAX_VALUE."""
+    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= JAVA_INT_MAX:
+        raise ValueError(f"changelog partition {partition!r} is not an integer in 0 .. {JAVA_INT_MAX}")
+    return _encode_message({_CHANGELOG_FIELD: str(partition)}, host=writer_host, username=username,
+                           timestamp_ms=timestamp_ms)
+
+
+def decode_changelog_partition(data: bytes | None) -> int | None:
+    """The changelog partition of a set-changelog value, as ChangelogStreamManager.readPartitionMapping
+    reads it: ``values.Partition`` through ``Integer.parseInt`` (so ``"+7"`` and ``"007"`` are 7). None for a
+    tombstone and for a blank value, which Samza skips (``StringUtils.isNotBlank``). A missing field, a
+    non-string, or text Integer.parseInt throws on raises CoordinatorFormatError; so does a negative number,
+    which Samza would read but which names no partition."""
+    text = _decode_message(data, SET_CHANGELOG, _CHANGELOG_FIELD)
+    if text is None or java_is_blank(text):
+        return None
+    partition = java_parse_long(text, minimum=JAVA_INT_MIN, maximum=JAVA_INT_MAX)
+    if partition is None:
+        raise CoordinatorFormatError(f"{SET_CHANGELOG} value's values.{_CHANGELOG_FIELD} {text!r} is not an int")
+    if partition < 0:
+        raise CoordinatorFormatError(f"{SET_CHANGELOG} value names partition {partition}, which is negative")
+    return partition

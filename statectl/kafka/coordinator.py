@@ -1,7 +1,8 @@
 """A Samza job's coordinator stream, its metadata store: the job's config (``set-config``, where
-``app.run.id`` lives), its drain notifications (``samza-drain-v1``) and its locality and task assignments
-(``set-container-host-assignment``, ``set-task-container-assignment``, ``set-task-mode-assignment``), read
-and written.
+``app.run.id`` lives), its drain notifications (``samza-drain-v1``), its locality and task assignments
+(``set-container-host-assignment``, ``set-task-container-assignment``, ``set-task-mode-assignment``) and its
+changelog partition mapping (``set-changelog``), read and written. :meth:`CoordinatorStream.job_model` gives
+them all at once, as one :class:`JobModel`.
 
 The topic ``__samza_coordinator_<job>_<job-id>`` (one partition, compacted) is read through
 :class:`~statectl.kafka.compacted.CompactedTopic`: the latest value per ``(namespace, key)``, read on
@@ -23,17 +24,20 @@ from statectl.errors import NotFoundError
 from statectl.formats.coordinator import (
     JOB_RUNNER_SOURCE,
     RUN_ID_CONFIG,
+    SET_CHANGELOG,
     SET_CONFIG,
     SET_CONTAINER_HOST,
     SET_TASK_CONTAINER,
     SET_TASK_MODE,
     CoordinatorFormatError,
     coordinator_topic,
+    decode_changelog_partition,
     decode_container_host,
     decode_key,
     decode_set_config,
     decode_task_container,
     decode_task_mode,
+    encode_changelog_partition,
     encode_container_host,
     encode_key,
     encode_set_config,
@@ -73,6 +77,29 @@ class NotificationRecord:
     timestamp_ms: int
 
     @property
+    def changelog_partitions(self) -> dict[str, int]:
+        """Task name -> changelog partition, from the set-changelog messages (ChangelogStreamManager): the
+        latest value per task; a tombstone or a blank value deletes; a malformed one is skipped (see
+        ``problems``)."""
+        out: dict[str, int] = {}
+        for rec in self._namespace(SET_CHANGELOG):
+            try:
+                partition = decode_changelog_partition(rec.value)
+            except CoordinatorFormatError as e:
+                self._bad[rec.offset] = f"{SET_CHANGELOG} {rec.key[1]!r}: {e}"
+                continue
+            if partition is not None:
+                out[rec.key[1]] = partition
+        return out
+
+    def job_model(self) -> JobModel:
+        """Config, changelog partition mapping and locality as one :class:`JobModel`, from what was read
+        (``refresh``/``require`` first)."""
+        loc = self.locality()
+        return JobModel(config=self.config(), changelog_partitions=self.changelog_partitions(),
+                        container_hosts=loc.container_hosts, task_containers=loc.task_containers,
+                        task_modes=loc.task_modes)
+
     def run_id(self) -> str | None:
         return self.notification.run_id if self.notification else None
 
@@ -87,6 +114,25 @@ class Locality:
     container_hosts: dict[str, str]
     task_containers: dict[str, str]
     task_modes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """What the coordinator stream says about the job, read once (deleted and malformed entries left out):
+    ``config`` (set-config), ``changelog_partitions`` (set-changelog: task name -> changelog partition, as
+    ChangelogStreamManager.readPartitionMapping reads it; standby tasks share their active's partition), and
+    the locality: ``container_hosts``, ``task_containers``, ``task_modes`` (see :class:`Locality`). Not
+    Samza's serialized JobModel: the parts of it the job keeps on its coordinator stream."""
+
+    config: dict[str, str]
+    changelog_partitions: dict[str, int]
+    container_hosts: dict[str, str]
+    task_containers: dict[str, str]
+    task_modes: dict[str, str]
+
+    @property
+    def locality(self) -> Locality:
+        return Locality(self.container_hosts, self.task_containers, self.task_modes)
 
 
 class CoordinatorStream:
@@ -159,6 +205,29 @@ class CoordinatorStream:
                         task_containers=self._decoded(SET_TASK_CONTAINER, decode_task_container),
                         task_modes=self._decoded(SET_TASK_MODE, decode_task_mode))
 
+    def changelog_partitions(self) -> dict[str, int]:
+        """Task name -> changelog partition, from the set-changelog messages (ChangelogStreamManager): the
+        latest value per task; a tombstone or a blank value deletes; a malformed one is skipped (see
+        ``problems``)."""
+        out: dict[str, int] = {}
+        for rec in self._namespace(SET_CHANGELOG):
+            try:
+                partition = decode_changelog_partition(rec.value)
+            except CoordinatorFormatError as e:
+                self._bad[rec.offset] = f"{SET_CHANGELOG} {rec.key[1]!r}: {e}"
+                continue
+            if partition is not None:
+                out[rec.key[1]] = partition
+        return out
+
+    def job_model(self) -> JobModel:
+        """Config, changelog partition mapping and locality as one :class:`JobModel`, from what was read
+        (``refresh``/``require`` first)."""
+        loc = self.locality()
+        return JobModel(config=self.config(), changelog_partitions=self.changelog_partitions(),
+                        container_hosts=loc.container_hosts, task_containers=loc.task_containers,
+                        task_modes=loc.task_modes)
+
     def run_id(self) -> str | None:
         """The job's current run id (``app.run.id``), or None when it has none."""
         return self.config().get(RUN_ID_CONFIG) or None
@@ -230,6 +299,14 @@ class CoordinatorStream:
         value = encode_task_mode(mode, writer_host=_host_address(), username=getpass.getuser(),
                                  timestamp_ms=_now_ms())
         return self.put(SET_TASK_MODE, task, value)
+
+    def write_changelog_partition(self, task: str, partition: int | None) -> int:
+        """Map task ``task`` to changelog partition ``partition`` (None: delete its mapping), as Samza's job
+        coordinator does (ChangelogStreamManager.writePartitionMapping); return the offset. ValueError for a
+        partition that is not an int >= 0, before writing."""
+        value = None if partition is None else encode_changelog_partition(
+            partition, writer_host=_host_address(), username=getpass.getuser(), timestamp_ms=_now_ms())
+        return self.put(SET_CHANGELOG, task, value)
 
     def write_notification(self, notification: DrainNotification) -> int:
         """Write a drain notification under its uuid; return its offset."""

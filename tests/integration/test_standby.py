@@ -196,7 +196,9 @@ def test_follower_keeps_up_with_puts_and_deletes_and_promote_makes_it_the_active
         # Non-transactional restore: the job's start reuses the active dir a promote swaps the replica into
         # (test_standby_restore_mode has the default, transactional restore).
         cs.write_config({f"stores.{STORE}.changelog": f"kafka.{w.topic}",
+                         "systems.kafka.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory",
                          "task.transactional.state.restore.enabled": "false"})
+        cs.write_changelog_partition(TASK, 0)  # and its changelog partition
         cs.write_task_container(TASK, "0")
         cs.write_container_host("0", "the-old-host.example.com")
     w.writer.send(random_records(random.Random(1), 300))  # a history before the follower starts

@@ -42,10 +42,14 @@ from tests.tools.standby_helpers import cli, offsets_of, random_records, read_st
 
 
 def job_config(w: World, extra: dict[str, str] | None = None) -> None:
-    """The job's config on its coordinator stream: the store's changelog, plus ``extra``."""
+    """The job's config on its coordinator stream (the store's changelog and its system, plus ``extra``) and
+    the task's changelog partition, as a Samza job's coordinator stream holds them."""
     with CoordinatorStream(w.bootstrap, w.job, "1") as cs:
         cs.create()
-        cs.write_config({f"stores.{STORE}.changelog": f"kafka.{w.topic}", **(extra or {})})
+        cs.write_config({f"stores.{STORE}.changelog": f"kafka.{w.topic}",
+                         "systems.kafka.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory",
+                         **(extra or {})})
+        cs.write_changelog_partition(TASK, 0)
 
 
 def checkpoint(w: World, offset: int, *, blob: str | None = None) -> str:
