@@ -41,10 +41,10 @@ _statectl_options() {
         'drain wait') REPLY='--kafka --job --job-id --timeout --uuid --run-id --poll --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --layout --to-checkpoint --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby status') REPLY='--state-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --to-checkpoint --active-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby check') REPLY='--kafka --job --job-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --layout --to-checkpoint --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby status') REPLY='--state-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --to-checkpoint --active-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby check') REPLY='--kafka --job --job-id --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore load') REPLY='--kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore versions') REPLY='--task --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -321,6 +321,8 @@ _statectl_value() {
                 --replica) REPLY='@text' ;;
                 --replica-dir) REPLY='@dir' ;;
                 --layout) REPLY='@text' ;;
+                --metrics-port) REPLY='@text' ;;
+                --metrics-addr) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;
@@ -328,6 +330,7 @@ _statectl_value() {
         'standby status')
             case $2 in
                 --state-dir) REPLY='@dir' ;;
+                --metrics-file) REPLY='@file' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;
@@ -346,6 +349,7 @@ _statectl_value() {
                 --replica-dir) REPLY='@dir' ;;
                 --timeout) REPLY='@text' ;;
                 --active-dir) REPLY='@dir' ;;
+                --metrics-file) REPLY='@file' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;
@@ -355,6 +359,7 @@ _statectl_value() {
                 --kafka) REPLY='@text' ;;
                 --job) REPLY='@text' ;;
                 --job-id) REPLY='@text' ;;
+                --metrics-file) REPLY='@file' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

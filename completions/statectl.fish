@@ -65,13 +65,13 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby'
             printf '%s\n' -- --config --profile --output -o
         case 'standby follow'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --layout --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --layout --metrics-port --metrics-addr --config --profile --output -o
         case 'standby status'
-            printf '%s\n' -- --state-dir --config --profile --output -o
+            printf '%s\n' -- --state-dir --metrics-file --config --profile --output -o
         case 'standby promote'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --active-dir --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --active-dir --metrics-file --config --profile --output -o
         case 'standby check'
-            printf '%s\n' -- --kafka --job --job-id --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --metrics-file --config --profile --output -o
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
@@ -472,6 +472,8 @@ complete -c statectl -n '__statectl_path standby follow' -l replica -x -d 'Repli
 complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
 complete -c statectl -n '__statectl_path standby follow' -l layout -x -d 'standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>'
 complete -c statectl -n '__statectl_path standby follow' -l to-checkpoint -d 'Apply only up to the task\'s latest checkpointed changelog offset, as checkpoints come (for a promote under Samza\'s transactional restore)'
+complete -c statectl -n '__statectl_path standby follow' -l metrics-port -x -d 'Serve Prometheus metrics of the replica on this port (0: any free port, which a note names)'
+complete -c statectl -n '__statectl_path standby follow' -l metrics-addr -x -d 'The address --metrics-port listens on: all IPv4 interfaces by default, as node_exporter\'s :9100 (Prometheus scrapes from another host); 127.0.0.1 for this host only, :: for IPv6 too'
 complete -c statectl -n '__statectl_path standby follow' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby follow' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby follow' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -482,6 +484,7 @@ complete -c statectl -n '__statectl_path standby follow' -l debug -d 'Tracebacks
 
 # statectl standby status
 complete -c statectl -n '__statectl_path standby status' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby status' -l metrics-file -r -F -d 'Write each replica\'s lag, offsets and follower_up to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
 complete -c statectl -n '__statectl_path standby status' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby status' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby status' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -504,6 +507,7 @@ complete -c statectl -n '__statectl_path standby promote' -l replica-dir -x -a '
 complete -c statectl -n '__statectl_path standby promote' -l timeout -x -d 'Give up catching up after this long'
 complete -c statectl -n '__statectl_path standby promote' -l to-checkpoint -d 'Catch up only to the active\'s last checkpointed changelog offset'
 complete -c statectl -n '__statectl_path standby promote' -l active-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The active store dir (default: <state-dir>/<store>/<task>)'
+complete -c statectl -n '__statectl_path standby promote' -l metrics-file -r -F -d 'Write the failover counters of the promotes run on this host to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
 complete -c statectl -n '__statectl_path standby promote' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby promote' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby promote' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -516,6 +520,7 @@ complete -c statectl -n '__statectl_path standby promote' -l debug -d 'Traceback
 complete -c statectl -n '__statectl_path standby check' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
 complete -c statectl -n '__statectl_path standby check' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby check' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path standby check' -l metrics-file -r -F -d 'Write the placement violations to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
 complete -c statectl -n '__statectl_path standby check' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby check' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby check' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -43,6 +44,90 @@ LAYOUT = Annotated[str, typer.Option(
                      "free, the job's locality elsewhere), else exit 2.")]
 
 
+def _metrics_file(what: str) -> Any:
+    return Annotated[Optional[Path], typer.Option(
+        "--metrics-file", help=f"Write {what} to this file in Prometheus text format, for node_exporter's textfile "
+                               "collector (a *.prom file in its --collector.textfile.directory), replaced atomically. "
+                               "A file that cannot be written is a warning; the exit code stays the command's.",
+        show_default=False)]
+
+
+# -- metrics (statectl.metrics) ------------------------------------------------------------------------------
+
+
+def _serve_metrics(env: Env, rep: Replica, port: int | None, addr: str) -> tuple[Any, Any] | None:
+    """follow --metrics-port: (the follower's FollowerMetrics, its MetricsServer) serving, or None without
+    the flag; UsageError (exit 2) when the port cannot be listened on."""
+    if port is None:
+        return None
+    from statectl.metrics import FollowerMetrics, replica_labels, serve
+
+    ref = rep.ref
+    collector = FollowerMetrics(replica_labels(ref.job, ref.job_id, ref.task, ref.store, rep.changelog,
+                                               rep.partition, rep.replica_dir))
+    server = serve(collector, port, addr)
+    env.progress.note(f"serving metrics on {server.url}")
+    return collector, server
+
+
+def _metrics_path(path: Path | None) -> Path | None:
+    """--metrics-file checked before the command does anything (statectl.metrics.check_textfile)."""
+    if path is None:
+        return None
+    from statectl.metrics import check_textfile
+
+    return check_textfile(path)
+
+
+def _write_metrics(env: Env, path: Path, families: Any) -> None:
+    """Write ``families()`` to --metrics-file; a failure is a warning, the exit code stays the command's."""
+    from statectl.metrics import write_textfile
+
+    try:
+        write_textfile(path, families())
+    except OSError as e:
+        env.progress.note(f"warning: --metrics-file {path} not written: {e}")
+
+
+def _counting_failovers(func: Any) -> Any:
+    """promote --metrics-file: count the promote's result in the file (statectl.metrics.record_failover),
+    whether it promoted, was refused or failed; without the flag, the promote as it is. A promote whose
+    task and store are not known (flags missing) is not counted."""
+
+    @functools.wraps(func)
+    def command(env: Env, **kwargs: Any) -> Any:
+        path = _metrics_path(kwargs.get("metrics_file"))
+        if path is None:
+            return func(env=env, **kwargs)
+        try:
+            out = func(env=env, **kwargs)
+        except (Exception, KeyboardInterrupt) as e:
+            _record_failover(env, path, e)
+            raise
+        _record_failover(env, path, None)
+        return out
+
+    return command
+
+
+def _record_failover(env: Env, path: Path, error: BaseException | None) -> None:
+    from statectl.errors import StatectlError
+    from statectl.metrics import record_failover, result_of
+
+    try:
+        ref = env.session.ref()
+    except StatectlError:
+        env.progress.note(f"warning: --metrics-file {path}: the promote is not counted (no job, task and store)")
+        return
+    try:
+        note = record_failover(path, ref.job, ref.job_id, ref.task, ref.store, result_of(error))
+    except OSError as e:
+        env.progress.note(f"warning: --metrics-file {path} not written: {e}")
+        return
+    if note:
+        env.progress.note(f"warning: {note}")
+
+
 def _replica(env: Env, changelog: str | None, partition: int | None, replica: int, replica_dir: Path | None,
              *, need_dir: bool = True) -> Replica:
     from statectl.engine.standby import Replica, resolve_changelog, standby_dir
@@ -74,9 +159,13 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     "checkpointed changelog offset (read from the job's checkpoint topic as checkpoints come): what a promote needs "
     "under Samza's transactional restore (the default), where the job restores to that offset and the replica "
     "cannot be rolled back.\n\n"
+    "--metrics-port serves the replica's lag, offsets, records applied, re-seeds and follower_up on "
+    "http://<--metrics-addr>:<port>/metrics (statectl_standby_*; a port that cannot be listened on: exit 2, "
+    "before the replica is touched).\n\n"
     "Example:\n\n  statectl standby follow --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
-    "--state-dir /var/samza/state\n\n"
-    + exit_codes_epilog(0, 1, 2, (10, "no such changelog topic or partition"),
+    "--state-dir /var/samza/state --metrics-port 9464\n\n"
+    + exit_codes_epilog(0, 1, (2, "usage, or the --metrics-port cannot be listened on"),
+                        (10, "no such changelog topic or partition"),
                         (11, "another follower holds the replica, or a process holds its store"), 130)))
 @state_command(*WHERE, "blobstore", "s3_endpoint")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
@@ -84,7 +173,14 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
            to_checkpoint: Annotated[bool, typer.Option(
                "--to-checkpoint", help="Apply only up to the task's latest checkpointed changelog offset, as "
                                        "checkpoints come (for a promote under Samza's transactional restore).")
-           ] = False) -> None:
+           ] = False,
+           metrics_port: Annotated[Optional[int], typer.Option(
+               "--metrics-port", help="Serve Prometheus metrics of the replica on this port (0: any free port, "
+                                      "which a note names).", show_default=False)] = None,
+           metrics_addr: Annotated[str, typer.Option(
+               "--metrics-addr", help="The address --metrics-port listens on: all IPv4 interfaces by default, as "
+                                      "node_exporter's :9100 (Prometheus scrapes from another host); 127.0.0.1 for "
+                                      "this host only, :: for IPv6 too.")] = "0.0.0.0") -> None:
     """Keep a hot replica of a task's store current from its changelog (runs until stopped)."""
     from statectl.engine.restore import RestoreOptions, restore
     from statectl.engine.standby import follow as run_follow
@@ -97,16 +193,21 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
         restore(RestoreOptions(rep.ref, target, target_dir=target, snapshot=index_id, force=True),
                 session.blobstore, session.catalog, env.progress)
 
+    metrics = _serve_metrics(env, rep, metrics_port, metrics_addr)
     stop, interrupted = stop_on_signals()
     display = _Lag(env)
     try:
         r = run_follow(rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop,
-                       on_status=display.update, progress=env.progress,
+                       on_status=display.update if metrics is None else metrics[0].feeding(display.update),
+                       progress=env.progress,
                        argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
                        state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None,
                        legacy_dir=legacy, active_path=layout == "active-path", to_checkpoint=to_checkpoint)
     finally:
         display.close()
+        if metrics is not None:
+            metrics[0].stopped()
+            metrics[1].close()
     if env.json:  # JSON lines throughout: the result is the last line
         from statectl.cli.common import to_jsonable
 
@@ -153,16 +254,23 @@ class _Lag:
 @app.command("status", epilog="Lists the replicas in the standby root (<state-dir>/.statectl-standby), those kept in "
              "their task's active store dir (--layout active-path), and those an older statectl kept at "
              "<store>/Standby-<task>-<n>, where Samza's restore of the task deletes them, with the command that "
-             "moves them.\n\nExample:\n\n  statectl standby status --state-dir /var/samza/state -o json\n\n"
+             "moves them. --metrics-file writes each replica's lag, offsets, follower_up and promotable "
+             "(statectl_standby_*) for node_exporter; run it from cron.\n\n"
+             "Example:\n\n  statectl standby status --state-dir /var/samza/state -o json\n\n"
              + exit_codes_epilog(0, 2, (10, "no such state dir")))
 @state_command("state_dir")
-def status(env: Env) -> None:
+def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets and follower_up") = None) -> None:
     """The replicas under the state dir: lag, follower pid, whether they are promotable."""
     from statectl.engine.standby import replicas
 
     if not env.settings.state_dir:
         raise UsageError("standby status needs --state-dir")
+    metrics_file = _metrics_path(metrics_file)
     rows = replicas(Path(env.settings.state_dir))
+    if metrics_file is not None:
+        from statectl.metrics import status_families
+
+        _write_metrics(env, metrics_file, lambda: status_families(rows))
     lines = []
     for r in rows:
         lines.append(f"{r.replica_dir}  offset {r.applied_offset}  lag {r.lag_records} records / "
@@ -193,6 +301,9 @@ def status(env: Env) -> None:
     "task's replica wherever it is: in the standby root, in the active store dir (--layout active-path: caught up "
     "there, nothing moved under non-transactional restore), or where an older statectl kept it "
     "(<store>/Standby-<task>-<n>). Then points the task's container at this host on the coordinator stream.\n\n"
+    "--metrics-file counts the promote in statectl_standby_failovers_total{samza_job, samza_job_id, task, store, "
+    "result}: promoted, refused (exit 14) or failed (any other exit); the file is the counter's store, read back "
+    "and rewritten by each promote under a lock beside it, so give all promotes on a host the same file.\n\n"
     "Example:\n\n  statectl standby promote --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state --timeout 30\n\n"
     + exit_codes_epilog(0, (1, "could not catch up within --timeout (the replica and follower are as they were), "
@@ -200,14 +311,15 @@ def status(env: Env) -> None:
                         2, (10, "no replica"), (11, "the active store is held by a running process"),
                         (14, "refused: the job's next start would delete the promoted dir (nothing changed)"))))
 @state_command(*WHERE)
+@_counting_failovers
 def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
             replica_dir: REPLICA_DIR = None,
             timeout: Annotated[str, typer.Option("--timeout", help="Give up catching up after this long.")] = "60s",
             to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Catch up only to the active's last "
                                                         "checkpointed changelog offset.")] = False,
             active_dir: Annotated[Optional[Path], typer.Option("--active-dir", help="The active store dir (default: "
-                                                               "<state-dir>/<store>/<task>).", show_default=False)] = None
-            ) -> None:
+                                                               "<state-dir>/<store>/<task>).", show_default=False)] = None,
+            metrics_file: _metrics_file("the failover counters of the promotes run on this host") = None) -> None:
     """Make a replica what the job's next start restores from: fence its follower, catch up, move it in."""
     from statectl.config import parse_seconds
     from statectl.engine.standby import promote as run_promote
@@ -237,11 +349,13 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
                 f"({r.records_applied} records caught up, {r.restore_mode} restore) in {r.duration_s:.2f}s")
 
 
-@app.command("check", epilog="Example:\n\n  statectl standby check --kafka broker:9092 --job page-views\n\n"
+@app.command("check", epilog="--metrics-file writes the placement violations, one series for each, and the job's "
+             "active and standby task counts (statectl_standby_*), also when some are found (exit 1).\n\n"
+             "Example:\n\n  statectl standby check --kafka broker:9092 --job page-views\n\n"
              + exit_codes_epilog((0, "no task shares a host with its standby"),
                                  (1, "some task's active and standby share a host"), 2, (10, "no coordinator stream")))
 @state_command("kafka", "job", "job_id")
-def check(env: Env) -> None:
+def check(env: Env, metrics_file: _metrics_file("the placement violations") = None) -> None:
     """Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1)."""
     from statectl.engine.standby import check_placement
     from statectl.errors import StatectlError
@@ -249,7 +363,12 @@ def check(env: Env) -> None:
     s = env.settings
     if not s.kafka or not s.job:
         raise UsageError("standby check needs --kafka and --job")
+    metrics_file = _metrics_path(metrics_file)
     r = check_placement(s.kafka, s.job, s.job_id, security=env.session.kafka_security)
+    if metrics_file is not None:
+        from statectl.metrics import check_families
+
+        _write_metrics(env, metrics_file, lambda: check_families(s.job, s.job_id, r))
     for note in r.notes:
         env.progress.note(note)
     lines = [f"{v.task} and {v.standby} both on {v.host} (containers {v.container}, {v.standby_container})"
@@ -273,3 +392,4 @@ def _layout(env: Env, rep: Replica, layout: str, replica: int, replica_dir: Path
     if layout == "active-path":
         return active_path_replica(rep, state), None
     return rep, legacy_standby_dir(state, rep.ref.store, rep.ref.task, replica).absolute()
+

@@ -197,6 +197,12 @@ class FollowStatus:
     cwd: str | None = None  # where argv ran: a failed promote restarts the follower there (relative paths)
     topic_id: str | None = None  # the changelog's topic id when the follower started (None: not reported)
     checkpoint_offset: int | None = None  # --to-checkpoint: the task's checkpointed changelog offset it stops at
+    # Whose replica it is (None in a status file an older statectl wrote): the labels of its metrics.
+    job: str | None = None
+    job_id: str | None = None
+    task: str | None = None
+    store: str | None = None
+    reseeds: int = 0  # re-seeds since the follower started (the changelog recreated, its offset fell off)
 
 
 @dataclass
@@ -239,6 +245,11 @@ class ReplicaStatus:
     updated: str | None
     layout: str = "standby-root"  # "standby-root", "active-path", or "old" (where Samza's restore deletes it)
     move_command: str | None = None  # for an old-layout replica: the command that moves it
+    end_offset: int | None = None  # the changelog's end as the follower last saw it
+    job: str | None = None  # whose replica it is, as its follower says (None: an older statectl's follower)
+    job_id: str | None = None
+    task: str | None = None
+    store: str | None = None
 
 
 # -- the lock --------------------------------------------------------------------------------------
@@ -692,7 +703,8 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
             watch: TopicWatch | None = TopicWatch(tail_consumer, replica.changelog, bootstrap)
             status = FollowStatus(str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(),
                                   socket.gethostname(), argv=list(argv or []), cwd=cwd or os.getcwd(),
-                                  topic_id=watch.topic_id)
+                                  topic_id=watch.topic_id, job=replica.ref.job, job_id=replica.ref.job_id,
+                                  task=replica.ref.task, store=replica.ref.store)
             changelog_only = False  # after the changelog was recreated, a snapshot's position means nothing
             if (previous is not None and previous.changelog == replica.changelog and previous.topic_id
                     and watch.topic_id and previous.topic_id != watch.topic_id
@@ -701,6 +713,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                               f"recreated since it was followed (topic id {previous.topic_id}, now "
                               f"{watch.topic_id}); re-seeding it")
                 result.reseeds += 1
+                status.reseeds = result.reseeds
                 changelog_only = True
                 _reseed(replica)
             _write_status(replica, status)  # 'standby status' sees it from the start; it proves the dir ours
@@ -775,6 +788,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                             _record_offset(replica, db, status.applied_offset)
                         db.close()
                         result.reseeds += 1
+                        status.reseeds = result.reseeds
                         _reseed(replica)  # before the note: once it is said, the old offset is gone
                         if isinstance(e, TopicRecreated):
                             changelog_only, watch = True, None
@@ -1349,7 +1363,8 @@ def replicas(state_dir: Path) -> list[ReplicaStatus]:
         row = ReplicaStatus(st.replica_dir, st.changelog, st.partition, st.applied_offset, st.lag_records,
                             st.lag_s, st.pid if following else None, following,
                             (Path(st.replica_dir) / OFFSET_V2).exists(),
-                            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.updated)) if st.updated else None)
+                            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.updated)) if st.updated else None,
+                            end_offset=st.end_offset, job=st.job, job_id=st.job_id, task=st.task, store=st.store)
         if in_root:
             row.layout = "standby-root" if beside else "active-path"
         elif active_of_standby(name) is not None:
