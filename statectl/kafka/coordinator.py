@@ -77,29 +77,6 @@ class NotificationRecord:
     timestamp_ms: int
 
     @property
-    def changelog_partitions(self) -> dict[str, int]:
-        """Task name -> changelog partition, from the set-changelog messages (ChangelogStreamManager): the
-        latest value per task; a tombstone or a blank value deletes; a malformed one is skipped (see
-        ``problems``)."""
-        out: dict[str, int] = {}
-        for rec in self._namespace(SET_CHANGELOG):
-            try:
-                partition = decode_changelog_partition(rec.value)
-            except CoordinatorFormatError as e:
-                self._bad[rec.offset] = f"{SET_CHANGELOG} {rec.key[1]!r}: {e}"
-                continue
-            if partition is not None:
-                out[rec.key[1]] = partition
-        return out
-
-    def job_model(self) -> JobModel:
-        """Config, changelog partition mapping and locality as one :class:`JobModel`, from what was read
-        (``refresh``/``require`` first)."""
-        loc = self.locality()
-        return JobModel(config=self.config(), changelog_partitions=self.changelog_partitions(),
-                        container_hosts=loc.container_hosts, task_containers=loc.task_containers,
-                        task_modes=loc.task_modes)
-
     def run_id(self) -> str | None:
         return self.notification.run_id if self.notification else None
 
