@@ -29,7 +29,7 @@ from statectl.formats.coordinator import new_run_id
 from statectl.kafka.client import create_topic
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.pipeline.control import DRAIN_STATES_NAMESPACE
-from statectl.pipeline.spec import TIMINGS, JobSpec, stage_partitions, with_config
+from statectl.pipeline.spec import TIMINGS, JobSpec, stage_partitions, task_name, with_config
 
 log = logging.getLogger("statectl.pipeline")
 
@@ -62,6 +62,24 @@ def prepare(job: JobSpec, bootstrap: str, run_id: str, security=None, overrides:
                              configs={"cleanup.policy": "compact"}, security=security)
     finally:
         consumer.close()
+    _write_changelog_mapping(job, bootstrap, counts, security)
+
+
+def _write_changelog_mapping(job: JobSpec, bootstrap: str, counts: dict[str, int], security=None) -> None:
+    """Map each task of a stage with stores to its changelog partition (task ``<stage>-Partition n`` writes
+    to partition n) on the coordinator stream, as Samza's job coordinator does the first time it sees a
+    task: a task already mapped keeps its partition (ChangelogStreamManager.updatePartitionMapping). So
+    statectl's standby finds a pipeline task's partition as it finds a Samza task's."""
+    with CoordinatorStream(bootstrap, job.name, job.job_id, security=security) as cs:
+        cs.require()
+        mapped = cs.changelog_partitions()
+        for stage in job.stages:
+            if not stage.stores:
+                continue
+            for p in range(stage_partitions(stage, counts)):
+                name = task_name(stage.name, p)
+                if name not in mapped:
+                    cs.write_changelog_partition(name, p)
 
 
 def cleanup(job: JobSpec, bootstrap: str, run_id: str, security=None) -> list[str]:

@@ -301,6 +301,9 @@ def test_drain_while_input_is_produced(broker, tmp_path: Path, jobs):
         wait_until(lambda: sum(counted(broker).values()) > 500, why="the job emits counts")
         # Garbage on the coordinator stream must not stop anything.
         with CoordinatorStream(broker, JOB, "1") as cs:
+            cs.require()  # the job mapped its stateful tasks to their changelog partitions, as Samza does
+            mapping = cs.changelog_partitions()
+            assert mapping and all(name.endswith(f"-Partition {p}") for name, p in mapping.items()), mapping
             cs.put("samza-drain-v1", "not-a-uuid", b"{not json")
             cs.put("set-config", "job.garbage", b"[]")
         started = json.loads(cli("drain", "start", "--kafka", broker, "--job", JOB, "-o", "json").stdout)
