@@ -844,9 +844,10 @@ class _CheckpointCap:
             self.problem = f"task {ref.task!r} has no checkpointed changelog offset for store {ref.store!r} yet"
             return None
         ssp, offset = found
-        if (ssp["stream"], ssp["partition"]) != (self.replica.changelog, self.replica.partition):
-            self.problem = (f"task {ref.task!r}'s checkpoint names changelog {ssp['stream']}[{ssp['partition']}], "
-                            f"not {self.replica.changelog}[{self.replica.partition}]")
+        r = self.replica
+        if (ssp["system"], ssp["stream"], ssp["partition"]) != (r.system, r.changelog, r.partition):
+            self.problem = (f"task {ref.task!r}'s checkpoint names changelog {ssp['system']}.{ssp['stream']}"
+                            f"[{ssp['partition']}], not {r.system}.{r.changelog}[{r.partition}]")
             return None
         self.problem = None
         return int(offset)

@@ -52,11 +52,11 @@ def job_config(w: World, extra: dict[str, str] | None = None) -> None:
         cs.write_changelog_partition(TASK, 0)
 
 
-def checkpoint(w: World, offset: int, *, blob: str | None = None) -> str:
+def checkpoint(w: World, offset: int, *, blob: str | None = None, system: str = "kafka") -> str:
     """Commit a v2 checkpoint of the task whose Kafka changelog marker names ``offset`` (and, with ``blob``,
     a blob-store marker too); return its id."""
     cp = new_checkpoint_id()
-    marker = encode_changelog_marker(KafkaChangelogMarker(SSP("kafka", w.topic, 0), str(offset)))
+    marker = encode_changelog_marker(KafkaChangelogMarker(SSP(system, w.topic, 0), str(offset)))
     markers = {KAFKA_CHANGELOG_FACTORY: {STORE: marker}}
     if blob is not None:
         markers[BLOB_STORE_FACTORY] = {STORE: blob}
@@ -151,6 +151,10 @@ def test_follow_to_checkpoint_stays_at_the_checkpointed_offset_as_records_arrive
     wait_until(lambda: lines_with(lambda x: x["end_offset"] is not None and x["end_offset"] >= 200), 60, f.describe())
     assert replica_offset(w.replica, w.topic) is None
     assert "no checkpointed changelog offset" in f.stderr()
+    # A checkpoint of the same topic on another system is not this changelog's: still nothing applied.
+    checkpoint(w, 150, system="other-system")
+    wait_until(lambda: "not kafka." in f.stderr(), 60, f.describe())
+    assert replica_offset(w.replica, w.topic) is None
 
     checkpoint(w, 120)
     caught_up(w, f, upto=120)
