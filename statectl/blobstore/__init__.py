@@ -45,6 +45,33 @@ def default_blobstore_url() -> str:
     return "file://" + str(Path(base) / "statectl" / "blobs")
 
 
+def file_root(url: str) -> Path | None:
+    """The real dir of a ``file://`` blob store URL (None for another scheme), without opening (or
+    creating) it. Raises UsageError for a host, a relative path, no path, or a path that resolves to ``/``."""
+    parsed = urlparse(url)
+    if parsed.scheme != "file":
+        return None
+    if _has_control_char(url) or _has_control_char(unquote(url)):
+        raise UsageError(f"invalid blob store URL {url!r}: it contains a control character (NUL, newline, ...)",
+                         hint="use file:///path or s3://bucket/prefix with printable characters only")
+    if parsed.netloc not in ("", "localhost"):
+        raise UsageError(f"invalid blob store URL {url!r}: use file:///absolute/path")
+    path = unquote(parsed.path)
+    if not path:
+        raise UsageError(f"invalid blob store URL {url!r}: no path")
+    if not path.startswith("/"):  # file:relative would write wherever the command happens to run
+        raise UsageError(f"invalid blob store URL {url!r}: the path must be absolute",
+                         hint="use file:///absolute/path")
+    # The dir the OS resolves, not a lexical reading: "symlink/.." is the parent of the link's target,
+    # and a root that is a link to "/" is "/". Every overlap check (restore's target) compares real paths.
+    real = os.path.realpath(path)
+    if real == "/":
+        raise UsageError(f"invalid blob store URL {url!r}: the filesystem root cannot be a blob store"
+                         + ("" if os.path.normpath(path) == "/" else " (the path resolves to /)"),
+                         hint="use a dir of its own, e.g. file:///var/backups/statectl")
+    return Path(real)
+
+
 def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defaults.RETRIES,
                    retry_time_s: float = defaults.RETRY_TIME_S) -> BlobStore:
     """Open the blob store a URL names, wrapped so that transient errors are retried ``retries`` times,
@@ -66,21 +93,7 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defa
                          hint="use file:///path or s3://bucket/prefix with printable characters only")
     parsed = urlparse(url)
     if parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost"):
-            raise UsageError(f"invalid blob store URL {url!r}: use file:///absolute/path")
-        path = unquote(parsed.path)
-        if not path:
-            raise UsageError(f"invalid blob store URL {url!r}: no path")
-        if not path.startswith("/"):  # file:relative would write wherever the command happens to run
-            raise UsageError(f"invalid blob store URL {url!r}: the path must be absolute",
-                             hint="use file:///absolute/path")
-        # The dir the OS resolves, not a lexical reading: "symlink/.." is the parent of the link's target,
-        # and a root that is a link to "/" is "/". Every overlap check (restore's target) compares real paths.
-        path = os.path.realpath(path)
-        if path == "/":
-            raise UsageError(f"invalid blob store URL {url!r}: the filesystem root cannot be a blob store"
-                             + ("" if os.path.normpath(unquote(parsed.path)) == "/" else " (the path resolves to /)"),
-                             hint="use a dir of its own, e.g. file:///var/backups/statectl")
+        path = str(file_root(url))
         from statectl.blobstore.local import LocalBlobStore
 
         inner: BlobStore = LocalBlobStore(path, url)

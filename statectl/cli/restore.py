@@ -72,6 +72,7 @@ def restore(
 def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], target_dir: Optional[Path], force: bool,
                             snapshot: Optional[str], until_offset: Optional[int], to_checkpoint: bool,
                             system: str) -> None:
+    from statectl.blobstore import file_root
     from statectl.engine.changelog import (
         ChangelogRestoreOptions,
         restore_from_changelog,
@@ -90,7 +91,8 @@ def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], targ
         target_dir=target_dir if target_dir is not None else session.store_dir(env.flags.store_dir),
         stop_offset=until_offset, checkpoint_ref=session.ref() if to_checkpoint else None, force=force, system=system,
         security=session.kafka_security, state_dir=Path(s.state_dir) if s.state_dir else None,
-        own_store=session.store_dir(env.flags.store_dir) if s.state_dir and s.store else None)
+        own_store=session.store_dir(env.flags.store_dir) if s.state_dir and s.store else None,
+        blob_root=file_root(s.blobstore) if s.blobstore else None)
     r = restore_from_changelog(opts, env.progress)
     env.emit(r, f"replayed {r.records} records ({human_bytes(r.bytes)}) of {r.topic}[{r.partition}] up to offset "
                 f"{r.end_offset} into {r.target_dir}, {r.duration_s:.1f}s")

@@ -58,6 +58,7 @@ class ChangelogRestoreOptions:
     # never a target (local.staged.check_target).
     state_dir: Path | None = None
     own_store: Path | None = None
+    blob_root: Path | None = None  # a file:// blob store's dir: never a target, not even with force
 
     def validate(self) -> None:
         if not self.bootstrap:
@@ -110,7 +111,7 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
     progress = progress or NullProgress()
     started = time.monotonic()
     target = resolve_target(Path(opts.target_dir))
-    check_target(target, opts.force, own_store=opts.own_store, state_dir=opts.state_dir)
+    check_target(target, opts.force, blob_root=opts.blob_root, own_store=opts.own_store, state_dir=opts.state_dir)
     note_if_linked(Path(opts.target_dir), target, progress)
 
     from statectl.kafka.client import PartitionReader, open_consumer, require_partition

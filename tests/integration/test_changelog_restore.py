@@ -353,3 +353,18 @@ def test_replay_never_replaces_another_store_of_the_state_dir(cli, tansu, change
             code=2)
     assert "another store's dir" in p.stderr
     assert fingerprint(other) == before and no_temp_dirs(other.parent)
+
+
+def test_replay_never_replaces_the_file_blob_store_even_with_force(cli, tansu, changelog, tmp_path: Path):
+    """restore --from-changelog --force into the file:// blob store's dir (the embedded default included)
+    replaced it, deleting every backup: it opens no blob store, so check_target had no blob root to refuse."""
+    topic = changelog[0]
+    blobs = tmp_path / "blobs"
+    (blobs / "blobs" / "ab").mkdir(parents=True)
+    (blobs / "blobs" / "ab" / "abcdef").write_bytes(b"a backup's blob")
+    for url, target in ((f"file://{blobs}", blobs), (f"file://{blobs}", blobs / "blobs")):
+        p = cli("restore", "--from-changelog", topic, "--partition", "1", "--kafka", tansu.bootstrap,
+                "--blobstore", url, "--target-dir", str(target), "--force", code=2)
+        assert "blob store" in p.stderr
+    assert (blobs / "blobs" / "ab" / "abcdef").read_bytes() == b"a backup's blob"
+    assert no_temp_dirs(blobs.parent)
