@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from statectl.errors import NotFoundError
 from statectl.formats.coordinator import (
@@ -60,6 +60,7 @@ from statectl.kafka.client import (
 )
 from statectl.kafka.compacted import CompactedTopic, LatestRecord
 
+T = TypeVar("T")
 COORDINATOR_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 
 
@@ -160,10 +161,10 @@ class CoordinatorStream:
         """The job's config as its set-config messages hold it (deleted keys left out)."""
         return self._decoded(SET_CONFIG, decode_set_config)
 
-    def _decoded(self, namespace: str, decode: Callable[[bytes | None], str | None]) -> dict[str, str]:
+    def _decoded(self, namespace: str, decode: Callable[[bytes | None], T | None]) -> dict[str, T]:
         """key -> decoded value of ``namespace`` (deleted keys left out, malformed values skipped into
         ``problems``)."""
-        out: dict[str, str] = {}
+        out: dict[str, T] = {}
         for rec in self._namespace(namespace):
             try:
                 value = decode(rec.value)
@@ -186,16 +187,7 @@ class CoordinatorStream:
         """Task name -> changelog partition, from the set-changelog messages (ChangelogStreamManager): the
         latest value per task; a tombstone or a blank value deletes; a malformed one is skipped (see
         ``problems``)."""
-        out: dict[str, int] = {}
-        for rec in self._namespace(SET_CHANGELOG):
-            try:
-                partition = decode_changelog_partition(rec.value)
-            except CoordinatorFormatError as e:
-                self._bad[rec.offset] = f"{SET_CHANGELOG} {rec.key[1]!r}: {e}"
-                continue
-            if partition is not None:
-                out[rec.key[1]] = partition
-        return out
+        return self._decoded(SET_CHANGELOG, decode_changelog_partition)
 
     def job_model(self) -> JobModel:
         """Config, changelog partition mapping and locality as one :class:`JobModel`, from what was read
