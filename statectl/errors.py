@@ -179,6 +179,19 @@ class DiskFullError(StatectlError):
     """The local disk ran out of space; nothing existing was changed."""
 
 
+def is_disk_full(e: BaseException) -> bool:
+    """Whether ``e`` says the disk is full: a DiskFullError, an OSError ENOSPC/EDQUOT, or RocksDB's own
+    error for it ("IO error: No space left on device", or the quota's), which is no OSError."""
+    import errno
+
+    if isinstance(e, DiskFullError):
+        return True
+    if isinstance(e, OSError):
+        return e.errno in (errno.ENOSPC, errno.EDQUOT)
+    text = str(e).lower()
+    return "no space left on device" in text or "disk quota exceeded" in text
+
+
 class LeaseLostError(StatectlError):
     """Another process took over this store's lease (it expired, or 'lease break' broke it) while this
     operation held it: the operation stopped before it committed. Exit 1, a failure of this run, not 11:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from statectl import failpoints
-from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError
+from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError, is_disk_full
 from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import SIDE_INPUT_OFFSETS, OffsetFileError, read_offsets, write_offsets
@@ -275,7 +275,7 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     except ExtractError as e:  # loading the extractor failed
         raise UsageError(str(e)) from None
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        if is_disk_full(e):
             raise _disk_full(targets[0].path if targets else Path(opts.state_dir or opts.store_dir or ".")) from e
         raise
     finally:
@@ -371,7 +371,7 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
         except LockHeldError as e:
             raise LockHeldError(str(e), hint=HELD_HINT) from None
         except StatectlError as e:
-            if _no_space(e):
+            if is_disk_full(e):
                 raise _disk_full(t.path) from e
             reason = f"its files are damaged ({e})"
     if reason is None:
@@ -417,16 +417,8 @@ def _check_not_held(path: Path) -> None:
         raise LockHeldError(str(e), hint=HELD_HINT) from None
 
 
-def _no_space(e: BaseException) -> bool:
-    """An OSError ENOSPC/EDQUOT, or RocksDB's own error for a full disk ("IO error: No space left on device")."""
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    text = str(e).lower()
-    return "no space left on device" in text or "disk quota exceeded" in text
-
-
 def _os_error(path: Path, e: OSError, doing: str) -> StatectlError:
-    if _no_space(e):
+    if is_disk_full(e):
         return _disk_full(path)
     return StatectlError(f"{doing} at {path} failed: {e}")
 
@@ -458,7 +450,7 @@ def _open(t: _Target, opts: TopicLoadOptions | None = None) -> None:
         except LockHeldError as e:
             raise LockHeldError(str(e), hint=HELD_HINT) from None
         except StatectlError as e:
-            if _no_space(e):
+            if is_disk_full(e):
                 raise _disk_full(t.path) from e
             raise
 
@@ -559,7 +551,7 @@ def _close(t: _Target, opts: TopicLoadOptions, *, quietly: bool = False) -> None
 
 def _rocks_error(t: _Target, e: Exception) -> Exception:
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-    if _no_space(e):
+    if is_disk_full(e):
         return _disk_full(t.path)
     return StatectlError(f"RocksDB write in {t.write_path} failed: {msg}")
 
@@ -974,7 +966,7 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
         try:
             result = _load_file_locked(opts, ds, dirs, progress, spark, locks)
         except (OSError, StatectlError) as e:
-            if not isinstance(e, DiskFullError) and _no_space(e):
+            if not isinstance(e, DiskFullError) and is_disk_full(e):
                 raise DiskFullError(f"no space left on device loading {ds.path} into {dirs[0].parent}; no new "
                                     "version was made", hint=f"free some space in {dirs[0].parent}") from e
             raise

@@ -50,7 +50,6 @@ keeps a replica at or behind the task's latest checkpointed changelog offset for
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -74,6 +73,7 @@ from statectl.errors import (
     NotFoundError,
     StatectlError,
     UsageError,
+    is_disk_full,
 )
 from statectl.formats.checkpoint import (
     BLOB_STORE_FACTORY,
@@ -112,7 +112,7 @@ from statectl.local.layout import (
     store_dir,
     task_dir_name,
 )
-from statectl.local.staged import discard_old, fsync_dirs, process_alive, swap_into_place
+from statectl.local.staged import discard_old, fsync_dirs, out_of_space, process_alive, swap_into_place
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.rocks.live import LiveStore
 
@@ -523,11 +523,7 @@ def _disk_full(replica: Replica, e: BaseException, what: str) -> DiskFullError |
     RocksDB's own error saying so), None for any other failure."""
     if isinstance(e, DiskFullError):
         return e
-    if isinstance(e, OSError):
-        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
-    else:
-        full = "no space left on device" in str(e).lower()
-    if not full:
+    if not is_disk_full(e) and not out_of_space(replica.replica_dir):
         return None
     untouched = "; the active dir is untouched" if what == "promoting" else ""
     return DiskFullError(f"no space left on device {what} {replica.replica_dir}: the replica keeps what it applied, "

@@ -45,6 +45,20 @@ def check_free_space(target: Path, need: int) -> None:
                             hint=f"free some space in {where}, or restore elsewhere with --target-dir")
 
 
+def out_of_space(path: Path, *, below: int = 1 << 20) -> bool:
+    """Whether the filesystem holding ``path`` has fewer than ``below`` bytes free for this user. For a
+    failure whose own message does not say it (RocksDB, after a write hit a full disk, fails the next ones
+    with "Writer has previous error"); False when nothing can be told."""
+    where = Path(path)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        st = os.statvfs(where)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < below
+
+
 def note_if_linked(asked: Path, target: Path, progress: ProgressReporter) -> None:
     """Say so when the target asked for reached ``target`` through a symlink (after the checks: a refused
     restore prints its error alone)."""
