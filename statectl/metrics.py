@@ -159,10 +159,13 @@ class FollowerMetrics:
         with self._lock:
             self._sample.up = False
 
-    def collect(self) -> Iterator[Any]:
+    def sample(self) -> ReplicaSample:
+        """A copy of the replica's values now."""
         with self._lock:
-            sample = ReplicaSample(**vars(self._sample))
-        yield from replica_families([sample])
+            return ReplicaSample(**vars(self._sample))
+
+    def collect(self) -> Iterator[Any]:
+        yield from replica_families([self.sample()])
 
     def feeding(self, then: Callable[[Any], None] | None = None) -> Callable[[Any], None]:
         """An on_status callback that updates these metrics, then calls ``then``."""
@@ -173,6 +176,30 @@ class FollowerMetrics:
                 then(status)
 
         return on_status
+
+
+class ContainerMetrics(FollowerMetrics):
+    """The metrics of a container's follower (follow --container): one FollowerMetrics per replica, keyed by
+    its replica dir (FollowStatus.replica_dir routes each status to its own), collected as one set of
+    families with a series per replica."""
+
+    def __init__(self, replicas: dict[str, tuple[str, ...]]):
+        self._each = {d: FollowerMetrics(labels) for d, labels in replicas.items()}
+
+    def update(self, status: Any) -> None:
+        each = self._each.get(str(status.replica_dir))
+        if each is not None:
+            each.update(status)
+
+    def stopped(self) -> None:
+        for each in self._each.values():
+            each.stopped()
+
+    def sample(self) -> ReplicaSample:  # pragma: no cover - a container has many: collect() takes them all
+        raise TypeError("a container's metrics have one sample per replica")
+
+    def collect(self) -> Iterator[Any]:
+        yield from replica_families([each.sample() for each in self._each.values()])
 
 
 class MetricsServer:

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -37,6 +38,11 @@ REPLICA = Annotated[int, typer.Option("--replica", help="Replica number n of the
 REPLICA_DIR = Annotated[Optional[Path], typer.Option(
     "--replica-dir", help="The replica's dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza "
                           "never looks; its lock and status files beside it).", show_default=False)]
+CONTAINER = Annotated[Optional[str], typer.Option(
+    "--container", help="A container of the job (its id in the job model: an active container such as 0, or its "
+                        "standby container <id>-<n>): every store with a changelog of every task the coordinator "
+                        "stream assigns it (--store: only that store); excludes --task, --changelog, --partition and "
+                        "--replica-dir.", show_default=False)]
 LAYOUT = Annotated[str, typer.Option(
     "--layout", help="standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>. active-path: "
                      "in the task's active store dir <state-dir>/<store>/<task>, as Samza's own standby keeps it, so "
@@ -97,7 +103,7 @@ def _counting_failovers(func: Any) -> Any:
     @functools.wraps(func)
     def command(env: Env, **kwargs: Any) -> Any:
         path = _metrics_path(kwargs.get("metrics_file"))
-        if path is None:
+        if path is None or kwargs.get("container") is not None:  # a container's promote counts its own stores
             return func(env=env, **kwargs)
         try:
             out = func(env=env, **kwargs)
@@ -169,7 +175,7 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
                         (11, "another follower holds the replica, or a process holds its store"), 130)))
 @state_command(*WHERE, "blobstore", "s3_endpoint")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
-           replica_dir: REPLICA_DIR = None, layout: LAYOUT = "standby-root",
+           replica_dir: REPLICA_DIR = None, container: CONTAINER = None, layout: LAYOUT = "standby-root",
            to_checkpoint: Annotated[bool, typer.Option(
                "--to-checkpoint", help="Apply only up to the task's latest checkpointed changelog offset, as "
                                        "checkpoints come (for a promote under Samza's transactional restore).")
@@ -185,13 +191,21 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
     from statectl.engine.restore import RestoreOptions, restore
     from statectl.engine.standby import follow as run_follow
 
-    rep = _replica(env, changelog, partition, replica, replica_dir)
-    rep, legacy = _layout(env, rep, layout, replica, replica_dir)
     session = env.session
 
-    def seed(index_id: str, target: Path) -> None:
-        restore(RestoreOptions(rep.ref, target, target_dir=target, snapshot=index_id, force=True),
-                session.blobstore, session.catalog, env.progress)
+    def seeder(rep: Replica) -> Any:
+        def seed(index_id: str, target: Path) -> None:
+            restore(RestoreOptions(rep.ref, target, target_dir=target, snapshot=index_id, force=True),
+                    session.blobstore, session.catalog, env.progress)
+
+        return seed
+
+    if container is not None:
+        _no_single_task_flags(env, "follow", changelog, partition, replica_dir)
+        return _follow_container(env, container, replica, layout, to_checkpoint, metrics_port, metrics_addr, seeder)
+    rep = _replica(env, changelog, partition, replica, replica_dir)
+    rep, legacy = _layout(env, rep, layout, replica, replica_dir)
+    seed = seeder(rep)
 
     metrics = _serve_metrics(env, rep, metrics_port, metrics_addr)
     stop, interrupted = stop_on_signals()
@@ -208,16 +222,94 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
         if metrics is not None:
             metrics[0].stopped()
             metrics[1].close()
+    _followed(env, r, f"stopped following {r.replica_dir}: applied {r.records_applied} records, now at changelog "
+                      f"offset {r.applied_offset}", interrupted)
+
+
+def _followed(env: Env, result: Any, text: str, interrupted: list[int]) -> None:
     if env.json:  # JSON lines throughout: the result is the last line
         from statectl.cli.common import to_jsonable
 
-        sys.stdout.write(json.dumps(to_jsonable(r)) + "\n")
+        sys.stdout.write(json.dumps(to_jsonable(result)) + "\n")
         sys.stdout.flush()
     else:
-        env.emit(r, f"stopped following {r.replica_dir}: applied {r.records_applied} records, now at changelog "
-                    f"offset {r.applied_offset}")
+        env.emit(result, text)
     if interrupted and interrupted[0] == signal.SIGINT:
         raise typer.Exit(130)
+
+
+def _no_single_task_flags(env: Env, command: str, changelog: str | None, partition: int | None,
+                          replica_dir: Path | None) -> None:
+    given = [flag for flag, value in (("--task", env.flags.task), ("--changelog", changelog),
+                                      ("--partition", partition), ("--replica-dir", replica_dir)) if value is not None]
+    if given:
+        raise UsageError(f"{command} --container takes every task of the container: {given[0]} excludes it",
+                         hint="leave it out, or name one task with --task instead of --container")
+    s = env.settings
+    if not s.kafka or not s.job or not s.state_dir:
+        raise UsageError(f"{command} --container needs --kafka, --job and --state-dir")
+
+
+def _container(env: Env, container: str, replica: int, *, one_store: bool = False) -> Any:
+    """The container's standby (engine.failover.resolve_container); ``one_store``: --store names the only
+    store followed (follow); else --store is refused (a container moves whole)."""
+    from statectl.engine.failover import resolve_container
+
+    s = env.settings
+    store = getattr(env.flags, "store", None)
+    if store and not one_store:
+        raise UsageError("a container moves whole: --store excludes --container here",
+                         hint="leave --store out (every store of the container is promoted)")
+    sc = resolve_container(s.kafka, s.job, s.job_id, container, replica=replica, stores=[store] if store else None,
+                           state_dir=Path(s.state_dir), security=env.session.kafka_security)
+    for note in sc.notes:
+        env.progress.note(note)
+    return sc
+
+
+def _follow_container(env: Env, container: str, replica: int, layout: str, to_checkpoint: bool,
+                      metrics_port: int | None, metrics_addr: str, seeder: Any) -> None:
+    import dataclasses
+
+    from statectl.engine.failover import follow_container
+
+    sc = _container(env, container, replica, one_store=True)
+    legacy: dict[Path, Path] = {}
+    reps = []
+    for rep in sc.replicas:
+        moved, old = _layout(env, rep, layout, sc.replica, None)
+        reps.append(moved)
+        if old is not None:
+            legacy[moved.replica_dir] = old
+    sc = dataclasses.replace(sc, replicas=tuple(reps))
+    env.progress.note(f"following container {sc.container} as {sc.standby_container}: {len(sc.tasks)} task(s) x "
+                      f"{len(sc.stores)} store(s) ({', '.join(sc.stores)})")
+    metrics = None
+    if metrics_port is not None:
+        from statectl.metrics import ContainerMetrics, replica_labels, serve
+
+        collector = ContainerMetrics({str(r.replica_dir): replica_labels(
+            r.ref.job, r.ref.job_id, r.ref.task, r.ref.store, r.changelog, r.partition, r.replica_dir)
+            for r in sc.replicas})
+        server = serve(collector, metrics_port, metrics_addr)
+        env.progress.note(f"serving metrics on {server.url}")
+        metrics = collector, server
+    stop, interrupted = stop_on_signals()
+    display = _Lag(env)
+    s = env.settings
+    try:
+        r = follow_container(sc, s.kafka, security=env.session.kafka_security, seed_of=seeder, stop=stop,
+                             on_status=display.update if metrics is None else metrics[0].feeding(display.update),
+                             progress=env.progress, argv=[sys.executable, "-m", "statectl", *sys.argv[1:]],
+                             cwd=os.getcwd(), state_dir=Path(s.state_dir), legacy_dirs=legacy,
+                             active_path=layout == "active-path", to_checkpoint=to_checkpoint)
+    finally:
+        display.close()
+        if metrics is not None:
+            metrics[0].stopped()
+            metrics[1].close()
+    _followed(env, r, f"stopped following container {r.container} ({len(r.replicas)} replicas): applied "
+                      f"{r.records_applied} records", interrupted)
 
 
 class _Lag:
@@ -228,6 +320,8 @@ class _Lag:
 
         self._json = env.json
         self._live: Any = None
+        self._lines: dict[str, str] = {}  # replica dir -> its line (a container follower has many)
+        self._guard = threading.Lock()  # a container's followers report from their threads
         if not env.json and sys.stderr.isatty() and not env.settings.quiet and not os.environ.get("CI"):
             from rich.console import Console
             from rich.live import Live
@@ -236,6 +330,10 @@ class _Lag:
             self._live.start()
 
     def update(self, st: Any) -> None:
+        with self._guard:
+            self._show(st)
+
+    def _show(self, st: Any) -> None:
         if self._json:
             from statectl.cli.common import to_jsonable
 
@@ -243,8 +341,9 @@ class _Lag:
             sys.stdout.flush()
         elif self._live is not None:
             lag_s = "?" if st.lag_s is None else f"{st.lag_s:.1f}s"
-            self._live.update(f"{st.replica_dir}: offset {st.applied_offset}, lag {st.lag_records} records / {lag_s}, "
-                              f"{st.records_applied} applied")
+            self._lines[st.replica_dir] = (f"{st.replica_dir}: offset {st.applied_offset}, lag {st.lag_records} "
+                                           f"records / {lag_s}, {st.records_applied} applied")
+            self._live.update("\n".join(self._lines[d] for d in sorted(self._lines)))
 
     def close(self) -> None:
         if self._live is not None:
@@ -313,7 +412,7 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
 @state_command(*WHERE)
 @_counting_failovers
 def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
-            replica_dir: REPLICA_DIR = None,
+            replica_dir: REPLICA_DIR = None, container: CONTAINER = None,
             timeout: Annotated[str, typer.Option("--timeout", help="Give up catching up after this long.")] = "60s",
             to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Catch up only to the active's last "
                                                         "checkpointed changelog offset.")] = False,
@@ -326,6 +425,12 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     from statectl.engine.standby import update_locality
     from statectl.local.layout import store_dir
 
+    if container is not None:
+        _no_single_task_flags(env, "promote", changelog, partition, replica_dir)
+        if active_dir is not None:
+            raise UsageError("promote --container puts each store in its task's store dir: --active-dir excludes it")
+        return _run_failover(env, container, replica, None, False, timeout, to_checkpoint, _metrics_path(metrics_file),
+                             locality=False)
     rep = _replica(env, changelog, partition, replica, replica_dir)
     s = env.settings
     if replica_dir is None and s.state_dir:
@@ -347,6 +452,102 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
         env.progress.note(note)
     env.emit(r, f"promoted {rep.replica_dir} to {r.promoted_dir} at changelog offset {r.caught_up_offset} "
                 f"({r.records_applied} records caught up, {r.restore_mode} restore) in {r.duration_s:.2f}s")
+
+
+@app.command("failover", epilog=(
+    "Seed 001's failover of a whole container onto the host of its standby container, run on that host, step by "
+    "step: find-standby-host (the standby container's set-container-host-assignment), delete-standby-locality "
+    "(its mapping deleted, as Samza's metadata store deletes: a null value; the job then places the standby "
+    "anywhere else), point-active-locality (the active container's mapping set to the standby host, as "
+    "LocalityManager writes it: the job starts the active there), stop-standby (the container's follower is "
+    "stopped: nothing is promoted while it runs), promote (every store of every task, each where the job's next "
+    "start keeps it, as 'standby promote' does), report. Before anything is written every store is checked: its "
+    "replica is here, the job's next start keeps what promote makes (else exit 14) and no process holds the active "
+    "state (else exit 11). Each step is journaled in <state-dir>/.statectl-standby/failover/: a failover "
+    "interrupted at any step is finished by running the same command again; steps done before say "
+    "done-earlier. --dry-run checks the same and shows each step and the messages it would write, changing "
+    "nothing. --metrics-file counts each store's promote in statectl_standby_failovers_total.\n\n"
+    "Example:\n\n  statectl standby failover --kafka broker:9092 --job page-views --container 0 "
+    "--state-dir /var/samza/state --dry-run\n\n"
+    + exit_codes_epilog(0, (1, "a store could not be caught up within --timeout, or the disk is full (the stores "
+                               "promoted stay promoted: run again to finish)"),
+                        (2, "usage, or this host is not the standby container's host"),
+                        (10, "no coordinator stream, no such container, no replica here, or no locality mapping of "
+                             "the standby container (pass --host)"),
+                        (11, "a process holds a task's active state"),
+                        (14, "refused: the job's next start would delete a promoted dir (nothing changed)"))))
+@state_command("kafka", "job", "job_id", "state_dir")
+def failover(env: Env,
+             container: Annotated[Optional[str], typer.Option(
+                 "--container", help="The active container to fail over (its id in the job model, such as 0; "
+                                     "required).", show_default=False)] = None,
+             replica: REPLICA = 0,
+             host: Annotated[Optional[str], typer.Option(
+                 "--host", help="This host's name as the job's locality names it (default: its hostname); also the "
+                                "standby host when the standby container has no locality mapping.",
+                 show_default=False)] = None,
+             dry_run: Annotated[bool, typer.Option("--dry-run", help="Check everything and show each step; change "
+                                                   "nothing.")] = False,
+             timeout: Annotated[str, typer.Option("--timeout", help="Give up catching a store up after this long.")
+                                ] = "60s",
+             to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Catch each store up only to its "
+                                                         "task's last checkpointed changelog offset.")] = False,
+             metrics_file: _metrics_file("the failover counters of the promotes run on this host") = None) -> None:
+    """Fail a whole container over onto its standby host: locality, fence, promote every store (seed 001 part 3)."""
+    s = env.settings
+    if container is None:
+        raise UsageError("standby failover needs --container", hint="pass the active container's id, such as 0")
+    if not s.kafka or not s.job or not s.state_dir:
+        raise UsageError("standby failover needs --kafka, --job and --state-dir")
+    _run_failover(env, container, replica, host, dry_run, timeout, to_checkpoint, _metrics_path(metrics_file),
+                  locality=True)
+
+
+def _run_failover(env: Env, container: str, replica: int, host: str | None, dry_run: bool, timeout: str,
+                  to_checkpoint: bool, metrics_file: Path | None, *, locality: bool) -> None:
+    from statectl.config import parse_seconds
+    from statectl.engine.failover import failover as run_failover
+
+    seconds = parse_seconds(timeout, "--timeout")
+    sc = _container(env, container, replica)
+    s = env.settings
+    try:
+        r = run_failover(sc, s.kafka, Path(s.state_dir).absolute(), security=env.session.kafka_security, host=host,
+                         dry_run=dry_run, timeout_s=seconds, to_checkpoint=to_checkpoint, locality=locality,
+                         progress=env.progress)
+    except (Exception, KeyboardInterrupt) as e:
+        if metrics_file is not None and not dry_run:
+            _count_stores(env, metrics_file, sc, e)
+        raise
+    if metrics_file is not None and not dry_run:
+        _count_stores(env, metrics_file, sc, None, only={(x.task, x.store) for x in r.stores if x.status == "promoted"})
+    for note in r.notes:
+        env.progress.note(note)
+    lines = [f"{'DRY RUN: ' if r.dry_run else ''}container {r.container} -> {r.standby_host} "
+             f"(standby container {r.standby_container})"]
+    lines += [f"  {st.step:<24} {st.status:<13} {st.detail}" for st in r.steps]
+    lines += [f"  {x.task} / {x.store}: {x.status}" + (f" -> {x.promoted_dir} ({x.restore_mode})" if x.promoted_dir
+                                                      else "") for x in r.stores]
+    env.emit(r, "\n".join(lines))
+
+
+def _count_stores(env: Env, path: Path, sc: Any, error: BaseException | None,
+                  only: set[tuple[str, str]] | None = None) -> None:
+    """--metrics-file of a container's promote or failover: one failover counted per store (promoted now;
+    or, when it raised, the result of that error for every store)."""
+    from statectl.metrics import record_failover, result_of
+
+    result = result_of(error)
+    for rep in sc.replicas:
+        if only is not None and (rep.ref.task, rep.ref.store) not in only:
+            continue
+        try:
+            note = record_failover(path, rep.ref.job, rep.ref.job_id, rep.ref.task, rep.ref.store, result)
+        except OSError as e:
+            env.progress.note(f"warning: --metrics-file {path} not written: {e}")
+            return
+        if note:
+            env.progress.note(f"warning: {note}")
 
 
 @app.command("check", epilog="--metrics-file writes the placement violations, one series for each, and the job's "

@@ -102,7 +102,7 @@ from statectl.kafka.client import (
     require_partition,
 )
 from statectl.formats.coordinator import active_of_standby, coordinator_topic
-from statectl.kafka.coordinator import CoordinatorStream
+from statectl.kafka.coordinator import CoordinatorStream, JobModel
 from statectl.kafka.tails import Tail, TopicRecreated, TopicWatch, check_in_range, read_tails
 from statectl.local.layout import (
     STANDBY_ROOT,
@@ -203,6 +203,7 @@ class FollowStatus:
     task: str | None = None
     store: str | None = None
     reseeds: int = 0  # re-seeds since the follower started (the changelog recreated, its offset fell off)
+    container: str | None = None  # follow --container: the active container whose standby this follower is
 
 
 @dataclass
@@ -250,6 +251,7 @@ class ReplicaStatus:
     job_id: str | None = None
     task: str | None = None
     store: str | None = None
+    container: str | None = None  # the active container a container follower (follow --container) follows
 
 
 # -- the lock --------------------------------------------------------------------------------------
@@ -650,7 +652,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
            progress: ProgressReporter | None = None, status_every_s: float = 1.0,
            argv: list[str] | None = None, cwd: str | None = None, state_dir: Path | None = None,
            timeout_s: float = DEFAULT_TIMEOUT_S, legacy_dir: Path | None = None,
-           active_path: bool = False, to_checkpoint: bool = False) -> FollowResult:
+           active_path: bool = False, to_checkpoint: bool = False, container: str | None = None) -> FollowResult:
     """Keep ``replica`` current until ``stop`` is set (see the module doc); return what was done.
     ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the changelog). ``argv``
     and ``cwd`` (default: this process's) are recorded in the status file: a promote that fails starts the
@@ -662,6 +664,8 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
     from the job's checkpoint topic as new checkpoints come), so that a promote under Samza's transactional
     restore finds the replica at or behind the offset the job restores to; nothing is applied while the task
     has no such checkpoint, and a replica already past it waits until a checkpoint passes it (notes say so).
+    ``container``: the active container this replica is followed for (follow --container), recorded in the
+    status file.
 
     The changelog deleted and recreated under a running follower (a new topic id, another partition count,
     or its end now before the replica's offset) re-seeds the replica from the new changelog; so does a
@@ -700,7 +704,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
             status = FollowStatus(str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(),
                                   socket.gethostname(), argv=list(argv or []), cwd=cwd or os.getcwd(),
                                   topic_id=watch.topic_id, job=replica.ref.job, job_id=replica.ref.job_id,
-                                  task=replica.ref.task, store=replica.ref.store)
+                                  task=replica.ref.task, store=replica.ref.store, container=container)
             changelog_only = False  # after the changelog was recreated, a snapshot's position means nothing
             if (previous is not None and previous.changelog == replica.changelog and previous.topic_id
                     and watch.topic_id and previous.topic_id != watch.topic_id
@@ -1053,12 +1057,16 @@ def _transactional_target(start: NextStart, tail: Tail, replica: Replica) -> int
 
 def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: KafkaSecurity | None = None,
             timeout_s: float = 60.0, to_checkpoint: bool = False,
-            on_locality: Callable[[], bool] | None = None, progress: ProgressReporter | None = None,
+            on_locality: Callable[[], tuple[bool, str | None]] | None = None, progress: ProgressReporter | None = None,
             kafka_timeout_s: float = DEFAULT_TIMEOUT_S, state_dir: Path | None = None,
-            check_restore: bool = True) -> PromoteResult:
+            check_restore: bool = True, restart_follower: bool = True,
+            start: NextStart | None = None) -> PromoteResult:
     """Fence the follower, catch the replica up, and put it where the job's next start keeps it (see the
-    module doc). ``on_locality`` (after the move) updates the job's locality and returns whether it did.
-    ``state_dir``: the job's state dir, whose other stores are never replaced.
+    module doc). ``on_locality`` (after the move) updates the job's locality and returns whether it did, and
+    a note (or None). ``state_dir``: the job's state dir, whose other stores are never replaced.
+    ``restart_follower``: start a follower this promote fenced again when it fails (False for a container's
+    promote, which leaves the fenced container follower stopped: Invariant 2). ``start``: next_start's answer
+    when the caller has it already (a container's promote checks every store first).
 
     Where it goes depends on how the job's next start restores the store (next_start, from the job's
     config on its coordinator stream, unless ``check_restore`` is False; ``result.restore_mode`` says which):
@@ -1093,8 +1101,9 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
         raise UsageError(f"refusing to promote {replica.replica_dir}: statectl's follower did not make it (no "
                          f"{replica.replica_dir.name}{STATUS_SUFFIX} beside it naming it)",
                          hint="promote a replica 'statectl standby follow' keeps (leave --replica-dir out)")
-    start = (next_start(replica, bootstrap, security=security) if check_restore
-             else NextStart(RESTORE_UNCHECKED, "not checked (check_restore=False)"))
+    if start is None:
+        start = (next_start(replica, bootstrap, security=security) if check_restore
+                 else NextStart(RESTORE_UNCHECKED, "not checked (check_restore=False)"))
     transactional = start.mode == RESTORE_TRANSACTIONAL
     # A replica kept in the active's store dir (--layout active-path) is promoted where it is: no move. Its
     # store's LOCK is checked when the catch-up opens it, once its own follower is fenced.
@@ -1150,7 +1159,8 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
                     result.notes.append(note)
             replica.lock_path.unlink(missing_ok=True)
         except _NotPromoted as e:
-            _restart(before, was_following)  # once the lock is released: the follower takes it again
+            if restart_follower:
+                _restart(before, was_following)  # once the lock is released: the follower takes it again
             raise e.exit_as(str(e), hint=e.hint) from None
     except Exception as e:
         full = _disk_full(replica, e, "promoting")
@@ -1161,7 +1171,9 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
         consumer.close()
     result.notes.append(_restore_note(start, replica, active_dir, target_dir, result.caught_up_offset))
     if on_locality is not None:
-        result.locality_updated = on_locality()
+        result.locality_updated, note = on_locality()
+        if note:
+            result.notes.append(note)
     result.duration_s = round(time.monotonic() - began, 3)
     return result
 
@@ -1361,7 +1373,8 @@ def replicas(state_dir: Path) -> list[ReplicaStatus]:
                             st.lag_s, st.pid if following else None, following,
                             (Path(st.replica_dir) / OFFSET_V2).exists(),
                             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.updated)) if st.updated else None,
-                            end_offset=st.end_offset, job=st.job, job_id=st.job_id, task=st.task, store=st.store)
+                            end_offset=st.end_offset, job=st.job, job_id=st.job_id, task=st.task, store=st.store,
+                            container=st.container)
         if in_root:
             row.layout = "standby-root" if beside else "active-path"
         elif active_of_standby(name) is not None:
@@ -1430,8 +1443,8 @@ GUESSED_SYSTEM = "kafka"
 
 
 def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = None, partition: int | None = None,
-                      security: KafkaSecurity | None = None,
-                      timeout_s: float = DEFAULT_TIMEOUT_S) -> ChangelogPartition:
+                      security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                      model: JobModel | None = None, problems: list[str] | None = None) -> ChangelogPartition:
     """The changelog system, topic and partition of ``ref``'s store, as the job's coordinator stream says
     (read whole, once). Reads only.
 
@@ -1450,7 +1463,9 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
     ``systems.<system>.samza.factory``) or a bare one the config gives no system; NotFoundError (exit 10)
     when there is no coordinator stream and no ``changelog``, the config names no changelog for the store,
     the mapping has no partition for the task, or the changelog topic has fewer partitions than the mapping
-    names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both)."""
+    names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both).
+    ``model`` (with the stream's ``problems``): the job model already read (CoordinatorStream.job_model), for
+    a caller resolving many stores at once; the stream is then not read again."""
     from statectl.formats.jobconfig import (
         SystemStream,
         changelog_stream,
@@ -1466,9 +1481,11 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
         raise UsageError("--changelog is empty", hint="pass the changelog topic, as <system>.<topic> or <topic>")
     job = f"{ref.job}-{ref.job_id}"
     notes: list[str] = []
-    with CoordinatorStream(bootstrap, ref.job, ref.job_id, timeout_s=timeout_s, security=security) as cs:
-        model = cs.job_model() if cs.refresh() else None
-        problems = list(cs.problems) if model is not None else []
+    if model is None:
+        with CoordinatorStream(bootstrap, ref.job, ref.job_id, timeout_s=timeout_s, security=security) as cs:
+            model = cs.job_model() if cs.refresh() else None
+            problems = list(cs.problems) if model is not None else []
+    problems = problems or []
     config = model.config if model is not None else {}
 
     if changelog is None:
@@ -1576,18 +1593,29 @@ def _check_partition_count(bootstrap: str, topic: str, mapping: dict[str, int], 
                                                  "--partition")
 
 
-def update_locality(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None) -> bool:
+def update_locality(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None) -> tuple[bool, str | None]:
     """Point the container of ``ref.task`` at this host (set-container-host-assignment, as a Samza
-    container writes it), so that the job places the active task where its promoted store now is.
-    False when the job's coordinator stream or the task's container assignment is not there."""
+    container writes it), so that the job places the active task where its promoted store now is; return
+    whether it did, and a note when it did not. Not when the job's coordinator stream or the task's
+    container assignment is not there, nor when that container runs other active tasks too: a container
+    moves whole (seed 001), and repointing it for one promoted task would place the others away from their
+    state (promote --container or failover moves them all)."""
     with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
         if not cs.refresh():
-            return False
-        container = cs.locality().task_containers.get(ref.task)
+            return False, None
+        loc = cs.locality()
+        container = loc.task_containers.get(ref.task)
         if container is None:
-            return False
+            return False, None
+        others = sorted(t for t, c in loc.task_containers.items()
+                        if c == container and t != ref.task and _active_name(t, loc.task_modes) == t)
+        if others:
+            return False, (f"container {container} also runs task{'s' if len(others) > 1 else ''} "
+                           f"{', '.join(repr(t) for t in others[:3])}{' ...' if len(others) > 3 else ''}: its "
+                           "locality is left as it is (a container moves whole); 'statectl standby failover "
+                           f"--container {container}' moves all its tasks")
         cs.write_container_host(container, socket.gethostname())
-    return True
+    return True, None
 
 
 @dataclass

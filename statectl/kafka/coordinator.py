@@ -256,6 +256,11 @@ class CoordinatorStream:
         return self.put(SET_CONTAINER_HOST, container_id, encode_container_host(
             host_name, writer_host=_host_address(), username=getpass.getuser(), timestamp_ms=_now_ms()))
 
+    def delete_container_host(self, container_id: str) -> int:
+        """Delete container ``container_id``'s host mapping, as Samza's metadata store deletes a key
+        (CoordinatorStreamStore.delete: a message with a null value); return the offset."""
+        return self.put(SET_CONTAINER_HOST, container_id, None)
+
     def write_task_container(self, task: str, container_id: str) -> int:
         """Assign task ``task`` to container ``container_id`` as Samza's job coordinator does; return the
         offset."""

@@ -1,0 +1,333 @@
+"""Whole containers (issue 18 item 5 and the failover orchestration), on Tansu with real processes.
+
+A job of 12 tasks (changelog partitions given out in lexicographic task-name order, as Samza's
+JobModelCalculator does) in two active containers and their standby containers, two stores with a
+changelog each. Container 0 holds three tasks, one of them ``Partition 10`` (changelog partition 2):
+``follow --container 0`` follows 3 tasks x 2 stores in one process, ``promote --container 0`` and
+``failover --container 0`` move them all, and every store equals an independent replay of its own partition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from statectl.engine.standby import standby_dir
+from statectl.formats.coordinator import (
+    SET_CONTAINER_HOST,
+    decode_container_host,
+    decode_key,
+    encode_key,
+    standby_task_name,
+)
+from statectl.kafka.coordinator import CoordinatorStream
+from tests.tools.standby_helpers import (
+    ChangelogWriter,
+    Follower,
+    apply_records,
+    cli,
+    json_objects,
+    offsets_of,
+    read_store,
+    wait_until,
+)
+
+SYSTEM = "kafka"
+KAFKA_FACTORY = "org.apache.samza.system.kafka.KafkaSystemFactory"
+STORES = ("counts", "sums")
+TASKS = [f"Partition {n}" for n in range(12)]
+MAPPING = {t: i for i, t in enumerate(sorted(TASKS))}  # JobModelCalculator's first assignment
+CONTAINER0 = ["Partition 0", "Partition 10", "Partition 5"]  # the rest in container 1
+HOST = socket.gethostname()
+
+
+def records(tag: int, n: int, start: int = 0) -> list[tuple[bytes, bytes | None]]:
+    out: list[tuple[bytes, bytes | None]] = []
+    for j in range(start, start + n):
+        if j % 7 == 6:
+            out.append((b"t%03d-%04d" % (tag, j - 3), None))
+        else:
+            out.append((b"t%03d-%04d" % (tag, j), b"v%d-%d" % (tag, j)))
+    return out
+
+
+@dataclass
+class Job:
+    bootstrap: str
+    tmp: Path
+    job: str
+    topics: dict[str, str]
+    writers: dict[tuple[str, int], ChangelogWriter]
+
+    @property
+    def state(self) -> Path:
+        return self.tmp / "state"
+
+    def flags(self, *extra: str) -> list[str]:
+        return ["--kafka", self.bootstrap, "--job", self.job, "--state-dir", str(self.state), *extra]
+
+    def writer(self, store: str, task: str) -> ChangelogWriter:
+        return self.writers[(store, MAPPING[task])]
+
+    def key(self, store: str, task: str) -> str:
+        return f"{SYSTEM}.{self.topics[store]}.{MAPPING[task]}"
+
+    def locality(self) -> dict[str, str]:
+        with CoordinatorStream(self.bootstrap, self.job, "1") as cs:
+            cs.require()
+            return cs.locality().container_hosts
+
+    def end(self) -> int:
+        with CoordinatorStream(self.bootstrap, self.job, "1") as cs:
+            cs.require()
+            return max((r.offset for r in cs._topic.latest.values()), default=-1) + 1
+
+
+def write_job(j: Job, *, config: dict[str, str] | None = None) -> None:
+    """The coordinator stream a Samza job coordinator leaves for two containers with standbys (RF 2)."""
+    cfg = {"job.name": j.job, "job.id": "1", "job.default.system": SYSTEM,
+           f"systems.{SYSTEM}.samza.factory": KAFKA_FACTORY, "job.standbytasks.replication.factor": "2",
+           **{f"stores.{s}.changelog": f"{SYSTEM}.{t}" for s, t in j.topics.items()},
+           **{f"stores.{s}.factory": "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory"
+              for s in j.topics}, **(config or {})}
+    with CoordinatorStream(j.bootstrap, j.job, "1") as cs:
+        cs.create()
+        cs.write_config(cfg)
+        for task in TASKS:
+            container = "0" if task in CONTAINER0 else "1"
+            standby = standby_task_name(task, 0)
+            cs.write_changelog_partition(task, MAPPING[task])
+            cs.write_changelog_partition(standby, MAPPING[task])
+            cs.write_task_container(task, container)
+            cs.write_task_container(standby, f"{container}-0")
+            cs.write_task_mode(task, "Active")
+            cs.write_task_mode(standby, "Standby")
+        cs.write_container_host("0", "host-a")
+        cs.write_container_host("1", "host-b")
+        cs.write_container_host("0-0", HOST)  # this host: container 0's standby
+        cs.write_container_host("1-0", "host-c")
+
+
+@pytest.fixture
+def job(tansu, tmp_path: Path):
+    tag = uuid.uuid4().hex[:10]
+    topics = {s: tansu.create_topic(f"ct-{s}-{tag}", partitions=12) for s in STORES}
+    writers = {}
+    for si, s in enumerate(STORES):
+        for p in range(12):
+            w = writers[(s, p)] = ChangelogWriter(tansu.bootstrap, topics[s], p)
+            w.send(records(si * 100 + p, 20 + p))
+    (tmp_path / "state").mkdir()
+    j = Job(tansu.bootstrap, tmp_path, f"ct-job-{tag}", topics, writers)
+    try:
+        yield j
+    finally:
+        for w in writers.values():
+            w.close()
+
+
+@pytest.fixture
+def followers():
+    started: list[Follower] = []
+    yield started
+    for f in started:
+        f.kill()
+
+
+def replicas_at_end(j: Job, f: Follower | None = None) -> bool:
+    if f is not None:
+        f.assert_running()
+    for task in CONTAINER0:
+        for s in STORES:
+            try:
+                if offsets_of(standby_dir(j.state, s, task)) != {j.key(s, task): str(j.writer(s, task).last_offset)}:
+                    return False
+            except (OSError, ValueError):
+                return False
+    return True
+
+
+def follow_container(j: Job, followers: list[Follower]) -> Follower:
+    f = Follower(j.tmp, ["--container", "0", *j.flags()])
+    followers.append(f)
+    wait_until(lambda: replicas_at_end(j, f), 120, f"every replica of container 0 at its end\n{f.describe()}")
+    return f
+
+
+def assert_promoted(j: Job) -> None:
+    """Every store of container 0 in its task's active dir, equal to an independent replay of its partition."""
+    for task in CONTAINER0:
+        for s in STORES:
+            active = j.state / s / task.replace(" ", "_")
+            w = j.writer(s, task)
+            assert read_store(active) == apply_records(w.records()), (task, s)
+            assert offsets_of(active) == {j.key(s, task): str(w.last_offset)}
+            assert not standby_dir(j.state, s, task).exists()
+
+
+@pytest.mark.timeout(400)
+def test_a_container_is_followed_in_one_process_killed_resumed_and_promoted(job: Job, followers):
+    j = job
+    write_job(j)
+    f = follow_container(j, followers)
+    status = json.loads(cli(j.tmp, "standby", "status", "--state-dir", str(j.state), "-o", "json").stdout)
+    mine = [r for r in status if r["container"] == "0"]
+    assert sorted((r["task"], r["store"]) for r in mine) == sorted((t, s) for t in CONTAINER0 for s in STORES)
+    assert {r["follower_pid"] for r in mine} == {f.pid}  # one process holds them all
+    assert all(r["task"] in CONTAINER0 for r in status)  # container 1's tasks are not followed
+
+    # kill -9 mid-stream, write more, resume: each replica goes on from its own offset
+    f.kill()
+    for s in STORES:
+        for task in CONTAINER0:
+            j.writer(s, task).send(records(900 + MAPPING[task], 15, start=500))
+    f2 = follow_container(j, followers)
+    for s in STORES:  # a tail for the promote to catch up
+        for task in CONTAINER0:
+            j.writer(s, task).send(records(950 + MAPPING[task], 5, start=800))
+    p = cli(j.tmp, "standby", "promote", "--container", "0", *j.flags(), "-o", "json")
+    r = json.loads(p.stdout)
+    assert f2.wait(60) == 0, f2.describe()
+    assert sorted((x["task"], x["store"], x["status"]) for x in r["stores"]) == sorted(
+        (t, s, "promoted") for t in CONTAINER0 for s in STORES)
+    assert_promoted(j)
+    assert j.locality()["0"] == HOST  # the container now runs here; its standby's mapping is left alone
+    assert j.locality()["0-0"] == HOST
+
+
+def coordinator_records(j: Job, start: int) -> list[tuple[bytes, bytes | None]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=j.bootstrap, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(f"__samza_coordinator_{j.job}_1", 0)
+        c.assign([tp])
+        c.seek(tp, start)
+        out: list[tuple[bytes, bytes | None]] = []
+        end = c.end_offsets([tp])[tp]
+        while c.position(tp) < end:
+            for recs in c.poll(timeout_ms=2000).values():
+                out += [(r.key, r.value) for r in recs]
+        return out
+    finally:
+        c.close()
+
+
+def assert_locality_messages(j: Job, start: int) -> None:
+    """What the failover wrote: the standby container's mapping deleted (a null value, as
+    CoordinatorStreamStore.delete), then the active container's set to the standby host (as
+    LocalityManager.writeContainerToHostMapping), in that order, once each."""
+    got = [(k, v) for k, v in coordinator_records(j, start) if decode_key(k)[0] == SET_CONTAINER_HOST]
+    assert [k for k, _ in got] == [encode_key(SET_CONTAINER_HOST, "0-0"), encode_key(SET_CONTAINER_HOST, "0")]
+    assert got[0][1] is None
+    assert decode_container_host(got[1][1]) == HOST
+    loc = j.locality()
+    assert "0-0" not in loc and loc["0"] == HOST and loc["1"] == "host-b" and loc["1-0"] == "host-c"
+
+
+@pytest.mark.timeout(400)
+def test_failover_dry_run_then_failover_writes_the_locality_messages_in_the_seeds_order(job: Job, followers):
+    j = job
+    write_job(j)
+    f = follow_container(j, followers)
+    start = j.end()
+    dry = json.loads(cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), "--dry-run", "-o", "json").stdout)
+    assert [s["step"] for s in dry["steps"]] == ["find-standby-host", "delete-standby-locality",
+                                                 "point-active-locality", "stop-standby", "promote", "report"]
+    assert all(s["status"] == "planned" for s in dry["steps"]) and dry["standby_host"] == HOST
+    assert j.end() == start and f.proc.poll() is None  # nothing written, the follower runs on
+    assert replicas_at_end(j, f)
+
+    r = json.loads(cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), "-o", "json").stdout)
+    assert [(s["step"], s["status"]) for s in r["steps"]] == [
+        ("find-standby-host", "done"), ("delete-standby-locality", "done"), ("point-active-locality", "done"),
+        ("stop-standby", "done"), ("promote", "done"), ("report", "done")]
+    assert f.wait(60) == 0, f.describe()
+    assert_locality_messages(j, start)
+    assert_promoted(j)
+    again = json.loads(cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), "-o", "json").stdout)
+    assert {s["status"] for s in again["steps"]} == {"done-earlier"}  # finished: nothing done twice
+    assert_locality_messages(j, start)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("failpoint", ["failover-step=kill", "failover-step=1*off->kill", "failover-step=2*off->kill",
+                                       "failover-step=3*off->kill", "failover-promoted=2*off->kill"])
+def test_a_failover_killed_at_any_step_is_finished_by_a_rerun(job: Job, followers, failpoint: str):
+    j = job
+    write_job(j)
+    f = follow_container(j, followers)
+    start = j.end()
+    env = dict(os.environ, STATECTL_FAILPOINTS=failpoint)
+    import subprocess
+
+    from tests.tools.standby_helpers import STATECTL, clean_env
+
+    p = subprocess.run([STATECTL, "standby", "failover", "--container", "0", *j.flags()], cwd=j.tmp,
+                       env=dict(clean_env(j.tmp), STATECTL_FAILPOINTS=env["STATECTL_FAILPOINTS"]),
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == -9, (p.returncode, p.stdout, p.stderr)
+    r = json.loads(cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), "-o", "json").stdout)
+    assert r["resumed"] is True
+    assert "done-earlier" in {s["status"] for s in r["steps"]}
+    f.wait(60)
+    assert_locality_messages(j, start)
+    assert_promoted(j)
+
+
+@pytest.mark.timeout(400)
+def test_a_hold_on_the_active_state_stops_failover_with_exit_11_before_anything_is_written(job: Job, followers):
+    from rocksdict import Rdict
+
+    j = job
+    write_job(j)
+    f = follow_container(j, followers)
+    held = j.state / "sums" / "Partition_10"
+    held.parent.mkdir(parents=True)
+    db = Rdict(str(held))  # a running active task of the container still holds its store
+    try:
+        start = j.end()
+        p = cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), code=11)
+        assert len(p.stderr.strip().splitlines()) <= 2, p.stderr
+        assert j.end() == start  # no locality message
+        f.assert_running()  # the standby is not stopped
+        assert replicas_at_end(j, f)
+    finally:
+        db.close()
+
+
+@pytest.mark.timeout(400)
+def test_promoting_one_task_of_a_container_does_not_repoint_the_container(job: Job, followers):
+    j = job
+    write_job(j)
+    task = "Partition 10"
+    f = Follower(j.tmp, ["--task", task, "--store", "counts", *j.flags()])
+    followers.append(f)
+    replica = standby_dir(j.state, "counts", task)
+    w = j.writer("counts", task)
+    wait_until(lambda: (offsets_of(replica) or {}).get(j.key("counts", task)) == str(w.last_offset), 90, f.describe())
+    p = cli(j.tmp, "standby", "promote", "--task", task, "--store", "counts", *j.flags(), "-o", "json")
+    r = json_objects(p.stdout)[-1]
+    assert r["locality_updated"] is False
+    assert "also runs tasks 'Partition 0', 'Partition 5'" in p.stderr
+    assert j.locality()["0"] == "host-a"
+
+
+def test_container_flags_are_checked_before_anything(job: Job):
+    j = job
+    write_job(j)
+    p = cli(j.tmp, "standby", "follow", "--container", "0", "--task", "Partition 0", *j.flags(), code=2)
+    assert "--task excludes it" in p.stderr
+    p = cli(j.tmp, "standby", "promote", "--container", "0", "--store", "counts", *j.flags(), code=2)
+    assert "container moves whole" in p.stderr
+    p = cli(j.tmp, "standby", "follow", "--container", "7", *j.flags(), code=10)
+    assert "no task to container '7'" in p.stderr
+    p = cli(j.tmp, "standby", "failover", "--container", "1", *j.flags(), code=2)  # its standby is on host-c
+    assert "host-c" in p.stderr
+    assert not (j.state / ".statectl-standby").exists()
