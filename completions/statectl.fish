@@ -71,7 +71,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby promote'
             printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --active-dir --metrics-file --config --profile --output -o
         case 'standby check'
-            printf '%s\n' -- --kafka --job --job-id --metrics-file --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --metrics-file --host --config --profile --output -o
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
@@ -448,7 +448,7 @@ complete -c statectl -n '__statectl_path drain cancel' -l debug -d 'Tracebacks f
 complete -c statectl -n '__statectl_path standby' -a follow -d 'Keep a hot replica of a task\'s store current from its changelog (runs until stopped)'
 complete -c statectl -n '__statectl_path standby' -a status -d 'The replicas under the state dir: lag, follower pid, whether they are promotable'
 complete -c statectl -n '__statectl_path standby' -a promote -d 'Make a replica what the job\'s next start restores from: fence its follower, catch up, move it in'
-complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1)'
+complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1), the standby containers with no host, and where they can be placed'
 complete -c statectl -n '__statectl_path standby' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -521,6 +521,7 @@ complete -c statectl -n '__statectl_path standby check' -l kafka -x -d 'Kafka bo
 complete -c statectl -n '__statectl_path standby check' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby check' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby check' -l metrics-file -r -F -d 'Write the placement violations to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
+complete -c statectl -n '__statectl_path standby check' -l host -x -d 'A candidate host for the standby containers\' proposals (repeatable; default: every host the job\'s locality names)'
 complete -c statectl -n '__statectl_path standby check' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby check' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby check' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

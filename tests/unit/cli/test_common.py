@@ -50,7 +50,7 @@ FLAGS = {
     "standby promote": {"--active-dir", "--changelog", "--job", "--job-id", "--kafka", "--partition", "--replica",
                         "--replica-dir", "--state-dir", "--store", "--task", "--timeout", "--to-checkpoint",
                         "--metrics-file"},
-    "standby check": {"--job", "--job-id", "--kafka", "--metrics-file"},
+    "standby check": {"--host", "--job", "--job-id", "--kafka", "--metrics-file"},
     "adstore load": {"--allow-empty", "--blobstore", "--broadcast", "--extractor", "--follow", "--format", "--from-file",
                      "--kafka", "--keep-versions", "--key-column", "--key-field", "--master", "--max-age",
                      "--partitions", "--s3-endpoint", "--spark", "--spark-conf", "--stage-through-blobstore",
