@@ -1646,10 +1646,8 @@ def check_placement(bootstrap: str, job: str, job_id: str, *, hosts: list[str] |
     the hosts it can be placed on (:func:`placement_hosts`), from ``hosts`` (default: every host the job's
     locality names). Reads only. Raises UsageError (exit 2) for an empty host in ``hosts``, before reading;
     NotFoundError (exit 10) when the coordinator stream does not exist."""
-    if hosts is not None:
-        bad = [h for h in hosts if not h or not h.strip()]
-        if bad:
-            raise UsageError("--host must name a host, not an empty string")
+    if hosts is not None and any(not h.strip() for h in hosts):
+        raise UsageError("--host must name a host, not an empty string")
     with CoordinatorStream(bootstrap, job, job_id, security=security) as cs:
         cs.require()
         loc = cs.locality()
