@@ -520,7 +520,7 @@ complete -c statectl -n '__statectl_path standby promote' -l debug -d 'Traceback
 complete -c statectl -n '__statectl_path standby check' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
 complete -c statectl -n '__statectl_path standby check' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby check' -l job-id -x -d 'Job id (default 1)'
-complete -c statectl -n '__statectl_path standby check' -l metrics-file -r -F -d 'Write the placement violations to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
+complete -c statectl -n '__statectl_path standby check' -l metrics-file -r -F -d 'Write the placement violations and unmapped standby containers to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
 complete -c statectl -n '__statectl_path standby check' -l host -x -d 'A candidate host for the standby containers\' proposals (repeatable; default: every host the job\'s locality names)'
 complete -c statectl -n '__statectl_path standby check' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby check' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'

@@ -364,7 +364,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
              + exit_codes_epilog((0, "no task shares a host with its standby (unmapped standby containers too)"),
                                  (1, "some task's active and standby share a host"), 2, (10, "no coordinator stream")))
 @state_command("kafka", "job", "job_id")
-def check(env: Env, metrics_file: _metrics_file("the placement violations") = None,
+def check(env: Env, metrics_file: _metrics_file("the placement violations and unmapped standby containers") = None,
           host: Annotated[Optional[list[str]], typer.Option(
               "--host", help="A candidate host for the standby containers' proposals (repeatable; default: every "
                              "host the job's locality names).", show_default=False)] = None) -> None:
