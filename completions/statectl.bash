@@ -11,7 +11,7 @@ _statectl_commands() {
         'config') REPLY='show' ;;
         'lease') REPLY='show break' ;;
         'drain') REPLY='start status wait cancel' ;;
-        'standby') REPLY='follow status promote check' ;;
+        'standby') REPLY='follow status promote failover check' ;;
         'adstore') REPLY='load versions switch' ;;
         *) REPLY='' ;;
     esac
@@ -41,10 +41,11 @@ _statectl_options() {
         'drain wait') REPLY='--kafka --job --job-id --timeout --uuid --run-id --poll --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --layout --to-checkpoint --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby status') REPLY='--state-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --to-checkpoint --active-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby check') REPLY='--kafka --job --job-id --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --container --timeout --to-checkpoint --active-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby failover') REPLY='--kafka --job --job-id --state-dir --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby check') REPLY='--kafka --job --job-id --metrics-file --host --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore load') REPLY='--kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore versions') REPLY='--task --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -320,6 +321,7 @@ _statectl_value() {
                 --partition) REPLY='@text' ;;
                 --replica) REPLY='@text' ;;
                 --replica-dir) REPLY='@dir' ;;
+                --container) REPLY='@text' ;;
                 --layout) REPLY='@text' ;;
                 --metrics-port) REPLY='@text' ;;
                 --metrics-addr) REPLY='@text' ;;
@@ -347,8 +349,24 @@ _statectl_value() {
                 --partition) REPLY='@text' ;;
                 --replica) REPLY='@text' ;;
                 --replica-dir) REPLY='@dir' ;;
+                --container) REPLY='@text' ;;
                 --timeout) REPLY='@text' ;;
                 --active-dir) REPLY='@dir' ;;
+                --metrics-file) REPLY='@file' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'standby failover')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --container) REPLY='@text' ;;
+                --replica) REPLY='@text' ;;
+                --host) REPLY='@text' ;;
+                --timeout) REPLY='@text' ;;
                 --metrics-file) REPLY='@file' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
@@ -360,6 +378,7 @@ _statectl_value() {
                 --job) REPLY='@text' ;;
                 --job-id) REPLY='@text' ;;
                 --metrics-file) REPLY='@file' ;;
+                --host) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

@@ -14,7 +14,7 @@ function __statectl_commands --description 'the subcommands of a statectl comman
         case 'drain'
             printf '%s\n' start status wait cancel
         case 'standby'
-            printf '%s\n' follow status promote check
+            printf '%s\n' follow status promote failover check
         case 'adstore'
             printf '%s\n' load versions switch
     end
@@ -65,13 +65,15 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby'
             printf '%s\n' -- --config --profile --output -o
         case 'standby follow'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --layout --metrics-port --metrics-addr --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --metrics-port --metrics-addr --config --profile --output -o
         case 'standby status'
             printf '%s\n' -- --state-dir --metrics-file --config --profile --output -o
         case 'standby promote'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --timeout --active-dir --metrics-file --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
+        case 'standby failover'
+            printf '%s\n' -- --kafka --job --job-id --state-dir --container --replica --host --timeout --metrics-file --config --profile --output -o
         case 'standby check'
-            printf '%s\n' -- --kafka --job --job-id --metrics-file --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --metrics-file --host --config --profile --output -o
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
@@ -448,7 +450,8 @@ complete -c statectl -n '__statectl_path drain cancel' -l debug -d 'Tracebacks f
 complete -c statectl -n '__statectl_path standby' -a follow -d 'Keep a hot replica of a task\'s store current from its changelog (runs until stopped)'
 complete -c statectl -n '__statectl_path standby' -a status -d 'The replicas under the state dir: lag, follower pid, whether they are promotable'
 complete -c statectl -n '__statectl_path standby' -a promote -d 'Make a replica what the job\'s next start restores from: fence its follower, catch up, move it in'
-complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1)'
+complete -c statectl -n '__statectl_path standby' -a failover -d 'Fail a whole container over onto its standby host: locality, fence, promote every store (seed 001 part 3)'
+complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1), the standby containers with no host, and where they can be placed'
 complete -c statectl -n '__statectl_path standby' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -470,6 +473,7 @@ complete -c statectl -n '__statectl_path standby follow' -l changelog -x -d 'The
 complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream; only without one, N of a task named \'Partition N\', with a warning)'
 complete -c statectl -n '__statectl_path standby follow' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
 complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
+complete -c statectl -n '__statectl_path standby follow' -l container -x -d 'A container of the job (its id in the job model: an active container such as 0, or its standby container <id>-<n>): every store with a changelog of every task the coordinator stream assigns it (--store: only that store); excludes --task, --changelog, --partition and --replica-dir'
 complete -c statectl -n '__statectl_path standby follow' -l layout -x -d 'standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>'
 complete -c statectl -n '__statectl_path standby follow' -l to-checkpoint -d 'Apply only up to the task\'s latest checkpointed changelog offset, as checkpoints come (for a promote under Samza\'s transactional restore)'
 complete -c statectl -n '__statectl_path standby follow' -l metrics-port -x -d 'Serve Prometheus metrics of the replica on this port (0: any free port, which a note names)'
@@ -504,6 +508,7 @@ complete -c statectl -n '__statectl_path standby promote' -l changelog -x -d 'Th
 complete -c statectl -n '__statectl_path standby promote' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream; only without one, N of a task named \'Partition N\', with a warning)'
 complete -c statectl -n '__statectl_path standby promote' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
 complete -c statectl -n '__statectl_path standby promote' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
+complete -c statectl -n '__statectl_path standby promote' -l container -x -d 'A container of the job (its id in the job model: an active container such as 0, or its standby container <id>-<n>): every store with a changelog of every task the coordinator stream assigns it (--store: only that store); excludes --task, --changelog, --partition and --replica-dir'
 complete -c statectl -n '__statectl_path standby promote' -l timeout -x -d 'Give up catching up after this long'
 complete -c statectl -n '__statectl_path standby promote' -l to-checkpoint -d 'Catch up only to the active\'s last checkpointed changelog offset'
 complete -c statectl -n '__statectl_path standby promote' -l active-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The active store dir (default: <state-dir>/<store>/<task>)'
@@ -516,11 +521,32 @@ complete -c statectl -n '__statectl_path standby promote' -l verbose -s v -d 'Mo
 complete -c statectl -n '__statectl_path standby promote' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path standby promote' -l debug -d 'Tracebacks for errors'
 
+# statectl standby failover
+complete -c statectl -n '__statectl_path standby failover' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby failover' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path standby failover' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path standby failover' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby failover' -l container -x -d 'The active container to fail over (its id in the job model, such as 0; required)'
+complete -c statectl -n '__statectl_path standby failover' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
+complete -c statectl -n '__statectl_path standby failover' -l host -x -d 'This host\'s name as the job\'s locality names it (default: its hostname); also the standby host when the standby container has no locality mapping'
+complete -c statectl -n '__statectl_path standby failover' -l dry-run -d 'Check everything and show each step; change nothing'
+complete -c statectl -n '__statectl_path standby failover' -l timeout -x -d 'Give up catching a store up after this long'
+complete -c statectl -n '__statectl_path standby failover' -l to-checkpoint -d 'Catch each store up only to its task\'s last checkpointed changelog offset'
+complete -c statectl -n '__statectl_path standby failover' -l metrics-file -r -F -d 'Write the failover counters of the promotes run on this host to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
+complete -c statectl -n '__statectl_path standby failover' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path standby failover' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path standby failover' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path standby failover' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path standby failover' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path standby failover' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path standby failover' -l debug -d 'Tracebacks for errors'
+
 # statectl standby check
 complete -c statectl -n '__statectl_path standby check' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
 complete -c statectl -n '__statectl_path standby check' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby check' -l job-id -x -d 'Job id (default 1)'
-complete -c statectl -n '__statectl_path standby check' -l metrics-file -r -F -d 'Write the placement violations to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
+complete -c statectl -n '__statectl_path standby check' -l metrics-file -r -F -d 'Write the placement violations and unmapped standby containers to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
+complete -c statectl -n '__statectl_path standby check' -l host -x -d 'A candidate host for the standby containers\' proposals (repeatable; default: every host the job\'s locality names)'
 complete -c statectl -n '__statectl_path standby check' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby check' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby check' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

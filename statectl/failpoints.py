@@ -31,6 +31,9 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
 - restore: ``during-download`` (each blob range), ``download-write`` (each write into a restored file).
 - changelog restore: ``changelog-apply`` (each write batch into the new store).
 - standby follow and promote: ``standby-apply`` (each write batch into the replica).
+- standby failover and promote --container: ``failover-step`` (after each step is journaled: the standby
+  host found, each locality message, the follower stopped), ``failover-promoted`` (after each store's
+  promote is journaled).
 - adstore load --topic: ``adstore-apply`` (each write batch into a store); --from-file on the put path
   meets ``changelog-apply`` (each write batch into a version being built).
 - adstore load --spark: ``adstore-ingest`` (before each store's SST files are ingested).

@@ -68,6 +68,7 @@ VIOLATIONS = PREFIX + "placement_violations"
 VIOLATION = PREFIX + "placement_violation"
 TASKS = PREFIX + "tasks"
 CHECKED = PREFIX + "check_timestamp_seconds"
+UNMAPPED = PREFIX + "unmapped_containers"
 
 RESULT_PROMOTED = "promoted"
 RESULT_REFUSED = "refused"
@@ -325,7 +326,7 @@ def status_families(rows: Iterable[Any]) -> list[Any]:
 
 def check_families(job: str, job_id: str, result: Any, *, now: float | None = None) -> list[Any]:
     """The families of ``standby check``'s result (engine.standby.PlacementResult: tasks, standbys,
-    violations with task, standby and host)."""
+    violations with task, standby and host, unmapped standby containers)."""
     from prometheus_client.core import GaugeMetricFamily
 
     labels = [job, job_id]
@@ -340,9 +341,13 @@ def check_families(job: str, job_id: str, result: Any, *, now: float | None = No
                               labels=[*JOB_LABELS, "role"])
     tasks.add_metric([*labels, "active"], float(result.tasks))
     tasks.add_metric([*labels, "standby"], float(result.standbys))
+    unmapped = GaugeMetricFamily(UNMAPPED, "Standby containers with no host mapping (none, or Samza's empty "
+                                 "ANY_HOST), as after a failover until the job places them again.",
+                                 labels=list(JOB_LABELS))
+    unmapped.add_metric(labels, float(len(result.unmapped)))
     checked = GaugeMetricFamily(CHECKED, "When the placement was last checked (unix time).", labels=list(JOB_LABELS))
     checked.add_metric(labels, time.time() if now is None else now)
-    return [f for f in (count, each, tasks, checked) if f.samples]
+    return [f for f in (count, each, tasks, unmapped, checked) if f.samples]
 
 
 @dataclass

@@ -240,10 +240,10 @@ def _followed(env: Env, result: Any, text: str, interrupted: list[int]) -> None:
 
 def _no_single_task_flags(env: Env, command: str, changelog: str | None, partition: int | None,
                           replica_dir: Path | None) -> None:
-    given = [flag for flag, value in (("--task", env.flags.task), ("--changelog", changelog),
-                                      ("--partition", partition), ("--replica-dir", replica_dir)) if value is not None]
+    given = [name for name, value in (("task", env.flags.task), ("changelog", changelog),
+                                      ("partition", partition), ("replica-dir", replica_dir)) if value is not None]
     if given:
-        raise UsageError(f"{command} --container takes every task of the container: {given[0]} excludes it",
+        raise UsageError(f"{command} --container takes every task of the container: --{given[0]} excludes it",
                          hint="leave it out, or name one task with --task instead of --container")
     s = env.settings
     if not s.kafka or not s.job or not s.state_dir:
@@ -550,14 +550,27 @@ def _count_stores(env: Env, path: Path, sc: Any, error: BaseException | None,
             env.progress.note(f"warning: {note}")
 
 
-@app.command("check", epilog="--metrics-file writes the placement violations, one series for each, and the job's "
-             "active and standby task counts (statectl_standby_*), also when some are found (exit 1).\n\n"
-             "Example:\n\n  statectl standby check --kafka broker:9092 --job page-views\n\n"
-             + exit_codes_epilog((0, "no task shares a host with its standby"),
+@app.command("check", epilog="Also lists the standby containers with no host mapping (none, or Samza's empty "
+             "ANY_HOST): after a failover Samza deletes the standby's mapping and asks for any host, so they are "
+             "reported, not an error. For each of them and each standby container in violation (or sharing a host "
+             "with another standby replica of the same active, a note) it proposes the hosts it can be placed on "
+             "keeping invariant 1 as Samza's StandbyContainerManager checks it: not the host of its active "
+             "container, nor of another standby replica of the same active; from the --host candidates, else every "
+             "host the job's locality names; sorted. JSON: unmapped (container, active_container, tasks) and "
+             "proposals (standby_container, active_container, reason, candidate_hosts: empty when none fits).\n\n"
+             "--metrics-file writes the placement violations, one series for each, the job's active and standby "
+             "task counts and its unmapped standby containers (statectl_standby_*), also when violations are found "
+             "(exit 1).\n\n"
+             "Example:\n\n  statectl standby check --kafka broker:9092 --job page-views --host node-7 --host node-8\n\n"
+             + exit_codes_epilog((0, "no task shares a host with its standby (unmapped standby containers too)"),
                                  (1, "some task's active and standby share a host"), 2, (10, "no coordinator stream")))
 @state_command("kafka", "job", "job_id")
-def check(env: Env, metrics_file: _metrics_file("the placement violations") = None) -> None:
-    """Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1)."""
+def check(env: Env, metrics_file: _metrics_file("the placement violations and unmapped standby containers") = None,
+          host: Annotated[Optional[list[str]], typer.Option(
+              "--host", help="A candidate host for the standby containers' proposals (repeatable; default: every "
+                             "host the job's locality names).", show_default=False)] = None) -> None:
+    """Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1),
+    the standby containers with no host, and where they can be placed."""
     from statectl.engine.standby import check_placement
     from statectl.errors import StatectlError
 
@@ -565,7 +578,7 @@ def check(env: Env, metrics_file: _metrics_file("the placement violations") = No
     if not s.kafka or not s.job:
         raise UsageError("standby check needs --kafka and --job")
     metrics_file = _metrics_path(metrics_file)
-    r = check_placement(s.kafka, s.job, s.job_id, security=env.session.kafka_security)
+    r = check_placement(s.kafka, s.job, s.job_id, hosts=host or None, security=env.session.kafka_security)
     if metrics_file is not None:
         from statectl.metrics import check_families
 
@@ -574,6 +587,10 @@ def check(env: Env, metrics_file: _metrics_file("the placement violations") = No
         env.progress.note(note)
     lines = [f"{v.task} and {v.standby} both on {v.host} (containers {v.container}, {v.standby_container})"
              for v in r.violations] or [f"{r.tasks} tasks, {r.standbys} standbys: no task shares a host with its standby"]
+    lines += [f"standby container {u.container} (of container {u.active_container or '?'}) has no host: "
+              f"{', '.join(u.tasks)}" for u in r.unmapped]
+    lines += [f"standby container {p.standby_container} ({p.reason.replace('_', ' ')}) can be placed on: "
+              f"{', '.join(p.candidate_hosts)}" for p in r.proposals if p.candidate_hosts]
     env.emit(r, "\n".join(lines))
     if r.violations:
         raise StatectlError(f"{len(r.violations)} task(s) share a host with their standby")

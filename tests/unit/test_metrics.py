@@ -84,7 +84,7 @@ def test_status_and_check_families():
     assert metrics.RECORDS_APPLIED + "_total" not in {n for n, _ in got}  # the follower's, not status's
 
     v = SimpleNamespace(task="Partition 0", standby="Standby-Partition 0-0", host="h")
-    result = SimpleNamespace(tasks=2, standbys=2, violations=[v])
+    result = SimpleNamespace(tasks=2, standbys=2, violations=[v], unmapped=[object(), object()])
     got = samples(metrics.render(metrics.check_families("j", "1", result, now=5.0)).decode())
     job = (("samza_job", "j"), ("samza_job_id", "1"))
     assert got == {
@@ -93,10 +93,12 @@ def test_status_and_check_families():
                                                 ("host", "h"))))): 1.0,
         (metrics.TASKS, tuple(sorted(job + (("role", "active"),)))): 2.0,
         (metrics.TASKS, tuple(sorted(job + (("role", "standby"),)))): 2.0,
+        (metrics.UNMAPPED, job): 2.0,
         (metrics.CHECKED, job): 5.0}
-    none = SimpleNamespace(tasks=1, standbys=0, violations=[])
+    none = SimpleNamespace(tasks=1, standbys=0, violations=[], unmapped=[])
     text = metrics.render(metrics.check_families("j", "1", none)).decode()
     assert values(text, metrics.VIOLATIONS) == [0.0] and values(text, metrics.VIOLATION) == []
+    assert values(text, metrics.UNMAPPED) == [0.0]
 
 
 def failovers(path: Path) -> dict[tuple[str, ...], float]:
