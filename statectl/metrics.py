@@ -180,9 +180,9 @@ class FollowerMetrics:
 
 
 class ContainerMetrics(FollowerMetrics):
-    """The metrics of a container's follower (follow --container): one FollowerMetrics per replica, keyed by
-    its replica dir (FollowStatus.replica_dir routes each status to its own), collected as one set of
-    families with a series per replica."""
+    """The metrics of a follower process of one replica or of a container's (follow --container): one
+    FollowerMetrics per replica, keyed by its replica dir (FollowStatus.replica_dir routes each status to its
+    own), collected as one set of families with a series per replica."""
 
     def __init__(self, replicas: dict[str, tuple[str, ...]]):
         self._each = {d: FollowerMetrics(labels) for d, labels in replicas.items()}

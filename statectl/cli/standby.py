@@ -61,19 +61,33 @@ def _metrics_file(what: str) -> Any:
 # -- metrics (statectl.metrics) ------------------------------------------------------------------------------
 
 
-def _serve_metrics(env: Env, rep: Replica, port: int | None, addr: str) -> tuple[Any, Any] | None:
-    """follow --metrics-port: (the follower's FollowerMetrics, its MetricsServer) serving, or None without
-    the flag; UsageError (exit 2) when the port cannot be listened on."""
+def _serve_metrics(env: Env, reps: list[Replica], port: int | None, addr: str) -> tuple[Any, Any] | None:
+    """follow --metrics-port: (the followers' ContainerMetrics, a series per replica; its MetricsServer)
+    serving, or None without the flag; UsageError (exit 2) when the port cannot be listened on."""
     if port is None:
         return None
-    from statectl.metrics import FollowerMetrics, replica_labels, serve
+    from statectl.metrics import ContainerMetrics, replica_labels, serve
 
-    ref = rep.ref
-    collector = FollowerMetrics(replica_labels(ref.job, ref.job_id, ref.task, ref.store, rep.changelog,
-                                               rep.partition, rep.replica_dir))
+    collector = ContainerMetrics({str(r.replica_dir): replica_labels(
+        r.ref.job, r.ref.job_id, r.ref.task, r.ref.store, r.changelog, r.partition, r.replica_dir) for r in reps})
     server = serve(collector, port, addr)
     env.progress.note(f"serving metrics on {server.url}")
     return collector, server
+
+
+def _following(env: Env, metrics: tuple[Any, Any] | None, run: Any) -> tuple[Any, list[int]]:
+    """Run ``run(stop, on_status)`` (a follower, until SIGTERM or Ctrl-C) with its lag shown and its metrics
+    fed; return its result and the signals received."""
+    stop, interrupted = stop_on_signals()
+    display = _Lag(env)
+    try:
+        r = run(stop, display.update if metrics is None else metrics[0].feeding(display.update))
+    finally:
+        display.close()
+        if metrics is not None:
+            metrics[0].stopped()
+            metrics[1].close()
+    return r, interrupted
 
 
 def _metrics_path(path: Path | None) -> Path | None:
@@ -207,21 +221,12 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
     rep, legacy = _layout(env, rep, layout, replica, replica_dir)
     seed = seeder(rep)
 
-    metrics = _serve_metrics(env, rep, metrics_port, metrics_addr)
-    stop, interrupted = stop_on_signals()
-    display = _Lag(env)
-    try:
-        r = run_follow(rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop,
-                       on_status=display.update if metrics is None else metrics[0].feeding(display.update),
-                       progress=env.progress,
-                       argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
-                       state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None,
-                       legacy_dir=legacy, active_path=layout == "active-path", to_checkpoint=to_checkpoint)
-    finally:
-        display.close()
-        if metrics is not None:
-            metrics[0].stopped()
-            metrics[1].close()
+    metrics = _serve_metrics(env, [rep], metrics_port, metrics_addr)
+    r, interrupted = _following(env, metrics, lambda stop, on_status: run_follow(
+        rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop, on_status=on_status,
+        progress=env.progress, argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
+        state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None,
+        legacy_dir=legacy, active_path=layout == "active-path", to_checkpoint=to_checkpoint))
     _followed(env, r, f"stopped following {r.replica_dir}: applied {r.records_applied} records, now at changelog "
                       f"offset {r.applied_offset}", interrupted)
 
@@ -284,30 +289,13 @@ def _follow_container(env: Env, container: str, replica: int, layout: str, to_ch
     sc = dataclasses.replace(sc, replicas=tuple(reps))
     env.progress.note(f"following container {sc.container} as {sc.standby_container}: {len(sc.tasks)} task(s) x "
                       f"{len(sc.stores)} store(s) ({', '.join(sc.stores)})")
-    metrics = None
-    if metrics_port is not None:
-        from statectl.metrics import ContainerMetrics, replica_labels, serve
-
-        collector = ContainerMetrics({str(r.replica_dir): replica_labels(
-            r.ref.job, r.ref.job_id, r.ref.task, r.ref.store, r.changelog, r.partition, r.replica_dir)
-            for r in sc.replicas})
-        server = serve(collector, metrics_port, metrics_addr)
-        env.progress.note(f"serving metrics on {server.url}")
-        metrics = collector, server
-    stop, interrupted = stop_on_signals()
-    display = _Lag(env)
+    metrics = _serve_metrics(env, list(sc.replicas), metrics_port, metrics_addr)
     s = env.settings
-    try:
-        r = follow_container(sc, s.kafka, security=env.session.kafka_security, seed_of=seeder, stop=stop,
-                             on_status=display.update if metrics is None else metrics[0].feeding(display.update),
-                             progress=env.progress, argv=[sys.executable, "-m", "statectl", *sys.argv[1:]],
-                             cwd=os.getcwd(), state_dir=Path(s.state_dir), legacy_dirs=legacy,
-                             active_path=layout == "active-path", to_checkpoint=to_checkpoint)
-    finally:
-        display.close()
-        if metrics is not None:
-            metrics[0].stopped()
-            metrics[1].close()
+    r, interrupted = _following(env, metrics, lambda stop, on_status: follow_container(
+        sc, s.kafka, security=env.session.kafka_security, seed_of=seeder, stop=stop, on_status=on_status,
+        progress=env.progress, argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
+        state_dir=Path(s.state_dir), legacy_dirs=legacy, active_path=layout == "active-path",
+        to_checkpoint=to_checkpoint))
     _followed(env, r, f"stopped following container {r.container} ({len(r.replicas)} replicas): applied "
                       f"{r.records_applied} records", interrupted)
 
@@ -375,7 +363,8 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
         lines.append(f"{r.replica_dir}  offset {r.applied_offset}  lag {r.lag_records} records / "
                      f"{'?' if r.lag_s is None else f'{r.lag_s:.1f}s'}  "
                      f"{'following (pid ' + str(r.follower_pid) + ')' if r.following else 'not followed'}  "
-                     f"{'promotable' if r.promotable else 'not promotable'}  {r.layout}")
+                     f"{'promotable' if r.promotable else 'not promotable'}  {r.layout}"
+                     + (f"  container {r.container}" if r.container is not None else ""))
         if r.move_command:
             lines.append(f"  old layout: Samza's restore of the task deletes it; move it: {r.move_command}")
     env.emit(rows, "\n".join(lines or ["no replicas"]))

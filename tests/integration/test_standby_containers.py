@@ -153,8 +153,8 @@ def replicas_at_end(j: Job, f: Follower | None = None) -> bool:
     return True
 
 
-def follow_container(j: Job, followers: list[Follower]) -> Follower:
-    f = Follower(j.tmp, ["--container", "0", *j.flags()])
+def follow_container(j: Job, followers: list[Follower], *extra: str) -> Follower:
+    f = Follower(j.tmp, ["--container", "0", *j.flags(), *extra])
     followers.append(f)
     wait_until(lambda: replicas_at_end(j, f), 120, f"every replica of container 0 at its end\n{f.describe()}")
     return f
@@ -187,7 +187,15 @@ def test_a_container_is_followed_in_one_process_killed_resumed_and_promoted(job:
     for s in STORES:
         for task in CONTAINER0:
             j.writer(s, task).send(records(900 + MAPPING[task], 15, start=500))
-    f2 = follow_container(j, followers)
+    f2 = follow_container(j, followers, "--metrics-port", "0", "--metrics-addr", "127.0.0.1")
+    import re
+    import urllib.request
+
+    url = re.search(r"serving metrics on (\S+)", f2.stderr()).group(1)
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    up = [line for line in text.splitlines() if line.startswith("statectl_standby_follower_up{")]
+    assert len(up) == 6 and all(line.endswith(" 1.0") for line in up), text  # a series per task and store
+    assert all(f'task="{t}"' in text for t in CONTAINER0)
     for s in STORES:  # a tail for the promote to catch up
         for task in CONTAINER0:
             j.writer(s, task).send(records(950 + MAPPING[task], 5, start=800))
