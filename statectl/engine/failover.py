@@ -61,6 +61,7 @@ from statectl.engine.standby import (
     check_active_path,
     check_replica_dir,
     follow,
+    latest_checkpoints,
     lock_holder,
     locate_replica,
     made_by_follower,
@@ -101,6 +102,7 @@ class StandbyContainer:
     stores: tuple[str, ...]
     replicas: tuple[Replica, ...]
     notes: tuple[str, ...] = ()
+    config: dict[str, str] = field(default_factory=dict)  # the job's config, as its coordinator stream held it
 
 
 def container_of(model: JobModel, container: str, replica: int = 0) -> tuple[str, int, tuple[str, ...]]:
@@ -175,7 +177,7 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
             replicas.append(Replica(ref, where.topic, where.partition,
                                     standby_dir(state_dir, store, task, number).absolute(), system=where.system))
     return StandbyContainer(job, job_id, active, number, f"{active}-{number}", tasks, tuple(have),
-                            tuple(replicas), tuple(notes))
+                            tuple(replicas), tuple(notes), dict(model.config))
 
 
 # -- follow ----------------------------------------------------------------------------------------------
@@ -343,6 +345,7 @@ def _plan(sc: StandbyContainer, bootstrap: str, state_dir: Path, journal: Journa
     """Check every replica before anything is changed (see the module doc): raise as promote would, for
     the first one that cannot be promoted."""
     out = []
+    checkpoints = latest_checkpoints(bootstrap, sc.replicas[0].ref, security) if sc.replicas else {}
     for rep in sc.replicas:
         done = journal.promoted.get(_key(rep)) if journal is not None else None
         active = store_dir(state_dir, rep.ref.store, rep.ref.task).absolute()
@@ -366,7 +369,7 @@ def _plan(sc: StandbyContainer, bootstrap: str, state_dir: Path, journal: Journa
         in_place = rep.files_dir is not None and os.path.realpath(rep.replica_dir) == os.path.realpath(active)
         if not in_place:
             check_active_dir(rep, active, state_dir)  # LockHeldError (exit 11) when the active state is held
-        start = next_start(rep, bootstrap, security=security)
+        start = next_start(rep, bootstrap, security=security, config=sc.config, checkpoints=checkpoints)
         if start.mode == RESTORE_TRANSACTIONAL and start.checkpoint_id is None:  # pragma: no cover - next_start refuses
             raise StatectlError(f"no checkpoint id for {rep.replica_dir}")
         out.append(Planned(rep, active, start))

@@ -949,8 +949,11 @@ class NextStart:
     delete_retention_ms: int = jobconfig.DEFAULT_DELETE_RETENTION_MS
 
 
-def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None = None) -> NextStart:
-    """How the job's next start restores ``replica``'s store (NextStart). Reads only.
+def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None = None,
+               config: dict[str, str] | None = None, checkpoints: dict[str, Any] | None = None) -> NextStart:
+    """How the job's next start restores ``replica``'s store (NextStart). Reads only. ``config`` (the job's,
+    from its coordinator stream) and ``checkpoints`` (task -> its latest checkpoint, as
+    KafkaCheckpointLog.latest_checkpoints gives them): already read by a caller asking for many stores.
 
     Raises DiscardedError (exit 14) when that start deletes the store dir and every checkpoint dir of the
     task whatever promote puts there: the store is restored by the blob store backend (BlobStoreRestoreManager
@@ -962,20 +965,15 @@ def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | No
     replica's (its offset file would not be valid). StatectlError for a config value Samza cannot parse,
     or brokers that cannot be reached."""
     ref = replica.ref
-    with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
-        if not cs.refresh():
-            return NextStart(RESTORE_UNCHECKED, f"job {ref.job}-{ref.job_id} has no coordinator stream {cs.topic}")
-        config = cs.config()
+    if config is None:
+        with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
+            if not cs.refresh():
+                return NextStart(RESTORE_UNCHECKED, f"job {ref.job}-{ref.job_id} has no coordinator stream {cs.topic}")
+            config = cs.config()
     if not config:  # the stream holds the job's locality (or nothing) but no config: nothing to read it from
-        return NextStart(RESTORE_UNCHECKED, f"the coordinator stream {cs.topic} holds no config of the job")
-    log = KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security)
-    try:
-        try:
-            checkpoint = log.latest_checkpoints()[0].get(ref.task)
-        except NotFoundError:
-            checkpoint = None
-    finally:
-        log.close()
+        return NextStart(RESTORE_UNCHECKED, f"the coordinator stream {coordinator_topic(ref.job, ref.job_id)} "
+                                            "holds no config of the job")
+    checkpoint = (checkpoints if checkpoints is not None else latest_checkpoints(bootstrap, ref, security)).get(ref.task)
     markers = checkpoint.state_checkpoint_markers if checkpoint is not None else {}
     store, task = ref.store, ref.task
     refused = f"refusing to promote the replica of store {store!r} of task {task!r}"
@@ -1031,6 +1029,18 @@ def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | No
     millis, second = parse_checkpoint_id(checkpoint.checkpoint_id)
     return NextStart(RESTORE_TRANSACTIONAL, why, f"{millis}-{second}", millis, int(marker.offset),
                      lag_ms, retention_ms)
+
+
+def latest_checkpoints(bootstrap: str, ref: StoreRef, security: KafkaSecurity | None = None) -> dict[str, Any]:
+    """Task -> its latest checkpoint on job ``ref``'s checkpoint topic ({} when there is none)."""
+    log = KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security)
+    try:
+        try:
+            return log.latest_checkpoints()[0]
+        except NotFoundError:
+            return {}
+    finally:
+        log.close()
 
 
 def _transactional_target(start: NextStart, tail: Tail, replica: Replica) -> int:

@@ -339,3 +339,25 @@ def test_container_flags_are_checked_before_anything(job: Job):
     p = cli(j.tmp, "standby", "failover", "--container", "1", *j.flags(), code=2)  # its standby is on host-c
     assert "host-c" in p.stderr
     assert not (j.state / ".statectl-standby").exists()
+
+
+@pytest.mark.timeout(400)
+def test_a_job_without_samza_standbys_fails_over_with_host(job: Job, followers):
+    """statectl's follower as the only standby (the job runs none: no standby container in its locality):
+    failover needs --host to know the standby host, then moves the container as usual."""
+    j = job
+    write_job(j, config={"job.standbytasks.replication.factor": "1",
+                         "task.transactional.state.restore.enabled": "false"})
+    with CoordinatorStream(j.bootstrap, j.job, "1") as cs:
+        cs.delete_container_host("0-0")
+    follow_container(j, followers)
+    start = j.end()
+    p = cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), code=10)
+    assert "has no locality mapping" in p.stderr and "--host" in p.stderr
+    assert j.end() == start
+    r = json.loads(cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), "--host", HOST,
+                       "-o", "json").stdout)
+    assert r["standby_host"] == HOST
+    assert dict((s["step"], s["status"]) for s in r["steps"])["delete-standby-locality"] == "skipped"
+    assert_promoted(j)
+    assert j.locality()["0"] == HOST
