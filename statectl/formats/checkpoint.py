@@ -177,6 +177,14 @@ class SSP:
         """The map-key form of v2 input offsets: ``system.stream.partition``."""
         return f"{self.system}.{self.stream}.{self.partition}"
 
+    def java_hash(self) -> int:
+        """``SystemStreamPartition.hashCode()`` (32 bits): SystemStream's ``31 * (31 + stream) + system``, then
+        ``31 * h + partition`` and ``31 * h + 0``. The key bucket never counts: the constructors compute the
+        hash before they set it, while the field still holds 0 (SystemStreamPartition.computeHashCode)."""
+        h = (31 * (31 + java_string_hash(self.stream)) + java_string_hash(self.system)) & 0xFFFFFFFF
+        h = (31 * h + self.partition) & 0xFFFFFFFF
+        return (31 * h) & 0xFFFFFFFF
+
     def java_string(self) -> str:
         """``SystemStreamPartition.toString()``, the map key of v1 values: ``SystemStreamPartition [s, st, p]``."""
         return f"SystemStreamPartition [{self.system}, {self.stream}, {self.partition}]"

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
+
+K = TypeVar("K")
 
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
 _SURROGATE_OR_ASTRAL = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
@@ -92,14 +94,17 @@ def java_string_hash(s: str) -> int:
     return h
 
 
-def java_hashmap_order(keys: Iterable[str], initial_capacity: int | None = None) -> list[str]:
-    """The order in which a ``java.util.HashMap<String, ?>`` filled with ``keys`` (in this insertion order)
-    iterates: by bucket ``(h ^ h >>> 16) & (capacity - 1)`` at its final capacity, then insertion order.
+def java_hashmap_order(keys: Iterable[K], initial_capacity: int | None = None,
+                       hash_of: Callable[[K], int] | None = None) -> list[K]:
+    """The order in which a ``java.util.HashMap`` filled with ``keys`` (in this insertion order) iterates:
+    by bucket ``(h ^ h >>> 16) & (capacity - 1)`` at its final capacity, then insertion order.
 
     ``initial_capacity`` is the constructor argument (None: the no-argument constructor, 16). The table
     grows by doubling while size > 0.75 * capacity; resizing keeps the relative order within a bucket.
+    ``hash_of``: the keys' ``hashCode()`` (any int; taken as 32 bits); default String.hashCode.
     """
     keys = list(keys)
+    hash_of = hash_of or java_string_hash  # type: ignore[assignment]
     if initial_capacity is None:
         cap = 16
     else:
@@ -109,8 +114,8 @@ def java_hashmap_order(keys: Iterable[str], initial_capacity: int | None = None)
     while len(keys) > int(cap * 0.75):
         cap *= 2
 
-    def bucket(k: str) -> int:
-        h = java_string_hash(k)
+    def bucket(k: K) -> int:
+        h = hash_of(k) & 0xFFFFFFFF  # type: ignore[misc]
         return (h ^ (h >> 16)) & (cap - 1)
 
-    return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys))]
+    return [keys[i] for _, i in sorted((bucket(k), i) for i, k in enumerate(keys))]

@@ -138,10 +138,11 @@ def decode(raw: bytes) -> str:
 
 def offsets_json(offsets: Mapping[SSP, str | None]) -> str:
     """A map SSP -> offset as Samza's OFFSET-v2 / SIDE-INPUT-OFFSETS JSON: ``writeValueAsString`` of the
-    map, keys ``system.stream.partition`` (SystemStreamPartitionKeySerializer: no key bucket), in the
-    iteration order of the HashMap Samza builds."""
-    by_key = {ssp.key(): offset for ssp, offset in offsets.items()}
-    return to_json_text({k: by_key[k] for k in java_hashmap_order(by_key)})
+    ``HashMap<SystemStreamPartition, String>`` Samza builds (filled in ``offsets``' order), keys written
+    ``system.stream.partition`` (SystemStreamPartitionKeySerializer: no key bucket), in that map's iteration
+    order: by the SSP's own hashCode (SSP.java_hash), not by the hash of the key string."""
+    order = java_hashmap_order(list(offsets), hash_of=SSP.java_hash)
+    return to_json_text({ssp.key(): offsets[ssp] for ssp in order})
 
 
 def parse_ssp_key(key: str) -> SSP:

@@ -66,14 +66,50 @@ def test_damaged_files_are_refused(raw: bytes, words: str):
     assert words in str(e.value)
 
 
+# The iteration order of Samza's HashMap<SystemStreamPartition, String>, printed by a Java program compiled
+# against Samza's own SystemStream, SystemStreamPartition and Partition classes (filled in partition order).
+JAVA_ORDERS = {
+    2: [1, 0],
+    8: [7, 6, 3, 2, 5, 4, 1, 0],
+    16: [3, 2, 5, 4, 1, 0, 11, 10, 13, 12, 7, 6, 9, 8, 15, 14],
+}
+JAVA_TWO_STREAMS = ["lookup.0", "geo-dims.3", "lookup.1", "geo-dims.4", "geo-dims.1", "geo-dims.2", "lookup.4",
+                    "lookup.2", "lookup.3", "geo-dims.0"]
+
+
 def test_offsets_json_is_samza_ssp_keys_in_hashmap_order():
     one = offsets_json({SSP("kafka", "page-views-counts-changelog", 3): "4267"})
     assert one == '{"kafka.page-views-counts-changelog.3":"4267"}'
-    many = {SSP("kafka", f"t{i}", i): str(i) for i in range(20)}
-    from statectl.formats.jackson import java_hashmap_order
+    two = offsets_json({SSP("kafka", "pv-counts-changelog", i): str(100 + i) for i in range(2)})
+    assert two == '{"kafka.pv-counts-changelog.1":"101","kafka.pv-counts-changelog.0":"100"}'  # byte-exact
 
+
+@pytest.mark.parametrize("n", sorted(JAVA_ORDERS))
+def test_several_entries_come_in_the_order_of_samzas_ssp_hashmap(n: int):
     import json
-    assert list(json.loads(offsets_json(many))) == java_hashmap_order([s.key() for s in many])
+
+    text = offsets_json({SSP("kafka", "pv-counts-changelog", i): str(100 + i) for i in range(n)})
+    assert list(json.loads(text).items()) == [(f"kafka.pv-counts-changelog.{p}", str(100 + p)) for p in JAVA_ORDERS[n]]
+    assert text == "{" + ",".join(f'"kafka.pv-counts-changelog.{p}":"{100 + p}"' for p in JAVA_ORDERS[n]) + "}"
+
+
+def test_two_streams_come_in_the_order_of_samzas_ssp_hashmap():
+    import json
+
+    offsets = {SSP("kafka", "lookup", i): str(100 + i) for i in range(5)}
+    offsets.update({SSP("kafka", "geo-dims", i): str(200 + i) for i in range(5)})
+    assert [k[len("kafka."):] for k in json.loads(offsets_json(offsets))] == JAVA_TWO_STREAMS
+
+
+def test_the_ssp_hash_is_samzas_and_ignores_the_key_bucket():
+    # SystemStreamPartition.computeHashCode runs before the constructor sets keyBucket: it never counts
+    assert SSP("kafka", "t", 3).java_hash() == SSP("kafka", "t", 3, key_bucket=7).java_hash()
+    from statectl.formats.jackson import java_string_hash
+
+    stream = java_string_hash("t")
+    assert stream == 116  # "t".hashCode()
+    h = (31 * (31 * (31 * (31 + stream) + java_string_hash("kafka")) + 3)) & 0xFFFFFFFF
+    assert SSP("kafka", "t", 3).java_hash() == h
 
 
 def test_write_is_atomic_through_a_tmp_file(tmp_path):
