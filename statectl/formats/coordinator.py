@@ -18,6 +18,7 @@ from typing import Any
 
 from statectl.errors import UsageError
 from statectl.formats.jackson import java_hashmap_order, to_json_text
+from statectl.formats.java import java_utf8
 from statectl.formats.java import JAVA_INT_MAX, JAVA_INT_MIN, java_is_blank, java_parse_long
 
 # Kafka's legal topic names.
@@ -49,8 +50,10 @@ class CoordinatorFormatError(ValueError):
 
 
 def encode_key(namespace: str, key: str) -> bytes:
-    """``[1,"<namespace>","<key>"]``, as CoordinatorStreamKeySerde writes it (JsonSerde: compact, UTF-8)."""
-    return to_json_text([KEY_VERSION, namespace, key]).encode("utf-8")
+    """``[1,"<namespace>","<key>"]``, as CoordinatorStreamKeySerde writes it (JsonSerde: ``writeValueAsString``
+    then ``getBytes("UTF-8")``: a character outside the BMP as its 4 UTF-8 bytes, an unpaired surrogate as
+    ``?``)."""
+    return java_utf8(to_json_text([KEY_VERSION, namespace, key]))
 
 
 def decode_key(data: bytes | None) -> tuple[str, str]:
@@ -73,7 +76,7 @@ def encode_set_config(value: str, *, host: str, source: str = JOB_RUNNER_SOURCE,
     an 8-slot HashMap (host, source, values, username, timestamp), ``values`` holding ``value``."""
     fields: dict[str, Any] = {"values": {"value": value}, "host": host, "source": source, "username": username,
                               "timestamp": timestamp_ms}
-    return to_json_text({k: fields[k] for k in java_hashmap_order(fields, 8)}).encode("utf-8")
+    return java_utf8(to_json_text({k: fields[k] for k in java_hashmap_order(fields, 8)}))
 
 
 def decode_set_config(data: bytes | None) -> str | None:
@@ -125,7 +128,7 @@ def _encode_message(values: dict[str, str], *, host: str, username: str, timesta
     inner = {k: values[k] for k in java_hashmap_order(values)}
     fields: dict[str, Any] = {"values": inner, "host": host, "source": SAMZA_CONTAINER_SOURCE,
                               "username": username, "timestamp": timestamp_ms}
-    return to_json_text({k: fields[k] for k in java_hashmap_order(fields, 8)}).encode("utf-8")
+    return java_utf8(to_json_text({k: fields[k] for k in java_hashmap_order(fields, 8)}))
 
 
 def _decode_message(data: bytes | None, namespace: str, field: str) -> str | None:

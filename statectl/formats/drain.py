@@ -5,7 +5,8 @@
   raw JSON ``{"drainMode":"DEFAULT","runId":..,"uuid":..}`` (no ``values`` wrapper; the fields in
   java.util.HashMap order). The job's coordinator tombstones it after a clean shutdown.
 - Control messages on intermediate streams (``IntermediateMessageSerde``): one type byte (0 user message,
-  1 watermark, 2 end of stream, 3 drain), then plain-ObjectMapper JSON, e.g.
+  1 watermark, 2 end of stream, 3 drain), then JSON as JsonSerdeV2 writes it (``writeValueAsString``,
+  then UTF-8 with an unpaired surrogate as ``?``), e.g.
   ``\\x03{"taskName":"Partition 0","version":1,"runId":".."}``; ``taskName`` null when an aggregating
   task re-broadcasts. Samza's reader fails on unknown fields: nothing else is ever written.
 - The aggregate partition (``ControlMessageSender``): every upstream task sends its control messages
@@ -21,7 +22,8 @@ import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Any
 
-from statectl.formats.jackson import java_hashmap_order, java_string_hash, to_json
+from statectl.formats.jackson import java_hashmap_order, java_string_hash, to_json, to_json_text
+from statectl.formats.java import java_utf8
 
 DRAIN_NAMESPACE = "samza-drain-v1"
 DRAIN_MODES = ("DEFAULT",)
@@ -113,7 +115,7 @@ def end_of_stream_message(task_name: str | None) -> ControlMessage:
 
 def encode_control(m: ControlMessage) -> bytes:
     """The bytes IntermediateMessageSerde writes: the type byte, then the JSON (superclass fields first;
-    a watermark's timestamp, a creator property, before them)."""
+    a watermark's timestamp, a creator property, before them) as JsonSerdeV2 writes it."""
     if m.type == DRAIN:
         if not m.run_id:
             raise DrainFormatError("a drain message needs a run id")
@@ -126,7 +128,9 @@ def encode_control(m: ControlMessage) -> bytes:
         obj = {"taskName": m.task_name, "version": m.version}
     else:
         raise DrainFormatError(f"not a control message type: {m.type}")
-    return bytes([m.type]) + to_json(obj)
+    # JsonSerdeV2 (IntermediateMessageSerde's): writeValueAsString, then getBytes("UTF-8"): a character
+    # outside the BMP stays its 4 UTF-8 bytes (not Jackson's \uD83D\uDE00), an unpaired surrogate is '?'.
+    return bytes([m.type]) + java_utf8(to_json_text(obj))
 
 
 def encode_user_message(payload: bytes) -> bytes:

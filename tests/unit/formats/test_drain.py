@@ -138,3 +138,30 @@ def test_message_type_of_a_user_message():
 def test_aggregate_partition_is_samzas(topic, partitions, expected):
     # Java: abs(String.hashCode() % n) % n; the expected values were computed by Java.
     assert aggregate_partition(topic, partitions) == expected
+
+
+@pytest.mark.parametrize("task, raw", [
+    ("Partition \U0001F600", "Partition \U0001F600".encode("utf-8")),  # non-BMP: its 4 UTF-8 bytes
+    ("Partition \ud83d\ude00", "Partition \U0001F600".encode("utf-8")),  # the same char as a surrogate pair
+    ("Partition \ud83d", b"Partition ?"),  # a lone surrogate: String.getBytes(UTF_8) writes '?'
+    ("Partition \ude00x", b"Partition ?x"),
+])
+def test_control_messages_are_written_by_jsonserdev2(task: str, raw: bytes):
+    """IntermediateMessageSerde's JsonSerdeV2: writeValueAsString then getBytes("UTF-8"), never Jackson's
+    \\uD83D\\uDE00 escapes."""
+    from statectl.formats.drain import drain_message, encode_control, end_of_stream_message
+
+    assert encode_control(end_of_stream_message(task)) == b'\x02{"taskName":"' + raw + b'","version":1}'
+    data = encode_control(drain_message(task, "run-1"))
+    assert data == b'\x03{"taskName":"' + raw + b'","version":1,"runId":"run-1"}'
+    assert b"\\u" not in data
+
+
+@pytest.mark.parametrize("key, raw", [
+    ("task \U0001F600", "task \U0001F600".encode("utf-8")),
+    ("task \ud83d", b"task ?"),
+])
+def test_coordinator_keys_from_odd_input_are_written_as_jsonserde_does(key: str, raw: bytes):
+    from statectl.formats.coordinator import encode_key
+
+    assert encode_key("set-changelog", key) == b'[1,"set-changelog","' + raw + b'"]'
