@@ -203,6 +203,11 @@ class FollowStatus:
     task: str | None = None
     store: str | None = None
     reseeds: int = 0  # re-seeds since the follower started (the changelog recreated, its offset fell off)
+    # follow --pre-restore (engine.prerestore): layout "pre-restored", the checkpoint id whose snapshot
+    # replica_dir holds complete (None: none yet), and the other dir it made (being built, or left to delete).
+    layout: str | None = None
+    checkpoint_id: str | None = None
+    pending_dir: str | None = None
 
 
 @dataclass
@@ -243,13 +248,14 @@ class ReplicaStatus:
     following: bool
     promotable: bool
     updated: str | None
-    layout: str = "standby-root"  # "standby-root", "active-path", or "old" (where Samza's restore deletes it)
+    layout: str = "standby-root"  # "standby-root", "active-path", "old" (where Samza's restore deletes it), "pre-restored"
     move_command: str | None = None  # for an old-layout replica: the command that moves it
     end_offset: int | None = None  # the changelog's end as the follower last saw it
     job: str | None = None  # whose replica it is, as its follower says (None: an older statectl's follower)
     job_id: str | None = None
     task: str | None = None
     store: str | None = None
+    checkpoint_id: str | None = None  # layout "pre-restored": the checkpoint whose snapshot it holds
 
 
 # -- the lock --------------------------------------------------------------------------------------
@@ -1362,7 +1368,10 @@ def replicas(state_dir: Path) -> list[ReplicaStatus]:
                             (Path(st.replica_dir) / OFFSET_V2).exists(),
                             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.updated)) if st.updated else None,
                             end_offset=st.end_offset, job=st.job, job_id=st.job_id, task=st.task, store=st.store)
-        if in_root:
+        if st.layout == "pre-restored":  # follow --pre-restore (engine.prerestore): a blob-store checkpoint dir
+            row.layout, row.checkpoint_id = st.layout, st.checkpoint_id
+            row.promotable = st.checkpoint_id is not None and Path(st.replica_dir).is_dir()
+        elif in_root:
             row.layout = "standby-root" if beside else "active-path"
         elif active_of_standby(name) is not None:
             row.layout = "old"
