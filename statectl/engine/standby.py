@@ -248,7 +248,7 @@ class ReplicaStatus:
     following: bool
     promotable: bool
     updated: str | None
-    layout: str = "standby-root"  # "standby-root", "active-path", "old" (where Samza's restore deletes it), "pre-restored"
+    layout: str = "standby-root"  # "standby-root", "active-path", "old" (Samza's restore deletes it), "pre-restored"
     move_command: str | None = None  # for an old-layout replica: the command that moves it
     end_offset: int | None = None  # the changelog's end as the follower last saw it
     job: str | None = None  # whose replica it is, as its follower says (None: an older statectl's follower)
@@ -987,8 +987,8 @@ def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | No
             raise DiscardedError(
                 f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), "
                 "whose restore deletes the store dir and every checkpoint dir but one identical to the snapshot",
-                hint="let the job restore from its snapshot ('statectl restore' builds it ahead of time), or "
-                     "restore the store from the Kafka changelog in the job's config")
+                hint="keep the snapshot pre-restored on this host with 'statectl standby follow --pre-restore', "
+                     "then promote without --replica-dir and --active-dir")
         if factory is None:
             raise DiscardedError(f"{refused}: the job's config gives the store no changelog "
                                  f"(stores.{store}.changelog) nor restore factories, so its start deletes the dir",
