@@ -343,7 +343,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     from statectl.engine.standby import update_locality
     from statectl.local.layout import store_dir
 
-    if _promote_pre_restored(env, timeout, replica_dir, active_dir):
+    if _promote_pre_restored(env, timeout, replica_dir, active_dir, changelog, partition, replica):
         return
     rep = _replica(env, changelog, partition, replica, replica_dir)
     s = env.settings
@@ -457,11 +457,14 @@ def _follow_pre_restored(env: Env, to_checkpoint: bool, layout: str, replica_dir
         raise typer.Exit(130)
 
 
-def _promote_pre_restored(env: Env, timeout: str, replica_dir: Path | None, active_dir: Path | None) -> bool:
+def _promote_pre_restored(env: Env, timeout: str, replica_dir: Path | None, active_dir: Path | None,
+                          changelog: str | None, partition: int | None, replica: int) -> bool:
     """promote of a store the job restores from the blob store (engine.prerestore): done, and True; False for
-    any other store (the changelog promote goes on as before)."""
+    any other store, and for flags the changelog promote refuses before asking a broker (it goes on as before)."""
     s, session = env.settings, env.session
     if not s.kafka or not s.state_dir or replica_dir is not None or active_dir is not None:
+        return False
+    if replica < 0 or (partition is not None and partition < 0) or (changelog is not None and not changelog.strip()):
         return False
     from statectl.config import parse_seconds
     from statectl.engine.prerestore import promote_pre_restored, restores_from_blob_store

@@ -325,3 +325,46 @@ def test_a_dir_statectl_did_not_make_is_never_deleted(world: World, procs):
     assert sorted(store_entries(w)) == sorted([other.name, pre_dir(w, cp2).name])
     assert f.terminate() == 0, f.describe()
     assert os.path.isdir(pre_dir(w, cp2))
+
+
+@pytest.mark.timeout(300)
+def test_a_promote_that_times_out_restarts_the_follower_and_leaves_the_dirs_as_they_were(world: World, procs):
+    w = world
+    job_config(w)
+    blob1, cp1 = snapshot(w, 2000, start=0, seed=11)
+    nonempty1 = sum(1 for v in files_of(index_json(w, blob1)).values() if v[0] > 0)
+    # The follower stalls (5 s) at the first blob of the next snapshot: it is behind when promote fences it.
+    f = start_pre(w, procs, env={"STATECTL_FAILPOINTS": f"during-download={nonempty1}*off->sleep:5"})
+    pre_restored(w, f, cp1)
+    blob2, cp2 = snapshot(w, 1500, start=2000, seed=12)
+    wait_until(lambda: json.loads(status_file(w).read_text())["pending_dir"] == str(pre_dir(w, cp2)), 60,
+               f.describe())
+    dir1 = pre_dir(w, cp1)
+
+    # The promote's own download is slow too (2 s a blob): it cannot finish within --timeout 1s.
+    import subprocess
+
+    from tests.tools.standby_helpers import STATECTL
+
+    p = subprocess.run([STATECTL, "standby", "promote", *w.where(changelog=False), "--blobstore", blobs(w),
+                        "--timeout", "1", "-o", "json"], capture_output=True, text=True, timeout=180, cwd=w.tmp,
+                       env={**clean_env(w.tmp), "STATECTL_FAILPOINTS": "during-download=sleep:2"},
+                       stdin=subprocess.DEVNULL)
+    assert f.wait(60) == 0, f.describe()  # fenced, and its half-built dir removed on the way out
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "timed out" in error_lines(p.stderr)[0], p.stderr
+    assert not pre_dir(w, cp2).exists()
+    assert not should_restore(dir1, index_json(w, blob1))  # the pre-restored dir as it was
+
+    # The fenced follower was started again (with its own command line): it takes the lock and goes on.
+    def restarted() -> int | None:
+        try:
+            st = json.loads(status_file(w).read_text())
+        except (OSError, ValueError):
+            return None
+        return st["pid"] if st["pid"] != f.pid else None
+
+    pid = wait_until(restarted, 60, "the follower restarted")
+    procs[1].append(pid)
+    st = pre_restored(w, None, cp2, timeout=120)
+    assert st["pid"] == pid and store_entries(w) == [pre_dir(w, cp2).name]
