@@ -41,9 +41,9 @@ _statectl_options() {
         'drain wait') REPLY='--kafka --job --job-id --timeout --uuid --run-id --poll --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --pre-restore --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby status') REPLY='--state-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --container --timeout --to-checkpoint --active-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --to-checkpoint --active-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby failover') REPLY='--kafka --job --job-id --state-dir --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --metrics-file --host --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -345,6 +345,8 @@ _statectl_value() {
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
                 --changelog) REPLY='@text' ;;
                 --partition) REPLY='@text' ;;
                 --replica) REPLY='@text' ;;

@@ -69,7 +69,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby status'
             printf '%s\n' -- --state-dir --metrics-file --config --profile --output -o
         case 'standby promote'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
         case 'standby failover'
             printf '%s\n' -- --kafka --job --job-id --state-dir --container --replica --host --timeout --metrics-file --config --profile --output -o
         case 'standby check'
@@ -476,6 +476,7 @@ complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(
 complete -c statectl -n '__statectl_path standby follow' -l container -x -d 'A container of the job (its id in the job model: an active container such as 0, or its standby container <id>-<n>): every store with a changelog of every task the coordinator stream assigns it (--store: only that store); excludes --task, --changelog, --partition and --replica-dir'
 complete -c statectl -n '__statectl_path standby follow' -l layout -x -d 'standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>'
 complete -c statectl -n '__statectl_path standby follow' -l to-checkpoint -d 'Apply only up to the task\'s latest checkpointed changelog offset, as checkpoints come (for a promote under Samza\'s transactional restore)'
+complete -c statectl -n '__statectl_path standby follow' -l pre-restore -d 'For a job restoring the store from the blob store: instead of the changelog, keep the snapshot of the task\'s latest checkpoint restored as <state-dir>/<store>/<task>-<checkpointId>, the dir Samza\'s start reuses (only new files downloaded as snapshots land)'
 complete -c statectl -n '__statectl_path standby follow' -l metrics-port -x -d 'Serve Prometheus metrics of the replica on this port (0: any free port, which a note names)'
 complete -c statectl -n '__statectl_path standby follow' -l metrics-addr -x -d 'The address --metrics-port listens on: all IPv4 interfaces by default, as node_exporter\'s :9100 (Prometheus scrapes from another host); 127.0.0.1 for this host only, :: for IPv6 too'
 complete -c statectl -n '__statectl_path standby follow' -l help -s h -d 'Show this message and exit'
@@ -504,6 +505,8 @@ complete -c statectl -n '__statectl_path standby promote' -l job-id -x -d 'Job i
 complete -c statectl -n '__statectl_path standby promote' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path standby promote' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path standby promote' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby promote' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path standby promote' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path standby promote' -l changelog -x -d 'The store\'s changelog, as Samza\'s stores.<store>.changelog names it: <system>.<topic> (split at the first dot, so a topic with dots needs its system: kafka.my.topic), or a bare <topic> on the config\'s job.changelog.system, else job.default.system, else \'kafka\' (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
 complete -c statectl -n '__statectl_path standby promote' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream; only without one, N of a task named \'Partition N\', with a warning)'
 complete -c statectl -n '__statectl_path standby promote' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'

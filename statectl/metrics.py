@@ -188,7 +188,9 @@ class ContainerMetrics(FollowerMetrics):
         self._each = {d: FollowerMetrics(labels) for d, labels in replicas.items()}
 
     def update(self, status: Any) -> None:
-        each = self._each.get(str(status.replica_dir))
+        # one replica: every status is its own (a pre-restoring follower's replica_dir moves with each snapshot)
+        each = (next(iter(self._each.values())) if len(self._each) == 1
+                else self._each.get(str(status.replica_dir)))
         if each is not None:
             each.update(status)
 

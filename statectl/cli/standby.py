@@ -178,7 +178,12 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     "no follower holds it), with a note. --to-checkpoint applies the changelog only up to the task's latest "
     "checkpointed changelog offset (read from the job's checkpoint topic as checkpoints come): what a promote needs "
     "under Samza's transactional restore (the default), where the job restores to that offset and the replica "
-    "cannot be rolled back.\n\n"
+    "cannot be rolled back. --pre-restore (a job restoring the store from the blob store) follows the job's "
+    "checkpoint topic instead of the changelog and keeps the latest snapshot restored as "
+    "<store>/<task>-<checkpointId>, "
+    "the checkpoint dir Samza's start renames into the store dir when it is identical to the snapshot: files of the "
+    "previous one are hard-linked, only new ones downloaded, then the previous one (its own, never another) is "
+    "deleted.\n\n"
     "--metrics-port serves the replica's lag, offsets, records applied, re-seeds and follower_up on "
     "http://<--metrics-addr>:<port>/metrics (statectl_standby_*; a port that cannot be listened on: exit 2, "
     "before the replica is touched).\n\n"
@@ -194,6 +199,13 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
                "--to-checkpoint", help="Apply only up to the task's latest checkpointed changelog offset, as "
                                        "checkpoints come (for a promote under Samza's transactional restore).")
            ] = False,
+           pre_restore: Annotated[bool, typer.Option(
+               "--pre-restore", help="For a job restoring the store from the blob store: instead of the changelog, "
+                                     "keep the snapshot of the task's latest checkpoint restored as "
+                                     "<state-dir>/<store>/<task>-<checkpointId>, the dir Samza's start reuses "
+                                     "(only new files downloaded as snapshots land). Only on a host that runs no "
+                                     "active of the task (else exit 2); not with --to-checkpoint, --layout "
+                                     "active-path or --replica-dir.")] = False,
            metrics_port: Annotated[Optional[int], typer.Option(
                "--metrics-port", help="Serve Prometheus metrics of the replica on this port (0: any free port, "
                                       "which a note names).", show_default=False)] = None,
@@ -205,6 +217,10 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
     from statectl.engine.restore import RestoreOptions, restore
     from statectl.engine.standby import follow as run_follow
 
+    if pre_restore:
+        if container is not None:
+            raise UsageError("--pre-restore and --container exclude each other")
+        return _follow_pre_restored(env, to_checkpoint, layout, replica_dir, metrics_port, metrics_addr)
     session = env.session
 
     def seeder(rep: Replica) -> Any:
@@ -381,7 +397,10 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
     "the offset the job restores to (the task's checkpointed changelog offset; the newest once the checkpoint is "
     "older than 0.9 x min.compaction.lag.ms) and renames it to <active dir>-<checkpoint id> of the task's latest "
     "checkpoint, leaving the active dir as it is (the start deletes it); a replica already past that offset is "
-    "refused (exit 14: follow with --to-checkpoint). The blob-store restore backend, clean.on.container.start, or "
+    "refused (exit 14: follow with --to-checkpoint). The blob-store restore backend: fences the 'follow "
+    "--pre-restore' follower and checks its <active dir>-<checkpoint id> is the latest checkpoint's and identical to "
+    "its snapshot (Samza's rule), bringing it there incrementally within --timeout when it is behind; the next start "
+    "renames it into the store dir; without a pre-restored dir, exit 14. clean.on.container.start, or "
     "transactional restore without a checkpointed changelog offset: exit 14. Without the job's coordinator stream: "
     "as non-transactional, with a note that the restore mode could not be checked. JSON's restore_mode says which "
     "applied. --active-dir must not exist, be empty, or be a RocksDB store (not another store's dir in the state "
@@ -398,7 +417,7 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
                                "or the disk is full"),
                         2, (10, "no replica"), (11, "the active store is held by a running process"),
                         (14, "refused: the job's next start would delete the promoted dir (nothing changed)"))))
-@state_command(*WHERE)
+@state_command(*WHERE, "blobstore", "s3_endpoint")
 @_counting_failovers
 def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
             replica_dir: REPLICA_DIR = None, container: CONTAINER = None,
@@ -420,6 +439,8 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
             raise UsageError("promote --container puts each store in its task's store dir: --active-dir excludes it")
         return _run_failover(env, container, replica, None, False, timeout, to_checkpoint, _metrics_path(metrics_file),
                              locality=False)
+    if _promote_pre_restored(env, timeout, replica_dir, active_dir, changelog, partition, replica):
+        return
     rep = _replica(env, changelog, partition, replica, replica_dir)
     s = env.settings
     if replica_dir is None and s.state_dir:
@@ -600,3 +621,57 @@ def _layout(env: Env, rep: Replica, layout: str, replica: int, replica_dir: Path
         return active_path_replica(rep, state), None
     return rep, legacy_standby_dir(state, rep.ref.store, rep.ref.task, replica).absolute()
 
+
+
+# -- blob-store jobs: follow --pre-restore, and its promote (engine.prerestore) ------------------------------------
+
+
+def _follow_pre_restored(env: Env, to_checkpoint: bool, layout: str, replica_dir: Path | None,
+                         metrics_port: int | None, metrics_addr: str) -> None:
+    from statectl.engine.prerestore import follow_pre_restored, prerestore_replica
+
+    for given, flag in ((to_checkpoint, "--to-checkpoint"), (layout != "standby-root", "--layout " + layout),
+                        (replica_dir is not None, "--replica-dir")):
+        if given:
+            raise UsageError(f"--pre-restore and {flag} exclude each other",
+                             hint="--pre-restore keeps <state-dir>/<store>/<task>-<checkpointId>, nothing else")
+    s, session = env.settings, env.session
+    if not s.kafka or not s.state_dir:
+        raise UsageError("standby follow --pre-restore needs --kafka (the job's checkpoints) and --state-dir")
+    ref = session.ref()
+    state = Path(s.state_dir).absolute()
+    metrics = _serve_metrics(env, [prerestore_replica(state, ref)], metrics_port, metrics_addr)
+    r, interrupted = _following(env, metrics, lambda stop, on_status: follow_pre_restored(
+        ref, state, s.kafka, session.blobstore, session.catalog, security=session.kafka_security, stop=stop,
+        on_status=on_status, progress=env.progress, argv=[sys.executable, "-m", "statectl", *sys.argv[1:]],
+        cwd=os.getcwd()))
+    _followed(env, r, f"stopped pre-restoring: {r.replica_dir or 'no snapshot pre-restored'} ({r.records_applied} "
+                      "files downloaded)", interrupted)
+
+
+def _promote_pre_restored(env: Env, timeout: str, replica_dir: Path | None, active_dir: Path | None,
+                          changelog: str | None, partition: int | None, replica: int) -> bool:
+    """promote of a store the job restores from the blob store (engine.prerestore): done, and True; False for
+    any other store, and for flags the changelog promote refuses before asking a broker (it goes on as before)."""
+    s, session = env.settings, env.session
+    if not s.kafka or not s.state_dir or replica_dir is not None or active_dir is not None:
+        return False
+    if replica < 0 or (partition is not None and partition < 0) or (changelog is not None and not changelog.strip()):
+        return False
+    from statectl.config import parse_seconds
+    from statectl.engine.prerestore import promote_pre_restored, restores_from_blob_store
+    from statectl.engine.standby import update_locality
+
+    ref = session.ref()
+    security = session.kafka_security
+    seconds = parse_seconds(timeout, "--timeout")
+    if not restores_from_blob_store(s.kafka, ref, security=security):
+        return False
+    r = promote_pre_restored(ref, Path(s.state_dir).absolute(), s.kafka, session.blobstore, session.catalog,
+                             security=security, timeout_s=seconds, progress=env.progress,
+                             on_locality=lambda: update_locality(s.kafka, ref, security=security))
+    for note in r.notes:
+        env.progress.note(note)
+    env.emit(r, f"promoted the pre-restored {r.promoted_dir} (checkpoint {r.checkpoint_id}, blob-store restore: the "
+                f"job's next start renames it into the store dir) in {r.duration_s:.2f}s")
+    return True

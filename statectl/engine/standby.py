@@ -204,6 +204,11 @@ class FollowStatus:
     store: str | None = None
     reseeds: int = 0  # re-seeds since the follower started (the changelog recreated, its offset fell off)
     container: str | None = None  # follow --container: the active container whose standby this follower is
+    # follow --pre-restore (engine.prerestore): layout "pre-restored", the checkpoint id whose snapshot
+    # replica_dir holds complete (None: none yet), and the other dir it made (being built, or left to delete).
+    layout: str | None = None
+    checkpoint_id: str | None = None
+    pending_dir: str | None = None
 
 
 @dataclass
@@ -244,7 +249,7 @@ class ReplicaStatus:
     following: bool
     promotable: bool
     updated: str | None
-    layout: str = "standby-root"  # "standby-root", "active-path", or "old" (where Samza's restore deletes it)
+    layout: str = "standby-root"  # "standby-root", "active-path", "old" (Samza's restore deletes it), "pre-restored"
     move_command: str | None = None  # for an old-layout replica: the command that moves it
     end_offset: int | None = None  # the changelog's end as the follower last saw it
     job: str | None = None  # whose replica it is, as its follower says (None: an older statectl's follower)
@@ -252,6 +257,7 @@ class ReplicaStatus:
     task: str | None = None
     store: str | None = None
     container: str | None = None  # the active container a container follower (follow --container) follows
+    checkpoint_id: str | None = None  # layout "pre-restored": the checkpoint whose snapshot it holds
 
 
 # -- the lock --------------------------------------------------------------------------------------
@@ -983,8 +989,8 @@ def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | No
             raise DiscardedError(
                 f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), "
                 "whose restore deletes the store dir and every checkpoint dir but one identical to the snapshot",
-                hint="let the job restore from its snapshot ('statectl restore' builds it ahead of time), or "
-                     "restore the store from the Kafka changelog in the job's config")
+                hint="keep the snapshot pre-restored on this host with 'statectl standby follow --pre-restore', "
+                     "then promote without --replica-dir and --active-dir")
         if factory is None:
             raise DiscardedError(f"{refused}: the job's config gives the store no changelog "
                                  f"(stores.{store}.changelog) nor restore factories, so its start deletes the dir",
@@ -1385,7 +1391,10 @@ def replicas(state_dir: Path) -> list[ReplicaStatus]:
                             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.updated)) if st.updated else None,
                             end_offset=st.end_offset, job=st.job, job_id=st.job_id, task=st.task, store=st.store,
                             container=st.container)
-        if in_root:
+        if st.layout == "pre-restored":  # follow --pre-restore (engine.prerestore): a blob-store checkpoint dir
+            row.layout, row.checkpoint_id = st.layout, st.checkpoint_id
+            row.promotable = st.checkpoint_id is not None and Path(st.replica_dir).is_dir()
+        elif in_root:
             row.layout = "standby-root" if beside else "active-path"
         elif active_of_standby(name) is not None:
             row.layout = "old"

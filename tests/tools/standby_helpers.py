@@ -211,7 +211,8 @@ class Follower:
 
     count = 0
 
-    def __init__(self, tmp: Path, args: list[str], *, json_output: bool = True, module: bool = False):
+    def __init__(self, tmp: Path, args: list[str], *, json_output: bool = True, module: bool = False,
+                 env: dict[str, str] | None = None):
         Follower.count += 1
         name = f"follower-{Follower.count}"
         self.out_path, self.err_path = tmp / f"{name}.out", tmp / f"{name}.err"
@@ -219,7 +220,7 @@ class Follower:
         self._out, self._err = open(self.out_path, "wb"), open(self.err_path, "wb")  # noqa: SIM115
         program = [sys.executable, "-m", "statectl"] if module else [STATECTL]  # module: ``python -m statectl``
         argv = [*program, "standby", "follow", *args] + (["-o", "json"] if json_output else [])
-        self.proc = subprocess.Popen(argv, env=clean_env(tmp), cwd=tmp, stdin=subprocess.DEVNULL, stdout=self._out,
+        self.proc = subprocess.Popen(argv, env={**clean_env(tmp), **(env or {})}, cwd=tmp, stdin=subprocess.DEVNULL, stdout=self._out,
                                      stderr=self._err)
 
     @property

@@ -1,0 +1,370 @@
+"""standby follow --pre-restore and promote of a blob-store job (issue 18, item 4): on a real Kafka-protocol
+broker (Tansu), a real file:// blob store, real RocksDB stores, followers as real processes.
+
+The job's config (on its coordinator stream) restores the store with BlobStoreStateBackendFactory; its
+snapshots are made by ``backup`` of a store on "the active host" (a dir of its own), which commits v2
+checkpoints with the blob-store marker. What must hold: the follower keeps the latest snapshot as
+``<state>/<store>/<task dir>-<checkpointId>``, the dir Samza's BlobStoreRestoreManager renames into the store
+dir when tests/tools/samza_dirdiff.py (a port of DirDiffUtil.areSameDir) says it is identical; a new snapshot
+makes a new dir with only the new files downloaded (the others hard links of the previous dir's), and the
+previous dir goes; promote fences the follower and succeeds; without a pre-restore it is refused (14); a host
+running the task's active is refused (2, nothing written); a follower killed mid-restore leaves no partial dir
+under the checkpoint dir's name and a restarted one finishes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+
+from statectl.blobstore import open_blobstore
+from statectl.formats.checkpoint import BLOB_STORE_FACTORY
+from statectl.kafka.coordinator import CoordinatorStream
+from tests.integration.test_standby import (  # noqa: F401 - world and procs are fixtures
+    STORE,
+    TASK,
+    World,
+    error_lines,
+    procs,
+    world,
+)
+from tests.tools.genstore import fingerprint, make_store
+from tests.tools.samza_dirdiff import are_same_dir, should_restore
+from tests.tools.standby_helpers import Follower, clean_env, cli, wait_until
+
+BLOB_CONFIG = {f"stores.{STORE}.restore.factories": BLOB_STORE_FACTORY,
+               f"stores.{STORE}.backup.factories": BLOB_STORE_FACTORY,
+               "systems.kafka.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory"}
+
+
+def blobs(w: World) -> str:
+    return f"file://{w.tmp / 'blobs'}"
+
+
+def job_config(w: World, extra: dict[str, str] | None = None, *, host: str = "the-old-host.example.com") -> None:
+    """A job restoring the store from the blob store; the task's container on ``host``."""
+    with CoordinatorStream(w.bootstrap, w.job, "1") as cs:
+        cs.create()
+        cs.write_config({**BLOB_CONFIG, **(extra or {})})
+        cs.write_changelog_partition(TASK, 0)
+        cs.write_task_container(TASK, "0")
+        cs.write_container_host("0", host)
+
+
+def active_host_store(w: World) -> Path:
+    return w.tmp / "active-host" / STORE / "Partition_0"
+
+
+def snapshot(w: World, keys: int, *, start: int, seed: int) -> tuple[str, str]:
+    """Add ``keys`` keys to the store on the active host (a new SST file; the old ones stay) and back it up
+    as the job's snapshot, committed to its checkpoint topic; return (index blob id, checkpoint id)."""
+    from statectl.engine.backup import BackupOptions, backup
+    from statectl.session import Session
+
+    store = active_host_store(w)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    make_store(store, keys, 256, seed=seed, start=start)
+    with Session.from_env(kafka=w.bootstrap, blobstore=blobs(w), env=clean_env(w.tmp)) as session:
+        r = backup(BackupOptions(w.ref, store, keep_local_checkpoint=False), session.blobstore, session.catalog)
+    return r.snapshot_id, r.checkpoint_id
+
+
+def index_json(w: World, blob_id: str) -> dict:
+    store = open_blobstore(blobs(w))
+    try:
+        buf = io.BytesIO()
+        store.get(blob_id, buf)
+    finally:
+        store.close()
+    return json.loads(buf.getvalue())
+
+
+def files_of(index: dict) -> dict[str, tuple]:
+    """rel path -> (size, checksum) of every present file of an index JSON."""
+    out = {}
+
+    def walk(d: dict, prefix: str) -> None:
+        for f in d.get("files-present", []):
+            out[prefix + f["file-name"]] = (f["file-metadata"]["size"], f["checksum"])
+        for s in d.get("sub-dirs-present", []):
+            walk(s, prefix + s["dir-name"] + "/")
+
+    walk(index["dir-index"], "")
+    return out
+
+
+def inodes(d: Path) -> dict[str, int]:
+    return {str(p.relative_to(d)): p.stat().st_ino for p in d.rglob("*") if p.is_file()}
+
+
+def pre_dir(w: World, checkpoint_id: str) -> Path:
+    return w.state / STORE / f"Partition_0-{checkpoint_id}"
+
+
+def store_entries(w: World) -> list[str]:
+    d = w.state / STORE
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+def files_dir(w: World) -> Path:
+    return w.state / ".statectl-standby" / "prerestore" / STORE
+
+
+def status_file(w: World) -> Path:
+    return files_dir(w) / "Partition_0.standby.json"
+
+
+def start_pre(w: World, procs, *extra: str, env: dict[str, str] | None = None) -> Follower:
+    f = Follower(w.tmp, [*w.where(changelog=False), "--blobstore", blobs(w), "--pre-restore", *extra], env=env)
+    procs[0].append(f)
+    return f
+
+
+def pre_restored(w: World, f: Follower | None, checkpoint_id: str, timeout: float = 90) -> dict:
+    """Wait until the follower's status names ``checkpoint_id`` pre-restored and nothing pending."""
+    def done():
+        if f is not None:
+            f.assert_running()
+        try:
+            st = json.loads(status_file(w).read_text())
+        except (OSError, ValueError):
+            return None
+        return st if st["checkpoint_id"] == checkpoint_id and st["pending_dir"] is None else None
+
+    return wait_until(done, timeout, f"checkpoint {checkpoint_id} pre-restored" + (f"\n{f.describe()}" if f else ""))
+
+
+def promote(w: World, *extra: str, code: int = 0):
+    return cli(w.tmp, "standby", "promote", *w.where(changelog=False), "--blobstore", blobs(w), *extra, "-o", "json",
+               code=code)
+
+
+@pytest.mark.timeout(300)
+def test_pre_restores_the_latest_snapshot_incrementally_and_promote_uses_it(world: World, procs):
+    w = world
+    job_config(w)
+    blob1, cp1 = snapshot(w, 3000, start=0, seed=1)
+    f = start_pre(w, procs)
+    st = pre_restored(w, f, cp1)
+    dir1 = pre_dir(w, cp1)
+    assert st["replica_dir"] == str(dir1) and st["seeded_from"] == blob1 and st["layout"] == "pre-restored"
+    assert dir1.is_dir() and store_entries(w) == [dir1.name]  # nothing else in the store's dir: no active dir
+    why: list[str] = []
+    assert are_same_dir(dir1, index_json(w, blob1)["dir-index"], why=why), why
+    assert not should_restore(dir1, index_json(w, blob1))  # Samza's start would rename it, download nothing
+    assert fingerprint(dir1) == fingerprint(active_host_store(w))
+    before = inodes(dir1)
+
+    # standby status lists it, with its own layout and the checkpoint id.
+    rows = json.loads(cli(w.tmp, "standby", "status", "--state-dir", str(w.state), "-o", "json").stdout)
+    assert len(rows) == 1, rows
+    assert rows[0]["layout"] == "pre-restored" and rows[0]["checkpoint_id"] == cp1
+    assert rows[0]["replica_dir"] == str(dir1) and rows[0]["following"] is True and rows[0]["promotable"] is True
+    assert rows[0]["follower_pid"] == f.pid
+
+    # A new snapshot lands: a new dir, only the new files downloaded, the unchanged ones hard links.
+    blob2, cp2 = snapshot(w, 1000, start=3000, seed=2)
+    st = pre_restored(w, f, cp2)
+    dir2 = pre_dir(w, cp2)
+    assert st["replica_dir"] == str(dir2)
+    assert not dir1.exists() and store_entries(w) == [dir2.name]  # the previous dir is gone
+    idx1, idx2 = files_of(index_json(w, blob1)), files_of(index_json(w, blob2))
+    unchanged = {rel for rel, v in idx2.items() if idx1.get(rel) == v}
+    new = set(idx2) - unchanged
+    assert any(rel.endswith(".sst") for rel in unchanged) and any(rel.endswith(".sst") for rel in new), (idx1, idx2)
+    after = inodes(dir2)
+    ssts_linked = {rel for rel in unchanged if rel.endswith(".sst")}
+    assert all(after[rel] == before[rel] for rel in ssts_linked), (before, after)
+    assert all(after[rel] not in before.values() for rel in new)
+    notes = [line for line in f.stderr().splitlines() if f"checkpoint {cp2}) into" in line]
+    assert len(notes) == 1 and f": {len(new)} files downloaded" in notes[0], f.describe()
+    why = []
+    assert are_same_dir(dir2, index_json(w, blob2)["dir-index"], why=why), why
+    assert fingerprint(dir2) == fingerprint(active_host_store(w))
+
+    # promote: the follower fenced (a clean exit), the dir left for the next start to rename.
+    p = promote(w)
+    assert f.wait(60) == 0, f.describe()
+    r = json.loads(p.stdout)
+    assert r["restore_mode"] == "blob-store" and r["checkpoint_id"] == cp2 and r["promoted_dir"] == str(dir2)
+    assert r["records_applied"] == 0 and r["locality_updated"] is True
+    assert "renames it into the store dir" in p.stderr
+    assert store_entries(w) == [dir2.name] and not (w.state / STORE / "Partition_0").exists()
+    assert not should_restore(dir2, index_json(w, blob2))
+    assert not status_file(w).exists() and not (files_dir(w) / "Partition_0.standby.lock").exists()
+    with CoordinatorStream(w.bootstrap, w.job, "1") as cs:
+        assert cs.refresh() and cs.locality().container_hosts["0"] == socket.gethostname()
+
+
+@pytest.mark.timeout(300)
+def test_promote_brings_a_pre_restored_dir_that_is_behind_to_the_latest_snapshot(world: World, procs):
+    w = world
+    job_config(w)
+    blob1, cp1 = snapshot(w, 2000, start=0, seed=3)
+    f = start_pre(w, procs)
+    pre_restored(w, f, cp1)
+    assert f.terminate() == 0, f.describe()  # the follower stopped: the next snapshot is not pre-restored
+    before = inodes(pre_dir(w, cp1))
+    blob2, cp2 = snapshot(w, 800, start=2000, seed=4)
+
+    p = promote(w)
+    r = json.loads(p.stdout)
+    dir2 = pre_dir(w, cp2)
+    assert r["restore_mode"] == "blob-store" and r["checkpoint_id"] == cp2 and r["promoted_dir"] == str(dir2)
+    idx1, idx2 = files_of(index_json(w, blob1)), files_of(index_json(w, blob2))
+    new = {rel for rel, v in idx2.items() if idx1.get(rel) != v}
+    assert r["records_applied"] == len(new)  # files downloaded: only the new ones
+    after = inodes(dir2)
+    assert all(after[rel] == before[rel] for rel, v in idx2.items() if idx1.get(rel) == v and rel.endswith(".sst"))
+    assert store_entries(w) == [dir2.name]  # the older dir is gone
+    assert not should_restore(dir2, index_json(w, blob2))
+    assert fingerprint(dir2) == fingerprint(active_host_store(w))
+
+
+@pytest.mark.timeout(300)
+def test_without_a_pre_restore_promote_is_refused_with_14(world: World, procs):
+    w = world
+    job_config(w)
+    snapshot(w, 500, start=0, seed=5)
+    p = promote(w, code=14)
+    err = error_lines(p.stderr)
+    assert len(err) == 1 and "blob store" in err[0] and "Traceback" not in p.stderr, p.stderr
+    assert "follow --pre-restore" in p.stderr
+    assert json.loads(p.stdout)["exit_code"] == 14
+    assert not (w.state / STORE).exists() and not (w.state / ".statectl-standby").exists()
+
+
+@pytest.mark.timeout(300)
+def test_refused_where_this_host_runs_the_active(world: World, procs):
+    w = world
+    job_config(w, host=socket.gethostname())  # the job's locality places the task's container here
+    snapshot(w, 500, start=0, seed=6)
+    p = cli(w.tmp, "standby", "follow", *w.where(changelog=False), "--blobstore", blobs(w), "--pre-restore", code=2)
+    assert "locality places the container 0" in p.stderr and "--pre-restore" in p.stderr, p.stderr
+    assert not (w.state / STORE).exists() and not (w.state / ".statectl-standby").exists()
+
+    job_config(w)  # placed elsewhere again, but the active store here is open (its RocksDB LOCK held)
+    import rocksdict
+
+    w.active.parent.mkdir(parents=True)
+    opts = rocksdict.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    db = rocksdict.Rdict(str(w.active), opts)
+    try:
+        p = cli(w.tmp, "standby", "follow", *w.where(changelog=False), "--blobstore", blobs(w), "--pre-restore",
+                code=2)
+        assert "is held by" in p.stderr and "runs the active" in p.stderr, p.stderr
+    finally:
+        db.close()
+    assert store_entries(w) == ["Partition_0"] and not (w.state / ".statectl-standby").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("flags", [["--to-checkpoint"], ["--layout", "active-path"], ["--replica-dir", "x"]])
+def test_pre_restore_excludes_other_modes(world: World, flags: list[str]):
+    w = world
+    p = cli(w.tmp, "standby", "follow", *w.where(changelog=False), "--pre-restore", *flags, code=2)
+    assert "exclude each other" in p.stderr
+    assert not (w.state / ".statectl-standby").exists()
+
+
+@pytest.mark.timeout(300)
+def test_a_follower_killed_mid_restore_leaves_no_partial_dir_and_a_rerun_finishes(world: World, procs):
+    w = world
+    job_config(w)
+    blob1, cp1 = snapshot(w, 2000, start=0, seed=7)
+    f = start_pre(w, procs)
+    pre_restored(w, f, cp1)
+    assert f.terminate() == 0, f.describe()
+    blob2, cp2 = snapshot(w, 1500, start=2000, seed=8)
+    idx1, idx2 = files_of(index_json(w, blob1)), files_of(index_json(w, blob2))
+    new = [rel for rel, v in idx2.items() if idx1.get(rel) != v and v[0] > 0]
+    assert len(new) >= 2, new
+
+    # Killed (SIGKILL, no cleanup) at the second blob it downloads for the new snapshot.
+    f = start_pre(w, procs, env={"STATECTL_FAILPOINTS": "during-download=1*off->kill"})
+    assert f.wait(90) == -signal.SIGKILL, f.describe()
+    dir1, dir2 = pre_dir(w, cp1), pre_dir(w, cp2)
+    assert not dir2.exists()  # no partial dir under the checkpoint dir's name
+    staged = [n for n in store_entries(w) if ".statectl-restore-" in n]
+    assert len(staged) == 1 and staged[0].startswith(f".{dir2.name}"), store_entries(w)
+    st = json.loads(status_file(w).read_text())
+    assert st["checkpoint_id"] == cp1 and st["replica_dir"] == str(dir1) and st["pending_dir"] == str(dir2)
+    assert not should_restore(dir1, index_json(w, blob1))  # the previous dir whole
+
+    f = start_pre(w, procs)
+    st = pre_restored(w, f, cp2)
+    assert st["replica_dir"] == str(dir2)
+    assert store_entries(w) == [dir2.name], store_entries(w)  # the staged dir and the previous dir gone
+    why: list[str] = []
+    assert are_same_dir(dir2, index_json(w, blob2)["dir-index"], why=why), why
+    assert fingerprint(dir2) == fingerprint(active_host_store(w))
+    assert f.terminate() == 0, f.describe()
+
+
+@pytest.mark.timeout(300)
+def test_a_dir_statectl_did_not_make_is_never_deleted(world: World, procs):
+    """The job's own checkpoint dir of the latest checkpoint (or any dir there) is left as it is; only the
+    follower's own dirs go."""
+    w = world
+    job_config(w)
+    blob1, cp1 = snapshot(w, 500, start=0, seed=9)
+    other = w.state / STORE / "Partition_0-1700000000000-0"
+    other.mkdir(parents=True)
+    (other / "MANIFEST-000001").write_bytes(b"the job's")
+    f = start_pre(w, procs)
+    pre_restored(w, f, cp1)
+    blob2, cp2 = snapshot(w, 500, start=500, seed=10)
+    pre_restored(w, f, cp2)
+    assert other.is_dir() and (other / "MANIFEST-000001").read_bytes() == b"the job's"
+    assert sorted(store_entries(w)) == sorted([other.name, pre_dir(w, cp2).name])
+    assert f.terminate() == 0, f.describe()
+    assert os.path.isdir(pre_dir(w, cp2))
+
+
+@pytest.mark.timeout(300)
+def test_a_promote_that_times_out_restarts_the_follower_and_leaves_the_dirs_as_they_were(world: World, procs):
+    w = world
+    job_config(w)
+    blob1, cp1 = snapshot(w, 2000, start=0, seed=11)
+    nonempty1 = sum(1 for v in files_of(index_json(w, blob1)).values() if v[0] > 0)
+    # The follower stalls (5 s) at the first blob of the next snapshot: it is behind when promote fences it.
+    f = start_pre(w, procs, env={"STATECTL_FAILPOINTS": f"during-download={nonempty1}*off->sleep:5"})
+    pre_restored(w, f, cp1)
+    blob2, cp2 = snapshot(w, 1500, start=2000, seed=12)
+    wait_until(lambda: json.loads(status_file(w).read_text())["pending_dir"] == str(pre_dir(w, cp2)), 60,
+               f.describe())
+    dir1 = pre_dir(w, cp1)
+
+    # The promote's own download is slow too (2 s a blob): it cannot finish within --timeout 1s.
+    import subprocess
+
+    from tests.tools.standby_helpers import STATECTL
+
+    p = subprocess.run([STATECTL, "standby", "promote", *w.where(changelog=False), "--blobstore", blobs(w),
+                        "--timeout", "1", "-o", "json"], capture_output=True, text=True, timeout=180, cwd=w.tmp,
+                       env={**clean_env(w.tmp), "STATECTL_FAILPOINTS": "during-download=sleep:2"},
+                       stdin=subprocess.DEVNULL)
+    assert f.wait(60) == 0, f.describe()  # fenced, and its half-built dir removed on the way out
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "timed out" in error_lines(p.stderr)[0], p.stderr
+    assert not pre_dir(w, cp2).exists()
+    assert not should_restore(dir1, index_json(w, blob1))  # the pre-restored dir as it was
+
+    # The fenced follower was started again (with its own command line): it takes the lock and goes on.
+    def restarted() -> int | None:
+        try:
+            st = json.loads(status_file(w).read_text())
+        except (OSError, ValueError):
+            return None
+        return st["pid"] if st["pid"] != f.pid else None
+
+    pid = wait_until(restarted, 60, "the follower restarted")
+    procs[1].append(pid)
+    st = pre_restored(w, None, cp2, timeout=120)
+    assert st["pid"] == pid and store_entries(w) == [pre_dir(w, cp2).name]
