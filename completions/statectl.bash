@@ -44,7 +44,7 @@ _statectl_options() {
         'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --pre-restore --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby status') REPLY='--state-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --to-checkpoint --active-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby failover') REPLY='--kafka --job --job-id --state-dir --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby failover') REPLY='--kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --metrics-file --host --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore load') REPLY='--kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -365,6 +365,8 @@ _statectl_value() {
                 --job) REPLY='@text' ;;
                 --job-id) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
                 --container) REPLY='@text' ;;
                 --replica) REPLY='@text' ;;
                 --host) REPLY='@text' ;;

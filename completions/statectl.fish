@@ -71,7 +71,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby promote'
             printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
         case 'standby failover'
-            printf '%s\n' -- --kafka --job --job-id --state-dir --container --replica --host --timeout --metrics-file --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --timeout --metrics-file --config --profile --output -o
         case 'standby check'
             printf '%s\n' -- --kafka --job --job-id --metrics-file --host --config --profile --output -o
         case 'adstore'
@@ -529,6 +529,8 @@ complete -c statectl -n '__statectl_path standby failover' -l kafka -x -d 'Kafka
 complete -c statectl -n '__statectl_path standby failover' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby failover' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby failover' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby failover' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path standby failover' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path standby failover' -l container -x -d 'The active container to fail over (its id in the job model, such as 0; required)'
 complete -c statectl -n '__statectl_path standby failover' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
 complete -c statectl -n '__statectl_path standby failover' -l host -x -d 'This host\'s name as the job\'s locality names it (default: its hostname); also the standby host when the standby container has no locality mapping'

@@ -217,9 +217,14 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
     from statectl.engine.restore import RestoreOptions, restore
     from statectl.engine.standby import follow as run_follow
 
+    if pre_restore and container is not None:
+        _no_single_task_flags(env, "follow", changelog, partition, replica_dir)
+        if to_checkpoint or layout != "standby-root":
+            raise UsageError("--pre-restore keeps <state-dir>/<store>/<task>-<checkpointId>: --to-checkpoint and "
+                             "--layout exclude it")
+        return _follow_container(env, container, replica, layout, False, metrics_port, metrics_addr, None,
+                                 pre_restore=True)
     if pre_restore:
-        if container is not None:
-            raise UsageError("--pre-restore and --container exclude each other")
         return _follow_pre_restored(env, to_checkpoint, layout, replica_dir, metrics_port, metrics_addr)
     session = env.session
 
@@ -271,9 +276,9 @@ def _no_single_task_flags(env: Env, command: str, changelog: str | None, partiti
         raise UsageError(f"{command} --container needs --kafka, --job and --state-dir")
 
 
-def _container(env: Env, container: str, replica: int, *, one_store: bool = False) -> Any:
-    """The container's standby (engine.failover.resolve_container); ``one_store``: --store names the only
-    store followed (follow); else --store is refused (a container moves whole)."""
+def _container(env: Env, container: str, replica: int, *, one_store: bool = False, mode: str = "changelog") -> Any:
+    """The container's standby (engine.failover.resolve_container, ``mode``); ``one_store``: --store names the
+    only store followed (follow); else --store is refused (a container moves whole)."""
     from statectl.engine.failover import resolve_container
 
     s = env.settings
@@ -282,6 +287,7 @@ def _container(env: Env, container: str, replica: int, *, one_store: bool = Fals
         raise UsageError("a container moves whole: --store excludes --container here",
                          hint="leave --store out (every store of the container is promoted)")
     sc = resolve_container(s.kafka, s.job, s.job_id, container, replica=replica, stores=[store] if store else None,
+                           mode=mode,
                            state_dir=Path(s.state_dir), security=env.session.kafka_security)
     for note in sc.notes:
         env.progress.note(note)
@@ -289,20 +295,21 @@ def _container(env: Env, container: str, replica: int, *, one_store: bool = Fals
 
 
 def _follow_container(env: Env, container: str, replica: int, layout: str, to_checkpoint: bool,
-                      metrics_port: int | None, metrics_addr: str, seeder: Any) -> None:
+                      metrics_port: int | None, metrics_addr: str, seeder: Any, *, pre_restore: bool = False) -> None:
     import dataclasses
 
-    from statectl.engine.failover import follow_container
+    from statectl.engine.failover import PRE_RESTORED, follow_container
 
-    sc = _container(env, container, replica, one_store=True)
+    sc = _container(env, container, replica, one_store=True, mode=PRE_RESTORED if pre_restore else "changelog")
     legacy: dict[Path, Path] = {}
-    reps = []
-    for rep in sc.replicas:
-        moved, old = _layout(env, rep, layout, sc.replica, None)
-        reps.append(moved)
-        if old is not None:
-            legacy[moved.replica_dir] = old
-    sc = dataclasses.replace(sc, replicas=tuple(reps))
+    if not pre_restore:
+        reps = []
+        for rep in sc.replicas:
+            moved, old = _layout(env, rep, layout, sc.replica, None)
+            reps.append(moved)
+            if old is not None:
+                legacy[moved.replica_dir] = old
+        sc = dataclasses.replace(sc, replicas=tuple(reps))
     env.progress.note(f"following container {sc.container} as {sc.standby_container}: {len(sc.tasks)} task(s) x "
                       f"{len(sc.stores)} store(s) ({', '.join(sc.stores)})")
     metrics = _serve_metrics(env, list(sc.replicas), metrics_port, metrics_addr)
@@ -310,8 +317,10 @@ def _follow_container(env: Env, container: str, replica: int, layout: str, to_ch
     r, interrupted = _following(env, metrics, lambda stop, on_status: follow_container(
         sc, s.kafka, security=env.session.kafka_security, seed_of=seeder, stop=stop, on_status=on_status,
         progress=env.progress, argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
-        state_dir=Path(s.state_dir), legacy_dirs=legacy, active_path=layout == "active-path",
-        to_checkpoint=to_checkpoint))
+        state_dir=Path(s.state_dir).absolute(), legacy_dirs=legacy, active_path=layout == "active-path",
+        to_checkpoint=to_checkpoint, pre_restore=pre_restore,
+        blobstore=env.session.blobstore if pre_restore else None,
+        catalog=env.session.catalog if pre_restore else None))
     _followed(env, r, f"stopped following container {r.container} ({len(r.replicas)} replicas): applied "
                       f"{r.records_applied} records", interrupted)
 
@@ -473,7 +482,9 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     "stopped: nothing is promoted while it runs), promote (every store of every task, each where the job's next "
     "start keeps it, as 'standby promote' does), report. Before anything is written every store is checked: its "
     "replica is here, the job's next start keeps what promote makes (else exit 14) and no process holds the active "
-    "state (else exit 11). Each step is journaled in <state-dir>/.statectl-standby/failover/: a failover "
+    "state (else exit 11). A store the job restores from the blob store (its restore.factories) goes over on its "
+    "pre-restore (follow --container <id> --pre-restore, with --blobstore): none kept here is exit 14, before "
+    "anything is written. Each step is journaled in <state-dir>/.statectl-standby/failover/: a failover "
     "interrupted at any step is finished by running the same command again; steps done before say "
     "done-earlier. --dry-run checks the same and shows each step and the messages it would write, changing "
     "nothing. --metrics-file counts each store's promote in statectl_standby_failovers_total.\n\n"
@@ -486,7 +497,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
                              "the standby container (pass --host)"),
                         (11, "a process holds a task's active state"),
                         (14, "refused: the job's next start would delete a promoted dir (nothing changed)"))))
-@state_command("kafka", "job", "job_id", "state_dir")
+@state_command("kafka", "job", "job_id", "state_dir", "blobstore", "s3_endpoint")
 def failover(env: Env,
              container: Annotated[Optional[str], typer.Option(
                  "--container", help="The active container to fail over (its id in the job model, such as 0; "
@@ -518,13 +529,17 @@ def _run_failover(env: Env, container: str, replica: int, host: str | None, dry_
     from statectl.config import parse_seconds
     from statectl.engine.failover import failover as run_failover
 
+    from statectl.engine.failover import ALL, blob_restored_stores
+
     seconds = parse_seconds(timeout, "--timeout")
-    sc = _container(env, container, replica)
+    sc = _container(env, container, replica, mode=ALL)
     s = env.settings
+    blob = bool(blob_restored_stores(sc.config))  # their pre-restores are promoted: the blob store is needed
     try:
         r = run_failover(sc, s.kafka, Path(s.state_dir).absolute(), security=env.session.kafka_security, host=host,
                          dry_run=dry_run, timeout_s=seconds, to_checkpoint=to_checkpoint, locality=locality,
-                         progress=env.progress)
+                         progress=env.progress, blobstore=env.session.blobstore if blob else None,
+                         catalog=env.session.catalog if blob else None)
     except (Exception, KeyboardInterrupt) as e:
         if metrics_file is not None and not dry_run:
             _count_stores(env, metrics_file, sc, e)

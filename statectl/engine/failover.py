@@ -70,7 +70,7 @@ from statectl.engine.standby import (
     resolve_changelog,
     standby_dir,
 )
-from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
+from statectl.errors import DiscardedError, LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.coordinator import active_of_standby, coordinator_topic
 from statectl.formats.jobconfig import store_changelog_key
 from statectl.formats.offsets import OFFSET_V2, OffsetFileError, read_offsets
@@ -143,34 +143,69 @@ def changelogged_stores(config: dict[str, str]) -> list[str]:
                   and "." not in k[len(prefix):-len(suffix)] and v.strip())
 
 
+def blob_restored_stores(config: dict[str, str]) -> list[str]:
+    """The stores of a job config (``stores.<s>.factory``) its start restores from the blob store
+    (jobconfig.restore_factory, before any checkpoint), sorted."""
+    from statectl.formats import jobconfig
+    from statectl.formats.checkpoint import BLOB_STORE_FACTORY
+
+    prefix, suffix = "stores.", ".factory"
+    names = {k[len(prefix):-len(suffix)] for k in config if k.startswith(prefix) and k.endswith(suffix)}
+    out = []
+    for name in sorted(n for n in names if n and "." not in n):
+        try:
+            if jobconfig.restore_factory(config, name, None) == BLOB_STORE_FACTORY:
+                out.append(name)
+        except jobconfig.JobConfigError:
+            continue  # next_start names the bad key when the store is promoted
+    return out
+
+
+FOLLOWED, PRE_RESTORED, ALL = "changelog", "pre-restore", "all"
+
+
 def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, replica: int = 0,
                       stores: list[str] | None = None, state_dir: Path, security: KafkaSecurity | None = None,
-                      timeout_s: float = DEFAULT_TIMEOUT_S) -> StandbyContainer:
+                      timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = FOLLOWED) -> StandbyContainer:
     """The standby of ``container`` from the job's coordinator stream (read once): its tasks, its stores
-    (``stores``: only these), and each replica's dir in the standby root of ``state_dir`` and changelog
-    partition. Reads only. Raises NotFoundError (exit 10) for no coordinator stream, no such container, no
-    store with a changelog (or one of ``stores`` without one), and resolve_changelog's errors for a task
-    whose changelog partition the stream does not map."""
+    (``stores``: only these), and one replica per task and store. ``mode`` FOLLOWED: the stores with a
+    changelog, each replica's dir in the standby root of ``state_dir`` and its changelog partition;
+    PRE_RESTORED: the stores the job restores from the blob store, each as its pre-restore's handle
+    (engine.prerestore.prerestore_replica); ALL (promote, failover): the first, plus the second's for stores
+    with no changelog. Reads only. Raises NotFoundError (exit 10) for no coordinator stream, no such
+    container, no store to follow (or one of ``stores`` not among them), and resolve_changelog's errors for
+    a task whose changelog partition the stream does not map."""
     with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
         cs.require()
         model = cs.job_model()
         problems = list(cs.problems)
     active, number, tasks = container_of(model, container, replica)
-    have = changelogged_stores(model.config)
+    logged = changelogged_stores(model.config) if mode != PRE_RESTORED else []
+    blob = blob_restored_stores(model.config) if mode != FOLLOWED else []
+    have = sorted(set(logged) | set(blob))
     if stores:
         missing = [s for s in stores if s not in have]
         if missing:
-            raise NotFoundError(f"the config of job {job}-{job_id} names no changelog for store {missing[0]!r} "
-                                f"({store_changelog_key(missing[0])})",
-                                hint=f"its stores with a changelog: {', '.join(have) or 'none'}")
+            what = (f"no changelog for store {missing[0]!r} ({store_changelog_key(missing[0])})"
+                    if mode == FOLLOWED else f"no store {missing[0]!r} restored from the blob store")
+            raise NotFoundError(f"the config of job {job}-{job_id} names {what}",
+                                hint=f"its stores to follow so: {', '.join(have) or 'none'}")
         have = [s for s in have if s in stores]
     if not have:
-        raise NotFoundError(f"the config of job {job}-{job_id} names no store with a changelog "
-                            "(stores.<store>.changelog): container {container!r} has nothing to follow")
+        what = ("no store with a changelog (stores.<store>.changelog)" if mode == FOLLOWED else
+                "no store restored from the blob store" if mode == PRE_RESTORED else
+                "no store with a changelog or restored from the blob store")
+        raise NotFoundError(f"the config of job {job}-{job_id} names {what}: container {container!r} has nothing "
+                            "to follow")
     replicas, notes = [], []
     for task in tasks:
         for store in have:
             ref = StoreRef(job, job_id, task, store)
+            if store not in logged:
+                from statectl.engine.prerestore import prerestore_replica
+
+                replicas.append(prerestore_replica(state_dir, ref))
+                continue
             where = resolve_changelog(bootstrap, ref, security=security, timeout_s=timeout_s, model=model,
                                       problems=problems)
             notes += [n for n in where.notes if n not in notes]
@@ -202,19 +237,30 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
                      progress: ProgressReporter | None = None, argv: list[str] | None = None,
                      cwd: str | None = None, state_dir: Path | None = None,
                      legacy_dirs: dict[Path, Path] | None = None, active_path: bool = False,
-                     to_checkpoint: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S) -> ContainerFollowResult:
+                     to_checkpoint: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, pre_restore: bool = False,
+                     blobstore: Any = None, catalog: Any = None) -> ContainerFollowResult:
     """Follow every replica of ``sc`` in this process (one thread each, engine.standby.follow) until
     ``stop`` is set; each replica keeps its own lock, status file (naming the container) and offsets, so a
     kill -9 resumes each where it was. ``seed_of(replica)``: its snapshot seeder; ``legacy_dirs``: replica
     dir -> the old-layout dir it is moved from. Every replica is checked before any is touched (its dir,
     its lock: UsageError exit 2, LockHeldError exit 11); one failing stops them all and its error is
-    raised once all have stopped."""
+    raised once all have stopped. ``pre_restore``: keep each store's latest snapshot pre-restored instead
+    (engine.prerestore.follow_pre_restored, with ``blobstore`` and ``catalog``; ``state_dir`` required)."""
     progress = progress or NullProgress()
     stop = stop or threading.Event()
     began = time.monotonic()
+    if pre_restore:
+        from statectl.engine.prerestore import check_here, follow_pre_restored, prerestore_replica
+
+        assert state_dir is not None
+        anchors = {r.replica_dir: prerestore_replica(state_dir, r.ref) for r in sc.replicas}
     for rep in sc.replicas:  # before any thread writes: refuse the whole container, not half of it
-        check_replica_dir(rep, state_dir, active_path=active_path)
-        _check_own_files(rep)
+        if pre_restore:
+            rep = anchors[rep.replica_dir]
+            check_here(rep, bootstrap, security=security)
+        else:
+            check_replica_dir(rep, state_dir, active_path=active_path)
+            _check_own_files(rep)
         if _locked(rep.lock_path):
             pid, host = lock_holder(rep)
             raise LockHeldError(f"replica {rep.replica_dir} is held by another follower (pid {pid} on {host})",
@@ -227,6 +273,12 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
 
     def run(i: int, rep: Replica) -> None:
         try:
+            if pre_restore:
+                r = follow_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
+                                        stop=stop, on_status=on_status, progress=progress, argv=argv, cwd=cwd)
+                with guard:
+                    results[i] = r
+                return
             r = follow(rep, bootstrap, security=security, seed=seed_of(rep) if seed_of else None, stop=stop,
                        on_status=on_status, progress=progress, argv=argv, cwd=cwd, state_dir=state_dir,
                        timeout_s=timeout_s, legacy_dir=(legacy_dirs or {}).get(rep.replica_dir),
@@ -338,6 +390,7 @@ class Planned:
     active_dir: Path
     start: NextStart | None
     done: dict[str, Any] | None = None  # the journal's record when an earlier run promoted it
+    blob: bool = False  # the job restores the store from the blob store: its pre-restore is promoted
 
 
 def _plan(sc: StandbyContainer, bootstrap: str, state_dir: Path, journal: Journal | None,
@@ -351,6 +404,10 @@ def _plan(sc: StandbyContainer, bootstrap: str, state_dir: Path, journal: Journa
         active = store_dir(state_dir, rep.ref.store, rep.ref.task).absolute()
         if done is not None and done.get("status") != "promoting":
             out.append(Planned(rep, active, None, done))
+            continue
+        if _restores_from_blob_store(sc, rep, checkpoints):
+            pointed = journal is not None and "point-active-locality" in journal.steps
+            out.append(_plan_pre_restored(sc, rep, active, done, bootstrap, state_dir, security, pointed))
             continue
         rep, found = locate_replica(rep, state_dir, sc.replica)
         if found:
@@ -378,7 +435,7 @@ def _plan(sc: StandbyContainer, bootstrap: str, state_dir: Path, journal: Journa
 
 def _promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: Journal,
                  security: KafkaSecurity | None, timeout_s: float, to_checkpoint: bool,
-                 progress: ProgressReporter) -> list[StoreStep]:
+                 progress: ProgressReporter, blobstore: Any = None, catalog: Any = None) -> list[StoreStep]:
     """Promote every planned replica not promoted yet, in parallel (each its own catch-up and rename),
     recording each in the journal as it lands. Raise the first failure once all have ended."""
     steps: dict[int, StoreStep] = {}
@@ -395,17 +452,28 @@ def _promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: 
             steps[i] = StoreStep(rep.ref.task, rep.ref.store, str(rep.replica_dir), "done-earlier",
                                  p.done.get("promoted_dir"), p.done.get("restore_mode"))
             return
-        target = p.active_dir
+        target = p.active_dir if not p.blob else None
         if p.start is not None and p.start.mode == RESTORE_TRANSACTIONAL and p.start.checkpoint_id:
             target = checkpoint_dir(p.active_dir, p.start.checkpoint_id)
         with guard:  # the intent first: a kill after the promote's rename leaves the store found there
-            journal.promoted[_key(rep)] = {"status": "promoting", "target": str(target),
-                                           "restore_mode": p.start.mode if p.start else None}
+            journal.promoted[_key(rep)] = {"status": "promoting", "target": str(target) if target else None,
+                                           "restore_mode": "blob-store" if p.blob else
+                                           (p.start.mode if p.start else None)}
             journal.save()
         try:
-            r = promote(rep, p.active_dir, bootstrap, security=security, timeout_s=timeout_s,
-                        to_checkpoint=to_checkpoint, progress=progress, state_dir=state_dir,
-                        restart_follower=False, start=p.start)
+            if p.blob:
+                from statectl.engine.prerestore import promote_pre_restored
+
+                if blobstore is None or catalog is None:
+                    raise UsageError(f"store {rep.ref.store!r} is restored from the blob store: its pre-restore is "
+                                     "promoted, which needs the blob store", hint="pass --blobstore")
+                r = promote_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
+                                         timeout_s=timeout_s, progress=progress, restart_follower=False,
+                                         check_locality=False)  # checked before this failover pointed it here
+            else:
+                r = promote(rep, p.active_dir, bootstrap, security=security, timeout_s=timeout_s,
+                            to_checkpoint=to_checkpoint, progress=progress, state_dir=state_dir,
+                            restart_follower=False, start=p.start)
         except BaseException as e:  # noqa: BLE001 - re-raised once every promote ended
             with guard:
                 errors.append(e)
@@ -425,6 +493,42 @@ def _promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: 
     if errors:
         raise errors[0]
     return [steps[i] for i in range(len(plan))]
+
+
+def _restores_from_blob_store(sc: StandbyContainer, rep: Replica, checkpoints: dict[str, Any]) -> bool:
+    """Whether the job's next start restores ``rep``'s store from the blob store (jobconfig.restore_factory
+    over the job's config and the task's latest checkpoint, as next_start reads them)."""
+    from statectl.formats import jobconfig
+    from statectl.formats.checkpoint import BLOB_STORE_FACTORY
+
+    cp = checkpoints.get(rep.ref.task)
+    try:
+        return jobconfig.restore_factory(sc.config, rep.ref.store, cp.state_checkpoint_markers if cp else {}) \
+            == BLOB_STORE_FACTORY
+    except jobconfig.JobConfigError as e:
+        raise StatectlError(f"the config of job {sc.job}-{sc.job_id}: {e}",
+                            hint="the job cannot start with it either: fix the job's config") from None
+
+
+def _plan_pre_restored(sc: StandbyContainer, rep: Replica, active: Path, done: dict[str, Any] | None,
+                       bootstrap: str, state_dir: Path, security: KafkaSecurity | None, pointed: bool) -> Planned:
+    """A store the job restores from the blob store: its pre-restore (follow --pre-restore) is what is
+    promoted (engine.prerestore). DiscardedError (exit 14) when none is kept here; UsageError (exit 2) when
+    this host runs the task's active (its store's LOCK held; or the job's locality placing it here, unless
+    ``pointed``: this failover pointed it here)."""
+    from statectl.engine.prerestore import check_here, pre_restore_status, prerestore_replica
+
+    anchor = prerestore_replica(state_dir, rep.ref)
+    if pre_restore_status(state_dir, rep.ref) is None:
+        if done is not None:  # killed after the promote ended, before its record: the status file went last
+            return Planned(anchor, active, None, dict(done, status="promoted"), blob=True)
+        raise DiscardedError(
+            f"refusing to fail over container {sc.container}: the job restores store {rep.ref.store!r} of task "
+            f"{rep.ref.task!r} from the blob store, and no pre-restored checkpoint dir is kept on this host",
+            hint=f"keep its snapshots pre-restored here: statectl standby follow --container {sc.container} "
+                 "--pre-restore")
+    check_here(anchor, None if pointed else bootstrap, security=security)
+    return Planned(anchor, active, None, done, blob=True)
 
 
 def _landed(rep: Replica, target: Path) -> bool:
@@ -480,12 +584,15 @@ class FailoverResult:
 
 def failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, *, security: KafkaSecurity | None = None,
              host: str | None = None, dry_run: bool = False, timeout_s: float = 60.0, to_checkpoint: bool = False,
-             locality: bool = True, progress: ProgressReporter | None = None) -> FailoverResult:
+             locality: bool = True, progress: ProgressReporter | None = None, blobstore: Any = None,
+             catalog: Any = None) -> FailoverResult:
     """Fail container ``sc.container`` over onto this host, its standby host: the module doc's steps, in
     order, each journaled; a rerun finishes an interrupted one. ``host``: this host's name as the job's
     locality names it (default: socket.gethostname()). ``dry_run``: check everything, change nothing, and
     report each step as planned. ``locality`` False (promote --container): only stop-standby, promote, and
-    then point the active container at this host, the standby's mapping left as it is.
+    then point the active container at this host, the standby's mapping left as it is. ``blobstore`` and
+    ``catalog``: for stores the job restores from the blob store, whose pre-restores (follow --pre-restore)
+    are promoted (engine.prerestore.promote_pre_restored) instead of changelog replicas.
 
     Raises NotFoundError (exit 10) when the standby container has no locality mapping and no journal
     names its host, or a replica is missing here; UsageError (exit 2) when the standby host is not this
@@ -545,7 +652,8 @@ def failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, *, security:
             stores = [StoreStep(p.replica.ref.task, p.replica.ref.store, str(p.replica.replica_dir),
                                 "done-earlier" if p.done is not None else "planned",
                                 p.done.get("promoted_dir") if p.done else None,
-                                p.done.get("restore_mode") if p.done else (p.start.mode if p.start else None))
+                                p.done.get("restore_mode") if p.done else
+                                ("blob-store" if p.blob else p.start.mode if p.start else None))
                       for p in plan]
             return FailoverResult(sc.job, sc.job_id, sc.container, sc.standby_container, standby_host, True, steps,
                                   stores, round(time.monotonic() - began, 3), resumed, str(path),
@@ -572,7 +680,8 @@ def failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, *, security:
                               else "no follower was running"))
             failpoints.hit("failover-step")
         # 5. promote every store
-        stores = _promote_all(plan, bootstrap, state_dir, journal, security, timeout_s, to_checkpoint, progress)
+        stores = _promote_all(plan, bootstrap, state_dir, journal, security, timeout_s, to_checkpoint, progress,
+                              blobstore, catalog)
         promoted = sum(s.status == "promoted" for s in stores)
         steps.append(Step("promote", "done" if promoted else "done-earlier",
                           f"{promoted} store(s) promoted now, {len(stores) - promoted} earlier"))

@@ -329,6 +329,11 @@ def _lock(anchor: Replica, wait_s: float = 0.0) -> ReplicaLock:
                             hint="stop that follower first, or promote (which fences it)") from None
 
 
+def pre_restore_status(state_dir: Path, ref: StoreRef) -> FollowStatus | None:
+    """The status of the pre-restore of ``ref``'s store on this host (None: none kept here). Reads only."""
+    return _own_status(prerestore_replica(state_dir, ref))
+
+
 def _own_status(anchor: Replica) -> FollowStatus | None:
     st = read_status(anchor)
     return st if st is not None and st.layout == PRE_RESTORED else None
@@ -476,14 +481,18 @@ def _pre_restore(anchor: Replica, state_dir: Path, blob_id: str, blobstore: Blob
 def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstore: BlobStore,
                          catalog: BlobCheckpointStore, *, security: KafkaSecurity | None = None,
                          timeout_s: float = 60.0, on_locality: Callable[[], tuple[bool, str | None]] | None = None,
-                         progress: ProgressReporter | None = None) -> PromoteResult:
+                         progress: ProgressReporter | None = None, restart_follower: bool = True,
+                         check_locality: bool = True) -> PromoteResult:
     """Promote the pre-restored dir of a job that restores ``ref``'s store from the blob store (call it when
     restores_from_blob_store says so): fence its follower (Invariant 2: nothing is promoted while it runs),
     make sure ``<store dir>-<checkpointId>`` of the task's latest checkpoint is there and identical to its
     snapshot (restoring it incrementally from the pre-restored dir within ``timeout_s`` when that is behind),
     delete the follower's older dir and its status and lock files; the job's next start renames the dir into
     the store dir (BlobStoreRestoreManager). The active store dir is never touched. ``on_locality`` as
-    standby.promote. Result: ``restore_mode`` "blob-store", ``promoted_dir`` the checkpoint dir,
+    standby.promote; ``restart_follower`` as standby.promote (False: a container's failover);
+    ``check_locality`` False: the job's locality may place the task here already (a failover pointed it
+    here), only the store's LOCK is checked. Result:
+    ``restore_mode`` "blob-store", ``promoted_dir`` the checkpoint dir,
     ``checkpoint_id``, ``records_applied`` the files downloaded.
 
     Raises DiscardedError (exit 14, nothing changed) when there is no pre-restore of the store on this host
@@ -510,7 +519,7 @@ def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobsto
         raise DiscardedError(f"{refused}: stores.{ref.store}.clean.on.container.start is true, so the job's start "
                              "downloads the snapshot whatever is here (BlobStoreRestoreManager.shouldRestore)",
                              hint=f"unset stores.{ref.store}.clean.on.container.start, then promote again")
-    check_here(anchor, bootstrap, security=security)
+    check_here(anchor, bootstrap if check_locality else None, security=security)
     with KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security) as log:
         latest = log.latest(ref)
     if latest is None:
@@ -554,7 +563,8 @@ def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobsto
             anchor.status_path.unlink(missing_ok=True)
         anchor.lock_path.unlink(missing_ok=True)
     except Exception:
-        _restart(before, was_following)  # once the lock is released: the follower takes it again
+        if restart_follower:
+            _restart(before, was_following)  # once the lock is released: the follower takes it again
         raise
     caught = ("was the latest checkpoint's already" if made.downloaded == 0 and made.reused == 0
               else f"brought to it: {made.downloaded} files downloaded, {made.reused} reused")

@@ -361,3 +361,67 @@ def test_a_job_without_samza_standbys_fails_over_with_host(job: Job, followers):
     assert dict((s["step"], s["status"]) for s in r["steps"])["delete-standby-locality"] == "skipped"
     assert_promoted(j)
     assert j.locality()["0"] == HOST
+
+
+@pytest.mark.timeout(500)
+def test_a_container_with_a_blob_store_restored_store_fails_over_onto_its_pre_restores(job: Job, followers):
+    """A mixed job: two stores restored from their changelogs, one from the blob store (no changelog). The
+    container's changelog replicas and its pre-restores (follow --container --pre-restore) are both fenced by
+    failover, and each store goes where the job's next start keeps it."""
+    from statectl.catalog.refs import StoreRef
+    from statectl.engine.backup import BackupOptions, backup
+    from statectl.formats.checkpoint import BLOB_STORE_FACTORY
+    from statectl.session import Session
+    from tests.tools.genstore import make_store
+    from tests.tools.standby_helpers import clean_env
+
+    j = job
+    blobs = f"file://{j.tmp / 'blobs'}"
+    write_job(j, config={"stores.dims.factory": "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory",
+                         "stores.dims.restore.factories": BLOB_STORE_FACTORY,
+                         "stores.dims.backup.factories": BLOB_STORE_FACTORY})
+    checkpoints = {}
+    for i, task in enumerate(CONTAINER0):  # each task's snapshot, committed to the job's checkpoint topic
+        src = j.tmp / "active-host" / task.replace(" ", "_")
+        make_store(src, 500 + i, 128, seed=i)
+        with Session.from_env(kafka=j.bootstrap, blobstore=blobs, env=clean_env(j.tmp)) as session:
+            r = backup(BackupOptions(StoreRef(j.job, "1", task, "dims"), src, keep_local_checkpoint=False),
+                       session.blobstore, session.catalog)
+        checkpoints[task] = r.checkpoint_id
+    f = follow_container(j, followers)
+    pre = Follower(j.tmp, ["--container", "0", "--pre-restore", "--blobstore", blobs, *j.flags()])
+    followers.append(pre)
+
+    def pre_restored() -> bool:
+        pre.assert_running()
+        return all((j.state / "dims" / f"{t.replace(' ', '_')}-{cp}").is_dir() and not any(
+            (j.state / "dims").glob(f"{t.replace(' ', '_')}-*.tmp*")) for t, cp in checkpoints.items())
+
+    wait_until(pre_restored, 120, f"every task's snapshot pre-restored\n{pre.describe()}")
+    r = json.loads(cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), "--blobstore", blobs,
+                       "-o", "json").stdout)
+    assert f.wait(60) == 0, f.describe()
+    assert pre.wait(60) == 0, pre.describe()
+    modes = {(x["task"], x["store"]): (x["status"], x["restore_mode"]) for x in r["stores"]}
+    assert modes == {**{(t, s): ("promoted", "non-transactional") for t in CONTAINER0 for s in STORES},
+                     **{(t, "dims"): ("promoted", "blob-store") for t in CONTAINER0}}
+    assert_promoted(j)
+    for task, cp in checkpoints.items():
+        promoted = j.state / "dims" / f"{task.replace(' ', '_')}-{cp}"
+        assert promoted.is_dir() and read_store(promoted)  # the dir the job's next start renames into place
+        assert not (j.state / "dims" / task.replace(" ", "_")).exists()  # the active dir never touched
+    assert j.locality()["0"] == HOST and "0-0" not in j.locality()
+
+
+def test_a_blob_store_restored_store_without_a_pre_restore_is_refused_before_anything_is_written(job: Job, followers):
+    from statectl.formats.checkpoint import BLOB_STORE_FACTORY
+
+    j = job
+    write_job(j, config={"stores.dims.factory": "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory",
+                         "stores.dims.restore.factories": BLOB_STORE_FACTORY})
+    f = follow_container(j, followers)
+    start = j.end()
+    p = cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), code=14)
+    assert "no pre-restored checkpoint dir" in p.stderr and "--pre-restore" in p.stderr
+    assert j.end() == start
+    f.assert_running()
