@@ -641,7 +641,7 @@ def failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, *, security:
         else:
             steps.append(Step("find-standby-host", "done" if not dry_run else "planned",
                               f"standby container {sc.standby_container} is on {standby_host}"))
-        if standby_host != me and not dry_run:
+        if standby_host not in ({me} if host else {me, socket.getfqdn()}) and not dry_run:
             raise UsageError(f"the standby container {sc.standby_container} of container {sc.container} is on host "
                              f"{standby_host}, not this host ({me}): failover runs where its replicas are",
                              hint=f"run it on {standby_host}, or pass --host if the job's locality names this host "
