@@ -402,6 +402,19 @@ def _status(job: _Job) -> DrainStatus:
     return result
 
 
+def _state(rec: NotificationRecord, run_id: str | None, drain_runs: set[str], has_intermediate: bool,
+           newest_checkpoint_ms: int) -> str:
+    if rec.cleared or rec.canonical_cleared:
+        return CLEARED
+    if run_id is None or rec.run_id != run_id:
+        return STALE
+    if rec.run_id in drain_runs:
+        return SEEN
+    if not has_intermediate and rec.timestamp_ms >= 0 and newest_checkpoint_ms > rec.timestamp_ms:
+        return SEEN
+    return PENDING
+
+
 def _job_breaking(b: BadNotification) -> JobBreaking:
     return JobBreaking(b.offset, b.key, b.size, b.why, _iso_ms(b.timestamp_ms))
 
@@ -445,7 +458,8 @@ def checkpoint_gaps(job: _Job, notified_ms: int, run_id: str, checkpoints: dict[
        in it) checkpointed at or after it wrote that message (both times from that task's clock).
 
     The times of checkpoint ids and of the notification come from different hosts' clocks; skew shifts
-    rule 2. A source partition on a topic this cluster does not have is not checked (a note says so).
+    rule 2. A source stream this cluster does not have cannot be checked: a gap (only ``cleared`` completes
+    such a job).
     Reads only; errors as kafka.client says."""
     gaps: list[str] = []
     model = job.coordinator.locality()
@@ -474,8 +488,8 @@ def checkpoint_gaps(job: _Job, notified_ms: int, run_id: str, checkpoints: dict[
             sources.setdefault(".".join(parts[1:-1]), {})[int(parts[-1])] = (task, _next_offset(offset))
     for topic, partitions in sorted(sources.items()):
         at = _offsets_at(job, topic, sorted(partitions), notified_ms, notes)
-        if at is None:
-            notes.append(f"input stream {topic} is not on {job.target.bootstrap}: its offsets are not checked")
+        if at is None:  # not verifiable: no drain is claimed on it
+            gaps.append(f"input stream {topic} is not on {job.target.bootstrap}: its offsets cannot be checked")
             continue
         for p, (task, next_offset) in sorted(partitions.items()):
             if next_offset is None or next_offset < at[p]:

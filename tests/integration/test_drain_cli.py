@@ -33,12 +33,13 @@ from statectl.kafka.tails import read_tails
 from tests.integration.test_changelog_restore import cli  # noqa: F401 - the shared in-process CLI fixture
 
 STATUS_FIELDS = {"job", "job_id", "run_id", "notifications", "intermediate", "in_flight", "tasks", "duration_s",
-                 "notes"}
-NOTICE_FIELDS = {"uuid", "run_id", "drain_mode", "state", "offset", "written"}
+                 "notes", "drain_monitor_enabled", "job_breaking", "checkpoint_gaps"}
+NOTICE_FIELDS = {"uuid", "run_id", "drain_mode", "state", "offset", "written", "key", "signal"}
+BREAKING_FIELDS = {"offset", "key", "bytes", "why", "written"}
 IN_FLIGHT_FIELDS = {"stream", "partition", "end_offset", "task", "next_offset", "in_flight"}
-START_FIELDS = {"uuid", "run_id", "created", "offset", "duration_s", "notes"}
-WAIT_FIELDS = {"run_id", "drained", "uuids", "in_flight", "intermediate", "waited_s", "notes"}
-CANCEL_FIELDS = {"run_id", "cancelled", "duration_s", "notes"}
+START_FIELDS = {"uuid", "run_id", "created", "offset", "duration_s", "notes", "drain_monitor_enabled"}
+WAIT_FIELDS = {"run_id", "drained", "uuids", "in_flight", "intermediate", "waited_s", "notes", "signal"}
+CANCEL_FIELDS = {"run_id", "cancelled", "duration_s", "notes", "bad_removed"}
 
 
 RUN = "1700000000000-abcdef01"
@@ -74,12 +75,14 @@ class Job:
     """A job that never ran: its coordinator stream and checkpoint topic, written as Samza would."""
 
     def __init__(self, bootstrap: str, *, run_id: str | None = RUN, intermediate: str | None = None,
-                 partitions: int = 2):
+                 partitions: int = 2, monitor: str | None = "true"):
         self.bootstrap = bootstrap
         self.name = f"drain_cli_{uuid.uuid4().hex[:10]}"
         self.stream = CoordinatorStream(bootstrap, self.name, "1")
         self.stream.create()
         config = {"job.name": self.name, "job.id": "1"}
+        if monitor is not None:
+            config["job.drain-monitor.enabled"] = monitor
         if run_id is not None:
             config["app.run.id"] = run_id
         self.topic = intermediate
@@ -221,7 +224,7 @@ def test_start_without_a_run_id_exits_10_with_a_hint(cli, make_job):
     r = cli("drain", "start", *job.args, code=10)
     assert "no run id" in error_line(r)
     assert "--run-id" in r.stderr.splitlines()[1]
-    assert job.records() == 2  # job.name and job.id: nothing was written
+    assert job.records() == 3  # job.name, job.id, job.drain-monitor.enabled: nothing was written
 
     r = json.loads(cli("drain", "start", *job.args, "--run-id", "GIVEN", "-o", "json").stdout)
     assert r["created"] is True and r["run_id"] == "GIVEN"
@@ -259,22 +262,17 @@ def test_malformed_records_are_skipped_with_notes(cli, make_job):
     notes = [line for line in r.stderr.splitlines() if line.startswith("note: ")]
     assert any("2 record(s) with a malformed key" in line for line in notes), r.stderr
     assert any("task.window.ms" in line and "values.value" in line for line in notes), r.stderr
-    assert any("drain notification" in line and "not JSON" in line for line in notes), r.stderr
     assert all("skipped a malformed record" in line and job.stream.topic in line for line in notes)
-    assert len(st["notes"]) == len(notes) == 3
+    assert len(st["notes"]) == len(notes) == 2
+    # The unreadable drain notification is no note: it breaks the job (Samza's DrainMonitor throws on it).
+    assert [(b["offset"], "not JSON" in b["why"]) for b in st["job_breaking"]] == [(job.records() - 3, True)]
+    assert "Traceback" not in r.stderr
 
-    # start reads past them too, and finds the pending notification.
-    s = json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)
+    # start reads past them too, and finds the pending notification; it warns about the bad one.
+    r = cli("drain", "start", *job.args, "-o", "json")
+    s = json.loads(r.stdout)
     assert (s["uuid"], s["created"]) == (n.uuid, False)
-
-
-@pytest.mark.timeout(120)
-def test_a_malformed_drain_notification_gets_a_note(cli, make_job):
-    job = make_job()
-    write_malformed(job)
-    job.notify()
-    r = cli("drain", "status", *job.args, "-o", "json")
-    assert any("drain notification" in note and "not JSON" in note for note in json.loads(r.stdout)["notes"])
+    assert any("cannot read" in note and "cancel --bad" in note for note in s["notes"])
 
 
 # -- cancel ------------------------------------------------------------------------------------------------
