@@ -44,9 +44,10 @@ EXIT_CODES: tuple[ExitCode, ...] = (
     ExitCode(EXIT_AUTH, "auth", "auth: the blob store rejected the credentials."),
     ExitCode(EXIT_MISSING_DEPENDENCY, "missing dependency", "missing dependency: a package or program this operation "
                                                             "needs is not installed."),
-    ExitCode(EXIT_DISCARDED, "discarded", "discarded: refused, nothing changed, because the job's next start would "
-                                          "delete what the command was to produce (standby promote: the job's "
-                                          "restore mode, its latest checkpoint)."),
+    ExitCode(EXIT_DISCARDED, "discarded", "discarded: refused, nothing changed, because the job would delete or "
+                                          "ignore what the command was to produce (standby promote: the job's "
+                                          "restore mode, its latest checkpoint; drain start: the job runs no "
+                                          "drain monitor)."),
     ExitCode(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C); nothing is left half-written."),
 )
 
@@ -135,7 +136,8 @@ class MissingDependencyError(StatectlError):
 
 class DiscardedError(StatectlError):
     """Refused before anything changed: what the command was to produce is what the job's next start
-    deletes (e.g. a promoted standby dir under Samza's transactional or blob-store restore)."""
+    deletes (e.g. a promoted standby dir under Samza's transactional or blob-store restore), or what the
+    job ignores (a drain notification for a job without a drain monitor)."""
 
     exit_code = EXIT_DISCARDED
 

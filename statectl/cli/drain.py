@@ -37,24 +37,38 @@ def _target(env: Env, run_id: str | None = None) -> DrainTarget:
     return DrainTarget(s.kafka, s.job, s.job_id, run_id=run_id, security=env.session.kafka_security)
 
 
-@app.command("start", epilog=ABOUT + "Example:\n\n  statectl drain start --kafka broker:9092 --job page-views\n\n"
-             + exit_codes_epilog(0, 1, 2, (10, "no coordinator stream, or no run id found and none given")))
+@app.command("start", epilog=ABOUT + "Samza starts a DrainMonitor only with job.drain-monitor.enabled=true (default "
+             "false): without it in the job's config, start refuses and writes nothing (exit 14); --force writes "
+             "anyway.\n\nExample:\n\n  statectl drain start --kafka broker:9092 --job page-views\n\n"
+             + exit_codes_epilog(0, 1, 2, (10, "no coordinator stream, or no run id found and none given"),
+                                 (14, "the job runs no drain monitor (job.drain-monitor.enabled is not true)")))
 @state_command(*JOB)
-def start(env: Env, run_id: RUN_ID = None) -> None:
+def start(
+    env: Env,
+    run_id: RUN_ID = None,
+    force: Annotated[bool, typer.Option("--force", help="Write the notification even though the job's config does "
+                                                        "not enable its drain monitor.")] = False,
+) -> None:
     """Ask the job's current run to drain: write a drain notification (once: a pending one is reported)."""
     from statectl.engine.drain import start as run_start
 
-    r = run_start(_target(env, run_id))
+    r = run_start(_target(env, run_id), force=force)
+    for note in r.notes:
+        env.progress.note(note)
     verb = "wrote" if r.created else "already pending:"
     env.emit(r, f"{verb} drain notification {r.uuid} for run {r.run_id}")
 
 
-@app.command("status", epilog="Example:\n\n  statectl drain status --kafka broker:9092 --job page-views -o json\n\n"
+@app.command("status", epilog="A record of the samza-drain-v1 namespace that Samza cannot read is listed as "
+             "JOB-BREAKING: Samza's DrainMonitor throws on it, so the job's containers fail at start; 'drain "
+             "cancel --bad' removes it.\n\n"
+             "Example:\n\n  statectl drain status --kafka broker:9092 --job page-views -o json\n\n"
              + exit_codes_epilog(0, 1, 2, (10, "no coordinator stream")))
 @state_command(*JOB)
 def status(env: Env, run_id: RUN_ID = None) -> None:
-    """Each drain notification with its state (pending, seen, cleared, stale) and the messages in flight
-    per intermediate stream partition."""
+    """Each drain notification with its state (pending, seen, drained, cleared, stale) and how its end was
+    found (signal: cleared or checkpoints), whether the job runs a drain monitor, the records Samza cannot
+    read, and the messages in flight per intermediate stream partition."""
     from statectl.engine.drain import status as run_status
 
     r = run_status(_target(env, run_id))
@@ -63,8 +77,12 @@ def status(env: Env, run_id: RUN_ID = None) -> None:
     env.emit(r, _status_text(r))
 
 
-@app.command("wait", epilog="Exits 0 once the job cleared the notification and its final checkpoints consumed "
-             "every intermediate partition to its end.\n\n"
+@app.command("wait", epilog="Exits 0 once the job has drained, found by either signal: 'cleared' (the job's "
+             "coordinator tombstoned the notification, as Samza's YARN coordinator does; then its final "
+             "checkpoints must have consumed every intermediate partition to its end), or 'checkpoints' (for "
+             "standalone jobs, which never clear it: every task checkpointed after the notification, covering "
+             "all input written before it, every intermediate partition holding a drain message of the run and "
+             "consumed to its end).\n\n"
              "Example:\n\n  statectl drain wait --kafka broker:9092 --job page-views --timeout 600\n\n"
              + exit_codes_epilog(0, (1, "timed out, or the job stopped with messages still in flight"), 2,
                                  (10, "no notification to wait for")))
@@ -76,7 +94,7 @@ def wait(
     run_id: RUN_ID = None,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between looks.")] = 1.0,
 ) -> None:
-    """Block until the job has drained: the notification cleared and nothing left in flight."""
+    """Block until the job has drained: the notification cleared, or its checkpoints showing the drain."""
     from statectl.config import parse_seconds
     from statectl.engine.drain import wait as run_wait
 
@@ -87,29 +105,63 @@ def wait(
         r = run_wait(_target(env, run_id), timeout_s=seconds, uuid=uuid, poll_s=poll, on_poll=display.update)
     for note in r.notes:
         env.progress.note(note)
-    env.emit(r, f"drained: run {r.run_id}, notification {', '.join(r.uuids)} cleared, "
+    how = "cleared" if r.signal == "cleared" else "shown drained by the job's checkpoints"
+    env.emit(r, f"drained ({r.signal}): run {r.run_id}, notification {', '.join(r.uuids)} {how}, "
                 f"{len(r.intermediate)} intermediate partitions consumed to their end, {r.waited_s:.1f}s")
 
 
-@app.command("cancel", epilog="Example:\n\n  statectl drain cancel --kafka broker:9092 --job page-views\n\n"
+@app.command("cancel", epilog="--bad tombstones the records of the drain namespace Samza cannot read (what status "
+             "lists as JOB-BREAKING); --all-stale the notifications of every other run (Samza's "
+             "DrainUtils.cleanupAll, kept to other runs). Each record is tombstoned under the key it is stored "
+             "under.\n\nExample:\n\n  statectl drain cancel --kafka broker:9092 --job page-views\n"
+             "  statectl drain cancel --kafka broker:9092 --job page-views --bad --all-stale\n\n"
              + exit_codes_epilog(0, (1, "the job already acts on it: a drain cannot be undone"), 2,
-                                 (10, "no pending notification")))
+                                 (10, "nothing to cancel")))
 @state_command(*JOB)
-def cancel(env: Env, uuid: UUID = None, run_id: RUN_ID = None) -> None:
-    """Withdraw a pending drain notification (a tombstone), unless the job already acts on it."""
+def cancel(
+    env: Env,
+    uuid: UUID = None,
+    run_id: RUN_ID = None,
+    bad: Annotated[bool, typer.Option("--bad", help="Remove the records Samza cannot read (job-breaking).")] = False,
+    all_stale: Annotated[bool, typer.Option("--all-stale", help="Remove the notifications of every other run.")] = False,
+) -> None:
+    """Withdraw a pending drain notification (a tombstone), unless the job already acts on it; or remove
+    job-breaking records (--bad) or other runs' notifications (--all-stale)."""
     from statectl.engine.drain import cancel as run_cancel
 
-    r = run_cancel(_target(env, run_id), uuid)
+    r = run_cancel(_target(env, run_id), uuid, bad=bad, all_stale=all_stale)
     for note in r.notes:
         env.progress.note(note)
-    env.emit(r, "\n".join(f"cancelled drain notification {u} (run {r.run_id})" for u in r.cancelled))
+    lines = [f"cancelled drain notification {u} (run {r.run_id})" for u in r.cancelled]
+    lines += [f"removed job-breaking record at offset {b.offset} (key {_short(b.key)!r})" for b in r.bad_removed]
+    env.emit(r, "\n".join(lines))
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 
 def _status_text(r: DrainStatus) -> str:
     lines = [f"job {r.job}-{r.job_id}, run {r.run_id or '(none)'}"]
+    lines.append("drain monitor: enabled" if r.drain_monitor_enabled else
+                 "drain monitor: OFF (job.drain-monitor.enabled is not true: the job ignores drain notifications)")
     if not r.notifications:
         lines.append("no drain notification")
-    lines += [f"  {n.state:<8} {n.uuid}  run {n.run_id or '?'}  written {n.written or '?'}" for n in r.notifications]
+    for n in r.notifications:
+        line = f"  {n.state:<8} {n.uuid}  run {_short(n.run_id or '?')}  written {n.written or '?'}"
+        if n.signal:
+            line += f"  signal {n.signal}"
+        if n.key and n.key != n.uuid:
+            line += f"  key {_short(n.key)!r}"
+        lines.append(line)
+    for b in r.job_breaking:
+        lines.append(f"  JOB-BREAKING offset {b.offset} key {_short(b.key)!r} ({b.bytes} bytes): {b.why}")
+    if r.job_breaking:
+        lines.append("  Samza's DrainMonitor throws on these: the job's containers fail at start; "
+                     "remove them with 'statectl drain cancel --bad'")
+    if r.checkpoint_gaps:
+        lines.append("not drained by its checkpoints yet: " + "; ".join(r.checkpoint_gaps[:4])
+                     + (f" and {len(r.checkpoint_gaps) - 4} more" if len(r.checkpoint_gaps) > 4 else ""))
     if r.intermediate:
         lines.append(f"{r.in_flight} messages in flight on {len(r.intermediate)} intermediate partitions")
         lines += [f"  {i.stream}[{i.partition}]  {i.in_flight:>10}  end {i.end_offset}  task {i.task or '-'}"

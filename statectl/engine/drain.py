@@ -12,8 +12,18 @@ A notification's state:
 - ``seen``: the job acts on it: a drain control message of its run id is on one of the job's
   intermediate streams (a task that drained sent it), or, for a job without intermediate streams, a
   task checkpointed after the notification was written;
-- ``cleared``: tombstoned (by the job after its tasks stopped, or by ``cancel``);
+- ``cleared``: tombstoned (by the job after its tasks stopped, or by ``cancel``); signal ``cleared``;
+- ``drained``: not tombstoned, but the job's checkpoints show that it drained (signal ``checkpoints``,
+  see :func:`checkpoint_gaps`): only Samza's cluster-based (YARN) coordinator runs DrainUtils.cleanup
+  after a clean drain (ClusterBasedJobCoordinator.cleanupDrainNotifications); ZkJobCoordinator and
+  PassthroughJobCoordinator (standalone jobs) never delete a notification;
 - ``stale``: its run id is not the job's current one (a redeploy made it moot).
+
+Samza's containers run a DrainMonitor only with ``job.drain-monitor.enabled=true`` (JobConfig, default
+false; ``Config.getBoolean``: "true" in any case, anything else false): ``start`` refuses otherwise.
+A record of the ``samza-drain-v1`` namespace that Samza's DrainNotificationObjectMapper cannot read is
+job-breaking: DrainMonitor reads every value of the namespace and throws, so a starting container fails
+and a running one's poll dies; ``status`` names each, ``cancel --bad`` tombstones them.
 
 Messages in flight, per intermediate stream partition: its end offset minus the next offset the
 consuming task will read (its last v2 checkpoint's input offset + 1: Samza checkpoints the last
@@ -29,17 +39,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
-from statectl.errors import NotFoundError, StatectlError, UsageError
+from statectl.errors import DiscardedError, NotFoundError, StatectlError, UsageError
 from statectl.formats.checkpoint import CheckpointV2, parse_checkpoint_id
-from statectl.formats.drain import DRAIN, DrainFormatError, DrainNotification, decode_control
-from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, open_consumer, partition_count
-from statectl.kafka.coordinator import CoordinatorStream, NotificationRecord
+from statectl.formats.drain import DRAIN, DRAIN_NAMESPACE, DrainFormatError, DrainNotification, decode_control, java_uuid
+from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, kafka_module, open_consumer, partition_count
+from statectl.kafka.coordinator import BadNotification, CoordinatorStream, NotificationRecord
 from statectl.kafka.tails import read_tails
 
 PENDING = "pending"
 SEEN = "seen"
 CLEARED = "cleared"
+DRAINED = "drained"
 STALE = "stale"
+
+# How a notification was found complete: tombstoned (by the job's cleanup), or shown by its checkpoints.
+SIGNAL_CLEARED = "cleared"
+SIGNAL_CHECKPOINTS = "checkpoints"
+
+# JobConfig.DRAIN_MONITOR_ENABLED (default false).
+DRAIN_MONITOR_ENABLED = "job.drain-monitor.enabled"
 
 # Where ``cancel`` marks the notifications it withdrew (statectl's own coordinator-stream namespace).
 CANCELLED_NAMESPACE = "statectl-drain-cancelled-v1"
@@ -47,8 +65,9 @@ CANCELLED_NAMESPACE = "statectl-drain-cancelled-v1"
 # first; the value is the winner's uuid (``wait`` follows it).
 SUPERSEDED_NAMESPACE = "statectl-drain-superseded-v1"
 READ_BACK_TRIES = 50
-# How many records at the end of each intermediate partition status looks at for drain messages.
-TAIL_RECORDS = 8
+# How many records at the end of each intermediate partition status looks at for drain messages (every
+# producer task sends one to the aggregate partition: they all have to be in view).
+TAIL_RECORDS = 64
 DEFAULT_POLL_S = 1.0
 
 
@@ -58,6 +77,18 @@ class DrainIncompleteError(StatectlError):
 
 class DrainIrrevocableError(StatectlError):
     """drain cancel: the job already acts on the notification (exit 1)."""
+
+
+class DrainMonitorOffError(DiscardedError):
+    """drain start: the job runs no DrainMonitor (job.drain-monitor.enabled is not true), so nothing
+    would read the notification (exit 14, nothing written)."""
+
+
+def drain_monitor_enabled(config: dict[str, str]) -> bool:
+    """Whether Samza starts a DrainMonitor in the job's containers: JobConfig.getDrainMonitorEnabled,
+    i.e. ``Config.getBoolean("job.drain-monitor.enabled", false)``: "true" in any case; absent, or any
+    other value ("yes", "1", " true"), is false."""
+    return config.get(DRAIN_MONITOR_ENABLED, "false").lower() == "true"
 
 
 @dataclass(frozen=True)
@@ -79,13 +110,29 @@ class DrainTarget:
 @dataclass
 class NoticeState:
     """One drain notification and its state (see the module doc); ``written``: when its latest record
-    was written (ISO 8601 UTC)."""
+    was written (ISO 8601 UTC); ``key``: the key it is stored under (its uuid, canonical as Java writes
+    it, unless it was written under another key); ``signal``: for ``cleared`` and ``drained``, how that
+    was found ("cleared": tombstoned; "checkpoints": the job's checkpoints), else None."""
 
     uuid: str
     run_id: str | None
     drain_mode: str | None
     state: str
     offset: int
+    written: str | None
+    key: str = ""
+    signal: str | None = None
+
+
+@dataclass
+class JobBreaking:
+    """A record of the drain namespace Samza cannot read (see the module doc): where it is, its key, its
+    size in bytes and why Samza's deserializer rejects it."""
+
+    offset: int
+    key: str
+    bytes: int
+    why: str
     written: str | None
 
 
@@ -113,6 +160,9 @@ class DrainStatus:
     tasks: int = 0
     duration_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    drain_monitor_enabled: bool = False
+    job_breaking: list[JobBreaking] = field(default_factory=list)
+    checkpoint_gaps: list[str] = field(default_factory=list)
 
     def pending(self, uuid: str | None = None) -> list[NoticeState]:
         """The notifications for the current run not cleared yet (``uuid``: just that one)."""
@@ -127,6 +177,7 @@ class DrainStartResult:
     offset: int
     duration_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    drain_monitor_enabled: bool = True
 
 
 @dataclass
@@ -135,6 +186,7 @@ class DrainCancelResult:
     cancelled: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    bad_removed: list[JobBreaking] = field(default_factory=list)
 
 
 @dataclass
@@ -146,6 +198,7 @@ class DrainWaitResult:
     intermediate: list[InFlight] = field(default_factory=list)
     waited_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    signal: str = SIGNAL_CLEARED
 
 
 class _Job:
@@ -189,37 +242,56 @@ class _Job:
         self.close()
 
 
-def start(target: DrainTarget) -> DrainStartResult:
+def start(target: DrainTarget, *, force: bool = False) -> DrainStartResult:
     """Write a drain notification for the job's current run (``target.run_id`` or its ``app.run.id``).
     Idempotent: when one for that run is already pending (not cleared), it is reported, not repeated.
     Concurrent starts for one run leave one notification: each reads the stream back after writing, and
     every one but the first written for the run withdraws its own (a tombstone, marked superseded) and
     reports the first (``created`` False).
 
-    Raises NotFoundError (exit 10) when the coordinator stream does not exist or the job has no run id
-    and none was given; StatectlError (exit 1) when the brokers cannot be reached."""
+    Raises DrainMonitorOffError (exit 14), writing nothing, when the job's config does not enable
+    Samza's DrainMonitor (job.drain-monitor.enabled; ``force`` writes anyway, with a note);
+    NotFoundError (exit 10) when the coordinator stream does not exist or the job has no run id and none
+    was given; StatectlError (exit 1) when the brokers cannot be reached. Records Samza cannot read in
+    the drain namespace are named in a note (the job would not see the notification)."""
     began = time.monotonic()
     with _Job(target) as job:
         job.coordinator.require()
         run_id = job.run_id(required=True)
         assert run_id is not None
+        enabled = drain_monitor_enabled(job.coordinator.config())
+        notes: list[str] = []
+        if not enabled:
+            if not force:
+                raise DrainMonitorOffError(
+                    f"job {target.job}-{target.job_id} runs no drain monitor ({DRAIN_MONITOR_ENABLED} is not true "
+                    f"in its config): nothing would act on a drain notification",
+                    hint=f"deploy the job with {DRAIN_MONITOR_ENABLED}=true, or write it anyway with --force")
+            notes.append(f"{DRAIN_MONITOR_ENABLED} is not true in the job's config: its containers ignore this "
+                         f"notification unless run {run_id} is restarted with the drain monitor enabled")
         notifications = job.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
-        notes = [f"skipped a malformed record of {job.coordinator.topic}: {p}" for p in job.coordinator.problems]
+        notes += [f"skipped a malformed record of {job.coordinator.topic}: {p}" for p in job.coordinator.problems]
+        bad = job.coordinator.bad_notifications()
+        if bad:
+            notes.append(f"{len(bad)} record(s) of {job.coordinator.topic} that Samza's DrainMonitor cannot read "
+                         f"(first at offset {bad[0].offset}): starting containers fail on them and a running "
+                         "container's drain monitor stops polling; remove them with 'statectl drain cancel --bad' "
+                         "(running containers see a drain only after a restart)")
         for rec in notifications:
             if not rec.cleared and rec.run_id == run_id:
-                return DrainStartResult(rec.uuid, run_id, False, rec.offset, _since(began), notes)
+                return DrainStartResult(rec.uuid, run_id, False, rec.offset, _since(began), notes, enabled)
         notification = DrainNotification.create(run_id)
         offset = job.coordinator.write_notification(notification)
         first = _first_pending(job, run_id, notification.uuid, offset)
         if first.uuid == notification.uuid:
-            return DrainStartResult(notification.uuid, run_id, True, offset, _since(began), notes)
+            return DrainStartResult(notification.uuid, run_id, True, offset, _since(began), notes, enabled)
         # Another start wrote one for this run first (between our read and our write): withdraw ours. A job
         # that read ours meanwhile drains on it all the same (the same run, the same drain).
         job.coordinator.put(SUPERSEDED_NAMESPACE, notification.uuid, first.uuid.encode())
         job.coordinator.clear_notification(notification.uuid)
         notes.append(f"a concurrent drain start wrote notification {first.uuid} for run {run_id} first; "
                      f"withdrew this one ({notification.uuid})")
-        return DrainStartResult(first.uuid, run_id, False, first.offset, _since(began), notes)
+        return DrainStartResult(first.uuid, run_id, False, first.offset, _since(began), notes, enabled)
 
 
 def _first_pending(job: _Job, run_id: str, uuid: str, offset: int) -> NotificationRecord:
@@ -239,9 +311,10 @@ def _first_pending(job: _Job, run_id: str, uuid: str, offset: int) -> Notificati
 
 
 def status(target: DrainTarget) -> DrainStatus:
-    """Every drain notification of the job with its state, and the messages in flight on each partition
-    of its intermediate streams. Raises NotFoundError (exit 10) when the coordinator stream does not
-    exist; StatectlError (exit 1) when the brokers cannot be reached."""
+    """Every drain notification of the job with its state, the records Samza cannot read, whether the
+    job runs a drain monitor, and the messages in flight on each partition of its intermediate streams.
+    Raises NotFoundError (exit 10) when the coordinator stream does not exist; StatectlError (exit 1)
+    when the brokers cannot be reached. Reads only."""
     with _Job(target) as job:
         return _status(job)
 
@@ -258,9 +331,11 @@ def _status(job: _Job) -> DrainStatus:
         config = job.coordinator.config()
         run_id = job.run_id(required=False)
         result = DrainStatus(target.job, target.job_id, run_id)
+        result.drain_monitor_enabled = drain_monitor_enabled(config)
         notifications = job.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
         result.notes += [f"skipped a malformed record of {job.coordinator.topic}: {p}"
                          for p in job.coordinator.problems]
+        result.job_breaking = [_job_breaking(b) for b in job.coordinator.bad_notifications()]
         tails = []
         for system, topic in _intermediate_streams(config):
             consumer = job.consumer()
@@ -279,14 +354,17 @@ def _status(job: _Job) -> DrainStatus:
             consumed[ssp] = (task, offset)
 
     drain_runs: set[str] = set()
+    evidence = _DrainEvidence()
     for system, topic, tail in tails:
         p = tail.partition
         for rec in tail.records:
             if rec.value and rec.value[:1] == bytes([DRAIN]):
                 try:
-                    drain_runs.add(decode_control(rec.value).run_id or "")
+                    message = decode_control(rec.value)
                 except DrainFormatError:
-                    pass
+                    continue
+                drain_runs.add(message.run_id or "")
+                evidence.saw(topic, p, message.run_id or "", message.task_name, _record_ms(rec))
         task, offset = consumed.get(f"{system}.{topic}.{p}", (None, None))
         next_offset = _next_offset(offset)
         start = tail.beginning if next_offset is None else max(next_offset, tail.beginning)
@@ -295,19 +373,38 @@ def _status(job: _Job) -> DrainStatus:
 
     newest_checkpoint_ms = max((parse_checkpoint_id(cp.checkpoint_id)[0] for cp in checkpoints.values()),
                                default=0)
+    intermediate_keys = {f"{system}.{topic}.{t.partition}" for system, topic, t in tails}
     for rec in notifications:
+        state = _state(rec, run_id, drain_runs, bool(result.intermediate), newest_checkpoint_ms)
+        signal = SIGNAL_CLEARED if state == CLEARED else None
+        if state in (PENDING, SEEN) and rec.timestamp_ms >= 0 and run_id is not None:
+            gaps = checkpoint_gaps(job, rec.timestamp_ms, run_id, checkpoints, result.intermediate,
+                                   intermediate_keys, evidence, result.notes)
+            if gaps:
+                result.checkpoint_gaps = gaps
+            else:
+                state, signal = DRAINED, SIGNAL_CHECKPOINTS
+                if not result.intermediate:
+                    result.notes.append(
+                        f"drain notification {rec.uuid}: the job has no intermediate streams, so its final commit "
+                        "looks like any commit made after the notification; one made before the job saw it "
+                        "(within job.drain-monitor.poll.interval.ms) may have been taken for it")
+        if rec.miskeyed and not rec.cleared:
+            result.notes.append(
+                f"drain notification {rec.uuid} (run {rec.run_id}) is stored under key {_clip(rec.stored_key)!r}, "
+                "not its uuid: Samza drains on it (it reads values only) but its cleanup tombstones the uuid's key, "
+                f"never this one" + (" (it did: the record is still live)" if rec.canonical_cleared else "")
+                + f"; 'statectl drain cancel --uuid {rec.uuid}' removes it")
         result.notifications.append(NoticeState(rec.uuid, rec.run_id,
                                                 rec.notification.drain_mode if rec.notification else None,
-                                                _state(rec, run_id, drain_runs, bool(result.intermediate),
-                                                       newest_checkpoint_ms),
-                                                rec.offset, _iso_ms(rec.timestamp_ms)))
+                                                state, rec.offset, _iso_ms(rec.timestamp_ms), rec.stored_key, signal))
     result.duration_s = _since(began)
     return result
 
 
 def _state(rec: NotificationRecord, run_id: str | None, drain_runs: set[str], has_intermediate: bool,
            newest_checkpoint_ms: int) -> str:
-    if rec.cleared:
+    if rec.cleared or rec.canonical_cleared:
         return CLEARED
     if run_id is None or rec.run_id != run_id:
         return STALE
@@ -318,18 +415,169 @@ def _state(rec: NotificationRecord, run_id: str | None, drain_runs: set[str], ha
     return PENDING
 
 
-def cancel(target: DrainTarget, uuid: str | None = None) -> DrainCancelResult:
-    """Withdraw the pending drain notification(s) of the job's current run (or just ``uuid``) with a
-    tombstone. Raises DrainIrrevocableError (exit 1), writing nothing, when the job already acts on one
-    (state ``seen``): a drain cannot be undone; NotFoundError (exit 10) when there is nothing to cancel.
+def _job_breaking(b: BadNotification) -> JobBreaking:
+    return JobBreaking(b.offset, b.key, b.size, b.why, _iso_ms(b.timestamp_ms))
 
-    A job that reads the notification between this check and the tombstone drains anyway (Samza's
+
+@dataclass
+class _DrainEvidence:
+    """The drain control messages read at the ends of the intermediate partitions: per run, the
+    partitions holding one, and per producer task (a named sender) the time of its latest one."""
+
+    partitions: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    senders: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def saw(self, topic: str, partition: int, run_id: str, task: str | None, written_ms: int) -> None:
+        self.partitions.setdefault(run_id, set()).add((topic, partition))
+        if task is not None:
+            sent = self.senders.setdefault(run_id, {})
+            sent[task] = max(sent.get(task, -1), written_ms)
+
+
+def checkpoint_gaps(job: _Job, notified_ms: int, run_id: str, checkpoints: dict[str, CheckpointV2],
+                    intermediate: list[InFlight], intermediate_keys: set[str], evidence: _DrainEvidence,
+                    notes: list[str]) -> list[str]:
+    """What the job's checkpoints do not show yet of a drain of run ``run_id`` requested by a notification
+    written at ``notified_ms`` (its record's timestamp); empty: they show it complete. The completion
+    signal that needs no DrainUtils.cleanup (standalone jobs never run it). The rule, from seed 004 and
+    how Samza commits on drain (a task whose inputs are all drained commits, then shuts down; a container
+    stops fetching its sources once its DrainMonitor saw the notification, and processes what it had
+    fetched first):
+
+    1. the tasks: the active tasks of the job model on the coordinator stream (set-task-container-assignment,
+       standby tasks left out), or without one, every task with a v2 checkpoint; there is at least one;
+    2. every task's latest v2 checkpoint was written (its checkpoint id's time) after the notification;
+    3. every source partition a task's checkpoint names is covered up to the notification: the next
+       offset the checkpoint gives (offset + 1) is at least the partition's offset at ``notified_ms``
+       (the first record written at or after it, by ListOffsets by timestamp; the end when there is none):
+       every input record written before the notification was processed and committed. A job that lags
+       its sources when it drains leaves older input unprocessed: then only ``cleared`` completes it;
+    4. every partition of every intermediate stream holds a drain message of ``run_id`` and is consumed
+       to its end (nothing in flight);
+    5. every task that sent a drain message of ``run_id`` (a producer to an intermediate stream, named
+       in it) checkpointed at or after it wrote that message (both times from that task's clock).
+
+    The times of checkpoint ids and of the notification come from different hosts' clocks; skew shifts
+    rule 2. A source stream this cluster does not have cannot be checked: a gap (only ``cleared`` completes
+    such a job).
+    Reads only; errors as kafka.client says."""
+    gaps: list[str] = []
+    model = job.coordinator.locality()
+    active = sorted(t for t in model.task_containers if model.task_modes.get(t, "Active") != "Standby")
+    tasks = active or sorted(checkpoints)
+    if not tasks:
+        return ["no task has a checkpoint yet"]
+    checkpointed_ms: dict[str, int] = {}
+    sources: dict[str, dict[int, tuple[str, int | None]]] = {}  # topic -> partition -> (task, next offset)
+    for task in tasks:
+        cp = checkpoints.get(task)
+        if cp is None:
+            gaps.append(f"task {task}: no checkpoint")
+            continue
+        ms = parse_checkpoint_id(cp.checkpoint_id)[0]
+        checkpointed_ms[task] = ms
+        if ms <= notified_ms:
+            gaps.append(f"task {task}: latest checkpoint {cp.checkpoint_id} is not newer than the notification")
+        for ssp, offset in cp.input_offsets.items():
+            if ssp in intermediate_keys:
+                continue
+            parts = ssp.split(".")
+            if len(parts) < 3 or not parts[-1].isdigit():
+                notes.append(f"task {task}: input {ssp!r} is not system.stream.partition: not checked")
+                continue
+            sources.setdefault(".".join(parts[1:-1]), {})[int(parts[-1])] = (task, _next_offset(offset))
+    for topic, partitions in sorted(sources.items()):
+        at = _offsets_at(job, topic, sorted(partitions), notified_ms, notes)
+        if at is None:  # not verifiable: no drain is claimed on it
+            gaps.append(f"input stream {topic} is not on {job.target.bootstrap}: its offsets cannot be checked")
+            continue
+        for p, (task, next_offset) in sorted(partitions.items()):
+            if next_offset is None or next_offset < at[p]:
+                gaps.append(f"task {task}: input {topic}[{p}] checkpointed to {'?' if next_offset is None else next_offset}"
+                            f", but {at[p]} records were written before the notification")
+    drained = evidence.partitions.get(run_id, set())
+    for i in intermediate:
+        if (i.stream, i.partition) not in drained:
+            gaps.append(f"intermediate {i.stream}[{i.partition}]: no drain message of run {run_id}")
+        elif i.in_flight:
+            gaps.append(f"intermediate {i.stream}[{i.partition}]: {i.in_flight} messages in flight")
+    for task, sent_ms in sorted(evidence.senders.get(run_id, {}).items()):
+        if task in checkpointed_ms and checkpointed_ms[task] < sent_ms:
+            gaps.append(f"task {task}: no checkpoint since it sent its drain message")
+    return gaps
+
+
+def _offsets_at(job: _Job, topic: str, partitions: list[int], ms: int, notes: list[str]) -> dict[int, int] | None:
+    """Per partition of ``topic``, the offset of its first record written at or after ``ms`` (its true end
+    when there is none); None when the topic does not exist."""
+    kafka = kafka_module()
+    consumer = job.consumer()
+    count = partition_count(consumer, topic, job.target.bootstrap)
+    if count is None:
+        return None
+    present = [p for p in partitions if p < count]
+    ends = {p: t.end for p, t in read_tails(consumer, topic, present, job.target.bootstrap).items()}
+    tps = {p: kafka.TopicPartition(topic, p) for p in present}
+    try:
+        found = consumer.offsets_for_times({tp: ms for tp in tps.values()})
+    except Exception as e:  # noqa: BLE001 - a broker without ListOffsets by time: say so, compare with the end
+        notes.append(f"offsets of {topic} by time unavailable ({e}): compared with its end")
+        found = {}
+    out = {}
+    for p in partitions:
+        if p not in ends:
+            out[p] = 0  # the partition is gone: nothing to cover
+            continue
+        hit = found.get(tps[p])
+        # No record at or after ``ms``: Kafka answers none; Tansu answers offset 0 with timestamp -1.
+        out[p] = ends[p] if hit is None or hit.timestamp is None or hit.timestamp < 0 else min(hit.offset, ends[p])
+    return out
+
+
+def cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = False,
+           all_stale: bool = False) -> DrainCancelResult:
+    """Withdraw drain notifications with tombstones, each under the key it is stored under. By default the
+    pending ones of the job's current run (or just ``uuid``, canonicalised as Java does; one the job
+    already drained on, or a leftover Samza's cleanup missed, is removed too). ``bad``: the records Samza
+    cannot read instead (job-breaking, see the module doc). ``all_stale``: the notifications of every
+    other run (Samza's DrainUtils.cleanupAll, which deletes every key of the namespace, kept to other
+    runs). ``bad`` and ``all_stale`` combine; ``uuid`` goes with neither (UsageError).
+
+    Raises DrainIrrevocableError (exit 1), writing nothing, when the job already acts on a pending one
+    (state ``seen``): a drain cannot be undone; NotFoundError (exit 10) when there is nothing to cancel.
+    A job that reads a notification between this check and the tombstone drains anyway (Samza's
     DrainMonitor acts on the first notification it sees): the result's note says to check with status."""
+    if uuid is not None and (bad or all_stale):
+        raise UsageError("--uuid names one notification: it goes with neither --bad nor --all-stale")
     began = time.monotonic()
     with _Job(target) as job:
         st = _status(job)
-        targets = st.pending(uuid)
-        if not targets:
+        result = DrainCancelResult(st.run_id, notes=list(st.notes))
+        if bad or all_stale:
+            stale = [n for n in st.notifications if n.state == STALE] if all_stale else []
+            broken = list(st.job_breaking) if bad else []
+            if not stale and not broken:
+                what = " or ".join(w for w, on in (("record Samza cannot read", bad),
+                                                    ("notification of another run", all_stale)) if on)
+                raise NotFoundError(f"no {what} in {job.coordinator.topic}",
+                                    hint="'statectl drain status' lists the notifications and their states")
+            for b in broken:
+                job.coordinator.clear_notification(b.key)
+                result.bad_removed.append(b)
+            for n in stale:
+                job.coordinator.clear_notification(n.key or n.uuid)
+                result.cancelled.append(n.uuid)
+            if broken:
+                result.notes.append("containers whose drain monitor hit those records poll no more: a drain reaches "
+                                    "them only after a restart")
+            result.duration_s = _since(began)
+            return result
+        wanted = _canonical(uuid)
+        targets = st.pending(wanted)
+        leftovers = [] if wanted is None else [n for n in st.notifications if n.uuid == wanted and (
+            n.state == DRAINED or (n.state == CLEARED and n.key != n.uuid and n.signal == SIGNAL_CLEARED
+                                   and _live(job, n)))]
+        if not targets and not leftovers:
             what = f"drain notification {uuid}" if uuid else f"pending drain notification for run {st.run_id}"
             raise NotFoundError(f"no {what} in {job.coordinator.topic}",
                                 hint="'statectl drain status' lists the notifications and their states")
@@ -339,43 +587,67 @@ def cancel(target: DrainTarget, uuid: str | None = None) -> DrainCancelResult:
                 f"job {target.job}-{target.job_id} is already draining (notification {seen[0].uuid}, run "
                 f"{seen[0].run_id}): a drain cannot be undone",
                 hint="wait for it with 'statectl drain wait', then redeploy the job")
-        result = DrainCancelResult(st.run_id, notes=list(st.notes))
         for n in targets:
             # First a mark of our own (a namespace Samza ignores), so that 'drain wait' tells a withdrawn
             # notification from one the job cleared after draining.
             job.coordinator.put(CANCELLED_NAMESPACE, n.uuid, b"{}")
-            job.coordinator.clear_notification(n.uuid)
+            job.coordinator.clear_notification(n.key or n.uuid)
             result.cancelled.append(n.uuid)
-        result.notes.append("a job that read the notification before it was withdrawn drains anyway: "
-                            "'statectl drain status' shows whether it does")
+        for n in leftovers:  # drained already: removed as the job's cleanup would have
+            job.coordinator.clear_notification(n.key or n.uuid)
+            result.cancelled.append(n.uuid)
+            result.notes.append(f"drain notification {n.uuid} had drained the job already: removed")
+        if targets:
+            result.notes.append("a job that read the notification before it was withdrawn drains anyway: "
+                                "'statectl drain status' shows whether it does")
         result.duration_s = _since(began)
         return result
 
 
+def _canonical(uuid: str | None) -> str | None:
+    """``uuid`` as Java writes it (UUID.fromString then toString), or as given when it is no UUID."""
+    if uuid is None:
+        return None
+    return java_uuid(uuid) or uuid
+
+
+def _live(job: _Job, n: NoticeState) -> bool:
+    """Whether the record under ``n.key`` still has a value (a notification Samza's cleanup missed)."""
+    return job.coordinator.namespace_values(DRAIN_NAMESPACE).get(n.key) is not None
+
+
 def wait(target: DrainTarget, *, timeout_s: float, uuid: str | None = None, poll_s: float = DEFAULT_POLL_S,
          on_poll: Callable[[DrainStatus], None] | None = None) -> DrainWaitResult:
-    """Block until the drain notification(s) of the current run (or ``uuid``) are cleared, then check the
-    final commit: every intermediate partition consumed to its end by the last checkpoints. ``on_poll``
-    gets each status read (the CLI draws its progress from it).
+    """Block until the drain notification(s) of the current run (or ``uuid``) are complete: cleared (the
+    job's cleanup tombstoned them; then the final commit is checked: every intermediate partition consumed
+    to its end by the last checkpoints), or shown drained by the job's checkpoints (:func:`checkpoint_gaps`,
+    for jobs whose coordinator never cleans up). The result's ``signal`` says which ("cleared" when every
+    one was cleared, else "checkpoints"). ``on_poll`` gets each status read (the CLI draws its progress
+    from it).
 
-    Returns the result when drained. Raises DrainIncompleteError (exit 1) on timeout, or when the job
-    cleared the notification with messages still in flight (naming the partitions and how many each
-    holds); NotFoundError (exit 10) when there is no notification for the run to wait for."""
+    Returns the result when drained. Raises DrainIncompleteError (exit 1) on timeout (saying what is in
+    flight and what the checkpoints do not show yet), or when the job cleared the notification with
+    messages still in flight (naming the partitions and how many each holds), or when it was cancelled;
+    NotFoundError (exit 10) when there is no notification for the run to wait for."""
     if timeout_s <= 0:
         raise UsageError("--timeout must be positive")
     began = time.monotonic()
     deadline = began + timeout_s
+    uuid = _canonical(uuid)
     with _Job(target) as job:
         st = _status(job)
         waiting_for = [n.uuid for n in st.pending(uuid)]
         if not waiting_for:
-            cleared = [n.uuid for n in st.notifications if n.state == CLEARED
-                       and (n.uuid == uuid if uuid else n.run_id == st.run_id)]
-            if not cleared:
+            done = [n.uuid for n in st.notifications if n.state in (CLEARED, DRAINED)
+                    and (n.uuid == uuid if uuid else n.run_id == st.run_id)]
+            if not done:
                 what = f"drain notification {uuid}" if uuid else f"drain notification for run {st.run_id}"
                 raise NotFoundError(f"no {what} in {job.coordinator.topic}",
                                     hint="start one with 'statectl drain start'")
-            waiting_for = cleared
+            waiting_for = done
+        if not st.drain_monitor_enabled:
+            st.notes.append(f"{DRAIN_MONITOR_ENABLED} is not true in the job's config: its containers do not look "
+                            "for drain notifications")
         while True:
             if on_poll is not None:
                 on_poll(st)
@@ -384,13 +656,15 @@ def wait(target: DrainTarget, *, timeout_s: float, uuid: str | None = None, poll
                           job.coordinator.namespace_values(SUPERSEDED_NAMESPACE).items() if v and u in waiting_for}
             if superseded:  # withdrawn by a concurrent start: wait for the one it deferred to instead
                 waiting_for = list(dict.fromkeys([superseded.get(u, u) for u in waiting_for]))
-            if all(states.get(u) == CLEARED for u in waiting_for):
-                cancelled = [u for u in waiting_for if job.coordinator.namespace_values(CANCELLED_NAMESPACE).get(u)]
+            if all(states.get(u) in (CLEARED, DRAINED) for u in waiting_for):
+                cancelled = [u for u in waiting_for if states.get(u) == CLEARED
+                             and job.coordinator.namespace_values(CANCELLED_NAMESPACE).get(u)]
                 if cancelled:
                     raise DrainIncompleteError(f"drain notification {cancelled[0]} was cancelled: job "
                                                f"{target.job}-{target.job_id} is not draining",
                                                hint="start another with 'statectl drain start'")
-                return _verify(st, waiting_for, _since(began))
+                signal = SIGNAL_CLEARED if all(states.get(u) == CLEARED for u in waiting_for) else SIGNAL_CHECKPOINTS
+                return _verify(st, waiting_for, _since(began), signal)
             if time.monotonic() >= deadline:
                 raise DrainIncompleteError(
                     f"job {target.job}-{target.job_id} has not drained after {timeout_s:g}s: "
@@ -399,8 +673,8 @@ def wait(target: DrainTarget, *, timeout_s: float, uuid: str | None = None, poll
             st = _status(job)
 
 
-def _verify(st: DrainStatus, uuids: list[str], waited_s: float) -> DrainWaitResult:
-    result = DrainWaitResult(st.run_id, True, uuids, st.in_flight, st.intermediate, waited_s, list(st.notes))
+def _verify(st: DrainStatus, uuids: list[str], waited_s: float, signal: str) -> DrainWaitResult:
+    result = DrainWaitResult(st.run_id, True, uuids, st.in_flight, st.intermediate, waited_s, list(st.notes), signal)
     if st.in_flight:
         raise DrainIncompleteError(f"job {st.job}-{st.job_id} stopped with messages still in flight: "
                                    + _describe(st),
@@ -411,11 +685,15 @@ def _verify(st: DrainStatus, uuids: list[str], waited_s: float) -> DrainWaitResu
 
 def _describe(st: DrainStatus) -> str:
     holding = [i for i in st.intermediate if i.in_flight]
+    gaps = ""
+    if st.checkpoint_gaps:
+        gaps = "; its checkpoints do not show a drain: " + "; ".join(st.checkpoint_gaps[:4]) + (
+            f" and {len(st.checkpoint_gaps) - 4} more" if len(st.checkpoint_gaps) > 4 else "")
     if not holding:
-        return "no message in flight; the notification is not cleared yet"
+        return "no message in flight; the notification is not cleared yet" + gaps
     shown = ", ".join(f"{i.stream}[{i.partition}] {i.in_flight}" for i in holding[:8])
     more = f" and {len(holding) - 8} more partitions" if len(holding) > 8 else ""
-    return f"{st.in_flight} messages in flight ({shown}{more})"
+    return f"{st.in_flight} messages in flight ({shown}{more})" + gaps
 
 
 def _intermediate_streams(config: dict[str, str]) -> list[tuple[str, str]]:
@@ -447,6 +725,15 @@ def _next_offset(offset: str | None) -> int | None:
         return int(offset) + 1
     except ValueError:
         return None
+
+
+def _record_ms(rec: object) -> int:
+    ts = getattr(rec, "timestamp", None)
+    return ts if isinstance(ts, int) else -1
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 
 def _iso_ms(ms: int) -> str | None:

@@ -65,24 +65,128 @@ def encode_notification(n: DrainNotification) -> bytes:
 
 
 def decode_notification(data: bytes | None) -> DrainNotification:
-    """Parse a notification value as Samza's deserializer does: the three fields required, other fields
-    ignored, the mode upper-cased and one Samza knows. Raises DrainFormatError."""
-    obj = _json_object(data, "drain notification")
+    """Parse a notification value as Samza's deserializer does (DrainNotificationObjectMapper's
+    DrainNotificationDeserializer: ``readTree``, then ``node.get(name).textValue()`` for uuid, runId and
+    drainMode): the first JSON value of the bytes is read (Jackson leaves trailing content alone, but
+    rejects NaN/Infinity); it must be an object whose three fields are JSON strings (a missing field, a
+    null, a number... is a NullPointerException there); ``uuid`` is parsed by ``UUID.fromString`` (see
+    :func:`java_uuid`) and kept in its canonical form; ``runId`` may be empty (only null is refused);
+    ``drainMode`` upper-cased must name a DrainMode. Other fields are ignored. Raises DrainFormatError
+    saying why, for anything DrainMonitor would throw on."""
+    obj = _jackson_tree(data, "drain notification")
+    if not isinstance(obj, dict):
+        raise DrainFormatError("drain notification: not a JSON object")
     values = []
     for name in ("uuid", "runId", "drainMode"):
         v = obj.get(name)
-        if not isinstance(v, str) or not v:
-            raise DrainFormatError(f"drain notification: {name!r} missing or not a non-empty string")
+        if not isinstance(v, str):
+            what = "missing" if name not in obj else f"not a string ({_json_type(v)})"
+            raise DrainFormatError(f"drain notification: {name!r} {what}")
         values.append(v)
     uuid, run_id, mode = values
-    try:
-        uuidlib.UUID(uuid)
-    except ValueError:
-        raise DrainFormatError(f"drain notification: uuid {uuid!r} is not a UUID") from None
+    canonical = java_uuid(uuid)
+    if canonical is None:
+        raise DrainFormatError(f"drain notification: uuid {_clip(uuid)!r} is not a UUID (UUID.fromString)")
     mode = mode.upper()
     if mode not in DRAIN_MODES:
-        raise DrainFormatError(f"drain notification: unknown drainMode {mode!r}")
-    return DrainNotification(uuid, run_id, mode)
+        raise DrainFormatError(f"drain notification: unknown drainMode {_clip(mode)!r}")
+    return DrainNotification(canonical, run_id, mode)
+
+
+def java_uuid(text: str) -> str | None:
+    """``UUID.fromString(text).toString()`` as OpenJDK 11..21 compute it, or None where it throws: five
+    dash-separated groups of hex digits (at most 36 UTF-16 units in all), each group read by
+    ``Long.parseLong(.., 16)`` (an optional '+', any Unicode decimal digit or fullwidth Latin letter that
+    ``Character.digit`` takes, no overflow of a signed long) and masked to its width (8-4-4-4-12 hex
+    digits), so short groups are zero-padded and long ones keep their low digits; written back in lower
+    case. Checked against java.util.UUID of JDK 17 (tests/unit/formats/test_drain.py). JDK 8 parsed
+    differently (Long.decode, no masking): statectl follows the JDKs Samza supports today."""
+    if len(text.encode("utf-16-le")) // 2 > 36:
+        return None
+    groups = text.split("-")
+    if len(groups) != 5:
+        return None
+    widths = (8, 4, 4, 4, 12)
+    out = []
+    for group, width in zip(groups, widths):
+        value = _java_parse_hex_long(group)
+        if value is None:
+            return None
+        out.append(f"{value & ((1 << (4 * width)) - 1):0{width}x}")
+    return "-".join(out)
+
+
+def _java_parse_hex_long(s: str) -> int | None:
+    """Long.parseLong(s, 16), or None where it throws NumberFormatException."""
+    if not s:
+        return None
+    negative = False
+    if s[0] in "+-":
+        negative, s = s[0] == "-", s[1:]
+        if not s:
+            return None
+    value = 0
+    for ch in s:
+        d = _java_digit16(ch)
+        if d < 0:
+            return None
+        value = value * 16 + d
+    if negative:
+        value = -value
+    if not -(1 << 63) <= value < (1 << 63):
+        return None
+    return value
+
+
+def _java_digit16(ch: str) -> int:
+    """Character.digit(ch, 16): a Unicode decimal digit, or a Latin letter a-f (also fullwidth); -1 else."""
+    import unicodedata
+
+    o = ord(ch)
+    for base in (0x41, 0x61, 0xFF21, 0xFF41):  # A, a, fullwidth A, fullwidth a
+        if base <= o < base + 6:
+            return o - base + 10
+    return unicodedata.decimal(ch, -1) if not 0xD800 <= o <= 0xDFFF else -1
+
+
+def _jackson_tree(data: bytes | None, what: str) -> Any:
+    """The first JSON value of ``data`` as Jackson's ``readTree`` reads it (trailing content ignored;
+    NaN/Infinity refused; a UTF-8 BOM skipped). Raises DrainFormatError."""
+    if data is None:
+        raise DrainFormatError(f"{what}: no value")
+    try:
+        text = data.decode("utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DrainFormatError(f"{what}: not UTF-8 ({e.reason} at byte {e.start})") from None
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    stripped = text.lstrip(" \t\r\n")
+    if not stripped:
+        raise DrainFormatError(f"{what}: empty (no JSON value)")
+    try:
+        obj, _end = json.JSONDecoder(parse_constant=refuse).raw_decode(stripped)
+    except (ValueError, RecursionError) as e:
+        raise DrainFormatError(f"{what}: not JSON ({_clip(str(e), 120)})") from None
+    if obj is None:
+        raise DrainFormatError(f"{what}: JSON null")
+    return obj
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return "array" if isinstance(v, list) else "object"
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was (a 10 MB value stays one line)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 
 @dataclass(frozen=True)

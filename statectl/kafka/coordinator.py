@@ -50,6 +50,7 @@ from statectl.formats.drain import (
     DrainNotification,
     decode_notification,
     encode_notification,
+    java_uuid,
 )
 from statectl.kafka.client import (
     DEFAULT_TIMEOUT_S,
@@ -66,20 +67,50 @@ COORDINATOR_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 
 @dataclass(frozen=True)
 class NotificationRecord:
-    """A drain notification as the coordinator stream holds it. ``notification``: its value (for a
+    """A drain notification as the coordinator stream holds it. ``uuid``: the canonical form of its value's
+    uuid (``UUID.fromString(..).toString()``: what Samza's DrainUtils.cleanup tombstones), or of its key
+    when compaction removed the value; ``key``: the key it is stored under (None: its uuid), which Samza
+    never compares with the value (DrainMonitor reads values only); ``notification``: its value (for a
     cleared one, the value it had before its tombstone; None when compaction removed that too);
-    ``cleared``: tombstoned (by the job after a clean shutdown, or by ``drain cancel``); ``offset`` and
-    ``timestamp_ms`` of its latest record (the tombstone for a cleared one)."""
+    ``cleared``: its key is tombstoned (by the job after a clean shutdown, or by ``drain cancel``);
+    ``canonical_cleared``: stored under another key, and the canonical key was tombstoned after it (the
+    job's cleanup ran for it, but this record stays live); ``offset`` and ``timestamp_ms`` of its latest
+    record (the tombstone for a cleared one)."""
 
     uuid: str
     notification: DrainNotification | None
     cleared: bool
     offset: int
     timestamp_ms: int
+    key: str | None = None
+    canonical_cleared: bool = False
 
     @property
     def run_id(self) -> str | None:
         return self.notification.run_id if self.notification else None
+
+    @property
+    def stored_key(self) -> str:
+        return self.uuid if self.key is None else self.key
+
+    @property
+    def miskeyed(self) -> bool:
+        """Stored under a key other than its canonical uuid: Samza's cleanup never tombstones it."""
+        return self.stored_key != self.uuid
+
+
+@dataclass(frozen=True)
+class BadNotification:
+    """A live record of namespace ``samza-drain-v1`` that Samza's DrainNotificationObjectMapper cannot
+    read (``why``). While it is there, Samza's DrainMonitor throws on every read of the namespace: a
+    container with job.drain-monitor.enabled fails at start, and a running one's poll dies (it never
+    sees a drain). ``size``: its value's length in bytes."""
+
+    key: str
+    offset: int
+    timestamp_ms: int
+    size: int
+    why: str
 
 
 @dataclass(frozen=True)
@@ -169,7 +200,7 @@ class CoordinatorStream:
             try:
                 value = decode(rec.value)
             except CoordinatorFormatError as e:
-                self._bad[rec.offset] = f"{namespace} {rec.key[1]!r}: {e}"
+                self._bad[rec.offset] = f"{namespace} {_clip(rec.key[1])!r}: {_clip(str(e), 200)}"
                 continue
             if value is not None:
                 out[rec.key[1]] = value
@@ -202,24 +233,41 @@ class CoordinatorStream:
         return self.config().get(RUN_ID_CONFIG) or None
 
     def notifications(self) -> list[NotificationRecord]:
-        """Every drain notification the stream holds (cleared ones included), oldest first. A malformed
-        one is skipped (see ``problems``)."""
+        """Every drain notification the stream holds that Samza can read (cleared ones included), oldest
+        first, whatever key it is stored under: Samza reads the namespace's values only (DrainMonitor),
+        so one stored under a key other than its uuid drains the job all the same. A live record Samza
+        cannot read is left out (see :meth:`bad_notifications`); so is a tombstoned one whose value was
+        unreadable (it is gone for Samza)."""
         out = []
-        for rec in sorted(self._namespace(DRAIN_NAMESPACE), key=lambda r: r.offset):
+        records = sorted(self._namespace(DRAIN_NAMESPACE), key=lambda r: r.offset)
+        tombstoned_at = {r.key[1]: r.offset for r in records if r.value is None}
+        for rec in records:
             value = rec.value if rec.value is not None else rec.last_value
             notification = None
             if value is not None:
                 try:
                     notification = decode_notification(value)
-                except DrainFormatError as e:
-                    self._bad[rec.offset] = f"drain notification {rec.key[1]!r}: {e}"
-                    continue
-            if rec.value is not None and notification is not None and notification.uuid != rec.key[1]:
-                # Samza's cleanup tombstones the key named by the value's uuid: this one could never be cleared.
-                self._bad[rec.offset] = (f"drain notification under key {rec.key[1]!r} names uuid "
-                                         f"{notification.uuid!r}")
+                except DrainFormatError:
+                    continue  # live: bad_notifications() names it; tombstoned: Samza no longer sees it
+            key = rec.key[1]
+            uuid = notification.uuid if notification is not None else (java_uuid(key) or key)
+            canonical_cleared = (rec.value is not None and uuid != key
+                                 and tombstoned_at.get(uuid, -1) > rec.offset)
+            out.append(NotificationRecord(uuid, notification, rec.value is None, rec.offset, rec.timestamp_ms,
+                                          key=None if key == uuid else key, canonical_cleared=canonical_cleared))
+        return out
+
+    def bad_notifications(self) -> list[BadNotification]:
+        """The live records of the drain namespace that Samza's deserializer rejects (see
+        :class:`BadNotification`), oldest first."""
+        out = []
+        for rec in sorted(self._namespace(DRAIN_NAMESPACE), key=lambda r: r.offset):
+            if rec.value is None:
                 continue
-            out.append(NotificationRecord(rec.key[1], notification, rec.value is None, rec.offset, rec.timestamp_ms))
+            try:
+                decode_notification(rec.value)
+            except DrainFormatError as e:
+                out.append(BadNotification(rec.key[1], rec.offset, rec.timestamp_ms, len(rec.value), str(e)))
         return out
 
     # -- writing -----------------------------------------------------------------------------------
@@ -286,9 +334,10 @@ class CoordinatorStream:
         """Write a drain notification under its uuid; return its offset."""
         return self.put(DRAIN_NAMESPACE, notification.uuid, encode_notification(notification))
 
-    def clear_notification(self, uuid: str) -> int:
-        """Tombstone the drain notification ``uuid``; return the tombstone's offset."""
-        return self.put(DRAIN_NAMESPACE, uuid, None)
+    def clear_notification(self, key: str) -> int:
+        """Tombstone the drain notification stored under ``key`` (its uuid, or the other key it was written
+        under); return the tombstone's offset."""
+        return self.put(DRAIN_NAMESPACE, key, None)
 
     def close(self) -> None:
         producer, self._producer = self._producer, None
@@ -308,6 +357,11 @@ def _decode_key(data: bytes | None) -> tuple[str, str]:
         return decode_key(data)
     except CoordinatorFormatError as e:
         raise ValueError(str(e)) from None
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was: a note stays one short line."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 
 def _now_ms() -> int:

@@ -63,7 +63,10 @@ class DrainMonitor:
         if not self.coordinator.refresh():
             return False
         notifications = self.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
-        for problem in self.coordinator.problems:
+        problems = self.coordinator.problems + [
+            f"offset {b.offset}: drain notification {b.key[:80]!r} that Samza cannot read: {b.why}"
+            for b in self.coordinator.bad_notifications()]
+        for problem in problems:
             if problem not in self._reported:
                 self._reported.add(problem)
                 self._on_problem(f"skipped a malformed record of {self.coordinator.topic}: {problem}")

@@ -33,12 +33,13 @@ from statectl.kafka.tails import read_tails
 from tests.integration.test_changelog_restore import cli  # noqa: F401 - the shared in-process CLI fixture
 
 STATUS_FIELDS = {"job", "job_id", "run_id", "notifications", "intermediate", "in_flight", "tasks", "duration_s",
-                 "notes"}
-NOTICE_FIELDS = {"uuid", "run_id", "drain_mode", "state", "offset", "written"}
+                 "notes", "drain_monitor_enabled", "job_breaking", "checkpoint_gaps"}
+NOTICE_FIELDS = {"uuid", "run_id", "drain_mode", "state", "offset", "written", "key", "signal"}
+BREAKING_FIELDS = {"offset", "key", "bytes", "why", "written"}
 IN_FLIGHT_FIELDS = {"stream", "partition", "end_offset", "task", "next_offset", "in_flight"}
-START_FIELDS = {"uuid", "run_id", "created", "offset", "duration_s", "notes"}
-WAIT_FIELDS = {"run_id", "drained", "uuids", "in_flight", "intermediate", "waited_s", "notes"}
-CANCEL_FIELDS = {"run_id", "cancelled", "duration_s", "notes"}
+START_FIELDS = {"uuid", "run_id", "created", "offset", "duration_s", "notes", "drain_monitor_enabled"}
+WAIT_FIELDS = {"run_id", "drained", "uuids", "in_flight", "intermediate", "waited_s", "notes", "signal"}
+CANCEL_FIELDS = {"run_id", "cancelled", "duration_s", "notes", "bad_removed"}
 
 
 RUN = "1700000000000-abcdef01"
@@ -74,12 +75,14 @@ class Job:
     """A job that never ran: its coordinator stream and checkpoint topic, written as Samza would."""
 
     def __init__(self, bootstrap: str, *, run_id: str | None = RUN, intermediate: str | None = None,
-                 partitions: int = 2):
+                 partitions: int = 2, monitor: str | None = "true"):
         self.bootstrap = bootstrap
         self.name = f"drain_cli_{uuid.uuid4().hex[:10]}"
         self.stream = CoordinatorStream(bootstrap, self.name, "1")
         self.stream.create()
         config = {"job.name": self.name, "job.id": "1"}
+        if monitor is not None:
+            config["job.drain-monitor.enabled"] = monitor
         if run_id is not None:
             config["app.run.id"] = run_id
         self.topic = intermediate
@@ -221,7 +224,7 @@ def test_start_without_a_run_id_exits_10_with_a_hint(cli, make_job):
     r = cli("drain", "start", *job.args, code=10)
     assert "no run id" in error_line(r)
     assert "--run-id" in r.stderr.splitlines()[1]
-    assert job.records() == 2  # job.name and job.id: nothing was written
+    assert job.records() == 3  # job.name, job.id, job.drain-monitor.enabled: nothing was written
 
     r = json.loads(cli("drain", "start", *job.args, "--run-id", "GIVEN", "-o", "json").stdout)
     assert r["created"] is True and r["run_id"] == "GIVEN"
@@ -259,22 +262,17 @@ def test_malformed_records_are_skipped_with_notes(cli, make_job):
     notes = [line for line in r.stderr.splitlines() if line.startswith("note: ")]
     assert any("2 record(s) with a malformed key" in line for line in notes), r.stderr
     assert any("task.window.ms" in line and "values.value" in line for line in notes), r.stderr
-    assert any("drain notification" in line and "not JSON" in line for line in notes), r.stderr
     assert all("skipped a malformed record" in line and job.stream.topic in line for line in notes)
-    assert len(st["notes"]) == len(notes) == 3
+    assert len(st["notes"]) == len(notes) == 2
+    # The unreadable drain notification is no note: it breaks the job (Samza's DrainMonitor throws on it).
+    assert [(b["offset"], "not JSON" in b["why"]) for b in st["job_breaking"]] == [(job.records() - 3, True)]
+    assert "Traceback" not in r.stderr
 
-    # start reads past them too, and finds the pending notification.
-    s = json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)
+    # start reads past them too, and finds the pending notification; it warns about the bad one.
+    r = cli("drain", "start", *job.args, "-o", "json")
+    s = json.loads(r.stdout)
     assert (s["uuid"], s["created"]) == (n.uuid, False)
-
-
-@pytest.mark.timeout(120)
-def test_a_malformed_drain_notification_gets_a_note(cli, make_job):
-    job = make_job()
-    write_malformed(job)
-    job.notify()
-    r = cli("drain", "status", *job.args, "-o", "json")
-    assert any("drain notification" in note and "not JSON" in note for note in json.loads(r.stdout)["notes"])
+    assert any("cannot read" in note and "cancel --bad" in note for note in s["notes"])
 
 
 # -- cancel ------------------------------------------------------------------------------------------------
@@ -541,3 +539,229 @@ def test_a_200_kb_run_id_is_listed_without_delay(cli, make_job):
     st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
     assert [(n["uuid"], n["state"]) for n in st["notifications"]] == [(started["uuid"], "pending")]
     assert f"pending  {started['uuid']}" in cli("drain", "status", *job.args).stdout
+
+
+# -- issue 19: the drain monitor, completion by checkpoints, job-breaking and mis-keyed records ------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("monitor", [None, "false", "yes", " true"])
+def test_start_refuses_when_the_drain_monitor_is_off(cli, make_job, monitor):
+    job = make_job(monitor=monitor)
+    before = job.records()
+    r = cli("drain", "start", *job.args, code=14)
+    line = error_line(r)
+    assert "job.drain-monitor.enabled" in line and "no drain monitor" in line
+    assert "--force" in r.stderr.splitlines()[1]
+    assert job.records() == before  # nothing written
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert st["drain_monitor_enabled"] is False and st["notifications"] == []
+    assert "drain monitor: OFF" in cli("drain", "status", *job.args).stdout
+
+    forced = cli("drain", "start", *job.args, "--force", "-o", "json")
+    f = json.loads(forced.stdout)
+    assert f["created"] is True and f["drain_monitor_enabled"] is False
+    assert any("job.drain-monitor.enabled" in n for n in f["notes"])
+    assert [n["uuid"] for n in json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+            ["notifications"]] == [f["uuid"]]
+
+
+@pytest.mark.timeout(120)
+def test_the_drain_monitor_flag_is_read_as_samzas_getboolean(cli, make_job):
+    job = make_job(monitor="TRUE")  # "true".equalsIgnoreCase
+    assert json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)["drain_monitor_enabled"] is True
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert st["drain_monitor_enabled"] is True
+    assert "drain monitor: enabled" in cli("drain", "status", *job.args).stdout
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def put_one(bootstrap: str, topic: str, partition: int, value: bytes) -> None:
+    producer = open_producer(bootstrap)
+    try:
+        produce(producer, topic, partition, None, value, bootstrap)
+    finally:
+        producer.close()
+
+
+@pytest.mark.timeout(240)
+def test_wait_completes_on_checkpoints_when_the_notification_is_never_deleted(cli, tansu, make_job):
+    """A standalone job (ZkJobCoordinator, PassthroughJobCoordinator) never tombstones its notification:
+    wait finishes on the job's checkpoints instead, and says so (signal "checkpoints")."""
+    from statectl.formats.drain import aggregate_partition
+
+    topic, source = intermediate_topic(), f"drain-src-{uuid.uuid4().hex[:8]}"
+    job = make_job(intermediate=topic)
+    create_topic(tansu.bootstrap, source, partitions=2)
+    for p in (0, 1):
+        for i in range(5):
+            put_one(tansu.bootstrap, source, p, b"in%d" % i)
+    fill(tansu, topic, {0: 3, 1: 2})
+    time.sleep(0.05)
+    n = job.notify()
+    time.sleep(0.05)
+    put_one(tansu.bootstrap, source, 0, b"after the notification")  # left in the source by the drain
+    log = KafkaCheckpointLog(tansu.bootstrap, job.name, "1")
+    try:
+        def parse_commit(offsets: dict[int, str]) -> None:
+            for p, o in offsets.items():
+                log.commit_offsets(f"parse-Partition {p}", f"{now_ms()}-1", {f"kafka.{source}.{p}": o})
+
+        # Periodic commits after the notification, before the job drained: no drain yet.
+        parse_commit({0: "4", 1: "2"})
+        log.commit_offsets("count-Partition 0", f"{now_ms()}-1", {f"kafka.{topic}.0": "2"})
+        log.commit_offsets("count-Partition 1", f"{now_ms()}-1", {f"kafka.{topic}.1": "1"})
+        st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+        assert [(x["uuid"], x["state"], x["signal"]) for x in st["notifications"]] == [(n.uuid, "pending", None)]
+        gaps = " | ".join(st["checkpoint_gaps"])
+        assert f"input {source}[1] checkpointed to 3, but 5 records" in gaps, gaps
+        assert f"{source}[0]" not in gaps  # covered to what was written before the notification
+        assert "no drain message of run" in gaps
+        r = cli("drain", "wait", *job.args, "--timeout", "2", "--poll", "0.5", code=1)
+        assert "checkpoints do not show a drain" in error_line(r)
+
+        # The job drains: the parse tasks send their drain messages to the aggregate partition, the task
+        # reading it broadcasts, every task commits after; the notification stays.
+        agg = aggregate_partition(topic, 2)
+        for p in (0, 1):
+            put_one(tansu.bootstrap, topic, agg, encode_control(drain_message(f"parse-Partition {p}", RUN)))
+        put_one(tansu.bootstrap, topic, 1 - agg, encode_control(drain_message(None, RUN)))
+        time.sleep(0.05)
+        parse_commit({0: "4", 1: "4"})
+        st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+        assert [x["state"] for x in st["notifications"]] == ["seen"]  # the intermediate partitions are not consumed
+        assert any("messages in flight" in g for g in st["checkpoint_gaps"])
+        ends = {i["partition"]: i["end_offset"] for i in st["intermediate"]}
+        for p in (0, 1):
+            log.commit_offsets(f"count-Partition {p}", f"{now_ms()}-1", {f"kafka.{topic}.{p}": str(ends[p] - 1)})
+    finally:
+        log.close()
+
+    w = json.loads(cli("drain", "wait", *job.args, "--timeout", "30", "--poll", "0.5", "-o", "json").stdout)
+    assert (w["drained"], w["signal"], w["uuids"], w["in_flight"]) == (True, "checkpoints", [n.uuid], 0)
+    text = cli("drain", "wait", *job.args, "--timeout", "30").stdout
+    assert text.startswith("drained (checkpoints):") and "shown drained by the job's checkpoints" in text
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [(x["state"], x["signal"]) for x in st["notifications"]] == [("drained", "checkpoints")]
+    assert st["checkpoint_gaps"] == []
+    assert "signal checkpoints" in cli("drain", "status", *job.args).stdout
+    job.stream.refresh()
+    assert job.stream.namespace_values(DRAIN_NAMESPACE)[n.uuid] is not None  # never deleted
+
+
+@pytest.mark.timeout(120)
+def test_a_cleared_notification_says_its_signal(cli, make_job):
+    job = make_job()
+    n = job.notify()
+    job.stream.clear_notification(n.uuid)  # the YARN coordinator's DrainUtils.cleanup
+    w = json.loads(cli("drain", "wait", *job.args, "--timeout", "10", "-o", "json").stdout)
+    assert (w["drained"], w["signal"]) == (True, "cleared")
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [(x["state"], x["signal"]) for x in st["notifications"]] == [("cleared", "cleared")]
+
+
+def put_raw(job: Job, key: str, value: bytes | None) -> int:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=job.bootstrap, acks="all", max_request_size=16 << 20)
+    try:
+        meta = producer.send(job.stream.topic, key=encode_key(DRAIN_NAMESPACE, key), value=value,
+                             partition=0).get(timeout=60)
+        return meta.offset
+    finally:
+        producer.close()
+
+
+@pytest.mark.timeout(240)
+def test_job_breaking_records_are_named_and_cancel_bad_removes_them(cli, make_job):
+    job = make_job()
+    good = job.notify()
+    old = job.notify("OLD-RUN")
+    u = str(uuid.uuid4())
+    bad = {
+        put_raw(job, "garbage", b"\x00\xff garbage bytes"): ("garbage", "not UTF-8"),
+        put_raw(job, u, b'{"uuid":"%s","drainMode":"DEFAULT"}' % u.encode()): (u, "'runId' missing"),
+        put_raw(job, "wrong-types", b'{"uuid":"%s","runId":7,"drainMode":"DEFAULT"}' % u.encode()):
+            ("wrong-types", "'runId' not a string (number)"),
+        put_raw(job, "not-a-uuid", b'{"uuid":"1-2-3","runId":"r","drainMode":"DEFAULT"}'): ("not-a-uuid", "not a UUID"),
+        put_raw(job, "huge", b"{" + b"x" * (10 << 20)): ("huge", "not JSON"),
+    }
+    r = cli("drain", "status", *job.args, "-o", "json")
+    assert "Traceback" not in r.stderr
+    st = json.loads(r.stdout)
+    assert all(set(b) == BREAKING_FIELDS for b in st["job_breaking"])
+    got = {b["offset"]: (b["key"], b["why"]) for b in st["job_breaking"]}
+    assert sorted(got) == sorted(bad)
+    for offset, (key, why) in bad.items():
+        assert got[offset][0] == key and why in got[offset][1], (got[offset], why)
+    assert len(max(got.values(), key=lambda kw: len(kw[1]))[1]) < 300  # a 10 MB value gives a short reason
+    assert {b["offset"]: b["bytes"] for b in st["job_breaking"]}[max(bad)] == (10 << 20) + 1
+    assert [(x["uuid"], x["state"]) for x in st["notifications"]] == [(good.uuid, "pending"), (old.uuid, "stale")]
+    text = cli("drain", "status", *job.args).stdout
+    assert text.count("JOB-BREAKING") == 5 and "cancel --bad" in text and max(len(x) for x in text.splitlines()) < 400
+
+    c = json.loads(cli("drain", "cancel", *job.args, "--bad", "-o", "json").stdout)
+    assert sorted(b["offset"] for b in c["bad_removed"]) == sorted(bad) and c["cancelled"] == []
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert st["job_breaking"] == []
+    assert [(x["uuid"], x["state"]) for x in st["notifications"]] == [(good.uuid, "pending"), (old.uuid, "stale")]
+    assert "no record Samza cannot read" in error_line(cli("drain", "cancel", *job.args, "--bad", code=10))
+    assert "--uuid" in error_line(cli("drain", "cancel", *job.args, "--bad", "--uuid", good.uuid, code=2))
+
+
+@pytest.mark.timeout(180)
+def test_a_notification_under_another_key_is_shown_and_cancelled(cli, make_job):
+    job = make_job()
+    u = str(uuid.uuid4())
+    # Samza reads values only: this drains run RUN although its key is no uuid (and its uuid upper case).
+    job.stream.put(DRAIN_NAMESPACE, "my-drain", encode_notification(DrainNotification(u.upper(), RUN)))
+    r = cli("drain", "status", *job.args, "-o", "json")
+    st = json.loads(r.stdout)
+    assert [(x["uuid"], x["key"], x["state"], x["run_id"]) for x in st["notifications"]] == [
+        (u, "my-drain", "pending", RUN)]
+    assert any("stored under key 'my-drain'" in note for note in st["notes"])
+    assert st["job_breaking"] == []
+    assert "key 'my-drain'" in cli("drain", "status", *job.args).stdout
+    s = json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)
+    assert (s["uuid"], s["created"]) == (u, False)  # the pending one, whatever its key
+
+    c = json.loads(cli("drain", "cancel", *job.args, "--uuid", u.upper(), "-o", "json").stdout)
+    assert c["cancelled"] == [u]
+    job.stream.refresh()
+    assert job.stream.namespace_values(DRAIN_NAMESPACE)["my-drain"] is None  # its own key tombstoned
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [(x["uuid"], x["state"]) for x in st["notifications"]] == [(u, "cleared")]
+
+    # Samza's cleanup tombstones the canonical key: the mis-keyed record stays live; status says so and
+    # cancel --uuid removes it.
+    v = str(uuid.uuid4())
+    job.stream.put(DRAIN_NAMESPACE, "other-key", encode_notification(DrainNotification(v, RUN)))
+    job.stream.clear_notification(v)
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert ("cleared", "cleared") in [(x["state"], x["signal"]) for x in st["notifications"] if x["uuid"] == v]
+    assert any("other-key" in note and "still live" in note for note in st["notes"])
+    c = json.loads(cli("drain", "cancel", *job.args, "--uuid", v, "-o", "json").stdout)
+    assert c["cancelled"] == [v]
+    job.stream.refresh()
+    assert job.stream.namespace_values(DRAIN_NAMESPACE)["other-key"] is None
+
+
+@pytest.mark.timeout(120)
+def test_cancel_all_stale_removes_other_runs_notifications(cli, make_job):
+    job = make_job()
+    ours = job.notify()
+    old = job.notify("OLD-RUN")
+    w = str(uuid.uuid4())
+    job.stream.put(DRAIN_NAMESPACE, "older", encode_notification(DrainNotification(w, "OLDER-RUN")))
+    c = json.loads(cli("drain", "cancel", *job.args, "--all-stale", "-o", "json").stdout)
+    assert sorted(c["cancelled"]) == sorted([old.uuid, w]) and c["bad_removed"] == []
+    job.stream.refresh()
+    values = job.stream.namespace_values(DRAIN_NAMESPACE)
+    assert values[old.uuid] is None and values["older"] is None and values[ours.uuid] is not None
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert {x["uuid"]: x["state"] for x in st["notifications"]} == {ours.uuid: "pending", old.uuid: "cleared",
+                                                                      w: "cleared"}
+    assert "notification of another run" in error_line(cli("drain", "cancel", *job.args, "--all-stale", code=10))

@@ -57,8 +57,10 @@ def test_decode_notification_reads_like_samza():
 @pytest.mark.parametrize("value", [
     None, b"", b"not json", b"[]", b'{"runId":"r","drainMode":"DEFAULT"}',
     b'{"uuid":"not-a-uuid","runId":"r","drainMode":"DEFAULT"}',
-    b'{"uuid":"%s","runId":"","drainMode":"DEFAULT"}' % UUID.encode(),
     b'{"uuid":"%s","runId":7,"drainMode":"DEFAULT"}' % UUID.encode(),
+    b'{"uuid":"%s","runId":null,"drainMode":"DEFAULT"}' % UUID.encode(),
+    b'{"uuid":"%s","runId":"r","drainMode":"DEFAULT","x":NaN}' % UUID.encode(),
+    b"null", b'"text"', b"   ", b"\xff\xfe\x00garbage", b'{"uuid":123,"runId":"r","drainMode":"DEFAULT"}',
     b'{"uuid":"%s","runId":"r","drainMode":"NOW"}' % UUID.encode(),
 ])
 def test_malformed_notifications_are_format_errors(value):
@@ -165,3 +167,70 @@ def test_coordinator_keys_from_odd_input_are_written_as_jsonserde_does(key: str,
     from statectl.formats.coordinator import encode_key
 
     assert encode_key("set-changelog", key) == b'[1,"set-changelog","' + raw + b'"]'
+
+
+# UUID.fromString(s).toString() on OpenJDK 17 (a tiny Java program read these lines; None: it threw).
+JAVA_UUIDS = [
+    ('1-2-3-4-5', '00000001-0002-0003-0004-000000000005'),
+    ('0B7E5F2C-1234-4ABC-8DEF-0123456789AB', '0b7e5f2c-1234-4abc-8def-0123456789ab'),
+    ('+1-2-3-4-5', '00000001-0002-0003-0004-000000000005'),
+    ('1-+2-3-4-5', '00000001-0002-0003-0004-000000000005'),
+    ('123456789-2-3-4-5', '23456789-0002-0003-0004-000000000005'),
+    ('1-12345-3-4-5', '00000001-2345-0003-0004-000000000005'),
+    ('1-2-3-4-1234567890123', '00000001-0002-0003-0004-234567890123'),
+    ('1-2-3-4', None),
+    ('1-2-3-4-5-6', None),
+    ('-1-2-3-4', None),
+    ('1--3-4-5', None),
+    ('１-2-3-4-5', '00000001-0002-0003-0004-000000000005'),
+    ('Ａ-2-3-4-5', '0000000a-0002-0003-0004-000000000005'),
+    ('ｆ-2-3-4-5', '0000000f-0002-0003-0004-000000000005'),
+    ('ｇ-2-3-4-5', None),
+    (' 1-2-3-4-5', None),
+    ('1_0-2-3-4-5', None),
+    ('00000000000000000000000000000-1-1', None),
+    ('0000000000000000000000000000000000000', None),
+    ('ffffffffffffffffffff-1-1-1-1', None),
+    ('0000000000000000ff-1-1-1-1', '000000ff-0001-0001-0001-000000000001'),
+    ('1-2-3-4-ffffffffffffffff', None),
+    ('1-2-3-4-7fffffffffffffff', '00000001-0002-0003-0004-ffffffffffff'),
+    ('1-2-3-4-', None),
+    ('g-2-3-4-5', None),
+    ('٣-2-3-4-5', '00000003-0002-0003-0004-000000000005'),
+    ('+-2-3-4-5', None),
+    ('++1-2-3-4-5', None),
+    ('3f2504e0-4f89-41d3-9a0c-0305e82c3301', '3f2504e0-4f89-41d3-9a0c-0305e82c3301'),
+    ('3F2504E0-4F89-41D3-9A0C-0305E82C3301', '3f2504e0-4f89-41d3-9a0c-0305e82c3301'),
+    ('3f2504e0-4f89-41d3-9a0c-0305e82c330', '3f2504e0-4f89-41d3-9a0c-00305e82c330'),
+    ('3f2504e0-4f89-41d3-9a0c-0305e82c33011', None),
+    ('1-2-3-4-5😀', None),
+]
+
+
+@pytest.mark.parametrize("text,expected", JAVA_UUIDS)
+def test_uuids_are_canonicalised_as_java_does(text, expected):
+    from statectl.formats.drain import java_uuid
+
+    assert java_uuid(text) == expected
+
+
+def _value(uuid: str, run: bytes = b"r", mode: bytes = b"DEFAULT") -> bytes:
+    return b'{"uuid":"' + uuid.encode() + b'","runId":"' + run + b'","drainMode":"' + mode + b'"}'
+
+
+# What DrainNotificationObjectMapper's deserializer (Jackson 2.17 readTree + textValue, run on these
+# bytes) accepted beyond the plain form: trailing content (FAIL_ON_TRAILING_TOKENS is off), a UTF-8 BOM,
+# an empty runId (only null is checked), a 10 MB runId, a mode in any case, an upper-case or short-group
+# uuid (canonicalised).
+@pytest.mark.parametrize("value,uuid,run_len", [
+    (_value(UUID) + b" trailing garbage", UUID, 1),
+    (_value(UUID) + b"{", UUID, 1),
+    (b"\xef\xbb\xbf" + _value(UUID, mode=b"default"), UUID, 1),
+    (_value(UUID, run=b""), UUID, 0),
+    (_value(UUID.upper()), UUID, 1),
+    (_value("1-2-3-4-5"), "00000001-0002-0003-0004-000000000005", 1),
+    (_value(UUID, run=b"r" * (10 << 20)), UUID, 10 << 20),
+])
+def test_notifications_samza_reads(value, uuid, run_len):
+    n = decode_notification(value)
+    assert n.uuid == uuid and len(n.run_id) == run_len and n.drain_mode == "DEFAULT"
