@@ -351,9 +351,9 @@ def _container_rates(bootstrap: str, work: Path, records: int, rounds: int) -> d
             proc.kill()
             raise
         follow_s.append(t1 - t0)
-        result = _stop(proc, out)
-        if result.get("records_applied") != total:
-            raise RuntimeError(f"the container follower applied {result.get('records_applied')}, not {total}")
+        applied = sum(x["records_applied"] for x in _stop(proc, out)["replicas"])
+        if applied != total:
+            raise RuntimeError(f"the container follower applied {applied} records, not {total}")
         shutil.rmtree(state)
 
     for i in range(rounds):  # interleaved, the order alternating round by round
@@ -430,7 +430,7 @@ def _failover(bootstrap: str, work: Path, mib: float) -> dict[str, Any]:
     shutil.rmtree(state)
     return {"mib": mib, "wall_s": round(wall, 3), "reported_s": res["duration_s"], "statuses": statuses,
             "follower_rc": follower_rc, "replica_mib": [round(x / 1024 ** 2) for x in sizes],
-            "tail_records": FO_TAIL * len(ends), "follower_applied_tail": follower["records_applied"],
+            "tail_records": FO_TAIL * len(ends), "follower_applied": sum(x["records_applied"] for x in follower["replicas"]),
             "promote_applied": promote_applied}
 
 
