@@ -166,11 +166,12 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
         raise NotFoundError(f"the config of job {job}-{job_id} names no store with a changelog "
                             "(stores.<store>.changelog): container {container!r} has nothing to follow")
     replicas, notes = [], []
+    counted: set[str] = set()  # each changelog's partition count checked once, not once per task
     for task in tasks:
         for store in have:
             ref = StoreRef(job, job_id, task, store)
             where = resolve_changelog(bootstrap, ref, security=security, timeout_s=timeout_s, model=model,
-                                      problems=problems)
+                                      problems=problems, counted=counted)
             notes += [n for n in where.notes if n not in notes]
             replicas.append(Replica(ref, where.topic, where.partition,
                                     standby_dir(state_dir, store, task, number).absolute(), system=where.system))
@@ -342,8 +343,20 @@ def _plan(sc: StandbyContainer, bootstrap: str, state_dir: Path, journal: Journa
           security: KafkaSecurity | None, progress: ProgressReporter) -> list[Planned]:
     """Check every replica before anything is changed (see the module doc): raise as promote would, for
     the first one that cannot be promoted."""
+    # How the job's next start restores each store: reads only (the coordinator stream's config and the
+    # checkpoint topic, a round trip or two each), fetched for every replica at once up front; each result
+    # (or error) is taken where the checks below reach its replica, in order, as if read there.
+    # locate_replica changes only where a replica's dir is, never what next_start reads (its store ref
+    # and changelog partition).
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(sc.replicas)))) as pool:
+        starts = [pool.submit(next_start, rep, bootstrap, security=security) for rep in sc.replicas]
+        return _plan_checks(sc, state_dir, journal, progress, starts)
+
+
+def _plan_checks(sc: StandbyContainer, state_dir: Path, journal: Journal | None, progress: ProgressReporter,
+                 starts: list[Any]) -> list[Planned]:
     out = []
-    for rep in sc.replicas:
+    for rep, start_of in zip(sc.replicas, starts):
         done = journal.promoted.get(_key(rep)) if journal is not None else None
         active = store_dir(state_dir, rep.ref.store, rep.ref.task).absolute()
         if done is not None and done.get("status") != "promoting":
@@ -366,7 +379,7 @@ def _plan(sc: StandbyContainer, bootstrap: str, state_dir: Path, journal: Journa
         in_place = rep.files_dir is not None and os.path.realpath(rep.replica_dir) == os.path.realpath(active)
         if not in_place:
             check_active_dir(rep, active, state_dir)  # LockHeldError (exit 11) when the active state is held
-        start = next_start(rep, bootstrap, security=security)
+        start = start_of.result()
         if start.mode == RESTORE_TRANSACTIONAL and start.checkpoint_id is None:  # pragma: no cover - next_start refuses
             raise StatectlError(f"no checkpoint id for {rep.replica_dir}")
         out.append(Planned(rep, active, start))

@@ -1444,7 +1444,8 @@ GUESSED_SYSTEM = "kafka"
 
 def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = None, partition: int | None = None,
                       security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                      model: JobModel | None = None, problems: list[str] | None = None) -> ChangelogPartition:
+                      model: JobModel | None = None, problems: list[str] | None = None,
+                      counted: set[str] | None = None) -> ChangelogPartition:
     """The changelog system, topic and partition of ``ref``'s store, as the job's coordinator stream says
     (read whole, once). Reads only.
 
@@ -1465,7 +1466,9 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
     the mapping has no partition for the task, or the changelog topic has fewer partitions than the mapping
     names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both).
     ``model`` (with the stream's ``problems``): the job model already read (CoordinatorStream.job_model), for
-    a caller resolving many stores at once; the stream is then not read again."""
+    a caller resolving many stores at once; the stream is then not read again. ``counted``: the topics whose
+    partition count was checked against that same model's mapping already (by this caller: the check is
+    then not repeated, each costing a metadata round trip); the topic checked here is added to it."""
     from statectl.formats.jobconfig import (
         SystemStream,
         changelog_stream,
@@ -1530,8 +1533,11 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
                          "had fewer than 11 tasks")
         else:
             partition = _mapped_partition(model.changelog_partitions, model.task_modes, ref.task, job, problems)
-            _check_partition_count(bootstrap, ss.stream, model.changelog_partitions, job,
-                                   security=security, timeout_s=timeout_s)
+            if counted is None or ss.stream not in counted:
+                _check_partition_count(bootstrap, ss.stream, model.changelog_partitions, job,
+                                       security=security, timeout_s=timeout_s)
+                if counted is not None:
+                    counted.add(ss.stream)
     return ChangelogPartition(ss.system, ss.stream, partition, tuple(notes))
 
 
