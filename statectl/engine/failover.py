@@ -198,6 +198,7 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
         raise NotFoundError(f"the config of job {job}-{job_id} names {what}: container {container!r} has nothing "
                             "to follow")
     replicas, notes = [], []
+    counted: set[str] = set()  # each changelog's partition count checked once, not once per task
     for task in tasks:
         for store in have:
             ref = StoreRef(job, job_id, task, store)
@@ -207,7 +208,7 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
                 replicas.append(prerestore_replica(state_dir, ref))
                 continue
             where = resolve_changelog(bootstrap, ref, security=security, timeout_s=timeout_s, model=model,
-                                      problems=problems)
+                                      problems=problems, counted=counted)
             notes += [n for n in where.notes if n not in notes]
             replicas.append(Replica(ref, where.topic, where.partition,
                                     standby_dir(state_dir, store, task, number).absolute(), system=where.system))

@@ -120,6 +120,7 @@ LOCK_SUFFIX = ".standby.lock"
 STATUS_SUFFIX = ".standby.json"
 FLUSH_RECORDS = 50_000  # flush and record the offset at least this often...
 FLUSH_SECONDS = 1.0     # ...and at least this often while records come
+FLUSH_AT_END_S = 0.05   # caught up with the end the broker reported: flush now, not after an empty poll
 FENCE_TIMEOUT_S = 60.0
 MAX_OPEN_FILES = 32  # a replica is written, hardly read: opening it must not take longer as it grows
 
@@ -765,7 +766,8 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                                 newest_applied_ts = batch[-1].timestamp
                             now = time.monotonic()
                             if pending and (pending >= FLUSH_RECORDS or now - last_flush >= FLUSH_SECONDS
-                                            or not batch or stop.is_set()):
+                                            or not batch or stop.is_set()
+                                            or (now - last_flush >= FLUSH_AT_END_S and reader.at_end())):
                                 _record_offset(replica, db, status.applied_offset)
                                 pending, last_flush = 0, now
                             if now - last_status >= status_every_s or stop.is_set():
@@ -1463,7 +1465,8 @@ GUESSED_SYSTEM = "kafka"
 
 def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = None, partition: int | None = None,
                       security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                      model: JobModel | None = None, problems: list[str] | None = None) -> ChangelogPartition:
+                      model: JobModel | None = None, problems: list[str] | None = None,
+                      counted: set[str] | None = None) -> ChangelogPartition:
     """The changelog system, topic and partition of ``ref``'s store, as the job's coordinator stream says
     (read whole, once). Reads only.
 
@@ -1484,7 +1487,9 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
     the mapping has no partition for the task, or the changelog topic has fewer partitions than the mapping
     names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both).
     ``model`` (with the stream's ``problems``): the job model already read (CoordinatorStream.job_model), for
-    a caller resolving many stores at once; the stream is then not read again."""
+    a caller resolving many stores at once; the stream is then not read again. ``counted``: the topics whose
+    partition count was checked against that same model's mapping already (by this caller: the check is
+    then not repeated, each costing a metadata round trip); the topic checked here is added to it."""
     from statectl.formats.jobconfig import (
         SystemStream,
         changelog_stream,
@@ -1549,8 +1554,11 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
                          "had fewer than 11 tasks")
         else:
             partition = _mapped_partition(model.changelog_partitions, model.task_modes, ref.task, job, problems)
-            _check_partition_count(bootstrap, ss.stream, model.changelog_partitions, job,
-                                   security=security, timeout_s=timeout_s)
+            if counted is None or ss.stream not in counted:
+                _check_partition_count(bootstrap, ss.stream, model.changelog_partitions, job,
+                                       security=security, timeout_s=timeout_s)
+                if counted is not None:
+                    counted.add(ss.stream)
     return ChangelogPartition(ss.system, ss.stream, partition, tuple(notes))
 
 

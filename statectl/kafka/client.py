@@ -673,6 +673,13 @@ class PartitionReader:
         self.position = pos
         return pos
 
+    def at_end(self) -> bool:
+        """Whether the position has reached the end the client last heard of (the high watermark of its latest
+        fetch; on Tansu the last batch's base offset + 1, so it may be reached with records still to come: a
+        hint for when to flush, never an end of the read)."""
+        hw = self.consumer.highwater(self.tp)
+        return hw is not None and self.position is not None and self.position >= hw
+
     def batches(self, stop: int | None = None, *, follow: bool = False, quick: bool = False) -> Iterator[list[Any]]:
         """Yield lists of ConsumerRecords in offset order from the current position to the end, or to the
         records below offset ``stop`` (exclusive, like an end offset). Call :meth:`seek` first.

@@ -20,7 +20,9 @@ Figures (README "BENCHMARKS", the issue's targets):
      throughput + one poll interval, and 'drain status' on 64 intermediate partitions
   9. standby (tests/bench/standbybench.py, on a Tansu broker): promote of 1 GiB and 4 GiB replicas with a
      10 000-record tail; the follower's apply rate vs a raw kafka-python read; the time to a promotable
-     replica seeded from a snapshot vs bootstrapped from the changelog
+     replica seeded from a snapshot vs bootstrapped from the changelog; 'follow --container' of 3 tasks x 2
+     stores vs one raw kafka-python consumer of the same 6 partitions; 'failover --container' of that
+     container with 64 MiB and 512 MiB per replica (must be flat, <= 3 s)
  10. adstore (tests/bench/adstorebench.py, on a Tansu broker): 2 M records (16-byte keys, 100-byte values)
      loaded from a topic vs a raw kafka-python consume; the Spark bulk path from Parquet vs the put path
      from the same rows; the ingest step alone; peak RSS of each
@@ -723,8 +725,12 @@ class Bench:
 
         small, big = (0.125, 0.5) if self.s.quick else (1.0, 4.0)
         records = 100_000 if self.s.quick else 500_000
-        log(f"9. standby: promote at {small} and {big} GiB; apply rate and seeding over {records:,} records")
-        self.results["standby"] = standbybench.bench(self.s.work / "standby", small, big, records)
+        fo_small, fo_big = (16, 64) if self.s.quick else (64, 512)
+        log(f"9. standby: promote at {small} and {big} GiB; apply rate and seeding over {records:,} records; "
+            f"container follow over {records:,} records; container failover at 6 x {fo_small} and 6 x {fo_big} MiB")
+        self.results["standby"] = standbybench.bench(self.s.work / "standby", small, big, records,
+                                                     rounds=self.s.runs,
+                                                     failover_small_mib=fo_small, failover_mib=fo_big)
 
 
     def figure_adstore(self) -> None:
