@@ -3,8 +3,10 @@
 From a topic (:func:`load_topic`): partitioned, one store per task (partition k -> ``Partition k``, the
 seed's choice #3), or broadcast, one store holding every partition. Each record becomes an entry as
 formats.adstore.KeyValueSpec says; a null value deletes. After each flush (the WAL synced) the store's
-``SIDE-INPUT-OFFSETS`` records, per partition, the offset of the newest record applied, as Samza keeps
-side-input offsets: a load resumes after it, and a kill at any moment loses nothing and skips nothing.
+``OFFSET-v2`` and ``SIDE-INPUT-OFFSETS`` record, per partition, the offset of the newest record applied
+(a partition with none yet left out), as TaskSideInputStorageManager writes them: a load resumes after
+them, and a kill at any moment loses nothing and skips nothing. The load reads ``SIDE-INPUT-OFFSETS``
+(its own); an ``OFFSET-v2`` an earlier Samza run left never overrides it and is rewritten.
 Recovery is the seed's table, per store: no store -> create it and bootstrap; a store found but not
 valid (its newest file older than ``max_age``, its offsets off the topic, its offsets file or its files
 damaged) -> rebuild it in a staged dir and swap it in (local.staged); valid -> continue from its offsets.
@@ -42,7 +44,13 @@ from statectl import failpoints
 from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError, is_disk_full
 from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
 from statectl.formats.checkpoint import SSP
-from statectl.formats.offsets import SIDE_INPUT_OFFSETS, OffsetFileError, read_offsets, write_offsets
+from statectl.formats.offsets import (
+    OFFSET_V2,
+    SIDE_INPUT_OFFSETS,
+    OffsetFileError,
+    read_offsets,
+    write_side_input_offsets,
+)
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.local.staged import StagedStore, remove_dead_temp_dirs
@@ -251,6 +259,9 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
             _assess(t, opts, consumer)
             if t.load.reason:
                 progress.note(f"{t.path}: {t.load.case}: {t.load.reason}")
+            if t.load.case == RESUMED and _offset_v2_differs(t.path):
+                progress.note(f"{t.path}: its {OFFSET_V2} (left by an earlier Samza run) differs from its "
+                              f"{SIDE_INPUT_OFFSETS}: resuming from {SIDE_INPUT_OFFSETS} and rewriting both")
         if spark is not None:
             build_dir = _spark_topic(targets, opts, spark, progress, result, locks)
         else:
@@ -384,6 +395,24 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
     t.staged.__enter__()
 
 
+def _offset_v2_differs(path: Path) -> bool:
+    """Whether the store holds an ``OFFSET-v2`` whose offsets are not its ``SIDE-INPUT-OFFSETS``'s (a Samza
+    run before a statectl that wrote only the latter). The load never takes offsets from it: Samza writes
+    both files with the same content (StorageManagerUtil.writeOffsetFile), so where they differ the
+    SIDE-INPUT-OFFSETS this module wrote after that run is the one that matches the store's data; the next
+    flush rewrites both."""
+    try:
+        v2 = read_offsets(path / OFFSET_V2)
+    except FileNotFoundError:
+        return False
+    except (OSError, OffsetFileError):
+        return True
+    try:
+        return v2 != read_offsets(path / SIDE_INPUT_OFFSETS)
+    except (OSError, OffsetFileError):
+        return True
+
+
 def _check_ours(t: _Target) -> bool:
     """False when ``t.path`` is to be created (absent, or an empty dir); True when it holds an
     SIDE-INPUT-OFFSETS file (this module's store). UsageError for anything else."""
@@ -478,10 +507,12 @@ def _record_topic_id(t: _Target, path: Path) -> None:
         raise _os_error(t.path, e, f"writing {TOPIC_ID_FILE}") from e
 
 
-def _offsets_of(t: _Target, opts: TopicLoadOptions) -> dict[SSP, str | None]:
-    """Every partition of the store, None for one nothing was applied from yet."""
-    return {SSP(opts.system, opts.topic, p): None if t.offsets.get(p) is None else str(t.offsets[p])
-            for p in sorted(set(t.partitions) | set(t.offsets))}
+def _offsets_of(t: _Target, opts: TopicLoadOptions) -> dict[SSP, str]:
+    """The newest offset applied per partition of the store; a partition nothing was applied from yet is
+    left out, as TaskSideInputStorageManager.writeFileOffsets leaves out an SSP without a processed message
+    (Samza writes no nulls; its next start deletes such a store as mismatched: ``adstore status`` says so)."""
+    return {SSP(opts.system, opts.topic, p): str(t.offsets[p])
+            for p in sorted(set(t.partitions) | set(t.offsets)) if t.offsets.get(p) is not None}
 
 
 def _create(t: _Target, opts: TopicLoadOptions) -> None:
@@ -494,14 +525,14 @@ def _create(t: _Target, opts: TopicLoadOptions) -> None:
 
     try:
         if t.staged is not None:
-            write_offsets(t.write_path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+            write_side_input_offsets(t.write_path, _offsets_of(t, opts))
             return
         t.path.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_temp_dirs(t.path)
         tmp = t.path.parent / f".{t.path.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         try:
-            write_offsets(tmp / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+            write_side_input_offsets(tmp, _offsets_of(t, opts))
             os.rename(tmp, t.path)
         except BaseException:
             import shutil
@@ -529,9 +560,9 @@ def _record(t: _Target, opts: TopicLoadOptions) -> None:
     except Exception as e:
         raise _rocks_error(t, e) from e
     try:
-        write_offsets(t.write_path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+        write_side_input_offsets(t.write_path, _offsets_of(t, opts))
     except OSError as e:
-        raise _os_error(t.path, e, f"writing {SIDE_INPUT_OFFSETS}") from e
+        raise _os_error(t.path, e, f"writing {OFFSET_V2} and {SIDE_INPUT_OFFSETS}") from e
     t.pending = 0
 
 
@@ -747,7 +778,7 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
         failpoints.hit("adstore-ingest")
         ingest_into_new_store(t.staged.path, manifest.paths(store.store))
         t.offsets = {p: manifest.offsets[p] - 1 for p in t.partitions if manifest.offsets.get(p, 0) > 0}
-        write_offsets(t.staged.path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+        write_side_input_offsets(t.staged.path, _offsets_of(t, opts))
         _record_topic_id(t, t.staged.path)
         t.load.records = store.rows
     result.phases["ingest_s"] = round(time.monotonic() - began, 3)
