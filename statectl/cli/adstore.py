@@ -1,4 +1,4 @@
-"""statectl adstore load | versions | switch"""
+"""statectl adstore load | status | versions | switch"""
 
 from __future__ import annotations
 
@@ -207,6 +207,41 @@ def _store(env: Env) -> Path:
     if not (s.state_dir and s.store):
         raise UsageError("name the store: --state-dir, --store and --task, or --store-dir")
     return store_dir(Path(s.state_dir), s.store, s.task)
+
+
+@app.command("status", epilog=(
+    "Per store dir (--store-dir, or every task dir of --store under --state-dir): its offsets as Samza reads them "
+    "(OFFSET-v2, else SIDE-INPUT-OFFSETS), the age of the file Samza judges staleness by (CHECKPOINT-V2, else "
+    "OFFSET-v2, else SIDE-INPUT-OFFSETS), and what the job's next start does with it "
+    "(TaskSideInputStorageManager): keep; delete-stale (that file at least one day old, Samza's fixed "
+    "STORE_DELETE_RETENTION_MS); delete-mismatched (no offsets, or not exactly the task's side-input SSPs); "
+    "create (no dir yet). The task's side-input SSPs come from the job's config and job model with --kafka and "
+    "--job (the job's tasks, GroupByPartition), else from what adstore load recorded in the store.\n\n"
+    "Example:\n\n  statectl adstore status --state-dir /var/samza/state --store members --kafka broker:9092 "
+    "--job page-views\n\n"
+    + exit_codes_epilog(0, 2, (10, "no such store dir, store or coordinator stream"),
+                        (14, "the job's next start deletes some store"))))
+@state_command("kafka", "job", "job_id", "store", "state_dir", "store_dir")
+def status_cmd(env: Env) -> None:
+    """What Samza's next start does with each side-input store: keep, or delete as stale or mismatched."""
+    from statectl.engine.adstore_status import StatusOptions, status
+
+    s = env.settings
+    r = status(StatusOptions(store=s.store, state_dir=Path(s.state_dir) if s.state_dir else None,
+                             store_dir=Path(env.flags.store_dir) if env.flags.store_dir else None,
+                             bootstrap=s.kafka if s.job else None, job=s.job, job_id=s.job_id,
+                             security=env.session.kafka_security, timeout_s=s.timeout))
+    lines = []
+    for st in r.stores:
+        age = f"{st.age_s / 3600:.1f}h" if st.age_s is not None else "-"
+        lines.append(f"{st.store_dir}: {st.action} ({st.reason}); age {age}; offsets "
+                     + (", ".join(f"{k}={v}" for k, v in st.offsets.items()) or "none"))
+    lines += [f"note: {n}" for n in r.notes]
+    env.emit(r, "\n".join(lines))
+    if r.deleted:
+        from statectl.errors import EXIT_DISCARDED
+
+        raise typer.Exit(EXIT_DISCARDED)
 
 
 @app.command("versions", epilog="A version's problem (a damaged manifest, not a RocksDB store, its SST files gone) "

@@ -304,8 +304,25 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     result.records = sum(t.load.records for t in targets)
     result.bytes = sum(t.load.bytes for t in targets)
     result.duration_s = round(time.monotonic() - began, 3)
+    _warn_deleted(targets, opts, progress)
     result.notes = list(getattr(progress, "notes", [])) + result.notes
     return result
+
+
+def _warn_deleted(targets: list[_Target], opts: TopicLoadOptions, progress: ProgressReporter) -> None:
+    """A note for each store the job's next start would delete (engine.adstore_status.predict against the
+    store's side-input SSPs): stale, or offsets that are not exactly its SSPs (a partition with no record)."""
+    from statectl.engine.adstore_status import predict
+
+    for t in targets:
+        st = predict(t.path, _ssps_of(t, opts), expected_from="store")
+        if st.deleted:
+            progress.note(f"{t.path}: Samza's next start would delete this store ({st.action}: {st.reason})")
+
+
+def _ssps_of(t: _Target, opts: TopicLoadOptions) -> set[SSP]:
+    """The side-input SSPs the store holds (the task's, as Samza's offset files must name them)."""
+    return {SSP(opts.system, opts.topic, p) for p in t.partitions}
 
 
 def _targets(opts: TopicLoadOptions, parts: list[int]) -> list[_Target]:
@@ -496,7 +513,15 @@ def _recorded_topic_id(path: Path) -> str | None:
 def _record_topic_id(t: _Target, path: Path) -> None:
     """Record the id of the topic whose offsets the store keeps, before anything of it is applied: the
     next load tells a topic deleted and recreated since (same name, offsets that may well be in range)
-    from the one it loaded, and rebuilds. Samza ignores the file (it reads only the offsets file)."""
+    from the one it loaded, and rebuilds. Samza ignores the file (it reads only the offsets file). Also
+    records the store's side-input SSPs (engine.adstore_status.SIDE_INPUTS_FILE, for ``adstore status``)."""
+    from statectl.engine.adstore_status import record_side_inputs
+
+    if t.opts is not None:
+        try:
+            record_side_inputs(path, _ssps_of(t, t.opts))
+        except OSError as e:
+            raise _os_error(t.path, e, "recording the side inputs") from e
     if t.topic_id is None or _recorded_topic_id(path) == t.topic_id:
         return
     tmp = path / (TOPIC_ID_FILE + ".tmp")

@@ -110,3 +110,60 @@ def test_a_load_over_an_old_samza_offset_v2_resumes_from_statectls_offsets(tansu
     assert read_offsets(store / OFFSET_V2) == {SSP("kafka", topic, 0): "54"}
     assert (store / OFFSET_V2).read_bytes() == (store / SIDE_INPUT_OFFSETS).read_bytes()
     assert read_store(store) == apply_records(ws[0].records())
+
+
+# -- item 2: adstore status ------------------------------------------------------------------------------
+
+
+def by_dir(r: dict) -> dict[str, dict]:
+    return {Path(s["store_dir"]).name: s for s in r["stores"]}
+
+
+@pytest.mark.timeout(120)
+def test_status_predicts_keep_stale_and_mismatched(tansu, tmp_path: Path, writers):
+    topic, ws = new_topic(tansu.bootstrap, 3)
+    writers += ws
+    ws[0].send([(b"a", b"1"), (b"b", b"2")])
+    ws[1].send([(b"c", b"3")])
+    state = tmp_path / "state"
+    r = load(tmp_path, tansu.bootstrap, "--topic", topic, "--state-dir", str(state))
+    # partition 2 has no record: its offset files are empty, and Samza deletes such a store: the load says so
+    assert "Partition_2: Samza's next start would delete this store (delete-mismatched" in r.stderr, r.stderr
+    assert "Partition_0: Samza" not in r.stderr
+    out = status(tmp_path, "--state-dir", str(state), code=14)
+    s = by_dir(out)
+    assert [s[f"Partition_{p}"]["action"] for p in range(3)] == ["keep", "keep", "delete-mismatched"]
+    assert s["Partition_0"]["offsets"] == {f"kafka.{topic}.0": "1"} and s["Partition_0"]["offset_file"] == OFFSET_V2
+    assert s["Partition_0"]["expected"] == [f"kafka.{topic}.0"] and s["Partition_0"]["expected_from"] == "store"
+    assert 0 <= s["Partition_0"]["age_s"] < 60
+    assert out["deleted"] == 1 and out["retention_ms"] == 24 * 3600 * 1000
+    # stale: OFFSET-v2 decides (Samza reads its mtime first), 1 day is enough (>=)
+    p0 = state / STORE / "Partition_0"
+    old = time.time() - DAY_S - 5
+    os.utime(p0 / OFFSET_V2, (old, old))
+    s = by_dir(status(tmp_path, "--state-dir", str(state), code=14))
+    assert s["Partition_0"]["action"] == "delete-stale" and s["Partition_0"]["age_file"] == OFFSET_V2
+    assert "24h" in s["Partition_0"]["reason"]
+    # ...and SIDE-INPUT-OFFSETS' mtime does not matter while OFFSET-v2 exists
+    os.utime(p0 / OFFSET_V2, None)
+    os.utime(p0 / SIDE_INPUT_OFFSETS, (old, old))
+    assert by_dir(status(tmp_path, "--state-dir", str(state), code=14))["Partition_0"]["action"] == "keep"
+    # a CHECKPOINT-V2 in the dir decides the age before OFFSET-v2 (StorageManagerUtil.isStaleStore)
+    (p0 / "CHECKPOINT-V2").write_bytes(b"x")
+    os.utime(p0 / "CHECKPOINT-V2", (old, old))
+    s = by_dir(status(tmp_path, "--store-dir", str(p0), code=14))
+    assert s["Partition_0"]["action"] == "delete-stale" and s["Partition_0"]["age_file"] == "CHECKPOINT-V2"
+    (p0 / "CHECKPOINT-V2").unlink()
+    # mismatched: offsets of another SSP too
+    from statectl.formats.offsets import write_offsets
+
+    write_offsets(p0 / OFFSET_V2, {SSP("kafka", topic, 0): "1", SSP("kafka", "other", 0): "5"})
+    s = by_dir(status(tmp_path, "--store-dir", str(p0), code=14))
+    assert s["Partition_0"]["action"] == "delete-mismatched" and "kafka.other.0" in s["Partition_0"]["reason"]
+    # the next load rewrites both files from SIDE-INPUT-OFFSETS: kept again
+    load(tmp_path, tansu.bootstrap, "--topic", topic, "--state-dir", str(state), "--partitions", "0,1")
+    r = cli(tmp_path, "adstore", "status", "--store", STORE, "--state-dir", str(state), code=14)
+    assert "Partition_0: keep" in r.stdout and "Partition_2: delete-mismatched" in r.stdout
+    ws[2].send([(b"d", b"4")])
+    load(tmp_path, tansu.bootstrap, "--topic", topic, "--state-dir", str(state))
+    assert status(tmp_path, "--state-dir", str(state))["deleted"] == 0  # exit 0: every store is kept
