@@ -46,7 +46,8 @@ EXIT_CODES: tuple[ExitCode, ...] = (
                                                             "needs is not installed."),
     ExitCode(EXIT_DISCARDED, "discarded", "discarded: refused, nothing changed, because the job's next start would "
                                           "delete what the command was to produce (standby promote: the job's "
-                                          "restore mode, its latest checkpoint)."),
+                                          "restore mode, its latest checkpoint); adstore status: the job's next "
+                                          "start deletes some side-input store (stale or mismatched)."),
     ExitCode(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C); nothing is left half-written."),
 )
 
