@@ -91,7 +91,8 @@ def _jackson_read(data: bytes) -> Any:
 
 
 def java_double_to_string(d: float) -> str:
-    """``Double.toString(d)`` (JDK 19 and later: the shortest decimal that reads back as ``d``): plain for
+    """``Double.toString(d)`` (JDK 19 and later: the shortest decimal that reads back as ``d``, of at least
+    two digits, the closest such when one digit would do): plain for
     10^-3 <= |d| < 10^7 (at least one digit after the point), else ``d.dddE[-]n``."""
     if math.isnan(d):
         return "NaN"
@@ -101,6 +102,15 @@ def java_double_to_string(d: float) -> str:
         return "-0.0" if math.copysign(1.0, d) < 0 else "0.0"
     sign = "-" if d < 0 else ""
     digits, exp = _shortest(abs(d))  # abs(d) == 0.digits * 10**exp
+    if len(digits) == 1:  # Java then picks the 2-digit decimal closest to d (Double.MIN_VALUE: 4.9E-324)
+        import decimal
+
+        with decimal.localcontext() as ctx:
+            ctx.prec, ctx.rounding = 2, decimal.ROUND_HALF_EVEN
+            two = +decimal.Decimal(abs(d))
+        t = two.as_tuple()
+        digits = "".join(map(str, t.digits)).rstrip("0") or "0"
+        exp = len(t.digits) + int(t.exponent)
     if 1e-3 <= abs(d) < 1e7:
         point = exp
         if point <= 0:
