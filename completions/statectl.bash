@@ -12,7 +12,7 @@ _statectl_commands() {
         'lease') REPLY='show break' ;;
         'drain') REPLY='start status wait cancel' ;;
         'standby') REPLY='follow status promote failover check' ;;
-        'adstore') REPLY='load versions switch' ;;
+        'adstore') REPLY='load status versions switch' ;;
         *) REPLY='' ;;
     esac
 }
@@ -47,7 +47,8 @@ _statectl_options() {
         'standby failover') REPLY='--kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --metrics-file --host --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'adstore load') REPLY='--kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore load') REPLY='--kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore status') REPLY='--kafka --job --job-id --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore versions') REPLY='--task --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore switch') REPLY='--task --store --state-dir --store-dir --version --quick --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         *) REPLY='' ;;
@@ -396,6 +397,8 @@ _statectl_value() {
         'adstore load')
             case $2 in
                 --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
@@ -412,10 +415,24 @@ _statectl_value() {
                 --key-column) REPLY='@text' ;;
                 --value-column) REPLY='@text' ;;
                 --value-columns) REPLY='@text' ;;
+                --key-serde) REPLY='@text' ;;
+                --value-serde) REPLY='@text' ;;
                 --max-age) REPLY='@text' ;;
                 --keep-versions) REPLY='@text' ;;
                 --master) REPLY='@text' ;;
                 --spark-conf) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'adstore status')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --store-dir) REPLY='@dir' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

@@ -16,7 +16,7 @@ function __statectl_commands --description 'the subcommands of a statectl comman
         case 'standby'
             printf '%s\n' follow status promote failover check
         case 'adstore'
-            printf '%s\n' load versions switch
+            printf '%s\n' load status versions switch
     end
 end
 
@@ -77,7 +77,9 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --max-age --keep-versions --master --spark-conf --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --max-age --keep-versions --master --spark-conf --config --profile --output -o
+        case 'adstore status'
+            printf '%s\n' -- --kafka --job --job-id --store --state-dir --store-dir --config --profile --output -o
         case 'adstore versions'
             printf '%s\n' -- --task --store --state-dir --store-dir --config --profile --output -o
         case 'adstore switch'
@@ -565,6 +567,7 @@ complete -c statectl -n '__statectl_path standby check' -l debug -d 'Tracebacks 
 
 # statectl adstore
 complete -c statectl -n '__statectl_path adstore' -a load -d 'Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)'
+complete -c statectl -n '__statectl_path adstore' -a status -d 'What Samza\'s next start does with each side-input store: keep, or delete as stale or mismatched'
 complete -c statectl -n '__statectl_path adstore' -a versions -d 'The sealed versions of a store loaded from files, the current one marked'
 complete -c statectl -n '__statectl_path adstore' -a switch -d 'Point a store at another sealed version atomically (a rollback, or forward again)'
 complete -c statectl -n '__statectl_path adstore' -l help -s h -d 'Show this message and exit'
@@ -577,13 +580,15 @@ complete -c statectl -n '__statectl_path adstore' -l debug -d 'Tracebacks for er
 
 # statectl adstore load
 complete -c statectl -n '__statectl_path adstore load' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path adstore load' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path adstore load' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path adstore load' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path adstore load' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path adstore load' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
 complete -c statectl -n '__statectl_path adstore load' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
 complete -c statectl -n '__statectl_path adstore load' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path adstore load' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path adstore load' -l topic -x -d 'Fill from this topic'
+complete -c statectl -n '__statectl_path adstore load' -l topic -x -d 'Fill from this topic (repeatable: one store fed by several streams, partition k of each in task k\'s store)'
 complete -c statectl -n '__statectl_path adstore load' -l from-file -r -F -d 'Fill from this file or dir (Parquet, JSON lines, CSV) as a new version'
 complete -c statectl -n '__statectl_path adstore load' -l format -x -d 'parquet, jsonl or csv (default: from the file names)'
 complete -c statectl -n '__statectl_path adstore load' -l broadcast -d 'One store holding every partition (the store dir of --task, or --store-dir)'
@@ -594,6 +599,8 @@ complete -c statectl -n '__statectl_path adstore load' -l extractor -x -d 'modul
 complete -c statectl -n '__statectl_path adstore load' -l key-column -x -d 'Files: the key column'
 complete -c statectl -n '__statectl_path adstore load' -l value-column -x -d 'Files: the value column (default: a JSON object of the other columns)'
 complete -c statectl -n '__statectl_path adstore load' -l value-columns -x -d 'Files: the value as a JSON object of these columns (a,b,c)'
+complete -c statectl -n '__statectl_path adstore load' -l key-serde -x -d 'Topic: the store\'s key serde (string, json, integer, long, double, byte-array, bytebuffer): the record key as Samza\'s serde reads and writes it (default: the job\'s stores.<store>.key.serde with --job, else the bytes as they are)'
+complete -c statectl -n '__statectl_path adstore load' -l value-serde -x -d 'Topic: the store\'s value serde (as --key-serde; the job\'s stores.<store>.msg.serde)'
 complete -c statectl -n '__statectl_path adstore load' -l follow -d 'Topic: after the bootstrap, keep applying new records until stopped'
 complete -c statectl -n '__statectl_path adstore load' -l max-age -x -d 'Topic: rebuild a store whose newest file is older than this (e.g'
 complete -c statectl -n '__statectl_path adstore load' -l keep-versions -x -d 'Files: versions kept per store, the current one included'
@@ -609,6 +616,21 @@ complete -c statectl -n '__statectl_path adstore load' -l output -s o -x -a 'tex
 complete -c statectl -n '__statectl_path adstore load' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path adstore load' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path adstore load' -l debug -d 'Tracebacks for errors'
+
+# statectl adstore status
+complete -c statectl -n '__statectl_path adstore status' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path adstore status' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path adstore status' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path adstore status' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path adstore status' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path adstore status' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
+complete -c statectl -n '__statectl_path adstore status' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path adstore status' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path adstore status' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path adstore status' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path adstore status' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path adstore status' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path adstore status' -l debug -d 'Tracebacks for errors'
 
 # statectl adstore versions
 complete -c statectl -n '__statectl_path adstore versions' -l task -x -d 'Task name (default \'Partition 0\')'

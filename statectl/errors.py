@@ -47,7 +47,8 @@ EXIT_CODES: tuple[ExitCode, ...] = (
     ExitCode(EXIT_DISCARDED, "discarded", "discarded: refused, nothing changed, because the job would delete or "
                                           "ignore what the command was to produce (standby promote: the job's "
                                           "restore mode, its latest checkpoint; drain start: the job runs no "
-                                          "drain monitor)."),
+                                          "drain monitor); adstore status: the job's next start deletes some "
+                                          "side-input store (stale or mismatched)."),
     ExitCode(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C); nothing is left half-written."),
 )
 

@@ -1,4 +1,4 @@
-"""statectl adstore load | versions | switch"""
+"""statectl adstore load | status | versions | switch"""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset (seed 003).",
                   no_args_is_help=True, rich_markup_mode=None)
 
-WHERE = ("kafka", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
+WHERE = ("kafka", "job", "job_id", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
 
 
 def _seconds(value: str | None, flag: str) -> float | None:
@@ -82,7 +82,9 @@ def _conf(values: list[str] | None) -> dict[str, str]:
 @state_command(*WHERE)
 def load(
     env: Env,
-    topic: Annotated[Optional[str], typer.Option("--topic", help="Fill from this topic.", show_default=False)] = None,
+    topic: Annotated[Optional[list[str]], typer.Option(
+        "--topic", help="Fill from this topic (repeatable: one store fed by several streams, partition k of each "
+                        "in task k's store).", show_default=False)] = None,
     from_file: Annotated[Optional[Path], typer.Option("--from-file", help="Fill from this file or dir (Parquet, JSON "
                                                       "lines, CSV) as a new version.", show_default=False)] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="parquet, jsonl or csv (default: from the file "
@@ -104,6 +106,14 @@ def load(
                                                         "JSON object of the other columns).", show_default=False)] = None,
     value_columns: Annotated[Optional[str], typer.Option("--value-columns", help="Files: the value as a JSON object "
                                                          "of these columns (a,b,c).", show_default=False)] = None,
+    key_serde: Annotated[Optional[str], typer.Option(
+        "--key-serde", help="Topic: the store's key serde (string, json, integer, long, double, byte-array, "
+                            "bytebuffer): the record key as Samza's serde reads and writes it (default: the job's "
+                            "stores.<store>.key.serde with --job, else the bytes as they are).",
+        show_default=False)] = None,
+    value_serde: Annotated[Optional[str], typer.Option(
+        "--value-serde", help="Topic: the store's value serde (as --key-serde; the job's stores.<store>.msg.serde).",
+        show_default=False)] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Topic: after the bootstrap, keep applying new records "
                                          "until stopped.")] = False,
     max_age: Annotated[Optional[str], typer.Option("--max-age", help="Topic: rebuild a store whose newest file is "
@@ -125,8 +135,11 @@ def load(
     from statectl.formats.adstore import KeyValueSpec
 
     s = env.settings
-    if (topic is None) == (from_file is None):
+    if topic is not None and from_file is not None:
         raise UsageError("adstore load needs --topic or --from-file (one of them)")
+    if topic is None and from_file is None and not s.job:
+        raise UsageError("adstore load needs --topic or --from-file (one of them)",
+                         hint="or --job (with --kafka) to take the store's side inputs from the job's config")
     if not s.store:
         raise UsageError("adstore load needs --store")
     cols = tuple(c.strip() for c in value_columns.split(",") if c.strip()) if value_columns else ()
@@ -141,8 +154,8 @@ def load(
         spark_opts = SparkOptions(master=master, conf=_conf(spark_conf),
                                   staging=s.blobstore if through else "local",
                                   s3=env.session.s3_options if through and s.blobstore.startswith("s3://") else None)
-    if topic is not None:
-        if from_file is not None or fmt or keep_versions != 2 or allow_empty:
+    if from_file is None:
+        if fmt or keep_versions != 2 or allow_empty:
             raise UsageError("--format, --keep-versions and --allow-empty are for --from-file")
         from statectl.engine.adstore import TopicLoadOptions, load_topic
 
@@ -150,10 +163,12 @@ def load(
             raise UsageError("adstore load --topic needs --kafka")
         if follow and spark:
             raise UsageError("--follow applies records one by one: it does not combine with --spark")
-        opts = TopicLoadOptions(s.kafka, topic, s.store, state_dir, broadcast=broadcast, task=s.task,
-                                store_dir=store_dir, partitions=_partitions(partitions), spec=spec, follow=follow,
-                                max_age_s=_seconds(max_age, "--max-age"), security=env.session.kafka_security,
-                                timeout_s=s.timeout)
+        topics = tuple(topic or ())
+        opts = TopicLoadOptions(s.kafka, topics[0] if topics else "", s.store, state_dir, broadcast=broadcast,
+                                task=s.task, store_dir=store_dir, partitions=_partitions(partitions), spec=spec,
+                                follow=follow, max_age_s=_seconds(max_age, "--max-age"),
+                                security=env.session.kafka_security, timeout_s=s.timeout, topics=topics[1:],
+                                key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id)
         stop, interrupted = stop_on_signals()
         r = load_topic(opts, stop=stop, progress=env.progress, spark=spark_opts)
         env.emit(r, _topic_text(r))
@@ -161,8 +176,8 @@ def load(
         if interrupted and (interrupted[0] == signal.SIGINT or not r.bootstrapped):
             raise typer.Exit(130)
         return
-    if follow or max_age:
-        raise UsageError("--follow and --max-age are for --topic")
+    if follow or max_age or key_serde or value_serde:
+        raise UsageError("--follow, --max-age, --key-serde and --value-serde are for --topic")
     if broadcast:
         raise UsageError("--broadcast is for --topic: a file dataset builds one store unless --partitions N")
     from statectl.engine.adstore import FileLoadOptions, load_file
@@ -184,7 +199,8 @@ def _topic_text(r: LoadResult) -> str:
         why = f" ({st.reason})" if st.reason else ""
         lines.append(f"{st.store_dir}: {st.case}{why}; {st.records} records; offsets "
                      + ", ".join(f"{k}={v}" for k, v in st.offsets.items()))
-    lines.append(f"loaded {r.records} records ({r.bytes} bytes) from {r.topic} in {r.duration_s:.1f}s"
+    lines.append(f"loaded {r.records} records ({r.bytes} bytes) from {', '.join(r.topics) or r.topic} in "
+                 f"{r.duration_s:.1f}s"
                  + (f"; skipped {r.skipped}" if r.skipped else ""))
     return "\n".join(lines)
 
@@ -207,6 +223,41 @@ def _store(env: Env) -> Path:
     if not (s.state_dir and s.store):
         raise UsageError("name the store: --state-dir, --store and --task, or --store-dir")
     return store_dir(Path(s.state_dir), s.store, s.task)
+
+
+@app.command("status", epilog=(
+    "Per store dir (--store-dir, or every task dir of --store under --state-dir): its offsets as Samza reads them "
+    "(OFFSET-v2, else SIDE-INPUT-OFFSETS), the age of the file Samza judges staleness by (CHECKPOINT-V2, else "
+    "OFFSET-v2, else SIDE-INPUT-OFFSETS), and what the job's next start does with it "
+    "(TaskSideInputStorageManager): keep; delete-stale (that file at least one day old, Samza's fixed "
+    "STORE_DELETE_RETENTION_MS); delete-mismatched (no offsets, or not exactly the task's side-input SSPs); "
+    "create (no dir yet). The task's side-input SSPs come from the job's config and job model with --kafka and "
+    "--job (the job's tasks, GroupByPartition), else from what adstore load recorded in the store.\n\n"
+    "Example:\n\n  statectl adstore status --state-dir /var/samza/state --store members --kafka broker:9092 "
+    "--job page-views\n\n"
+    + exit_codes_epilog(0, 2, (10, "no such store dir, store or coordinator stream"),
+                        (14, "the job's next start deletes some store"))))
+@state_command("kafka", "job", "job_id", "store", "state_dir", "store_dir")
+def status_cmd(env: Env) -> None:
+    """What Samza's next start does with each side-input store: keep, or delete as stale or mismatched."""
+    from statectl.engine.adstore_status import StatusOptions, status
+
+    s = env.settings
+    r = status(StatusOptions(store=s.store, state_dir=Path(s.state_dir) if s.state_dir else None,
+                             store_dir=Path(env.flags.store_dir) if env.flags.store_dir else None,
+                             bootstrap=s.kafka if s.job else None, job=s.job, job_id=s.job_id,
+                             security=env.session.kafka_security, timeout_s=s.timeout))
+    lines = []
+    for st in r.stores:
+        age = f"{st.age_s / 3600:.1f}h" if st.age_s is not None else "-"
+        lines.append(f"{st.store_dir}: {st.action} ({st.reason}); age {age}; offsets "
+                     + (", ".join(f"{k}={v}" for k, v in st.offsets.items()) or "none"))
+    lines += [f"note: {n}" for n in r.notes]
+    env.emit(r, "\n".join(lines))
+    if r.deleted:
+        from statectl.errors import EXIT_DISCARDED
+
+        raise typer.Exit(EXIT_DISCARDED)
 
 
 @app.command("versions", epilog="A version's problem (a damaged manifest, not a RocksDB store, its SST files gone) "

@@ -3,8 +3,10 @@
 From a topic (:func:`load_topic`): partitioned, one store per task (partition k -> ``Partition k``, the
 seed's choice #3), or broadcast, one store holding every partition. Each record becomes an entry as
 formats.adstore.KeyValueSpec says; a null value deletes. After each flush (the WAL synced) the store's
-``SIDE-INPUT-OFFSETS`` records, per partition, the offset of the newest record applied, as Samza keeps
-side-input offsets: a load resumes after it, and a kill at any moment loses nothing and skips nothing.
+``OFFSET-v2`` and ``SIDE-INPUT-OFFSETS`` record, per partition, the offset of the newest record applied
+(a partition with none yet left out), as TaskSideInputStorageManager writes them: a load resumes after
+them, and a kill at any moment loses nothing and skips nothing. The load reads ``SIDE-INPUT-OFFSETS``
+(its own); an ``OFFSET-v2`` an earlier Samza run left never overrides it and is rewritten.
 Recovery is the seed's table, per store: no store -> create it and bootstrap; a store found but not
 valid (its newest file older than ``max_age``, its offsets off the topic, its offsets file or its files
 damaged) -> rebuild it in a staged dir and swap it in (local.staged); valid -> continue from its offsets.
@@ -42,7 +44,13 @@ from statectl import failpoints
 from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError, is_disk_full
 from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
 from statectl.formats.checkpoint import SSP
-from statectl.formats.offsets import SIDE_INPUT_OFFSETS, OffsetFileError, read_offsets, write_offsets
+from statectl.formats.offsets import (
+    OFFSET_V2,
+    SIDE_INPUT_OFFSETS,
+    OffsetFileError,
+    read_offsets,
+    write_side_input_offsets,
+)
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.local.staged import StagedStore, remove_dead_temp_dirs
@@ -85,10 +93,15 @@ class SparkOptions:
 
 @dataclass(frozen=True)
 class TopicLoadOptions:
-    """Load ``topic`` into ``store`` under ``state_dir``: partitioned (store ``Partition k`` for each of
-    ``partitions``, default all) or ``broadcast`` into ``store_dir`` (default: the store dir of ``task``).
-    ``max_age_s``: a store whose newest file is older is rebuilt. ``system``: the offsets file's system
-    name."""
+    """Load ``topic`` (and the other ``topics``: one store fed by several streams, consistent per task, the
+    seed's "multiple streams") into ``store`` under ``state_dir``: partitioned (store ``Partition k`` for
+    each of ``partitions``, default all, holding partition k of every topic that has one) or ``broadcast``
+    into ``store_dir`` (default: the store dir of ``task``), or as ``task_ssps`` says (task -> its (topic,
+    partition) pairs, the job model's mapping: engine.adstore_job). ``max_age_s``: a store whose newest file
+    is older is rebuilt. ``system``: the offsets file's system name. ``key_serde``/``value_serde``: the
+    store's serdes (formats.serdes kinds; None: the bytes as they are), applied to the record's own key and
+    value as Samza's identity side-inputs processor does. ``job``/``job_id``: take what flags leave unset
+    from the job's config and job model on its coordinator stream (engine.adstore_job.from_job)."""
 
     bootstrap: str
     topic: str
@@ -104,11 +117,22 @@ class TopicLoadOptions:
     system: str = "kafka"
     security: KafkaSecurity | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    topics: tuple[str, ...] = ()
+    key_serde: str | None = None
+    value_serde: str | None = None
+    task_ssps: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] | None = None
+    job: str | None = None
+    job_id: str = "1"
+
+    @property
+    def all_topics(self) -> tuple[str, ...]:
+        """Every topic of the load, ``topic`` first, each once."""
+        return tuple(dict.fromkeys(((self.topic,) if self.topic else ()) + tuple(self.topics)))
 
     def validate(self) -> None:
         if not self.bootstrap:
             raise UsageError("adstore load --topic needs Kafka brokers", hint="pass --kafka HOST:PORT[,..]")
-        if not self.topic:
+        if not self.job and (not self.all_topics or not all(self.all_topics)):
             raise UsageError("adstore load --topic needs a topic name")
         if not self.store:
             raise UsageError("adstore load needs --store")
@@ -124,7 +148,22 @@ class TopicLoadOptions:
             raise UsageError("partitions must be 0 or more")
         if self.state_dir is not None:  # the names (store, task) checked before anything connects or writes
             store_dir(Path(self.state_dir), self.store, self.task)
+            for task, _ in self.task_ssps or ():
+                store_dir(Path(self.state_dir), self.store, task)
+        if self.task_ssps is not None and (self.broadcast or self.state_dir is None):
+            raise UsageError("a task -> partitions mapping fills the task dirs under --state-dir, not --broadcast")
         _check_spec(self.spec, topic=True)
+        from statectl.formats.serdes import kind_of
+
+        for flag, kind in (("--key-serde", self.key_serde), ("--value-serde", self.value_serde)):
+            if kind is not None:
+                try:
+                    kind_of(kind)
+                except ValueError as e:
+                    raise UsageError(f"{flag}: {e}") from None
+                if self.spec.extractor or self.spec.key_field or self.spec.value_field:
+                    raise UsageError(f"{flag} applies to the record's own bytes: it does not combine with "
+                                     "--extractor, --key-field or --value-field")
 
 
 def _check_spec(spec: KeyValueSpec, *, topic: bool) -> None:
@@ -156,6 +195,7 @@ class StoreLoad:
     records: int = 0
     bytes: int = 0
     offsets: dict[str, int | None] = field(default_factory=dict)
+    task: str | None = None
 
 
 @dataclass
@@ -166,6 +206,7 @@ class LoadResult:
     records: int = 0
     bytes: int = 0
     skipped: int = 0
+    topics: list[str] = field(default_factory=list)  # every topic of a topic load, ``topic`` first
     duration_s: float = 0.0
     stores: list[StoreLoad] = field(default_factory=list)
     offsets: dict[str, int | None] = field(default_factory=dict)
@@ -176,17 +217,24 @@ class LoadResult:
     notes: list[str] = field(default_factory=list)
 
 
+Part = tuple[str, int]  # (topic, partition): one side-input SSP of a store
+
+
 @dataclass
 class _Target:
     path: Path
-    partitions: list[int]
+    parts: list[Part]
     load: StoreLoad
-    offsets: dict[int, int | None] = field(default_factory=dict)
+    offsets: dict[Part, int | None] = field(default_factory=dict)
     staged: StagedStore | None = None
     db: Any = None
     pending: int = 0
     opts: TopicLoadOptions | None = None
-    topic_id: str | None = None  # the topic's id now (KIP-516), where the brokers report one
+    topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> its id now (KIP-516), where reported
+
+    @property
+    def partitions(self) -> list[int]:
+        return sorted({p for _, p in self.parts})
 
     @property
     def write_path(self) -> Path:
@@ -222,26 +270,30 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     from statectl.kafka.client import open_consumer, partition_count
     from statectl.local.versions import StoreLock
 
+    if opts.job:
+        from statectl.engine.adstore_job import from_job
+
+        opts = from_job(opts, progress)
+    if spark is not None and len(opts.all_topics) > 1:
+        raise UsageError("--spark builds a store from one topic: load several topics without --spark")
     consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
-    result = LoadResult(opts.topic)
+    result = LoadResult(opts.topic, topics=list(opts.all_topics))
     targets: list[_Target] = []
     locks = ExitStack()
     try:
-        n = partition_count(consumer, opts.topic, opts.bootstrap)
-        if n is None:
-            raise NotFoundError(f"topic {opts.topic} does not exist on {opts.bootstrap}",
-                                hint="check the topic name and --kafka")
-        parts = sorted(set(opts.partitions)) if opts.partitions is not None else list(range(n))
-        missing = [p for p in parts if p >= n]
-        if missing:
-            raise NotFoundError(f"topic {opts.topic} has {n} partition{'s' if n != 1 else ''}; there is no "
-                                f"partition {missing[0]}", hint=f"pass partitions between 0 and {n - 1}")
-        targets = _targets(opts, parts)
+        counts: dict[str, int] = {}
+        for topic in opts.all_topics:
+            n = partition_count(consumer, topic, opts.bootstrap)
+            if n is None:
+                raise NotFoundError(f"topic {topic} does not exist on {opts.bootstrap}",
+                                    hint="check the topic name and --kafka")
+            counts[topic] = n
+        targets = _targets(opts, counts)
         from statectl.kafka.tails import topic_identity
 
-        topic_id = topic_identity(consumer, opts.topic, opts.bootstrap)[0]
+        topic_ids = {topic: topic_identity(consumer, topic, opts.bootstrap)[0] for topic in opts.all_topics}
         for t in targets:
-            t.topic_id = topic_id
+            t.topic_ids = {topic: i for topic, i in topic_ids.items() if i is not None}
             _check_ours(t)  # a refused load leaves nothing behind, not even a lock file
         for t in targets:
             locks.enter_context(StoreLock(t.path))
@@ -251,6 +303,9 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
             _assess(t, opts, consumer)
             if t.load.reason:
                 progress.note(f"{t.path}: {t.load.case}: {t.load.reason}")
+            if t.load.case == RESUMED and _offset_v2_differs(t.path):
+                progress.note(f"{t.path}: its {OFFSET_V2} (left by an earlier Samza run) differs from its "
+                              f"{SIDE_INPUT_OFFSETS}: resuming from {SIDE_INPUT_OFFSETS} and rewriting both")
         if spark is not None:
             build_dir = _spark_topic(targets, opts, spark, progress, result, locks)
         else:
@@ -287,26 +342,70 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
         locks.close()
     for t in targets:
         result.stores.append(t.load)
-        for p in t.partitions:
-            result.offsets[SSP(opts.system, opts.topic, p).key()] = t.offsets.get(p)
-        t.load.offsets = {SSP(opts.system, opts.topic, p).key(): t.offsets.get(p) for p in t.partitions}
+        t.load.offsets = {SSP(opts.system, topic, p).key(): t.offsets.get((topic, p)) for topic, p in t.parts}
+        result.offsets.update(t.load.offsets)
     result.records = sum(t.load.records for t in targets)
     result.bytes = sum(t.load.bytes for t in targets)
     result.duration_s = round(time.monotonic() - began, 3)
+    _warn_deleted(targets, opts, progress)
     result.notes = list(getattr(progress, "notes", [])) + result.notes
     return result
 
 
-def _targets(opts: TopicLoadOptions, parts: list[int]) -> list[_Target]:
+def _warn_deleted(targets: list[_Target], opts: TopicLoadOptions, progress: ProgressReporter) -> None:
+    """A note for each store the job's next start would delete (engine.adstore_status.predict against the
+    store's side-input SSPs): stale, or offsets that are not exactly its SSPs (a partition with no record)."""
+    from statectl.engine.adstore_status import predict
+
+    for t in targets:
+        st = predict(t.path, _ssps_of(t, opts), expected_from="store")
+        if st.deleted:
+            progress.note(f"{t.path}: Samza's next start would delete this store ({st.action}: {st.reason})")
+
+
+def _ssps_of(t: _Target, opts: TopicLoadOptions) -> set[SSP]:
+    """The side-input SSPs the store holds (the task's, as Samza's offset files must name them)."""
+    return {SSP(opts.system, topic, p) for topic, p in t.parts}
+
+
+def _targets(opts: TopicLoadOptions, counts: dict[str, int]) -> list[_Target]:
+    """The stores of the load and the (topic, partition) pairs each holds. NotFoundError for a partition
+    that no topic has (a named one), or a task's partition its topic lacks."""
+    def target(path: Path, parts: list[Part], task: str | None) -> _Target:
+        parts = sorted(parts, key=lambda tp: (opts.all_topics.index(tp[0]), tp[1]))
+        path = path.absolute()
+        return _Target(path, parts, StoreLoad(str(path), sorted({p for _, p in parts}), CREATED, task=task),
+                       opts=opts)
+
+    def check(topic: str, p: int) -> None:
+        n = counts[topic]
+        if p >= n:
+            raise NotFoundError(f"topic {topic} has {n} partition{'s' if n != 1 else ''}; there is no "
+                                f"partition {p}", hint=f"pass partitions between 0 and {n - 1}")
+
+    if opts.task_ssps is not None:
+        out = []
+        for task, parts in opts.task_ssps:
+            for topic, p in parts:
+                check(topic, p)
+            out.append(target(store_dir(Path(opts.state_dir), opts.store, task), list(parts), task))
+        return out
+    wanted = sorted(set(opts.partitions)) if opts.partitions is not None else None
+    if wanted is not None:
+        for p in wanted:
+            if all(p >= n for n in counts.values()):
+                check(max(counts, key=lambda t: counts[t]), p)
+    def parts_of(k: int | None) -> list[Part]:
+        return [(topic, p) for topic in opts.all_topics for p in range(counts[topic])
+                if (k is None or p == k) and (wanted is None or p in wanted)]
+
     if opts.broadcast:
         path = Path(opts.store_dir) if opts.store_dir is not None else store_dir(Path(opts.state_dir), opts.store,
                                                                                   opts.task)
-        return [_Target(path.absolute(), parts, StoreLoad(str(path.absolute()), parts, CREATED), opts=opts)]
-    out = []
-    for p in parts:
-        path = store_dir(Path(opts.state_dir), opts.store, f"Partition {p}").absolute()
-        out.append(_Target(path, [p], StoreLoad(str(path), [p], CREATED), opts=opts))
-    return out
+        return [target(path, parts_of(None), opts.task if opts.store_dir is None else None)]
+    ks = wanted if wanted is not None else sorted({p for n in counts.values() for p in range(n)})
+    return [target(store_dir(Path(opts.state_dir), opts.store, f"Partition {k}"), parts_of(k), f"Partition {k}")
+            for k in ks]
 
 
 def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
@@ -330,36 +429,39 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
         found = read_offsets(t.path / SIDE_INPUT_OFFSETS)
     except (OSError, OffsetFileError) as e:
         found, reason = {}, f"its {SIDE_INPUT_OFFSETS} file is damaged ({e})"
-    foreign = [s.key() for s in found if (s.system, s.stream) != (opts.system, opts.topic)]
+    topics = opts.all_topics
+    foreign = [s.key() for s in found if s.system != opts.system or s.stream not in topics]
     if foreign:
-        raise UsageError(f"{t.path} holds offsets of {', '.join(foreign[:3])}, not of topic {opts.topic}",
+        named = f"topic {topics[0]}" if len(topics) == 1 else f"topics {', '.join(topics)}"
+        raise UsageError(f"{t.path} holds offsets of {', '.join(foreign[:3])}, not of {named}",
                          hint="load into another --store, or delete that store first")
     if reason is None and not is_store(t.path):
         reason = "its files are damaged (no CURRENT/MANIFEST)"
-    loaded_from = _recorded_topic_id(t.path)
-    if reason is None and loaded_from and t.topic_id and loaded_from != t.topic_id:
-        reason = (f"topic {opts.topic} was deleted and recreated since it was loaded (topic id {loaded_from}, "
-                  f"now {t.topic_id}): its offsets are of the old topic")
-    others = sorted(s.partition for s in found if s.partition not in t.partitions)
+    loaded_from = _recorded_topic_ids(t.path)
+    for topic, now in t.topic_ids.items():
+        was = loaded_from.get(topic)
+        if reason is None and was and was != now:
+            reason = (f"topic {topic} was deleted and recreated since it was loaded (topic id {was}, "
+                      f"now {now}): its offsets are of the old topic")
+    others = sorted((s.stream, s.partition) for s in found if (s.stream, s.partition) not in t.parts)
     if reason is None and others:  # e.g. a broadcast store loaded as partitioned: it holds their keys
-        reason = (f"it holds partition{'s' if len(others) > 1 else ''} {', '.join(map(str, others))} of "
-                  f"{opts.topic} too, which this load does not put in it")
+        reason = (f"it holds {', '.join(f'partition {p} of {topic}' for topic, p in others[:5])} too, which this "
+                  "load does not put in it")
     if reason is None:
         for ssp, value in found.items():
-            if ssp.partition in t.partitions:
-                try:
-                    offsets[ssp.partition] = None if value is None else int(value)
-                except ValueError:
-                    reason = f"its {SIDE_INPUT_OFFSETS} holds {value!r} for partition {ssp.partition}"
+            try:
+                offsets[(ssp.stream, ssp.partition)] = None if value is None else int(value)
+            except ValueError:
+                reason = f"its {SIDE_INPUT_OFFSETS} holds {value!r} for {ssp.key()}"
     if reason is None and opts.max_age_s is not None:
         newest = _newest_mtime(t.path)
         age = time.time() - newest
         if age > opts.max_age_s:
             reason = f"it is stale: its newest file is {age:.0f}s old, more than --max-age {opts.max_age_s:g}s"
     if reason is None:
-        for p, off in offsets.items():
+        for (topic, p), off in offsets.items():
             try:
-                check_in_range(consumer, opts.topic, p, opts.bootstrap, None if off is None else off + 1)
+                check_in_range(consumer, topic, p, opts.bootstrap, None if off is None else off + 1)
             except OffsetOutOfRange as e:
                 reason = f"its offsets fell off the topic ({e})"
                 break
@@ -382,6 +484,24 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
     remove_dead_temp_dirs(t.path)
     t.staged = StagedStore(t.path, what="adstore rebuild", disk_full=lambda: _disk_full(t.path), sync="dirs")
     t.staged.__enter__()
+
+
+def _offset_v2_differs(path: Path) -> bool:
+    """Whether the store holds an ``OFFSET-v2`` whose offsets are not its ``SIDE-INPUT-OFFSETS``'s (a Samza
+    run before a statectl that wrote only the latter). The load never takes offsets from it: Samza writes
+    both files with the same content (StorageManagerUtil.writeOffsetFile), so where they differ the
+    SIDE-INPUT-OFFSETS this module wrote after that run is the one that matches the store's data; the next
+    flush rewrites both."""
+    try:
+        v2 = read_offsets(path / OFFSET_V2)
+    except FileNotFoundError:
+        return False
+    except (OSError, OffsetFileError):
+        return True
+    try:
+        return v2 != read_offsets(path / SIDE_INPUT_OFFSETS)
+    except (OSError, OffsetFileError):
+        return True
 
 
 def _check_ours(t: _Target) -> bool:
@@ -455,33 +575,59 @@ def _open(t: _Target, opts: TopicLoadOptions | None = None) -> None:
             raise
 
 
-def _recorded_topic_id(path: Path) -> str | None:
-    """The topic id a load recorded in the store (TOPIC_ID_FILE); None when there is none (a store of an
-    older statectl, or brokers that report no ids) or it is unreadable."""
+def _recorded_topic_ids(path: Path) -> dict[str, str]:
+    """topic -> the topic id a load recorded in the store (TOPIC_ID_FILE: lines ``<id> <topic>``; an older
+    statectl's single line ``<id>`` is the id of whichever one topic the store holds, ``""``); empty when
+    there is none (brokers that report no ids) or it is unreadable."""
     try:
-        return (path / TOPIC_ID_FILE).read_text().strip() or None
+        lines = (path / TOPIC_ID_FILE).read_text().split("\n")
     except (OSError, UnicodeDecodeError):
-        return None
+        return {}
+    out = {}
+    for line in (ln.strip() for ln in lines):
+        if line:
+            ident, _, topic = line.partition(" ")
+            out[topic] = ident
+    if "" in out:  # an older statectl's file: the store held one topic, the one offsets name
+        try:
+            keys = {s.stream for s in read_offsets(path / SIDE_INPUT_OFFSETS)}
+        except (OSError, OffsetFileError):
+            keys = set()
+        ident = out.pop("")
+        if len(keys) == 1:
+            out[keys.pop()] = ident
+    return out
 
 
 def _record_topic_id(t: _Target, path: Path) -> None:
     """Record the id of the topic whose offsets the store keeps, before anything of it is applied: the
     next load tells a topic deleted and recreated since (same name, offsets that may well be in range)
-    from the one it loaded, and rebuilds. Samza ignores the file (it reads only the offsets file)."""
-    if t.topic_id is None or _recorded_topic_id(path) == t.topic_id:
+    from the one it loaded, and rebuilds. Samza ignores the file (it reads only the offsets file). Also
+    records the store's side-input SSPs (engine.adstore_status.SIDE_INPUTS_FILE, for ``adstore status``)."""
+    from statectl.engine.adstore_status import record_side_inputs
+
+    if t.opts is not None:
+        try:
+            record_side_inputs(path, _ssps_of(t, t.opts))
+        except OSError as e:
+            raise _os_error(t.path, e, "recording the side inputs") from e
+    if not t.topic_ids or _recorded_topic_ids(path) == t.topic_ids:
         return
     tmp = path / (TOPIC_ID_FILE + ".tmp")
     try:
-        tmp.write_text(t.topic_id + "\n")
+        tmp.write_text("".join(f"{i} {topic}\n" for topic, i in sorted(t.topic_ids.items())))
         os.replace(tmp, path / TOPIC_ID_FILE)
     except OSError as e:
         raise _os_error(t.path, e, f"writing {TOPIC_ID_FILE}") from e
 
 
-def _offsets_of(t: _Target, opts: TopicLoadOptions) -> dict[SSP, str | None]:
-    """Every partition of the store, None for one nothing was applied from yet."""
-    return {SSP(opts.system, opts.topic, p): None if t.offsets.get(p) is None else str(t.offsets[p])
-            for p in sorted(set(t.partitions) | set(t.offsets))}
+def _offsets_of(t: _Target, opts: TopicLoadOptions) -> dict[SSP, str]:
+    """The newest offset applied per partition of the store; a partition nothing was applied from yet is
+    left out, as TaskSideInputStorageManager.writeFileOffsets leaves out an SSP without a processed message
+    (Samza writes no nulls; its next start deletes such a store as mismatched: ``adstore status`` says so)."""
+    return {SSP(opts.system, topic, p): str(t.offsets[(topic, p)])
+            for topic, p in list(t.parts) + [tp for tp in t.offsets if tp not in t.parts]
+            if t.offsets.get((topic, p)) is not None}
 
 
 def _create(t: _Target, opts: TopicLoadOptions) -> None:
@@ -494,14 +640,14 @@ def _create(t: _Target, opts: TopicLoadOptions) -> None:
 
     try:
         if t.staged is not None:
-            write_offsets(t.write_path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+            write_side_input_offsets(t.write_path, _offsets_of(t, opts))
             return
         t.path.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_temp_dirs(t.path)
         tmp = t.path.parent / f".{t.path.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         try:
-            write_offsets(tmp / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+            write_side_input_offsets(tmp, _offsets_of(t, opts))
             os.rename(tmp, t.path)
         except BaseException:
             import shutil
@@ -529,9 +675,9 @@ def _record(t: _Target, opts: TopicLoadOptions) -> None:
     except Exception as e:
         raise _rocks_error(t, e) from e
     try:
-        write_offsets(t.write_path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+        write_side_input_offsets(t.write_path, _offsets_of(t, opts))
     except OSError as e:
-        raise _os_error(t.path, e, f"writing {SIDE_INPUT_OFFSETS}") from e
+        raise _os_error(t.path, e, f"writing {OFFSET_V2} and {SIDE_INPUT_OFFSETS}") from e
     t.pending = 0
 
 
@@ -557,14 +703,20 @@ def _rocks_error(t: _Target, e: Exception) -> Exception:
 
 
 def _apply(t: _Target, records: list[Any], extract: Any, opts: TopicLoadOptions, result: LoadResult) -> None:
-    """Apply one poll's records of one partition in a WriteBatch; on an extractor error, apply those
-    before the bad record, record the offsets, and raise AdstoreExtractError."""
+    """Apply one poll's records of one partition in a WriteBatch; on an extractor or serde error, apply
+    those before the bad record, record the offsets, and raise AdstoreExtractError. Without an extractor,
+    the key and value go through the store's serdes (formats.serdes.round_trip), as Samza's identity
+    side-inputs processor reads them (SideInputsManager.createSideInputProcessors) and its store writes them."""
     import rocksdict
+
+    from statectl.formats.serdes import SerdeError, kind_of, round_trip
 
     wb = rocksdict.WriteBatch(raw_mode=True)
     n = nbytes = 0
     last = None
     failure: AdstoreExtractError | None = None
+    kserde = kind_of(opts.key_serde) if opts.key_serde else None
+    vserde = kind_of(opts.value_serde) if opts.value_serde else None
     for r in records:
         if extract is None:
             key, value = r.key, r.value
@@ -572,12 +724,25 @@ def _apply(t: _Target, records: list[Any], extract: Any, opts: TopicLoadOptions,
                 result.skipped += 1
                 last = r.offset
                 continue
+            try:
+                if kserde:
+                    where = f"key ({kserde} serde)"
+                    key = round_trip(kserde, key)
+                if vserde and value is not None:
+                    where = f"value ({vserde} serde)"
+                    value = round_trip(vserde, value)
+            except SerdeError as e:
+                failure = AdstoreExtractError(
+                    f"topic {r.topic} partition {r.partition} offset {r.offset}: cannot read the {where}: {e}",
+                    hint="fix the record or the serde (--key-serde/--value-serde, or the job's stores.<store>."
+                         "key.serde/msg.serde); the load resumes at this record")
+                break
         else:
             try:
                 kv = extract(AdRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value))
             except Exception as e:  # noqa: BLE001 - the user's extractor: any error names the record
                 failure = AdstoreExtractError(
-                    f"topic {opts.topic} partition {r.partition} offset {r.offset}: cannot extract key and value "
+                    f"topic {r.topic} partition {r.partition} offset {r.offset}: cannot extract key and value "
                     f"({opts.spec.describe()}): {type(e).__name__ + ': ' if not isinstance(e, ExtractError) else ''}"
                     f"{e}", hint="fix the record or the extractor; the load resumes at this record")
                 break
@@ -600,7 +765,7 @@ def _apply(t: _Target, records: list[Any], extract: Any, opts: TopicLoadOptions,
     except Exception as e:
         raise _rocks_error(t, e) from e
     if last is not None:
-        t.offsets[records[0].partition] = last
+        t.offsets[(records[0].topic, records[0].partition)] = last
     t.pending += n
     t.load.records += n
     t.load.bytes += nbytes
@@ -614,17 +779,17 @@ def _bootstrap(targets: list[_Target], opts: TopicLoadOptions, consumer: Any, ex
     """Read every partition to its end (as the load began), store by store, on one consumer."""
     from statectl.kafka.client import PartitionReader
 
-    total = sum(len(t.partitions) for t in targets)
-    progress.start(f"loading {opts.topic}", 0, total)
+    total = sum(len(t.parts) for t in targets)
+    progress.start(f"loading {', '.join(opts.all_topics)}", 0, total)
     try:
         for t in targets:
             _open(t, opts)
             last_flush = time.monotonic()
-            for p in t.partitions:
+            for topic, p in t.parts:
                 if stop.is_set():
                     break
-                reader = PartitionReader(consumer, opts.topic, p, opts.bootstrap)
-                off = t.offsets.get(p)
+                reader = PartitionReader(consumer, topic, p, opts.bootstrap)
+                off = t.offsets.get((topic, p))
                 reader.seek(None if off is None else off + 1)
                 for batch in reader.batches():
                     before = t.load.bytes
@@ -656,20 +821,20 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
     from statectl.kafka.tails import TopicWatch
 
     readers: list[tuple[_Target, Iterator[list[Any]], Any]] = []
-    poll_ms = max(20, 300 // max(1, sum(len(t.partitions) for t in targets)))
+    poll_ms = max(20, 300 // max(1, sum(len(t.parts) for t in targets)))
     recreated = False
     watch_consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
     try:
-        watch = TopicWatch(watch_consumer, opts.topic, opts.bootstrap)
+        watches = {topic: TopicWatch(watch_consumer, topic, opts.bootstrap) for topic in opts.all_topics}
         for t in targets:
             _open(t)
-            for p in t.partitions:
+            for topic, p in t.parts:
                 c = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
-                reader = PartitionReader(c, opts.topic, p, opts.bootstrap, empty_poll_ms=poll_ms)
-                off = t.offsets.get(p)
+                reader = PartitionReader(c, topic, p, opts.bootstrap, empty_poll_ms=poll_ms)
+                off = t.offsets.get((topic, p))
                 reader.seek(None if off is None else off + 1)
                 readers.append((t, reader.batches(follow=True), c))
-        progress.note(f"following {opts.topic}: caught up; applying new records until stopped")
+        progress.note(f"following {', '.join(opts.all_topics)}: caught up; applying new records until stopped")
         last_flush = time.monotonic()
         while not stop.is_set():
             for t, gen, _ in readers:
@@ -680,7 +845,8 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
                     break
             now = time.monotonic()
             if now - last_flush >= FLUSH_SECONDS or any(t.pending >= FLUSH_RECORDS for t in targets):
-                gone = _topic_recreated(watch, targets, opts, progress)
+                gone = next((g for g in (_topic_recreated(w, topic, targets, progress)
+                                         for topic, w in watches.items()) if g is not None), None)
                 if gone is not None:
                     recreated = True
                     raise gone
@@ -700,7 +866,7 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
         watch_consumer.close()
 
 
-def _topic_recreated(watch: Any, targets: list[_Target], opts: TopicLoadOptions,
+def _topic_recreated(watch: Any, topic: str, targets: list[_Target],
                      progress: ProgressReporter) -> StatectlError | None:
     """The error (exit 1) to stop on when the topic was deleted and recreated (or its log no longer holds
     the next offsets) under the follower; None otherwise. A broker that does not answer is a note, once."""
@@ -708,13 +874,14 @@ def _topic_recreated(watch: Any, targets: list[_Target], opts: TopicLoadOptions,
 
     was = watch.outage
     try:
-        watch.check({p: None if t.offsets.get(p) is None else t.offsets[p] + 1 for t in targets for p in t.partitions})
+        watch.check({p: None if t.offsets.get((tp, p)) is None else t.offsets[(tp, p)] + 1
+                     for t in targets for tp, p in t.parts if tp == topic})
     except OffsetOutOfRange as e:
-        return StatectlError(f"adstore load --follow of {opts.topic} stopped: {e}; the stores keep the offsets of "
+        return StatectlError(f"adstore load --follow of {topic} stopped: {e}; the stores keep the offsets of "
                              "what they applied before", hint="run the load again: it rebuilds the stores from the "
                                                               "topic as it is now")
     if watch.outage is not None and watch.outage != was:
-        progress.note(f"following {opts.topic}: {watch.outage}; following on")
+        progress.note(f"following {topic}: {watch.outage}; following on")
     return None
 
 
@@ -746,8 +913,8 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
         store = manifest.store(None if opts.broadcast else t.partitions[0])
         failpoints.hit("adstore-ingest")
         ingest_into_new_store(t.staged.path, manifest.paths(store.store))
-        t.offsets = {p: manifest.offsets[p] - 1 for p in t.partitions if manifest.offsets.get(p, 0) > 0}
-        write_offsets(t.staged.path / SIDE_INPUT_OFFSETS, _offsets_of(t, opts))
+        t.offsets = {(opts.topic, p): manifest.offsets[p] - 1 for p in t.partitions if manifest.offsets.get(p, 0) > 0}
+        write_side_input_offsets(t.staged.path, _offsets_of(t, opts))
         _record_topic_id(t, t.staged.path)
         t.load.records = store.rows
     result.phases["ingest_s"] = round(time.monotonic() - began, 3)

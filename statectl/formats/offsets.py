@@ -225,6 +225,20 @@ def write_offsets(path: Path, offsets: Mapping[SSP, str | None]) -> None:
     write_offset_file(path, offsets_json(offsets))
 
 
+def write_side_input_offsets(store_dir: Path, offsets: Mapping[SSP, str]) -> None:
+    """Write a side-input store's offsets as StorageManagerUtil.writeOffsetFile(storeDir, offsets, true) does:
+    ``OFFSET-v2`` first, then ``SIDE-INPUT-OFFSETS``, the same JSON in both (each through its ``.tmp`` and
+    renamed). Samza reads ``OFFSET-v2`` first and judges staleness by its mtime, so the two must never
+    disagree. A None offset is refused (ValueError): Samza's maps hold only SSPs with a processed message
+    (TaskSideInputHandler.lastProcessedOffsets), so a caller leaves such SSPs out. Raises OSError or
+    OffsetFileError; when writing the second file fails, the first is already in place (as in Samza)."""
+    if any(v is None for v in offsets.values()):
+        raise ValueError("side-input offsets hold no nulls: leave SSPs without a record out")
+    data = offsets_json(offsets)
+    for name in (OFFSET_V2, SIDE_INPUT_OFFSETS):
+        write_offset_file(Path(store_dir) / name, data)
+
+
 def read_checkpoint_v2(path: Path) -> CheckpointV2:
     """The checkpoint in a ``CHECKPOINT-V2`` file (CheckpointV2Serde over the data's UTF-8).
     Raises OSError, OffsetFileError, or CheckpointFormatError for data that is not a v2 checkpoint."""
@@ -240,4 +254,4 @@ def write_checkpoint_v2(path: Path, checkpoint: CheckpointV2) -> None:
 __all__ = ["CHECKPOINT_V2", "MAGIC", "OFFSET", "OFFSET_V2", "SIDE_INPUT_OFFSETS", "CheckpointFormatError",
            "OffsetFileError", "decode", "encode", "offsets_json", "parse_offsets", "parse_ssp_key",
            "read_checkpoint_v2", "read_offset", "read_offset_file", "read_offsets", "write_checkpoint_v2",
-           "write_offset", "write_offset_file", "write_offsets"]
+           "write_offset", "write_offset_file", "write_offsets", "write_side_input_offsets"]

@@ -57,7 +57,8 @@ FLAGS = {
                      "--kafka", "--keep-versions", "--key-column", "--key-field", "--master", "--max-age",
                      "--partitions", "--s3-endpoint", "--spark", "--spark-conf", "--stage-through-blobstore",
                      "--state-dir", "--store", "--store-dir", "--task", "--topic", "--value-column",
-                     "--value-columns", "--value-field"},
+                     "--value-columns", "--value-field", "--job", "--job-id", "--key-serde", "--value-serde"},
+    "adstore status": {"--job", "--job-id", "--kafka", "--state-dir", "--store", "--store-dir"},
     "adstore versions": {"--state-dir", "--store", "--store-dir", "--task"},
     "adstore switch": {"--state-dir", "--store", "--store-dir", "--quick", "--task", "--version"},
 }

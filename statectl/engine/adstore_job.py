@@ -1,0 +1,84 @@
+"""adstore load configured by the job (issue 19): what a load's flags leave unset, taken from the job's config
+and job model on its coordinator stream, as Samza's SideInputsManager would fill the store.
+
+- Topics: the store's side inputs (``stores.<s>.side.inputs``, the seed's ``stores.<s>.adstore.input``;
+  formats.sideinputs.side_inputs), all on one system (its name goes into the offset files). ``--topic``
+  overrides.
+- Serdes: ``stores.<s>.key.serde`` / ``msg.serde`` -> ``serializers.registry.<name>.class``
+  (formats.sideinputs.store_serdes). ``--key-serde`` / ``--value-serde`` override; an extractor or
+  ``--key-field``/``--value-field`` replace them (Samza applies no identity processor then).
+- A Java processor (``stores.<s>.side.inputs.processor.factory`` / ``.serialized.instance``, the seed's
+  ``adstore.key.value.extractor.factory``) cannot run here: ConfigError naming the key unless the flags say
+  what it does (``--extractor``, ``--key-field``, ``--value-field``).
+- Which task dir holds which partitions: the job's active tasks and GroupByPartition
+  (engine.adstore_status.job_side_input_ssps). ``--partitions`` or ``--broadcast`` override.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from statectl.errors import ConfigError
+from statectl.progress import ProgressReporter
+
+
+def from_job(opts: Any, progress: ProgressReporter) -> Any:
+    """``opts`` (engine.adstore.TopicLoadOptions with ``job`` set) completed from the job (see the module
+    doc); ``job`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no tasks, a side input that
+    does not exist), ConfigError (exit 2, naming the key: a processor statectl cannot run, a serde it does
+    not know, side inputs on several systems, a grouper it cannot map)."""
+    from statectl.engine.adstore_status import job_side_input_ssps, job_tasks, read_job_model
+    from statectl.formats.sideinputs import processor_keys, side_inputs, side_inputs_key, store_serdes
+
+    model = read_job_model(opts.bootstrap, opts.job, opts.job_id, security=opts.security, timeout_s=opts.timeout_s)
+    config = model.config
+    changes: dict[str, Any] = {"job": None}
+    spec = opts.spec
+    custom = bool(spec.extractor or spec.key_field or spec.value_field)
+    keys = processor_keys(config, opts.store)
+    if keys and not custom:
+        raise ConfigError(f"{keys[0]}={config[keys[0]]}: the job fills store {opts.store} with a Java processor, "
+                          "which statectl cannot run", hint="say what it does with --extractor (or --key-field/"
+                                                            "--value-field), or load with the flags alone")
+    if not custom:
+        kserde, vserde = store_serdes(config, opts.store)
+        if opts.key_serde is None and kserde is not None:
+            changes["key_serde"] = kserde
+        if opts.value_serde is None and vserde is not None:
+            changes["value_serde"] = vserde
+    streams = side_inputs(config, opts.store)
+    from_flags = bool(opts.all_topics)
+    if not from_flags:
+        if not streams:
+            raise ConfigError(f"job {opts.job}-{opts.job_id} has no side inputs for store {opts.store} (no "
+                              f"{side_inputs_key(opts.store)} or stores.{opts.store}.adstore.input)",
+                              hint="pass --topic, or check --store and --job")
+        systems = sorted({ss.system for ss in streams})
+        if len(systems) > 1:
+            raise ConfigError(f"{side_inputs_key(opts.store)}: side inputs on several systems ({', '.join(systems)}); "
+                              "adstore load reads one Kafka cluster", hint="pass --topic for the ones on --kafka")
+        changes["topic"] = streams[0].stream
+        changes["topics"] = tuple(ss.stream for ss in streams)
+        changes["system"] = systems[0]
+    if opts.partitions is None and not opts.broadcast and opts.state_dir is not None:
+        topics = changes.get("topics") or opts.all_topics
+        config_streams = {ss.stream for ss in streams}
+        if not from_flags or set(topics) <= config_streams:
+            mapping = job_side_input_ssps(opts.bootstrap, opts.job, opts.job_id, opts.store, security=opts.security,
+                                          timeout_s=opts.timeout_s, config=config, tasks=job_tasks(model))
+            task_ssps = []
+            for task, ssps in mapping.items():
+                parts = tuple(sorted((s.stream, s.partition) for s in ssps if s.stream in topics))
+                if parts:
+                    task_ssps.append((task, parts))
+                else:
+                    progress.note(f"task {task} of job {opts.job}-{opts.job_id} has no side-input partitions of "
+                                  f"store {opts.store}: no store to load for it")
+            changes["task_ssps"] = tuple(task_ssps)
+        else:
+            progress.note(f"--topic names streams that are not the side inputs of store {opts.store} in job "
+                          f"{opts.job}-{opts.job_id}: the stores are Partition k, as without --job")
+    out = dataclasses.replace(opts, **changes)
+    out.validate()
+    return out

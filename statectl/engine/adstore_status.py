@@ -1,0 +1,292 @@
+"""adstore status: what a Samza job's next start does with each side-input store dir (issue 19).
+
+TaskSideInputStorageManager.initializeStoreDirectories deletes a side-input store dir unless it is valid
+(isValidSideInputStore): not stale and with a valid offset file.
+
+- Stale (StorageManagerUtil.isStaleStore with STORE_DELETE_RETENTION_MS, one day, fixed: not the changelog
+  retention config): ``now - mtime >= 1 day`` where mtime is that of ``CHECKPOINT-V2`` if the dir has one,
+  else of ``OFFSET-v2``, else of ``SIDE-INPUT-OFFSETS``, else 0 (so a dir with none of them is stale).
+- Valid offset file (isOffsetFileValid / readOffsetFile): the offsets of ``OFFSET-v2`` if it exists, else of
+  ``SIDE-INPUT-OFFSETS``; missing (neither file), empty (a damaged file reads as empty: readWithChecksum
+  fails or returns null and the map stays empty; a file that is not JSON reads as the single SSP's offset when
+  the store has exactly one), or a keyset that is not exactly the task's side-input SSPs: mismatched.
+
+The task's side-input SSPs come from the job (config and job model: formats.sideinputs) when given, else from
+what the load that made the store recorded in it (SIDE_INPUTS_FILE; Samza ignores the file), else they are
+unknown (then only an empty or missing offset file counts as mismatched). Read-only; takes no lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from statectl.errors import NotFoundError, UsageError
+from statectl.formats.checkpoint import SSP
+from statectl.formats.offsets import (
+    CHECKPOINT_V2,
+    OFFSET_V2,
+    SIDE_INPUT_OFFSETS,
+    OffsetFileError,
+    parse_offsets,
+    read_offset_file,
+)
+
+# TaskSideInputStorageManager.STORE_DELETE_RETENTION_MS = TimeUnit.DAYS.toMillis(1), not configurable
+STORE_DELETE_RETENTION_MS = 24 * 3600 * 1000
+KEEP, DELETE_STALE, DELETE_MISMATCHED, CREATE = "keep", "delete-stale", "delete-mismatched", "create"
+SIDE_INPUTS_FILE = "STATECTL-SIDE-INPUTS"  # in a store a load made: JSON list of its side-input SSP keys
+_CHECKPOINT_DIR = re.compile(r".+-\d+-\d+")  # <task dir>-<checkpointId>
+
+
+@dataclass
+class StoreStatus:
+    """One store dir: ``offsets`` as Samza reads them (``offset_file`` names the file; None: neither
+    exists), ``age_s`` of the file whose mtime decides staleness (``age_file``; None: no such file, Samza
+    takes mtime 0), ``expected`` the task's side-input SSPs (``expected_from``: "job", "store" or None:
+    unknown), and ``action``: keep, delete-stale, delete-mismatched, or create (no dir yet), with ``reason``."""
+
+    store_dir: str
+    task: str | None
+    action: str
+    reason: str
+    offsets: dict[str, str | None] = field(default_factory=dict)
+    offset_file: str | None = None
+    age_file: str | None = None
+    age_s: float | None = None
+    expected: list[str] | None = None
+    expected_from: str | None = None
+
+    @property
+    def deleted(self) -> bool:
+        return self.action in (DELETE_STALE, DELETE_MISMATCHED)
+
+
+@dataclass
+class StatusResult:
+    """Every store looked at; ``deleted``: how many the job's next start deletes."""
+
+    store: str | None
+    retention_ms: int = STORE_DELETE_RETENTION_MS
+    stores: list[StoreStatus] = field(default_factory=list)
+    deleted: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def recorded_side_inputs(path: Path) -> set[SSP] | None:
+    """The side-input SSPs a load recorded in the store (None: no readable record)."""
+    from statectl.formats.offsets import parse_ssp_key
+
+    try:
+        keys = json.loads((Path(path) / SIDE_INPUTS_FILE).read_text())
+        return {parse_ssp_key(k) for k in keys}
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def record_side_inputs(path: Path, ssps: set[SSP]) -> None:
+    """Record the store's side-input SSPs in it (atomically; unchanged when already so). Raises OSError."""
+    if recorded_side_inputs(path) == set(ssps):
+        return
+    tmp = Path(path) / (SIDE_INPUTS_FILE + ".tmp")
+    tmp.write_text(json.dumps(sorted(s.key() for s in ssps)) + "\n")
+    os.replace(tmp, Path(path) / SIDE_INPUTS_FILE)
+
+
+def _samza_offsets(path: Path, expected: set[SSP] | None) -> tuple[str | None, dict[SSP, str | None] | None, str]:
+    """(file read, offsets, what went wrong) as StorageManagerUtil.readOffsetFile(dir, ssps, true) reads."""
+    name = OFFSET_V2 if (path / OFFSET_V2).exists() else SIDE_INPUT_OFFSETS if (path / SIDE_INPUT_OFFSETS).exists() \
+        else None
+    if name is None:
+        return None, None, ""
+    try:
+        text = read_offset_file(path / name)
+    except (OSError, OffsetFileError) as e:
+        return name, {}, f"its {name} is unreadable ({e})"
+    try:
+        return name, parse_offsets(text), ""
+    except OffsetFileError as e:
+        if expected is not None and len(expected) == 1:  # read as the one SSP's bare offset
+            return name, {next(iter(expected)): text}, ""
+        return name, {}, f"its {name} is not an offsets map ({e})"
+
+
+def predict(path: Path, expected: set[SSP] | None, *, task: str | None = None, expected_from: str | None = None,
+            now_s: float | None = None) -> StoreStatus:
+    """What Samza's next start does with the side-input store dir ``path`` (see the module doc).
+    ``expected``: the task's side-input SSPs (None: unknown). Never raises for what it finds in the dir."""
+    path = Path(path)
+    now_ms = int((time.time() if now_s is None else now_s) * 1000)
+    keys = sorted(s.key() for s in expected) if expected is not None else None
+    st = StoreStatus(str(path), task, KEEP, "", expected=keys, expected_from=expected_from if keys is not None else None)
+    if not path.exists():
+        st.action, st.reason = CREATE, "no store dir: Samza creates it and reads its side inputs from the oldest offsets"
+        return st
+    age_file = next((n for n in (CHECKPOINT_V2, OFFSET_V2, SIDE_INPUT_OFFSETS) if (path / n).exists()), None)
+    mtime_ms = int((path / age_file).stat().st_mtime * 1000) if age_file else 0
+    st.age_file = age_file
+    st.age_s = round((now_ms - mtime_ms) / 1000, 3) if age_file else None
+    name, offsets, problem = _samza_offsets(path, expected)
+    st.offset_file = name
+    st.offsets = {s.key(): v for s, v in (offsets or {}).items()}
+    if now_ms - mtime_ms >= STORE_DELETE_RETENTION_MS:
+        st.action = DELETE_STALE
+        st.reason = (f"its {age_file} is {(now_ms - mtime_ms) / 3600000:.1f}h old, at least the 24h of "
+                     "TaskSideInputStorageManager's STORE_DELETE_RETENTION_MS" if age_file else
+                     f"it has no {OFFSET_V2}, {SIDE_INPUT_OFFSETS} or {CHECKPOINT_V2} (Samza takes its age from 0)")
+        if age_file == CHECKPOINT_V2:
+            st.reason += f" (Samza takes the age from {CHECKPOINT_V2} when the dir has one)"
+        return st
+    st.action = DELETE_MISMATCHED
+    if offsets is None:
+        st.reason = f"it has no offset file ({OFFSET_V2} or {SIDE_INPUT_OFFSETS})"
+    elif not offsets:
+        st.reason = problem or f"its {name} holds no offsets"
+    elif expected is not None and set(offsets) != expected:
+        missing = sorted(s.key() for s in expected - set(offsets))
+        extra = sorted(s.key() for s in set(offsets) - expected)
+        parts = []
+        if missing:
+            parts.append(f"no offset for {', '.join(missing[:5])}" + (" (no record of it applied yet)" if
+                                                                        expected_from == "store" else ""))
+        if extra:
+            parts.append(f"offsets of {', '.join(extra[:5])}, which are not the task's side inputs")
+        st.reason = f"its {name} does not hold exactly the task's side-input SSPs: " + "; ".join(parts)
+    else:
+        st.action = KEEP
+        st.reason = ("its offsets are the task's side-input SSPs and not stale" if expected is not None else
+                     "not stale; its side-input SSPs are unknown (no record in the store: pass --kafka and --job to "
+                     "check against the job)")
+    return st
+
+
+@dataclass(frozen=True)
+class StatusOptions:
+    """The store dirs: ``store_dir``, or every task dir of ``store`` under ``state_dir``. With ``bootstrap``
+    and ``job``: the tasks and their side-input SSPs from the job's coordinator stream and the topics'
+    partition counts."""
+
+    store: str | None = None
+    state_dir: Path | None = None
+    store_dir: Path | None = None
+    bootstrap: str | None = None
+    job: str | None = None
+    job_id: str = "1"
+    security: Any = None
+    timeout_s: float = 30.0
+
+    def validate(self) -> None:
+        if self.store_dir is None and not (self.state_dir and self.store):
+            raise UsageError("adstore status needs --store-dir, or --state-dir and --store")
+        if self.job and not self.bootstrap:
+            raise UsageError("--job needs --kafka (to read the job's coordinator stream)")
+        if self.job and not self.store:
+            raise UsageError("--job needs --store (the store's side inputs are in the job's config)")
+
+
+def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
+    """Predict the next start of the job for each store dir (see the module doc). Raises UsageError for bad
+    options; NotFoundError when ``store_dir`` or the store's dir under ``state_dir`` does not exist (without a
+    job) or the job's coordinator stream does not exist; ConfigError (exit 2) for a job config statectl
+    cannot read (formats.sideinputs). Read-only."""
+    opts.validate()
+    result = StatusResult(opts.store)
+    job_ssps: dict[str, set[SSP]] | None = None
+    if opts.job:
+        job_ssps = job_side_input_ssps(opts.bootstrap or "", opts.job, opts.job_id, opts.store or "",
+                                       security=opts.security, timeout_s=opts.timeout_s, notes=result.notes)
+    dirs: list[tuple[Path, str | None]] = []
+    if opts.store_dir is not None:
+        path = Path(opts.store_dir).absolute()
+        task = None
+        if job_ssps is not None:
+            task = next((t for t in job_ssps if path.name == t.replace(" ", "_")), None)
+        if not path.exists() and job_ssps is None:
+            raise NotFoundError(f"no store dir {path}")
+        dirs.append((path, task))
+    elif job_ssps is not None:
+        from statectl.local.layout import store_dir
+
+        dirs = [(store_dir(Path(opts.state_dir), opts.store, t).absolute(), t) for t in sorted(job_ssps, key=_task_key)]
+    else:
+        base = Path(opts.state_dir) / str(opts.store)
+        if not base.is_dir():
+            raise NotFoundError(f"no store {opts.store} under {opts.state_dir} (no dir {base})")
+        for p in sorted(base.iterdir(), key=lambda p: _task_key(p.name.replace("_", " "))):
+            if p.is_dir() and not p.is_symlink() and not p.name.startswith(".") and not _CHECKPOINT_DIR.fullmatch(p.name):
+                dirs.append((p.absolute(), None))
+    for path, task in dirs:
+        if job_ssps is not None and task is not None:
+            st = predict(path, job_ssps[task], task=task, expected_from="job", now_s=now_s)
+        else:
+            if job_ssps is not None:
+                result.notes.append(f"{path} is not the dir of a task of job {opts.job}-{opts.job_id}")
+            recorded = recorded_side_inputs(path)
+            st = predict(path, recorded, task=task, expected_from="store", now_s=now_s)
+        result.stores.append(st)
+    result.deleted = sum(1 for s in result.stores if s.deleted)
+    return result
+
+
+def _task_key(task: str) -> tuple[int, str]:
+    m = re.fullmatch(r"Partition (\d+)", task)
+    return (int(m.group(1)), "") if m else (1 << 31, task)
+
+
+def job_side_input_ssps(bootstrap: str, job: str, job_id: str, store: str, *, security: Any = None,
+                        timeout_s: float = 30.0, notes: list[str] | None = None,
+                        config: Mapping[str, str] | None = None, tasks: list[str] | None = None) -> dict[str, set[SSP]]:
+    """Each active task's side-input SSPs of ``store`` from the job: its config and tasks (the job model on
+    the coordinator stream: task -> container assignments, else the changelog partition mapping) and the
+    side-input topics' partition counts on ``bootstrap``. ``config``/``tasks``: already read. Raises
+    NotFoundError (no coordinator stream, no tasks, a side-input topic that does not exist), ConfigError."""
+    from statectl.formats.jobconfig import SystemStream
+    from statectl.formats.sideinputs import side_inputs, side_inputs_key, task_side_input_ssps
+
+    if config is None or tasks is None:
+        model = read_job_model(bootstrap, job, job_id, security=security, timeout_s=timeout_s)
+        config = model.config if config is None else config
+        tasks = job_tasks(model) if tasks is None else tasks
+    streams = side_inputs(config, store)
+    if not streams:
+        raise NotFoundError(f"job {job}-{job_id} has no side inputs for store {store} (no {side_inputs_key(store)} "
+                            f"or stores.{store}.adstore.input in its config)", hint="check --store and --job")
+    if not tasks:
+        raise NotFoundError(f"the coordinator stream of job {job}-{job_id} names no tasks",
+                            hint="the job writes its task assignments when it first starts")
+    counts: dict[SystemStream, int] = {}
+    from statectl.kafka.client import open_consumer, partition_count
+
+    consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
+    try:
+        for ss in streams:
+            n = partition_count(consumer, ss.stream, bootstrap)
+            if n is None:
+                raise NotFoundError(f"side input {ss} of store {store} does not exist on {bootstrap}")
+            counts[ss] = n
+    finally:
+        consumer.close()
+    return task_side_input_ssps(config, store, tasks, counts)
+
+
+def read_job_model(bootstrap: str, job: str, job_id: str, *, security: Any = None, timeout_s: float = 30.0) -> Any:
+    """The job model on the job's coordinator stream (NotFoundError when there is none)."""
+    from statectl.kafka.coordinator import CoordinatorStream
+
+    with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
+        cs.require()
+        return cs.job_model()
+
+
+def job_tasks(model: Any) -> list[str]:
+    """The job's active tasks: those assigned to containers (standbys left out), else those of its changelog
+    partition mapping."""
+    tasks = [t for t in model.task_containers if model.task_modes.get(t, "Active") != "Standby"]
+    if not tasks:
+        tasks = [t for t in model.changelog_partitions if not t.startswith("Standby-")]
+    return sorted(tasks, key=_task_key)
