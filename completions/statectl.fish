@@ -77,7 +77,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --max-age --keep-versions --master --spark-conf --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --max-age --keep-versions --master --spark-conf --config --profile --output -o
         case 'adstore status'
             printf '%s\n' -- --kafka --job --job-id --store --state-dir --store-dir --config --profile --output -o
         case 'adstore versions'
@@ -592,6 +592,7 @@ complete -c statectl -n '__statectl_path adstore load' -l topic -x -d 'Fill from
 complete -c statectl -n '__statectl_path adstore load' -l from-file -r -F -d 'Fill from this file or dir (Parquet, JSON lines, CSV) as a new version'
 complete -c statectl -n '__statectl_path adstore load' -l format -x -d 'parquet, jsonl or csv (default: from the file names)'
 complete -c statectl -n '__statectl_path adstore load' -l broadcast -d 'One store holding every partition (the store dir of --task, or --store-dir)'
+complete -c statectl -n '__statectl_path adstore load' -l tasks -x -d 'With --broadcast: every one of these tasks (comma-separated) gets the store, as Samza keeps a broadcast side input, one store per task; the first is loaded, the others hard-link its files (with --job: default every task of the job)'
 complete -c statectl -n '__statectl_path adstore load' -l partitions -x -d 'Topic: only these partitions (e.g'
 complete -c statectl -n '__statectl_path adstore load' -l key-field -x -d 'Key: this field (a.b.c) of the JSON value (default: the record key)'
 complete -c statectl -n '__statectl_path adstore load' -l value-field -x -d 'Value: this field of the JSON value (default: the whole value)'

@@ -91,6 +91,10 @@ def load(
                                                "names).", show_default=False)] = None,
     broadcast: Annotated[bool, typer.Option("--broadcast", help="One store holding every partition (the store dir "
                                             "of --task, or --store-dir).")] = False,
+    tasks: Annotated[Optional[str], typer.Option(
+        "--tasks", help="With --broadcast: every one of these tasks (comma-separated) gets the store, as Samza keeps "
+                        "a broadcast side input, one store per task; the first is loaded, the others hard-link its "
+                        "files (with --job: default every task of the job).", show_default=False)] = None,
     partitions: Annotated[Optional[str], typer.Option(
         "--partitions", help="Topic: only these partitions (e.g. 0,2,4-7). Files: this many partitioned stores "
                              "(Kafka's partitioner over the key).", show_default=False)] = None,
@@ -168,7 +172,8 @@ def load(
                                 task=s.task, store_dir=store_dir, partitions=_partitions(partitions), spec=spec,
                                 follow=follow, max_age_s=_seconds(max_age, "--max-age"),
                                 security=env.session.kafka_security, timeout_s=s.timeout, topics=topics[1:],
-                                key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id)
+                                key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id,
+                                tasks=_task_list(tasks))
         stop, interrupted = stop_on_signals()
         r = load_topic(opts, stop=stop, progress=env.progress, spark=spark_opts)
         env.emit(r, _topic_text(r))
@@ -176,8 +181,8 @@ def load(
         if interrupted and (interrupted[0] == signal.SIGINT or not r.bootstrapped):
             raise typer.Exit(130)
         return
-    if follow or max_age or key_serde or value_serde:
-        raise UsageError("--follow, --max-age, --key-serde and --value-serde are for --topic")
+    if follow or max_age or key_serde or value_serde or tasks:
+        raise UsageError("--follow, --max-age, --key-serde, --value-serde and --tasks are for --topic")
     if broadcast:
         raise UsageError("--broadcast is for --topic: a file dataset builds one store unless --partitions N")
     from statectl.engine.adstore import FileLoadOptions, load_file
@@ -293,3 +298,13 @@ def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
 
     r = switch_version(_store(env), version, quick=quick)
     env.emit(r, f"{r.store_dir}: version {r.version} is current (was {r.previous})")
+
+
+def _task_list(text: str | None) -> tuple[str, ...]:
+    """--tasks: the comma-separated task names (blank ones refused)."""
+    if text is None:
+        return ()
+    names = tuple(t.strip() for t in text.split(","))
+    if not all(names):
+        raise UsageError(f"--tasks {text!r} names an empty task", hint="pass --tasks 'Partition 0,Partition 1'")
+    return names

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ from statectl.progress import NullProgress, ProgressReporter
 FLUSH_RECORDS = 500_000  # sync the WAL and record the offsets at least this often...
 FLUSH_SECONDS = 2.0      # ...and at least this often while records come
 CREATED, RESUMED, REBUILT = "created", "resumed", "rebuilt"
+CLONED = "cloned"  # a broadcast store of another task, hard-linked from the one loaded (TopicLoadOptions.tasks)
 # In a topic's store: the id of the topic (KIP-516) its SIDE-INPUT-OFFSETS are offsets of.
 TOPIC_ID_FILE = "STATECTL-TOPIC-ID"
 BUILD_DIR_PREFIX = ".adstore-build-"  # beside the stores: a Spark build's SST files until they are ingested
@@ -97,7 +99,10 @@ class TopicLoadOptions:
     seed's "multiple streams") into ``store`` under ``state_dir``: partitioned (store ``Partition k`` for
     each of ``partitions``, default all, holding partition k of every topic that has one) or ``broadcast``
     into ``store_dir`` (default: the store dir of ``task``), or as ``task_ssps`` says (task -> its (topic,
-    partition) pairs, the job model's mapping: engine.adstore_job). ``max_age_s``: a store whose newest file
+    partition) pairs, the job model's mapping: engine.adstore_job). ``tasks`` (broadcast, with ``state_dir``):
+    every task's store dir holds the broadcast store, as Samza keeps a broadcast side input (one store per
+    task, each with every partition): the first task's is loaded, the others are made from it by hard-linking
+    its files (a RocksDB checkpoint: no byte written twice on one filesystem). ``max_age_s``: a store whose newest file
     is older is rebuilt. ``system``: the offsets file's system name. ``key_serde``/``value_serde``: the
     store's serdes (formats.serdes kinds; None: the bytes as they are), applied to the record's own key and
     value as Samza's identity side-inputs processor does. ``job``/``job_id``: take what flags leave unset
@@ -123,6 +128,7 @@ class TopicLoadOptions:
     task_ssps: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] | None = None
     job: str | None = None
     job_id: str = "1"
+    tasks: tuple[str, ...] = ()
 
     @property
     def all_topics(self) -> tuple[str, ...]:
@@ -150,6 +156,13 @@ class TopicLoadOptions:
             store_dir(Path(self.state_dir), self.store, self.task)
             for task, _ in self.task_ssps or ():
                 store_dir(Path(self.state_dir), self.store, task)
+            for task in self.tasks:
+                store_dir(Path(self.state_dir), self.store, task)
+        if self.tasks and (not self.broadcast or self.state_dir is None or self.store_dir is not None):
+            raise UsageError("--tasks names the task dirs a --broadcast store fills under --state-dir",
+                             hint="pass --broadcast and --state-dir (not --store-dir)")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise UsageError("--tasks names a task twice")
         if self.task_ssps is not None and (self.broadcast or self.state_dir is None):
             raise UsageError("a task -> partitions mapping fills the task dirs under --state-dir, not --broadcast")
         _check_spec(self.spec, topic=True)
@@ -289,13 +302,18 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
                                     hint="check the topic name and --kafka")
             counts[topic] = n
         targets = _targets(opts, counts)
+        clones = [_Target(store_dir(Path(opts.state_dir), opts.store, task).absolute(), list(targets[0].parts),
+                          StoreLoad(str(store_dir(Path(opts.state_dir), opts.store, task).absolute()),
+                                    targets[0].load.partitions, CLONED, task=task), opts=opts)
+                  for task in opts.tasks[1:]] if opts.broadcast else []
         from statectl.kafka.tails import topic_identity
 
         topic_ids = {topic: topic_identity(consumer, topic, opts.bootstrap)[0] for topic in opts.all_topics}
-        for t in targets:
+        for t in targets + clones:
             t.topic_ids = {topic: i for topic, i in topic_ids.items() if i is not None}
-            _check_ours(t)  # a refused load leaves nothing behind, not even a lock file
-        for t in targets:
+            if _check_ours(t) and t in clones:  # a refused load leaves nothing behind, not even a lock file
+                _check_clone_topics(t, opts)
+        for t in targets + clones:
             locks.enter_context(StoreLock(t.path))
         extract = opts.spec.record_extractor() if (opts.spec.extractor or opts.spec.key_field
                                                    or opts.spec.value_field) else None
@@ -325,6 +343,10 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
                 t.staged = None
         if spark is not None:
             _remove_build(build_dir)
+        if clones and not stop.is_set():
+            for c in clones:
+                _clone(targets[0], c, result)
+            targets += clones
         if opts.follow and not stop.is_set():
             _follow(targets, opts, extract, stop, progress, result)
     except ExtractError as e:  # loading the extractor failed
@@ -350,6 +372,46 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     _warn_deleted(targets, opts, progress)
     result.notes = list(getattr(progress, "notes", [])) + result.notes
     return result
+
+
+def _check_clone_topics(t: _Target, opts: TopicLoadOptions) -> None:
+    """UsageError unless the store a broadcast copy replaces holds only this load's topics (never another
+    topic's store)."""
+    try:
+        found = read_offsets(t.path / SIDE_INPUT_OFFSETS)
+    except (OSError, OffsetFileError):
+        return  # damaged: this module's store all the same, rebuilt as the seed's recovery table says
+    others = sorted({ssp.stream for ssp in found} - set(opts.all_topics))
+    if others:
+        raise UsageError(f"{t.path} holds topic {others[0]}, not {', '.join(opts.all_topics)}: refusing to replace "
+                         "it with a broadcast copy", hint="load into another --store, or leave that task out of --tasks")
+
+
+def _clone(src: _Target, dst: _Target, result: LoadResult) -> None:
+    """Make ``dst``'s store (a broadcast store of another task) from ``src``'s, as loaded: a RocksDB
+    checkpoint of it (its SST files hard-linked, its small metadata files copied) plus its offset and
+    statectl files, built aside and swapped in (a kill leaves ``dst`` as it was). ``dst`` then holds what
+    ``src`` holds, at the same offsets."""
+    from statectl.rocks.store import create_checkpoint
+
+    _close(src, src.opts)  # the checkpoint opens the store itself
+    try:
+        with StagedStore(dst.path, what="broadcast copy", disk_full=lambda: _disk_full(dst.path),
+                         sync="dirs") as staged:
+            staged.path.rmdir()  # the checkpoint makes its dir
+            create_checkpoint(src.path, staged.path)
+            for f in sorted(src.path.iterdir()):  # the files RocksDB does not know: offsets, statectl's records
+                if f.is_file() and not (staged.path / f.name).exists() and f.name != "LOCK" \
+                        and not f.name.startswith("LOG"):
+                    shutil.copy2(f, staged.path / f.name)
+            if dst.path.exists():
+                _check_not_held(dst.path)
+            staged.commit()
+            result.notes += staged.notes
+    except OSError as e:
+        raise _os_error(dst.path, e, "making the broadcast copy") from e
+    dst.offsets = dict(src.offsets)
+    dst.load.offsets = dict(src.load.offsets)
 
 
 def _warn_deleted(targets: list[_Target], opts: TopicLoadOptions, progress: ProgressReporter) -> None:
@@ -400,9 +462,10 @@ def _targets(opts: TopicLoadOptions, counts: dict[str, int]) -> list[_Target]:
                 if (k is None or p == k) and (wanted is None or p in wanted)]
 
     if opts.broadcast:
+        task = opts.tasks[0] if opts.tasks else opts.task
         path = Path(opts.store_dir) if opts.store_dir is not None else store_dir(Path(opts.state_dir), opts.store,
-                                                                                  opts.task)
-        return [target(path, parts_of(None), opts.task if opts.store_dir is None else None)]
+                                                                                  task)
+        return [target(path, parts_of(None), task if opts.store_dir is None else None)]
     ks = wanted if wanted is not None else sorted({p for n in counts.values() for p in range(n)})
     return [target(store_dir(Path(opts.state_dir), opts.store, f"Partition {k}"), parts_of(k), f"Partition {k}")
             for k in ks]

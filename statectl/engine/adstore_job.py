@@ -79,6 +79,14 @@ def from_job(opts: Any, progress: ProgressReporter) -> Any:
         else:
             progress.note(f"--topic names streams that are not the side inputs of store {opts.store} in job "
                           f"{opts.job}-{opts.job_id}: the stores are Partition k, as without --job")
+    if opts.broadcast and not opts.tasks and opts.state_dir is not None and opts.store_dir is None:
+        changes["tasks"] = tuple(job_tasks(model))  # Samza: every task keeps the broadcast store
+    elif len(changes.get("task_ssps") or ()) > 1 and len({parts for _, parts in changes["task_ssps"]}) == 1:
+        # task.broadcast.inputs: every task holds the same partitions, one store each: build once, link the rest
+        tasks = tuple(task for task, _ in changes["task_ssps"])
+        parts = changes["task_ssps"][0][1]
+        changes.update(task_ssps=None, broadcast=True, tasks=tasks, task=tasks[0],
+                       partitions=tuple(sorted({p for _, p in parts})))
     out = dataclasses.replace(opts, **changes)
     out.validate()
     return out

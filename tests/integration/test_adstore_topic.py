@@ -519,3 +519,60 @@ def test_missing_topic_foreign_offsets_and_unreachable_brokers(topics, tmp_path:
     line = error_line(r.stderr)
     assert f"127.0.0.1:{port}" in line
     assert not (tmp_path / "elsewhere").exists()
+
+
+def _disk_blocks(dirs: list[Path]) -> tuple[int, int]:
+    """(bytes on disk counting each inode once, bytes of the files as they look) over ``dirs``."""
+    seen: dict[int, int] = {}
+    apparent = 0
+    for d in dirs:
+        for f in d.rglob("*"):
+            if f.is_file():
+                st = f.stat()
+                seen[st.st_ino] = st.st_blocks * 512
+                apparent += st.st_size
+    return sum(seen.values()), apparent
+
+
+@pytest.mark.timeout(180)
+def test_a_broadcast_store_for_4_tasks_uses_the_disk_space_of_one(topics):
+    """Samza keeps a broadcast side input as one store per task, each with every partition: --tasks fills
+    each task's dir, the first loaded, the others hard-linked from it."""
+    t = topics(3)
+    for p in range(3):
+        t.writers[p].send([(b"p%d-%05d" % (p, i), os.urandom(200)) for i in range(3000)])
+    tasks = [f"Partition {k}" for k in range(4)]
+    r = t.load_json("--broadcast", "--tasks", ",".join(tasks))
+    assert [(s["task"], s["case"]) for s in r["stores"]] == [("Partition 0", "created")] + [
+        (task, "cloned") for task in tasks[1:]]
+    expected = {**t.expected(0), **t.expected(1), **t.expected(2)}
+    offsets = {t.key(p): str(t.last(p)) for p in range(3)}
+    dirs = [t.store(k) for k in range(4)]
+    for d in dirs:
+        assert read_store(d) == expected, d
+        assert offsets_of(d, SIDE_INPUT_OFFSETS) == offsets == offsets_of(d, "OFFSET-v2")
+    on_disk, apparent = _disk_blocks(dirs)
+    one, _ = _disk_blocks(dirs[:1])
+    assert apparent > 3.5 * one  # four stores' worth of files...
+    assert on_disk < 1.3 * one   # ...on the disk space of one (SST files shared by hard links)
+    # more records: a rerun resumes the first and links the others again, still one store's space
+    for p in range(3):
+        t.writers[p].send([(b"p%d-new-%03d" % (p, i), b"v") for i in range(50)])
+    r = t.load_json("--broadcast", "--tasks", ",".join(tasks))
+    assert r["stores"][0]["case"] == "resumed" and r["records"] == 150
+    expected = {**t.expected(0), **t.expected(1), **t.expected(2)}
+    for d in dirs:
+        assert read_store(d) == expected, d
+    assert _disk_blocks(dirs)[0] < 1.3 * _disk_blocks(dirs[:1])[0]
+    assert debris(t.state) == []
+
+
+def test_broadcast_copies_never_replace_what_adstore_did_not_make(topics):
+    t = topics(1)
+    t.writers[0].send([(b"k", b"v")])
+    t.store(2).mkdir(parents=True)
+    (t.store(2) / "precious.txt").write_text("mine")
+    p = t.load("--broadcast", "--tasks", "Partition 0,Partition 1,Partition 2", code=2)
+    assert "did not make" in error_line(p.stderr)
+    assert (t.store(2) / "precious.txt").read_text() == "mine"
+    assert not t.store(0).exists() and not t.store(1).exists()  # refused before anything was written

@@ -56,7 +56,7 @@ FLAGS = {
     "adstore load": {"--allow-empty", "--blobstore", "--broadcast", "--extractor", "--follow", "--format", "--from-file",
                      "--kafka", "--keep-versions", "--key-column", "--key-field", "--master", "--max-age",
                      "--partitions", "--s3-endpoint", "--spark", "--spark-conf", "--stage-through-blobstore",
-                     "--state-dir", "--store", "--store-dir", "--task", "--topic", "--value-column",
+                     "--state-dir", "--store", "--store-dir", "--task", "--tasks", "--topic", "--value-column",
                      "--value-columns", "--value-field", "--job", "--job-id", "--key-serde", "--value-serde"},
     "adstore status": {"--job", "--job-id", "--kafka", "--state-dir", "--store", "--store-dir"},
     "adstore versions": {"--state-dir", "--store", "--store-dir", "--task"},
