@@ -110,6 +110,7 @@ log = logging.getLogger("statectl.pipeline")
 
 POLL_MS = 100
 MAX_POLL_RECORDS = 5000
+IDLE_END_POLLS = 5
 
 
 @dataclass
@@ -207,6 +208,7 @@ class Container:
         self.monitor: DrainMonitor | None = None
         self.draining = False
         self.bounds: RunBounds | None = None
+        self._empty_polls = 0  # polls in a row that returned nothing
         self._tail_consumer: Any = None
 
     # -- start -------------------------------------------------------------------------------------
@@ -341,8 +343,10 @@ class Container:
                         if task.stopped or task.ended(ssp):
                             break
                         if end is not None and rec.offset >= end:
-                            break  # after the end of a bounded input: the next run's
+                            self._end_source(task, ssp, end)  # the rest is the next run's
+                            break
                         self._handle(task, ssp, rec)
+                self._empty_polls = 0 if polled else self._empty_polls + 1
                 self._check_source_ends()
                 now = time.monotonic()
                 if now >= next_window:
@@ -454,27 +458,34 @@ class Container:
 
     def _check_source_ends(self) -> None:
         """Bounded source partitions read to their end have ended (SystemConsumers takes an end-of-stream
-        envelope from the consumer and stops fetching the SSP)."""
+        envelope from the consumer and stops fetching the SSP): the record before the end processed, or
+        (offsets missing at the end: compacted, transaction markers) the consumer's position at or past
+        the end after IDLE_END_POLLS empty polls in a row (the position runs ahead of what polls returned
+        while fetched records are still held, so it is only believed when nothing is held)."""
         import kafka
 
         assigned = self.consumer.assignment()
         for task in self.tasks:
             if task.stopped:
                 continue
-            ended = False
             for ssp in task.inputs:
                 end = self._source_end(ssp)
                 if end is None or task.ended(ssp):
                     continue
                 done = task.processed.get(ssp.key())
+                if done is not None and int(done) + 1 >= end:
+                    self._end_source(task, ssp, end)
+                    continue
                 tp = kafka.TopicPartition(ssp.stream, ssp.partition)
-                if (done is not None and int(done) + 1 >= end) or (tp in assigned and self.consumer.position(tp) >= end):
-                    task.eos.mark_ended(ssp)
-                    self._pause(ssp)
-                    self.note(f"task {task.name}: {ssp.key()} reached its end (offset {end})")
-                    ended = True
-            if ended:
-                self._maybe_finish(task)
+                idle = self._empty_polls >= IDLE_END_POLLS
+                if idle and tp in assigned and (self.consumer.position(tp) or 0) >= end:
+                    self._end_source(task, ssp, end)
+
+    def _end_source(self, task: _Task, ssp: SSP, end: int) -> None:
+        task.eos.mark_ended(ssp)
+        self._pause(ssp)
+        self.note(f"task {task.name}: {ssp.key()} reached its end (offset {end})")
+        self._maybe_finish(task)
 
     def _is_aggregate(self, ssp: SSP) -> bool:
         return ssp.partition == aggregate_partition(ssp.stream, self.partitions[ssp.stream])

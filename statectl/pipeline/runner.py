@@ -64,7 +64,7 @@ def prepare(job: JobSpec, bootstrap: str, run_id: str, security=None, overrides:
             for store in stage.stores:
                 create_topic(bootstrap, job.changelog_topic(store), partitions=stage_partitions(stage, counts),
                              configs={"cleanup.policy": "compact"}, security=security)
-        bounds = _run_bounds(with_config(job, overrides or {}), run_id, consumer, counts)
+        bounds = _run_bounds(with_config(job, overrides or {}), run_id, consumer, counts, bootstrap)
     finally:
         consumer.close()
     _write_changelog_mapping(job, bootstrap, counts, security)
@@ -73,13 +73,14 @@ def prepare(job: JobSpec, bootstrap: str, run_id: str, security=None, overrides:
         save_run_bounds(cs, bounds)
 
 
-def _run_bounds(job: JobSpec, run_id: str, consumer, counts: dict[str, int]) -> RunBounds:
-    """The end offsets, now, of the bounded sources and of the intermediate streams."""
-    import kafka
+def _run_bounds(job: JobSpec, run_id: str, consumer, counts: dict[str, int], bootstrap: str) -> RunBounds:
+    """The true ends (kafka.tails: Tansu under-reports its end offsets), now, of the bounded sources and of
+    the intermediate streams."""
+    from statectl.kafka.tails import read_tails
 
     def ends(topic: str) -> dict[int, int]:
-        tps = [kafka.TopicPartition(topic, p) for p in range(counts.get(topic) or job.intermediate[topic])]
-        return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+        parts = list(range(counts.get(topic) or job.intermediate[topic]))
+        return {p: tail.end for p, tail in read_tails(consumer, topic, parts, bootstrap).items()}
 
     return RunBounds(run_id, {t: ends(t) for t in job.bounded}, {t: ends(t) for t in job.intermediate})
 

@@ -102,9 +102,12 @@ def assert_ended_cleanly(bootstrap: str, tmp: Path, blobstore: str, bounds: dict
     exactly); the end of stream aggregated: the four parse tasks' end-of-stream messages on the aggregate
     partition, then one broadcast per partition, each the last record of its partition and the last
     offset the count task reading it checkpointed."""
+    cps, _ = KafkaCheckpointLog(bootstrap, JOB, "1").latest_checkpoints()
+    assert {p: cps[f"parse-Partition {p}"].input_offsets.get(f"kafka.{SOURCE}.{p}") for p in range(4)} == \
+        {p: str(bounds[p] - 1) for p in range(4)}  # the parse checkpoints stop exactly at the bounds
     expected = source_pages(bootstrap, bounds)
     assert sum(expected.values()) == sum(bounds.values())
-    assert consumed(bootstrap) == expected  # the parse checkpoints stop exactly at the bounds
+    assert consumed(bootstrap) == expected
     got = counted(bootstrap)
     if exactly_once:
         assert got == expected
@@ -112,9 +115,6 @@ def assert_ended_cleanly(bootstrap: str, tmp: Path, blobstore: str, bounds: dict
         assert all(got[page] >= n for page, n in expected.items()), (got, expected)
     assert restored_totals(bootstrap, tmp, blobstore) == expected
 
-    cps, _ = KafkaCheckpointLog(bootstrap, JOB, "1").latest_checkpoints()
-    for p in range(4):
-        assert cps[f"parse-Partition {p}"].input_offsets[f"kafka.{SOURCE}.{p}"] == str(bounds[p] - 1)
     controls = control_messages(bootstrap)
     agg = aggregate_partition(INTERMEDIATE, 3)
     ends = {p: len(records) for p, records in read_all(bootstrap, INTERMEDIATE).items()}
@@ -146,17 +146,17 @@ def test_a_job_with_a_bounded_source_ends_by_itself(broker, tmp_path: Path, jobs
         return {m.task_name for _, _, m in control_messages(broker)[agg] if m.type == END_OF_STREAM and m.task_name}
 
     early = wait_until(lambda: producer_eos() or None, timeout=90, why="a parse task ends")
-    if "parse-Partition 3" not in early:
-        # Three upstream tasks have ended, one has not: the count tasks wait for it.
-        os.kill(stages["parse"], signal.SIGSTOP)
-        try:
-            time.sleep(3)
-            assert "parse-Partition 3" not in producer_eos()
-            assert not gone(stages["count"]), "a count task ended before every upstream task had"
-            assert not any(m.task_name is None for msgs in control_messages(broker).values() for _, _, m in msgs
-                           if m.type == END_OF_STREAM)
-        finally:
-            os.kill(stages["parse"], signal.SIGCONT)
+    assert "parse-Partition 3" not in early, early
+    # Upstream tasks have ended, one has not: the count tasks wait for it.
+    os.kill(stages["parse"], signal.SIGSTOP)
+    try:
+        time.sleep(3)
+        assert "parse-Partition 3" not in producer_eos()
+        assert not gone(stages["count"]), "a count task ended before every upstream task had"
+        assert not any(m.task_name is None for msgs in control_messages(broker).values() for _, _, m in msgs
+                       if m.type == END_OF_STREAM)
+    finally:
+        os.kill(stages["parse"], signal.SIGCONT)
     assert job.proc.wait(timeout=180) == 0, job.output()
     out = job.output()
     assert "reached the end of its inputs and stopped" in out and "restarting" not in out
