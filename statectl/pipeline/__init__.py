@@ -1,4 +1,5 @@
-"""The job side for Python stream jobs (seed 004): a drain-aware runtime on kafka-python.
+"""The job side for Python stream jobs (seed 004): a drain-aware runtime on kafka-python, whose bounded
+inputs end (end of stream, as a Samza batch job's).
 
 A job is a :class:`~statectl.pipeline.spec.JobSpec` of stages; each stage's tasks implement
 ``process(message, out)`` (pipeline.task). :func:`~statectl.pipeline.runner.main` is a job script's

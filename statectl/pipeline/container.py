@@ -13,13 +13,38 @@ container stops fetching its sources and gives each source partition a watermark
 a drain message. A task whose inputs are all drained fires what it holds (``on_drain``), sends its
 drain message to the aggregate partition of each intermediate stream it writes, makes its final,
 blocking commit and stops. When every task has stopped the container exits 0.
+
+End of stream (Samza's EndOfStreamMessage; JobSpec.bounded): a bounded source partition is read up to
+its end as of the start of the run (RunBounds, recorded by the job's coordinator), then it has ended, as
+a Samza system consumer that returns an end-of-stream envelope (SystemConsumers marks the SSP
+end-of-stream and stops fetching it). A task sends an end-of-stream message of its own to the aggregate
+partition of each intermediate stream it writes once every one of its inputs has ended; the aggregating
+task counts them (EndOfStreamStates, the drain's class) and broadcasts an end of stream with no task
+name; a task whose inputs have all ended fires what it holds (``on_end_of_stream``, or ``on_drain``
+when the task has no such method: OperatorImpl.onEndOfStream / handleEndOfStream), passes the end of
+stream on, makes its final commit and stops (OperatorImpl.aggregateEndOfStream: commit, then shutdown of
+the CURRENT_TASK). Inputs can end either way: a drain that starts after some sources have ended counts
+their tasks' end-of-stream messages as drained producers, and the task finishes as drained.
+
+``task.callback.drain.timeout.ms`` (TaskConfig.DRAIN_CALLBACK_TIMEOUT_MS, default -1: none): Samza's
+RunLoop uses it instead of ``task.callback.timeout.ms`` for the callback of a drain message processed
+while draining, which in a high-level job is the operator DAG's handleDrain (windows fired, drain
+messages sent downstream); the final commit comes after it. statectl.pipeline processes synchronously
+and has no per-message callback timeout, so the drain timeout bounds what that callback covers here: a
+task's ``on_drain`` and the sending of its drain messages. Exceeded, the container fails (exit 1) as
+Samza's fails on the callback's timeout, and the job's coordinator restarts it. An end of stream is
+not bounded by it (Samza times that callback with task.callback.timeout.ms).
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,9 +70,11 @@ from statectl.formats.drain import (
     WATERMARK,
     WATERMARK_INFINITY,
     DrainFormatError,
+    ControlMessage,
     decode_control,
     drain_message,
     encode_control,
+    end_of_stream_message,
     encode_user_message,
     watermark_message,
     aggregate_partition,
@@ -56,8 +83,25 @@ from statectl.kafka.client import open_consumer, open_producer, partition_count
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
 from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs, store_dir
-from statectl.pipeline.control import DrainMonitor, DrainStates, WatermarkStates, load_drain_states, save_drain_states
-from statectl.pipeline.spec import SYSTEM, JobSpec, StageSpec, stage_partitions, task_name, with_config
+from statectl.pipeline.control import (
+    DrainMonitor,
+    DrainStates,
+    EndOfStreamStates,
+    RunBounds,
+    WatermarkStates,
+    load_end_states,
+    load_run_bounds,
+    save_drain_states,
+)
+from statectl.pipeline.spec import (
+    DRAIN_CALLBACK_TIMEOUT,
+    SYSTEM,
+    JobSpec,
+    StageSpec,
+    stage_partitions,
+    task_name,
+    with_config,
+)
 from statectl.pipeline.task import Collector, KeyValueStore, Message, TaskContext
 from statectl.rocks.live import LiveStore
 from statectl.session import Session
@@ -66,6 +110,7 @@ log = logging.getLogger("statectl.pipeline")
 
 POLL_MS = 100
 MAX_POLL_RECORDS = 5000
+IDLE_END_POLLS = 5
 
 
 @dataclass
@@ -96,10 +141,50 @@ class _Task:
     stores: list[_Store] = field(default_factory=list)
     processed: dict[str, str] = field(default_factory=dict)  # ssp key -> last processed offset
     drain: DrainStates | None = None
+    eos: EndOfStreamStates | None = None
     watermarks: WatermarkStates | None = None
     watermark: int = -1
     stopped: bool = False
-    saved_states: dict[str, list[str]] = field(default_factory=dict)
+    saved_states: tuple[dict[str, list[str]], dict[str, list[str]]] = ({}, {})
+
+    def ended(self, ssp: SSP) -> bool:
+        """``ssp`` has ended, by a drain or by an end of stream."""
+        return self.drain.is_ended(ssp) or self.eos.is_ended(ssp)
+
+    def all_ended(self) -> bool:
+        return all(self.ended(ssp) for ssp in self.inputs)
+
+
+class CallbackTimeoutError(StatectlError):
+    """A task's drain callback ran longer than ``task.callback.drain.timeout.ms``."""
+
+
+@contextmanager
+def callback_deadline(seconds: float | None, message: str) -> Iterator[None]:
+    """Bound the block to ``seconds`` (None: unbounded). In the main thread a SIGALRM interrupts the block
+    when the time is up (so a callback stuck in a sleep or a loop is stopped); anywhere, a block that
+    returns late raises too (a callback that swallowed the interruption). Raises CallbackTimeoutError
+    with ``message``."""
+    if seconds is None:
+        yield
+        return
+    start = time.monotonic()
+    alarm = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    previous = None
+    if alarm:
+        def on_alarm(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+            raise CallbackTimeoutError(message)
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    if time.monotonic() - start > seconds:
+        raise CallbackTimeoutError(message)
 
 
 class Container:
@@ -122,6 +207,8 @@ class Container:
         self.by_tp: dict[tuple[str, int], _Task] = {}
         self.monitor: DrainMonitor | None = None
         self.draining = False
+        self.bounds: RunBounds | None = None
+        self._empty_polls = 0  # polls in a row that returned nothing
         self._tail_consumer: Any = None
 
     # -- start -------------------------------------------------------------------------------------
@@ -155,7 +242,7 @@ class Container:
             name = task_name(self.stage.name, p)
             inputs = [SSP(SYSTEM, t, p) for t in self.stage.inputs if p < self.partitions[t]]
             task = _Task(name, p, inputs, drain=DrainStates(inputs, expected),
-                         watermarks=WatermarkStates(inputs, expected))
+                         eos=EndOfStreamStates(inputs, expected), watermarks=WatermarkStates(inputs, expected))
             cp = latest.get(name)
             if cp is not None:
                 task.processed = {ssp.key(): cp.input_offsets[ssp.key()] for ssp in inputs
@@ -168,11 +255,22 @@ class Container:
             self.tasks.append(task)
             for ssp in inputs:
                 self.by_tp[(ssp.stream, ssp.partition)] = task
+        self.bounds = load_run_bounds(self.coordinator, self.rt.run_id)
+        bounded = [t for t in self.stage.inputs if self.job.is_bounded(t)]
+        if bounded and (self.bounds is None or any(t not in self.bounds.sources for t in bounded)):
+            raise StatectlError(f"run {self.rt.run_id} of job {self.job.name} has no recorded end offsets for its "
+                                f"bounded input(s) {', '.join(bounded)}",
+                                hint="start the job with its coordinator (`run`): it records where each bounded "
+                                     "source ends when the run starts")
+        self._resume_end_states()
         self._assign()
         self.monitor = DrainMonitor(self.coordinator, self.rt.run_id, poll_s=self.job.drain_poll_interval_s,
                                     on_problem=self.note)
         if self.monitor.check():
-            self._resume_drain()
+            self._begin_drain()
+        else:
+            for task in self.tasks:  # inputs that ended before a restart: the task finishes at once
+                self._maybe_finish(task)
         self.monitor.start()
 
     def _latest_checkpoints(self) -> tuple[dict[str, CheckpointV2], list[str]]:
@@ -213,7 +311,7 @@ class Container:
             for ssp in task.inputs:
                 if self.draining and not self.job.is_intermediate(ssp.stream):
                     continue
-                if task.drain.is_drained(ssp):
+                if task.ended(ssp):
                     continue
                 tps.append((kafka.TopicPartition(ssp.stream, ssp.partition), task.processed.get(ssp.key())))
         self.consumer.assign([tp for tp, _ in tps])
@@ -240,10 +338,16 @@ class Container:
                 for tp, records in polled.items():
                     task = self.by_tp[(tp.topic, tp.partition)]
                     ssp = SSP(SYSTEM, tp.topic, tp.partition)
+                    end = self._source_end(ssp)
                     for rec in records:
-                        if task.stopped or task.drain.is_drained(ssp):
+                        if task.stopped or task.ended(ssp):
+                            break
+                        if end is not None and rec.offset >= end:
+                            self._end_source(task, ssp, end)  # the rest is the next run's
                             break
                         self._handle(task, ssp, rec)
+                self._empty_polls = 0 if polled else self._empty_polls + 1
+                self._check_source_ends()
                 now = time.monotonic()
                 if now >= next_window:
                     next_window = now + self.job.window_interval_s
@@ -271,7 +375,7 @@ class Container:
                     self.note(f"task {task.name}: skipped a malformed control message at {ssp.key()}@{rec.offset}: {e}")
                 else:
                     task.processed[ssp.key()] = str(rec.offset)
-                    self._control(task, ssp, message)
+                    self._control(task, ssp, message, rec.offset)
                     return
             else:
                 self.note(f"task {task.name}: skipped a message of unknown type at {ssp.key()}@{rec.offset}")
@@ -294,7 +398,7 @@ class Container:
 
     # -- control messages ----------------------------------------------------------------------------
 
-    def _control(self, task: _Task, ssp: SSP, message: Any) -> None:
+    def _control(self, task: _Task, ssp: SSP, message: ControlMessage, offset: int) -> None:
         if message.type == WATERMARK:
             if task.watermarks.update(ssp, message.task_name, message.timestamp):
                 if message.task_name is not None and self._is_aggregate(ssp):
@@ -302,16 +406,86 @@ class Container:
                     self._broadcast(ssp.stream, encode_control(watermark_message(None, wm)), exclude=ssp.partition)
                 self._advance_watermark(task)
             return
+        if message.type == END_OF_STREAM:
+            if offset < self._run_start(ssp):
+                return  # sent in an earlier run, before this run's bounded inputs were read again
+            if message.task_name is None:
+                task.eos.mark_ended(ssp)
+                self._pause(ssp)
+                self._maybe_finish(task)
+                return
+            if task.eos.producer_ended(ssp, message.task_name):
+                # EndOfStreamStates complete: the aggregating task broadcasts (OperatorImpl.aggregateEndOfStream)
+                self._broadcast(ssp.stream, encode_control(end_of_stream_message(None)), exclude=None)
+            elif self._drain_complete(task, ssp):
+                self._broadcast(ssp.stream, encode_control(drain_message(None, self.rt.run_id)), exclude=None)
+            return
         if message.type != DRAIN:
-            return  # end of stream: a bounded input has ended; nothing waits on it here
+            return
         if message.run_id != self.rt.run_id:
             return  # a drain of another run (Samza's RunLoop discards it too)
         if message.task_name is None:
             task.drain.mark_drained(ssp)
             self._pause(ssp)
             self._maybe_finish(task)
-        elif task.drain.producer_drained(ssp, message.task_name):
+            return
+        task.drain.producer_drained(ssp, message.task_name)
+        if self._drain_complete(task, ssp):
             self._broadcast(ssp.stream, encode_control(drain_message(None, self.rt.run_id)), exclude=None)
+
+    def _drain_complete(self, task: _Task, ssp: SSP) -> bool:
+        """Every producer of ``ssp`` has drained or ended its stream, and at least one drained (a producer
+        whose bounded inputs ended before the drain sends no drain message: its end of stream stands for
+        it); when they all ended the stream, the end of stream is broadcast instead."""
+        drained = task.drain.producers(ssp)
+        if not drained or task.eos.complete(ssp):
+            return False
+        return len(drained | task.eos.producers(ssp)) >= task.drain.expected(ssp) > 0
+
+    def _run_start(self, ssp: SSP) -> float:
+        """The first offset of ``ssp`` written in this run (end-of-stream messages before it are an earlier
+        run's); without recorded bounds no end-of-stream message counts."""
+        if self.bounds is None:
+            return float("inf")
+        return self.bounds.run_start(ssp)
+
+    def _source_end(self, ssp: SSP) -> int | None:
+        """Where a bounded source partition ends in this run (its next offset then), None for others."""
+        if self.bounds is None or not self.job.is_bounded(ssp.stream) or self.job.is_intermediate(ssp.stream):
+            return None
+        end = self.bounds.source_end(ssp)
+        return 0 if end is None else end  # a partition added after the run started: nothing of it is read
+
+    def _check_source_ends(self) -> None:
+        """Bounded source partitions read to their end have ended (SystemConsumers takes an end-of-stream
+        envelope from the consumer and stops fetching the SSP): the record before the end processed, or
+        (offsets missing at the end: compacted, transaction markers) the consumer's position at or past
+        the end after IDLE_END_POLLS empty polls in a row (the position runs ahead of what polls returned
+        while fetched records are still held, so it is only believed when nothing is held)."""
+        import kafka
+
+        assigned = self.consumer.assignment()
+        for task in self.tasks:
+            if task.stopped:
+                continue
+            for ssp in task.inputs:
+                end = self._source_end(ssp)
+                if end is None or task.ended(ssp):
+                    continue
+                done = task.processed.get(ssp.key())
+                if done is not None and int(done) + 1 >= end:
+                    self._end_source(task, ssp, end)
+                    continue
+                tp = kafka.TopicPartition(ssp.stream, ssp.partition)
+                idle = self._empty_polls >= IDLE_END_POLLS
+                if idle and tp in assigned and (self.consumer.position(tp) or 0) >= end:
+                    self._end_source(task, ssp, end)
+
+    def _end_source(self, task: _Task, ssp: SSP, end: int) -> None:
+        task.eos.mark_ended(ssp)
+        self._pause(ssp)
+        self.note(f"task {task.name}: {ssp.key()} reached its end (offset {end})")
+        self._maybe_finish(task)
 
     def _is_aggregate(self, ssp: SSP) -> bool:
         return ssp.partition == aggregate_partition(ssp.stream, self.partitions[ssp.stream])
@@ -332,22 +506,34 @@ class Container:
             self._tail_consumer = open_consumer(self.rt.bootstrap, security=self.security)
         return read_tails(self._tail_consumer, topic, list(range(self.partitions[topic])), self.rt.bootstrap)
 
-    def _finished(self, tail: Any) -> bool:
-        """Whether a partition's last record is the drain broadcast of this run (its stream is drained)."""
+    def _finished(self, topic: str, tail: Any) -> bool:
+        """Whether a partition's last record is this run's drain or end-of-stream broadcast (its stream is
+        over for this run)."""
         if not tail.records:
             return False
+        rec = tail.records[-1]
+        return self._is_broadcast(SSP(SYSTEM, topic, tail.partition), rec.offset, rec.value) is not None
+
+    def _is_broadcast(self, ssp: SSP, offset: int, value: bytes | None) -> int | None:
+        """DRAIN or END_OF_STREAM when the record is this run's broadcast of that kind, else None."""
         try:
-            m = decode_control(tail.records[-1].value)
+            m = decode_control(value)
         except DrainFormatError:
-            return False
-        return m.type == DRAIN and m.task_name is None and m.run_id == self.rt.run_id
+            return None
+        if m.task_name is not None:
+            return None
+        if m.type == DRAIN and m.run_id == self.rt.run_id:
+            return DRAIN
+        if m.type == END_OF_STREAM and offset >= self._run_start(ssp):
+            return END_OF_STREAM
+        return None
 
     def _broadcast(self, topic: str, value: bytes, exclude: int | None) -> None:
         """Send a control message with no task name to the partitions of ``topic`` (all but ``exclude``),
         skipping those already finished by this run's drain broadcast (so a restart never appends after it)."""
         self.producer.flush()
         for p, tail in self._tails(topic).items():
-            if p != exclude and not self._finished(tail):
+            if p != exclude and not self._finished(topic, tail):
                 self.producer.send(topic, key=None, value=value, partition=p)
         self.producer.flush()
 
@@ -356,11 +542,11 @@ class Container:
         container sent before it is acknowledged; not when that partition is already finished."""
         self.producer.flush()
         p = aggregate_partition(topic, self.partitions[topic])
-        if not self._finished(self._tails(topic)[p]):
+        if not self._finished(topic, self._tails(topic)[p]):
             self.producer.send(topic, key=None, value=value, partition=p)
         self.producer.flush()
 
-    # -- drain -------------------------------------------------------------------------------------
+    # -- drain and end of stream ---------------------------------------------------------------------
 
     def _begin_drain(self) -> None:
         """The notification arrived: stop fetching sources; watermark to infinity and a drain message on
@@ -368,11 +554,10 @@ class Container:
         self.draining = True
         self.note(f"draining run {self.rt.run_id} (notification {self.monitor.uuid})")
         for task in self.tasks:
-            task.saved_states = {}
             sources = [ssp for ssp in task.inputs if not self.job.is_intermediate(ssp.stream)]
             for ssp in sources:
                 task.watermarks.update(ssp, None, WATERMARK_INFINITY)
-            if sources:
+            if sources and not task.stopped:
                 self._advance_watermark(task)
             for ssp in sources:
                 task.drain.mark_drained(ssp)
@@ -380,20 +565,40 @@ class Container:
         for task in self.tasks:
             self._maybe_finish(task)
 
-    def _resume_drain(self) -> None:
-        """At start, already draining (a notification written before the job started, or a restart in the
-        middle of a drain): load the producer sets saved before the last commit, and take an intermediate
-        partition whose last processed record is this run's drain broadcast as drained."""
+    def _resume_end_states(self) -> None:
+        """At start (a first start, a restart in the middle of a drain or an end of stream): load the
+        producer sets saved before the last commit for this run; take an intermediate partition whose last
+        processed record is this run's drain or end-of-stream broadcast as ended that way, and a bounded
+        source partition processed to its end (or with nothing to read before it) as ended (Samza's
+        SystemConsumers.register with END_OF_STREAM_OFFSET: already at end of stream)."""
+        import kafka
+
+        sources = [(task, ssp) for task in self.tasks for ssp in task.inputs if self._source_end(ssp) is not None]
+        begins = self.consumer.beginning_offsets(
+            [kafka.TopicPartition(ssp.stream, ssp.partition) for _, ssp in sources]) if sources else {}
         for task in self.tasks:
-            task.drain.load(load_drain_states(self.coordinator, task.name, self.rt.run_id))
-            task.saved_states = task.drain.export()
+            drain, eos = load_end_states(self.coordinator, task.name, self.rt.run_id)
+            task.drain.load(drain)
+            task.eos.load(eos)
+            task.saved_states = (task.drain.export(), task.eos.export())
             for ssp in task.inputs:
                 offset = task.processed.get(ssp.key())
-                if self.job.is_intermediate(ssp.stream) and offset is not None and self._is_broadcast_at(ssp, int(offset)):
-                    task.drain.mark_drained(ssp)
-        self._begin_drain()
+                if self.job.is_intermediate(ssp.stream) and offset is not None:
+                    kind = self._broadcast_at(ssp, int(offset))
+                    if kind == DRAIN:
+                        task.drain.mark_drained(ssp)
+                    elif kind == END_OF_STREAM:
+                        task.eos.mark_ended(ssp)
+        for task, ssp in sources:
+            end = self._source_end(ssp)
+            offset = task.processed.get(ssp.key())
+            next_offset = int(offset) + 1 if offset is not None else 0
+            if max(next_offset, begins[kafka.TopicPartition(ssp.stream, ssp.partition)]) >= end:
+                task.eos.mark_ended(ssp)
 
-    def _is_broadcast_at(self, ssp: SSP, offset: int) -> bool:
+    def _broadcast_at(self, ssp: SSP, offset: int) -> int | None:
+        """DRAIN or END_OF_STREAM when the record of ``ssp`` at ``offset`` is this run's broadcast of that
+        kind, else None."""
         import kafka
 
         if self._tail_consumer is None:
@@ -404,14 +609,10 @@ class Container:
         for _ in range(20):
             for rec in self._tail_consumer.poll(timeout_ms=200).get(tp, []):
                 if rec.offset == offset:
-                    try:
-                        m = decode_control(rec.value)
-                    except DrainFormatError:
-                        return False
-                    return m.type == DRAIN and m.task_name is None and m.run_id == self.rt.run_id
+                    return self._is_broadcast(ssp, offset, rec.value)
                 if rec.offset > offset:
-                    return False
-        return False
+                    return None
+        return None
 
     def _pause(self, ssp: SSP) -> None:
         import kafka
@@ -421,19 +622,34 @@ class Container:
             self.consumer.pause(tp)
 
     def _maybe_finish(self, task: _Task) -> None:
-        """All of the task's inputs drained: fire what it holds, pass the drain on, commit, stop."""
-        if task.stopped or not task.drain.all_drained():
+        """All of the task's inputs have ended: fire what it holds, pass the end on (a drain when any input
+        was drained, else an end of stream), commit, stop."""
+        if task.stopped or not task.all_ended():
             return
         out = self._collector(task)
-        if hasattr(task.user, "on_drain"):
-            task.user.on_drain(out)
-        for topic in self.stage.intermediate_outputs:
-            self._to_aggregate(topic, encode_control(drain_message(task.name, self.rt.run_id)))
+        if any(task.drain.is_drained(ssp) for ssp in task.inputs) or not task.inputs:
+            timeout = self.job.drain_callback_timeout_s
+            what = (f"task {task.name}: its drain callback (on_drain and the drain messages it sends) did not "
+                    f"complete within {DRAIN_CALLBACK_TIMEOUT}={round(timeout * 1000)}" if timeout else "")
+            with callback_deadline(timeout, what):
+                if hasattr(task.user, "on_drain"):
+                    task.user.on_drain(out)
+                for topic in self.stage.intermediate_outputs:
+                    self._to_aggregate(topic, encode_control(drain_message(task.name, self.rt.run_id)))
+            how = "drained"
+        else:
+            if hasattr(task.user, "on_end_of_stream"):
+                task.user.on_end_of_stream(out)
+            elif hasattr(task.user, "on_drain"):
+                task.user.on_drain(out)
+            for topic in self.stage.intermediate_outputs:
+                self._to_aggregate(topic, encode_control(end_of_stream_message(task.name)))
+            how = "reached the end of its inputs"
         self._commit(task)
         task.stopped = True
         for ssp in task.inputs:  # nothing of it is read any more
             self._pause(ssp)
-        self.note(f"task {task.name} drained and stopped")
+        self.note(f"task {task.name} {how} and stopped")
 
     # -- commit ------------------------------------------------------------------------------------
 
@@ -441,11 +657,10 @@ class Container:
         """Flush what the task sent, then commit its input offsets with a snapshot of each store (one v2
         checkpoint; Samza's order: outputs and changelog durable before the offsets that produced them)."""
         self.producer.flush()
-        if self.draining:
-            states = task.drain.export()
-            if states != task.saved_states:
-                save_drain_states(self.coordinator, task.name, self.rt.run_id, states)
-                task.saved_states = states
+        states = (task.drain.export(), task.eos.export())
+        if states != task.saved_states:
+            save_drain_states(self.coordinator, task.name, self.rt.run_id, *states)
+            task.saved_states = states
         offsets = dict(task.processed)
         cid = new_checkpoint_id()
         if not task.stores:

@@ -1,4 +1,5 @@
-"""The job side of drain (seed 004): the DrainMonitor, and the per-task book-keeping of control messages.
+"""The job side of drain and end of stream (seed 004): the DrainMonitor, and the per-task book-keeping of
+control messages.
 
 DrainMonitor polls the job's coordinator stream for a drain notification of the job's run id
 (Samza's ``job.drain-monitor.poll.interval.ms``); notifications of other runs are ignored, and
@@ -14,6 +15,11 @@ to its own partition too (Samza's reader takes a message with no task name as "d
 and never twice to a partition whose last message is already that broadcast. The sets of producers
 seen are saved to the coordinator stream before each commit (``statectl-drain-states-v1``), so that a
 restarted aggregating task does not wait for drain messages it read before its checkpoint.
+
+End of stream (Samza's EndOfStreamMessage, sent once a task has consumed a bounded input to its end)
+travels the same way and is counted by the same class (EndStates, one instance per kind), saved in the
+same record (``endOfStream`` beside ``producers``). Unlike a drain it needs no notification and carries
+no run id; the bounds of a run (RunBounds) say where its bounded sources end.
 
 WatermarkStates does the same for watermarks (the minimum over the producer tasks); a drain sends a
 watermark of Long.MAX_VALUE first, which fires every window.
@@ -31,6 +37,7 @@ from statectl.formats.checkpoint import SSP
 from statectl.kafka.coordinator import CoordinatorStream
 
 DRAIN_STATES_NAMESPACE = "statectl-drain-states-v1"
+RUN_BOUNDS_NAMESPACE = "statectl-run-bounds-v1"
 
 
 class DrainMonitor:
@@ -102,36 +109,54 @@ class DrainMonitor:
 class _PartitionState:
     expected: int  # producer tasks of its stream (0: a source, or nobody produces to it)
     producers: set[str] = field(default_factory=set)
-    drained: bool = False
+    ended: bool = False
 
 
-class DrainStates:
-    """Drain book-keeping of one task over its input partitions (``expected``: producer tasks per
-    stream, 0 for sources). Not thread-safe: the task's run loop owns it."""
+class EndStates:
+    """End book-keeping of one task over its input partitions, for one kind of end: a drain, or an end of
+    stream. Samza keeps the two in two classes with the same code (operators.impl.DrainStates and
+    EndOfStreamStates: per partition, the upstream tasks whose message arrived; ended once all
+    ``expected`` producers have sent theirs, or at once on a message with no task name, from a source or
+    the aggregating task's broadcast); statectl keeps one, instantiated per kind (``DrainStates``,
+    ``EndOfStreamStates``). ``expected``: producer tasks per stream, 0 for sources. Not thread-safe: the
+    task's run loop owns it."""
 
     def __init__(self, ssps: list[SSP], expected: dict[str, int]):
         self._states = {ssp: _PartitionState(expected.get(ssp.stream, 0)) for ssp in ssps}
 
-    def producer_drained(self, ssp: SSP, task_name: str) -> bool:
-        """A producer task's drain message arrived on ``ssp``; True when every producer's now has (the
-        reading task then broadcasts)."""
+    def producer_ended(self, ssp: SSP, task_name: str) -> bool:
+        """A producer task's message arrived on ``ssp``; True when every producer's now has (the reading
+        task then broadcasts)."""
         st = self._states[ssp]
         st.producers.add(task_name)
         return len(st.producers) >= st.expected > 0
+
+    def producers(self, ssp: SSP) -> set[str]:
+        return set(self._states[ssp].producers)
+
+    def expected(self, ssp: SSP) -> int:
+        return self._states[ssp].expected
 
     def complete(self, ssp: SSP) -> bool:
         st = self._states[ssp]
         return len(st.producers) >= st.expected > 0
 
-    def mark_drained(self, ssp: SSP) -> None:
-        """``ssp`` is drained: a source the drain stopped, or the broadcast read on it."""
-        self._states[ssp].drained = True
+    def mark_ended(self, ssp: SSP) -> None:
+        """``ssp`` has ended: a source that reached its end (or that the drain stopped), or the broadcast
+        read on it."""
+        self._states[ssp].ended = True
 
-    def is_drained(self, ssp: SSP) -> bool:
-        return self._states[ssp].drained
+    def is_ended(self, ssp: SSP) -> bool:
+        return self._states[ssp].ended
 
-    def all_drained(self) -> bool:
-        return all(st.drained for st in self._states.values())
+    def all_ended(self) -> bool:
+        return all(st.ended for st in self._states.values())
+
+    # The drain's names for the same operations (DrainStates.update / isDrained / areAllStreamsDrained).
+    producer_drained = producer_ended
+    mark_drained = mark_ended
+    is_drained = is_ended
+    all_drained = all_ended
 
     def export(self) -> dict[str, list[str]]:
         """The producers seen per partition (the state a restart needs; see the module doc)."""
@@ -142,6 +167,10 @@ class DrainStates:
         for key, producers in saved.items():
             if key in by_key:
                 self._states[by_key[key]].producers.update(producers)
+
+
+DrainStates = EndStates
+EndOfStreamStates = EndStates
 
 
 class WatermarkStates:
@@ -173,21 +202,94 @@ class WatermarkStates:
         return min(self._wm.values(), default=-1)
 
 
-def save_drain_states(coordinator: CoordinatorStream, task: str, run_id: str, states: dict[str, list[str]]) -> None:
-    """Save a task's producer sets for ``run_id`` (before its checkpoint; see the module doc)."""
-    coordinator.put(DRAIN_STATES_NAMESPACE, task,
-                    json.dumps({"runId": run_id, "producers": states, "time": int(time.time() * 1000)}).encode())
+def save_drain_states(coordinator: CoordinatorStream, task: str, run_id: str, states: dict[str, list[str]],
+                      end_of_stream: dict[str, list[str]] | None = None) -> None:
+    """Save a task's producer sets for ``run_id`` (before its checkpoint; see the module doc): those of the
+    drain, and those of the end of stream when given."""
+    value: dict = {"runId": run_id, "producers": states}
+    if end_of_stream:
+        value["endOfStream"] = end_of_stream
+    value["time"] = int(time.time() * 1000)
+    coordinator.put(DRAIN_STATES_NAMESPACE, task, json.dumps(value).encode())
 
 
 def load_drain_states(coordinator: CoordinatorStream, task: str, run_id: str) -> dict[str, list[str]]:
-    """The producer sets ``task`` saved for ``run_id`` ({} when none, or saved for another run)."""
+    """The drain producer sets ``task`` saved for ``run_id`` ({} when none, or saved for another run)."""
+    return load_end_states(coordinator, task, run_id)[0]
+
+
+def load_end_states(coordinator: CoordinatorStream, task: str,
+                    run_id: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The producer sets ``task`` saved for ``run_id``: (drain, end of stream); empty when none were saved
+    for this run. End-of-stream messages carry no run id (Samza's EndOfStreamMessage has a task name
+    only), but what was counted is kept per run like the drain's: a new deployment reads its bounded
+    sources to new ends and its upstream tasks send their end of stream again."""
     for key, value in coordinator.namespace_values(DRAIN_STATES_NAMESPACE).items():
         if key != task or value is None:
             continue
         try:
             obj = json.loads(value)
-            if obj.get("runId") == run_id and isinstance(obj.get("producers"), dict):
-                return {str(k): [str(t) for t in v] for k, v in obj["producers"].items() if isinstance(v, list)}
+            if obj.get("runId") == run_id:
+                return _producer_sets(obj.get("producers")), _producer_sets(obj.get("endOfStream"))
         except (ValueError, AttributeError, TypeError):
-            return {}
-    return {}
+            return {}, {}
+    return {}, {}
+
+
+def _producer_sets(obj: object) -> dict[str, list[str]]:
+    if not isinstance(obj, dict):
+        return {}
+    return {str(k): [str(t) for t in v] for k, v in obj.items() if isinstance(v, list)}
+
+
+@dataclass(frozen=True)
+class RunBounds:
+    """Where a run's bounded sources end and where its intermediate streams began, per partition (next
+    offsets), taken once by the job's coordinator when the run starts and kept on the coordinator stream
+    (``statectl-run-bounds-v1``, keyed by run id) so that a container restarted in the middle of the run
+    reads to the same ends. ``intermediate``: end-of-stream messages at offsets below these belong to an
+    earlier run; Samza gives each batch run intermediate streams of their own instead
+    (StreamManager.createUniqueNameForBatch appends the run id), statectl keeps the job's topic names."""
+
+    run_id: str
+    sources: dict[str, dict[int, int]]
+    intermediate: dict[str, dict[int, int]]
+
+    def source_end(self, ssp: SSP) -> int | None:
+        return self.sources.get(ssp.stream, {}).get(ssp.partition)
+
+    def run_start(self, ssp: SSP) -> int:
+        return self.intermediate.get(ssp.stream, {}).get(ssp.partition, 0)
+
+
+def save_run_bounds(coordinator: CoordinatorStream, bounds: RunBounds) -> RunBounds:
+    """Record ``bounds`` for its run unless that run already has bounds (a coordinator restarted with the
+    same run id keeps the ends its run started with); return the bounds in force. Idempotent."""
+    existing = load_run_bounds(coordinator, bounds.run_id)
+    if existing is not None:
+        return existing
+    value = {"runId": bounds.run_id,
+             "sources": {t: {str(p): o for p, o in sorted(ps.items())} for t, ps in sorted(bounds.sources.items())},
+             "intermediate": {t: {str(p): o for p, o in sorted(ps.items())}
+                              for t, ps in sorted(bounds.intermediate.items())},
+             "time": int(time.time() * 1000)}
+    coordinator.put(RUN_BOUNDS_NAMESPACE, bounds.run_id, json.dumps(value).encode())
+    return bounds
+
+
+def load_run_bounds(coordinator: CoordinatorStream, run_id: str) -> RunBounds | None:
+    """The bounds recorded for ``run_id``, or None (no bounded source in that run, or not recorded)."""
+    value = coordinator.namespace_values(RUN_BOUNDS_NAMESPACE).get(run_id)
+    if value is None:
+        return None
+    try:
+        obj = json.loads(value)
+        if obj.get("runId") != run_id:
+            return None
+
+        def offsets(o: object) -> dict[str, dict[int, int]]:
+            return {str(t): {int(p): int(v) for p, v in ps.items()} for t, ps in (o or {}).items()}
+
+        return RunBounds(run_id, offsets(obj.get("sources")), offsets(obj.get("intermediate")))
+    except (ValueError, AttributeError, TypeError):
+        return None

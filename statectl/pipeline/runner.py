@@ -5,7 +5,10 @@ The coordinator is what Samza's job coordinator does for a deployment: it picks 
 (set-config, as JobRunner does), creates the intermediate and changelog topics, starts one container
 process per stage and restarts a container that dies (a kill in the middle of a drain included: the
 restarted container finds the drain and resumes it). When every container has exited cleanly after a
-drain it tombstones the drain notifications of its run (Samza's DrainUtils.cleanup) and exits 0.
+drain, or after every task reached the end of its bounded inputs, it tombstones the drain notifications of
+its run (Samza's DrainUtils.cleanup) and the run's book-keeping and exits 0. When the run starts it
+records where each bounded source partition ends and where each intermediate partition begins
+(pipeline.control.RunBounds); a restarted container reads to the same ends.
 SIGTERM or SIGINT stops the containers (no drain, no cleanup) and exits 143/130.
 
 :func:`main` is a job script's entry point: ``run`` (the coordinator) and ``container`` (what the
@@ -28,8 +31,8 @@ from statectl.errors import StatectlError
 from statectl.formats.coordinator import new_run_id
 from statectl.kafka.client import create_topic
 from statectl.kafka.coordinator import CoordinatorStream
-from statectl.pipeline.control import DRAIN_STATES_NAMESPACE
-from statectl.pipeline.spec import TIMINGS, JobSpec, stage_partitions, task_name, with_config
+from statectl.pipeline.control import DRAIN_STATES_NAMESPACE, RUN_BOUNDS_NAMESPACE, RunBounds, save_run_bounds
+from statectl.pipeline.spec import SETTABLE_HELP, JobSpec, settable, stage_partitions, task_name, with_config
 
 log = logging.getLogger("statectl.pipeline")
 
@@ -38,8 +41,9 @@ EXIT_DRAINED = 0
 
 
 def prepare(job: JobSpec, bootstrap: str, run_id: str, security=None, overrides: dict[str, str] | None = None) -> None:
-    """Publish the job's config for ``run_id`` (with ``overrides``) and create its coordinator,
-    intermediate and changelog topics (those that exist are left as they are)."""
+    """Publish the job's config for ``run_id`` (with ``overrides``), create its coordinator, intermediate
+    and changelog topics (those that exist are left as they are) and record the run's bounds (kept when
+    the run has them already)."""
     with CoordinatorStream(bootstrap, job.name, job.job_id, security=security) as cs:
         cs.create()
         cs.write_config({**job.config(run_id), **(overrides or {})})
@@ -60,9 +64,25 @@ def prepare(job: JobSpec, bootstrap: str, run_id: str, security=None, overrides:
             for store in stage.stores:
                 create_topic(bootstrap, job.changelog_topic(store), partitions=stage_partitions(stage, counts),
                              configs={"cleanup.policy": "compact"}, security=security)
+        bounds = _run_bounds(with_config(job, overrides or {}), run_id, consumer, counts, bootstrap)
     finally:
         consumer.close()
     _write_changelog_mapping(job, bootstrap, counts, security)
+    with CoordinatorStream(bootstrap, job.name, job.job_id, security=security) as cs:
+        cs.require()
+        save_run_bounds(cs, bounds)
+
+
+def _run_bounds(job: JobSpec, run_id: str, consumer, counts: dict[str, int], bootstrap: str) -> RunBounds:
+    """The true ends (kafka.tails: Tansu under-reports its end offsets), now, of the bounded sources and of
+    the intermediate streams."""
+    from statectl.kafka.tails import read_tails
+
+    def ends(topic: str) -> dict[int, int]:
+        parts = list(range(counts.get(topic) or job.intermediate[topic]))
+        return {p: tail.end for p, tail in read_tails(consumer, topic, parts, bootstrap).items()}
+
+    return RunBounds(run_id, {t: ends(t) for t in job.bounded}, {t: ends(t) for t in job.intermediate})
 
 
 def _write_changelog_mapping(job: JobSpec, bootstrap: str, counts: dict[str, int], security=None) -> None:
@@ -83,8 +103,8 @@ def _write_changelog_mapping(job: JobSpec, bootstrap: str, counts: dict[str, int
 
 
 def cleanup(job: JobSpec, bootstrap: str, run_id: str, security=None) -> list[str]:
-    """Tombstone the drain notifications of ``run_id`` and the drain states saved for it (DrainUtils.cleanup);
-    return the uuids cleared."""
+    """Tombstone the drain notifications of ``run_id`` (DrainUtils.cleanup), the drain and end-of-stream
+    states saved for it and its bounds; return the uuids cleared."""
     cleared = []
     with CoordinatorStream(bootstrap, job.name, job.job_id, security=security) as cs:
         cs.require()
@@ -95,6 +115,8 @@ def cleanup(job: JobSpec, bootstrap: str, run_id: str, security=None) -> list[st
         for key, value in cs.namespace_values(DRAIN_STATES_NAMESPACE).items():
             if value is not None and run_id.encode() in value:
                 cs.put(DRAIN_STATES_NAMESPACE, key, None)
+        if cs.namespace_values(RUN_BOUNDS_NAMESPACE).get(run_id) is not None:
+            cs.put(RUN_BOUNDS_NAMESPACE, run_id, None)
     return cleared
 
 
@@ -142,7 +164,7 @@ def coordinate(job: JobSpec, *, bootstrap: str, state_dir: Path, blobstore: str 
                     continue
                 if code == EXIT_DRAINED:
                     done.add(name)
-                    log.warning("stage %s drained", name)
+                    log.warning("stage %s finished (drained, or its inputs ended)", name)
                     continue
                 restarts[name] += 1
                 if restarts[name] > RESTART_LIMIT:
@@ -159,7 +181,8 @@ def coordinate(job: JobSpec, *, bootstrap: str, state_dir: Path, blobstore: str 
             if p.poll() is None:
                 p.kill()
     cleared = cleanup(job, bootstrap, run_id, security=security)
-    log.warning("job %s-%s drained; cleared drain notification(s) %s", job.name, job.job_id, ", ".join(cleared))
+    log.warning("job %s-%s finished; cleared drain notification(s) %s", job.name, job.job_id,
+                ", ".join(cleared) or "none")
     return 0
 
 
@@ -188,7 +211,7 @@ def main(job: JobSpec, argv: list[str] | None = None) -> int:
             p.add_argument("--stage", required=True)
         else:
             p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                           help=f"set a config key of the deployment ({', '.join(sorted(TIMINGS))})")
+                           help=f"set a config key of the deployment ({SETTABLE_HELP})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(message)s", stream=sys.stderr)
     try:
@@ -196,8 +219,8 @@ def main(job: JobSpec, argv: list[str] | None = None) -> int:
             overrides = {}
             for item in args.config:
                 key, sep, value = item.partition("=")
-                if not sep or key not in TIMINGS:
-                    parser.error(f"--config {item!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(TIMINGS))}")
+                if not sep or not settable(key):
+                    parser.error(f"--config {item!r}: expected KEY=VALUE with KEY one of {SETTABLE_HELP}")
                 overrides[key] = value
             entry = [sys.executable, os.path.abspath(sys.argv[0])]
             from statectl.session import Session

@@ -3,7 +3,9 @@
 A task object (made by ``StageSpec.task(context)``) implements ``process(message, out)`` and, when it
 needs them, ``window(out, now_ms)`` (called every ``JobSpec.window_interval_s``),
 ``on_watermark(watermark_ms, out)`` (its input watermark advanced; a drain sends Long.MAX_VALUE) and
-``on_drain(out)`` (every input is drained: emit what is held; the final commit follows).
+``on_drain(out)`` (every input is drained: emit what is held; the final commit follows; bounded by
+``task.callback.drain.timeout.ms`` when set) and ``on_end_of_stream(out)`` (every input has ended, its
+bounded sources read to their end: emit what is held; a task without it gets ``on_drain`` instead).
 """
 
 from __future__ import annotations

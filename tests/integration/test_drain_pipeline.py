@@ -55,17 +55,19 @@ def clean_env(tmp: Path) -> dict[str, str]:
 class Job:
     """One deployment of the example job: its coordinator process and the container processes it starts."""
 
-    def __init__(self, bootstrap: str, tmp: Path, *, run_id: str | None = None, config: list[str] = FAST):
+    def __init__(self, bootstrap: str, tmp: Path, *, run_id: str | None = None, config: list[str] = FAST,
+                 script: Path = EXAMPLE, env: dict[str, str] | None = None):
         self.bootstrap, self.tmp = bootstrap, tmp
         self.blobstore = f"file://{tmp / 'blobs'}"
-        args = [sys.executable, str(EXAMPLE), "run", "--kafka", bootstrap, "--state-dir", str(tmp / "state"),
+        args = [sys.executable, str(script), "run", "--kafka", bootstrap, "--state-dir", str(tmp / "state"),
                 "--blobstore", self.blobstore]
         if run_id:
             args += ["--run-id", run_id]
         for item in config:
             args += ["--config", item]
         self.log = open(tmp / f"job-{uuid.uuid4().hex[:6]}.log", "wb")
-        self.proc = subprocess.Popen(args, env=clean_env(tmp), stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, env={**clean_env(tmp), **(env or {})}, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
 
     def containers(self) -> dict[str, int]:
         """stage -> pid of its live container process."""

@@ -1,0 +1,222 @@
+"""End of stream end to end (issue 19, seed 004 "akin to EndOfStreamMessage"): the two-stage example job
+(examples/pageviews) with its source declared bounded (``--config streams.page-views-raw.samza.bounded=true``)
+as real OS processes on Tansu: it reads the source to its end as of the start of the run, ends by itself
+with every record counted exactly once, the end of stream aggregated through the shuffle; a count
+container killed in the middle of the end of stream is restarted and the job still ends; and
+``task.callback.drain.timeout.ms`` fails a drain whose ``on_drain`` overruns it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from statectl.catalog.kafka_log import KafkaCheckpointLog
+from statectl.formats.drain import END_OF_STREAM, USER_MESSAGE, aggregate_partition, decode_control
+from statectl.kafka.client import open_producer
+from tests.integration.test_drain_pipeline import (  # noqa: F401 - the fixtures are used by name
+    FAST,
+    INTERMEDIATE,
+    JOB,
+    PAGES,
+    SOURCE,
+    Feeder,
+    Job,
+    broker,
+    cli,
+    clean_env,
+    consumed,
+    counted,
+    gone,
+    jobs,
+    read_all,
+    wait_until,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+BOUNDED = [*FAST, f"streams.{SOURCE}.samza.bounded=true"]
+SLOW_JOB = Path(__file__).resolve().parent / "pageviews_slow_drain.py"
+
+
+def produce(bootstrap: str, per_partition: dict[int, int]) -> int:
+    """Page views to the given source partitions (page i % 12 for the i-th record of each); how many."""
+    producer = open_producer(bootstrap)
+    n = 0
+    for p, count in per_partition.items():
+        for i in range(count):
+            page = PAGES[i % len(PAGES)]
+            producer.send(SOURCE, value=json.dumps({"page": page, "user": n, "ts": 1_700_000_000_000 + n}).encode(),
+                          partition=p)
+            n += 1
+    producer.flush()
+    producer.close()
+    return n
+
+
+def source_pages(bootstrap: str, ends: dict[int, int]) -> Counter:
+    """Page -> the source records below ``ends`` (partition -> next offset)."""
+    total: Counter = Counter()
+    for p, records in read_all(bootstrap, SOURCE).items():
+        total.update(json.loads(r.value)["page"] for r in records if r.offset < ends[p])
+    return total
+
+
+def control_messages(bootstrap: str) -> dict[int, list[tuple[int, int, object]]]:
+    """Per intermediate partition: (offset, timestamp, control message) of its control messages."""
+    out: dict[int, list] = {}
+    for p, records in read_all(bootstrap, INTERMEDIATE).items():
+        out[p] = [(r.offset, r.timestamp, decode_control(r.value)) for r in records if r.value[0] != USER_MESSAGE]
+    return out
+
+
+def restored_totals(bootstrap: str, tmp: Path, blobstore: str) -> Counter:
+    """Page -> the totals held by the count tasks' final snapshots (no pane may be left unfired)."""
+    import rocksdict
+
+    totals: Counter = Counter()
+    for p in range(3):
+        target = tmp / f"restored-{p}"
+        cli("restore", "--kafka", bootstrap, "--blobstore", blobstore, "--job", JOB, "--task", f"count-Partition {p}",
+            "--store", "counts", "--target-dir", str(target), env=clean_env(tmp))
+        db = rocksdict.Rdict(str(target), rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only())
+        try:
+            for key, value in db.items():
+                assert not key.startswith(b"pane/"), "a pane was left unfired"
+                if key.startswith(b"total/"):
+                    totals[key[len(b"total/"):].decode()] += int(value)
+        finally:
+            db.close()
+    return totals
+
+
+def assert_ended_cleanly(bootstrap: str, tmp: Path, blobstore: str, bounds: dict[int, int], *,
+                         exactly_once: bool = True) -> None:
+    """The job read its source exactly to ``bounds`` and its intermediate stream to the end; every record
+    counted (in the emitted panes exactly once, or at least once after a kill; in the final snapshots
+    exactly); the end of stream aggregated: the four parse tasks' end-of-stream messages on the aggregate
+    partition, then one broadcast per partition, each the last record of its partition and the last
+    offset the count task reading it checkpointed."""
+    cps, _ = KafkaCheckpointLog(bootstrap, JOB, "1").latest_checkpoints()
+    assert {p: cps[f"parse-Partition {p}"].input_offsets.get(f"kafka.{SOURCE}.{p}") for p in range(4)} == \
+        {p: str(bounds[p] - 1) for p in range(4)}  # the parse checkpoints stop exactly at the bounds
+    expected = source_pages(bootstrap, bounds)
+    assert sum(expected.values()) == sum(bounds.values())
+    assert consumed(bootstrap) == expected
+    got = counted(bootstrap)
+    if exactly_once:
+        assert got == expected
+    else:
+        assert all(got[page] >= n for page, n in expected.items()), (got, expected)
+    assert restored_totals(bootstrap, tmp, blobstore) == expected
+
+    controls = control_messages(bootstrap)
+    agg = aggregate_partition(INTERMEDIATE, 3)
+    ends = {p: len(records) for p, records in read_all(bootstrap, INTERMEDIATE).items()}
+    producers = [(off, ts, m) for off, ts, m in controls[agg] if m.type == END_OF_STREAM and m.task_name]
+    assert sorted({m.task_name for _, _, m in producers}) == [f"parse-Partition {p}" for p in range(4)]
+    last_producer_ts = max(ts for _, ts, _ in producers)
+    for p in range(3):
+        broadcasts = [(off, ts) for off, ts, m in controls[p] if m.type == END_OF_STREAM and m.task_name is None]
+        assert len(broadcasts) == 1, controls[p]
+        off, ts = broadcasts[0]
+        assert off == ends[p] - 1  # the last record of the partition
+        assert ts >= last_producer_ts  # broadcast only once every upstream task had ended
+        if p == agg:
+            assert off > max(o for o, _, _ in producers)
+        assert cps[f"count-Partition {p}"].input_offsets[f"kafka.{INTERMEDIATE}.{p}"] == str(off)
+
+
+def test_a_job_with_a_bounded_source_ends_by_itself(broker, tmp_path: Path, jobs):
+    # Uneven partitions: parse-Partition 3 is still at work long after the other three have ended.
+    bounds = {0: 300, 1: 200, 2: 100, 3: 30_000}
+    produce(broker, bounds)
+    job = Job(broker, tmp_path, config=BOUNDED)
+    jobs.append(job)
+    stages = job.wait_for_containers()
+    produce(broker, {0: 50, 3: 50})  # after the run started: beyond its end, left for the next run
+    agg = aggregate_partition(INTERMEDIATE, 3)
+
+    def producer_eos() -> set[str]:
+        return {m.task_name for _, _, m in control_messages(broker)[agg] if m.type == END_OF_STREAM and m.task_name}
+
+    early = wait_until(lambda: producer_eos() or None, timeout=90, why="a parse task ends")
+    assert "parse-Partition 3" not in early, early
+    # Upstream tasks have ended, one has not: the count tasks wait for it.
+    os.kill(stages["parse"], signal.SIGSTOP)
+    try:
+        time.sleep(3)
+        assert "parse-Partition 3" not in producer_eos()
+        assert not gone(stages["count"]), "a count task ended before every upstream task had"
+        assert not any(m.task_name is None for msgs in control_messages(broker).values() for _, _, m in msgs
+                       if m.type == END_OF_STREAM)
+    finally:
+        os.kill(stages["parse"], signal.SIGCONT)
+    assert job.proc.wait(timeout=180) == 0, job.output()
+    out = job.output()
+    assert "reached the end of its inputs and stopped" in out and "restarting" not in out
+    assert_ended_cleanly(broker, tmp_path, job.blobstore, bounds)
+
+    # The next run (a new run id) reads on from the checkpoints to the new ends, and ends again.
+    more = {0: 50 + 40, 1: 40, 2: 40, 3: 50 + 40}
+    produce(broker, {p: 40 for p in range(4)})
+    second = Job(broker, tmp_path, config=BOUNDED)
+    jobs.append(second)
+    assert second.proc.wait(timeout=180) == 0, second.output()
+    total = {p: bounds[p] + more[p] for p in range(4)}
+    assert consumed(broker) == source_pages(broker, total)
+    assert restored_totals(broker, tmp_path, second.blobstore) == source_pages(broker, total)
+    assert counted(broker) == source_pages(broker, total)
+
+
+def test_a_count_container_killed_in_the_middle_of_the_end_of_stream_is_restarted_and_the_job_ends(
+        broker, tmp_path: Path, jobs):
+    bounds = {p: 5_000 for p in range(4)}
+    produce(broker, bounds)
+    job = Job(broker, tmp_path, config=BOUNDED)
+    jobs.append(job)
+    stages = job.wait_for_containers()
+    os.kill(stages["count"], signal.SIGSTOP)  # a backlog on the intermediate stream
+    wait_until(lambda: gone(stages["parse"]), timeout=120, why="stage 1 reaches the end of its input and exits")
+    os.kill(stages["count"], signal.SIGCONT)
+    time.sleep(1.5)  # it works through the backlog, commits at least once...
+    os.kill(stages["count"], signal.SIGKILL)  # ...and dies before the end
+    wait_until(lambda: job.containers().get("count") not in (None, stages["count"]), why="the restart")
+    assert job.proc.wait(timeout=180) == 0, job.output()
+    assert "restarting it" in job.output()
+    assert_ended_cleanly(broker, tmp_path, job.blobstore, bounds, exactly_once=False)
+
+
+def test_a_drain_callback_longer_than_the_drain_timeout_fails_the_container(broker, tmp_path: Path, jobs):
+    job = Job(broker, tmp_path, script=SLOW_JOB, env={"SLOW_DRAIN_S": "30"},
+              config=[*FAST, "task.callback.drain.timeout.ms=700"])
+    jobs.append(job)
+    job.wait_for_containers()
+    Feeder(broker).send(1000)
+    wait_until(lambda: sum(counted(broker).values()) > 0, why="the job emits counts")
+    cli("drain", "start", "--kafka", broker, "--job", JOB)
+    started = time.monotonic()
+    code = job.proc.wait(timeout=240)
+    out = job.output()
+    assert code == 1, out
+    assert "did not complete within task.callback.drain.timeout.ms=700" in out
+    assert "giving up" in out
+    # Each attempt was cut at the timeout, not after the 30 s sleep.
+    assert time.monotonic() - started < 11 * 30
+
+
+def test_a_drain_callback_within_the_drain_timeout_drains(broker, tmp_path: Path, jobs):
+    job = Job(broker, tmp_path, script=SLOW_JOB, env={"SLOW_DRAIN_S": "1"},
+              config=[*FAST, "task.callback.drain.timeout.ms=10000"])
+    jobs.append(job)
+    job.wait_for_containers()
+    Feeder(broker).send(1000)
+    wait_until(lambda: sum(counted(broker).values()) > 0, why="the job emits counts")
+    cli("drain", "start", "--kafka", broker, "--job", JOB)
+    assert job.proc.wait(timeout=180) == 0, job.output()
+    assert "did not complete" not in job.output()
