@@ -35,7 +35,7 @@ from statectl.rocks.store import (
     locked_error,
     require_store,
 )
-from statectl.snapshot.diff import DirDiff, LocalFile, diff_local
+from statectl.snapshot.diff import LocalFile, build_dir_index, diff_local
 from statectl.snapshot.model import DirIndex, FileIndex, SnapshotIndex, SnapshotMetadata
 from statectl.transfer.upload import upload_files
 from statectl.transfer.verify import check_blobs
@@ -171,7 +171,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
             failpoints.hit("before-upload")
             uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size,  # type: ignore[arg-type]
                                     parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
-            dir_index = _build_dir_index(diff, {id(lf): fi for lf, fi in zip(added, uploaded)})
+            dir_index = build_dir_index(diff, {id(lf): fi for lf, fi in zip(added, uploaded)})
             index = SnapshotIndex(
                 creation_time_millis=now_ms(),
                 snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
@@ -222,18 +222,6 @@ def _note_held(progress: ProgressReporter, ref: StoreRef, cleanup: CleanupStats)
     for h in cleanup.held:
         progress.note(f"kept snapshot {h.record.checkpoint_id} of {ref} past retention: {h.pin.describe()} is "
                       "reading it; the next backup or gc drops it")
-
-
-def _build_dir_index(diff: DirDiff, uploaded: dict[int, FileIndex]) -> DirIndex:
-    """The new snapshot's DirIndex from a local-vs-previous diff and the FileIndexes of uploads."""
-    files = [uploaded[id(f)] for f in diff.files_added] + list(diff.files_retained)
-    return DirIndex(
-        dir_name=diff.dir_name,
-        files_present=tuple(sorted(files, key=lambda f: f.file_name)),
-        files_removed=tuple(diff.files_removed),
-        sub_dirs_present=tuple(_build_dir_index(d, uploaded) for d in diff.sub_dirs_added + diff.sub_dirs_retained),
-        sub_dirs_removed=tuple(diff.sub_dirs_removed),
-    )
 
 
 def _delete_stale_checkpoint_dirs(store: Path, keep: str | None) -> None:

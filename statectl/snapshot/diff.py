@@ -336,3 +336,16 @@ def _diff_index(new: DirIndex, old: DirIndex, name: str, ignore) -> DirDiff:
     files, dirs = _index_entries(new)
     return _diff_entries(name, files, dirs, old, same_indexed_file, ignore,
                          lambda sub, prev, sub_name: _diff_index(sub, prev, sub_name, ignore))
+
+
+def build_dir_index(diff: DirDiff, uploaded: dict[int, FileIndex]) -> DirIndex:
+    """The new snapshot's DirIndex from a local-vs-previous diff and the FileIndexes of its uploads
+    (``uploaded``: id(LocalFile) -> FileIndex), as backup and rescale make it."""
+    files = [uploaded[id(f)] for f in diff.files_added] + list(diff.files_retained)
+    return DirIndex(
+        dir_name=diff.dir_name,
+        files_present=tuple(sorted(files, key=lambda f: f.file_name)),
+        files_removed=tuple(diff.files_removed),
+        sub_dirs_present=tuple(build_dir_index(d, uploaded) for d in diff.sub_dirs_added + diff.sub_dirs_retained),
+        sub_dirs_removed=tuple(diff.sub_dirs_removed),
+    )

@@ -72,15 +72,17 @@ class _Job:
         return KafkaSecurity(**self.kafka_security, sasl_password=os.environ.get("STATECTL_KAFKA_SASL_PASSWORD"),
                              ssl_password=os.environ.get("STATECTL_KAFKA_SSL_PASSWORD"))
 
-    def blobstore(self) -> Any:
+    def blobstore(self, url: str | None = None) -> Any:
+        """The staging blob store, or the one at ``url`` (a rescale's source snapshots)."""
         from statectl.blobstore import S3Options, open_blobstore
 
+        url = url or self.spec.staging
         s3 = None
-        if self.spec.staging.startswith("s3://"):
+        if url.startswith("s3://"):
             s3 = S3Options(**(self.s3 or {}), access_key_id=os.environ.get("STATECTL_S3_ACCESS_KEY_ID"),
                            secret_access_key=os.environ.get("STATECTL_S3_SECRET_ACCESS_KEY"),
                            session_token=os.environ.get("STATECTL_S3_SESSION_TOKEN"))
-        return open_blobstore(self.spec.staging, s3=s3)
+        return open_blobstore(url, s3=s3)
 
 
 # -- sources: (store index, key, source order) -> value ----------------------------------------------------
@@ -219,6 +221,148 @@ def _topic_rdd(sc: Any, job: _Job) -> Any:
     assert spec.ranges is not None
     ranges = [(p, *spec.ranges[p]) for p in sorted(spec.partitions) if spec.ranges[p][1] > spec.ranges[p][0]]
     return sc.parallelize(ranges, max(1, len(ranges))).mapPartitions(_ReadRanges(job))
+
+
+# -- a rescale: the entries of source snapshots, re-routed by the partitioner ----------------------------
+
+
+def load_partitioner(name: str | None) -> Any:
+    """``module:callable`` -> the callable f(key: bytes, partitions: int) -> int; None -> Kafka's default
+    partitioner (toPositive(murmur2(key)) % partitions). BuildError when it cannot be imported."""
+    if not name:
+        return partition_of
+    import importlib
+
+    module, _, attr = name.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise BuildError(f"partitioner {name}: {_one_line(e)}") from None
+    if not callable(obj):
+        raise BuildError(f"partitioner {name} is not callable")
+    return obj
+
+
+class _CrcWriter:
+    """A file that CRC32s and counts the bytes written through it (the blob store's get writes into it)."""
+
+    def __init__(self, fh: Any):
+        import zlib
+
+        self.fh, self.crc, self.size, self._crc32 = fh, 0, 0, zlib.crc32
+
+    def write(self, data: Any) -> int:
+        self.crc = self._crc32(data, self.crc)
+        self.size += len(data)
+        return self.fh.write(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def fetch_snapshot(blobs: Any, source: dict[str, Any], into: Path) -> int:
+    """Download the files of one source snapshot (``source`` as BuildSpec.snapshots holds it) into ``into``,
+    each checked against its index's size and CRC32 while it streams; return the bytes read. BuildError
+    naming the snapshot and file when one is damaged or a blob is missing."""
+    from statectl.errors import StatectlError
+
+    total = 0
+    for f in source["files"]:
+        rel = str(f["path"])
+        if rel.startswith("/") or ".." in Path(rel).parts:
+            raise BuildError(f"snapshot {source['snapshot']} of {source['task']}: file path {rel!r} escapes the store")
+        target = into / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as fh:
+            w = _CrcWriter(fh)
+            try:
+                for blob_id, _offset in sorted(f["blobs"], key=lambda b: int(b[1])):
+                    blobs.get(blob_id, w)
+            except StatectlError as e:
+                raise BuildError(f"snapshot {source['snapshot']} of {source['task']}: {rel}: {_one_line(e)}") from None
+        if w.size != int(f["size"]) or (f.get("checksum") is not None and w.crc != int(f["checksum"])):
+            raise BuildError(f"snapshot {source['snapshot']} of {source['task']} is damaged: {rel} has {w.size} bytes "
+                             f"with CRC32 {w.crc}, its index says {f['size']} bytes with CRC32 {f.get('checksum')}")
+        total += w.size
+    return total
+
+
+class _SourceStatsParam:
+    """A Spark accumulator of per-source figures {source index: figures}: a retried task's figures replace
+    its first attempt's (they are the same), so nothing is counted twice."""
+
+    def zero(self, value: dict[int, Any]) -> dict[int, Any]:
+        return {}
+
+    def addInPlace(self, a: dict[int, Any], b: dict[int, Any]) -> dict[int, Any]:
+        a.update(b)
+        return a
+
+
+class _ReadSnapshots:
+    """A task's source snapshots -> ((target store, key, (source index,)), value) for every entry.
+
+    A snapshot is read whole, as RocksDB reads it (its SST files of every level, tombstones, its WAL): the
+    executor downloads its files from the blob store into a temporary dir and iterates a read-only open of
+    it. Reading SST files one by one would be wrong for a store that is not fully compacted: a key can be
+    in several levels, and a deletion in a newer file hides it."""
+
+    def __init__(self, job: _Job, stats: Any):
+        self.job = job
+        self.stats = stats
+
+    def __call__(self, items: Iterable[tuple[int, dict[str, Any]]]) -> Iterator[tuple[tuple[int, bytes, tuple], bytes]]:
+        import shutil
+
+        from statectl.rocks.store import open_readonly
+
+        spec = self.job.spec
+        m = spec.partitions_out or 1
+        route = load_partitioner(spec.partitioner)
+        blobs = self.job.blobstore(spec.source_store)
+        try:
+            for i, source in items:
+                work = Path(tempfile.mkdtemp(prefix="statectl-rescale-src-"))
+                try:
+                    read = fetch_snapshot(blobs, source, work)
+                    digest = Digest()
+                    try:
+                        db = open_readonly(work)
+                    except Exception as e:
+                        raise BuildError(f"snapshot {source['snapshot']} of {source['task']}: cannot open it: "
+                                         f"{_one_line(e)}") from None
+                    try:
+                        cursor = db.iter()
+                        cursor.seek_to_first()
+                        while cursor.valid():
+                            key, value = cursor.key(), cursor.value()
+                            digest.add(key, value)
+                            try:
+                                target = route(key, m)
+                            except Exception as e:
+                                raise BuildError(f"partitioner {spec.partitioner}: {_one_line(e)}") from None
+                            if not isinstance(target, int) or not 0 <= target < m:
+                                raise BuildError(f"partitioner {spec.partitioner or 'murmur2'} gave {target!r} for a "
+                                                 f"key of {source['task']}: expected 0..{m - 1}")
+                            yield (target, key, (i,)), value
+                            cursor.next()
+                        del cursor
+                    finally:
+                        db.close()
+                    self.stats.add({i: {"task": source["task"], "snapshot": source["snapshot"], "keys": digest.keys,
+                                        "digest": digest.as_json(), "bytes_read": read}})
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+        finally:
+            blobs.close()
+
+
+def _snapshots_rdd(sc: Any, job: _Job) -> tuple[Any, Any]:
+    stats = sc.accumulator({}, _SourceStatsParam())  # pyspark calls zero and addInPlace only
+    sources = list(enumerate(job.spec.snapshots))
+    return sc.parallelize(sources, max(1, len(sources))).mapPartitions(_ReadSnapshots(job, stats)), stats
 
 
 # -- the layout: (store, file) partitions sorted by key --------------------------------------------------
@@ -494,7 +638,11 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
             written = laid_out.mapInArrow(_WriteArrow(job), "task string").collect()
             tasks = [json.loads(row.task) for row in written]
             return _finish(job, tasks, began, "jvm")
-        keyed = _topic_rdd(sc, job) if spec.source == "topic" else _files_rdd(spark, job)
+        stats = None
+        if spec.source == "snapshots":
+            keyed, stats = _snapshots_rdd(sc, job)
+        else:
+            keyed = _topic_rdd(sc, job) if spec.source == "topic" else _files_rdd(spark, job)
         stores, per_store = len(job.stores), spec.files_per_store
         bounds: list[list[bytes]] = []
         if per_store > 1:
@@ -508,13 +656,23 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         raise BuildError(summarize(e)) from None  # while the JVM still answers for its exception
     finally:
         spark.stop()
-    return _finish(job, tasks, began)
+    sources = None
+    if stats is not None:
+        got = stats.value
+        sources = [got[i] for i in sorted(got)]
+        if len(sources) != len(spec.snapshots):
+            raise BuildError(f"read {len(sources)} of the {len(spec.snapshots)} source snapshots")
+    return _finish(job, tasks, began, sources=sources)
 
 
-def _finish(job: _Job, tasks: list[dict[str, Any]], began: float, path: str = "python") -> dict[str, Any]:
-    """Write the manifest; ``path``: how the entries were made, "jvm" (_plain_frame) or "python"."""
+def _finish(job: _Job, tasks: list[dict[str, Any]], began: float, path: str = "python",
+            sources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Write the manifest; ``path``: how the entries were made, "jvm" (_plain_frame) or "python";
+    ``sources``: what a snapshots build read from each source."""
     manifest = _manifest(job, tasks, time.monotonic() - began)
     manifest["path"] = path
+    if sources is not None:
+        manifest["sources"] = sources
     _write_atomically(job.out_dir / BUILD_MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
 

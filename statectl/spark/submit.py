@@ -93,11 +93,18 @@ class BuildSpec:
     topic: str | None = None
     partitions: tuple[int, ...] = ()
     ranges: dict[int, tuple[int, int]] | None = None
+    # source "snapshots" (rescale): every key of the source snapshots, re-routed to ``partitions_out`` stores
+    # by ``partitioner`` ("module:callable", called as f(key: bytes, partitions: int) -> int; None: Kafka's
+    # murmur2 partitioner). ``snapshots``: per source task {"task", "snapshot", "files": [{"path", "size",
+    # "checksum", "blobs": [[blob id, offset], ...]}]}, read by the executors from ``source_store``.
+    snapshots: tuple[dict[str, Any], ...] = ()
+    source_store: str | None = None
+    partitioner: str | None = None
 
     def validate(self) -> None:
         """Raise UsageError for a spec that cannot be built."""
-        if self.source not in ("files", "topic"):
-            raise UsageError(f"build source {self.source!r}: expected files or topic")
+        if self.source not in ("files", "topic", "snapshots"):
+            raise UsageError(f"build source {self.source!r}: expected files, topic or snapshots")
         if self.layout not in ("broadcast", "partitioned"):
             raise UsageError(f"build layout {self.layout!r}: expected broadcast or partitioned")
         if self.files_per_store < 1:
@@ -113,6 +120,13 @@ class BuildSpec:
                 raise UsageError("a files build needs a key column")
             if self.layout == "partitioned" and (self.partitions_out is None or self.partitions_out < 1):
                 raise UsageError("a partitioned files build needs partitions_out of at least 1")
+        elif self.source == "snapshots":
+            if not self.snapshots or not self.source_store:
+                raise UsageError("a snapshots build needs source snapshots and the blob store they are in")
+            if self.layout != "partitioned" or self.partitions_out is None or self.partitions_out < 1:
+                raise UsageError("a snapshots build is partitioned, into partitions_out of at least 1")
+            if self.partitioner is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.partitioner):
+                raise UsageError(f"partitioner {self.partitioner!r}: expected module:callable")
         else:
             if not self.bootstrap or not self.topic:
                 raise UsageError("a topic build needs bootstrap and topic")
@@ -138,6 +152,7 @@ class BuildSpec:
         d["kv"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self.kv).items()}
         d["files"] = list(self.files)
         d["partitions"] = list(self.partitions)
+        d["snapshots"] = list(self.snapshots)
         d["ranges"] = None if self.ranges is None else {str(p): list(r) for p, r in sorted(self.ranges.items())}
         return d
 
@@ -152,6 +167,7 @@ class BuildSpec:
             ranges = d.get("ranges")
             return cls(**{**d, "kv": KeyValueSpec(**kv), "files": tuple(d.get("files") or ()),
                           "partitions": tuple(int(p) for p in d.get("partitions") or ()),
+                          "snapshots": tuple(d.get("snapshots") or ()),
                           "ranges": None if ranges is None else {int(p): (int(r[0]), int(r[1]))
                                                                   for p, r in ranges.items()}})
         except (TypeError, ValueError, KeyError, IndexError) as e:
@@ -221,6 +237,8 @@ class BuildManifest:
     duration_s: float = 0.0
     spark_ran: bool = True
     path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns) or "python"
+    # a snapshots build: per source task what the executors read, {"task", "keys", "digest", "bytes_read"}
+    sources: list[dict[str, Any]] = field(default_factory=list)
 
     def store(self, store: int | None) -> StoreBuild:
         for s in self.stores:
@@ -252,7 +270,8 @@ class BuildManifest:
                       for s in d["stores"]]
             return cls(str(d["spec_hash"]), Path(out_dir), stores, files,
                        {int(p): int(e) for p, e in (d.get("offsets") or {}).items()}, str(d.get("created", "")),
-                       float(d.get("duration_s", 0.0)), path=str(d.get("path", "python")))
+                       float(d.get("duration_s", 0.0)), path=str(d.get("path", "python")),
+                       sources=list(d.get("sources") or []))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"malformed {BUILD_MANIFEST} in {out_dir}: {e}") from None
 
@@ -396,6 +415,8 @@ def topic_ranges(spec: BuildSpec, security: Any = None) -> dict[int, tuple[int, 
 
 
 def _describe(spec: BuildSpec) -> str:
+    if spec.source == "snapshots":
+        return f"{len(spec.snapshots)} snapshots into {spec.partitions_out} stores"
     return f"{spec.path} ({spec.fmt})" if spec.source == "files" else f"topic {spec.topic}"
 
 

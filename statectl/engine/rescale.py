@@ -1,0 +1,431 @@
+"""rescale: re-partition the snapshots of a store's N tasks into M tasks on Spark (issue 20, hash path).
+
+resolve the source snapshots (latest, or named) -> a Spark job (statectl.spark, source "snapshots"): the
+executors read each source snapshot from the blob store (CRC32-checked while it streams), emit (target,
+key, value) with the job's partitioner, partition by target, sort, and write SST files -> ingest each
+target's files into a staged store -> verify (key count and order-independent content hash of the targets
+equal the sources'; every key in the task the partitioner names) -> upload the M new snapshots with TTLs,
+as backup does, and check their blobs -> commit the M checkpoint records -> post-commit cleanup (the TTLs
+go). Nothing is committed before every target is uploaded and verified: a failure or a kill before that
+leaves the sources as they were and only TTL'd blobs behind (gc reclaims them). The source snapshots are
+only read.
+
+The new checkpoints carry no changelog position: the old partitioning's changelog offsets mean nothing for
+the new tasks. With a Kafka checkpoint topic, a target task whose latest checkpoint names a changelog
+position for the store gets a marker with no offset (its changelog partition = the task's number).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from statectl import defaults, failpoints
+from statectl.blobstore.base import BlobStore
+from statectl.catalog.index import write_index
+from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
+from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
+from statectl.catalog.refs import StoreRef, new_checkpoint_id
+from statectl.catalog.resolve import resolve_snapshot
+from statectl.catalog.retention import post_commit_cleanup
+from statectl.errors import DiskFullError, StatectlError, UsageError
+from statectl.local.layout import NEVER_UPLOADED
+from statectl.parallel import check_parallelism
+from statectl.progress import NoteRecorder, ProgressReporter
+
+WHAT = "rescale"
+
+
+class VerificationError(StatectlError):
+    """The targets do not hold what the sources held (exit 1); nothing was committed."""
+
+
+@dataclass(frozen=True)
+class RescaleOptions:
+    """Re-partition ``store`` of ``job`` from ``from_tasks`` source tasks into ``to_tasks`` target tasks of
+    ``to_job`` (default: ``job``). ``sources``/``targets``: the task names (default ``Partition k``);
+    ``snapshots``: task -> snapshot id (checkpoint id or index blob id; default the latest).
+    ``partitioner``: ``module:callable`` f(key: bytes, partitions: int) -> int, None for Kafka's default
+    (toPositive(murmur2(key)) % partitions). ``dry_run``: resolve the sources and report the plan, run
+    nothing. ``work_dir``: where the Spark job's files and the staged target stores go (a temporary dir
+    in it, removed at the end; default the system's temp dir)."""
+
+    store: str
+    job: str
+    job_id: str = "1"
+    from_tasks: int = 0
+    to_tasks: int = 0
+    to_job: str | None = None
+    sources: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    snapshots: dict[str, str] = field(default_factory=dict)
+    partitioner: str | None = None
+    master: str = "local[*]"
+    conf: dict[str, str] = field(default_factory=dict)
+    s3: Any = None
+    dry_run: bool = False
+    work_dir: Path | None = None
+    parallelism: int = defaults.PARALLELISM
+    chunk_size: int = defaults.CHUNK_SIZE
+    ttl_seconds: int = defaults.TTL_SECONDS
+    keep_last: int = defaults.KEEP_LAST
+    grace_seconds: int = defaults.GRACE_SECONDS
+    timeout_s: float | None = None
+
+    @property
+    def source_tasks(self) -> list[str]:
+        return list(self.sources) or [f"Partition {k}" for k in range(self.from_tasks)]
+
+    @property
+    def target_tasks(self) -> list[str]:
+        return list(self.targets) or [f"Partition {k}" for k in range(self.to_tasks)]
+
+    def validate(self) -> None:
+        """UsageError for options that cannot be run."""
+        if not self.store or not self.job:
+            raise UsageError("rescale needs --store and --job")
+        if self.from_tasks < 1 or self.to_tasks < 1:
+            raise UsageError("--from and --to must be at least 1")
+        if self.sources and len(self.sources) != self.from_tasks:
+            raise UsageError(f"the task map names {len(self.sources)} source tasks, --from says {self.from_tasks}")
+        if self.targets and len(self.targets) != self.to_tasks:
+            raise UsageError(f"the task map names {len(self.targets)} target tasks, --to says {self.to_tasks}")
+        for what, names in (("source", self.source_tasks), ("target", self.target_tasks)):
+            if len(set(names)) != len(names) or not all(names):
+                raise UsageError(f"the {what} task names must be distinct and not empty")
+        unknown = sorted(set(self.snapshots) - set(self.source_tasks))
+        if unknown:
+            raise UsageError(f"--snapshots names task {unknown[0]!r}, which is not a source task")
+        if (self.to_job or self.job) == self.job and self.from_tasks == self.to_tasks and not self.targets:
+            raise UsageError("--from equals --to within one job: nothing to rescale")
+        if self.partitioner is not None:
+            import re
+
+            if not re.fullmatch(r"[\w.]+:[\w.]+", self.partitioner):
+                raise UsageError(f"--partitioner {self.partitioner!r}: expected module:callable")
+        if self.keep_last < 1:
+            raise UsageError("--keep-last must be at least 1")
+        if self.ttl_seconds < 60:
+            raise UsageError("--ttl must be at least a minute")
+        check_parallelism(self.parallelism)
+
+
+@dataclass
+class SourceInfo:
+    task: str
+    snapshot_id: str
+    checkpoint_id: str
+    files: int
+    bytes: int
+    keys: int | None = None
+
+
+@dataclass
+class TargetInfo:
+    task: str
+    keys: int
+    snapshot_id: str | None = None
+    checkpoint_id: str | None = None
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class RescaleResult:
+    store: str
+    job: str
+    to_job: str
+    tasks_in: int
+    tasks_out: int
+    keys: int
+    partitioner: str
+    sources: list[SourceInfo]
+    targets: list[TargetInfo]
+    bytes_read: int = 0  # by the executors: the source snapshots' files, from the blob store
+    bytes_written: int = 0  # by the executors: the targets' SST files
+    bytes_uploaded: int = 0
+    content_hash: str = ""
+    verified: bool = False
+    committed: bool = False
+    dry_run: bool = False
+    # The new checkpoints point at no changelog offsets: those of the old partitioning mean nothing now.
+    changelog_position: str | None = None
+    duration_s: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+            progress: ProgressReporter | None = None) -> RescaleResult:
+    """Re-partition the source snapshots into new target snapshots and commit them (see the module doc).
+
+    Raises UsageError for bad options; SnapshotNotFoundError (exit 10) for a source task without a snapshot
+    (or without the named one); MissingDependencyError (13) without pyspark or Java; StatectlError (exit 1)
+    when the Spark job fails, e.g. on a damaged source snapshot (a file whose CRC32 or size differs from
+    its index); VerificationError (exit 1) when the targets do not hold exactly the sources' entries, each
+    in its partitioner's task; LockHeldError (11) when a backup of a target store is running. In every
+    failure before the commit nothing is committed and the sources are untouched; the uploads made so far
+    carry a TTL (gc reclaims them). Not idempotent: each successful run commits M new snapshots.
+    """
+    opts.validate()
+    progress = NoteRecorder(progress)
+    began = time.monotonic()
+    to_job = opts.to_job or opts.job
+    result = RescaleResult(opts.store, opts.job, to_job, opts.from_tasks, opts.to_tasks, 0,
+                           opts.partitioner or "murmur2", [], [], dry_run=opts.dry_run)
+    t0 = time.monotonic()
+    snapshots = []
+    for task in opts.source_tasks:
+        ref = StoreRef(opts.job, opts.job_id, task, opts.store)
+        snap = resolve_snapshot(blobstore, checkpoints, ref, opts.snapshots.get(task))
+        files = [{"path": rel, "size": fi.file_metadata.size, "checksum": fi.checksum,
+                  "blobs": [[b.blob_id, b.offset] for b in fi.blobs]}
+                 for rel, fi in snap.index.dir_index.walk_present() if Path(rel).name not in NEVER_UPLOADED]
+        snapshots.append({"task": task, "snapshot": snap.index_blob_id, "files": files})
+        result.sources.append(SourceInfo(task, snap.index_blob_id, snap.index.snapshot_metadata.checkpoint_id,
+                                         len(files), sum(f["size"] for f in files)))
+    result.phases["resolve_s"] = round(time.monotonic() - t0, 3)
+    if opts.dry_run:
+        result.targets = [TargetInfo(t, 0) for t in opts.target_tasks]
+        result.notes = progress.notes
+        result.duration_s = round(time.monotonic() - began, 3)
+        return result
+
+    work = Path(tempfile.mkdtemp(prefix="statectl-rescale-", dir=opts.work_dir))
+    try:
+        stores, manifest = _build(opts, snapshots, blobstore, work, result, progress)
+        _verify(opts, stores, manifest, result)
+        _upload_and_commit(opts, to_job, stores, blobstore, checkpoints, result, progress)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result.notes = progress.notes
+    result.duration_s = round(time.monotonic() - began, 3)
+    return result
+
+
+def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: BlobStore, work: Path,
+           result: RescaleResult, progress: ProgressReporter) -> tuple[list[Path], Any]:
+    """Run the Spark job and ingest each target's SST files into a staged store; return the stores and the
+    job's BuildManifest."""
+    from statectl.local.staged import StagedStore
+    from statectl.rocks.sst import ingest_into_new_store
+    from statectl.spark.submit import BuildSpec, run_build
+
+    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=opts.to_tasks, snapshots=tuple(snapshots),
+                     source_store=blobstore.url, partitioner=opts.partitioner)
+    t0 = time.monotonic()
+    manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
+                         timeout_s=opts.timeout_s, s3=opts.s3)
+    result.phases["spark_s"] = round(time.monotonic() - t0, 3)
+    by_task = {s["task"]: s for s in manifest.sources}
+    for src in result.sources:
+        got = by_task.get(src.task)
+        if got is None:
+            raise VerificationError(f"the Spark job did not report reading the snapshot of {src.task}")
+        src.keys = int(got["keys"])
+        result.bytes_read += int(got["bytes_read"])
+    result.bytes_written = sum(f.size for f in manifest.files)
+    t0 = time.monotonic()
+    out = []
+    for k, task in enumerate(opts.target_tasks):
+        target = work / "stores" / task.replace(" ", "_")
+
+        def full(target: Path = target) -> DiskFullError:
+            return DiskFullError(f"no space left on device building {target}", hint=f"free space in {work}, "
+                                 "or give --work-dir on a larger disk")
+        failpoints.hit("rescale-ingest")
+        with StagedStore(target, what=WHAT, disk_full=full, sync="dirs") as staged:
+            ingest_into_new_store(staged.path, manifest.paths(k))
+            staged.commit()
+        out.append(target)
+    result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
+    return out, manifest
+
+
+def _verify(opts: RescaleOptions, stores: list[Path], manifest: Any, result: RescaleResult) -> None:
+    """Read every target store back: its keys must all route to it, and the targets together must hold the
+    sources' key count and content hash (statectl.formats.adstore.Digest: order-independent)."""
+    from statectl.formats.adstore import Digest
+    from statectl.rocks.store import open_readonly
+    from statectl.spark.job import load_partitioner
+
+    route = load_partitioner(opts.partitioner)
+    m = opts.to_tasks
+    t0 = time.monotonic()
+    want = Digest()
+    for s in manifest.sources:
+        want.merge(Digest.from_json(s["digest"]))
+    got = Digest()
+    problems: list[str] = []
+    for k, (task, path) in enumerate(zip(opts.target_tasks, stores)):
+        digest = Digest()
+        misrouted = [0]
+        example: list[bytes] = []
+
+        def entries(cursor: Any, k: int = k, misrouted: list[int] = misrouted, example: list[bytes] = example):
+            while cursor.valid():
+                key = cursor.key()
+                if route(key, m) != k:
+                    misrouted[0] += 1
+                    if not example:
+                        example.append(key)
+                yield key, cursor.value()
+                cursor.next()
+
+        db = open_readonly(path)
+        try:
+            cursor = db.iter()
+            cursor.seek_to_first()
+            digest.add_sorted(entries(cursor))
+            del cursor
+        finally:
+            db.close()
+        if misrouted[0]:
+            problems.append(f"{misrouted[0]} keys of target {task} belong to another task (e.g. {example[0]!r})")
+        if digest.checksum != manifest.store(k).digest.checksum or digest.keys != manifest.store(k).digest.keys:
+            problems.append(f"target {task} holds {digest.keys} keys, the Spark job wrote "
+                            f"{manifest.store(k).digest.keys}")
+        got.merge(digest)
+        result.targets.append(TargetInfo(task, digest.keys))
+    result.keys = got.keys
+    result.content_hash = f"{got.checksum:016x}"
+    if got.keys != want.keys:
+        problems.append(f"the targets hold {got.keys} keys, the sources {want.keys}")
+    elif got.checksum != want.checksum:
+        problems.append(f"the targets' content hash {got.checksum:016x} differs from the sources' {want.checksum:016x}")
+    result.phases["verify_s"] = round(time.monotonic() - t0, 3)
+    if problems:
+        raise VerificationError(f"rescale verification failed, nothing was committed: {problems[0]}"
+                                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                                hint="the source snapshots are untouched; with duplicate keys across source "
+                                     "tasks the store was not partitioned by this partitioner")
+    result.verified = True
+
+
+def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], blobstore: BlobStore,
+                       checkpoints: BlobCheckpointStore, result: RescaleResult, progress: ProgressReporter) -> None:
+    """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then commit all
+    M checkpoint records and run backup's post-commit cleanup for each."""
+    from statectl.catalog.index import read_index
+    from statectl.errors import CorruptSnapshotError
+    from statectl.snapshot.diff import build_dir_index, diff_local
+    from statectl.snapshot.model import SnapshotIndex, SnapshotMetadata
+    from statectl.transfer.upload import upload_files
+    from statectl.transfer.verify import check_blobs
+
+    t0 = time.monotonic()
+    refs = [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
+    pending = []
+    with ExitStack() as stack:
+        leases = []
+        for ref in refs:
+            lease = stack.enter_context(Lease(blobstore, ref, operation=WHAT, wait_for_gc=GC_WAIT_SECONDS))
+            if lease.notice:
+                progress.note(lease.notice)
+            leases.append(lease)
+        for ref, path, info in zip(refs, stores, result.targets):
+            checkpoint_id = new_checkpoint_id()
+            diff = diff_local(path, None, ignore=NEVER_UPLOADED)
+            added = [f for _, f in diff.added()]
+            uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size,  # type: ignore[arg-type]
+                                    parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
+            dir_index = build_dir_index(diff, {id(lf): fi for lf, fi in zip(added, uploaded)})
+            index = SnapshotIndex(creation_time_millis=now_ms(),
+                                  snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task,
+                                                                     ref.store),
+                                  dir_index=dir_index, prev_snapshot_index_blob_id=None)
+            index_id = write_index(blobstore, index, opts.ttl_seconds)
+            failpoints.hit("rescale-uploaded")
+            present = list(dir_index.walk_present())
+            problems = check_blobs(blobstore, present, opts.parallelism)
+            if problems or read_index(blobstore, index_id, what="new snapshot") != index:
+                p = problems[0] if problems else None
+                raise CorruptSnapshotError(f"the new snapshot of {ref} did not read back as uploaded"
+                                           + (f": {p.blob_id} of {p.rel}: {p.reason}" if p else ""),
+                                           hint="nothing was committed; run rescale again")
+            info.snapshot_id, info.checkpoint_id = index_id, checkpoint_id
+            info.files, info.bytes = len(present), sum(f.size for _, f in present)
+            result.bytes_uploaded += sum(f.size for f in uploaded)
+            pending.append((ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis,
+                                                  keep_last=opts.keep_last), index, uploaded))
+        result.phases["upload_s"] = round(time.monotonic() - t0, 3)
+        failpoints.hit("rescale-before-commit")
+        for lease in leases:
+            lease.check()  # fencing: never commit after a backup took a target over
+        t0 = time.monotonic()
+        for (ref, record, index, uploaded), k in zip(pending, range(len(pending))):
+            checkpoints.commit(ref, record, markers=_no_changelog_position(checkpoints, ref, k))
+        result.committed = True
+        for ref, record, index, uploaded in pending:
+            post_commit_cleanup(blobstore, checkpoints, ref, record, index,
+                                new_blob_ids=[b.blob_id for fi in uploaded for b in fi.blobs],
+                                grace_seconds=opts.grace_seconds)
+        result.phases["commit_s"] = round(time.monotonic() - t0, 3)
+
+
+def _no_changelog_position(checkpoints: BlobCheckpointStore, ref: StoreRef, k: int) -> dict[str, dict[str, str]] | None:
+    """With a Kafka checkpoint topic: when the target task's latest checkpoint names a changelog position
+    for the store (the old partitioning's), a marker for the same changelog stream, partition ``k``, with
+    no offset, so that the job does not replay the old partition's changelog from there onto the new
+    state. None otherwise (the commit then leaves the other markers as they are)."""
+    log = getattr(checkpoints, "commit_log", None)
+    if log is None:
+        return None
+    from statectl.formats.checkpoint import (
+        KAFKA_CHANGELOG_FACTORY,
+        SSP,
+        KafkaChangelogMarker,
+        decode_changelog_marker,
+        encode_changelog_marker,
+    )
+
+    job_log = log.for_job(ref.job, ref.job_id) if hasattr(log, "for_job") else log
+    try:
+        job_log._refresh()
+        base = job_log._latest_v2(ref.task)
+    except Exception:
+        return None
+    old = (base.state_checkpoint_markers if base else {}).get(KAFKA_CHANGELOG_FACTORY, {}).get(ref.store)
+    if old is None:
+        return None
+    try:
+        ssp = decode_changelog_marker(old).ssp
+    except Exception:
+        return None
+    marker = KafkaChangelogMarker(SSP(ssp.system, ssp.stream, k, ssp.key_bucket), None)
+    return {KAFKA_CHANGELOG_FACTORY: {ref.store: encode_changelog_marker(marker)}}
+
+
+def load_snapshots_file(path: Path) -> dict[str, str]:
+    """``--snapshots FILE``: a JSON object task name -> snapshot id. UsageError when malformed."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--snapshots {path}: {e}") from None
+    if not isinstance(doc, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items()):
+        raise UsageError(f"--snapshots {path}: expected a JSON object of task name -> snapshot id")
+    return doc
+
+
+def load_task_map(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``--task-map FILE``: JSON {"from": [source task names], "to": [target task names]} (either may be
+    left out: ``Partition k``). UsageError when malformed."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--task-map {path}: {e}") from None
+    if not isinstance(doc, dict) or set(doc) - {"from", "to"}:
+        raise UsageError(f"--task-map {path}: expected a JSON object with \"from\" and/or \"to\" lists")
+    out = []
+    for key in ("from", "to"):
+        names = doc.get(key) or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise UsageError(f"--task-map {path}: {key!r} must be a list of task names")
+        out.append(tuple(names))
+    return out[0], out[1]
