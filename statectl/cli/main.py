@@ -191,7 +191,7 @@ def main(
 
 
 def _register() -> None:
-    from statectl.cli import adstore, backup, config, diff, doctor, drain, gc, lease, restore, snapshots, standby
+    from statectl.cli import adstore, backup, config, diff, doctor, drain, gc, lease, rescale, restore, snapshots, standby
 
     app.command("backup", help=backup.backup.__doc__, epilog=backup.EPILOG)(backup.backup)
     app.command("restore", help=restore.restore.__doc__, epilog=restore.EPILOG)(restore.restore)
@@ -204,6 +204,7 @@ def _register() -> None:
     app.add_typer(drain.app, name="drain")
     app.add_typer(standby.app, name="standby")
     app.add_typer(adstore.app, name="adstore")
+    app.command("rescale", help=rescale.rescale.__doc__, epilog=rescale.EPILOG)(rescale.rescale)
 
 
 _register()

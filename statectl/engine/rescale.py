@@ -68,6 +68,7 @@ class RescaleOptions:
     partitioner: str | None = None
     master: str = "local[*]"
     conf: dict[str, str] = field(default_factory=dict)
+    staging: str = "local"  # or the blob store URL the executors hand their SST files over through
     s3: Any = None
     dry_run: bool = False
     work_dir: Path | None = None
@@ -218,7 +219,7 @@ def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: Blo
     from statectl.spark.submit import BuildSpec, run_build
 
     spec = BuildSpec("snapshots", layout="partitioned", partitions_out=opts.to_tasks, snapshots=tuple(snapshots),
-                     source_store=blobstore.url, partitioner=opts.partitioner)
+                     source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging)
     t0 = time.monotonic()
     manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
                          timeout_s=opts.timeout_s, s3=opts.s3)
