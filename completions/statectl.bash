@@ -6,7 +6,7 @@
 # The subcommands of the command path $1 ('' for statectl itself, 'snapshots' ...), in REPLY.
 _statectl_commands() {
     case $1 in
-        '') REPLY='backup restore diff gc doctor snapshots config lease drain standby adstore' ;;
+        '') REPLY='backup restore diff gc doctor rescale snapshots config lease drain standby adstore' ;;
         'snapshots') REPLY='list show verify' ;;
         'config') REPLY='show' ;;
         'lease') REPLY='show break' ;;
@@ -26,6 +26,7 @@ _statectl_options() {
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'rescale') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -149,6 +150,32 @@ _statectl_value() {
                 --job-id) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
                 --timeout) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'rescale')
+            case $2 in
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --keep-last) REPLY='@text' ;;
+                --parallelism|-j) REPLY='@text' ;;
+                --chunk-size) REPLY='@text' ;;
+                --ttl) REPLY='@text' ;;
+                --grace) REPLY='@text' ;;
+                --from) REPLY='@text' ;;
+                --to) REPLY='@text' ;;
+                --to-job) REPLY='@text' ;;
+                --master) REPLY='@text' ;;
+                --spark-conf) REPLY='@text' ;;
+                --partitioner) REPLY='@text' ;;
+                --task-map) REPLY='@text' ;;
+                --snapshots) REPLY='@text' ;;
+                --work-dir) REPLY='@dir' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

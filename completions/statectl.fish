@@ -4,7 +4,7 @@
 function __statectl_commands --description 'the subcommands of a statectl command path'
     switch "$argv"
         case ''
-            printf '%s\n' backup restore diff gc doctor snapshots config lease drain standby adstore
+            printf '%s\n' backup restore diff gc doctor rescale snapshots config lease drain standby adstore
         case 'snapshots'
             printf '%s\n' list show verify
         case 'config'
@@ -34,6 +34,8 @@ function __statectl_value_options --description 'the options that take a value a
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --config --profile --output -o
         case 'doctor'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --config --profile --output -o
+        case 'rescale'
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --config --profile --output -o
         case 'snapshots'
             printf '%s\n' -- --config --profile --output -o
         case 'snapshots list'
@@ -122,6 +124,7 @@ complete -c statectl -n '__statectl_path' -a restore -d 'Restore a store from it
 complete -c statectl -n '__statectl_path' -a diff -d 'Show what differs between the local store and a snapshot, or between two snapshots'
 complete -c statectl -n '__statectl_path' -a gc -d 'Finish interrupted cleanups, apply retention, delete expired and unreferenced blobs (all jobs)'
 complete -c statectl -n '__statectl_path' -a doctor -d 'Check what the operations need: the blob store (reachable, credentials, writable, TTL tagging), the Kafka brokers and the job\'s checkpoint and coordinator topics, rocksdict, Java and pyspark, the state dir'
+complete -c statectl -n '__statectl_path' -a rescale -d 'Re-partition the snapshots of a store\'s N tasks into M new snapshots on Spark, verified, then committed together'
 complete -c statectl -n '__statectl_path' -a snapshots -d 'List, inspect and verify snapshots'
 complete -c statectl -n '__statectl_path' -a config -d 'Inspect statectl\'s settings'
 complete -c statectl -n '__statectl_path' -a lease -d 'Inspect or break the lease that keeps two backups of a store from running at once'
@@ -243,6 +246,36 @@ complete -c statectl -n '__statectl_path doctor' -l output -s o -x -a 'text json
 complete -c statectl -n '__statectl_path doctor' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path doctor' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path doctor' -l debug -d 'Tracebacks for errors'
+
+# statectl rescale
+complete -c statectl -n '__statectl_path rescale' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path rescale' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path rescale' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path rescale' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path rescale' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path rescale' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path rescale' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
+complete -c statectl -n '__statectl_path rescale' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path rescale' -l chunk-size -x -d 'Upload files in blobs of at most this size (default 64MiB)'
+complete -c statectl -n '__statectl_path rescale' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
+complete -c statectl -n '__statectl_path rescale' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
+complete -c statectl -n '__statectl_path rescale' -l from -x -d 'Source tasks: Partition 0..N-1'
+complete -c statectl -n '__statectl_path rescale' -l to -x -d 'Target tasks: Partition 0..M-1'
+complete -c statectl -n '__statectl_path rescale' -l to-job -x -d 'The job the new snapshots are for (default: --job)'
+complete -c statectl -n '__statectl_path rescale' -l master -x -d 'Spark master: local[*], yarn, k8s://..., spark://..'
+complete -c statectl -n '__statectl_path rescale' -l spark-conf -x -d 'KEY=VALUE for spark-submit (repeatable)'
+complete -c statectl -n '__statectl_path rescale' -l partitioner -x -d 'f(key: bytes, partitions: int) -> int, importable where the executors run (default: Kafka\'s murmur2 partitioner)'
+complete -c statectl -n '__statectl_path rescale' -l task-map -x -d 'JSON {"from": [source task names], "to": [target task names]} instead of Partition k'
+complete -c statectl -n '__statectl_path rescale' -l snapshots -x -d 'JSON {task name: snapshot id} of source snapshots to take instead of the latest'
+complete -c statectl -n '__statectl_path rescale' -l work-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Where the Spark job\'s files and the staged target stores go (default: the temp dir)'
+complete -c statectl -n '__statectl_path rescale' -l dry-run -d 'Resolve the source snapshots and print the plan; run and commit nothing'
+complete -c statectl -n '__statectl_path rescale' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path rescale' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path rescale' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path rescale' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path rescale' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path rescale' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path rescale' -l debug -d 'Tracebacks for errors'
 
 # statectl snapshots
 complete -c statectl -n '__statectl_path snapshots' -a list -d 'List the snapshots of a task\'s store, newest first'
