@@ -1,0 +1,186 @@
+"""engine.rescale and its Spark pieces without Spark: options, the task-map and snapshots files, the
+partitioner, the executors' CRC-checked fetch of a source snapshot, the per-source figures, and the
+verification that refuses targets that do not hold the sources' entries in the partitioner's tasks."""
+
+from __future__ import annotations
+
+import io
+import json
+import zlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from statectl.blobstore import open_blobstore
+from statectl.errors import UsageError
+from statectl.formats.adstore import Digest, murmur2, partition_of
+from statectl.engine.rescale import (
+    RescaleOptions,
+    RescaleResult,
+    VerificationError,
+    _verify,
+    load_snapshots_file,
+    load_task_map,
+)
+from statectl.spark.job import BuildError, _SourceStatsParam, fetch_snapshot, load_partitioner
+from statectl.spark.submit import BuildSpec
+
+
+def opts(**kw) -> RescaleOptions:
+    return RescaleOptions(**{"store": "s", "job": "j", "from_tasks": 2, "to_tasks": 3, **kw})
+
+
+def test_options():
+    opts().validate()
+    assert opts().source_tasks == ["Partition 0", "Partition 1"]
+    assert opts().target_tasks == ["Partition 0", "Partition 1", "Partition 2"]
+    bad = [dict(from_tasks=0), dict(to_tasks=0), dict(to_tasks=2), dict(sources=("a",)),
+           dict(sources=("a", "a")), dict(snapshots={"Partition 9": "x"}), dict(partitioner="nocolon"),
+           dict(keep_last=0), dict(ttl_seconds=5), dict(store="")]
+    for kw in bad:
+        with pytest.raises(UsageError):
+            opts(**kw).validate()
+    opts(to_tasks=2, to_job="other").validate()  # the same count into another job: a copy, allowed
+    opts(sources=("a", "b"), targets=("x", "y", "z")).validate()
+
+
+def test_task_map_and_snapshots_files(tmp_path: Path):
+    f = tmp_path / "map.json"
+    f.write_text(json.dumps({"from": ["a", "b"], "to": ["x"]}))
+    assert load_task_map(f) == (("a", "b"), ("x",))
+    f.write_text(json.dumps({"from": ["a"], "extra": 1}))
+    with pytest.raises(UsageError):
+        load_task_map(f)
+    f.write_text(json.dumps({"Partition 0": "blobs/aa/bb"}))
+    assert load_snapshots_file(f) == {"Partition 0": "blobs/aa/bb"}
+    f.write_text("[1]")
+    with pytest.raises(UsageError):
+        load_snapshots_file(f)
+    with pytest.raises(UsageError):
+        load_snapshots_file(tmp_path / "missing.json")
+
+
+def test_partitioner_default_is_kafkas_and_custom_ones_load():
+    route = load_partitioner(None)
+    assert route is partition_of
+    # toPositive, not abs: a hash of Integer.MIN_VALUE-like magnitude stays in range
+    for key in [b"", b"a", b"hello", b"\xff" * 7, b"user-00042"]:
+        assert route(key, 7) == (murmur2(key) & 0x7FFFFFFF) % 7
+    assert murmur2(b"21") == -973932308  # Kafka's UtilsTest vectors
+    assert murmur2(b"foobar") == -790332482
+    assert load_partitioner("statectl.formats.adstore:partition_of") is partition_of
+    with pytest.raises(BuildError):
+        load_partitioner("no_such_module_xyz:f")
+    with pytest.raises(BuildError):
+        load_partitioner("statectl.formats.adstore:no_such_function")
+
+
+def test_build_spec_of_snapshots_round_trips_and_validates():
+    src = ({"task": "Partition 0", "snapshot": "blobs/a", "files": [{"path": "000001.sst", "size": 3,
+                                                                      "checksum": 1, "blobs": [["b", 0]]}]},)
+    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=3, snapshots=src, source_store="file:///x")
+    spec.validate()
+    again = BuildSpec.from_json(spec.to_json())
+    assert again == spec and again.spec_hash() == spec.spec_hash()
+    assert spec.stores() == [0, 1, 2]
+    for kw in (dict(snapshots=()), dict(source_store=None), dict(partitions_out=None), dict(partitioner="x")):
+        d = {**dict(layout="partitioned", partitions_out=3, snapshots=src, source_store="file:///x"), **kw}
+        with pytest.raises(UsageError):
+            BuildSpec("snapshots", **d).validate()
+
+
+def _source(tmp_path: Path, payloads: dict[str, bytes]):
+    blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    files = []
+    for name, data in payloads.items():
+        half = len(data) // 2
+        ids = [blobs.put(io.BytesIO(data[:half]), size=half, ttl_seconds=None),
+               blobs.put(io.BytesIO(data[half:]), size=len(data) - half, ttl_seconds=None)]
+        files.append({"path": name, "size": len(data), "checksum": zlib.crc32(data),
+                      "blobs": [[ids[1], half], [ids[0], 0]]})  # out of order: fetched by offset
+    return blobs, {"task": "Partition 3", "snapshot": "blobs/xx", "files": files}
+
+
+def test_fetch_snapshot_checks_every_file(tmp_path: Path):
+    payloads = {"000007.sst": b"x" * 1000 + b"y" * 999, "sub/MANIFEST-000001": b"manifest", "CURRENT": b""}
+    blobs, source = _source(tmp_path, payloads)
+    into = tmp_path / "into"
+    assert fetch_snapshot(blobs, source, into) == sum(len(v) for v in payloads.values())
+    for name, data in payloads.items():
+        assert (into / name).read_bytes() == data
+    # one flipped byte, same size: the CRC32 names the file and the snapshot
+    bad = json.loads(json.dumps(source))
+    bad["files"][0]["checksum"] ^= 1
+    with pytest.raises(BuildError, match=r"snapshot blobs/xx of Partition 3 is damaged: 000007.sst"):
+        fetch_snapshot(blobs, bad, tmp_path / "into2")
+    gone = json.loads(json.dumps(source))
+    blobs.delete([gone["files"][1]["blobs"][0][0]])
+    with pytest.raises(BuildError, match="sub/MANIFEST-000001"):
+        fetch_snapshot(blobs, gone, tmp_path / "into3")
+    escape = json.loads(json.dumps(source))
+    escape["files"][0]["path"] = "../evil"
+    with pytest.raises(BuildError, match="escapes"):
+        fetch_snapshot(blobs, escape, tmp_path / "into4")
+    blobs.close()
+
+
+def test_source_figures_of_a_retried_task_are_not_counted_twice():
+    p = _SourceStatsParam()
+    acc = p.zero({})
+    acc = p.addInPlace(acc, {0: {"keys": 5}})
+    acc = p.addInPlace(acc, {1: {"keys": 7}})
+    acc = p.addInPlace(acc, {0: {"keys": 5}})  # the retry
+    assert acc == {0: {"keys": 5}, 1: {"keys": 7}}
+
+
+def _store(path: Path, entries: dict[bytes, bytes]) -> Digest:
+    import rocksdict
+
+    db = rocksdict.Rdict(str(path), rocksdict.Options(raw_mode=True))
+    for k, v in entries.items():
+        db[k] = v
+    db.close()
+    d = Digest()
+    d.add_sorted(sorted(entries.items()))
+    return d
+
+
+def _manifest(sources: list[Digest], targets: list[Digest]):
+    return SimpleNamespace(sources=[{"digest": d.as_json()} for d in sources],
+                           store=lambda k: SimpleNamespace(digest=targets[k]))
+
+
+def _result() -> RescaleResult:
+    return RescaleResult("s", "j", "j", 2, 2, 0, "murmur2", [], [])
+
+
+def test_verify_passes_exactly_partitioned_targets_and_refuses_the_rest(tmp_path: Path):
+    keys = {b"k%04d" % i: b"v%d" % i for i in range(300)}
+    o = opts(to_tasks=2)
+    parts = [{k: v for k, v in keys.items() if partition_of(k, 2) == j} for j in range(2)]
+    src = Digest()
+    src.add_sorted(sorted(keys.items()))
+    good = [_store(tmp_path / f"good{j}", parts[j]) for j in range(2)]
+    r = _result()
+    _verify(o, [tmp_path / "good0", tmp_path / "good1"], _manifest([src], good), r)
+    assert r.verified and r.keys == 300 and [t.keys for t in r.targets] == [len(parts[0]), len(parts[1])]
+
+    # the same entries with the targets swapped: counts and hash add up, but every key is in the wrong task
+    swapped = [_store(tmp_path / f"swap{j}", parts[1 - j]) for j in range(2)]
+    with pytest.raises(VerificationError, match="belong to another task"):
+        _verify(o, [tmp_path / "swap0", tmp_path / "swap1"], _manifest([src], swapped), _result())
+
+    # one value changed: same key count, another content hash
+    changed = dict(parts[0])
+    changed[next(iter(changed))] = b"other"
+    d = [_store(tmp_path / "chg0", changed), good[1]]
+    with pytest.raises(VerificationError, match="content hash"):
+        _verify(o, [tmp_path / "chg0", tmp_path / "good1"], _manifest([src], d), _result())
+
+    # a key lost
+    lost = dict(parts[1])
+    lost.pop(next(iter(lost)))
+    d = [good[0], _store(tmp_path / "lost1", lost)]
+    with pytest.raises(VerificationError, match="299 keys, the sources 300"):
+        _verify(o, [tmp_path / "good0", tmp_path / "lost1"], _manifest([src], d), _result())
