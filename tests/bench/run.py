@@ -26,6 +26,8 @@ Figures (README "BENCHMARKS", the issue's targets):
  10. adstore (tests/bench/adstorebench.py, on a Tansu broker): 2 M records (16-byte keys, 100-byte values)
      loaded from a topic vs a raw kafka-python consume; the Spark bulk path from Parquet vs the put path
      from the same rows; the ingest step alone; peak RSS of each
+ 11. rescale (optional, --only rescale; tests/bench/rescalebench.py): 4 -> 8 tasks of a hash-partitioned
+     store of --size-gib on Spark local[2]: wall time, phases, bytes read and written by the executors
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
@@ -63,7 +65,8 @@ VALUE_SIZE = 1024
 JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore")
+FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore", "rescale")
+OPTIONAL = {"rescale"}  # run only when --only names them
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
 
@@ -120,12 +123,12 @@ def parse_args(argv: list[str] | None) -> Settings:
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
-                        "memory, gc, drain, standby, adstore; default all")
+                        "memory, gc, drain, standby, adstore, rescale; default all but rescale")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
     runs = a.runs if a.runs is not None else (3 if a.quick else 5)
-    only = {x.strip() for x in a.only.split(",") if x.strip()} or set(FIGURES)
+    only = {x.strip() for x in a.only.split(",") if x.strip()} or set(FIGURES) - OPTIONAL
     if only - set(FIGURES):
         p.error(f"--only: unknown figures {sorted(only - set(FIGURES))}; choose from {', '.join(FIGURES)}")
     if "restore" in only:
@@ -406,7 +409,7 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain", "standby", "adstore"}:
+        if s.only - {"gc", "drain", "standby", "adstore", "rescale"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
@@ -426,6 +429,8 @@ class Bench:
             self.figure_standby()
         if "adstore" in s.only:
             self.figure_adstore()
+        if "rescale" in s.only:
+            self.figure_rescale()
 
     def figure_store(self, store: Path, keys: int) -> None:
         log(f"1. generating {human(keys * VALUE_SIZE)} store: {keys} keys of {VALUE_SIZE} random bytes, "
@@ -741,6 +746,17 @@ class Bench:
         log(f"10. adstore: {records:,} records from a topic vs a raw consume; Spark bulk path vs put path")
         self.results["adstore"] = adstorebench.bench(self.s.work / "adstore", records)
 
+    def figure_rescale(self) -> None:
+        """Rescale 4 -> 8 of a hash-partitioned store of --size-gib (tests/bench/rescalebench.py)."""
+        from tests.bench import rescalebench
+
+        assert self.server is not None
+        log(f"11. rescale 4 -> 8 of {human(self.s.size_bytes)} on Spark local[2]")
+        bucket = self.bucket("rescale")
+        self.results["rescale"] = rescalebench.bench(self.s.work / "rescale", self.s.size_bytes, self.env,
+                                                     self.server.endpoint, bucket)
+        self.drop_bucket(bucket)
+
 
 # ---- the report -----------------------------------------------------------------------------------
 
@@ -926,6 +942,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import adstorebench
 
         lines += ["", *adstorebench.report_lines(res["adstore"])]
+    if res.get("rescale"):
+        from tests.bench import rescalebench
+
+        lines += ["", *rescalebench.report_lines(res["rescale"])]
     meta_flags = meta.get("peer_flags")
     if meta_flags:
         lines += ["", "peers and flags:",
