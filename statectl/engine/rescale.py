@@ -330,6 +330,7 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
             if lease.notice:
                 progress.note(lease.notice)
             leases.append(lease)
+        markers = changelog_markers(checkpoints, refs)
         for ref, path, info in zip(refs, stores, result.targets):
             checkpoint_id = new_checkpoint_id()
             diff = diff_local(path, None, ignore=NEVER_UPLOADED)
@@ -360,8 +361,8 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
         for lease in leases:
             lease.check()  # fencing: never commit after a backup took a target over
         t0 = time.monotonic()
-        for (ref, record, index, uploaded), k in zip(pending, range(len(pending))):
-            checkpoints.commit(ref, record, markers=_no_changelog_position(checkpoints, ref, k))
+        for (ref, record, index, uploaded), extra in zip(pending, markers):
+            checkpoints.commit(ref, record, markers=extra)
         result.committed = True
         for ref, record, index, uploaded in pending:
             post_commit_cleanup(blobstore, checkpoints, ref, record, index,
@@ -370,37 +371,46 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
         result.phases["commit_s"] = round(time.monotonic() - t0, 3)
 
 
-def _no_changelog_position(checkpoints: BlobCheckpointStore, ref: StoreRef, k: int) -> dict[str, dict[str, str]] | None:
-    """With a Kafka checkpoint topic: when the target task's latest checkpoint names a changelog position
-    for the store (the old partitioning's), a marker for the same changelog stream, partition ``k``, with
-    no offset, so that the job does not replay the old partition's changelog from there onto the new
-    state. None otherwise (the commit then leaves the other markers as they are)."""
-    log = getattr(checkpoints, "commit_log", None)
-    if log is None:
-        return None
+def changelog_markers(checkpoints: BlobCheckpointStore, refs: list[StoreRef]) -> list[dict[str, dict[str, str]] | None]:
+    """Per target, the markers its commit adds besides the blob-store one. With a Kafka checkpoint topic:
+    when the target task's latest checkpoint names a changelog position for the store (the old
+    partitioning's), a marker for the same changelog stream, partition k (the task's place), with no
+    offset, so that the job does not replay the old partition's changelog from there onto the new state.
+    None otherwise (the commit leaves the task's other markers and input offsets as they are). Read once,
+    before anything is uploaded."""
+    log = checkpoints.commit_log
+    if log is None or not refs:
+        return [None] * len(refs)
+    from statectl.errors import SnapshotNotFoundError
     from statectl.formats.checkpoint import (
         KAFKA_CHANGELOG_FACTORY,
         SSP,
+        CheckpointFormatError,
         KafkaChangelogMarker,
         decode_changelog_marker,
         encode_changelog_marker,
     )
 
-    job_log = log.for_job(ref.job, ref.job_id) if hasattr(log, "for_job") else log
+    job_log = log.for_job(refs[0].job, refs[0].job_id) if hasattr(log, "for_job") else log
     try:
-        job_log._refresh()
-        base = job_log._latest_v2(ref.task)
-    except Exception:
-        return None
-    old = (base.state_checkpoint_markers if base else {}).get(KAFKA_CHANGELOG_FACTORY, {}).get(ref.store)
-    if old is None:
-        return None
-    try:
-        ssp = decode_changelog_marker(old).ssp
-    except Exception:
-        return None
-    marker = KafkaChangelogMarker(SSP(ssp.system, ssp.stream, k, ssp.key_bucket), None)
-    return {KAFKA_CHANGELOG_FACTORY: {ref.store: encode_changelog_marker(marker)}}
+        latest, _problems = job_log.latest_checkpoints()
+    except SnapshotNotFoundError:
+        return [None] * len(refs)  # no checkpoint topic yet: the first commit creates it
+    out: list[dict[str, dict[str, str]] | None] = []
+    for k, ref in enumerate(refs):
+        base = latest.get(ref.task)
+        old = (base.state_checkpoint_markers if base else {}).get(KAFKA_CHANGELOG_FACTORY, {}).get(ref.store)
+        if old is None:
+            out.append(None)
+            continue
+        try:
+            ssp = decode_changelog_marker(old).ssp
+        except CheckpointFormatError as e:
+            raise StatectlError(f"the latest checkpoint of {ref} has a changelog marker statectl cannot read: {e}",
+                                hint="nothing was uploaded or committed") from None
+        marker = KafkaChangelogMarker(SSP(ssp.system, ssp.stream, k, ssp.key_bucket), None)
+        out.append({KAFKA_CHANGELOG_FACTORY: {ref.store: encode_changelog_marker(marker)}})
+    return out
 
 
 def load_snapshots_file(path: Path) -> dict[str, str]:

@@ -24,7 +24,7 @@ STORE = "counts"
 SPARK = ["--master", "local[2]"]
 
 
-def _make_sources(tmp: Path, blobs: str, job: str, n: int, seed: int) -> dict[bytes, bytes]:
+def _make_sources(tmp: Path, blobs: str, job: str, n: int, seed: int, *extra: str) -> dict[bytes, bytes]:
     """N stores of ``job`` partitioned by murmur2 % N, each with several SST files, overwrites and deletions
     (a key in two levels, a tombstone hiding one), backed up; return what they hold together."""
     import rocksdict
@@ -56,7 +56,7 @@ def _make_sources(tmp: Path, blobs: str, job: str, n: int, seed: int) -> dict[by
             expected[k] = v
         db.close()
         cli(tmp, "backup", "--blobstore", blobs, "--job", job, "--store", STORE, "--task", f"Partition {p}",
-            "--state-dir", str(tmp / "state"))
+            "--state-dir", str(tmp / "state"), *extra)
     return expected
 
 
@@ -102,24 +102,58 @@ def _check_targets(tmp: Path, blobs: str, job: str, m: int, expected: dict[bytes
     assert result["bytes_read"] > 0 and result["bytes_written"] > 0
 
 
-def test_rescale_2_to_3_killed_then_done(tmp_path: Path):
-    """Killed after uploading every target, before the commit: nothing committed, the sources intact. Then the
-    same rescale runs to the end: 3 targets, each exactly its keys."""
+def test_rescale_2_to_3_killed_then_done(tmp_path: Path, tansu):
+    """With the jobs' Kafka checkpoint topics. Killed after uploading every target, before the commit:
+    nothing committed, the sources intact. Then the same rescale runs to the end: 3 targets, each exactly
+    its keys, each committed to the target job's checkpoint topic; a target task whose checkpoint named a
+    changelog position of the store now names none (partition = the task's)."""
+    from statectl.catalog.kafka_log import KafkaCheckpointLog
+    from statectl.catalog.refs import StoreRef, new_checkpoint_id
+    from statectl.formats.checkpoint import (
+        BLOB_STORE_FACTORY,
+        KAFKA_CHANGELOG_FACTORY,
+        SSP,
+        KafkaChangelogMarker,
+        decode_changelog_marker,
+        encode_changelog_marker,
+    )
+
     blobs = f"file://{tmp_path / 'blobs'}"
-    expected = _make_sources(tmp_path, blobs, "src", 2, 1)
-    before = {f"Partition {p}": _latest(tmp_path, blobs, "src", f"Partition {p}") for p in range(2)}
-    args = ["rescale", "--blobstore", blobs, "--job", "src", "--to-job", "dst", "--store", STORE, "--from", "2",
-            "--to", "3", "--work-dir", str(tmp_path), *SPARK, "-o", "json"]
+    src, dst = f"src-{tmp_path.name[-6:]}", f"dst-{os.getpid()}-{tmp_path.name[-6:]}"
+    expected = _make_sources(tmp_path, blobs, src, 2, 1, "--kafka", tansu.bootstrap)
+    before = {f"Partition {p}": _latest(tmp_path, blobs, src, f"Partition {p}") for p in range(2)}
+    old = KafkaChangelogMarker(SSP("kafka", f"{dst}-counts-changelog", 0), "4267")
+    with KafkaCheckpointLog(tansu.bootstrap, dst, "1") as log:  # the old job's checkpoint of Partition 1
+        log.commit(StoreRef(dst, "1", "Partition 1", "other"), new_checkpoint_id(), "blobs/00/other",
+                   markers={KAFKA_CHANGELOG_FACTORY: {STORE: encode_changelog_marker(old)}})
+    args = ["rescale", "--blobstore", blobs, "--kafka", tansu.bootstrap, "--job", src, "--to-job", dst, "--store",
+            STORE, "--from", "2", "--to", "3", "--work-dir", str(tmp_path), *SPARK, "-o", "json"]
     env = dict(clean_env(tmp_path), STATECTL_FAILPOINTS="rescale-before-commit=kill")
     p = subprocess.run([STATECTL, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                        stdin=subprocess.DEVNULL)
     assert p.returncode == -9, (p.returncode, p.stderr)
-    _nothing_committed(tmp_path, blobs, "dst", 3)
-    _sources_intact(tmp_path, blobs, "src", before)
+    _nothing_committed(tmp_path, blobs, dst, 3)
+    _sources_intact(tmp_path, blobs, src, before)
+    with KafkaCheckpointLog(tansu.bootstrap, dst, "1") as log:
+        latest, _ = log.latest_checkpoints()
+    assert set(latest) == {"Partition 1"} and STORE not in latest["Partition 1"].state_checkpoint_markers.get(
+        BLOB_STORE_FACTORY, {})
+
     r = json.loads(cli(tmp_path, *args, timeout=300).stdout)
     assert r["tasks_in"] == 2 and sum(s["keys"] for s in r["sources"]) == len(expected)
-    _check_targets(tmp_path, blobs, "dst", 3, expected, r)
-    _sources_intact(tmp_path, blobs, "src", before)
+    _check_targets(tmp_path, blobs, dst, 3, expected, r)
+    _sources_intact(tmp_path, blobs, src, before)
+    with KafkaCheckpointLog(tansu.bootstrap, dst, "1") as log:
+        latest, _ = log.latest_checkpoints()
+    for j in range(3):
+        markers = latest[f"Partition {j}"].state_checkpoint_markers
+        assert markers[BLOB_STORE_FACTORY][STORE] == r["targets"][j]["snapshot_id"]
+        changelog = markers.get(KAFKA_CHANGELOG_FACTORY, {}).get(STORE)
+        if j == 1:
+            m = decode_changelog_marker(changelog)
+            assert m.offset is None and m.ssp.partition == 1 and m.ssp.stream == old.ssp.stream
+        else:
+            assert changelog is None
 
 
 def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
