@@ -198,16 +198,58 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         result.duration_s = round(time.monotonic() - began, 3)
         return result
 
-    work = Path(tempfile.mkdtemp(prefix="statectl-rescale-", dir=opts.work_dir))
-    try:
+    with _WorkDir(opts.work_dir) as work:
         stores, manifest = _build(opts, snapshots, blobstore, work, result, progress)
         _verify(opts, stores, manifest, result)
         _upload_and_commit(opts, to_job, stores, blobstore, checkpoints, result, progress)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     result.notes = progress.notes
     result.duration_s = round(time.monotonic() - began, 3)
     return result
+
+
+WORK_PREFIX = "statectl-rescale-"
+WORK_LOCK = "RESCALE.lock"
+
+
+class _WorkDir:
+    """A temporary dir of this rescale in ``parent`` (default the temp dir), flock'ed while it runs and
+    removed at the end. The dirs that killed rescales left there (their lock free) are removed first."""
+
+    def __init__(self, parent: Path | None):
+        self.parent = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+        self._fd: int | None = None
+
+    def __enter__(self) -> Path:
+        import fcntl
+        import os
+
+        self.parent.mkdir(parents=True, exist_ok=True)
+        for old in self.parent.glob(WORK_PREFIX + "*"):
+            if old.is_symlink() or not old.is_dir() or not (old / WORK_LOCK).is_file():
+                continue
+            try:
+                fd = os.open(old / WORK_LOCK, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a running rescale's
+            finally:
+                os.close(fd)
+            shutil.rmtree(old, ignore_errors=True)
+        self.path = Path(tempfile.mkdtemp(prefix=WORK_PREFIX, dir=self.parent))
+        self._fd = os.open(self.path / WORK_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        import os
+
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: BlobStore, work: Path,

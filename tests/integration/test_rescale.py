@@ -186,3 +186,19 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
     _nothing_committed(tmp_path, blobs, "job2b", 2)
     for task, ids in before.items():
         assert _latest(tmp_path, blobs, "job4", task) == ids
+
+
+def test_rescale_usage_and_not_found(tmp_path: Path):
+    """No Spark: bad counts are usage errors (2); a source task without a snapshot is not found (10), with
+    -o json one error document; nothing is run."""
+    blobs = f"file://{tmp_path / 'blobs'}"
+    base = ["rescale", "--blobstore", blobs, "--job", "nojob", "--store", STORE]
+    cli(tmp_path, *base, "--from", "0", "--to", "2", code=2)
+    cli(tmp_path, *base, "--from", "2", "--to", "2", code=2)
+    cli(tmp_path, *base, "--from", "2", "--to", "3", "--partitioner", "not-a-callable", code=2)
+    p = cli(tmp_path, "-o", "json", *base, "--from", "2", "--to", "3", code=10)
+    doc = json.loads(p.stdout)
+    assert doc["exit_code"] == 10 and "Partition 0" in doc["error"]
+    (tmp_path / "map.json").write_text(json.dumps({"from": ["a"]}))
+    p = cli(tmp_path, *base, "--from", "2", "--to", "3", "--task-map", str(tmp_path / "map.json"), code=2)
+    assert "task map" in p.stderr

@@ -184,3 +184,27 @@ def test_verify_passes_exactly_partitioned_targets_and_refuses_the_rest(tmp_path
     d = [good[0], _store(tmp_path / "lost1", lost)]
     with pytest.raises(VerificationError, match="299 keys, the sources 300"):
         _verify(o, [tmp_path / "good0", tmp_path / "lost1"], _manifest([src], d), _result())
+
+
+def test_work_dir_removes_what_killed_rescales_left_but_not_a_running_ones(tmp_path: Path):
+    import fcntl
+    import os
+
+    from statectl.engine.rescale import WORK_LOCK, WORK_PREFIX, _WorkDir
+
+    dead = tmp_path / f"{WORK_PREFIX}dead"
+    (dead / "build").mkdir(parents=True)
+    (dead / WORK_LOCK).touch()
+    running = tmp_path / f"{WORK_PREFIX}running"
+    running.mkdir()
+    fd = os.open(running / WORK_LOCK, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    mine = tmp_path / f"{WORK_PREFIX}mine-not-a-rescale"  # no lock file: not provably a rescale's
+    mine.mkdir()
+    try:
+        with _WorkDir(tmp_path) as work:
+            assert work.is_dir() and work.name.startswith(WORK_PREFIX)
+            assert not dead.exists() and running.is_dir() and mine.is_dir()
+        assert not work.exists()
+    finally:
+        os.close(fd)
