@@ -334,6 +334,11 @@ class _ReadSnapshots:
                         raise BuildError(f"snapshot {source['snapshot']} of {source['task']}: cannot open it: "
                                          f"{_one_line(e)}") from None
                     try:
+                        others = [cf for cf in _rocksdict().Rdict.list_cf(str(work)) if cf != "default"]
+                        if others:  # re-partitioning only the default one would drop them silently
+                            raise BuildError(f"snapshot {source['snapshot']} of {source['task']} has column families "
+                                             f"besides the default one ({', '.join(sorted(others))}): rescale "
+                                             "re-partitions single-column-family stores only")
                         cursor = db.iter()
                         cursor.seek_to_first()
                         while cursor.valid():
@@ -357,6 +362,12 @@ class _ReadSnapshots:
                     shutil.rmtree(work, ignore_errors=True)
         finally:
             blobs.close()
+
+
+def _rocksdict() -> Any:
+    import rocksdict
+
+    return rocksdict
 
 
 def _snapshots_rdd(sc: Any, job: _Job) -> tuple[Any, Any]:
