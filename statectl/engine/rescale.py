@@ -396,8 +396,11 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
             info.snapshot_id, info.checkpoint_id = index_id, checkpoint_id
             info.files, info.bytes = len(present), sum(f.size for _, f in present)
             result.bytes_uploaded += sum(f.size for f in uploaded)
+            # The commit's cleanup keeps every older snapshot of the target (within one job: the source of
+            # its task, kept for a roll-back); the next backup of the task applies its own --keep-last.
+            keep = max(opts.keep_last, 1 + len(checkpoints.list(ref)))
             pending.append((ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis,
-                                                  keep_last=opts.keep_last), index, uploaded))
+                                                  keep_last=keep), index, uploaded))
         result.phases["upload_s"] = round(time.monotonic() - t0, 3)
         failpoints.hit("rescale-before-commit")
         for lease in leases:

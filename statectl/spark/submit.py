@@ -293,29 +293,29 @@ class BuildManifest:
 # -- can Spark run here? -------------------------------------------------------------------------------
 
 
-def spark_submit_path() -> Path:
+def spark_submit_path(what: str = "adstore load --spark") -> Path:
     """The spark-submit of the pyspark install; MissingDependencyError (13) when pyspark is not installed."""
     import importlib.util
 
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.origin:
-        raise MissingDependencyError("pyspark is not installed; adstore load --spark needs it",
+        raise MissingDependencyError(f"pyspark is not installed; {what} needs it",
                                      hint=SPARK_INSTALL_HINT)
     return Path(spec.origin).parent / "bin" / "spark-submit"
 
 
-def check_spark() -> Path:
+def check_spark(what: str = "adstore load --spark") -> Path:
     """Raise MissingDependencyError (exit 13, with the install hint) unless pyspark imports with its
     spark-submit and a Java it can run on is found (statectl.spark.probe); return spark-submit's path."""
     from statectl.spark import probe
 
-    submit = spark_submit_path()
+    submit = spark_submit_path(what)
     java, version = probe.check_java(True)
     if java.status != probe.OK:
-        raise MissingDependencyError(f"adstore load --spark needs Java: {java.detail}", hint=java.hint)
+        raise MissingDependencyError(f"{what} needs Java: {java.detail}", hint=java.hint)
     spark = probe.check_spark(True, java, version)
     if spark.status != probe.OK:
-        raise MissingDependencyError(f"adstore load --spark cannot run Spark: {spark.detail}",
+        raise MissingDependencyError(f"{what} cannot run Spark: {spark.detail}",
                                      hint=spark.hint or SPARK_INSTALL_HINT)
     return submit
 
@@ -348,7 +348,7 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
     done = _reuse(out_dir, spec_hash, s3, progress)
     if done is not None:
         return done
-    submit = check_spark()
+    submit = check_spark("rescale" if spec.source == "snapshots" else "adstore load --spark")
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear(out_dir)
     staging = None

@@ -157,20 +157,28 @@ def test_rescale_2_to_3_killed_then_done(tmp_path: Path, tansu):
 
 
 def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
-    """4 -> 2 within the job (the targets become the job's latest snapshots of Partition 0 and 1); then a
-    source snapshot with one flipped byte: exit 1 naming it, nothing committed."""
+    """4 -> 2 within the job: the targets become the latest snapshots of Partition 0 and 1, whose old
+    snapshots stay restorable (a roll-back), and Partition 2 and 3 keep theirs. Then the old snapshots,
+    named with --snapshots, one with a flipped byte: exit 1 naming it, nothing committed."""
     blobs = f"file://{tmp_path / 'blobs'}"
     expected = _make_sources(tmp_path, blobs, "job4", 4, 2)
     dry = json.loads(cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "job4", "--store", STORE, "--from",
                          "4", "--to", "2", "--dry-run", "-o", "json").stdout)
     assert dry["dry_run"] and not dry["committed"] and len(dry["sources"]) == 4
     before = {f"Partition {p}": _latest(tmp_path, blobs, "job4", f"Partition {p}") for p in range(4)}
-    r = json.loads(cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "job4", "--to-job", "job2", "--store",
-                       STORE, "--from", "4", "--to", "2", "--work-dir", str(tmp_path), *SPARK, "-o", "json",
-                       timeout=300).stdout)
-    _check_targets(tmp_path, blobs, "job2", 2, expected, r)
-    _sources_intact(tmp_path, blobs, "job4", before)
+    r = json.loads(cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "job4", "--store", STORE, "--from", "4",
+                       "--to", "2", "--work-dir", str(tmp_path), *SPARK, "-o", "json", timeout=300).stdout)
+    _check_targets(tmp_path, blobs, "job4", 2, expected, r)
+    for p in range(4):
+        task = f"Partition {p}"
+        now = _latest(tmp_path, blobs, "job4", task)
+        assert now == ([r["targets"][p]["snapshot_id"]] if p < 2 else []) + before[task], task
+        cli(tmp_path, "snapshots", "verify", before[task][0], "--download", "--blobstore", blobs, "--job", "job4",
+            "--store", STORE, "--task", task)
+    assert not list(tmp_path.glob("statectl-rescale-*")), "the work dir outlived the rescale"
 
+    named = tmp_path / "snapshots.json"
+    named.write_text(json.dumps({task: ids[0] for task, ids in before.items()}))
     index = json.loads(cli(tmp_path, "snapshots", "show", before["Partition 1"][0], "--blobstore", blobs,
                            "--job", "job4", "--store", STORE, "--task", "Partition 1", "-o", "json").stdout)
     sst = next(f for f in index["dir-index"]["files-present"] if f["file-name"].endswith(".sst"))
@@ -181,11 +189,13 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
     os.chmod(blob, 0o644)
     blob.write_bytes(bytes(data))
     p = cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "job4", "--to-job", "job2b", "--store", STORE,
-            "--from", "4", "--to", "2", "--work-dir", str(tmp_path), *SPARK, code=1, timeout=300)
+            "--from", "4", "--to", "2", "--snapshots", str(named), "--work-dir", str(tmp_path), *SPARK, code=1,
+            timeout=300)
     assert "damaged" in p.stderr and "Partition 1" in p.stderr, p.stderr
     _nothing_committed(tmp_path, blobs, "job2b", 2)
-    for task, ids in before.items():
-        assert _latest(tmp_path, blobs, "job4", task) == ids
+    for p in range(4):
+        task = f"Partition {p}"
+        assert _latest(tmp_path, blobs, "job4", task) == ([r["targets"][p]["snapshot_id"]] if p < 2 else []) + before[task]
 
 
 def test_rescale_usage_and_not_found(tmp_path: Path):
