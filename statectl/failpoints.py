@@ -37,6 +37,9 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
 - adstore load --topic: ``adstore-apply`` (each write batch into a store); --from-file on the put path
   meets ``changelog-apply`` (each write batch into a version being built).
 - adstore load --spark: ``adstore-ingest`` (before each store's SST files are ingested).
+- rescale: ``rescale-ingest`` (before each target's SST files are ingested), ``rescale-uploaded`` (after each
+  target's index is uploaded, TTL'd), ``rescale-before-commit`` (every target uploaded and verified,
+  nothing committed).
 """
 
 from __future__ import annotations
