@@ -88,6 +88,25 @@ def _sources_intact(tmp: Path, blobs: str, job: str, before: dict[str, list[str]
             "--task", task)
 
 
+def _uncommitted_blobs_carry_a_ttl(url: str, committed: list[str]) -> int:
+    """Every data blob but those of the ``committed`` snapshots carries a TTL (gc reclaims it once it runs
+    out); return how many there are."""
+    from statectl.blobstore import open_blobstore
+    from statectl.catalog.index import is_data_blob_id, read_index, snapshot_blob_ids
+
+    store = open_blobstore(url)
+    try:
+        kept = set()
+        for sid in committed:
+            kept |= snapshot_blob_ids(sid, read_index(store, sid))
+        others = [b.key for b in store.list("blobs/") if is_data_blob_id(b.key) and b.key not in kept]
+        permanent = [k for k in others if store.stat(k).expires_at is None]
+        assert not permanent, f"uncommitted blobs without a TTL: {permanent[:3]}"
+        return len(others)
+    finally:
+        store.close()
+
+
 def _check_targets(tmp: Path, blobs: str, job: str, m: int, expected: dict[bytes, bytes], result: dict) -> None:
     assert result["tasks_out"] == m and result["keys"] == len(expected)
     assert result["verified"] and result["committed"] and result["changelog_position"] is None
@@ -138,6 +157,7 @@ def test_rescale_2_to_3_killed_then_done(tmp_path: Path, tansu):
         latest, _ = log.latest_checkpoints()
     assert set(latest) == {"Partition 1"} and STORE not in latest["Partition 1"].state_checkpoint_markers.get(
         BLOB_STORE_FACTORY, {})
+    assert _uncommitted_blobs_carry_a_ttl(blobs, [ids[0] for ids in before.values()]) > 0
 
     r = json.loads(cli(tmp_path, *args, timeout=300).stdout)
     assert r["tasks_in"] == 2 and sum(s["keys"] for s in r["sources"]) == len(expected)
