@@ -25,7 +25,8 @@ EPILOG = (
     "Examples:\n\n"
     "  statectl rescale --job page-views --store counts --from 8 --to 32 --blobstore s3://backups/samza\n\n"
     "  statectl rescale --job page-views --store counts --from 4 --to 2 --to-job page-views-small --dry-run\n\n"
-    "  statectl rescale --job page-views --store counts --from 2 --to 3 --master yarn --partitioner mylib.parts:route\n\n"
+    "  statectl rescale --job page-views --store counts --from 2 --to 3 --master yarn "
+    "--partitioner mylib.parts:route\n\n"
     + exit_codes_epilog(0, (1, "failure: a damaged source snapshot, the Spark job failed, or the verification "
                                "failed (nothing committed)"), 2, (10, "a source task has no snapshot"),
                         (11, "a backup of a target store is running"), (13, "pyspark or Java missing"))

@@ -74,7 +74,8 @@ def bench(work: Path, size_bytes: int, env: dict[str, str], endpoint: str, bucke
     if not r["verified"] or not r["committed"] or r["keys"] != keys:
         raise RuntimeError(f"rescale bench: unexpected result {r}")
     return {"size_bytes": size_bytes, "keys": keys, "tasks_in": tasks_in, "tasks_out": tasks_out,
-            "wall_s": round(sample.wall_s, 2), "max_rss_mb": round(sample.max_rss_mb, 1), "cpu_s": round(sample.cpu_s, 1),
+            "wall_s": round(sample.wall_s, 2), "max_rss_mb": round(sample.max_rss_mb, 1),
+            "cpu_s": round(sample.cpu_s, 1),
             "phases": r["phases"], "bytes_read": r["bytes_read"], "bytes_written": r["bytes_written"],
             "bytes_uploaded": r["bytes_uploaded"], "source_bytes": sum(s["bytes"] for s in r["sources"]),
             "per_target_keys": [t["keys"] for t in r["targets"]]}

@@ -203,7 +203,8 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
                            "--job", "job4", "--store", STORE, "--task", "Partition 1", "-o", "json").stdout)
     sst = next(f for f in index["dir-index"]["files-present"] if f["file-name"].endswith(".sst"))
     blob_id = sst["blobs"][0]["blob-id"]
-    blob = next(p for p in (tmp_path / "blobs").rglob("*") if p.is_file() and str(p).endswith(blob_id.rsplit("/", 1)[-1]))
+    name = blob_id.rsplit("/", 1)[-1]
+    blob = next(p for p in (tmp_path / "blobs").rglob("*") if p.is_file() and p.name == name)
     data = bytearray(blob.read_bytes())
     data[len(data) // 2] ^= 0xFF
     os.chmod(blob, 0o644)
@@ -215,7 +216,8 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
     _nothing_committed(tmp_path, blobs, "job2b", 2)
     for p in range(4):
         task = f"Partition {p}"
-        assert _latest(tmp_path, blobs, "job4", task) == ([r["targets"][p]["snapshot_id"]] if p < 2 else []) + before[task]
+        new = [r["targets"][p]["snapshot_id"]] if p < 2 else []
+        assert _latest(tmp_path, blobs, "job4", task) == new + before[task]
 
 
 def test_rescale_usage_and_not_found(tmp_path: Path):
