@@ -264,7 +264,7 @@ complete -c statectl -n '__statectl_path rescale' -l to -x -d 'Target tasks: Par
 complete -c statectl -n '__statectl_path rescale' -l to-job -x -d 'The job the new snapshots are for (default: --job)'
 complete -c statectl -n '__statectl_path rescale' -l master -x -d 'Spark master: local[*], yarn, k8s://..., spark://..'
 complete -c statectl -n '__statectl_path rescale' -l spark-conf -x -d 'KEY=VALUE for spark-submit (repeatable)'
-complete -c statectl -n '__statectl_path rescale' -l partitioner -x -d 'f(key: bytes, partitions: int) -> int, importable where the executors run (default: Kafka\'s murmur2 partitioner)'
+complete -c statectl -n '__statectl_path rescale' -l partitioner -x -d 'f(key: bytes, partitions: int) -> int, importable where the executors and statectl run (its verification routes every key again); default: Kafka\'s murmur2 partitioner'
 complete -c statectl -n '__statectl_path rescale' -l task-map -x -d 'JSON {"from": [source task names], "to": [target task names]} instead of Partition k'
 complete -c statectl -n '__statectl_path rescale' -l snapshots -x -d 'JSON {task name: snapshot id} of source snapshots to take instead of the latest'
 complete -c statectl -n '__statectl_path rescale' -l work-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Where the Spark job\'s files and the staged target stores go (default: the temp dir)'

@@ -46,8 +46,8 @@ def rescale(
     spark_conf: Annotated[Optional[list[str]], typer.Option("--spark-conf", help="KEY=VALUE for spark-submit "
                                                             "(repeatable).", show_default=False)] = None,
     partitioner: Annotated[Optional[str], typer.Option("--partitioner", metavar="MODULE:CALLABLE", help=(
-        "f(key: bytes, partitions: int) -> int, importable where the executors run (default: Kafka's murmur2 "
-        "partitioner)."), show_default=False)] = None,
+        "f(key: bytes, partitions: int) -> int, importable where the executors and statectl run (its "
+        "verification routes every key again); default: Kafka's murmur2 partitioner."), show_default=False)] = None,
     task_map: Annotated[Optional[Path], typer.Option("--task-map", metavar="FILE", help=(
         "JSON {\"from\": [source task names], \"to\": [target task names]} instead of Partition k."),
         show_default=False)] = None,

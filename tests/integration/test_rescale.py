@@ -234,3 +234,27 @@ def test_rescale_usage_and_not_found(tmp_path: Path):
     (tmp_path / "map.json").write_text(json.dumps({"from": ["a"]}))
     p = cli(tmp_path, *base, "--from", "2", "--to", "3", "--task-map", str(tmp_path / "map.json"), code=2)
     assert "task map" in p.stderr
+
+
+def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
+    """--partitioner module:callable, importable in the executors and in statectl (PYTHONPATH): 2 -> 2 into
+    another job, every key where that function sends it."""
+    import zlib
+
+    (tmp_path / "jobparts").mkdir()
+    (tmp_path / "jobparts" / "route.py").write_text(
+        "import zlib\n\ndef by_crc(key, n):\n    return zlib.crc32(key) % n\n")
+    blobs = f"file://{tmp_path / 'blobs'}"
+    expected = _make_sources(tmp_path, blobs, "murmur", 2, 3)
+    env = dict(clean_env(tmp_path), PYTHONPATH=str(tmp_path / "jobparts"))
+    p = subprocess.run([STATECTL, "rescale", "--blobstore", blobs, "--job", "murmur", "--to-job", "crc", "--store",
+                        STORE, "--from", "2", "--to", "2", "--partitioner", "route:by_crc", "--work-dir",
+                        str(tmp_path), *SPARK, "-o", "json"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["partitioner"] == "route:by_crc" and r["keys"] == len(expected)
+    for j in range(2):
+        want = {k: v for k, v in expected.items() if zlib.crc32(k) % 2 == j}
+        assert r["targets"][j]["keys"] == len(want)
+        assert _restored(tmp_path, blobs, "crc", f"Partition {j}") == want
