@@ -312,7 +312,6 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
         result.versions_sealed += len(s.load.sealed)
     current = {s.load.version for s in stores}
     result.version = current.pop() if len(current) == 1 else None
-    result.bootstrapped = not stop.is_set()
     result.duration_s = round(time.monotonic() - began, 3)
     result.notes = list(getattr(progress, "notes", [])) + result.notes
     return result
@@ -477,8 +476,10 @@ def _run(stores: list[_Store], opts: DatasetLoadOptions, extract: Any, stop: thr
                 busy = True
             if stop.is_set():
                 break
-        if not opts.follow and not busy and all(p.exhausted or p.marker is not None
-                                                for s in stores for p in s.parts):
+        if not result.bootstrapped and all(p.exhausted or p.marker is not None or (p.reader.caught_up and not p.buf)
+                                           for s in stores for p in s.parts):
+            result.bootstrapped = True  # every partition read to its end (or to a marker it waits at)
+        if not opts.follow and not busy and result.bootstrapped:
             break
     for s in stores:
         s.load.pending_records = s.records

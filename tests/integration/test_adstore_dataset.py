@@ -232,13 +232,13 @@ def test_kill_9_mid_version_then_resume_completes_it_with_exactly_its_records(da
         v2 += part
         t.send(0, part)
     t.marker(0, b"2")
-    env = dict(clean_env(t.tmp), STATECTL_FAILPOINTS="adstore-apply=sleep:0.2")  # slow, to be killed mid-way
+    env = dict(clean_env(t.tmp), STATECTL_FAILPOINTS="adstore-apply=1*off->sleep:60")  # stalls mid-version 2
     proc = subprocess.Popen([STATECTL, *t.args()], env=env, cwd=t.tmp, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
         wait_until(lambda: t.current() == 1 and any(x.name.startswith(".building-")
                                                     for x in t.versions_dir().iterdir()), why="version 2 begun")
-        time.sleep(0.3)
+        time.sleep(0.5)
     finally:
         proc.kill()
         proc.wait(timeout=30)
