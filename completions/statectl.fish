@@ -77,7 +77,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --max-age --keep-versions --master --spark-conf --config --profile --output -o
+            printf '%s\n' -- --kafka --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
         case 'adstore versions'
             printf '%s\n' -- --task --store --state-dir --store-dir --config --profile --output -o
         case 'adstore switch'
@@ -596,12 +596,14 @@ complete -c statectl -n '__statectl_path adstore load' -l value-column -x -d 'Fi
 complete -c statectl -n '__statectl_path adstore load' -l value-columns -x -d 'Files: the value as a JSON object of these columns (a,b,c)'
 complete -c statectl -n '__statectl_path adstore load' -l follow -d 'Topic: after the bootstrap, keep applying new records until stopped'
 complete -c statectl -n '__statectl_path adstore load' -l max-age -x -d 'Topic: rebuild a store whose newest file is older than this (e.g'
-complete -c statectl -n '__statectl_path adstore load' -l keep-versions -x -d 'Files: versions kept per store, the current one included'
-complete -c statectl -n '__statectl_path adstore load' -l allow-empty -d 'Files: make a version of a dataset without rows (refused by default: exit 1)'
+complete -c statectl -n '__statectl_path adstore load' -l keep-versions -x -d 'Files and --dataset-versions: versions kept per store, the current one included'
+complete -c statectl -n '__statectl_path adstore load' -l allow-empty -d 'Files: make a version of a dataset without rows (refused by default: exit 1); --dataset-versions: seal a version without records (its marker is refused by default)'
 complete -c statectl -n '__statectl_path adstore load' -l spark -d 'Build on Spark (the bulk path)'
 complete -c statectl -n '__statectl_path adstore load' -l master -x -d 'Spark master: local[*], yarn, k8s://..., spark://..'
 complete -c statectl -n '__statectl_path adstore load' -l spark-conf -x -d 'KEY=VALUE for spark-submit (repeatable)'
 complete -c statectl -n '__statectl_path adstore load' -l stage-through-blobstore -d '--spark: the executors hand their SST files over through --blobstore (the default unless the master is local[...])'
+complete -c statectl -n '__statectl_path adstore load' -l dataset-versions -d 'Topic: the topic carries versions of a bounded dataset, each ended by an end-of-dataset marker; each becomes a sealed version, switched to at its marker'
+complete -c statectl -n '__statectl_path adstore load' -l end-marker -x -d '--dataset-versions: a marker is a record with this key (default: a record with the header statectl-end-of-dataset); its value names the dataset version'
 complete -c statectl -n '__statectl_path adstore load' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore load' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path adstore load' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
