@@ -13,6 +13,7 @@ from statectl.errors import UsageError
 
 if TYPE_CHECKING:
     from statectl.engine.adstore import FileLoadResult, LoadResult
+    from statectl.formats.adstore import KeyValueSpec
 
 app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset (seed 003).",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -206,7 +207,7 @@ def load(
     env.emit(fr, _file_text(fr))
 
 
-def _dataset_versions(env: Env, topic: str | None, spec: object, store_dir: Path | None, state_dir: Path | None, *,
+def _dataset_versions(env: Env, topic: str | None, spec: KeyValueSpec, store_dir: Path | None, state_dir: Path | None, *,
                       broadcast: bool, partitions: str | None, follow: bool, end_marker: str | None,
                       keep_versions: int, allow_empty: bool, other: bool) -> None:
     """adstore load --topic --dataset-versions: exit 3 when a marker was refused (see adstore_dataset)."""
@@ -219,7 +220,7 @@ def _dataset_versions(env: Env, topic: str | None, spec: object, store_dir: Path
     if not s.kafka:
         raise UsageError("adstore load --topic needs --kafka")
     opts = DatasetLoadOptions(s.kafka, topic, s.store, state_dir, broadcast=broadcast, task=s.task,
-                              store_dir=store_dir, partitions=_partitions(partitions), spec=spec,  # type: ignore[arg-type]
+                              store_dir=store_dir, partitions=_partitions(partitions), spec=spec,
                               end_marker=end_marker, keep_versions=keep_versions, allow_empty=allow_empty,
                               follow=follow, security=env.session.kafka_security, timeout_s=s.timeout)
     stop, interrupted = stop_on_signals()
