@@ -191,9 +191,10 @@ class _Cursor:
     offsets: dict[int, int] = field(default_factory=dict)
     dataset_version: int | None = None
     store_version: int | None = None
+    partitions: list[int] | None = None  # the partitions a version of the store holds (None: not known yet)
 
     def to_json(self) -> str:
-        return json.dumps({"topic": self.topic, "system": self.system,
+        return json.dumps({"topic": self.topic, "system": self.system, "partitions": self.partitions,
                            "offsets": {str(p): o for p, o in sorted(self.offsets.items())},
                            "dataset_version": self.dataset_version, "store_version": self.store_version},
                           indent=2) + "\n"
@@ -202,9 +203,10 @@ class _Cursor:
     def from_json(cls, text: str) -> "_Cursor":
         try:
             obj = json.loads(text)
-            dv, sv = obj.get("dataset_version"), obj.get("store_version")
+            dv, sv, ps = obj.get("dataset_version"), obj.get("store_version"), obj.get("partitions")
             return cls(str(obj["topic"]), str(obj["system"]), {int(p): int(o) for p, o in obj["offsets"].items()},
-                       None if dv is None else int(dv), None if sv is None else int(sv))
+                       None if dv is None else int(dv), None if sv is None else int(sv),
+                       None if ps is None else sorted(int(p) for p in ps))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"malformed {CURSOR}: {e}") from None
 
@@ -232,6 +234,7 @@ class _Store:
     batch: list[tuple[bytes, bytes | None]] = field(default_factory=list)
     records: int = 0  # of the version being built
     nbytes: int = 0
+    refused_lines: list[str] = field(default_factory=list)
 
 
 def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | None = None,
@@ -310,6 +313,7 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
         result.records += s.load.records
         result.bytes += s.load.bytes
         result.versions_sealed += len(s.load.sealed)
+        result.refused += s.refused_lines
     current = {s.load.version for s in stores}
     result.version = current.pop() if len(current) == 1 else None
     result.duration_s = round(time.monotonic() - began, 3)
@@ -392,6 +396,14 @@ def _resume(path: Path, ps: list[int], opts: DatasetLoadOptions, consumer: Any,
         cursor.dataset_version = int(m.extra["dataset_version"])
         cursor.store_version = v.number
         _write_cursor(path, cursor)
+    had = cursor.partitions if cursor.partitions is not None else (sorted(cursor.offsets) or None)
+    if had is not None and had != sorted(ps):
+        raise UsageError(f"{path} holds dataset versions of partition{'s' if len(had) != 1 else ''} "
+                         f"{', '.join(map(str, had))} of {opts.topic}; this load would put partition"
+                         f"{'s' if len(ps) != 1 else ''} {', '.join(map(str, sorted(ps)))} in it",
+                         hint="load with the layout it was loaded with (--broadcast or not, --partitions), or into "
+                              "another --store")
+    cursor.partitions = sorted(ps)
     parts = []
     for p in ps:
         off = cursor.offsets.get(p)
@@ -606,6 +618,7 @@ def _end_version(s: _Store, opts: DatasetLoadOptions, progress: ProgressReporter
         line = (f"{s.path}: end-of-dataset marker at {opts.topic} {where} refused: {reason}; "
                 f"{s.records} record{'s' if s.records != 1 else ''} of it dropped, the current version is untouched")
         progress.note(line)
+        s.refused_lines.append(line)
         _drop_build(s)
         s.cursor.offsets.update(offsets)
         _write_cursor(s.path, s.cursor)

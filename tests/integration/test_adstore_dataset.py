@@ -314,6 +314,8 @@ def test_an_older_marker_and_garbage_markers_are_refused_and_nothing_is_lost(dat
     assert "not above version 5" in reasons[0] and "not a dataset version" in reasons[1]
     assert "not a dataset version" in reasons[2]
     assert [x["records"] for x in r["stores"][0]["refused"]] == [7, 3, 2]
+    assert len(r["refused"]) == 3 and all(f"{t.name} partition 0 offset" in line for line in r["refused"])
+    assert all(line in p.stderr for line in r["refused"])  # one line each, on stderr too
     assert "Traceback" not in p.stderr
     assert [v["dataset_version"] for v in r["stores"][0]["sealed"]] == [6]
     assert read_store(t.store()) == as_dict(entries("six", 8))  # the version after the bad ones is whole
@@ -365,3 +367,14 @@ def test_dataset_versions_refuse_a_topic_store_and_bad_flags(dataset):
     assert "--end-marker is for --dataset-versions" in p.stderr
     p = cli(t.tmp, *t.args("--spark"), code=2)
     assert "--dataset-versions" in p.stderr
+
+
+def test_a_store_loaded_partitioned_is_not_loaded_as_broadcast(dataset):
+    t = dataset(partitions=2)
+    t.send(0, entries("one", 4))
+    t.marker(0, b"1")
+    t.load()
+    before = read_store(t.store(0))
+    p = t.load("--broadcast", code=2)  # Partition_0 would hold partition 1 too
+    assert "holds dataset versions of partition 0" in p.stderr and "Traceback" not in p.stderr
+    assert t.current(0) == 1 and read_store(t.store(0)) == before

@@ -46,7 +46,7 @@ def test_marker_by_header_or_by_key():
 
 
 def test_cursor_round_trip_and_damage():
-    c = _Cursor("t", "kafka", {0: 12, 3: 40}, 7, 2)
+    c = _Cursor("t", "kafka", {0: 12, 3: 40}, 7, 2, [0, 3])
     assert _Cursor.from_json(c.to_json()) == c
     assert _Cursor.from_json(_Cursor("t", "kafka").to_json()) == _Cursor("t", "kafka")
     for bad in ("", "[]", '{"topic": "t"}', '{"topic": "t", "system": "kafka", "offsets": {"a": 1}}'):
