@@ -565,7 +565,7 @@ complete -c statectl -n '__statectl_path standby check' -l debug -d 'Tracebacks 
 
 # statectl adstore
 complete -c statectl -n '__statectl_path adstore' -a load -d 'Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)'
-complete -c statectl -n '__statectl_path adstore' -a versions -d 'The sealed versions of a store loaded from files, the current one marked'
+complete -c statectl -n '__statectl_path adstore' -a versions -d 'The sealed versions of a store loaded from files or --dataset-versions, the current one marked'
 complete -c statectl -n '__statectl_path adstore' -a switch -d 'Point a store at another sealed version atomically (a rollback, or forward again)'
 complete -c statectl -n '__statectl_path adstore' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'

@@ -280,7 +280,7 @@ def _store(env: Env) -> Path:
              "--task 'Partition 3'\n\n" + exit_codes_epilog(0, 2, (10, "no versions")))
 @state_command("task", "store", "state_dir", "store_dir")
 def versions_cmd(env: Env) -> None:
-    """The sealed versions of a store loaded from files, the current one marked."""
+    """The sealed versions of a store loaded from files or --dataset-versions, the current one marked."""
     from statectl.engine.adstore import versions
 
     r = versions(_store(env))

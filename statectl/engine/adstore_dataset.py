@@ -21,7 +21,8 @@ every partition). A store is sealed when every one of its partitions has seen th
 until then (what follows belongs to the next version).
 
 Where a store stands (per store, under its StoreLock): the cursor file :data:`CURSOR` in its versions dir
-(the offsets of the last marker handled, per partition, the newest dataset version sealed, and the store
+(the partitions a version of it holds: a load with another layout is refused; the offsets of the last
+marker handled, per partition, the newest dataset version sealed, and the store
 version made current for it), written after each switch, and the manifest of each sealed version. A load
 resumes after the last marker handled: a version killed half built is removed (its build dir dies with
 its pid) and rebuilt from its first record, so a version is sealed with exactly its records; a sealed
