@@ -172,7 +172,8 @@ def load(
         return
     if topic is not None:
         if from_file is not None or fmt or keep_versions != 2 or allow_empty:
-            raise UsageError("--format, --keep-versions and --allow-empty are for --from-file")
+            raise UsageError("--format, --keep-versions and --allow-empty are for --from-file (--keep-versions and "
+                             "--allow-empty also for --topic --dataset-versions)")
         from statectl.engine.adstore import TopicLoadOptions, load_topic
 
         if not s.kafka:

@@ -378,3 +378,18 @@ def test_a_store_loaded_partitioned_is_not_loaded_as_broadcast(dataset):
     p = t.load("--broadcast", code=2)  # Partition_0 would hold partition 1 too
     assert "holds dataset versions of partition 0" in p.stderr and "Traceback" not in p.stderr
     assert t.current(0) == 1 and read_store(t.store(0)) == before
+
+
+def test_a_record_that_cannot_be_extracted_fails_the_load_and_keeps_the_current_version(dataset):
+    t = dataset()
+    good = [(None, json.dumps({"id": f"u{i}", "n": i}).encode()) for i in range(5)]
+    t.send(0, good)
+    t.marker(0, b"1")
+    t.send(0, good[:2] + [(None, b"not json")])
+    t.marker(0, b"2")
+    p = t.load("--key-field", "id", "--value-field", "n", code=1)
+    assert "offset 8" in p.stderr and "cannot extract" in p.stderr and "Traceback" not in p.stderr
+    assert t.current() == 1 and t.numbers() == [1]
+    assert read_store(t.store()) == {f"u{i}".encode(): str(i).encode() for i in range(5)}
+    assert not any(x.name.startswith(".building-") for x in t.versions_dir().iterdir())
+    t.load("--key-field", "id", "--value-field", "n", code=1)  # the same record again: nothing skipped
