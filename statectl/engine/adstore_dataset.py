@@ -20,7 +20,14 @@ every partition). A store is sealed when every one of its partitions has seen th
 (seed 003: a consistent fraction of the snapshot per task); a partition that has seen it is not read on
 until then (what follows belongs to the next version).
 
-Where a store stands (per store, under its StoreLock): the cursor file :data:`CURSOR` in its versions dir
+Locks: a load holds ``<store dir>.adstore-dataset.lock`` beside the store dir for its whole run (a second
+loader of the store exits 11), and the store's local.versions.StoreLock (``<store dir>.adstore.lock``)
+only while it changes the version chain (starts a build; seals, switches, prunes and writes the cursor;
+completes an interrupted switch), waiting up to CHAIN_WAIT_S for it while an ``adstore switch`` or a
+``--from-file`` load holds it. So ``adstore switch`` (a rollback) works while ``--follow`` runs; the next
+version sealed is switched to as usual.
+
+Where a store stands (per store): the cursor file :data:`CURSOR` in its versions dir
 (the partitions a version of it holds: a load with another layout is refused; the offsets of the last
 marker handled, per partition, the newest dataset version sealed, and the store
 version made current for it), written after each switch, and the manifest of each sealed version. A load
@@ -61,6 +68,8 @@ END_MARKER_HEADER = "statectl-end-of-dataset"
 CURSOR = "DATASET-CURSOR.json"  # in a store's versions dir
 BATCH = 10_000  # entries per WriteBatch into a version being built
 MAX_DATASET_VERSION = (1 << 63) - 1
+LOADER_LOCK_SUFFIX = ".adstore-dataset.lock"  # beside the store dir (never "<store dir>-...": Samza deletes those)
+CHAIN_WAIT_S = 600.0  # how long a seal waits for the StoreLock an adstore switch or a --from-file load holds
 
 
 @dataclass(frozen=True)
@@ -259,7 +268,7 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
     from contextlib import ExitStack
 
     from statectl.kafka.client import open_consumer, partition_count
-    from statectl.local.versions import StoreLock, current_version
+    from statectl.local.versions import current_version
 
     result = DatasetLoadResult(opts.topic, opts.marker_source())
     consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
@@ -281,7 +290,7 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
             if os.path.lexists(path) and not path.is_symlink():
                 raise UsageError(f"{path} is not a versioned adstore")
         for path, _ in layout:
-            stack.enter_context(StoreLock(path))
+            stack.enter_context(_loader_lock(path))
         extract = opts.spec.record_extractor() if (opts.spec.extractor or opts.spec.key_field
                                                    or opts.spec.value_field) else None
         try:
@@ -320,6 +329,42 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
     result.duration_s = round(time.monotonic() - began, 3)
     result.notes = list(getattr(progress, "notes", [])) + result.notes
     return result
+
+
+def _loader_lock(store: Path) -> Any:
+    """The lock one dataset loader of ``store`` holds for its whole run (LockHeldError, exit 11, when another
+    has it): local.versions.StoreLock's flock on another file beside the store dir."""
+    from statectl.local.versions import StoreLock
+
+    lock = StoreLock(store)
+    lock.path = Path(store).with_name(Path(store).name + LOADER_LOCK_SUFFIX)
+    return lock
+
+
+class _Chain:
+    """The store's StoreLock for one change of its version chain, waited for (up to CHAIN_WAIT_S) while an
+    ``adstore switch`` or a ``--from-file`` load holds it; LockHeldError (exit 11) after that."""
+
+    def __init__(self, store: Path):
+        from statectl.local.versions import StoreLock
+
+        self.lock = StoreLock(store)
+
+    def __enter__(self) -> "_Chain":
+        from statectl.errors import LockHeldError
+
+        deadline = time.monotonic() + CHAIN_WAIT_S
+        while True:
+            try:
+                self.lock.__enter__()
+                return self
+            except LockHeldError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.__exit__(*exc)
 
 
 def _layout(opts: DatasetLoadOptions, parts: list[int]) -> list[tuple[Path, list[int]]]:
@@ -381,22 +426,24 @@ def _resume(path: Path, ps: list[int], opts: DatasetLoadOptions, consumer: Any,
     from statectl.kafka.tails import check_in_range
     from statectl.local.versions import current_version, list_versions, remove_dead_builds, switch
 
-    remove_dead_builds(path)
     cursor = _read_cursor(path, opts)
-    ours = [v for v in list_versions(path) if v.manifest is not None and v.problem is None
-            and v.manifest.extra.get("topic") == opts.topic and v.manifest.extra.get("system", "kafka") == opts.system]
-    if ours and (cursor.store_version is None or ours[-1].number > cursor.store_version):
-        v = ours[-1]
-        m = v.manifest
-        assert m is not None
-        if current_version(path) != v.number:
-            switch(path, v.number, verify="quick")
-            progress.note(f"{path}: version {v.number} (dataset version {m.extra.get('dataset_version')}) was sealed "
-                          "by a load stopped before switching to it: switched to it now")
-        cursor.offsets.update({int(k.rsplit(".", 1)[1]): int(o) for k, o in m.extra.get("offsets", {}).items()})
-        cursor.dataset_version = int(m.extra["dataset_version"])
-        cursor.store_version = v.number
-        _write_cursor(path, cursor)
+    with _Chain(path):
+        remove_dead_builds(path)
+        ours = [v for v in list_versions(path) if v.manifest is not None and v.problem is None
+                and v.manifest.extra.get("topic") == opts.topic
+                and v.manifest.extra.get("system", "kafka") == opts.system]
+        if ours and (cursor.store_version is None or ours[-1].number > cursor.store_version):
+            v = ours[-1]
+            m = v.manifest
+            assert m is not None
+            if current_version(path) != v.number:
+                switch(path, v.number, verify="quick")
+                progress.note(f"{path}: version {v.number} (dataset version {m.extra.get('dataset_version')}) was "
+                              "sealed by a load stopped before switching to it: switched to it now")
+            cursor.offsets.update({int(k.rsplit(".", 1)[1]): int(o) for k, o in m.extra.get("offsets", {}).items()})
+            cursor.dataset_version = int(m.extra["dataset_version"])
+            cursor.store_version = v.number
+            _write_cursor(path, cursor)
     had = cursor.partitions if cursor.partitions is not None else (sorted(cursor.offsets) or None)
     if had is not None and had != sorted(ps):
         raise UsageError(f"{path} holds dataset versions of partition{'s' if len(had) != 1 else ''} "
@@ -551,7 +598,8 @@ def _open_build(s: _Store) -> None:
     from statectl.rocks.writer import StoreWriter
 
     b = VersionBuild(s.path)
-    b.__enter__()
+    with _Chain(s.path):  # the build's number is picked under the lock
+        b.__enter__()
     s.build = b
     try:
         s.writer = StoreWriter(b.path)
@@ -622,7 +670,8 @@ def _end_version(s: _Store, opts: DatasetLoadOptions, progress: ProgressReporter
         s.refused_lines.append(line)
         _drop_build(s)
         s.cursor.offsets.update(offsets)
-        _write_cursor(s.path, s.cursor)
+        with _Chain(s.path):
+            _write_cursor(s.path, s.cursor)
     else:
         _seal(s, opts, parsed[first], offsets, progress)  # type: ignore[arg-type]
     for p in s.parts:
@@ -646,16 +695,17 @@ def _seal(s: _Store, opts: DatasetLoadOptions, dv: int, offsets: dict[int, int],
                                 "partitions": sorted(offsets), "offsets": ssp_offsets, "dataset_version": dv,
                                 "end_marker": opts.marker_source()})
     failpoints.hit("adstore-seal")
-    s.build.seal(manifest)
-    number = s.build.number
-    s.build.__exit__(None, None, None)
-    s.build = None
-    failpoints.hit("adstore-dataset-switch")
-    previous = switch(s.path, number, verify=None)  # just built and sealed by this load
-    s.cursor.offsets.update(offsets)
-    s.cursor.dataset_version, s.cursor.store_version = dv, number
-    _write_cursor(s.path, s.cursor)
-    gone = prune(s.path, opts.keep_versions)
+    with _Chain(s.path):
+        s.build.seal(manifest)
+        number = s.build.number
+        s.build.__exit__(None, None, None)
+        s.build = None
+        failpoints.hit("adstore-dataset-switch")
+        previous = switch(s.path, number, verify=None)  # just built and sealed by this load
+        s.cursor.offsets.update(offsets)
+        s.cursor.dataset_version, s.cursor.store_version = dv, number
+        _write_cursor(s.path, s.cursor)
+        gone = prune(s.path, opts.keep_versions)
     js = digest.as_json()
     s.load.sealed.append(SealedVersion(number, dv, s.records, digest.keys, js["checksum"], ssp_offsets, previous,
                                        gone))

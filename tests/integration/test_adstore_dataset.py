@@ -393,3 +393,29 @@ def test_a_record_that_cannot_be_extracted_fails_the_load_and_keeps_the_current_
     assert read_store(t.store()) == {f"u{i}".encode(): str(i).encode() for i in range(5)}
     assert not any(x.name.startswith(".building-") for x in t.versions_dir().iterdir())
     t.load("--key-field", "id", "--value-field", "n", code=1)  # the same record again: nothing skipped
+
+
+def test_switch_rolls_back_while_follow_runs_and_a_second_loader_exits_11(dataset):
+    t = dataset()
+    t.send(0, entries("one", 10))
+    t.marker(0, b"1")
+    t.send(0, entries("two", 20))
+    t.marker(0, b"2")
+    proc = subprocess.Popen([STATECTL, *t.args("--follow")], env=clean_env(t.tmp), cwd=t.tmp,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: t.current() == 2, why="version 2 sealed")
+        p = t.load(code=11)  # one loader per store
+        assert "locked by process" in p.stderr
+        cli(t.tmp, "adstore", "switch", *t.where())  # the follower holds no lock on the version chain meanwhile
+        assert t.current() == 1 and read_store(t.store()) == as_dict(entries("one", 10))
+        time.sleep(1)
+        assert t.current() == 1  # the follower leaves the rollback alone...
+        t.send(0, entries("three", 3))
+        t.marker(0, b"3")
+        wait_until(lambda: t.current() == 3, why="version 3 sealed")  # ...until the next version is sealed
+        assert read_store(t.store()) == as_dict(entries("three", 3))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
