@@ -77,7 +77,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --max-age --keep-versions --master --spark-conf --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
         case 'adstore status'
             printf '%s\n' -- --kafka --job --job-id --store --state-dir --store-dir --config --profile --output -o
         case 'adstore versions'
@@ -568,7 +568,7 @@ complete -c statectl -n '__statectl_path standby check' -l debug -d 'Tracebacks 
 # statectl adstore
 complete -c statectl -n '__statectl_path adstore' -a load -d 'Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)'
 complete -c statectl -n '__statectl_path adstore' -a status -d 'What Samza\'s next start does with each side-input store: keep, or delete as stale or mismatched'
-complete -c statectl -n '__statectl_path adstore' -a versions -d 'The sealed versions of a store loaded from files, the current one marked'
+complete -c statectl -n '__statectl_path adstore' -a versions -d 'The sealed versions of a store loaded from files or --dataset-versions, the current one marked'
 complete -c statectl -n '__statectl_path adstore' -a switch -d 'Point a store at another sealed version atomically (a rollback, or forward again)'
 complete -c statectl -n '__statectl_path adstore' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
@@ -604,12 +604,14 @@ complete -c statectl -n '__statectl_path adstore load' -l key-serde -x -d 'Topic
 complete -c statectl -n '__statectl_path adstore load' -l value-serde -x -d 'Topic: the store\'s value serde (as --key-serde; the job\'s stores.<store>.msg.serde)'
 complete -c statectl -n '__statectl_path adstore load' -l follow -d 'Topic: after the bootstrap, keep applying new records until stopped'
 complete -c statectl -n '__statectl_path adstore load' -l max-age -x -d 'Topic: rebuild a store whose newest file is older than this (e.g'
-complete -c statectl -n '__statectl_path adstore load' -l keep-versions -x -d 'Files: versions kept per store, the current one included'
-complete -c statectl -n '__statectl_path adstore load' -l allow-empty -d 'Files: make a version of a dataset without rows (refused by default: exit 1)'
+complete -c statectl -n '__statectl_path adstore load' -l keep-versions -x -d 'Files and --dataset-versions: versions kept per store, the current one included'
+complete -c statectl -n '__statectl_path adstore load' -l allow-empty -d 'Files: make a version of a dataset without rows (refused by default: exit 1); --dataset-versions: seal a version without records (its marker is refused by default)'
 complete -c statectl -n '__statectl_path adstore load' -l spark -d 'Build on Spark (the bulk path)'
 complete -c statectl -n '__statectl_path adstore load' -l master -x -d 'Spark master: local[*], yarn, k8s://..., spark://..'
 complete -c statectl -n '__statectl_path adstore load' -l spark-conf -x -d 'KEY=VALUE for spark-submit (repeatable)'
 complete -c statectl -n '__statectl_path adstore load' -l stage-through-blobstore -d '--spark: the executors hand their SST files over through --blobstore (the default unless the master is local[...])'
+complete -c statectl -n '__statectl_path adstore load' -l dataset-versions -d 'Topic: the topic carries versions of a bounded dataset, each ended by an end-of-dataset marker; each becomes a sealed version, switched to at its marker'
+complete -c statectl -n '__statectl_path adstore load' -l end-marker -x -d '--dataset-versions: a marker is a record with this key (default: a record with the header statectl-end-of-dataset); its value names the dataset version'
 complete -c statectl -n '__statectl_path adstore load' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore load' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path adstore load' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -37,6 +37,9 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
 - adstore load --topic: ``adstore-apply`` (each write batch into a store); --from-file on the put path
   meets ``changelog-apply`` (each write batch into a version being built).
 - adstore load --spark: ``adstore-ingest`` (before each store's SST files are ingested).
+- adstore load --dataset-versions: ``adstore-apply`` (each write batch into a version being built),
+  ``adstore-seal`` (before a version's manifest is written), ``adstore-dataset-switch`` (after the seal,
+  before the switch).
 """
 
 from __future__ import annotations
