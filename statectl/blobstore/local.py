@@ -20,6 +20,7 @@ from stat import S_ISREG
 from typing import BinaryIO, Iterable, Iterator
 
 from statectl.blobstore.base import STATECTL_PREFIXES, BlobInfo, key_batches, new_blob_key
+from statectl.fsutil import fsync_dir
 from statectl.errors import (
     BlobNotFoundError,
     BlobStoreError,
@@ -85,7 +86,7 @@ class LocalBlobStore:
                     os.fsync(f.fileno())
             os.replace(tmp, path)
             if durable:
-                _fsync_dir(path.parent)
+                fsync_dir(path.parent)
         except BaseException as e:
             tmp.unlink(missing_ok=True)
             if isinstance(e, OSError):
@@ -345,9 +346,3 @@ def _etag(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:32]
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

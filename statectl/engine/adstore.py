@@ -694,10 +694,11 @@ def _record_topic_id(t: _Target, path: Path) -> None:
             raise _os_error(t.path, e, "recording the side inputs") from e
     if not t.topic_ids or _recorded_topic_ids(path) == t.topic_ids:
         return
-    tmp = path / (TOPIC_ID_FILE + ".tmp")
+    from statectl.fsutil import SYNC_NONE, write_atomic
+
     try:
-        tmp.write_text("".join(f"{i} {topic}\n" for topic, i in sorted(t.topic_ids.items())))
-        os.replace(tmp, path / TOPIC_ID_FILE)
+        write_atomic(path / TOPIC_ID_FILE, "".join(f"{i} {topic}\n" for topic, i in sorted(t.topic_ids.items())),
+                     sync=SYNC_NONE)
     except OSError as e:
         raise _os_error(t.path, e, f"writing {TOPIC_ID_FILE}") from e
 

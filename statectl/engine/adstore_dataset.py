@@ -60,6 +60,7 @@ from statectl.engine.adstore import AdstoreExtractError, _check_spec
 from statectl.errors import DiskFullError, NotFoundError, StatectlError, UsageError, is_disk_full
 from statectl.formats.adstore import AdRecord, ExtractError, KeyValueSpec, VersionManifest
 from statectl.formats.checkpoint import SSP
+from statectl.fsutil import write_atomic
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.progress import NullProgress, ProgressReporter
@@ -400,23 +401,7 @@ def _read_cursor(store: Path, opts: DatasetLoadOptions) -> _Cursor:
 def _write_cursor(store: Path, cursor: _Cursor) -> None:
     path = cursor_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(cursor.to_json())
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomic(path, cursor.to_json())
 
 
 def _resume(path: Path, ps: list[int], opts: DatasetLoadOptions, consumer: Any,
