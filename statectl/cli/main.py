@@ -204,6 +204,18 @@ def _register() -> None:
     app.add_typer(drain.app, name="drain")
     app.add_typer(standby.app, name="standby")
     app.add_typer(adstore.app, name="adstore")
+    _literal_examples(app)
+
+
+def _literal_examples(typer_app: typer.Typer) -> None:
+    """Every command's example commands kept as written in --help (literal_examples), not re-wrapped."""
+    from statectl.cli.common import literal_examples
+
+    for info in typer_app.registered_commands:
+        info.epilog = literal_examples(info.epilog)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _literal_examples(group.typer_instance)
 
 
 _register()
