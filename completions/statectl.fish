@@ -125,9 +125,9 @@ complete -c statectl -n '__statectl_path' -a doctor -d 'Check what the operation
 complete -c statectl -n '__statectl_path' -a snapshots -d 'List, inspect and verify snapshots'
 complete -c statectl -n '__statectl_path' -a config -d 'Inspect statectl\'s settings'
 complete -c statectl -n '__statectl_path' -a lease -d 'Inspect or break the lease that keeps two backups of a store from running at once'
-complete -c statectl -n '__statectl_path' -a drain -d 'Stop a job after it has processed everything in flight (Samza\'s drain, seed 004)'
-complete -c statectl -n '__statectl_path' -a standby -d 'Hot replicas of a store kept current from its changelog, promoted in seconds (seed 001)'
-complete -c statectl -n '__statectl_path' -a adstore -d 'Read-only (adjunct) stores filled from a topic or a file dataset (seed 003)'
+complete -c statectl -n '__statectl_path' -a drain -d 'Stop a job after it has processed everything in flight (Samza\'s drain)'
+complete -c statectl -n '__statectl_path' -a standby -d 'Hot replicas of a store kept current from its changelog, promoted in seconds'
+complete -c statectl -n '__statectl_path' -a adstore -d 'Read-only (adjunct) stores filled from a topic or a file dataset, as Samza\'s side-input stores'
 complete -c statectl -n '__statectl_path' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
 complete -c statectl -n '__statectl_path' -l output -s o -x -a 'text json' -d 'Result format: text or json'
@@ -140,7 +140,7 @@ complete -c statectl -n '__statectl_path' -l help -s h -d 'Show this message and
 # statectl backup
 complete -c statectl -n '__statectl_path backup' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path backup' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path backup' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path backup' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path backup' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path backup' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path backup' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -165,7 +165,7 @@ complete -c statectl -n '__statectl_path backup' -l debug -d 'Tracebacks for err
 # statectl restore
 complete -c statectl -n '__statectl_path restore' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path restore' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path restore' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path restore' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path restore' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path restore' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path restore' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -193,7 +193,7 @@ complete -c statectl -n '__statectl_path restore' -l debug -d 'Tracebacks for er
 # statectl diff
 complete -c statectl -n '__statectl_path diff' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path diff' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path diff' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path diff' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path diff' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path diff' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path diff' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -213,7 +213,7 @@ complete -c statectl -n '__statectl_path diff' -l debug -d 'Tracebacks for error
 # statectl gc
 complete -c statectl -n '__statectl_path gc' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path gc' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path gc' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path gc' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path gc' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path gc' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path gc' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
@@ -231,7 +231,7 @@ complete -c statectl -n '__statectl_path gc' -l debug -d 'Tracebacks for errors'
 # statectl doctor
 complete -c statectl -n '__statectl_path doctor' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path doctor' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path doctor' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path doctor' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path doctor' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path doctor' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path doctor' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
@@ -259,7 +259,7 @@ complete -c statectl -n '__statectl_path snapshots' -l debug -d 'Tracebacks for 
 # statectl snapshots list
 complete -c statectl -n '__statectl_path snapshots list' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots list' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path snapshots list' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path snapshots list' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path snapshots list' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path snapshots list' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path snapshots list' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -276,7 +276,7 @@ complete -c statectl -n '__statectl_path snapshots list' -l debug -d 'Tracebacks
 complete -c statectl -n '__statectl_path snapshots show' -l index-file -r -F -d 'Read the index from this file instead of the blob store'
 complete -c statectl -n '__statectl_path snapshots show' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots show' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path snapshots show' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path snapshots show' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path snapshots show' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path snapshots show' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path snapshots show' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -293,7 +293,7 @@ complete -c statectl -n '__statectl_path snapshots show' -l debug -d 'Tracebacks
 complete -c statectl -n '__statectl_path snapshots verify' -l download -d 'Also download every blob and check each file\'s CRC32'
 complete -c statectl -n '__statectl_path snapshots verify' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots verify' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path snapshots verify' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path snapshots verify' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path snapshots verify' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path snapshots verify' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path snapshots verify' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -320,7 +320,7 @@ complete -c statectl -n '__statectl_path config' -l debug -d 'Tracebacks for err
 # statectl config show
 complete -c statectl -n '__statectl_path config show' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path config show' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path config show' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path config show' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path config show' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path config show' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path config show' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -393,7 +393,7 @@ complete -c statectl -n '__statectl_path drain' -l quiet -s q -d 'No progress or
 complete -c statectl -n '__statectl_path drain' -l debug -d 'Tracebacks for errors'
 
 # statectl drain start
-complete -c statectl -n '__statectl_path drain start' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain start' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path drain start' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path drain start' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path drain start' -l run-id -x -d 'The run to drain (default: the job\'s app.run.id in its coordinator stream)'
@@ -407,7 +407,7 @@ complete -c statectl -n '__statectl_path drain start' -l quiet -s q -d 'No progr
 complete -c statectl -n '__statectl_path drain start' -l debug -d 'Tracebacks for errors'
 
 # statectl drain status
-complete -c statectl -n '__statectl_path drain status' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain status' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path drain status' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path drain status' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path drain status' -l run-id -x -d 'The run to drain (default: the job\'s app.run.id in its coordinator stream)'
@@ -420,7 +420,7 @@ complete -c statectl -n '__statectl_path drain status' -l quiet -s q -d 'No prog
 complete -c statectl -n '__statectl_path drain status' -l debug -d 'Tracebacks for errors'
 
 # statectl drain wait
-complete -c statectl -n '__statectl_path drain wait' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain wait' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path drain wait' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path drain wait' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path drain wait' -l timeout -x -d 'Give up after this long (e.g'
@@ -436,7 +436,7 @@ complete -c statectl -n '__statectl_path drain wait' -l quiet -s q -d 'No progre
 complete -c statectl -n '__statectl_path drain wait' -l debug -d 'Tracebacks for errors'
 
 # statectl drain cancel
-complete -c statectl -n '__statectl_path drain cancel' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain cancel' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path drain cancel' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path drain cancel' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path drain cancel' -l uuid -x -d 'Just this notification (default: every one of the current run)'
@@ -455,8 +455,8 @@ complete -c statectl -n '__statectl_path drain cancel' -l debug -d 'Tracebacks f
 complete -c statectl -n '__statectl_path standby' -a follow -d 'Keep a hot replica of a task\'s store current from its changelog (runs until stopped)'
 complete -c statectl -n '__statectl_path standby' -a status -d 'The replicas under the state dir: lag, follower pid, whether they are promotable'
 complete -c statectl -n '__statectl_path standby' -a promote -d 'Make a replica what the job\'s next start restores from: fence its follower, catch up, move it in'
-complete -c statectl -n '__statectl_path standby' -a failover -d 'Fail a whole container over onto its standby host: locality, fence, promote every store (seed 001 part 3)'
-complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1), the standby containers with no host, and where they can be placed'
+complete -c statectl -n '__statectl_path standby' -a failover -d 'Fail a whole container over onto its standby host: locality, stop the standby, promote every store'
+complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (they must never be), the standby containers with no host, and where they can be placed'
 complete -c statectl -n '__statectl_path standby' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -466,7 +466,7 @@ complete -c statectl -n '__statectl_path standby' -l quiet -s q -d 'No progress 
 complete -c statectl -n '__statectl_path standby' -l debug -d 'Tracebacks for errors'
 
 # statectl standby follow
-complete -c statectl -n '__statectl_path standby follow' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby follow' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path standby follow' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby follow' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby follow' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -504,7 +504,7 @@ complete -c statectl -n '__statectl_path standby status' -l quiet -s q -d 'No pr
 complete -c statectl -n '__statectl_path standby status' -l debug -d 'Tracebacks for errors'
 
 # statectl standby promote
-complete -c statectl -n '__statectl_path standby promote' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby promote' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path standby promote' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby promote' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby promote' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -530,7 +530,7 @@ complete -c statectl -n '__statectl_path standby promote' -l quiet -s q -d 'No p
 complete -c statectl -n '__statectl_path standby promote' -l debug -d 'Tracebacks for errors'
 
 # statectl standby failover
-complete -c statectl -n '__statectl_path standby failover' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby failover' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path standby failover' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby failover' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby failover' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
@@ -552,7 +552,7 @@ complete -c statectl -n '__statectl_path standby failover' -l quiet -s q -d 'No 
 complete -c statectl -n '__statectl_path standby failover' -l debug -d 'Tracebacks for errors'
 
 # statectl standby check
-complete -c statectl -n '__statectl_path standby check' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby check' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path standby check' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby check' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby check' -l metrics-file -r -F -d 'Write the placement violations and unmapped standby containers to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
@@ -579,7 +579,7 @@ complete -c statectl -n '__statectl_path adstore' -l quiet -s q -d 'No progress 
 complete -c statectl -n '__statectl_path adstore' -l debug -d 'Tracebacks for errors'
 
 # statectl adstore load
-complete -c statectl -n '__statectl_path adstore load' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path adstore load' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path adstore load' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path adstore load' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path adstore load' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -621,7 +621,7 @@ complete -c statectl -n '__statectl_path adstore load' -l quiet -s q -d 'No prog
 complete -c statectl -n '__statectl_path adstore load' -l debug -d 'Tracebacks for errors'
 
 # statectl adstore status
-complete -c statectl -n '__statectl_path adstore status' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path adstore status' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path adstore status' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path adstore status' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path adstore status' -l store -x -d 'Store name'

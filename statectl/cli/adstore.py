@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from statectl.engine.adstore import FileLoadResult, LoadResult
     from statectl.formats.adstore import KeyValueSpec
 
-app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset (seed 003).",
+app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset, as Samza's side-input stores.",
                   no_args_is_help=True, rich_markup_mode=None)
 
 WHERE = ("kafka", "job", "job_id", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")

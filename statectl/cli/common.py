@@ -40,8 +40,8 @@ class Flags:
 
     blobstore: Optional[str] = _flag("--blobstore", help="Blob store URL: file:///path or s3://bucket/prefix.")
     s3_endpoint: Optional[str] = _flag("--s3-endpoint", help="Endpoint URL of an S3-compatible store.")
-    kafka: Optional[str] = _flag("--kafka", help="Kafka bootstrap servers; checkpoints then live in the job's "
-                                                 "checkpoint topic.")
+    kafka: Optional[str] = _flag("--kafka", help="Kafka bootstrap servers (host:port[,host:port]) of the job: its "
+                                                 "checkpoint and coordinator topics, changelogs and inputs.")
     job: Optional[str] = _flag("--job", help="Job name.")
     job_id: Optional[str] = _flag("--job-id", help="Job id (default {default}).")
     task: Optional[str] = _flag("--task", help="Task name (default '{default}').")
