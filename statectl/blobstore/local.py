@@ -19,7 +19,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import BinaryIO, Iterable, Iterator
 
-from statectl.blobstore.base import STATECTL_PREFIXES, BlobInfo, key_batches, new_blob_key
+from statectl.blobstore.base import STATECTL_PREFIXES, BlobInfo, BlobStore, innermost, key_batches, new_blob_key
 from statectl.errors import (
     BlobNotFoundError,
     BlobStoreError,
@@ -46,6 +46,8 @@ class LocalBlobStore:
     # No request limit here (one unlink a key): only the size of the batches callers hand out in parallel.
     delete_batch = 512
     mtime_grain_s = 0.0  # st_mtime: nanoseconds
+    # Any two file:// stores of this host copy each other's files without a client in between.
+    copy_domain: tuple[str, ...] = ("file",)
 
     def __init__(self, root: str | os.PathLike[str], url: str | None = None):
         self.root = Path(os.path.realpath(root))
@@ -218,8 +220,15 @@ class LocalBlobStore:
         except OSError as e:
             raise BlobStoreError(f"file: remove_ttl {key}: {e.strerror or e}") from e
 
-    def copy(self, key: str, *, ttl_seconds: int | None) -> str:
-        src = self._path(key)
+    def copy(self, key: str, *, ttl_seconds: int | None, source: BlobStore | None = None,
+             size: int | None = None) -> str:
+        """A byte copy of the file (never a hard link: the copy gets its own mtime, which gc's grace
+        reads, and its own TTL sidecar), written like ``put``: TTL first, then an atomic rename."""
+        origin = innermost(source) if source is not None else self
+        if not isinstance(origin, LocalBlobStore):
+            raise UsageError(f"file: copy {key}: {source.url if source else ''} is not a file:// store; "  # type: ignore[union-attr]
+                             "stream it through the client")
+        src = origin._path(key)
         new_key = new_blob_key()
         dst = self._path(new_key)
         try:
