@@ -125,21 +125,8 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     with Lease(blobstore, ref, wait_for_gc=GC_WAIT_SECONDS) as lease:
         if lease.notice:
             progress.note(lease.notice)
-        # Holding the lease, no other backup of this store is in flight: any pending record is abandoned.
-        finished = finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0,
-                                              grace_seconds=opts.grace_seconds)
-        try:
-            prev_record = checkpoints.latest(ref)
-        except SnapshotNotFoundError:
-            prev_record = None  # e.g. the job's checkpoint topic has no v2 checkpoint for this task yet
-        if finished is not None and finished.missing:
-            # Building on it would carry its missing blobs into the new snapshot: start a new chain.
-            progress.note(f"the latest snapshot of {ref} is damaged ({len(finished.missing)} of its blobs are "
-                          f"missing, e.g. {finished.missing[0]}); taking a full backup")
-            prev_record = None
-        elif finished is not None:
-            progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
-            _note_held(progress, ref, finished)
+        prev_record = prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds,
+                                     progress=progress)
         made_dir: Path | None = None
         try:
             if opts.checkpoint_dir is None:
@@ -178,27 +165,16 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                 dir_index=dir_index,
                 prev_snapshot_index_blob_id=prev_record.index_blob_id if prev_record else None,
             )
-            index_id = write_index(blobstore, index, opts.ttl_seconds)
-            failpoints.hit("after-index-upload")
-            record = CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis, keep_last=opts.keep_last)
-            lease.check()  # fencing: never commit after another backup took the store over
-            checkpoints.commit(ref, record, input_offsets=opts.input_offsets, markers=opts.markers)
+            index_id, record = commit_snapshot(blobstore, checkpoints, lease, ref, index,
+                                               ttl_seconds=opts.ttl_seconds, keep_last=opts.keep_last,
+                                               input_offsets=opts.input_offsets, markers=opts.markers)
         except BaseException:
             if made_dir is not None:
                 shutil.rmtree(made_dir, ignore_errors=True)
             raise
-        failpoints.hit("after-commit")
-        new_blobs = [b.blob_id for fi in uploaded for b in fi.blobs]
-        cleanup = post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs,
-                                      grace_seconds=opts.grace_seconds)
-        failpoints.hit("after-cleanup")
-        _note_held(progress, ref, cleanup)
-        if cleanup.missing:
-            raise CorruptSnapshotError(
-                f"snapshot {index_id} of {ref} was committed, but {len(cleanup.missing)} of its blobs are gone "
-                f"(e.g. {cleanup.missing[0]}): something deleted them while the backup ran",
-                hint="the next backup starts a new full chain; older snapshots are untouched "
-                     "('statectl snapshots verify' checks them)")
+        finish_commit(blobstore, checkpoints, ref, record, index,
+                      new_blob_ids=[b.blob_id for fi in uploaded for b in fi.blobs],
+                      grace_seconds=opts.grace_seconds, progress=progress, what="backup")
     if made_dir is not None:
         _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
 
@@ -216,6 +192,70 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
     )
+
+
+def prepare_commit(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef, *,
+                   grace_seconds: int, progress: ProgressReporter) -> CheckpointRecord | None:
+    """Before a new snapshot of ``ref`` is built (holding its lease): finish the cleanup an interrupted
+    commit left pending, and return the latest committed record to build on, or None when there is none
+    or the latest snapshot is damaged (its blobs are missing: the new snapshot then starts a new chain;
+    a note says so). Idempotent."""
+    # Holding the lease, no other backup of this store is in flight: any pending record is abandoned.
+    finished = finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0,
+                                          grace_seconds=grace_seconds)
+    try:
+        prev_record = checkpoints.latest(ref)
+    except SnapshotNotFoundError:
+        prev_record = None  # e.g. the job's checkpoint topic has no v2 checkpoint for this task yet
+    if finished is not None and finished.missing:
+        # Building on it would carry its missing blobs into the new snapshot: start a new chain.
+        progress.note(f"the latest snapshot of {ref} is damaged ({len(finished.missing)} of its blobs are "
+                      f"missing, e.g. {finished.missing[0]}); taking a full backup")
+        prev_record = None
+    elif finished is not None:
+        progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
+        _note_held(progress, ref, finished)
+    return prev_record
+
+
+def commit_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, lease: Lease, ref: StoreRef,
+                    index: SnapshotIndex, *, ttl_seconds: int, keep_last: int,
+                    input_offsets: dict[str, str] | None = None,
+                    markers: dict[str, dict[str, str]] | None = None) -> tuple[str, CheckpointRecord]:
+    """The commit of a new snapshot of ``ref`` whose blobs are uploaded (with their TTLs): upload
+    ``index`` (TTL'd), then record the checkpoint (the catalog record, and with a Kafka commit log the
+    job's checkpoint topic) under ``index.snapshot_metadata.checkpoint_id``, after checking that
+    ``lease`` is still held. Returns the index blob id and the committed record. Anything that fails
+    before the record leaves only TTL'd blobs (gc reclaims them); backup and ``snapshots copy`` both
+    commit through here. Raises LeaseLostError when another process took the store over."""
+    index_id = write_index(blobstore, index, ttl_seconds)
+    failpoints.hit("after-index-upload")
+    record = CheckpointRecord(index.snapshot_metadata.checkpoint_id, index_id, index.creation_time_millis,
+                              keep_last=keep_last)
+    lease.check()  # fencing: never commit after another backup took the store over
+    checkpoints.commit(ref, record, input_offsets=input_offsets, markers=markers)
+    return index_id, record
+
+
+def finish_commit(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef, record: CheckpointRecord,
+                  index: SnapshotIndex, *, new_blob_ids: list[str], grace_seconds: int, progress: ProgressReporter,
+                  what: str = "backup") -> CleanupStats:
+    """The post-commit cleanup of a snapshot ``commit_snapshot`` committed: the TTLs of ``new_blob_ids``
+    and of the index go, retention applies (catalog.retention.post_commit_cleanup). Idempotent, and re-run
+    by the next backup or gc when interrupted. Raises CorruptSnapshotError when blobs of the snapshot
+    vanished before their TTL could be removed."""
+    failpoints.hit("after-commit")
+    cleanup = post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blob_ids,
+                                  grace_seconds=grace_seconds)
+    failpoints.hit("after-cleanup")
+    _note_held(progress, ref, cleanup)
+    if cleanup.missing:
+        raise CorruptSnapshotError(
+            f"snapshot {record.index_blob_id} of {ref} was committed, but {len(cleanup.missing)} of its blobs are "
+            f"gone (e.g. {cleanup.missing[0]}): something deleted them while the {what} ran",
+            hint="the next backup starts a new full chain; older snapshots are untouched "
+                 "('statectl snapshots verify' checks them)")
+    return cleanup
 
 
 def _note_held(progress: ProgressReporter, ref: StoreRef, cleanup: CleanupStats) -> None:
