@@ -244,3 +244,27 @@ def test_unreachable_target_endpoint(sdir: Path, tmp_path: Path):
     assert r.returncode == 1, r.stderr
     assert len([ln for ln in r.stderr.splitlines() if ln.startswith("Error:")]) == 1
     assert "Traceback" not in r.stderr
+
+
+def test_copy_commits_to_the_target_jobs_checkpoint_topic(tansu, sdir: Path, tmp_path: Path):
+    """With --kafka the copy is committed exactly as a backup: the target job's checkpoint topic names it."""
+    from statectl.catalog.kafka_log import KafkaCheckpointLog, KafkaCheckpointLogs
+    from tests.integration.test_kafka_checkpoints import Topic
+
+    suffix = uuid.uuid4().hex[:8]
+    src_ref = StoreRef(f"pv_{suffix}", "1", "Partition 0", "counts")
+    dst_ref = StoreRef(f"staging_{suffix}", "1", "Partition 2", "counts")
+    Topic(tansu.bootstrap, src_ref.job).create(tansu)
+    Topic(tansu.bootstrap, dst_ref.job).create(tansu)
+    bs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    cps = BlobCheckpointStore(bs, KafkaCheckpointLogs(tansu.bootstrap))
+    try:
+        backup(BackupOptions(src_ref, sdir, chunk_size=CHUNK), bs, cps)
+        r = copy_snapshot(CopyOptions(src_ref, dst_ref), bs, cps, bs, cps)
+        with KafkaCheckpointLog(tansu.bootstrap, dst_ref.job, "1") as log:
+            assert log.latest(dst_ref) == (r.checkpoint_id, r.snapshot_id)
+        target = tmp_path / "t"
+        restore(RestoreOptions(dst_ref, tmp_path / "none", target_dir=target), bs, cps)
+        assert fingerprint(target) == fingerprint(sdir)
+    finally:
+        cps.close()
