@@ -4,7 +4,7 @@ of a snapshot, server-side where the stores can (seed 002, "fast duplication"; A
 resolve and pin the source snapshot -> take the target's lease, finish its interrupted cleanup -> copy
 every blob to a new blob id (TTL'd: S3 CopyObject / UploadPartCopy, a file copy on ``file://``, or
 streamed through the client between stores that cannot copy from each other) -> the new index ->
-commit exactly as backup does (engine.backup.commit_snapshot, finish_commit).
+commit exactly as backup does (catalog.commit: commit_snapshot, finish_commit).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 
 from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
+from statectl.catalog.commit import commit_snapshot, finish_commit, prepare_commit
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore, now_ms
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
-from statectl.engine.backup import commit_snapshot, finish_commit, prepare_commit
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError, UsageError
 from statectl.parallel import check_parallelism, run_parallel
 from statectl.progress import NoteRecorder, ProgressReporter
