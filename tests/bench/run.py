@@ -23,11 +23,11 @@ Figures (README "BENCHMARKS", the issue's targets):
      replica seeded from a snapshot vs bootstrapped from the changelog; 'follow --container' of 3 tasks x 2
      stores vs one raw kafka-python consumer of the same 6 partitions; 'failover --container' of that
      container with 64 MiB and 512 MiB per replica (must be flat, <= 3 s)
- 11. copy (tests/bench/copybench.py): snapshots copy of the store's snapshot to another bucket of the same
-     server vs restore + backup vs rclone copy bucket to bucket: time and bytes through the client
  10. adstore (tests/bench/adstorebench.py, on a Tansu broker): 2 M records (16-byte keys, 100-byte values)
      loaded from a topic vs a raw kafka-python consume; the Spark bulk path from Parquet vs the put path
      from the same rows; the ingest step alone; peak RSS of each
+ 11. copy (tests/bench/copybench.py): snapshots copy of the store's snapshot to another bucket of the same
+     server vs restore + backup vs rclone copy bucket to bucket: time and bytes through the client
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
