@@ -766,7 +766,7 @@ class S3BlobStore:
         """CopyObject from ``source``'s bucket and prefix (default: this store's) to a new key here, with the
         TTL tags replaced by this copy's; above ``copy_threshold`` a multipart upload whose parts are
         UploadPartCopy requests of ``copy_part_size`` bytes, ``copy_parallelism`` at a time (a failed one is
-        aborted: nothing shows under the new key). Without ``size`` a HEAD finds the object's size."""
+        aborted: nothing shows under the new key). Without ``size``: one CopyObject (S3 takes up to 5 GiB)."""
         origin = innermost(source) if source is not None else self
         if not isinstance(origin, S3BlobStore) or origin.copy_domain != self.copy_domain:
             raise UsageError(f"s3: copy {key}: {getattr(source, 'url', source)} is not on this store's endpoint; "
@@ -775,10 +775,7 @@ class S3BlobStore:
         new_key = new_blob_key()
         tagging = self._tagging(ttl_seconds)
         try:
-            if size is None:
-                with self._deadline("copy", key):
-                    size = int(self._client.head_object(**src)["ContentLength"])
-            if size <= self.copy_threshold:
+            if size is None or size <= self.copy_threshold:
                 with self._deadline("copy", key):
                     self._client.copy_object(Bucket=self.bucket, Key=self._key(new_key), CopySource=src,
                                              TaggingDirective="REPLACE", Tagging=tagging or "")
