@@ -268,3 +268,19 @@ def test_copy_commits_to_the_target_jobs_checkpoint_topic(tansu, sdir: Path, tmp
         assert fingerprint(target) == fingerprint(sdir)
     finally:
         cps.close()
+
+
+def test_copy_domains(tmp_path: Path, seaweed, s3_options):
+    """file:// stores copy from each other; S3 stores of one endpoint do; S3 does not copy from file://."""
+    import io
+
+    from statectl.errors import UsageError
+
+    a, b = open_blobstore(f"file://{tmp_path / 'a'}"), open_blobstore(f"file://{tmp_path / 'b'}")
+    key = a.put(io.BytesIO(b"x" * 1000), size=1000, ttl_seconds=None)
+    new = b.copy(key, ttl_seconds=600, source=a, size=1000)
+    assert b.stat(new).size == 1000 and b.stat(new).expires_at is not None
+    s3 = _s3(seaweed, s3_options)
+    assert s3.copy_domain != a.copy_domain
+    with pytest.raises(UsageError, match="stream"):
+        s3.copy(key, ttl_seconds=600, source=a, size=1000)
