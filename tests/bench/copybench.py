@@ -74,7 +74,11 @@ def figure_copy(bench: "Bench", store: Path) -> dict[str, Any]:
     def after_restore_backup(run: int, sample: Sample) -> None:
         if sample.returncode != 0:
             raise BenchError(f"restore + backup failed: {sample.stderr[-2000:]}")
-        docs = [json.loads(x) for x in sample.stdout.splitlines() if x.strip().startswith("{")]
+        docs, text, dec = [], sample.stdout.strip(), json.JSONDecoder()
+        while text:  # two JSON documents, one after the other (each pretty-printed)
+            doc, end = dec.raw_decode(text)
+            docs.append(doc)
+            text = text[end:].strip()
         r, b = docs[0], docs[-1]
         sample.extra.update(bytes_through_client=r["bytes_downloaded"] + b["bytes_uploaded"])
         drop_tree(work / f"rb-{run}")
