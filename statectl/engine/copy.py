@@ -178,6 +178,7 @@ def _copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStor
                                            hint="run 'statectl snapshots verify' on the source to list every "
                                                 "missing blob; nothing was committed") from None
             progress.advance(length)
+            progress.file_done()
             return new
 
         return run
