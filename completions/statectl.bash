@@ -7,7 +7,7 @@
 _statectl_commands() {
     case $1 in
         '') REPLY='backup restore diff gc doctor snapshots config lease drain standby adstore' ;;
-        'snapshots') REPLY='list show verify' ;;
+        'snapshots') REPLY='list show verify copy' ;;
         'config') REPLY='show' ;;
         'lease') REPLY='show break' ;;
         'drain') REPLY='start status wait cancel' ;;
@@ -30,6 +30,7 @@ _statectl_options() {
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -196,6 +197,29 @@ _statectl_value() {
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --parallelism|-j) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'snapshots copy')
+            case $2 in
+                --to-job) REPLY='@text' ;;
+                --to-job-id) REPLY='@text' ;;
+                --to-task) REPLY='@text' ;;
+                --to-store) REPLY='@text' ;;
+                --to-blobstore) REPLY='@text' ;;
+                --to-s3-endpoint) REPLY='@text' ;;
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --parallelism|-j) REPLY='@text' ;;
+                --ttl) REPLY='@text' ;;
+                --keep-last) REPLY='@text' ;;
+                --grace) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

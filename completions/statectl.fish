@@ -6,7 +6,7 @@ function __statectl_commands --description 'the subcommands of a statectl comman
         case ''
             printf '%s\n' backup restore diff gc doctor snapshots config lease drain standby adstore
         case 'snapshots'
-            printf '%s\n' list show verify
+            printf '%s\n' list show verify copy
         case 'config'
             printf '%s\n' show
         case 'lease'
@@ -42,6 +42,8 @@ function __statectl_value_options --description 'the options that take a value a
             printf '%s\n' -- --index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --config --profile --output -o
         case 'snapshots verify'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --config --profile --output -o
+        case 'snapshots copy'
+            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --config --profile --output -o
         case 'config'
             printf '%s\n' -- --config --profile --output -o
         case 'config show'
@@ -248,6 +250,7 @@ complete -c statectl -n '__statectl_path doctor' -l debug -d 'Tracebacks for err
 complete -c statectl -n '__statectl_path snapshots' -a list -d 'List the snapshots of a task\'s store, newest first'
 complete -c statectl -n '__statectl_path snapshots' -a show -d 'Show one snapshot\'s index: its metadata and files (as Samza JSON with --output json)'
 complete -c statectl -n '__statectl_path snapshots' -a verify -d 'Check that every blob of a snapshot exists with the right size (and with --download, the right CRC32)'
+complete -c statectl -n '__statectl_path snapshots' -a copy -d 'Clone a snapshot into a new snapshot of another job/task/store by copying every blob server-side (S3 CopyObject, also across buckets of one endpoint); between endpoints, or file:// and s3://, the blobs stream through this host (a note says so)'
 complete -c statectl -n '__statectl_path snapshots' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path snapshots' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path snapshots' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -306,6 +309,32 @@ complete -c statectl -n '__statectl_path snapshots verify' -l output -s o -x -a 
 complete -c statectl -n '__statectl_path snapshots verify' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path snapshots verify' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path snapshots verify' -l debug -d 'Tracebacks for errors'
+
+# statectl snapshots copy
+complete -c statectl -n '__statectl_path snapshots copy' -l to-job -x -d 'The target\'s job (default: --job)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-job-id -x -d 'The target\'s job id (default: --job-id)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-task -x -d 'The target\'s task (default: --task)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-store -x -d 'The target\'s store (default: --store)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-blobstore -x -d 'The target\'s blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-s3-endpoint -x -d 'The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host'
+complete -c statectl -n '__statectl_path snapshots copy' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path snapshots copy' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path snapshots copy' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
+complete -c statectl -n '__statectl_path snapshots copy' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path snapshots copy' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path snapshots copy' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path snapshots copy' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path snapshots copy' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path snapshots copy' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
+complete -c statectl -n '__statectl_path snapshots copy' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
+complete -c statectl -n '__statectl_path snapshots copy' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
+complete -c statectl -n '__statectl_path snapshots copy' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path snapshots copy' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path snapshots copy' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path snapshots copy' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path snapshots copy' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path snapshots copy' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path snapshots copy' -l debug -d 'Tracebacks for errors'
 
 # statectl config
 complete -c statectl -n '__statectl_path config' -a show -d 'Print the effective settings and where each came from (flag, env, profile, default); secrets masked'

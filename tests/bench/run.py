@@ -26,6 +26,8 @@ Figures (README "BENCHMARKS", the issue's targets):
  10. adstore (tests/bench/adstorebench.py, on a Tansu broker): 2 M records (16-byte keys, 100-byte values)
      loaded from a topic vs a raw kafka-python consume; the Spark bulk path from Parquet vs the put path
      from the same rows; the ingest step alone; peak RSS of each
+ 11. copy (tests/bench/copybench.py): snapshots copy of the store's snapshot to another bucket of the same
+     server vs restore + backup vs rclone copy bucket to bucket: time and bytes through the client
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
@@ -63,7 +65,7 @@ VALUE_SIZE = 1024
 JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore")
+FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore", "copy")
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
 
@@ -120,7 +122,7 @@ def parse_args(argv: list[str] | None) -> Settings:
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
-                        "memory, gc, drain, standby, adstore; default all")
+                        "memory, gc, drain, standby, adstore, copy; default all")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -426,6 +428,10 @@ class Bench:
             self.figure_standby()
         if "adstore" in s.only:
             self.figure_adstore()
+        if "copy" in s.only:
+            from tests.bench.copybench import figure_copy
+
+            self.results["copy"] = figure_copy(self, store)
 
     def figure_store(self, store: Path, keys: int) -> None:
         log(f"1. generating {human(keys * VALUE_SIZE)} store: {keys} keys of {VALUE_SIZE} random bytes, "
@@ -930,6 +936,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import adstorebench
 
         lines += ["", *adstorebench.report_lines(res["adstore"])]
+    if res.get("copy"):
+        from tests.bench import copybench
+
+        lines += ["", *copybench.report_lines(res["copy"])]
     meta_flags = meta.get("peer_flags")
     if meta_flags:
         lines += ["", "peers and flags:",
