@@ -7,7 +7,7 @@
 _statectl_commands() {
     case $1 in
         '') REPLY='backup restore diff gc doctor rescale snapshots config lease drain standby adstore' ;;
-        'snapshots') REPLY='list show verify' ;;
+        'snapshots') REPLY='list show verify copy' ;;
         'config') REPLY='show' ;;
         'lease') REPLY='show break' ;;
         'drain') REPLY='start status wait cancel' ;;
@@ -31,6 +31,7 @@ _statectl_options() {
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -48,7 +49,7 @@ _statectl_options() {
         'standby failover') REPLY='--kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --metrics-file --host --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'adstore load') REPLY='--kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --tasks --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore load') REPLY='--kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --tasks --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --dataset-versions --end-marker --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore status') REPLY='--kafka --job --job-id --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore versions') REPLY='--task --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore switch') REPLY='--task --store --state-dir --store-dir --version --quick --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -223,6 +224,29 @@ _statectl_value() {
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --parallelism|-j) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'snapshots copy')
+            case $2 in
+                --to-job) REPLY='@text' ;;
+                --to-job-id) REPLY='@text' ;;
+                --to-task) REPLY='@text' ;;
+                --to-store) REPLY='@text' ;;
+                --to-blobstore) REPLY='@text' ;;
+                --to-s3-endpoint) REPLY='@text' ;;
+                --blobstore) REPLY='@text' ;;
+                --s3-endpoint) REPLY='@text' ;;
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --task) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --parallelism|-j) REPLY='@text' ;;
+                --ttl) REPLY='@text' ;;
+                --keep-last) REPLY='@text' ;;
+                --grace) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;
@@ -449,6 +473,7 @@ _statectl_value() {
                 --keep-versions) REPLY='@text' ;;
                 --master) REPLY='@text' ;;
                 --spark-conf) REPLY='@text' ;;
+                --end-marker) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

@@ -6,7 +6,7 @@ function __statectl_commands --description 'the subcommands of a statectl comman
         case ''
             printf '%s\n' backup restore diff gc doctor rescale snapshots config lease drain standby adstore
         case 'snapshots'
-            printf '%s\n' list show verify
+            printf '%s\n' list show verify copy
         case 'config'
             printf '%s\n' show
         case 'lease'
@@ -44,6 +44,8 @@ function __statectl_value_options --description 'the options that take a value a
             printf '%s\n' -- --index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --config --profile --output -o
         case 'snapshots verify'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --config --profile --output -o
+        case 'snapshots copy'
+            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --config --profile --output -o
         case 'config'
             printf '%s\n' -- --config --profile --output -o
         case 'config show'
@@ -79,7 +81,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --max-age --keep-versions --master --spark-conf --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
         case 'adstore status'
             printf '%s\n' -- --kafka --job --job-id --store --state-dir --store-dir --config --profile --output -o
         case 'adstore versions'
@@ -128,9 +130,9 @@ complete -c statectl -n '__statectl_path' -a rescale -d 'Re-partition the snapsh
 complete -c statectl -n '__statectl_path' -a snapshots -d 'List, inspect and verify snapshots'
 complete -c statectl -n '__statectl_path' -a config -d 'Inspect statectl\'s settings'
 complete -c statectl -n '__statectl_path' -a lease -d 'Inspect or break the lease that keeps two backups of a store from running at once'
-complete -c statectl -n '__statectl_path' -a drain -d 'Stop a job after it has processed everything in flight (Samza\'s drain, seed 004)'
-complete -c statectl -n '__statectl_path' -a standby -d 'Hot replicas of a store kept current from its changelog, promoted in seconds (seed 001)'
-complete -c statectl -n '__statectl_path' -a adstore -d 'Read-only (adjunct) stores filled from a topic or a file dataset (seed 003)'
+complete -c statectl -n '__statectl_path' -a drain -d 'Stop a job after it has processed everything in flight (Samza\'s drain)'
+complete -c statectl -n '__statectl_path' -a standby -d 'Hot replicas of a store kept current from its changelog, promoted in seconds'
+complete -c statectl -n '__statectl_path' -a adstore -d 'Read-only (adjunct) stores filled from a topic or a file dataset, as Samza\'s side-input stores'
 complete -c statectl -n '__statectl_path' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
 complete -c statectl -n '__statectl_path' -l output -s o -x -a 'text json' -d 'Result format: text or json'
@@ -143,7 +145,7 @@ complete -c statectl -n '__statectl_path' -l help -s h -d 'Show this message and
 # statectl backup
 complete -c statectl -n '__statectl_path backup' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path backup' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path backup' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path backup' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path backup' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path backup' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path backup' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -168,7 +170,7 @@ complete -c statectl -n '__statectl_path backup' -l debug -d 'Tracebacks for err
 # statectl restore
 complete -c statectl -n '__statectl_path restore' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path restore' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path restore' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path restore' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path restore' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path restore' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path restore' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -196,7 +198,7 @@ complete -c statectl -n '__statectl_path restore' -l debug -d 'Tracebacks for er
 # statectl diff
 complete -c statectl -n '__statectl_path diff' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path diff' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path diff' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path diff' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path diff' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path diff' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path diff' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -216,7 +218,7 @@ complete -c statectl -n '__statectl_path diff' -l debug -d 'Tracebacks for error
 # statectl gc
 complete -c statectl -n '__statectl_path gc' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path gc' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path gc' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path gc' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path gc' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path gc' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path gc' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
@@ -234,7 +236,7 @@ complete -c statectl -n '__statectl_path gc' -l debug -d 'Tracebacks for errors'
 # statectl doctor
 complete -c statectl -n '__statectl_path doctor' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path doctor' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path doctor' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path doctor' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path doctor' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path doctor' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path doctor' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
@@ -250,7 +252,7 @@ complete -c statectl -n '__statectl_path doctor' -l debug -d 'Tracebacks for err
 # statectl rescale
 complete -c statectl -n '__statectl_path rescale' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path rescale' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path rescale' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path rescale' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path rescale' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path rescale' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path rescale' -l store -x -d 'Store name'
@@ -281,6 +283,7 @@ complete -c statectl -n '__statectl_path rescale' -l debug -d 'Tracebacks for er
 complete -c statectl -n '__statectl_path snapshots' -a list -d 'List the snapshots of a task\'s store, newest first'
 complete -c statectl -n '__statectl_path snapshots' -a show -d 'Show one snapshot\'s index: its metadata and files (as Samza JSON with --output json)'
 complete -c statectl -n '__statectl_path snapshots' -a verify -d 'Check that every blob of a snapshot exists with the right size (and with --download, the right CRC32)'
+complete -c statectl -n '__statectl_path snapshots' -a copy -d 'Clone a snapshot into a new snapshot of another job/task/store by copying every blob server-side (S3 CopyObject, also across buckets of one endpoint); between endpoints, or file:// and s3://, the blobs stream through this host (a note says so)'
 complete -c statectl -n '__statectl_path snapshots' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path snapshots' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path snapshots' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -292,7 +295,7 @@ complete -c statectl -n '__statectl_path snapshots' -l debug -d 'Tracebacks for 
 # statectl snapshots list
 complete -c statectl -n '__statectl_path snapshots list' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots list' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path snapshots list' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path snapshots list' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path snapshots list' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path snapshots list' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path snapshots list' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -309,7 +312,7 @@ complete -c statectl -n '__statectl_path snapshots list' -l debug -d 'Tracebacks
 complete -c statectl -n '__statectl_path snapshots show' -l index-file -r -F -d 'Read the index from this file instead of the blob store'
 complete -c statectl -n '__statectl_path snapshots show' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots show' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path snapshots show' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path snapshots show' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path snapshots show' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path snapshots show' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path snapshots show' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -326,7 +329,7 @@ complete -c statectl -n '__statectl_path snapshots show' -l debug -d 'Tracebacks
 complete -c statectl -n '__statectl_path snapshots verify' -l download -d 'Also download every blob and check each file\'s CRC32'
 complete -c statectl -n '__statectl_path snapshots verify' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots verify' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path snapshots verify' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path snapshots verify' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path snapshots verify' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path snapshots verify' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path snapshots verify' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -339,6 +342,32 @@ complete -c statectl -n '__statectl_path snapshots verify' -l output -s o -x -a 
 complete -c statectl -n '__statectl_path snapshots verify' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path snapshots verify' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path snapshots verify' -l debug -d 'Tracebacks for errors'
+
+# statectl snapshots copy
+complete -c statectl -n '__statectl_path snapshots copy' -l to-job -x -d 'The target\'s job (default: --job)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-job-id -x -d 'The target\'s job id (default: --job-id)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-task -x -d 'The target\'s task (default: --task)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-store -x -d 'The target\'s store (default: --store)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-blobstore -x -d 'The target\'s blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-s3-endpoint -x -d 'The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host'
+complete -c statectl -n '__statectl_path snapshots copy' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
+complete -c statectl -n '__statectl_path snapshots copy' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path snapshots copy' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
+complete -c statectl -n '__statectl_path snapshots copy' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path snapshots copy' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path snapshots copy' -l task -x -d 'Task name (default \'Partition 0\')'
+complete -c statectl -n '__statectl_path snapshots copy' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path snapshots copy' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path snapshots copy' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
+complete -c statectl -n '__statectl_path snapshots copy' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
+complete -c statectl -n '__statectl_path snapshots copy' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
+complete -c statectl -n '__statectl_path snapshots copy' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path snapshots copy' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path snapshots copy' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path snapshots copy' -l output -s o -x -a 'text json' -d 'Result format: text or json'
+complete -c statectl -n '__statectl_path snapshots copy' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path snapshots copy' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path snapshots copy' -l debug -d 'Tracebacks for errors'
 
 # statectl config
 complete -c statectl -n '__statectl_path config' -a show -d 'Print the effective settings and where each came from (flag, env, profile, default); secrets masked'
@@ -353,7 +382,7 @@ complete -c statectl -n '__statectl_path config' -l debug -d 'Tracebacks for err
 # statectl config show
 complete -c statectl -n '__statectl_path config show' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path config show' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
-complete -c statectl -n '__statectl_path config show' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path config show' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path config show' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path config show' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path config show' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -426,7 +455,7 @@ complete -c statectl -n '__statectl_path drain' -l quiet -s q -d 'No progress or
 complete -c statectl -n '__statectl_path drain' -l debug -d 'Tracebacks for errors'
 
 # statectl drain start
-complete -c statectl -n '__statectl_path drain start' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain start' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path drain start' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path drain start' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path drain start' -l run-id -x -d 'The run to drain (default: the job\'s app.run.id in its coordinator stream)'
@@ -440,7 +469,7 @@ complete -c statectl -n '__statectl_path drain start' -l quiet -s q -d 'No progr
 complete -c statectl -n '__statectl_path drain start' -l debug -d 'Tracebacks for errors'
 
 # statectl drain status
-complete -c statectl -n '__statectl_path drain status' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain status' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path drain status' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path drain status' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path drain status' -l run-id -x -d 'The run to drain (default: the job\'s app.run.id in its coordinator stream)'
@@ -453,7 +482,7 @@ complete -c statectl -n '__statectl_path drain status' -l quiet -s q -d 'No prog
 complete -c statectl -n '__statectl_path drain status' -l debug -d 'Tracebacks for errors'
 
 # statectl drain wait
-complete -c statectl -n '__statectl_path drain wait' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain wait' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path drain wait' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path drain wait' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path drain wait' -l timeout -x -d 'Give up after this long (e.g'
@@ -469,7 +498,7 @@ complete -c statectl -n '__statectl_path drain wait' -l quiet -s q -d 'No progre
 complete -c statectl -n '__statectl_path drain wait' -l debug -d 'Tracebacks for errors'
 
 # statectl drain cancel
-complete -c statectl -n '__statectl_path drain cancel' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path drain cancel' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path drain cancel' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path drain cancel' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path drain cancel' -l uuid -x -d 'Just this notification (default: every one of the current run)'
@@ -488,8 +517,8 @@ complete -c statectl -n '__statectl_path drain cancel' -l debug -d 'Tracebacks f
 complete -c statectl -n '__statectl_path standby' -a follow -d 'Keep a hot replica of a task\'s store current from its changelog (runs until stopped)'
 complete -c statectl -n '__statectl_path standby' -a status -d 'The replicas under the state dir: lag, follower pid, whether they are promotable'
 complete -c statectl -n '__statectl_path standby' -a promote -d 'Make a replica what the job\'s next start restores from: fence its follower, catch up, move it in'
-complete -c statectl -n '__statectl_path standby' -a failover -d 'Fail a whole container over onto its standby host: locality, fence, promote every store (seed 001 part 3)'
-complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1), the standby containers with no host, and where they can be placed'
+complete -c statectl -n '__statectl_path standby' -a failover -d 'Fail a whole container over onto its standby host: locality, stop the standby, promote every store'
+complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (they must never be), the standby containers with no host, and where they can be placed'
 complete -c statectl -n '__statectl_path standby' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -499,7 +528,7 @@ complete -c statectl -n '__statectl_path standby' -l quiet -s q -d 'No progress 
 complete -c statectl -n '__statectl_path standby' -l debug -d 'Tracebacks for errors'
 
 # statectl standby follow
-complete -c statectl -n '__statectl_path standby follow' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby follow' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path standby follow' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby follow' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby follow' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -537,7 +566,7 @@ complete -c statectl -n '__statectl_path standby status' -l quiet -s q -d 'No pr
 complete -c statectl -n '__statectl_path standby status' -l debug -d 'Tracebacks for errors'
 
 # statectl standby promote
-complete -c statectl -n '__statectl_path standby promote' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby promote' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path standby promote' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby promote' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby promote' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -563,7 +592,7 @@ complete -c statectl -n '__statectl_path standby promote' -l quiet -s q -d 'No p
 complete -c statectl -n '__statectl_path standby promote' -l debug -d 'Tracebacks for errors'
 
 # statectl standby failover
-complete -c statectl -n '__statectl_path standby failover' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby failover' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path standby failover' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby failover' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby failover' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
@@ -585,7 +614,7 @@ complete -c statectl -n '__statectl_path standby failover' -l quiet -s q -d 'No 
 complete -c statectl -n '__statectl_path standby failover' -l debug -d 'Tracebacks for errors'
 
 # statectl standby check
-complete -c statectl -n '__statectl_path standby check' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path standby check' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path standby check' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby check' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby check' -l metrics-file -r -F -d 'Write the placement violations and unmapped standby containers to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
@@ -601,7 +630,7 @@ complete -c statectl -n '__statectl_path standby check' -l debug -d 'Tracebacks 
 # statectl adstore
 complete -c statectl -n '__statectl_path adstore' -a load -d 'Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)'
 complete -c statectl -n '__statectl_path adstore' -a status -d 'What Samza\'s next start does with each side-input store: keep, or delete as stale or mismatched'
-complete -c statectl -n '__statectl_path adstore' -a versions -d 'The sealed versions of a store loaded from files, the current one marked'
+complete -c statectl -n '__statectl_path adstore' -a versions -d 'The sealed versions of a store loaded from files or --dataset-versions, the current one marked'
 complete -c statectl -n '__statectl_path adstore' -a switch -d 'Point a store at another sealed version atomically (a rollback, or forward again)'
 complete -c statectl -n '__statectl_path adstore' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
@@ -612,7 +641,7 @@ complete -c statectl -n '__statectl_path adstore' -l quiet -s q -d 'No progress 
 complete -c statectl -n '__statectl_path adstore' -l debug -d 'Tracebacks for errors'
 
 # statectl adstore load
-complete -c statectl -n '__statectl_path adstore load' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path adstore load' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path adstore load' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path adstore load' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path adstore load' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -637,12 +666,14 @@ complete -c statectl -n '__statectl_path adstore load' -l key-serde -x -d 'Topic
 complete -c statectl -n '__statectl_path adstore load' -l value-serde -x -d 'Topic: the store\'s value serde (as --key-serde; the job\'s stores.<store>.msg.serde)'
 complete -c statectl -n '__statectl_path adstore load' -l follow -d 'Topic: after the bootstrap, keep applying new records until stopped'
 complete -c statectl -n '__statectl_path adstore load' -l max-age -x -d 'Topic: rebuild a store whose newest file is older than this (e.g'
-complete -c statectl -n '__statectl_path adstore load' -l keep-versions -x -d 'Files: versions kept per store, the current one included'
-complete -c statectl -n '__statectl_path adstore load' -l allow-empty -d 'Files: make a version of a dataset without rows (refused by default: exit 1)'
+complete -c statectl -n '__statectl_path adstore load' -l keep-versions -x -d 'Files and --dataset-versions: versions kept per store, the current one included'
+complete -c statectl -n '__statectl_path adstore load' -l allow-empty -d 'Files: make a version of a dataset without rows (refused by default: exit 1); --dataset-versions: seal a version without records (its marker is refused by default)'
 complete -c statectl -n '__statectl_path adstore load' -l spark -d 'Build on Spark (the bulk path)'
 complete -c statectl -n '__statectl_path adstore load' -l master -x -d 'Spark master: local[*], yarn, k8s://..., spark://..'
 complete -c statectl -n '__statectl_path adstore load' -l spark-conf -x -d 'KEY=VALUE for spark-submit (repeatable)'
 complete -c statectl -n '__statectl_path adstore load' -l stage-through-blobstore -d '--spark: the executors hand their SST files over through --blobstore (the default unless the master is local[...])'
+complete -c statectl -n '__statectl_path adstore load' -l dataset-versions -d 'Topic: the topic carries versions of a bounded dataset, each ended by an end-of-dataset marker; each becomes a sealed version, switched to at its marker'
+complete -c statectl -n '__statectl_path adstore load' -l end-marker -x -d '--dataset-versions: a marker is a record with this key (default: a record with the header statectl-end-of-dataset); its value names the dataset version'
 complete -c statectl -n '__statectl_path adstore load' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore load' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path adstore load' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -652,7 +683,7 @@ complete -c statectl -n '__statectl_path adstore load' -l quiet -s q -d 'No prog
 complete -c statectl -n '__statectl_path adstore load' -l debug -d 'Tracebacks for errors'
 
 # statectl adstore status
-complete -c statectl -n '__statectl_path adstore status' -l kafka -x -d 'Kafka bootstrap servers; checkpoints then live in the job\'s checkpoint topic'
+complete -c statectl -n '__statectl_path adstore status' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
 complete -c statectl -n '__statectl_path adstore status' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path adstore status' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path adstore status' -l store -x -d 'Store name'

@@ -28,6 +28,9 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
   ``before-kafka-commit`` and ``after-kafka-commit`` (with ``--kafka``: between the pending catalog record,
   the commit to the checkpoint topic and the committed record), ``after-commit``, ``during-cleanup``,
   ``after-cleanup``.
+- snapshots copy: ``during-copy`` (once, when the copy of half the blobs starts), then backup's
+  ``after-index-upload``, ``before-kafka-commit``, ``after-kafka-commit``, ``after-commit``, ``during-cleanup``,
+  ``after-cleanup``.
 - restore: ``during-download`` (each blob range), ``download-write`` (each write into a restored file).
 - changelog restore: ``changelog-apply`` (each write batch into the new store).
 - standby follow and promote: ``standby-apply`` (each write batch into the replica).
@@ -40,6 +43,9 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
 - rescale: ``rescale-ingest`` (before each target's SST files are ingested), ``rescale-uploaded`` (after each
   target's index is uploaded, TTL'd), ``rescale-before-commit`` (every target uploaded and verified,
   nothing committed).
+- adstore load --dataset-versions: ``adstore-apply`` (each write batch into a version being built),
+  ``adstore-seal`` (before a version's manifest is written), ``adstore-dataset-switch`` (after the seal,
+  before the switch).
 """
 
 from __future__ import annotations

@@ -286,20 +286,9 @@ def write_textfile(path: Path, families: Iterable[Any]) -> None:
     it was) when it cannot be written."""
     data = render(families)
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    from statectl.fsutil import SYNC_FILE, write_atomic
+
+    write_atomic(path, data, sync=SYNC_FILE, unique=True)
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)

@@ -231,11 +231,14 @@ def _epilog(text: str) -> _Epilog:
     for para in re.split(r"\n\s*\n", text or ""):
         if not para.strip():
             continue
-        lines = [line for line in para.splitlines() if line.strip()]
+        literal = para.startswith("\b\n")  # click's "do not rewrap" marker (cli.common.literal_examples)
+        lines = [line for line in para.splitlines()[1 if literal else 0:] if line.strip()]
         if re.fullmatch(r"\s*examples?:\s*", para, re.IGNORECASE):
             continue
         if all(line[:1].isspace() for line in lines):
-            out.examples.append([line.strip() for line in lines])
+            # as --help shows them: continuation lines keep their indent under the command
+            indent = min(len(line) - len(line.lstrip()) for line in lines)
+            out.examples.append([line[indent:].rstrip() for line in lines])
         elif _is_exit_codes(para):
             out.exit_codes = _join(para).split(":", 1)[1].strip()
         else:

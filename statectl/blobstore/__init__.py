@@ -35,6 +35,12 @@ class S3Options:
     # must move 64 KiB within this, but one that keeps moving is never cut (statectl/blobstore/s3.py).
     timeout_s: float = defaults.TIMEOUT_S
     part_size: int = 64 * 1024 * 1024  # = the default --chunk-size: each chunk goes up in one PUT
+    # A server-side copy of an object larger than this goes as a multipart upload of UploadPartCopy parts
+    # of copy_part_size, in parallel (S3 refuses CopyObject above 5 GiB). Each request must finish within
+    # the metadata deadline (4 x timeout_s) although it moves its whole part inside the store, hence parts
+    # far below that limit.
+    copy_threshold: int = 1024 * 1024 * 1024
+    copy_part_size: int = 256 * 1024 * 1024
 
 
 def default_blobstore_url() -> str:

@@ -27,6 +27,13 @@ def new_blob_key() -> str:
     return f"{BLOB_PREFIX}{u[:2]}/{u}"
 
 
+def innermost(store: "BlobStore") -> "BlobStore":
+    """The backend beneath a store's wrappers (each wrapper keeps the store it wraps in ``inner``)."""
+    while getattr(store, "inner", None) is not None:
+        store = store.inner  # type: ignore[attr-defined]
+    return store
+
+
 def key_batches(keys: Iterable[str], size: int) -> Iterator[list[str]]:
     """``keys`` in lists of at most ``size``, consumed lazily (a generator of keys is never held whole).
 
@@ -111,8 +118,20 @@ class BlobStore(Protocol):
     def remove_ttl(self, key: str) -> None:
         """Make the object permanent. Idempotent. Raises BlobNotFoundError if it is gone."""
 
-    def copy(self, key: str, *, ttl_seconds: int | None) -> str:
-        """Server-side copy to a new key (no bytes through the client where the store can); return it."""
+    # Stores with equal ``copy_domain`` can copy each other's objects server-side (``copy(source=...)``):
+    # for S3 the endpoint and credentials (any bucket of one endpoint), for ``file://`` the host's files.
+    copy_domain: tuple[str, ...]
+
+    def copy(self, key: str, *, ttl_seconds: int | None, source: "BlobStore | None" = None,
+             size: int | None = None) -> str:
+        """Copy the object ``key`` of ``source`` (default: this store) to a new key of this store and
+        return that key, server-side: no bytes through the client (S3 CopyObject, UploadPartCopy in
+        parallel parts for large objects; a file copy on ``file://``). ``source`` must have this
+        store's ``copy_domain`` (UsageError otherwise); ``size`` (the object's size, if the caller knows
+        it) spares a request. With ``ttl_seconds`` the copy expires unless ``remove_ttl`` comes first,
+        whatever TTL the source has. The copy becomes visible whole or not at all. Raises
+        BlobNotFoundError when the source object is missing; the source is never changed.
+        """
 
     def stat(self, key: str) -> BlobInfo:
         """Size, mtime and TTL of one object. Raises BlobNotFoundError."""

@@ -154,8 +154,21 @@ class RetryingBlobStore:
     def remove_ttl(self, key: str) -> None:
         return self._call(f"remove_ttl {key}", lambda: self.inner.remove_ttl(key))
 
-    def copy(self, key: str, *, ttl_seconds: int | None) -> str:
-        return self._call(f"copy {key}", lambda: self.inner.copy(key, ttl_seconds=ttl_seconds))
+    def copy(self, key: str, *, ttl_seconds: int | None, source: BlobStore | None = None,
+             size: int | None = None) -> str:
+        # Idempotent to retry: an attempt that landed leaves a TTL'd (or, without a TTL, unreferenced)
+        # object under a key nobody names, which gc reclaims.
+        return self._call(f"copy {key}", lambda: self.inner.copy(key, ttl_seconds=ttl_seconds, source=source,
+                                                                 size=size))
+
+    @property
+    def copy_domain(self) -> tuple[str, ...]:
+        return self.inner.copy_domain
+
+    def byte_counts(self) -> dict[str, int]:
+        """The wrapped store's payload byte counts (``sent``, ``received``), or {} if it keeps none."""
+        counts = getattr(self.inner, "byte_counts", None)
+        return counts() if counts is not None else {}
 
     def stat(self, key: str) -> BlobInfo:
         return self._call(f"stat {key}", lambda: self.inner.stat(key))

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 from urllib.parse import urlencode, urlparse
 
 from statectl import __version__
-from statectl.blobstore.base import BlobInfo, key_batches, new_blob_key
+from statectl.blobstore.base import BlobInfo, key_batches, new_blob_key, innermost
 from statectl.errors import (
     AuthError,
     BlobNotFoundError,
@@ -449,6 +449,13 @@ class S3BlobStore:
         self.prefix = f"{prefix}/" if prefix else ""
         self.url = url
         self.part_size = max(5 * 1024 * 1024, options.part_size)
+        # S3 caps CopyObject at 5 GiB and a part at 5 GiB (at least 5 MiB but the last).
+        self.copy_threshold = min(max(5 * 1024 * 1024, options.copy_threshold), 5 * 1024 ** 3)
+        self.copy_part_size = min(max(5 * 1024 * 1024, options.copy_part_size), 5 * 1024 ** 3)
+        self.copy_parallelism = max(1, min(16, options.max_connections // 2))
+        # Which stores this one can CopyObject from: one endpoint, one set of credentials.
+        self.copy_domain = ("s3", options.endpoint_url or "", options.region or "", options.profile or "",
+                            options.access_key_id or "")
         self.timeout_s = options.timeout_s
         session = botocore.session.Session(profile=options.profile)
         loopback = bool(options.endpoint_url) and urlparse(options.endpoint_url).hostname in _LOOPBACK
@@ -755,17 +762,60 @@ class S3BlobStore:
         except Exception as e:
             raise self._error("remove_ttl", key, e) from e
 
-    def copy(self, key: str, *, ttl_seconds: int | None) -> str:
+    def copy(self, key: str, *, ttl_seconds: int | None, source: Any = None, size: int | None = None) -> str:
+        """CopyObject from ``source``'s bucket and prefix (default: this store's) to a new key here, with the
+        TTL tags replaced by this copy's; above ``copy_threshold`` a multipart upload whose parts are
+        UploadPartCopy requests of ``copy_part_size`` bytes, ``copy_parallelism`` at a time (a failed one is
+        aborted: nothing shows under the new key). Without ``size``: one CopyObject (S3 takes up to 5 GiB)."""
+        origin = innermost(source) if source is not None else self
+        if not isinstance(origin, S3BlobStore) or origin.copy_domain != self.copy_domain:
+            raise UsageError(f"s3: copy {key}: {getattr(source, 'url', source)} is not on this store's endpoint; "
+                             "stream it through the client")
+        src = {"Bucket": origin.bucket, "Key": origin._key(key)}
         new_key = new_blob_key()
         tagging = self._tagging(ttl_seconds)
-        extra: dict[str, str] = {"TaggingDirective": "REPLACE", "Tagging": tagging or ""}
         try:
-            with self._deadline("copy", key):
-                self._client.copy_object(Bucket=self.bucket, Key=self._key(new_key),
-                                         CopySource={"Bucket": self.bucket, "Key": self._key(key)}, **extra)
+            if size is None or size <= self.copy_threshold:
+                with self._deadline("copy", key):
+                    self._client.copy_object(Bucket=self.bucket, Key=self._key(new_key), CopySource=src,
+                                             TaggingDirective="REPLACE", Tagging=tagging or "")
+            else:
+                self._multipart_copy(new_key, src, size, {"Tagging": tagging} if tagging else {})
         except Exception as e:
             raise self._error("copy", key, e) from e
         return new_key
+
+    def _multipart_copy(self, key: str, src: dict[str, str], size: int, extra: dict[str, str]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        part_size = max(self.copy_part_size, math.ceil(size / MAX_PARTS))
+        with self._deadline("create upload", key):
+            upload_id = self._client.create_multipart_upload(Bucket=self.bucket, Key=self._key(key),
+                                                             **extra)["UploadId"]
+        ranges = [(n + 1, off, min(off + part_size, size) - 1) for n, off in enumerate(range(0, size, part_size))]
+
+        def copy_part(part: tuple[int, int, int]) -> dict[str, Any]:
+            number, first, last = part
+            with self._deadline(f"copy part {number}", key):
+                resp = self._client.upload_part_copy(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
+                                                     PartNumber=number, CopySource=src,
+                                                     CopySourceRange=f"bytes={first}-{last}")
+            return {"ETag": resp["CopyPartResult"]["ETag"], "PartNumber": number}
+
+        try:
+            with ThreadPoolExecutor(min(self.copy_parallelism, len(ranges)),
+                                    thread_name_prefix="statectl-copy") as pool:
+                parts = list(pool.map(copy_part, ranges))
+            with self._deadline("complete upload", key):
+                self._client.complete_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
+                                                       MultipartUpload={"Parts": parts})
+        except BaseException:
+            try:
+                with self._deadline("abort upload", key):
+                    self._client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id)
+            except Exception:
+                pass  # an orphaned upload is reclaimed by the bucket's abort-incomplete rule or gc
+            raise
 
     def stat(self, key: str) -> BlobInfo:
         try:

@@ -24,6 +24,7 @@ class StatsBlobStore:
         self.inner = inner
         self.url = inner.url
         self._counts: Counter[str] = Counter()
+        self._bytes: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     @property
@@ -47,21 +48,42 @@ class StatsBlobStore:
         with self._lock:
             self._counts[kind] += 1
 
+    def _bytes_moved(self, direction: str, n: int) -> None:
+        with self._lock:
+            self._bytes[direction] += n
+
+    @property
+    def copy_domain(self) -> tuple[str, ...]:
+        return self.inner.copy_domain
+
+    def byte_counts(self) -> dict[str, int]:
+        """Payload bytes so far that went through this client: ``sent`` (put, put_at bodies) and
+        ``received`` (get, read_at bodies). A server-side copy moves none. Attempts that failed count what
+        they were asked to move (a put) or nothing (a get)."""
+        with self._lock:
+            return {"sent": self._bytes["sent"], "received": self._bytes["received"]}
+
     def put(self, src: BinaryIO, *, size: int, ttl_seconds: int | None) -> str:
         self._count("put")
+        self._bytes_moved("sent", size)
         return self.inner.put(src, size=size, ttl_seconds=ttl_seconds)
 
     def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         self._count("put_at")
+        self._bytes_moved("sent", len(data))
         return self.inner.put_at(key, data, if_match=if_match, if_none_match=if_none_match)
 
     def read_at(self, key: str) -> tuple[bytes, str]:
         self._count("read_at")
-        return self.inner.read_at(key)
+        data, etag = self.inner.read_at(key)
+        self._bytes_moved("received", len(data))
+        return data, etag
 
     def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
         self._count("get")
-        return self.inner.get(key, dst, start=start, length=length)
+        n = self.inner.get(key, dst, start=start, length=length)
+        self._bytes_moved("received", n)
+        return n
 
     def delete(self, keys: Iterable[str]) -> None:
         for batch in key_batches(keys, self.delete_batch):
@@ -72,9 +94,10 @@ class StatsBlobStore:
         self._count("remove_ttl")
         self.inner.remove_ttl(key)
 
-    def copy(self, key: str, *, ttl_seconds: int | None) -> str:
+    def copy(self, key: str, *, ttl_seconds: int | None, source: BlobStore | None = None,
+             size: int | None = None) -> str:
         self._count("copy")
-        return self.inner.copy(key, ttl_seconds=ttl_seconds)
+        return self.inner.copy(key, ttl_seconds=ttl_seconds, source=source, size=size)
 
     def stat(self, key: str) -> BlobInfo:
         self._count("stat")

@@ -13,8 +13,9 @@ from statectl.errors import UsageError
 
 if TYPE_CHECKING:
     from statectl.engine.adstore import FileLoadResult, LoadResult
+    from statectl.formats.adstore import KeyValueSpec
 
-app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset (seed 003).",
+app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset, as Samza's side-input stores.",
                   no_args_is_help=True, rich_markup_mode=None)
 
 WHERE = ("kafka", "job", "job_id", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
@@ -70,12 +71,25 @@ def _conf(values: list[str] | None) -> dict[str, str]:
     "another one exits 11.\n\n"
     "--spark: the bulk path: a Spark job (spark-submit, --master, local[*] by default) writes sorted SST files that "
     "are ingested into a new store.\n\n"
+    "--dataset-versions (with --topic): the topic carries versions of a bounded dataset, each ended by an "
+    "end-of-dataset marker: a record with the header statectl-end-of-dataset (or, with --end-marker KEY, a record with "
+    "that key) whose value is the dataset version, a decimal integer that grows along the topic. The records of the "
+    "next version are built into a new version of the store (as --from-file builds one), sealed with a manifest at "
+    "its marker (topic, partitions, marker offsets) and switched to; adstore versions / switch and --keep-versions "
+    "work as for files. A partitioned store is sealed when its partition saw the marker, a --broadcast store when "
+    "every partition did. A load resumes after the last marker handled: a version killed half built is built again "
+    "from its start, a sealed one never. A marker whose value is not a dataset version, that is not above the last "
+    "version sealed, or that ends a version without records (unless --allow-empty) is refused: its version is not "
+    "sealed, the current one stays, the load goes on and exits 3. --follow seals each new version as its marker "
+    "comes; it holds <store>.adstore-dataset.lock (a second loader exits 11) and the store's lock only to change "
+    "its versions, so adstore switch (a rollback) works meanwhile.\n\n"
     "Examples:\n\n  statectl adstore load --kafka broker:9092 --topic members-cdc --store members --state-dir /var/samza/state "
     "--key-field id\n\n  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
     "--state-dir /var/samza/state --partitions 8\n\n"
     + exit_codes_epilog(0, (1, "a record or row that cannot be extracted, an empty dataset, a file changed while "
                                "read, a full disk, brokers unreachable, a Spark job that failed"),
                         (2, "usage, or a target dir adstore load did not make"),
+                        (3, "--dataset-versions: an end-of-dataset marker was refused"),
                         (10, "no such topic, partition or dataset"),
                         (11, "a process holds the store, or another adstore load or switch runs on it"),
                         (13, "pyspark, Java or pyarrow missing"), 130)))
@@ -122,10 +136,11 @@ def load(
                                          "until stopped.")] = False,
     max_age: Annotated[Optional[str], typer.Option("--max-age", help="Topic: rebuild a store whose newest file is "
                                                    "older than this (e.g. 7d).", show_default=False)] = None,
-    keep_versions: Annotated[int, typer.Option("--keep-versions", help="Files: versions kept per store, the current "
-                                               "one included.")] = 2,
+    keep_versions: Annotated[int, typer.Option("--keep-versions", help="Files and --dataset-versions: versions kept "
+                                               "per store, the current one included.")] = 2,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Files: make a version of a dataset without rows "
-                                              "(refused by default: exit 1).")] = False,
+                                              "(refused by default: exit 1); --dataset-versions: seal a version "
+                                              "without records (its marker is refused by default).")] = False,
     spark: Annotated[bool, typer.Option("--spark", help="Build on Spark (the bulk path).")] = False,
     master: Annotated[str, typer.Option("--master", help="Spark master: local[*], yarn, k8s://..., "
                                         "spark://...")] = "local[*]",
@@ -134,6 +149,14 @@ def load(
     stage_through_blobstore: Annotated[bool, typer.Option(
         "--stage-through-blobstore", help="--spark: the executors hand their SST files over through --blobstore "
                                           "(the default unless the master is local[...]).")] = False,
+    dataset_versions: Annotated[bool, typer.Option(
+        "--dataset-versions", help="Topic: the topic carries versions of a bounded dataset, each ended by an "
+                                   "end-of-dataset marker; each becomes a sealed version, switched to at its "
+                                   "marker.")] = False,
+    end_marker: Annotated[Optional[str], typer.Option(
+        "--end-marker", help="--dataset-versions: a marker is a record with this key (default: a record with the "
+                             "header statectl-end-of-dataset); its value names the dataset version.",
+        show_default=False)] = None,
 ) -> None:
     """Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)."""
     from statectl.formats.adstore import KeyValueSpec
@@ -158,9 +181,20 @@ def load(
         spark_opts = SparkOptions(master=master, conf=_conf(spark_conf),
                                   staging=s.blobstore if through else "local",
                                   s3=env.session.s3_options if through and s.blobstore.startswith("s3://") else None)
+    if end_marker is not None and not dataset_versions:
+        raise UsageError("--end-marker is for --dataset-versions")
+    if dataset_versions:
+        topics = list(topic or ())
+        if len(topics) > 1 or s.job or tasks:
+            raise UsageError("--dataset-versions reads one --topic (no --job, no --tasks)")
+        _dataset_versions(env, topics[0] if topics else None, spec, store_dir, state_dir, broadcast=broadcast,
+                          partitions=partitions, follow=follow, end_marker=end_marker, keep_versions=keep_versions,
+                          allow_empty=allow_empty, other=bool(from_file or fmt or max_age or spark))
+        return
     if from_file is None:
         if fmt or keep_versions != 2 or allow_empty:
-            raise UsageError("--format, --keep-versions and --allow-empty are for --from-file")
+            raise UsageError("--format, --keep-versions and --allow-empty are for --from-file (--keep-versions and "
+                             "--allow-empty also for --topic --dataset-versions)")
         from statectl.engine.adstore import TopicLoadOptions, load_topic
 
         if not s.kafka:
@@ -196,6 +230,42 @@ def load(
                                    partitions=n, spec=spec, keep_versions=keep_versions, allow_empty=allow_empty),
                    progress=env.progress, spark=spark_opts)
     env.emit(fr, _file_text(fr))
+
+
+def _dataset_versions(env: Env, topic: str | None, spec: KeyValueSpec, store_dir: Path | None, state_dir: Path | None, *,
+                      broadcast: bool, partitions: str | None, follow: bool, end_marker: str | None,
+                      keep_versions: int, allow_empty: bool, other: bool) -> None:
+    """adstore load --topic --dataset-versions: exit 3 when a marker was refused (see adstore_dataset)."""
+    from statectl.engine.adstore_dataset import DatasetLoadOptions, load_dataset_versions
+
+    s = env.settings
+    if topic is None or other:
+        raise UsageError("--dataset-versions reads a --topic; --from-file, --format, --max-age and --spark do not "
+                         "combine with it")
+    if not s.kafka:
+        raise UsageError("adstore load --topic needs --kafka")
+    opts = DatasetLoadOptions(s.kafka, topic, s.store, state_dir, broadcast=broadcast, task=s.task,
+                              store_dir=store_dir, partitions=_partitions(partitions), spec=spec,
+                              end_marker=end_marker, keep_versions=keep_versions, allow_empty=allow_empty,
+                              follow=follow, security=env.session.kafka_security, timeout_s=s.timeout)
+    stop, interrupted = stop_on_signals()
+    r = load_dataset_versions(opts, stop=stop, progress=env.progress)
+    lines = []
+    for st in r.stores:
+        for v in st.sealed:
+            lines.append(f"{st.store_dir}: dataset version {v.dataset_version} sealed as version {v.version} "
+                         f"({v.records} records, {v.keys} keys, checksum {v.checksum})")
+        lines.append(f"{st.store_dir}: current version {st.version if st.version is not None else '-'}"
+                     + (f" (dataset version {st.dataset_version})" if st.dataset_version is not None else "")
+                     + (f"; {st.pending_records} records of an unfinished version not kept" if st.pending_records
+                        else ""))
+    lines.append(f"sealed {r.versions_sealed} version{'s' if r.versions_sealed != 1 else ''} from {r.records} "
+                 f"records of {r.topic} in {r.duration_s:.1f}s" + (f"; skipped {r.skipped}" if r.skipped else ""))
+    env.emit(r, "\n".join(lines))
+    if interrupted and (interrupted[0] == signal.SIGINT or not r.bootstrapped):
+        raise typer.Exit(130)
+    if any(st.refused for st in r.stores):
+        raise typer.Exit(3)
 
 
 def _topic_text(r: LoadResult) -> str:
@@ -271,7 +341,7 @@ def status_cmd(env: Env) -> None:
              "--task 'Partition 3'\n\n" + exit_codes_epilog(0, 2, (10, "no versions")))
 @state_command("task", "store", "state_dir", "store_dir")
 def versions_cmd(env: Env) -> None:
-    """The sealed versions of a store loaded from files, the current one marked."""
+    """The sealed versions of a store loaded from files or --dataset-versions, the current one marked."""
     from statectl.engine.adstore import versions
 
     r = versions(_store(env))

@@ -40,8 +40,8 @@ class Flags:
 
     blobstore: Optional[str] = _flag("--blobstore", help="Blob store URL: file:///path or s3://bucket/prefix.")
     s3_endpoint: Optional[str] = _flag("--s3-endpoint", help="Endpoint URL of an S3-compatible store.")
-    kafka: Optional[str] = _flag("--kafka", help="Kafka bootstrap servers; checkpoints then live in the job's "
-                                                 "checkpoint topic.")
+    kafka: Optional[str] = _flag("--kafka", help="Kafka bootstrap servers (host:port[,host:port]) of the job: its "
+                                                 "checkpoint and coordinator topics, changelogs and inputs.")
     job: Optional[str] = _flag("--job", help="Job name.")
     job_id: Optional[str] = _flag("--job-id", help="Job id (default {default}).")
     task: Optional[str] = _flag("--task", help="Task name (default '{default}').")
@@ -147,6 +147,67 @@ def stop_on_signals() -> tuple[threading.Event, list[int]]:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return stop, received
+
+
+EXAMPLE_WIDTH = 78  # an example line fits an 80-column terminal with its indent
+
+
+def literal_examples(epilog: str | None) -> str | None:
+    """``epilog`` with each example paragraph (one indented ``statectl ...`` command) made a literal block
+    (click's ``\\b`` marker: never re-wrapped), the command broken into ``\\``-continued lines at flag
+    boundaries so that every line fits EXAMPLE_WIDTH columns and the whole pastes into a shell as it is."""
+    if not epilog:
+        return epilog
+    out = []
+    for para in epilog.split("\n\n"):
+        lines = para.split("\n")
+        if all(line.startswith("  statectl ") for line in lines):  # one command a line
+            para = "\b\n" + "\n".join(shell_lines(line.strip()) for line in lines)
+        out.append(para)
+    return "\n\n".join(out)
+
+
+def shell_lines(command: str, *, indent: str = "  ", width: int = EXAMPLE_WIDTH) -> str:
+    """``command`` (one shell command line) as lines of at most ``width`` columns, joined by `` \\``
+    continuations: broken only between words outside quotes, a flag kept with its value; a trailing
+    ``# comment`` stays at the end of the last line (a continuation inside it would end the command)."""
+    words: list[str] = []
+    word, quote, comment = "", None, ""
+    for i, ch in enumerate(command):  # split at spaces outside quotes, keeping the quotes
+        if quote is None and ch == "#" and not word:  # a comment: to the end, after the last line
+            comment = " " + command[i:].strip()
+            break
+        if quote:
+            word += ch
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            word, quote = word + ch, ch
+        elif ch == " ":
+            if word:
+                words.append(word)
+            word = ""
+        else:
+            word += ch
+    if word:
+        words.append(word)
+    units: list[str] = []  # a flag and its value stay on one line
+    for w in words:
+        if units and units[-1].startswith("-") and " " not in units[-1] and not w.startswith("-") \
+                and "=" not in units[-1]:
+            units[-1] += " " + w
+        else:
+            units.append(w)
+    lines: list[str] = []
+    line = indent
+    for u in units:
+        cont = indent + "    "
+        if line.strip() and len(line) + 1 + len(u) + 2 > width:
+            lines.append(line + " \\")
+            line = cont + u
+        else:
+            line = line + (" " if line.strip() else "") + u
+    lines.append(line + comment)
+    return "\n".join(lines)
 
 
 def exit_codes_epilog(*codes: int | tuple[int, str]) -> str:

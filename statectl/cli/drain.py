@@ -13,7 +13,7 @@ from statectl.errors import UsageError
 if TYPE_CHECKING:
     from statectl.engine.drain import DrainStatus, DrainTarget
 
-app = typer.Typer(help="Stop a job after it has processed everything in flight (Samza's drain, seed 004).",
+app = typer.Typer(help="Stop a job after it has processed everything in flight (Samza's drain).",
                   no_args_is_help=True, rich_markup_mode=None)
 
 JOB = ("kafka", "job", "job_id")

@@ -191,7 +191,8 @@ def main(
 
 
 def _register() -> None:
-    from statectl.cli import adstore, backup, config, diff, doctor, drain, gc, lease, rescale, restore, snapshots, standby
+    from statectl.cli import (adstore, backup, config, diff, doctor, drain, gc, lease, rescale, restore, snapshots,
+                              standby)
 
     app.command("backup", help=backup.backup.__doc__, epilog=backup.EPILOG)(backup.backup)
     app.command("restore", help=restore.restore.__doc__, epilog=restore.EPILOG)(restore.restore)
@@ -205,6 +206,18 @@ def _register() -> None:
     app.add_typer(standby.app, name="standby")
     app.add_typer(adstore.app, name="adstore")
     app.command("rescale", help=rescale.rescale.__doc__, epilog=rescale.EPILOG)(rescale.rescale)
+    _literal_examples(app)
+
+
+def _literal_examples(typer_app: typer.Typer) -> None:
+    """Every command's example commands kept as written in --help (literal_examples), not re-wrapped."""
+    from statectl.cli.common import literal_examples
+
+    for info in typer_app.registered_commands:
+        info.epilog = literal_examples(info.epilog)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _literal_examples(group.typer_instance)
 
 
 _register()

@@ -111,3 +111,59 @@ def verify(
         # The result (stdout) lists each problem; stderr says in one line that the check failed.
         raise CorruptSnapshotError(f"snapshot {r.snapshot_id} failed verification: "
                                    f"{len(r.missing)} missing, {len(r.corrupt)} corrupt")
+
+
+@app.command("copy", epilog="Examples:\n\n"
+                            "  statectl snapshots copy --job page-views --store counts --task 'Partition 0' "
+                            "--to-job page-views-staging --to-task 'Partition 0' --to-store counts\n\n"
+                            "  statectl snapshots copy 3f2a9c --blobstore s3://prod/samza --job page-views --store counts "
+                            "--to-blobstore s3://staging/samza --to-job page-views --to-store counts\n\n"
+                            + exit_codes_epilog(0, (1, "a blob of the snapshot is missing; nothing committed"), 2,
+                                                (10, "no such snapshot"), (11, "a backup of the target is running"),
+                                                12))
+@state_command(*SNAPSHOT_FLAGS, "parallelism", "ttl", "keep_last", "grace")
+def copy(
+    snapshot: Annotated[Optional[str], typer.Argument(help="Snapshot id, id prefix or checkpoint id (default: the latest).", show_default=False)] = None,
+    to_job: Annotated[Optional[str], typer.Option("--to-job", help="The target's job (default: --job).", show_default=False)] = None,
+    to_job_id: Annotated[Optional[str], typer.Option("--to-job-id", help="The target's job id (default: --job-id).", show_default=False)] = None,
+    to_task: Annotated[Optional[str], typer.Option("--to-task", help="The target's task (default: --task).", show_default=False)] = None,
+    to_store: Annotated[Optional[str], typer.Option("--to-store", help="The target's store (default: --store).", show_default=False)] = None,
+    to_blobstore: Annotated[Optional[str], typer.Option("--to-blobstore", help="The target's blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side.", show_default=False)] = None,
+    to_s3_endpoint: Annotated[Optional[str], typer.Option("--to-s3-endpoint", help="The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host.", show_default=False)] = None,
+    *,
+    env: Env,
+) -> None:
+    """Clone a snapshot into a new snapshot of another job/task/store by copying every blob server-side
+    (S3 CopyObject, also across buckets of one endpoint); between endpoints, or file:// and s3://, the
+    blobs stream through this host (a note says so). The copies carry a TTL until the target's checkpoint
+    is committed, as a backup's uploads do: an interrupted copy leaves nothing gc does not reclaim, and
+    the source is never changed. With --kafka the target job's checkpoint topic gets the checkpoint."""
+    from dataclasses import replace
+
+    from statectl.engine.copy import CopyOptions, copy_snapshot
+
+    session, s = env.session, env.settings
+    source_ref = session.ref()
+    target_ref = replace(source_ref, job=to_job or source_ref.job, job_id=to_job_id or source_ref.job_id,
+                         task=to_task or source_ref.task, store=to_store or source_ref.store)
+    opts = CopyOptions(source=source_ref, target=target_ref, snapshot=snapshot, parallelism=s.parallelism,
+                       ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace)
+    target, target_catalog = session.blobstore, session.catalog
+    opened = None
+    if (to_blobstore and to_blobstore != s.blobstore) or to_s3_endpoint:
+        from statectl.blobstore import open_blobstore
+        from statectl.catalog.records import BlobCheckpointStore
+
+        s3 = replace(session.s3_options, endpoint_url=to_s3_endpoint or s.s3_endpoint)
+        target = opened = open_blobstore(to_blobstore or s.blobstore, s3=s3, retries=s.retries,
+                                         retry_time_s=s.retry_time)
+        target_catalog = BlobCheckpointStore(target, session.commit_log)
+    try:
+        r = copy_snapshot(opts, session.blobstore, session.catalog, target, target_catalog, env.progress)
+    finally:
+        if opened is not None:
+            opened.close()
+    how = "server-side" if r.server_side else "streamed through this host"
+    env.emit(r, f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} of job {r.job}: "
+                f"{r.blobs_copied} blobs, {human_bytes(r.bytes_copied)} copied {how}, "
+                f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")

@@ -19,7 +19,7 @@ from statectl.errors import UsageError
 if TYPE_CHECKING:
     from statectl.engine.standby import Replica
 
-app = typer.Typer(help="Hot replicas of a store kept current from its changelog, promoted in seconds (seed 001).",
+app = typer.Typer(help="Hot replicas of a store kept current from its changelog, promoted in seconds.",
                   no_args_is_help=True, rich_markup_mode=None)
 
 WHERE = ("kafka", "job", "job_id", "task", "store", "state_dir")
@@ -514,7 +514,7 @@ def failover(env: Env,
              to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Catch each store up only to its "
                                                          "task's last checkpointed changelog offset.")] = False,
              metrics_file: _metrics_file("the failover counters of the promotes run on this host") = None) -> None:
-    """Fail a whole container over onto its standby host: locality, fence, promote every store (seed 001 part 3)."""
+    """Fail a whole container over onto its standby host: locality, stop the standby, promote every store."""
     s = env.settings
     if container is None:
         raise UsageError("standby failover needs --container", hint="pass the active container's id, such as 0")
@@ -594,7 +594,7 @@ def check(env: Env, metrics_file: _metrics_file("the placement violations and un
           host: Annotated[Optional[list[str]], typer.Option(
               "--host", help="A candidate host for the standby containers' proposals (repeatable; default: every "
                              "host the job's locality names).", show_default=False)] = None) -> None:
-    """Report any task whose active and standby containers are placed on the same host (seed 001, invariant 1),
+    """Report any task whose active and standby containers are placed on the same host (they must never be),
     the standby containers with no host, and where they can be placed."""
     from statectl.engine.standby import check_placement
     from statectl.errors import StatectlError

@@ -542,11 +542,29 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
     if reason is None:
         t.load.case = RESUMED
         t.offsets = offsets
+        t.load.reason = _grown(t, opts)
         return
     t.load.case, t.load.reason = REBUILT, reason
     remove_dead_temp_dirs(t.path)
     t.staged = StagedStore(t.path, what="adstore rebuild", disk_full=lambda: _disk_full(t.path), sync="dirs")
     t.staged.__enter__()
+
+
+def _grown(t: _Target, opts: TopicLoadOptions) -> str | None:
+    """Why a resumed store gets partitions its last load did not give it (a topic that gained partitions
+    since: Kafka only adds them), or None. They are loaded from their start; the rest resumes."""
+    from statectl.engine.adstore_status import recorded_side_inputs
+
+    recorded = recorded_side_inputs(t.path)
+    if recorded is None:
+        return None
+    had = {(ssp.stream, ssp.partition) for ssp in recorded}
+    new = [(topic, p) for topic, p in t.parts if (topic, p) not in had and any(h[0] == topic for h in had)]
+    if not new:
+        return None
+    return (f"{', '.join(f'partition {p} of {topic}' for topic, p in new[:5])} "
+            f"{'is' if len(new) == 1 else 'are'} new since it was loaded (the topic gained partitions, or that "
+            "load took fewer): loaded from the start, the others resumed")
 
 
 def _offset_v2_differs(path: Path) -> bool:
@@ -676,10 +694,11 @@ def _record_topic_id(t: _Target, path: Path) -> None:
             raise _os_error(t.path, e, "recording the side inputs") from e
     if not t.topic_ids or _recorded_topic_ids(path) == t.topic_ids:
         return
-    tmp = path / (TOPIC_ID_FILE + ".tmp")
+    from statectl.fsutil import SYNC_NONE, write_atomic
+
     try:
-        tmp.write_text("".join(f"{i} {topic}\n" for topic, i in sorted(t.topic_ids.items())))
-        os.replace(tmp, path / TOPIC_ID_FILE)
+        write_atomic(path / TOPIC_ID_FILE, "".join(f"{i} {topic}\n" for topic, i in sorted(t.topic_ids.items())),
+                     sync=SYNC_NONE)
     except OSError as e:
         raise _os_error(t.path, e, f"writing {TOPIC_ID_FILE}") from e
 

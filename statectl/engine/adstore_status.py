@@ -19,7 +19,6 @@ unknown (then only an empty or missing offset file counts as mismatched). Read-o
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -93,9 +92,9 @@ def record_side_inputs(path: Path, ssps: set[SSP]) -> None:
     """Record the store's side-input SSPs in it (atomically; unchanged when already so). Raises OSError."""
     if recorded_side_inputs(path) == set(ssps):
         return
-    tmp = Path(path) / (SIDE_INPUTS_FILE + ".tmp")
-    tmp.write_text(json.dumps(sorted(s.key() for s in ssps)) + "\n")
-    os.replace(tmp, Path(path) / SIDE_INPUTS_FILE)
+    from statectl.fsutil import SYNC_NONE, write_atomic
+
+    write_atomic(Path(path) / SIDE_INPUTS_FILE, json.dumps(sorted(s.key() for s in ssps)) + "\n", sync=SYNC_NONE)
 
 
 def _samza_offsets(path: Path, expected: set[SSP] | None) -> tuple[str | None, dict[SSP, str | None] | None, str]:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
-from statectl.catalog.index import read_index, write_index
+from statectl.catalog.index import read_index
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
-from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
+from statectl.catalog.records import BlobCheckpointStore, now_ms
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id
-from statectl.catalog.retention import CleanupStats, finish_interrupted_cleanup, post_commit_cleanup
+from statectl.catalog.commit import commit_snapshot, finish_commit, prepare_commit
 from statectl.errors import (
     CorruptSnapshotError,
     NotFoundError,
@@ -125,21 +125,8 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     with Lease(blobstore, ref, wait_for_gc=GC_WAIT_SECONDS) as lease:
         if lease.notice:
             progress.note(lease.notice)
-        # Holding the lease, no other backup of this store is in flight: any pending record is abandoned.
-        finished = finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0,
-                                              grace_seconds=opts.grace_seconds)
-        try:
-            prev_record = checkpoints.latest(ref)
-        except SnapshotNotFoundError:
-            prev_record = None  # e.g. the job's checkpoint topic has no v2 checkpoint for this task yet
-        if finished is not None and finished.missing:
-            # Building on it would carry its missing blobs into the new snapshot: start a new chain.
-            progress.note(f"the latest snapshot of {ref} is damaged ({len(finished.missing)} of its blobs are "
-                          f"missing, e.g. {finished.missing[0]}); taking a full backup")
-            prev_record = None
-        elif finished is not None:
-            progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
-            _note_held(progress, ref, finished)
+        prev_record = prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds,
+                                     progress=progress)
         made_dir: Path | None = None
         try:
             if opts.checkpoint_dir is None:
@@ -178,27 +165,16 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                 dir_index=dir_index,
                 prev_snapshot_index_blob_id=prev_record.index_blob_id if prev_record else None,
             )
-            index_id = write_index(blobstore, index, opts.ttl_seconds)
-            failpoints.hit("after-index-upload")
-            record = CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis, keep_last=opts.keep_last)
-            lease.check()  # fencing: never commit after another backup took the store over
-            checkpoints.commit(ref, record, input_offsets=opts.input_offsets, markers=opts.markers)
+            index_id, record = commit_snapshot(blobstore, checkpoints, lease, ref, index,
+                                               ttl_seconds=opts.ttl_seconds, keep_last=opts.keep_last,
+                                               input_offsets=opts.input_offsets, markers=opts.markers)
         except BaseException:
             if made_dir is not None:
                 shutil.rmtree(made_dir, ignore_errors=True)
             raise
-        failpoints.hit("after-commit")
-        new_blobs = [b.blob_id for fi in uploaded for b in fi.blobs]
-        cleanup = post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blobs,
-                                      grace_seconds=opts.grace_seconds)
-        failpoints.hit("after-cleanup")
-        _note_held(progress, ref, cleanup)
-        if cleanup.missing:
-            raise CorruptSnapshotError(
-                f"snapshot {index_id} of {ref} was committed, but {len(cleanup.missing)} of its blobs are gone "
-                f"(e.g. {cleanup.missing[0]}): something deleted them while the backup ran",
-                hint="the next backup starts a new full chain; older snapshots are untouched "
-                     "('statectl snapshots verify' checks them)")
+        finish_commit(blobstore, checkpoints, ref, record, index,
+                      new_blob_ids=[b.blob_id for fi in uploaded for b in fi.blobs],
+                      grace_seconds=opts.grace_seconds, progress=progress, what="backup")
     if made_dir is not None:
         _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
 
@@ -216,12 +192,6 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
     )
-
-
-def _note_held(progress: ProgressReporter, ref: StoreRef, cleanup: CleanupStats) -> None:
-    for h in cleanup.held:
-        progress.note(f"kept snapshot {h.record.checkpoint_id} of {ref} past retention: {h.pin.describe()} is "
-                      "reading it; the next backup or gc drops it")
 
 
 def _delete_stale_checkpoint_dirs(store: Path, keep: str | None) -> None:

@@ -347,18 +347,10 @@ class Journal:
         return bool(self.data.get("finished"))
 
     def save(self) -> None:
+        from statectl.fsutil import write_atomic
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_atomic(self.path, json.dumps(self.data, indent=1, sort_keys=True))
 
 
 def _key(rep: Replica) -> str:

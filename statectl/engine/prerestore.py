@@ -67,7 +67,7 @@ from statectl.errors import (
 from statectl.formats import jobconfig
 from statectl.formats.checkpoint import BLOB_STORE_FACTORY, checkpoint_topic, parse_checkpoint_id
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity
-from statectl.local.layout import STANDBY_ROOT, checkpoint_dir, store_dir, task_dir_name
+from statectl.local.layout import STANDBY_ROOT, checkpoint_dir, store_dir
 from statectl.local.staged import TMP_INFIX, remove_dead_temp_dirs
 from statectl.progress import NoteRecorder, NullProgress, ProgressReporter
 from statectl.snapshot.model import DirIndex, SnapshotIndex

@@ -6,7 +6,7 @@ key, value) with the job's partitioner, partition by target, sort, and write SST
 target's files into a staged store -> verify (key count and order-independent content hash of the targets
 equal the sources'; every key in the task the partitioner names) -> upload the M new snapshots with TTLs,
 as backup does, and check their blobs -> commit the M checkpoint records -> post-commit cleanup (the TTLs
-go). Nothing is committed before every target is uploaded and verified: a failure or a kill before that
+go; catalog.commit's prepare_commit and finish_commit, as backup and snapshots copy use them). Nothing is committed before every target is uploaded and verified: a failure or a kill before that
 leaves the sources as they were and only TTL'd blobs behind (gc reclaims them). The source snapshots are
 only read.
 
@@ -33,7 +33,7 @@ from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
 from statectl.catalog.resolve import resolve_snapshot
-from statectl.catalog.retention import post_commit_cleanup
+from statectl.catalog.commit import finish_commit, prepare_commit
 from statectl.errors import DiskFullError, StatectlError, UsageError
 from statectl.local.layout import NEVER_UPLOADED
 from statectl.parallel import check_parallelism
@@ -372,6 +372,8 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
             if lease.notice:
                 progress.note(lease.notice)
             leases.append(lease)
+            # as backup does: an interrupted commit of this target left a cleanup pending: finish it first
+            prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds, progress=progress)
         markers = changelog_markers(checkpoints, refs)
         for ref, path, info in zip(refs, stores, result.targets):
             checkpoint_id = new_checkpoint_id()
@@ -410,9 +412,9 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
             checkpoints.commit(ref, record, markers=extra)
         result.committed = True
         for ref, record, index, uploaded in pending:
-            post_commit_cleanup(blobstore, checkpoints, ref, record, index,
-                                new_blob_ids=[b.blob_id for fi in uploaded for b in fi.blobs],
-                                grace_seconds=opts.grace_seconds)
+            finish_commit(blobstore, checkpoints, ref, record, index,
+                          new_blob_ids=[b.blob_id for fi in uploaded for b in fi.blobs],
+                          grace_seconds=opts.grace_seconds, progress=progress, what=WHAT)
         result.phases["commit_s"] = round(time.monotonic() - t0, 3)
 
 

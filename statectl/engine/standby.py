@@ -319,13 +319,13 @@ def read_status(replica: Replica) -> FollowStatus | None:
 
 
 def _write_status(replica: Replica, st: FollowStatus) -> None:
+    from statectl.fsutil import SYNC_NONE, write_atomic
+
     st.updated = time.time()
-    tmp = replica.status_path.with_name(replica.status_path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(asdict(st)))
-        os.replace(tmp, replica.status_path)
+        write_atomic(replica.status_path, json.dumps(asdict(st)), sync=SYNC_NONE)
     except OSError:
-        tmp.unlink(missing_ok=True)  # a full disk: the status file stays as it was, whole
+        pass  # a full disk: the status file stays as it was, whole
         raise
 
 

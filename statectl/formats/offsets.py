@@ -19,7 +19,6 @@ as invalid and deletes it.
 from __future__ import annotations
 
 import json
-import os
 import struct
 import zlib
 from pathlib import Path
@@ -188,13 +187,9 @@ def parse_offsets(text: str) -> dict[SSP, str | None]:
 
 def write_offset_file(path: Path, data: str) -> None:
     """Write ``data`` as Samza does: ``<path>.tmp``, fsynced, renamed over ``path``. Raises OSError."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(encode(data))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    from statectl.fsutil import SYNC_FILE, write_atomic
+
+    write_atomic(path, encode(data), sync=SYNC_FILE)
 
 
 def read_offset_file(path: Path) -> str:

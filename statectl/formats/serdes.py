@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 from statectl.formats.jackson import json_string

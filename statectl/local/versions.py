@@ -34,6 +34,7 @@ from pathlib import Path
 
 from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import MANIFEST, VersionManifest
+from statectl.fsutil import SYNC_NONE, fsync_dir, write_atomic
 from statectl.local.staged import fsync_tree, process_alive
 
 VERSIONS_SUFFIX = ".versions"
@@ -213,13 +214,11 @@ class VersionBuild:
         """Write the manifest, fsync the build, and rename it to its version dir; return that dir."""
         if manifest.version != self.number:
             raise ValueError(f"manifest of version {manifest.version} sealing build {self.number}")
-        tmp = self.path / (MANIFEST + ".tmp")
-        tmp.write_text(manifest.to_json())
-        os.replace(tmp, self.path / MANIFEST)
+        write_atomic(self.path / MANIFEST, manifest.to_json(), sync=SYNC_NONE)
         fsync_tree(self.path)
         final = self.root / str(self.number)
         os.rename(self.path, final)
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         self.sealed = final
         return final
 
@@ -261,7 +260,7 @@ def switch(store: Path, number: int, *, verify: str | None = "deep") -> int | No
     except OSError:
         link.unlink(missing_ok=True)
         raise
-    _fsync_dir(store.parent)
+    fsync_dir(store.parent)
     return previous
 
 
@@ -326,9 +325,3 @@ def remove_dead_builds(store: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

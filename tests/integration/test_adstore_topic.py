@@ -576,3 +576,21 @@ def test_broadcast_copies_never_replace_what_adstore_did_not_make(topics):
     assert "did not make" in error_line(p.stderr)
     assert (t.store(2) / "precious.txt").read_text() == "mine"
     assert not t.store(0).exists() and not t.store(1).exists()  # refused before anything was written
+
+
+@pytest.mark.timeout(120)
+def test_a_store_given_partitions_it_did_not_hold(topics):
+    """A partition the store's last load did not give it (Kafka only adds partitions; Tansu cannot, so a
+    load of fewer stands in for the older topic): loaded from its start and said so, the others resumed,
+    nothing lost or rebuilt."""
+    t = topics(3)
+    for p in range(3):
+        t.writers[p].send([(b"p%d-%d" % (p, i), b"v") for i in range(20 + p)])
+    t.load("--broadcast", "--partitions", "0,1")
+    t.writers[0].send([(b"p0-more", b"v")])
+    p = t.load("--broadcast", "-o", "json")
+    [s] = json.loads(p.stdout)["stores"]
+    assert s["case"] == "resumed" and "partition 2 of" in s["reason"] and "new since it was loaded" in p.stderr
+    assert read_store(t.store(0)) == {**t.expected(0), **t.expected(1), **t.expected(2)}
+    assert offsets_of(t.store(0), SIDE_INPUT_OFFSETS) == {t.key(k): str(t.last(k)) for k in range(3)}
+    assert json.loads(p.stdout)["records"] == 1 + 22  # the new record of 0, and all of partition 2

@@ -1,0 +1,89 @@
+"""The commit of a new snapshot, shared by every operation that makes one (backup, snapshots copy): the
+preparation under the store's lease, the commit itself (the index, then the checkpoint record: the catalog
+and, with a Kafka commit log, the job's checkpoint topic) and the post-commit cleanup (seed 000,
+ARCHITECTURE.md "backup"). Blobs uploaded or copied before ``commit_snapshot`` carry a TTL; anything
+that fails before the record leaves only TTL'd blobs, which gc reclaims.
+"""
+
+from __future__ import annotations
+
+from statectl import failpoints
+from statectl.blobstore.base import BlobStore
+from statectl.catalog.index import write_index
+from statectl.catalog.lease import Lease
+from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord
+from statectl.catalog.refs import StoreRef
+from statectl.catalog.retention import CleanupStats, finish_interrupted_cleanup, post_commit_cleanup
+from statectl.errors import CorruptSnapshotError, SnapshotNotFoundError
+from statectl.progress import ProgressReporter
+from statectl.snapshot.model import SnapshotIndex
+
+
+def prepare_commit(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef, *,
+                   grace_seconds: int, progress: ProgressReporter) -> CheckpointRecord | None:
+    """Before a new snapshot of ``ref`` is built (holding its lease): finish the cleanup an interrupted
+    commit left pending, and return the latest committed record to build on, or None when there is none
+    or the latest snapshot is damaged (its blobs are missing: the new snapshot then starts a new chain;
+    a note says so). Idempotent."""
+    # Holding the lease, no other backup of this store is in flight: any pending record is abandoned.
+    finished = finish_interrupted_cleanup(blobstore, checkpoints, ref, abandon_after_s=0,
+                                          grace_seconds=grace_seconds)
+    try:
+        prev_record = checkpoints.latest(ref)
+    except SnapshotNotFoundError:
+        prev_record = None  # e.g. the job's checkpoint topic has no v2 checkpoint for this task yet
+    if finished is not None and finished.missing:
+        # Building on it would carry its missing blobs into the new snapshot: start a new chain.
+        progress.note(f"the latest snapshot of {ref} is damaged ({len(finished.missing)} of its blobs are "
+                      f"missing, e.g. {finished.missing[0]}); taking a full backup")
+        prev_record = None
+    elif finished is not None:
+        progress.note(f"finished the interrupted cleanup of the previous backup of {ref}")
+        note_held(progress, ref, finished)
+    return prev_record
+
+
+def commit_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, lease: Lease, ref: StoreRef,
+                    index: SnapshotIndex, *, ttl_seconds: int, keep_last: int,
+                    input_offsets: dict[str, str] | None = None,
+                    markers: dict[str, dict[str, str]] | None = None) -> tuple[str, CheckpointRecord]:
+    """The commit of a new snapshot of ``ref`` whose blobs are uploaded (with their TTLs): upload
+    ``index`` (TTL'd), then record the checkpoint (the catalog record, and with a Kafka commit log the
+    job's checkpoint topic) under ``index.snapshot_metadata.checkpoint_id``, after checking that
+    ``lease`` is still held. Returns the index blob id and the committed record. Anything that fails
+    before the record leaves only TTL'd blobs (gc reclaims them); backup and ``snapshots copy`` both
+    commit through here. Raises LeaseLostError when another process took the store over."""
+    index_id = write_index(blobstore, index, ttl_seconds)
+    failpoints.hit("after-index-upload")
+    record = CheckpointRecord(index.snapshot_metadata.checkpoint_id, index_id, index.creation_time_millis,
+                              keep_last=keep_last)
+    lease.check()  # fencing: never commit after another backup took the store over
+    checkpoints.commit(ref, record, input_offsets=input_offsets, markers=markers)
+    return index_id, record
+
+
+def finish_commit(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef, record: CheckpointRecord,
+                  index: SnapshotIndex, *, new_blob_ids: list[str], grace_seconds: int, progress: ProgressReporter,
+                  what: str = "backup") -> CleanupStats:
+    """The post-commit cleanup of a snapshot ``commit_snapshot`` committed: the TTLs of ``new_blob_ids``
+    and of the index go, retention applies (catalog.retention.post_commit_cleanup). Idempotent, and re-run
+    by the next backup or gc when interrupted. Raises CorruptSnapshotError when blobs of the snapshot
+    vanished before their TTL could be removed."""
+    failpoints.hit("after-commit")
+    cleanup = post_commit_cleanup(blobstore, checkpoints, ref, record, index, new_blob_ids=new_blob_ids,
+                                  grace_seconds=grace_seconds)
+    failpoints.hit("after-cleanup")
+    note_held(progress, ref, cleanup)
+    if cleanup.missing:
+        raise CorruptSnapshotError(
+            f"snapshot {record.index_blob_id} of {ref} was committed, but {len(cleanup.missing)} of its blobs are "
+            f"gone (e.g. {cleanup.missing[0]}): something deleted them while the {what} ran",
+            hint="the next backup starts a new full chain; older snapshots are untouched "
+                 "('statectl snapshots verify' checks them)")
+    return cleanup
+
+
+def note_held(progress: ProgressReporter, ref: StoreRef, cleanup: CleanupStats) -> None:
+    for h in cleanup.held:
+        progress.note(f"kept snapshot {h.record.checkpoint_id} of {ref} past retention: {h.pin.describe()} is "
+                      "reading it; the next backup or gc drops it")

@@ -1,0 +1,51 @@
+"""The one home of statectl's small-file writes: atomic replace of a file, and fsync of a dir.
+
+Pure OS calls; no statectl imports (the bottom layer: formats, blobstore, local, engine and metrics use it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SYNC_ALL, SYNC_FILE, SYNC_NONE = "file+dir", "file", "none"
+
+
+def fsync_dir(path: Path | str) -> None:
+    """fsync the dir ``path`` (its entries: a rename or a new file in it is then on disk). Raises OSError."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path | str, data: bytes | str, *, sync: str = SYNC_ALL, unique: bool = False) -> None:
+    """Replace ``path`` with ``data`` (str: UTF-8) in one rename, so that a reader (or a crash) sees the old
+    file or the new one, never a part. ``sync``: SYNC_ALL fsyncs the file before the rename and the dir
+    after it (durable once this returns); SYNC_FILE only the file; SYNC_NONE neither (the caller syncs, or
+    the file may be lost in a crash but never torn). The temporary file is ``<path>.tmp`` (Samza's name for
+    its offset files), or with ``unique`` ``.<name>.<pid>.tmp`` (for writers that may run at once); it is
+    removed when the write fails. Raises OSError; ``path`` is then as it was."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp" if unique else f"{path.name}.tmp")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view):]
+            if sync != SYNC_NONE:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+    if sync == SYNC_ALL:
+        fsync_dir(path.parent)
