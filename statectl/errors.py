@@ -38,7 +38,8 @@ EXIT_CODES: tuple[ExitCode, ...] = (
                                       "snapshot, a CRC mismatch, a full disk, a blob store error."),
     ExitCode(EXIT_USAGE, "usage", "usage: bad flags or arguments, a bad config file or value, an unsafe target."),
     ExitCode(EXIT_PARTIAL, "partial", "partial: some stores of backup --all failed; adstore load "
-                                      "--dataset-versions refused an end-of-dataset marker (the rest loaded)."),
+                                      "--dataset-versions refused an end-of-dataset marker (the rest loaded); "
+                                      "rescale committed some targets, then a commit failed."),
     ExitCode(EXIT_NOT_FOUND, "not found", "not found: snapshot, checkpoint, store dir, bucket."),
     ExitCode(EXIT_LOCKED, "lock held", "lock held: the store is open in a running process, or another backup holds "
                                        "its lease."),

@@ -28,7 +28,9 @@ EPILOG = (
     "  statectl rescale --job page-views --store counts --from 2 --to 3 --master yarn "
     "--partitioner mylib.parts:route\n\n"
     + exit_codes_epilog(0, (1, "failure: a damaged source snapshot, the Spark job failed, or the verification "
-                               "failed (nothing committed)"), 2, (10, "a source task has no snapshot"),
+                               "failed (nothing committed)"), 2,
+                        (3, "the commit of a target failed after others were committed (it says which)"),
+                        (10, "a source task has no snapshot"),
                         (11, "a backup of a target store is running"), (13, "pyspark or Java missing"))
 )
 

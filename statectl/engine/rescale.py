@@ -34,7 +34,7 @@ from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
 from statectl.catalog.resolve import resolve_snapshot
 from statectl.catalog.commit import finish_commit, prepare_commit
-from statectl.errors import DiskFullError, StatectlError, UsageError
+from statectl.errors import DiskFullError, PartialError, StatectlError, UsageError
 from statectl.local.layout import NEVER_UPLOADED
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
@@ -170,7 +170,9 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     (or without the named one); MissingDependencyError (13) without pyspark or Java; StatectlError (exit 1)
     when the Spark job fails, e.g. on a damaged source snapshot (a file whose CRC32 or size differs from
     its index); VerificationError (exit 1) when the targets do not hold exactly the sources' entries, each
-    in its partitioner's task; LockHeldError (11) when a backup of a target store is running. In every
+    in its partitioner's task; LockHeldError (11) when a backup of a target store is running; PartialError
+    (exit 3) when the commit of a target fails after others were committed (the commit step takes
+    milliseconds: a broker or blob store failing right then). In every
     failure before the commit nothing is committed and the sources are untouched; the uploads made so far
     carry a TTL (gc reclaims them). Not idempotent: each successful run commits M new snapshots.
     """
@@ -408,8 +410,20 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
         for lease in leases:
             lease.check()  # fencing: never commit after a backup took a target over
         t0 = time.monotonic()
+        done: list[str] = []
         for (ref, record, index, uploaded), extra in zip(pending, markers):
-            checkpoints.commit(ref, record, markers=extra)
+            try:
+                failpoints.hit("rescale-commit")
+                checkpoints.commit(ref, record, markers=extra)
+            except StatectlError as e:
+                if not done:
+                    raise
+                raise PartialError(
+                    f"rescale committed {len(done)} of {len(pending)} targets ({', '.join(done)}), then the commit "
+                    f"of {ref.task} failed: {e}",
+                    hint="the targets are all uploaded and verified: run the same rescale again (it commits a new "
+                         "set), or restore the committed tasks' previous snapshots") from e
+            done.append(ref.task)
         result.committed = True
         for ref, record, index, uploaded in pending:
             finish_commit(blobstore, checkpoints, ref, record, index,

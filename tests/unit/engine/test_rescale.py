@@ -208,3 +208,54 @@ def test_work_dir_removes_what_killed_rescales_left_but_not_a_running_ones(tmp_p
         assert not work.exists()
     finally:
         os.close(fd)
+
+
+def _targets(tmp_path: Path, m: int) -> tuple[list[Path], dict[bytes, bytes]]:
+    keys = {b"k%04d" % i: b"v%d" % i for i in range(200)}
+    paths = []
+    for j in range(m):
+        paths.append(tmp_path / "stores" / f"Partition_{j}")
+        _store(paths[-1], {k: v for k, v in keys.items() if partition_of(k, m) == j})
+    return paths, keys
+
+
+def _upload(tmp_path: Path, spec: str = "rescale-commit=off"):
+    """_upload_and_commit of two small target stores into job "dst" with failpoints ``spec``: (the result,
+    the error raised or None, the latest record of each target afterwards)."""
+    from statectl import failpoints
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.catalog.refs import StoreRef
+    from statectl.engine.rescale import TargetInfo, _upload_and_commit
+    from statectl.errors import StatectlError
+    from statectl.progress import NullProgress
+
+    paths, _ = _targets(tmp_path, 2)
+    blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    catalog = BlobCheckpointStore(blobs)
+    r = _result()
+    r.targets = [TargetInfo(f"Partition {j}", 0) for j in range(2)]
+    error = None
+    try:
+        with failpoints.active(spec):
+            _upload_and_commit(opts(to_tasks=2, to_job="dst"), "dst", paths, blobs, catalog, r, NullProgress())
+    except StatectlError as e:
+        error = e
+    latest = [catalog.latest(StoreRef("dst", "1", f"Partition {j}", "s")) for j in range(2)]
+    blobs.close()
+    return r, error, latest
+
+
+def test_upload_commits_every_target_or_says_which(tmp_path: Path):
+    from statectl.errors import EXIT_PARTIAL
+
+    r, error, latest = _upload(tmp_path / "ok")
+    assert error is None and r.committed
+    assert [x.index_blob_id for x in latest] == [t.snapshot_id for t in r.targets]
+    # a failure once every target is uploaded, before the commit: nothing committed
+    r, error, latest = _upload(tmp_path / "before", "rescale-before-commit=raise")
+    assert error is not None and not r.committed and latest == [None, None]
+    # the second target's commit fails after the first was committed: exit 3, naming the committed one
+    r, error, latest = _upload(tmp_path / "partial", "rescale-commit=1*off->raise")
+    assert error is not None and error.exit_code == EXIT_PARTIAL
+    assert "committed 1 of 2 targets (Partition 0)" in str(error)
+    assert latest[0] is not None and latest[1] is None
