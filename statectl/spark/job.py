@@ -324,7 +324,7 @@ class _ReadSnapshots:
         blobs = self.job.blobstore(spec.source_store)
         try:
             for i, source in items:
-                work = Path(tempfile.mkdtemp(prefix="statectl-rescale-src-"))
+                work = Path(tempfile.mkdtemp(prefix="statectl-rescale-src-", dir=_app_dir()))
                 try:
                     read = fetch_snapshot(blobs, source, work)
                     digest = Digest()
@@ -362,6 +362,18 @@ class _ReadSnapshots:
                     shutil.rmtree(work, ignore_errors=True)
         finally:
             blobs.close()
+
+
+def _app_dir() -> str | None:
+    """The Spark application's own dir on this executor (removed with the application, also when it is
+    aborted while this task runs), or None (the temp dir) outside Spark."""
+    try:
+        from pyspark import SparkFiles
+
+        root = SparkFiles.getRootDirectory()
+    except Exception:
+        return None
+    return root if root and os.path.isdir(root) else None
 
 
 def _rocksdict() -> Any:

@@ -214,6 +214,10 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
             timeout=300)
     assert "damaged" in p.stderr and "Partition 1" in p.stderr, p.stderr
     _nothing_committed(tmp_path, blobs, "job2b", 2)
+    import tempfile
+
+    # the executors' copies of the sources went with the aborted application (tasks killed mid-read too)
+    assert not list(Path(tempfile.gettempdir()).glob("statectl-rescale-src-*"))
     for p in range(4):
         task = f"Partition {p}"
         new = [r["targets"][p]["snapshot_id"]] if p < 2 else []
