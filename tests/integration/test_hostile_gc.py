@@ -243,20 +243,20 @@ def test_a_damaged_latest_snapshot_blocks_nothing(blobstore, tmp_path: Path, req
 
 def test_a_backup_whose_blobs_vanish_before_its_cleanup_fails_and_the_next_starts_over(blobstore, tmp_path: Path,
                                                                                       monkeypatch):
-    import statectl.engine.backup as backup_mod
+    import statectl.catalog.commit as commit_mod  # backup's (and copy's, rescale's) commit path
 
     sdir = store_dir(tmp_path / "state", REF.store, REF.task)
     make_store(sdir, 800, 1024, seed=1, sst_mb=1)
     cps = BlobCheckpointStore(blobstore)
     backup(BackupOptions(REF, sdir, keep_last=2), blobstore, cps)
     make_store(sdir, 400, 1024, seed=2, start=50_000, sst_mb=1)
-    real = backup_mod.post_commit_cleanup
+    real = commit_mod.post_commit_cleanup
 
     def cleanup_after_a_thief(bs, cps_, ref, record, index, **kw):
         bs.delete(kw["new_blob_ids"][:1])  # what the old gc did to a backup in flight
         return real(bs, cps_, ref, record, index, **kw)
 
-    monkeypatch.setattr(backup_mod, "post_commit_cleanup", cleanup_after_a_thief)
+    monkeypatch.setattr(commit_mod, "post_commit_cleanup", cleanup_after_a_thief)
     from statectl.errors import CorruptSnapshotError
 
     with pytest.raises(CorruptSnapshotError, match="blobs are gone"):
