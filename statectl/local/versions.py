@@ -28,6 +28,7 @@ import fcntl
 import os
 import re
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,11 @@ class StoreLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             pid = _lock_pid(fd)
+            for _ in range(10):  # a holder that has just taken the lock writes its pid right after
+                if pid:
+                    break
+                time.sleep(0.02)
+                pid = _lock_pid(fd)
             os.close(fd)
             who = f"process {pid}" if pid else "another process"
             raise LockHeldError(f"store {self.store} is locked by {who}, an adstore load or switch (it holds "
