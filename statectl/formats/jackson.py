@@ -21,6 +21,8 @@ import json
 import re
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
+from statectl.formats.java import java_double_to_string
+
 K = TypeVar("K")
 
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
@@ -53,7 +55,7 @@ def json_string(s: str, *, escape_surrogates: bool = False) -> str:
     return _ESCAPE.sub(lambda m: "\\" + ("u" + m.group(1)[1:].upper() if m.group(1)[0] == "u" else m.group(1)), out)
 
 
-def _json_value(v: Any, esc: bool) -> str:
+def _json_value(v: Any, esc: bool, doubles: bool = False) -> str:
     if v is None:
         return "null"
     if v is True:
@@ -62,13 +64,15 @@ def _json_value(v: Any, esc: bool) -> str:
         return "false"
     if isinstance(v, int):
         return str(v)
+    if isinstance(v, float) and doubles:
+        return java_double_to_string(v)  # Jackson writes a double as Double.toString does
     if isinstance(v, str):
         return json_string(v, escape_surrogates=esc)
     if isinstance(v, Mapping):
-        return "{" + ",".join(f"{json_string(k, escape_surrogates=esc)}:{_json_value(x, esc)}"
+        return "{" + ",".join(f"{json_string(k, escape_surrogates=esc)}:{_json_value(x, esc, doubles)}"
                               for k, x in v.items()) + "}"
     if isinstance(v, (list, tuple)):
-        return "[" + ",".join(_json_value(x, esc) for x in v) + "]"
+        return "[" + ",".join(_json_value(x, esc, doubles) for x in v) + "]"
     raise TypeError(f"cannot write {type(v).__name__} as Jackson JSON")
 
 
@@ -79,10 +83,11 @@ def to_json(obj: Any) -> bytes:
     return _json_value(obj, True).encode("utf-8")
 
 
-def to_json_text(obj: Any) -> str:
+def to_json_text(obj: Any, *, doubles: bool = False) -> str:
     """``obj`` as Jackson's ``writeValueAsString`` writes it: the same, but non-BMP characters and unpaired
-    surrogates are left in the string as they are. Raises TypeError for a value of another kind."""
-    return _json_value(obj, False)
+    surrogates are left in the string as they are. ``doubles``: floats too, as Double.toString writes them
+    (where a format holds none, a float is refused). Raises TypeError for a value of another kind."""
+    return _json_value(obj, False, doubles)
 
 
 def java_string_hash(s: str) -> int:

@@ -10,6 +10,7 @@ from :mod:`unicodedata`; tests compare them with the running JDK's over the whol
 
 from __future__ import annotations
 
+import math
 import unicodedata
 
 JAVA_INT_MIN, JAVA_INT_MAX = -(2 ** 31), 2 ** 31 - 1
@@ -96,3 +97,50 @@ def java_utf8(value: str) -> bytes:
         # Re-pair surrogates through UTF-16, as Java sees the string, then replace the unpaired ones.
         java = value.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "surrogatepass")
         return java.encode("utf-8", "replace")
+
+
+def java_double_to_string(d: float) -> str:
+    """``Double.toString(d)`` (JDK 19 and later: the shortest decimal that reads back as ``d``, of at least
+    two digits, the closest such when one digit would do): plain for
+    10^-3 <= |d| < 10^7 (at least one digit after the point), else ``d.dddE[-]n``."""
+    if math.isnan(d):
+        return "NaN"
+    if math.isinf(d):
+        return "Infinity" if d > 0 else "-Infinity"
+    if d == 0:
+        return "-0.0" if math.copysign(1.0, d) < 0 else "0.0"
+    sign = "-" if d < 0 else ""
+    digits, exp = _shortest(abs(d))  # abs(d) == 0.digits * 10**exp
+    if len(digits) == 1:  # Java then picks the 2-digit decimal closest to d (Double.MIN_VALUE: 4.9E-324)
+        import decimal
+
+        with decimal.localcontext() as ctx:
+            ctx.prec, ctx.rounding = 2, decimal.ROUND_HALF_EVEN
+            two = +decimal.Decimal(abs(d))
+        t = two.as_tuple()
+        digits = "".join(map(str, t.digits)).rstrip("0") or "0"
+        exp = len(t.digits) + int(t.exponent)
+    if 1e-3 <= abs(d) < 1e7:
+        point = exp
+        if point <= 0:
+            return f"{sign}0.{'0' * -point}{digits}"
+        if point >= len(digits):
+            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
+        return f"{sign}{digits[:point]}.{digits[point:]}"
+    frac = digits[1:] or "0"
+    return f"{sign}{digits[0]}.{frac}E{exp - 1}"
+
+
+def _shortest(x: float) -> tuple[str, int]:
+    """The shortest round-trip digits of ``x`` > 0 (Python's repr, as JDK 19's Double.toString picks them)
+    and ``exp`` with ``x == 0.<digits> * 10**exp``."""
+    mant, _, e = repr(x).partition("e")
+    whole, _, frac = mant.partition(".")
+    exp = int(e or 0)
+    if whole.strip("0"):
+        exp += len(whole)
+        digits = whole + frac
+    else:
+        exp -= len(frac) - len(frac.lstrip("0"))
+        digits = frac.lstrip("0")
+    return digits.rstrip("0") or "0", exp

@@ -18,11 +18,10 @@ UTF-8; a float is a Double written by ``Double.toString``).
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-from statectl.formats.jackson import json_string
-from statectl.formats.java import java_utf8
+from statectl.formats.jackson import to_json_text
+from statectl.formats.java import java_double_to_string, java_utf8  # noqa: F401 - re-exported
 
 # serde kind -> the factory classes that make it (SerializerConfig.getPredefinedSerdeFactoryName's names)
 FACTORIES = {
@@ -67,7 +66,7 @@ def round_trip(kind: str, data: bytes) -> bytes:
                              f"({kind.capitalize()}Serde reads {n})")
         return data[:n]
     if kind == "json":
-        return java_utf8(_jackson_write(_jackson_read(data)))
+        return java_utf8(to_json_text(_jackson_read(data), doubles=True))
     raise ValueError(f"unknown serde kind {kind!r}")
 
 
@@ -89,68 +88,3 @@ def _jackson_read(data: bytes) -> Any:
     return value
 
 
-def java_double_to_string(d: float) -> str:
-    """``Double.toString(d)`` (JDK 19 and later: the shortest decimal that reads back as ``d``, of at least
-    two digits, the closest such when one digit would do): plain for
-    10^-3 <= |d| < 10^7 (at least one digit after the point), else ``d.dddE[-]n``."""
-    if math.isnan(d):
-        return "NaN"
-    if math.isinf(d):
-        return "Infinity" if d > 0 else "-Infinity"
-    if d == 0:
-        return "-0.0" if math.copysign(1.0, d) < 0 else "0.0"
-    sign = "-" if d < 0 else ""
-    digits, exp = _shortest(abs(d))  # abs(d) == 0.digits * 10**exp
-    if len(digits) == 1:  # Java then picks the 2-digit decimal closest to d (Double.MIN_VALUE: 4.9E-324)
-        import decimal
-
-        with decimal.localcontext() as ctx:
-            ctx.prec, ctx.rounding = 2, decimal.ROUND_HALF_EVEN
-            two = +decimal.Decimal(abs(d))
-        t = two.as_tuple()
-        digits = "".join(map(str, t.digits)).rstrip("0") or "0"
-        exp = len(t.digits) + int(t.exponent)
-    if 1e-3 <= abs(d) < 1e7:
-        point = exp
-        if point <= 0:
-            return f"{sign}0.{'0' * -point}{digits}"
-        if point >= len(digits):
-            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
-        return f"{sign}{digits[:point]}.{digits[point:]}"
-    frac = digits[1:] or "0"
-    return f"{sign}{digits[0]}.{frac}E{exp - 1}"
-
-
-def _shortest(x: float) -> tuple[str, int]:
-    """The shortest round-trip digits of ``x`` > 0 (Python's repr, as JDK 19's Double.toString picks them)
-    and ``exp`` with ``x == 0.<digits> * 10**exp``."""
-    mant, _, e = repr(x).partition("e")
-    whole, _, frac = mant.partition(".")
-    exp = int(e or 0)
-    if whole.strip("0"):
-        exp += len(whole)
-        digits = whole + frac
-    else:
-        exp -= len(frac) - len(frac.lstrip("0"))
-        digits = frac.lstrip("0")
-    return digits.rstrip("0") or "0", exp
-
-
-def _jackson_write(v: Any) -> str:
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return java_double_to_string(v)
-    if isinstance(v, str):
-        return json_string(v)
-    if isinstance(v, dict):
-        return "{" + ",".join(f"{json_string(k)}:{_jackson_write(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, list):
-        return "[" + ",".join(_jackson_write(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__}")
