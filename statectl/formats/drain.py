@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statectl.formats.jackson import java_hashmap_order, java_string_hash, to_json, to_json_text
-from statectl.formats.java import java_utf8
+from statectl.formats.java import java_parse_long, java_utf8
 
 DRAIN_NAMESPACE = "samza-drain-v1"
 DRAIN_MODES = ("DEFAULT",)
@@ -109,44 +109,11 @@ def java_uuid(text: str) -> str | None:
     widths = (8, 4, 4, 4, 12)
     out = []
     for group, width in zip(groups, widths):
-        value = _java_parse_hex_long(group)
+        value = java_parse_long(group, radix=16)
         if value is None:
             return None
         out.append(f"{value & ((1 << (4 * width)) - 1):0{width}x}")
     return "-".join(out)
-
-
-def _java_parse_hex_long(s: str) -> int | None:
-    """Long.parseLong(s, 16), or None where it throws NumberFormatException."""
-    if not s:
-        return None
-    negative = False
-    if s[0] in "+-":
-        negative, s = s[0] == "-", s[1:]
-        if not s:
-            return None
-    value = 0
-    for ch in s:
-        d = _java_digit16(ch)
-        if d < 0:
-            return None
-        value = value * 16 + d
-    if negative:
-        value = -value
-    if not -(1 << 63) <= value < (1 << 63):
-        return None
-    return value
-
-
-def _java_digit16(ch: str) -> int:
-    """Character.digit(ch, 16): a Unicode decimal digit, or a Latin letter a-f (also fullwidth); -1 else."""
-    import unicodedata
-
-    o = ord(ch)
-    for base in (0x41, 0x61, 0xFF21, 0xFF41):  # A, a, fullwidth A, fullwidth a
-        if base <= o < base + 6:
-            return o - base + 10
-    return unicodedata.decimal(ch, -1) if not 0xD800 <= o <= 0xDFFF else -1
 
 
 def _jackson_tree(data: bytes | None, what: str) -> Any:

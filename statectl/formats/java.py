@@ -22,16 +22,25 @@ _WHITESPACE_CONTROLS = frozenset("\t\n\u000b\f\r\u001c\u001d\u001e\u001f")
 _NON_BREAKING = frozenset("\u00a0\u2007\u202f")
 
 
-def java_digit(ch: str) -> int:
-    """``Character.digit(ch, 10)``: the value of a decimal digit of any script (Unicode category Nd) in
-    the BMP, else -1. ``"\\u0661"`` (ARABIC-INDIC ONE) is 1; ``"\\U0001D7CF"`` is -1 (two chars to Java)."""
-    if len(ch) != 1 or ord(ch) > 0xFFFF or unicodedata.category(ch) != "Nd":
+def java_digit(ch: str, radix: int = 10) -> int:
+    """``Character.digit(ch, radix)`` for radix 10 or 16: the value of a decimal digit of any script (Unicode
+    category Nd) in the BMP, and with radix 16 the Latin letters a-f and A-F (also fullwidth), else -1.
+    ``"\\u0661"`` (ARABIC-INDIC ONE) is 1; ``"\\U0001D7CF"`` is -1 (two chars to Java)."""
+    if len(ch) != 1 or ord(ch) > 0xFFFF:
+        return -1
+    if radix == 16:
+        o = ord(ch)
+        for base in (0x41, 0x61, 0xFF21, 0xFF41):  # A, a, fullwidth A, fullwidth a
+            if base <= o < base + 6:
+                return o - base + 10
+    if unicodedata.category(ch) != "Nd":
         return -1
     return unicodedata.decimal(ch, -1)
 
 
-def java_parse_long(text: str, *, minimum: int = JAVA_LONG_MIN, maximum: int = JAVA_LONG_MAX) -> int | None:
-    """``Long.parseLong(text)`` (with the default range) or ``Integer.parseInt`` (with the int range): an
+def java_parse_long(text: str, *, minimum: int = JAVA_LONG_MIN, maximum: int = JAVA_LONG_MAX,
+                    radix: int = 10) -> int | None:
+    """``Long.parseLong(text, radix)`` (with the default range) or ``Integer.parseInt`` (with the int range): an
     optional ``+`` or ``-``, then one or more digits in the sense of :func:`java_digit`, within range.
 
     Returns None where Java throws NumberFormatException: no spaces, underscores, decimal points, exponents
@@ -50,10 +59,10 @@ def java_parse_long(text: str, *, minimum: int = JAVA_LONG_MIN, maximum: int = J
             return None
     value = 0
     for ch in digits:
-        d = java_digit(ch)
+        d = java_digit(ch, radix)
         if d < 0:
             return None
-        value = value * 10 + d
+        value = value * radix + d
     if negative:
         value = -value
     return value if minimum <= value <= maximum else None
