@@ -151,12 +151,19 @@ def start(world: World, procs, *extra: str, changelog: bool = True, json_output:
 
 
 def caught_up(world: World, f: Follower | None = None, upto: int | None = None, timeout: float = 90) -> None:
-    """Wait until the replica's OFFSET-v2 names ``upto`` (default: the last offset written)."""
+    """Wait until the replica's OFFSET-v2 names ``upto`` (default: the last offset written) and, given
+    ``f``, the follower ``f`` holds the replica's lock: a replica caught up by an earlier follower is not
+    one ``f`` follows yet (``f`` may still be importing, its signal handlers not in place)."""
     target = world.writer.last_offset if upto is None else upto
 
     def done() -> bool:
         if f is not None:
             f.assert_running()
+            try:
+                if lock_holder_pid(world) != str(f.pid):
+                    return False
+            except (OSError, IndexError):
+                return False
         try:
             return replica_offset(world.replica, world.topic) == target
         except (OSError, ValueError):
