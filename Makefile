@@ -30,7 +30,7 @@ demo: install
 test: install-dev test-tools
 	command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux >/dev/null)
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=40
 
 # zsh and fish (syntax checks of the completion scripts) and man-db (man page rendering): a few MB from
 # Debian; without them (not root, no apt) those checks in tests/unit/cli/test_docs.py skip or degrade.
