@@ -19,12 +19,20 @@ EPILOG = (
     "order-independent content hash equal the sources'; every key in its partitioner's task) and uploaded with "
     "a TTL. Only then are the M checkpoints committed. A failure or a kill before that commits nothing and "
     "leaves the sources untouched ('statectl gc' reclaims the TTL'd uploads).\n\n"
+    "Key-group stores (--key-groups G: every key starts with its key group, Flink's layout; task i of N owns "
+    "the contiguous key groups Flink's KeyGroupRangeAssignment gives): each source's MANIFEST gives its files' "
+    "key ranges. A file wholly inside a target's key groups is copied server-side into the target's snapshot, "
+    "unread, at its level; a boundary file (and any file sharing key groups with one) is read by the executors, "
+    "which rewrite its keys into the targets they belong to. Each target gets a MANIFEST listing both. The "
+    "verification covers the rewritten keys (count, content hash, task) and every target's files (key groups, "
+    "no overlaps within a level).\n\n"
     "The new checkpoints carry no changelog position (JSON changelog_position: null): the old partitioning's "
     "changelog offsets mean nothing for the new tasks. With --kafka, a target task whose latest checkpoint "
     "names one for the store gets a changelog marker with no offset.\n\n"
     "Examples:\n\n"
     "  statectl rescale --job page-views --store counts --from 8 --to 32 --blobstore s3://backups/samza\n\n"
     "  statectl rescale --job page-views --store counts --from 4 --to 2 --to-job page-views-small --dry-run\n\n"
+    "  statectl rescale --job sessions --store window-state --from 4 --to 8 --key-groups 128 --dry-run\n\n"
     "  statectl rescale --job page-views --store counts --from 2 --to 3 --master yarn "
     "--partitioner mylib.parts:route\n\n"
     + exit_codes_epilog(0, (1, "failure: a damaged source snapshot, the Spark job failed, or the verification "
@@ -59,8 +67,13 @@ def rescale(
     work_dir: Annotated[Optional[Path], typer.Option("--work-dir", help="Where the Spark job's files and the staged "
                                                      "target stores go (default: the temp dir).",
                                                      show_default=False)] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Resolve the source snapshots and print the plan; run "
-                                          "and commit nothing.")] = False,
+    key_groups: Annotated[Optional[int], typer.Option("--key-groups", metavar="G", help=(
+        "The store's keys start with their key group, of G (Flink's layout: 1 byte when G <= 128, else 2): "
+        "files inside a target's key groups are copied server-side unread, only the others are rewritten."),
+        show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Resolve the source snapshots and print the plan (with "
+                                          "--key-groups: the bytes copied server-side and rewritten); run and "
+                                          "commit nothing.")] = False,
 ) -> None:
     """Re-partition the snapshots of a store's N tasks into M new snapshots on Spark, verified, then committed
     together. The new checkpoints carry no changelog position."""
@@ -75,6 +88,7 @@ def rescale(
     opts = RescaleOptions(store=s.store, job=s.job, job_id=s.job_id, from_tasks=from_tasks, to_tasks=to_tasks,
                           to_job=to_job, sources=sources, targets=targets,
                           snapshots=load_snapshots_file(snapshots) if snapshots else {}, partitioner=partitioner,
+                          key_groups=key_groups,
                           master=master, conf=_conf(spark_conf), staging=s.blobstore if through else "local",
                           s3=session.s3_options if s.blobstore.startswith("s3://") else None, dry_run=dry_run,
                           work_dir=work_dir, parallelism=s.parallelism, chunk_size=s.chunk_size, ttl_seconds=s.ttl,
@@ -88,7 +102,18 @@ def _text(r) -> str:
     for src in r.sources:
         lines.append(f"source {src.task}: snapshot {src.snapshot_id} (checkpoint {src.checkpoint_id}), {src.files} "
                      f"files, {human_bytes(src.bytes)}" + ("" if src.keys is None else f", {src.keys} keys"))
+    if r.key_groups is not None:
+        for t in r.targets:
+            lines.append(f"{'plan ' if r.dry_run else ''}target {t.task}: {t.files_copied} files "
+                         f"({human_bytes(t.bytes_copied)}) copied server-side, {t.files_read} files "
+                         f"({human_bytes(t.bytes_read)}) read and rewritten")
     if r.dry_run:
+        if r.key_groups is not None:
+            lines.append(f"dry run: would re-partition {r.store} of {r.job} from {r.tasks_in} into {r.tasks_out} tasks "
+                         f"of {r.to_job} by {r.key_groups} key groups: {human_bytes(r.bytes_copied)} copied "
+                         f"server-side ({r.files_copied} files), {human_bytes(r.bytes_rewritten)} read and rewritten "
+                         f"by the executors ({r.files_rewritten} files)")
+            return "\n".join(lines)
         lines.append(f"dry run: would re-partition {r.store} of {r.job} from {r.tasks_in} into {r.tasks_out} tasks "
                      f"of {r.to_job} ({r.partitioner}), reading {human_bytes(sum(s.bytes for s in r.sources))}")
         return "\n".join(lines)

@@ -9,27 +9,23 @@ commit exactly as backup does (catalog.commit: commit_snapshot, finish_commit).
 
 from __future__ import annotations
 
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from statectl import defaults, failpoints
+from statectl import defaults
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.commit import commit_snapshot, finish_commit, prepare_commit
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore, now_ms
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
-from statectl.errors import BlobNotFoundError, CorruptSnapshotError, UsageError
-from statectl.parallel import check_parallelism, run_parallel
+from statectl.errors import UsageError
+from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
 from statectl.snapshot.model import DirIndex, FileBlob, FileIndex, SnapshotIndex, SnapshotMetadata
+from statectl.transfer.copy import copy_blobs
 from statectl.transfer.download import blob_ranges
 
-# A streamed blob is buffered in memory up to this size, then in a temporary file (seekable: a retried
-# put rewinds it), so memory stays bounded by parallelism x this whatever the blob sizes.
-SPOOL_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -116,7 +112,8 @@ def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobChec
             if lease.notice:
                 progress.note(lease.notice)
             prepare_commit(target, target_catalog, opts.target, grace_seconds=opts.grace_seconds, progress=progress)
-            new_ids = _copy_blobs(jobs, source, target, server_side, opts, progress)
+            new_ids = copy_blobs(jobs, source, target, server_side, ttl_seconds=opts.ttl_seconds,
+                                 parallelism=opts.parallelism, progress=progress)
             mapping = {old: new for (old, _), new in zip(jobs, new_ids)}
             checkpoint_id = new_checkpoint_id()
             t = opts.target
@@ -154,49 +151,6 @@ def _same_domain(a: BlobStore, b: BlobStore) -> bool:
 def _bytes(store: BlobStore) -> int:
     counts = getattr(store, "byte_counts", None)
     return sum(counts().values()) if counts is not None else 0
-
-
-def _copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore, server_side: bool,
-                opts: CopyOptions, progress: ProgressReporter) -> list[str]:
-    """Copy each (blob id, length) to a new TTL'd blob of ``target``; the new ids in order. A missing
-    source blob is CorruptSnapshotError: the snapshot exists but is damaged."""
-    half = len(jobs) // 2
-
-    def task(i: int, blob_id: str, length: int):
-        def run(cancel: threading.Event) -> str:
-            if i == half:
-                failpoints.hit("during-copy")  # half the blobs are (being) copied: a kill leaves TTL'd copies
-            if cancel.is_set():
-                return ""
-            try:
-                if server_side:
-                    new = target.copy(blob_id, ttl_seconds=opts.ttl_seconds, source=source, size=length)
-                else:
-                    new = _stream(blob_id, length, source, target, opts.ttl_seconds)
-            except BlobNotFoundError:
-                raise CorruptSnapshotError(f"blob {blob_id} of the snapshot is missing from {source.url}",
-                                           hint="run 'statectl snapshots verify' on the source to list every "
-                                                "missing blob; nothing was committed") from None
-            progress.advance(length)
-            progress.file_done()
-            return new
-
-        return run
-
-    progress.start("copying", sum(n for _, n in jobs), len(jobs))
-    try:
-        return run_parallel([task(i, b, n) for i, (b, n) in enumerate(jobs)], opts.parallelism)
-    finally:
-        progress.stop()
-
-
-def _stream(blob_id: str, length: int, source: BlobStore, target: BlobStore, ttl_seconds: int) -> str:
-    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as buf:
-        n = source.get(blob_id, buf)
-        if n != length:
-            raise CorruptSnapshotError(f"blob {blob_id} has {n} bytes, its snapshot's index says {length}")
-        buf.seek(0)
-        return target.put(buf, size=n, ttl_seconds=ttl_seconds)
 
 
 def _renamed(d: DirIndex, mapping: dict[str, str]) -> DirIndex:

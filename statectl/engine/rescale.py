@@ -52,7 +52,8 @@ class RescaleOptions:
     ``to_job`` (default: ``job``). ``sources``/``targets``: the task names (default ``Partition k``);
     ``snapshots``: task -> snapshot id (checkpoint id or index blob id; default the latest).
     ``partitioner``: ``module:callable`` f(key: bytes, partitions: int) -> int, None for Kafka's default
-    (toPositive(murmur2(key)) % partitions). ``dry_run``: resolve the sources and report the plan, run
+    (toPositive(murmur2(key)) % partitions). ``key_groups``: the store's keys carry key-group prefixes
+    (Flink's layout, statectl.formats.keygroups) of this many groups: the key-group path (module doc). ``dry_run``: resolve the sources and report the plan, run
     nothing. ``work_dir``: where the Spark job's files and the staged target stores go (a temporary dir
     in it, removed at the end; default the system's temp dir)."""
 
@@ -66,6 +67,7 @@ class RescaleOptions:
     targets: tuple[str, ...] = ()
     snapshots: dict[str, str] = field(default_factory=dict)
     partitioner: str | None = None
+    key_groups: int | None = None
     master: str = "local[*]"
     conf: dict[str, str] = field(default_factory=dict)
     staging: str = "local"  # or the blob store URL the executors hand their SST files over through
@@ -105,6 +107,16 @@ class RescaleOptions:
             raise UsageError(f"--snapshots names task {unknown[0]!r}, which is not a source task")
         if (self.to_job or self.job) == self.job and self.from_tasks == self.to_tasks and not self.targets:
             raise UsageError("--from equals --to within one job: nothing to rescale")
+        if self.key_groups is not None:
+            from statectl.formats.keygroups import check_key_groups
+
+            if self.partitioner is not None:
+                raise UsageError("--key-groups and --partitioner exclude each other: a key-group store routes "
+                                 "every key by its key-group prefix")
+            try:
+                check_key_groups(self.key_groups)
+            except ValueError as e:
+                raise UsageError(f"--key-groups: {e}") from None
         if self.partitioner is not None:
             import re
 
@@ -135,6 +147,10 @@ class TargetInfo:
     checkpoint_id: str | None = None
     files: int = 0
     bytes: int = 0
+    files_copied: int = 0  # the key-group path: duplicated server-side from the sources, unread
+    bytes_copied: int = 0
+    files_read: int = 0  # ... and read by the executors, their keys in this target rewritten
+    bytes_read: int = 0
 
 
 @dataclass
@@ -151,6 +167,13 @@ class RescaleResult:
     bytes_read: int = 0  # by the executors: the source snapshots' files, from the blob store
     bytes_written: int = 0  # by the executors: the targets' SST files
     bytes_uploaded: int = 0
+    # The key-group path: the bytes of the files duplicated server-side into the targets, unread, and of
+    # those the executors read and rewrote (the boundary files and what shares their key groups).
+    key_groups: int | None = None
+    bytes_copied: int = 0
+    files_copied: int = 0
+    files_rewritten: int = 0
+    bytes_rewritten: int = 0
     content_hash: str = ""
     verified: bool = False
     committed: bool = False
@@ -177,13 +200,20 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     carry a TTL (gc reclaims them). Not idempotent: each successful run commits M new snapshots.
     """
     opts.validate()
+    if opts.key_groups is not None:
+        from dataclasses import replace
+
+        from statectl.formats.keygroups import PARTITIONER_PREFIX
+
+        opts = replace(opts, partitioner=f"{PARTITIONER_PREFIX}{opts.key_groups}")
     progress = NoteRecorder(progress)
     began = time.monotonic()
     to_job = opts.to_job or opts.job
     result = RescaleResult(opts.store, opts.job, to_job, opts.from_tasks, opts.to_tasks, 0,
-                           opts.partitioner or "murmur2", [], [], dry_run=opts.dry_run)
+                           opts.partitioner or "murmur2", [], [], dry_run=opts.dry_run, key_groups=opts.key_groups)
     t0 = time.monotonic()
     snapshots = []
+    indexes = []
     for task in opts.source_tasks:
         ref = StoreRef(opts.job, opts.job_id, task, opts.store)
         snap = resolve_snapshot(blobstore, checkpoints, ref, opts.snapshots.get(task))
@@ -191,19 +221,28 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
                   "blobs": [[b.blob_id, b.offset] for b in fi.blobs]}
                  for rel, fi in snap.index.dir_index.walk_present() if Path(rel).name not in NEVER_UPLOADED]
         snapshots.append({"task": task, "snapshot": snap.index_blob_id, "files": files})
+        indexes.append(snap.index)
         result.sources.append(SourceInfo(task, snap.index_blob_id, snap.index.snapshot_metadata.checkpoint_id,
                                          len(files), sum(f["size"] for f in files)))
+    kg_plan = None
+    if opts.key_groups is not None:
+        kg_plan = _plan_key_groups(opts, indexes, blobstore, result)
     result.phases["resolve_s"] = round(time.monotonic() - t0, 3)
     if opts.dry_run:
-        result.targets = [TargetInfo(t, 0) for t in opts.target_tasks]
+        if not result.targets:
+            result.targets = [TargetInfo(t, 0) for t in opts.target_tasks]
         result.notes = progress.notes
         result.duration_s = round(time.monotonic() - began, 3)
         return result
 
     with _WorkDir(opts.work_dir) as work:
-        stores, manifest = _build(opts, snapshots, blobstore, work, result, progress)
-        _verify(opts, stores, manifest, result)
-        _upload_and_commit(opts, to_job, stores, blobstore, checkpoints, result, progress)
+        if kg_plan is None:
+            stores, manifest = _build(opts, snapshots, blobstore, work, result, progress)
+            _verify(opts, stores, manifest, result)
+            _upload_and_commit(opts, to_job, stores, blobstore, checkpoints, result, progress)
+        else:
+            _rescale_key_groups(opts, to_job, kg_plan, snapshots, indexes, blobstore, checkpoints, work, result,
+                                progress)
     result.notes = progress.notes
     result.duration_s = round(time.monotonic() - began, 3)
     return result
@@ -337,7 +376,10 @@ def _verify(opts: RescaleOptions, stores: list[Path], manifest: Any, result: Res
             problems.append(f"target {task} holds {digest.keys} keys, the Spark job wrote "
                             f"{manifest.store(k).digest.keys}")
         got.merge(digest)
-        result.targets.append(TargetInfo(task, digest.keys))
+        if k < len(result.targets):  # the key-group path planned them: these are the keys it rewrote
+            result.targets[k].keys = digest.keys
+        else:
+            result.targets.append(TargetInfo(task, digest.keys))
     result.keys = got.keys
     result.content_hash = f"{got.checksum:016x}"
     if got.keys != want.keys:
@@ -354,9 +396,11 @@ def _verify(opts: RescaleOptions, stores: list[Path], manifest: Any, result: Res
 
 
 def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], blobstore: BlobStore,
-                       checkpoints: BlobCheckpointStore, result: RescaleResult, progress: ProgressReporter) -> None:
+                       checkpoints: BlobCheckpointStore, result: RescaleResult, progress: ProgressReporter,
+                       copied: list[list[Any]] | None = None) -> None:
     """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then commit all
-    M checkpoint records and run backup's post-commit cleanup for each."""
+    M checkpoint records and run backup's post-commit cleanup for each. ``copied``: per target, FileIndexes
+    of blobs already copied into the blob store (TTL'd) that its snapshot lists besides the uploads."""
     from statectl.catalog.index import read_index
     from statectl.errors import CorruptSnapshotError
     from statectl.snapshot.diff import build_dir_index, diff_local
@@ -384,6 +428,12 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
             uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size,  # type: ignore[arg-type]
                                     parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
             dir_index = build_dir_index(diff, {id(lf): fi for lf, fi in zip(added, uploaded)})
+            extra = copied[len(pending)] if copied else []
+            if extra:
+                from dataclasses import replace
+
+                dir_index = replace(dir_index, files_present=tuple(sorted(dir_index.files_present + tuple(extra),
+                                                                          key=lambda f: f.file_name)))
             index = SnapshotIndex(creation_time_millis=now_ms(),
                                   snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task,
                                                                      ref.store),
@@ -400,6 +450,7 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
             info.snapshot_id, info.checkpoint_id = index_id, checkpoint_id
             info.files, info.bytes = len(present), sum(f.size for _, f in present)
             result.bytes_uploaded += sum(f.size for f in uploaded)
+            uploaded = list(uploaded) + list(extra)  # the copies' TTLs go with the commit too
             # The commit's cleanup keeps every older snapshot of the target (within one job: the source of
             # its task, kept for a roll-back); the next backup of the task applies its own --keep-last.
             keep = max(opts.keep_last, 1 + len(checkpoints.list(ref)))
@@ -430,6 +481,183 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
                           new_blob_ids=[b.blob_id for fi in uploaded for b in fi.blobs],
                           grace_seconds=opts.grace_seconds, progress=progress, what=WHAT)
         result.phases["commit_s"] = round(time.monotonic() - t0, 3)
+
+
+# -- the key-group path (statectl.engine.rescale_plan) ------------------------------------------------------
+
+
+def _file_bytes(blobstore: BlobStore, fi: Any) -> bytes:
+    """A small file of a snapshot (CURRENT, a MANIFEST), read whole from its blobs."""
+    import io
+
+    buf = io.BytesIO()
+    for b in sorted(fi.blobs, key=lambda b: b.offset):
+        blobstore.get(b.blob_id, buf)
+    return buf.getvalue()
+
+
+def _source_manifest(blobstore: BlobStore, index: Any, task: str) -> Any:
+    """The source's live files from its snapshot's MANIFEST, each checked against the index (present, same
+    size); None when the snapshot has a non-empty WAL (the source is read whole). CorruptSnapshotError
+    (exit 1) when the MANIFEST is damaged or names a file the snapshot lacks."""
+    from statectl.errors import CorruptSnapshotError
+    from statectl.rocks.manifest import ManifestError, read_manifest
+
+    files = dict(index.dir_index.walk_present())
+    if any(rel.endswith(".log") and fi.file_metadata.size > 0 for rel, fi in files.items()):
+        return None
+    try:
+        current = _file_bytes(blobstore, files["CURRENT"]).decode().strip()
+        if not current.startswith("MANIFEST-") or current not in files:
+            raise ManifestError(f"CURRENT names {current!r}, which the snapshot does not hold")
+        m = read_manifest(_file_bytes(blobstore, files[current]))
+    except (KeyError, UnicodeDecodeError) as e:
+        raise CorruptSnapshotError(f"the snapshot of {task} is not a RocksDB store: no {e}",
+                                   hint="nothing was uploaded or committed") from None
+    except ManifestError as e:
+        raise CorruptSnapshotError(f"the snapshot of {task}: {e}", hint="nothing was uploaded or committed") from None
+    for f in m.files.values():
+        fi = files.get(f.name)
+        if fi is None or fi.file_metadata.size != f.size:
+            raise CorruptSnapshotError(f"the snapshot of {task} is damaged: its MANIFEST lists {f.name} of {f.size} "
+                                       "bytes, its index " + ("does not hold it" if fi is None else
+                                                              f"says {fi.file_metadata.size} bytes"),
+                                       hint="nothing was uploaded or committed")
+    return m
+
+
+def _plan_key_groups(opts: RescaleOptions, indexes: list[Any], blobstore: BlobStore, result: RescaleResult) -> Any:
+    """Read every source's MANIFEST and plan the copies and reads (rescale_plan.plan); the plan's figures go
+    into ``result`` (a dry run reports them)."""
+    from statectl.engine.rescale_plan import plan
+
+    manifests = [_source_manifest(blobstore, index, src.task) for index, src in zip(indexes, result.sources)]
+    p = plan(manifests, opts.from_tasks, opts.to_tasks, opts.key_groups or 0)
+    result.targets = [TargetInfo(task, 0, files_copied=len(t.copies), bytes_copied=t.bytes_copied,
+                                 files_read=len(t.reads) + sum(result.sources[i].files for i in t.whole),
+                                 bytes_read=sum(f.size for f in t.reads) + sum(result.sources[i].bytes for i in t.whole))
+                      for task, t in zip(opts.target_tasks, p.targets)]
+    result.bytes_copied = p.bytes_copied
+    result.files_copied = sum(len(t.copies) for t in p.targets)
+    result.files_rewritten = sum(len(fs) for fs in p.reads.values()) + sum(result.sources[i].files for i in p.whole)
+    result.bytes_rewritten = p.bytes_read({i: s.bytes for i, s in enumerate(result.sources)})
+    return p
+
+
+def _read_sources(opts: RescaleOptions, p: Any, snapshots: list[dict[str, Any]], manifests_of: list[Any],
+                  blobstore: BlobStore) -> tuple[list[dict[str, Any]], list[str]]:
+    """The sources the executors read, as BuildSpec.snapshots: a whole source as it is; any other its read
+    files with a MANIFEST (and CURRENT) that lists only them at their levels, uploaded as TTL'd blobs, so
+    that RocksDB opens exactly those files. Also the ids of those blobs."""
+    import io
+    import zlib
+
+    from statectl.rocks.manifest import manifest_bytes
+
+    out, temp = [], []
+
+    def put(data: bytes) -> dict[str, Any]:
+        blob = blobstore.put(io.BytesIO(data), size=len(data), ttl_seconds=opts.ttl_seconds)
+        temp.append(blob)
+        return {"size": len(data), "checksum": zlib.crc32(data), "blobs": [[blob, 0]]}
+
+    for i, snap in enumerate(snapshots):
+        if i in p.whole:
+            out.append(snap)
+            continue
+        reads = p.reads.get(i)
+        if not reads:
+            continue
+        m = manifests_of[i]
+        by_path = {f["path"]: f for f in snap["files"]}
+        number = m.next_file_number
+        data = manifest_bytes([f.file for f in reads], next_file_number=number + 1, last_sequence=m.last_sequence,
+                              comparator=m.comparator)
+        name = f"MANIFEST-{number:06d}"
+        files = [by_path[f.file.name] for f in reads]
+        files += [{"path": name, **put(data)}, {"path": "CURRENT", **put(name.encode() + b"\n")}]
+        out.append({"task": snap["task"], "snapshot": snap["snapshot"], "files": files})
+    return out, temp
+
+
+def _rescale_key_groups(opts: RescaleOptions, to_job: str, p: Any, snapshots: list[dict[str, Any]],
+                        indexes: list[Any], blobstore: BlobStore, checkpoints: BlobCheckpointStore, work: Path,
+                        result: RescaleResult, progress: ProgressReporter) -> None:
+    """The key-group path: the executors rewrite the read files' keys into one partial store per target
+    (the hash path's job, on sources cut down to their read files), verified as the hash path verifies;
+    each target is then its partial store's files plus the copied files, under a MANIFEST written for them;
+    the copies are made server-side (TTL'd) and the whole is uploaded and committed as the hash path
+    commits."""
+    import os
+    from dataclasses import replace as dc_replace
+
+    from statectl.engine.rescale_plan import check_target, partial_level
+    from statectl.rocks.manifest import LiveFile, manifest_bytes, read_store_manifest, write_store_files
+    from statectl.transfer.copy import copy_blobs
+    from statectl.transfer.download import blob_ranges
+
+    manifests_of = [None if i in p.whole else _source_manifest(blobstore, idx, result.sources[i].task)
+                    for i, idx in enumerate(indexes)]
+    partial: list[Path | None] = [None] * opts.to_tasks
+    temp: list[str] = []
+    try:
+        if p.whole or p.reads:
+            sources, temp = _read_sources(opts, p, snapshots, manifests_of, blobstore)
+            keep = result.sources
+            result.sources = [s for s in keep if any(src["task"] == s.task for src in sources)]
+            try:
+                stores, manifest = _build(opts, sources, blobstore, work, result, progress)
+                _verify(opts, stores, manifest, result)
+            finally:
+                result.sources = keep
+            partial = list(stores)
+        else:
+            result.verified = True
+    finally:
+        if temp:
+            blobstore.delete(temp)
+    last_sequence = max((m.last_sequence for m in manifests_of if m is not None), default=0)
+    files_of = [dict(idx.dir_index.walk_present()) for idx in indexes]
+    assembled, copied = [], []
+    for k, (task, t) in enumerate(zip(opts.target_tasks, p.targets)):
+        out = work / "targets" / task.replace(" ", "_")
+        out.mkdir(parents=True)
+        number = 0
+        listed: list[LiveFile] = []
+        copies = []
+        jobs: list[tuple[str, int]] = []
+        for epoch, sf in enumerate(sorted(t.copies, key=lambda sf: (sf.file.epoch, sf.file.largest_seqno,
+                                                                    sf.source, sf.file.number)), start=2):
+            number += 1
+            listed.append(dc_replace(sf.file, number=number, epoch=epoch))
+            fi = files_of[sf.source][sf.file.name]
+            copies.append((fi, f"{number:06d}.sst"))
+            jobs += [(blob_id, length) for blob_id, _, length in blob_ranges(fi, f"file {sf.file.name}")]
+        new_ids = copy_blobs(jobs, blobstore, blobstore, True, ttl_seconds=opts.ttl_seconds,
+                             parallelism=opts.parallelism, progress=progress) if jobs else []
+        ids = iter(new_ids)
+        copied.append([dc_replace(fi, file_name=name, blobs=tuple(dc_replace(b, blob_id=next(ids)) for b in fi.blobs))
+                       for fi, name in copies])
+        if partial[k] is not None:
+            pm = read_store_manifest(partial[k])
+            mine = pm.live_files
+            level = partial_level(listed, [(f.smallest_key, f.largest_key) for f in mine])
+            for f in mine:
+                number += 1
+                os.link(partial[k] / f.name, out / f"{number:06d}.sst")
+                listed.append(dc_replace(f, number=number, level=level, epoch=1))
+                last_sequence = max(last_sequence, f.largest_seqno)
+        problems = check_target(listed, t.first, t.last, p.groups)
+        if problems:
+            raise VerificationError(f"rescale verification failed, nothing was committed: target {task}: {problems[0]}",
+                                    hint="the source snapshots are untouched")
+        number += 1
+        write_store_files(out, manifest_bytes(listed, next_file_number=number + 1, last_sequence=last_sequence),
+                          number)
+        result.targets[k].files = len(listed)
+        assembled.append(out)
+    result.verified = True
+    _upload_and_commit(opts, to_job, assembled, blobstore, checkpoints, result, progress, copied=copied)
 
 
 def changelog_markers(checkpoints: BlobCheckpointStore, refs: list[StoreRef]) -> list[dict[str, dict[str, str]] | None]:

@@ -227,10 +227,19 @@ def _topic_rdd(sc: Any, job: _Job) -> Any:
 
 
 def load_partitioner(name: str | None) -> Any:
-    """``module:callable`` -> the callable f(key: bytes, partitions: int) -> int; None -> Kafka's default
-    partitioner (toPositive(murmur2(key)) % partitions). BuildError when it cannot be imported."""
+    """``module:callable`` -> the callable f(key: bytes, partitions: int) -> int; ``keygroups:G`` -> the task
+    of the key's key-group prefix (statectl.formats.keygroups); None -> Kafka's default partitioner
+    (toPositive(murmur2(key)) % partitions). BuildError when it cannot be imported."""
     if not name:
         return partition_of
+    from statectl.formats.keygroups import parse_partitioner
+
+    try:
+        by_groups = parse_partitioner(name)
+    except ValueError as e:
+        raise BuildError(str(e)) from None
+    if by_groups is not None:
+        return by_groups
     import importlib
 
     module, _, attr = name.partition(":")

@@ -66,7 +66,7 @@ FLAGS = {
     "adstore versions": {"--state-dir", "--store", "--store-dir", "--task"},
     "adstore switch": {"--state-dir", "--store", "--store-dir", "--quick", "--task", "--version"},
     "rescale": {"--blobstore", "--chunk-size", "--dry-run", "--from", "--grace", "--job", "--job-id", "--kafka",
-                "--keep-last", "--master", "--parallelism", "--partitioner", "--s3-endpoint", "--snapshots",
+                "--keep-last", "--key-groups", "--master", "--parallelism", "--partitioner", "--s3-endpoint", "--snapshots",
                 "--spark-conf", "--store", "--task-map", "--to", "--to-job", "--ttl", "--work-dir", "-j"},
 }
 

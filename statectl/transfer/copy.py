@@ -1,0 +1,61 @@
+"""Copying blobs to new TTL'd blobs: server-side where two stores share a copy domain (S3 CopyObject /
+UploadPartCopy, a file copy on ``file://``), else streamed through this host (snapshots copy, and the
+files a key-group rescale duplicates into its targets)."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+
+from statectl import failpoints
+from statectl.blobstore.base import BlobStore
+from statectl.errors import BlobNotFoundError, CorruptSnapshotError
+from statectl.parallel import run_parallel
+from statectl.progress import ProgressReporter
+
+# A streamed blob is buffered in memory up to this size, then in a temporary file (seekable: a retried
+# put rewinds it), so memory stays bounded by parallelism x this whatever the blob sizes.
+SPOOL_BYTES = 8 * 1024 * 1024
+
+
+def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore, server_side: bool, *,
+               ttl_seconds: int, parallelism: int, progress: ProgressReporter) -> list[str]:
+    """Copy each (blob id, length) to a new TTL'd blob of ``target``; the new ids in order. A missing
+    source blob is CorruptSnapshotError: the snapshot exists but is damaged."""
+    half = len(jobs) // 2
+
+    def task(i: int, blob_id: str, length: int):
+        def run(cancel: threading.Event) -> str:
+            if i == half:
+                failpoints.hit("during-copy")  # half the blobs are (being) copied: a kill leaves TTL'd copies
+            if cancel.is_set():
+                return ""
+            try:
+                if server_side:
+                    new = target.copy(blob_id, ttl_seconds=ttl_seconds, source=source, size=length)
+                else:
+                    new = _stream(blob_id, length, source, target, ttl_seconds)
+            except BlobNotFoundError:
+                raise CorruptSnapshotError(f"blob {blob_id} of the snapshot is missing from {source.url}",
+                                           hint="run 'statectl snapshots verify' on the source to list every "
+                                                "missing blob; nothing was committed") from None
+            progress.advance(length)
+            progress.file_done()
+            return new
+
+        return run
+
+    progress.start("copying", sum(n for _, n in jobs), len(jobs))
+    try:
+        return run_parallel([task(i, b, n) for i, (b, n) in enumerate(jobs)], parallelism)
+    finally:
+        progress.stop()
+
+
+def _stream(blob_id: str, length: int, source: BlobStore, target: BlobStore, ttl_seconds: int) -> str:
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as buf:
+        n = source.get(blob_id, buf)
+        if n != length:
+            raise CorruptSnapshotError(f"blob {blob_id} has {n} bytes, its snapshot's index says {length}")
+        buf.seek(0)
+        return target.put(buf, size=n, ttl_seconds=ttl_seconds)
