@@ -35,7 +35,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'doctor'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --config --profile --output -o
         case 'rescale'
-            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --key-groups --config --profile --output -o
         case 'snapshots'
             printf '%s\n' -- --config --profile --output -o
         case 'snapshots list'
@@ -270,7 +270,8 @@ complete -c statectl -n '__statectl_path rescale' -l partitioner -x -d 'f(key: b
 complete -c statectl -n '__statectl_path rescale' -l task-map -x -d 'JSON {"from": [source task names], "to": [target task names]} instead of Partition k'
 complete -c statectl -n '__statectl_path rescale' -l snapshots -x -d 'JSON {task name: snapshot id} of source snapshots to take instead of the latest'
 complete -c statectl -n '__statectl_path rescale' -l work-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Where the Spark job\'s files and the staged target stores go (default: the temp dir)'
-complete -c statectl -n '__statectl_path rescale' -l dry-run -d 'Resolve the source snapshots and print the plan; run and commit nothing'
+complete -c statectl -n '__statectl_path rescale' -l key-groups -x -d 'The store\'s keys start with their key group, of G (Flink\'s layout: 1 byte when G <= 128, else 2): files inside a target\'s key groups are copied server-side unread, only the others are rewritten'
+complete -c statectl -n '__statectl_path rescale' -l dry-run -d 'Resolve the source snapshots and print the plan (with --key-groups: the bytes copied server-side and rewritten); run and commit nothing'
 complete -c statectl -n '__statectl_path rescale' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path rescale' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path rescale' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

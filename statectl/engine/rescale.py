@@ -1,4 +1,13 @@
-"""rescale: re-partition the snapshots of a store's N tasks into M tasks on Spark (issue 20, hash path).
+"""rescale: re-partition the snapshots of a store's N tasks into M tasks on Spark (issue 20).
+
+Two paths. Hash-partitioned stores (below). Key-group stores (``key_groups``, statectl.engine.rescale_plan):
+each source's MANIFEST gives its files' key ranges; the files inside a target's key groups are copied
+server-side into the target's snapshot unread (statectl.transfer.copy), the others go through the hash
+path's Spark job cut down to them (their keys rewritten into per-target partial stores, verified as
+below), and each target's snapshot is its copies plus its partial store's files under a MANIFEST written
+for them (statectl.rocks.manifest), uploaded and committed as below.
+
+The hash path:
 
 resolve the source snapshots (latest, or named) -> a Spark job (statectl.spark, source "snapshots"): the
 executors read each source snapshot from the blob store (CRC32-checked while it streams), emit (target,

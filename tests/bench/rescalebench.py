@@ -6,6 +6,11 @@ the phases (resolve, Spark, ingest, verify, upload, commit), the bytes the execu
 snapshots, from S3) and wrote (the targets' SST files), the bytes uploaded, the keys verified, peak RSS
 (spark-submit's JVM included: a child statectl waits for).
 
+The same size as a key-group store (Flink's layout: 128 key groups, a 1-byte prefix; each task's store
+bulk-loaded as 64 MiB SST files at the bottom level, as a compacted store holds them) is rescaled 4 -> 8
+and 8 -> 4 with ``--key-groups 128``: reported beside the wall time are the bytes copied server-side
+(unread) and read and rewritten by the executors.
+
     .venv/bin/python -m tests.bench.run --only rescale --size-gib 0.25
 """
 
@@ -81,6 +86,73 @@ def bench(work: Path, size_bytes: int, env: dict[str, str], endpoint: str, bucke
             "per_target_keys": [t["keys"] for t in r["targets"]]}
 
 
+KEY_GROUPS = 128
+SST_BYTES = 64 * 1024 * 1024
+
+
+def make_key_group_sources(state: Path, size_bytes: int, tasks: int, seed: int = 7) -> int:
+    """``tasks`` key-group stores under ``state/STORE/Partition_k`` (task k holds the key groups Flink's
+    KeyGroupRangeAssignment gives it), each bulk-loaded from SST files of about SST_BYTES; return the
+    number of keys."""
+    from statectl.formats.keygroups import task_range
+    from statectl.rocks.sst import ingest_into_new_store, write_sst
+
+    keys = max(1000, size_bytes // VALUE_SIZE)
+    per_group = max(1, keys // KEY_GROUPS)
+    rng = random.Random(seed)
+    for p in range(tasks):
+        first, last = task_range(p, tasks, KEY_GROUPS)
+        path = state / STORE / f"Partition_{p}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ssts, entries, n = [], [], 0
+
+        def flush() -> None:
+            nonlocal entries
+            if entries:
+                f = state / f"load-{p}-{len(ssts)}.sst"
+                write_sst(f, entries)
+                ssts.append(f)
+                entries = []
+
+        for g in range(first, last + 1):
+            for i in range(per_group):
+                entries.append((bytes([g]) + b"key-%012d" % i, rng.randbytes(VALUE_SIZE)))
+                if len(entries) * (VALUE_SIZE + 17) >= SST_BYTES:
+                    flush()
+        flush()
+        ingest_into_new_store(path, ssts)
+        for f in ssts:
+            f.unlink()
+    return per_group * KEY_GROUPS
+
+
+def bench_key_groups(work: Path, size_bytes: int, env: dict[str, str], endpoint: str, bucket: str) -> dict[str, Any]:
+    """4 -> 8 and then 8 -> 4 (the targets of the first, back) of a key-group store."""
+    work.mkdir(parents=True, exist_ok=True)
+    state = work / "kg-state"
+    keys = make_key_group_sources(state, size_bytes, 4)
+    job = f"{JOB}-kg"
+    where = ["--blobstore", f"s3://{bucket}/statectl", "--s3-endpoint", endpoint, "--store", STORE]
+    for p in range(4):
+        subprocess.run([STATECTL, "-q", "backup", *where, "--job", job, "--task", f"Partition {p}", "--state-dir",
+                        str(state)], env=env, cwd=work, check=True, capture_output=True)
+    out = {"size_bytes": size_bytes, "keys": keys}
+    (work / "cwd").mkdir(exist_ok=True)
+    for name, src, dst, n, m in (("out", job, f"{job}-8", 4, 8), ("in", f"{job}-8", f"{job}-4", 8, 4)):
+        cmd = [STATECTL, "-q", "-o", "json", "rescale", *where, "--job", src, "--to-job", dst, "--from", str(n),
+               "--to", str(m), "--key-groups", str(KEY_GROUPS), "--master", "local[2]", "--work-dir", str(work)]
+        sample = run_measured(cmd, env=env, cwd=work / "cwd", timeout=7200)
+        r = json.loads(sample.stdout)
+        if not r["verified"] or not r["committed"]:
+            raise RuntimeError(f"rescale bench: unexpected result {r}")
+        out[name] = {"tasks_in": n, "tasks_out": m, "wall_s": round(sample.wall_s, 2),
+                     "max_rss_mb": round(sample.max_rss_mb, 1), "phases": r["phases"],
+                     "bytes_copied": r["bytes_copied"], "bytes_rewritten": r["bytes_rewritten"],
+                     "bytes_read": r["bytes_read"], "bytes_written": r["bytes_written"],
+                     "bytes_uploaded": r["bytes_uploaded"], "source_bytes": sum(s["bytes"] for s in r["sources"])}
+    return out
+
+
 def report_lines(res: dict[str, Any]) -> list[str]:
     mib = 1024 ** 2
     ph = res["phases"]
@@ -93,7 +165,24 @@ def report_lines(res: dict[str, Any]) -> list[str]:
         f"  executors read {res['bytes_read'] / mib:.1f} MiB (the source snapshots, from S3) and wrote "
         f"{res['bytes_written'] / mib:.1f} MiB of SST files; uploaded {res['bytes_uploaded'] / mib:.1f} MiB; "
         f"keys per target {min(res['per_target_keys']):,}-{max(res['per_target_keys']):,}",
-    ]
+    ] + key_group_lines(res.get("key_groups"))
+
+
+def key_group_lines(kg: dict[str, Any] | None) -> list[str]:
+    if not kg:
+        return []
+    mib = 1024 ** 2
+    lines = [f"rescale of a key-group store ({KEY_GROUPS} key groups, 64 MiB SST files), --key-groups, "
+             "Spark local[2] where files are rewritten, whole process:"]
+    for name in ("out", "in"):
+        r = kg[name]
+        lines.append(
+            f"  {r['tasks_in']} -> {r['tasks_out']}: wall {r['wall_s']:.1f} s (Spark {r['phases'].get('spark_s', 0):.1f} s, "
+            f"upload {r['phases'].get('upload_s', 0):.1f} s); of {r['source_bytes'] / mib:.0f} MiB, "
+            f"{r['bytes_copied'] / mib:.1f} MiB copied server-side unread, {r['bytes_rewritten'] / mib:.1f} MiB "
+            f"read and rewritten (executors read {r['bytes_read'] / mib:.1f} MiB, wrote {r['bytes_written'] / mib:.1f} MiB); "
+            f"uploaded {r['bytes_uploaded'] / mib:.1f} MiB; peak RSS {r['max_rss_mb']:.0f} MB")
+    return lines
 
 
 if __name__ == "__main__":

@@ -767,6 +767,11 @@ class Bench:
         self.results["rescale"] = rescalebench.bench(self.s.work / "rescale", self.s.size_bytes, self.env,
                                                      self.server.endpoint, bucket)
         self.drop_bucket(bucket)
+        log(f"12b. rescale 4 -> 8 -> 4 of a key-group store of {human(self.s.size_bytes)} (--key-groups)")
+        bucket = self.bucket("rescale-kg")
+        self.results["rescale"]["key_groups"] = rescalebench.bench_key_groups(
+            self.s.work / "rescale", self.s.size_bytes, self.env, self.server.endpoint, bucket)
+        self.drop_bucket(bucket)
 
 
 # ---- the report -----------------------------------------------------------------------------------
