@@ -570,9 +570,14 @@ def _read_sources(opts: RescaleOptions, p: Any, snapshots: list[dict[str, Any]],
         temp.append(blob)
         return {"size": len(data), "checksum": zlib.crc32(data), "blobs": [[blob, 0]]}
 
+    from statectl.formats.keygroups import task_range
+
     for i, snap in enumerate(snapshots):
+        # a source contributes the keys of its own key groups only (as Flink clips a restored store to its
+        # key-group range): what a file holds beyond them is another task's, or deleted there
+        groups = list(task_range(i, opts.from_tasks, p.groups))
         if i in p.whole:
-            out.append(snap)
+            out.append({**snap, "groups": groups})
             continue
         reads = p.reads.get(i)
         if not reads:
@@ -585,7 +590,7 @@ def _read_sources(opts: RescaleOptions, p: Any, snapshots: list[dict[str, Any]],
         name = f"MANIFEST-{number:06d}"
         files = [by_path[f.file.name] for f in reads]
         files += [{"path": name, **put(data)}, {"path": "CURRENT", **put(name.encode() + b"\n")}]
-        out.append({"task": snap["task"], "snapshot": snap["snapshot"], "files": files})
+        out.append({"task": snap["task"], "snapshot": snap["snapshot"], "files": files, "groups": groups})
     return out, temp
 
 

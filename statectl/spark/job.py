@@ -349,9 +349,20 @@ class _ReadSnapshots:
                                              f"besides the default one ({', '.join(sorted(others))}): rescale "
                                              "re-partitions single-column-family stores only")
                         cursor = db.iter()
-                        cursor.seek_to_first()
+                        end = None
+                        if source.get("groups") is not None:  # a key-group source: only its own key groups
+                            from statectl.formats.keygroups import group_bound
+
+                            first, last = source["groups"]
+                            groups = route.groups
+                            cursor.seek(group_bound(first, groups))
+                            end = group_bound(last + 1, groups)
+                        else:
+                            cursor.seek_to_first()
                         while cursor.valid():
                             key, value = cursor.key(), cursor.value()
+                            if end is not None and key >= end:
+                                break
                             digest.add(key, value)
                             try:
                                 target = route(key, m)

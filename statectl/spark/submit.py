@@ -96,7 +96,8 @@ class BuildSpec:
     # source "snapshots" (rescale): every key of the source snapshots, re-routed to ``partitions_out`` stores
     # by ``partitioner`` ("module:callable", called as f(key: bytes, partitions: int) -> int; None: Kafka's
     # murmur2 partitioner). ``snapshots``: per source task {"task", "snapshot", "files": [{"path", "size",
-    # "checksum", "blobs": [[blob id, offset], ...]}]}, read by the executors from ``source_store``.
+    # "checksum", "blobs": [[blob id, offset], ...]}], "groups": [first, last] (optional, with a keygroups:G
+    # partitioner: only the keys of those key groups are read)}, read by the executors from ``source_store``.
     snapshots: tuple[dict[str, Any], ...] = ()
     source_store: str | None = None
     partitioner: str | None = None

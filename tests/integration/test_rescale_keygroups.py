@@ -24,10 +24,12 @@ def _key(group: int, i: int) -> bytes:
     return bytes([group]) + b"user-%05d" % i
 
 
-def _make_sources(tmp: Path, blobs: str, job: str, n: int) -> dict[bytes, bytes]:
+def _make_sources(tmp: Path, blobs: str, job: str, n: int, foreign: bool = False) -> dict[bytes, bytes]:
     """N key-group stores: a bulk-loaded base (one SST file per 3 key groups, at the bottom level), then
     overwrites and deletions in two key groups flushed into L0 (inside a target of 4 -> 8), and in the two
-    key groups around the middle of each source (a boundary of 4 -> 8); backed up. Returns the content."""
+    key groups around the middle of each source (a boundary of 4 -> 8); backed up. ``foreign``: a last
+    flush also holds a key of the task before's last key group, which is not the source's to give (Flink
+    clips it away). Returns the content the sources own."""
     import rocksdict
 
     from statectl.formats.keygroups import task_range
@@ -60,6 +62,11 @@ def _make_sources(tmp: Path, blobs: str, job: str, n: int) -> dict[bytes, bytes]
                     del db[_key(g, i)]
                     expected.pop(_key(g, i))
             db.flush()
+        if foreign and p > 0:  # beside an overwrite in its first key group, a key of the task before's last
+            db[_key(first, 3)] = v = b"mine"
+            expected[_key(first, 3)] = v
+            db[_key(first - 1, 999)] = b"not mine"
+            db.flush()
         db.close()
         cli(tmp, "backup", "--blobstore", blobs, "--job", job, "--store", STORE, "--task", f"Partition {p}",
             "--state-dir", str(tmp / "state"))
@@ -86,7 +93,7 @@ def _check(tmp: Path, blobs: str, job: str, m: int, expected: dict[bytes, bytes]
 
 def test_scale_out_copies_most_bytes_server_side(tmp_path: Path):
     blobs = f"file://{tmp_path / 'blobs'}"
-    expected = _make_sources(tmp_path, blobs, "kg", 4)
+    expected = _make_sources(tmp_path, blobs, "kg", 4, foreign=True)
     before = {f"Partition {p}": _latest(tmp_path, blobs, "kg", f"Partition {p}") for p in range(4)}
     args = ["rescale", "--blobstore", blobs, "--job", "kg", "--to-job", "kg8", "--store", STORE, "--from", "4",
             "--to", "8", "--key-groups", str(GROUPS), "--work-dir", str(tmp_path), *SPARK, "-o", "json"]
