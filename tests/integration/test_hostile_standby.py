@@ -390,6 +390,7 @@ def test_adstore_follow_stops_when_its_topic_is_recreated(tansu, tmp_path: Path)
 # -- 11c. the broker frozen longer than the client's timeout ------------------------------------------------
 
 
+@pytest.mark.soak  # 48 s (a broker frozen past the follower's timeout, then thawed); make soak runs it
 @pytest.mark.timeout(420)
 def test_the_follower_rides_out_a_broker_frozen_longer_than_its_timeout(tmp_path: Path, procs):
     server = TansuServer().start()  # a broker of its own: freezing the shared one would stall other tests

@@ -298,6 +298,10 @@ def assert_consistent_after_kill(world: World) -> None:
                          f"from that offset on ({len(got)} keys)")
 
 
+# SIGKILL trials of the follower; make soak runs many more (STATECTL_STANDBY_KILLS)
+TRIALS = int(os.environ.get("STATECTL_STANDBY_KILLS", "10"))
+
+
 @pytest.mark.timeout(600)
 def test_follower_killed_at_random_moments_ends_exact(world: World, procs):
     w = world
@@ -306,7 +310,7 @@ def test_follower_killed_at_random_moments_ends_exact(world: World, procs):
     feeder = Feeder(w.writer, seed=5, batch=10, pause_s=0.05).start()
     kills = 0
     try:
-        for trial in range(24):
+        for trial in range(TRIALS):
             f = start(w, procs, json_output=trial % 2 == 0)
             if trial % 4 != 3:  # most kills land while it follows; every fourth one anywhere from its start
                 wait_until(lambda f=f: lock_holder_pid(w) == str(f.pid), 60,
@@ -319,7 +323,7 @@ def test_follower_killed_at_random_moments_ends_exact(world: World, procs):
             assert_consistent_after_kill(w)
     finally:
         feeder.stop()
-    assert kills >= 20 and len(w.writer.log) > 1000
+    assert kills == TRIALS and len(w.writer.log) > 500
     last = w.writer.last_offset
     f = start(w, procs)
     caught_up(w, f)
