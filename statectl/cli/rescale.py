@@ -22,7 +22,7 @@ EPILOG = (
     "Key-group stores (--key-groups G: every key starts with its key group, Flink's layout; task i of N owns "
     "the contiguous key groups Flink's KeyGroupRangeAssignment gives): each source's MANIFEST gives its files' "
     "key ranges. A file wholly inside a target's key groups is copied server-side into the target's snapshot, "
-    "unread, at its level; a boundary file (and any file sharing key groups with one) is read by the executors, "
+    "unread, at its level; a boundary file (and any file whose key range overlaps one) is read by the executors, "
     "which rewrite its keys into the targets they belong to. Each target gets a MANIFEST listing both. The "
     "verification covers the rewritten keys (count, content hash, task) and every target's files (key groups, "
     "no overlaps within a level).\n\n"

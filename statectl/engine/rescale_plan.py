@@ -9,8 +9,8 @@ statectl.rocks.manifest) spans key groups [first, last]; for target ``t`` with S
   numbers, as the source's did;
 - a file overlapping S and reaching outside it is a *boundary* file: *read*. Its keys in S are
   resolved (every level, deletions applied) by the executors and written into new SST files;
-- a copied file that shares a key group with a read one is read too, until none does (the closure):
-  a key is then resolved from every file of its source that holds it, never half from a copied file
+- a copied file whose key range overlaps a read one's is read too, until none does (the closure): a
+  key is then resolved from every file of its source that may hold it, never half from a copied file
   and half from a rewritten one.
 
 A source whose snapshot has a non-empty WAL is read whole (its MANIFEST does not say what the WAL holds).
@@ -107,15 +107,18 @@ def plan(manifests: list[Manifest | None], from_tasks: int, to_tasks: int, group
             mine = [f for f in files if _overlaps((f.first, f.last), s)]
             read = [f for f in mine if not (s[0] <= f.first and f.last <= s[1])]
             copy = [f for f in mine if s[0] <= f.first and f.last <= s[1]]
-            region = [(max(f.first, s[0]), min(f.last, s[1])) for f in read]
+            # The closure by key ranges, not key groups: compaction cuts files anywhere, so neighbours
+            # share a key group without sharing a key. A copied file lies inside S, so a read file's whole
+            # range tests it as well as the part inside S would.
+            region = [(f.file.smallest_key, f.file.largest_key) for f in read]
             changed = True
             while changed:
                 changed = False
                 for f in list(copy):
-                    if any(_overlaps((f.first, f.last), r) for r in region):
+                    if any(f.file.smallest_key <= hi and lo <= f.file.largest_key for lo, hi in region):
                         copy.remove(f)
                         read.append(f)
-                        region.append((f.first, f.last))
+                        region.append((f.file.smallest_key, f.file.largest_key))
                         changed = True
             t.copies += copy
             t.reads += read

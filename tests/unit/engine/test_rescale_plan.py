@@ -25,8 +25,8 @@ def _m(*files: LiveFile) -> Manifest:
 def test_inner_files_are_copied_boundary_files_read_and_their_key_groups_closed():
     # 1 -> 2: source 0 owns 0..15; targets 0..7 and 8..15
     src = _m(_f(1, 6, 0, 3), _f(2, 6, 4, 6), _f(3, 6, 7, 9),  # 3 spans the split
-             _f(4, 5, 6, 6),  # inside target 0 but shares key group 6... no: 3 starts at 7
-             _f(5, 5, 9, 10),  # inside target 1, shares key group 9 with the boundary file: read
+             _f(4, 5, 6, 6),  # inside target 0, before the boundary file's range: copied
+             _f(5, 5, 9, 10),  # inside target 1, its range overlaps the boundary file's: read
              _f(6, 0, 12, 15))
     p = plan([src], 1, 2, G)
     t0, t1 = p.targets
@@ -34,6 +34,19 @@ def test_inner_files_are_copied_boundary_files_read_and_their_key_groups_closed(
     assert sorted(f.file.number for f in t1.copies) == [6] and sorted(f.file.number for f in t1.reads) == [3, 5]
     assert sorted(f.file.number for f in p.reads[0]) == [3, 5]
     assert p.bytes_copied == 400 and p.bytes_read({0: 600}) == 200
+
+
+def test_neighbours_sharing_a_key_group_but_no_key_stay_copies():
+    # compaction output: files cut inside key groups, disjoint key ranges
+    trailer = struct.pack("<Q", 1)
+
+    def cut(number: int, lo: bytes, hi: bytes) -> LiveFile:
+        return LiveFile(number, 6, 100, lo + trailer, hi + trailer, 1, 2)
+
+    src = _m(cut(1, b"\x00a", b"\x07m"), cut(2, b"\x07n", b"\x09c"), cut(3, b"\x09d", b"\x0fz"))
+    p = plan([src], 1, 2, G)  # split at key group 8: file 2 is the boundary
+    assert [f.file.number for f in p.targets[0].copies] == [1] and [f.file.number for f in p.targets[1].copies] == [3]
+    assert [f.file.number for f in p.reads[0]] == [2]
 
 
 def test_closure_follows_chains_and_whole_sources():
