@@ -25,6 +25,7 @@ from statectl.errors import (
     BlobNotFoundError,
     BlobStoreError,
     DiskFullError,
+    NotFoundError,
     PreconditionFailedError,
     UsageError,
 )
@@ -50,11 +51,17 @@ class LocalBlobStore:
     # Any two file:// stores of this host copy each other's files without a client in between.
     copy_domain: tuple[str, ...] = ("file",)
 
-    def __init__(self, root: str | os.PathLike[str], url: str | None = None):
+    def __init__(self, root: str | os.PathLike[str], url: str | None = None, *, create: bool = True):
         self.root = Path(os.path.realpath(root))
         if self.root == Path("/"):
             raise UsageError(f"file: the filesystem root cannot be a blob store ({os.fspath(root)} resolves to /)")
         self.url = url or f"file://{self.root}"
+        if not create and not self.root.is_dir():
+            # A mistyped URL must not start a new blob store where nobody looks (restic separates init).
+            what = "is not a directory" if self.root.exists() else "does not exist"
+            raise NotFoundError(f"blob store {self.url} {what}",
+                                hint="check --blobstore; to start a new blob store there, run "
+                                     "'statectl backup --create' (or create the dir)")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:

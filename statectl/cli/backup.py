@@ -20,7 +20,7 @@ EPILOG = (
 )
 
 
-@state_command(*STORE, "keep_last", "parallelism", "chunk_size", "ttl", "grace")
+@state_command(*STORE, "keep_last", "parallelism", "chunk_size", "ttl", "grace", "create")
 def backup(
     env: Env,
     checkpoint_dir: Annotated[Optional[Path], typer.Option("--checkpoint-dir", help="Back up this checkpoint dir the job made (for a store a running job holds).", show_default=False)] = None,
@@ -56,6 +56,6 @@ def backup(
 
 
 def _line(r) -> str:
-    return (f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task}: "
+    return (f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} in {r.blobstore}: "
             f"{r.files_uploaded} of {r.files_total} files uploaded, "
             f"{human_bytes(r.bytes_uploaded)} of {human_bytes(r.bytes_total)}, {r.duration_s:.1f}s")

@@ -86,6 +86,7 @@ class BackupResult:
     files_removed: int
     duration_s: float
     notes: list[str] = field(default_factory=list)
+    blobstore: str = ""  # the blob store's URL (printed with its secrets masked)
 
 
 def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
@@ -191,6 +192,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
         files_removed=sum(1 for _ in diff.removed()),
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
+        blobstore=blobstore.url,
     )
 
 
@@ -207,6 +209,7 @@ def _delete_stale_checkpoint_dirs(store: Path, keep: str | None) -> None:
 class BackupAllResult:
     results: list[BackupResult]
     failures: list[tuple[str, str]]
+    blobstore: str = ""
 
 
 def discover_stores(state_dir: Path) -> list[tuple[str, str, Path]]:
@@ -252,4 +255,4 @@ def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, check
             errors.append(e)
     if failures and not results and len(errors) == 1:
         raise errors[0]
-    return BackupAllResult(results, failures)
+    return BackupAllResult(results, failures, blobstore.url)
