@@ -55,8 +55,8 @@ def _make_sources(tmp: Path, blobs: str, job: str, n: int, seed: int, *extra: st
             db[k] = v
             expected[k] = v
         db.close()
-        cli(tmp, "backup", "--blobstore", blobs, "--job", job, "--store", STORE, "--task", f"Partition {p}",
-            "--state-dir", str(tmp / "state"), *extra)
+        cli(tmp, "backup", "--create", "--blobstore", blobs, "--job", job, "--store", STORE, "--task",
+            f"Partition {p}", "--state-dir", str(tmp / "state"), *extra)
     return expected
 
 
