@@ -62,6 +62,7 @@ def test_every_result_names_its_blob_store(url: str, env: Path, tmp_path: Path):
         "backup --all": ["backup", "--all", "--job", "pv", "--state-dir", str(state)],
         "restore": ["restore", *WHERE, "--target-dir", str(tmp_path / "r")],
         "snapshots verify": ["snapshots", "verify", *WHERE],
+        "diff": ["diff", *WHERE, "--state-dir", str(state)],
         "snapshots copy": ["snapshots", "copy", *WHERE, "--to-job", "pv-staging"],
         "gc": ["gc", "--dry-run", "--grace", "1m"],
     }
@@ -72,6 +73,7 @@ def test_every_result_names_its_blob_store(url: str, env: Path, tmp_path: Path):
     texts = {
         "restore": (["restore", *WHERE, "--target-dir", str(tmp_path / "r2")], f" from {url} into "),
         "snapshots verify": (["snapshots", "verify", *WHERE], f" in {url}, "),
+        "diff": (["diff", *WHERE, "--state-dir", str(state)], f" (in {url})\n"),
         "snapshots show": (["snapshots", "show", *WHERE], f"blob store: {url}\n"),
         "snapshots list": (["snapshots", "list", *WHERE], f"snapshots of pv-1/Partition 0/counts in blob store {url}:"),
         "snapshots copy": (["snapshots", "copy", *WHERE, "--to-job", "pv-2"], f"of job pv-2 in {url}: "),

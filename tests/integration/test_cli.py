@@ -19,7 +19,7 @@ BACKUP_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "store", "task", "
                  "bytes_uploaded", "files_removed", "duration_s", "notes"}
 RESTORE_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "target_dir", "files_total", "files_downloaded", "files_reused",
                   "bytes_total", "bytes_downloaded", "duration_s", "notes"}
-DIFF_FIELDS = {"new", "old", "added", "retained", "removed", "bytes_added", "bytes_removed"}
+DIFF_FIELDS = {"blobstore", "new", "old", "added", "retained", "removed", "bytes_added", "bytes_removed"}
 LIST_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "created", "files", "bytes", "latest", "problem"}
 VERIFY_FIELDS = {"blobstore", "snapshot_id", "ok", "files", "blobs", "downloaded", "missing", "corrupt"}
 

@@ -28,7 +28,7 @@ SCHEMAS: dict[str, object] = {
     "backup --all": {"results": [BACKUP], "failures": None, "blobstore": None},
     "restore": ["blobstore", "bytes_downloaded", "bytes_total", "checkpoint_id", "duration_s", "files_downloaded", "files_reused",
                 "files_total", "notes", "snapshot_id", "target_dir"],
-    "diff": {"new": None, "old": None, "added": [["path", "size"]], "retained": [["path", "size"]],
+    "diff": {"blobstore": None, "new": None, "old": None, "added": [["path", "size"]], "retained": [["path", "size"]],
              "removed": [["path", "size"]], "bytes_added": None, "bytes_removed": None},
     "snapshots list": [["blobstore", "bytes", "checkpoint_id", "created", "files", "latest", "problem",
                         "snapshot_id"]],
