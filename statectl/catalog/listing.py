@@ -76,13 +76,16 @@ class CatalogTree:
 
 
 def _nearest(what: str, name: str, names: list[str], command: str) -> str:
+    """The hint for an unknown ``name``: the nearest of ``names`` (difflib), else the first ten of them,
+    with the ``command`` that lists them all."""
+    quoted = f'"{command}"' if "'" in command else f"'{command}'"  # a name with spaces is quoted already
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     if close:
-        return f"did you mean {' or '.join(repr(c) for c in close)}? ('{command}' lists the {what})"
+        return f"did you mean {' or '.join(repr(c) for c in close)}? ({quoted} lists the {what})"
     if not names:
         return "the blob store holds no snapshots at all: check --blobstore"
     shown = ", ".join(repr(n) for n in names[:10]) + (", ..." if len(names) > 10 else "")
-    return f"the {what}: {shown} ('{command}' lists them)"
+    return f"the {what}: {shown} ({quoted} lists them)"
 
 
 def check_known(catalog: BlobCheckpointStore, job: str, job_id: str, store: str | None = None,
