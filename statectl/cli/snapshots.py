@@ -170,6 +170,7 @@ def copy(
     from statectl.engine.copy import CopyOptions, copy_snapshot
 
     session, s = env.session, env.settings
+    session.create_blobstore = False  # --create starts the target (--to-blobstore) only: the source must exist
     source_ref = session.ref()
     target_ref = replace(source_ref, job=to_job or source_ref.job, job_id=to_job_id or source_ref.job_id,
                          task=to_task or source_ref.task, store=to_store or source_ref.store)

@@ -112,6 +112,11 @@ def test_a_file_blob_store_that_does_not_exist_is_an_error_unless_create(env: Pa
     doc = json.loads(_run("snapshots", "copy", *WHERE, "--blobstore", url, "--to-blobstore", f"file://{other}",
                           "--create", "-o", "json").stdout)
     assert (doc["blobstore"], doc["to_blobstore"]) == (url, f"file://{other}")
+    # ... and never the source.
+    r = _run("snapshots", "copy", *WHERE, "--blobstore", f"file://{tmp_path / 'nosource'}", "--to-blobstore",
+             f"file://{other}", "--create", code=10)
+    assert f"blob store file://{tmp_path / 'nosource'} does not exist" in r.stderr
+    assert not (tmp_path / "nosource").exists()
     # The embedded default is made on first use, as before.
     _run("backup", *WHERE, "--state-dir", str(state))
     assert (tmp_path / "xdg-data" / "statectl" / "blobs" / "checkpoints").is_dir()
