@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from statectl.catalog.records import BlobCheckpointStore
-from statectl.catalog.refs import StoreRef, parse_checkpoint_id
+from statectl.catalog.refs import StoreRef, is_checkpoint_id, parse_checkpoint_id
 from statectl.errors import SnapshotNotFoundError
 
 
@@ -26,7 +26,8 @@ class CatalogTree:
         is read. Raises what the blob store's list raises."""
         found: dict[StoreRef, list[str]] = defaultdict(list)
         for ref, checkpoint_id in catalog.entries(job):
-            found[ref].append(checkpoint_id)
+            if is_checkpoint_id(checkpoint_id):
+                found[ref].append(checkpoint_id)
         for ids in found.values():
             ids.sort(key=parse_checkpoint_id, reverse=True)
         return cls(dict(found))

@@ -147,13 +147,14 @@ class BlobCheckpointStore:
         self.write(ref, replace(record, cleanup_done=True))
 
     def entries(self, job: str | None = None) -> Iterator[tuple[StoreRef, str]]:
-        """(store, checkpoint id) of every catalog record in this blob store, of every job or only of
-        ``job`` (all its job ids), in listing order; one listing, no record is read (so pending and
-        expired records are included). Foreign objects under ``checkpoints/`` are skipped."""
+        """(store, name) of every catalog record in this blob store, of every job or only of ``job`` (all
+        its job ids), in listing order: the name is the checkpoint id (check it with is_checkpoint_id:
+        a foreign ``.json`` there is yielded too). One listing, no record is read (so pending and expired
+        records are included). Foreign objects elsewhere under ``checkpoints/`` are skipped."""
         prefix = CHECKPOINT_PREFIX + (quote(job, safe="") + "/" if job is not None else "")
         for info in self.blobstore.list(prefix):
             parts = info.key[len(CHECKPOINT_PREFIX):].split("/")
-            if len(parts) != 5 or not parts[4].endswith(".json") or not is_checkpoint_id(parts[4][:-5]):
+            if len(parts) != 5 or not parts[4].endswith(".json"):
                 continue
             try:
                 ref = StoreRef(*(unquote(p) for p in parts[:4]))

@@ -32,6 +32,7 @@ def catalog(tmp_path) -> Iterator[BlobCheckpointStore]:
         cps.write(ref, CheckpointRecord(cid, f"blobs/00/{cid}", 1, state=PENDING if cid.endswith("-4") else "committed"))
     bs.put_at("checkpoints/page-views/1/Partition%200/counts/not-a-checkpoint.json", b"{}")  # not ours
     bs.put_at("checkpoints/notes.txt", b"x")
+    bs.put_at("checkpoints/ghost/1/Partition%200/s/readme.json", b"{}")  # no checkpoint: no job "ghost"
     yield cps
     bs.close()
 
