@@ -58,8 +58,8 @@ def resolve_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref
             pass
         else:
             return _owned(found, ref, allow_other_store)
-    if not records:
-        _raise_if_unknown(blobstore, checkpoints, ref)
+    if not records and (checkpoints.commit_log is None or checkpoints.latest(ref) is None):
+        _raise_if_unknown(blobstore, checkpoints, ref)  # not a job the commit log knows either
     raise SnapshotNotFoundError(f"no snapshot {snapshot!r} of {ref} in {blobstore.url}",
                                 hint="'statectl snapshots list' shows the snapshots there are")
 

@@ -108,11 +108,17 @@ def list_tasks(checkpoints: BlobCheckpointStore, job: str, job_id: str, store: s
 def list_snapshots(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore) -> list[SnapshotSummary]:
     """The recorded snapshots of a store, newest first. An unreadable index is listed with a problem.
     Raises SnapshotNotFoundError (exit 10) naming the nearest names when the catalog holds nothing of the
-    store's job, job id, store or task; an empty list when it holds only uncommitted records of it."""
+    store's job, job id, store or task; an empty list when it holds only uncommitted records of it. With
+    a commit log (Kafka), a store the catalog has no record of lists the commit log's latest checkpoint
+    (e.g. one a Samza job committed)."""
     out = []
     records = checkpoints.list(ref)
     if not records:
-        check_known(checkpoints, ref.job, ref.job_id, ref.store, ref.task)
+        latest = checkpoints.latest(ref) if checkpoints.commit_log is not None else None
+        if latest is None:
+            check_known(checkpoints, ref.job, ref.job_id, ref.store, ref.task)
+        else:
+            records = [latest]
     for i, record in enumerate(records):
         s = SnapshotSummary(record.index_blob_id, record.checkpoint_id, _iso(record.created_ms), None, None, i == 0,
                             blobstore=blobstore.url)

@@ -128,3 +128,37 @@ def test_store_needs_job(where):
     url, _ = where
     r = _run("snapshots", "list", "--blobstore", url, "--store", "counts", code=2)
     assert "--store needs --job" in r.stderr
+
+
+def test_with_kafka_a_store_only_the_checkpoint_topic_knows_is_listed_not_unknown(tansu, tmp_path: Path, monkeypatch):
+    """A snapshot a Samza job committed to its checkpoint topic has no catalog record: with --kafka, list
+    shows the topic's latest checkpoint instead of calling the job unknown; without it, the blob store's
+    catalog is all there is (exit 10, nearest names)."""
+    import uuid
+
+    from statectl.catalog.kafka_log import KafkaCheckpointLogs
+    from tests.integration.test_kafka_checkpoints import SEED_V2, Topic, samza_key
+
+    for name in list(os.environ):
+        if name.startswith("STATECTL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    job = f"pv_{uuid.uuid4().hex[:8]}"
+    Topic(tansu.bootstrap, job).create(tansu).produce((samza_key("Partition 0"), SEED_V2))
+    url = f"file://{tmp_path / 'blobs'}"
+    bs = open_blobstore(url)
+    cps = BlobCheckpointStore(bs, KafkaCheckpointLogs(tansu.bootstrap))
+    try:
+        ref = StoreRef(job, "1", "Partition 0", "counts")
+        d = store_dir(tmp_path / "state", ref.store, ref.task)
+        make_store(d, 100, 64, seed=1)
+        snapshot_id = backup(BackupOptions(ref, d), bs, cps).snapshot_id
+        bs.delete([i.key for i in bs.list("checkpoints/")])  # as if a Samza job had committed it
+    finally:
+        cps.close()
+        bs.close()
+    where = ["--blobstore", url, "--job", job, "--store", "counts"]
+    rows = json.loads(_run("snapshots", "list", *where, "--kafka", tansu.bootstrap, "-o", "json").stdout)
+    assert [r["snapshot_id"] for r in rows] == [snapshot_id] and rows[0]["files"] > 0
+    r = _run("snapshots", "list", *where, code=10)
+    assert f"unknown job '{job}'" in r.stderr
