@@ -97,7 +97,8 @@ class Session:
     def blobstore(self) -> BlobStore:
         """The blob store the settings name, with retries (opened on first use; touches no network).
 
-        A ``file://`` dir that does not exist is NotFoundError (exit 10), unless it is the embedded default
+        A ``file://`` dir that does not exist is NotFoundError (exit 10) on first use (after the command's
+        usage checks, as a missing bucket), unless it is the embedded default
         (made on first use) or the Session was made with ``create_blobstore`` (the CLI's --create): a
         mistyped URL must not start a new blob store where nobody looks."""
         if self._blobstore is None:

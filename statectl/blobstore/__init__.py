@@ -88,7 +88,8 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defa
     percent-encoded), and a ``file://`` path that resolves to ``/``. A ``file://`` root is resolved with
     realpath (symlinks and ``..`` as the OS follows them): the store's ``root`` is the real directory.
     Opening does not touch the network; a missing bucket or bad credentials show on first use. A
-    ``file://`` dir that does not exist is made when ``create``, else NotFoundError (exit 10).
+    ``file://`` dir that does not exist is made when ``create``, else it is NotFoundError (exit 10) on
+    first use, as a missing bucket.
     """
     from statectl.blobstore.retry import RetryingBlobStore
     from statectl.blobstore.stats import StatsBlobStore

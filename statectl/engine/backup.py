@@ -258,7 +258,8 @@ def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, check
     """Back up every store under ``state_dir`` (every task dir of ``store`` only, when given: backup
     --all-tasks); the task name is the task dir name with ``_`` -> space when it looks like
     ``Partition_N``, else the dir name. A store that fails does not stop the others: its error is listed in
-    ``failures`` (the CLI exits 3 then). NotFoundError when there is no store to back up."""
+    ``failures`` (the CLI exits 3 then); when every store failed with the same error, that error is raised.
+    NotFoundError when there is no store to back up."""
     from dataclasses import replace
 
     stores = discover_stores(state_dir, store=store)
@@ -276,6 +277,6 @@ def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, check
         except StatectlError as e:
             failures.append((str(path), str(e)))
             errors.append(e)
-    if failures and not results and len(errors) == 1:
-        raise errors[0]
+    if failures and not results and len({(type(e), str(e)) for e in errors}) == 1:
+        raise errors[0]  # every store failed for one reason (a missing blob store, bad credentials): say it once
     return BackupAllResult(results, failures, blobstore.url)

@@ -101,6 +101,9 @@ def test_a_file_blob_store_that_does_not_exist_is_an_error_unless_create(env: Pa
         assert hint == "Hint: check --blobstore; to start a new blob store there, run 'statectl backup --create' " \
                        "(or create the dir)"
     assert not (tmp_path / "bakcups").exists() and not (tmp_path / "r").exists()
+    # A usage error is said first, as with a missing bucket: the dir is looked at on first use.
+    r = _run("backup", *WHERE, "--state-dir", str(state), "--blobstore", url, "--keep-last", "0", code=2)
+    assert r.stderr.startswith("Error: --keep-last must be at least 1")
     # --create starts it; afterwards it is an ordinary blob store.
     _run("backup", *WHERE, "--state-dir", str(state), "--blobstore", url, "--create")
     assert (typo / "checkpoints").is_dir()

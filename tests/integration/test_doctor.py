@@ -209,15 +209,15 @@ def test_an_unwritable_file_store_fails_the_blob_store_check(doctor, tmp_path: P
     checks = as_json(doctor("--blobstore", f"file://{tmp_path / 'afile' / 'blobs'}", "-o", "json"), 1)
     check = checks["blob store"]
     assert check["status"] == "fail"
-    assert check["detail"].startswith(f"file://{tmp_path / 'afile' / 'blobs'} cannot be opened: ")
-    assert "does not exist" in check["detail"]
+    assert check["detail"] == f"file://{tmp_path / 'afile' / 'blobs'} listing doctor/ failed: blob store " \
+                              f"file://{tmp_path / 'afile' / 'blobs'} does not exist"
 
 
 def test_a_file_store_dir_that_does_not_exist_fails_and_is_not_made(doctor, tmp_path: Path):
     blobs = tmp_path / "typo" / "blobs"
     checks = as_json(doctor("--blobstore", f"file://{blobs}", "-o", "json", make_blobstore=False), 1)
     check = checks["blob store"]
-    assert check["status"] == "fail" and check["detail"] == f"file://{blobs} cannot be opened: blob store " \
+    assert check["status"] == "fail" and check["detail"] == f"file://{blobs} listing doctor/ failed: blob store " \
                                                             f"file://{blobs} does not exist"
     assert "--create" in check["hint"] and not (tmp_path / "typo").exists()
 

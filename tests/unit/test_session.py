@@ -124,14 +124,17 @@ def test_a_file_blob_store_dir_that_does_not_exist_is_not_found_unless_created(t
 
     missing = tmp_path / "no" / "such" / "blobs"
     with Session.from_env(env=env, blobstore=f"file://{missing}") as session:
+        store = session.blobstore  # opening touches nothing; the first use says it
         with pytest.raises(NotFoundError, match=f"blob store file://{missing} does not exist") as e:
-            session.blobstore
+            list(store.list(""))
+        with pytest.raises(NotFoundError, match="does not exist"):
+            store.put_at("checkpoints/x", b"1")
         assert e.value.exit_code == 10 and "--create" in (e.value.hint or "")
     assert not (tmp_path / "no").exists()
     (tmp_path / "afile").write_text("x")
     with Session.from_env(env=env, blobstore=f"file://{tmp_path / 'afile'}") as session:
         with pytest.raises(NotFoundError, match="is not a directory"):
-            session.blobstore
+            session.blobstore.stat("blobs/x")
     with Session.from_env(env=env, blobstore=f"file://{missing}", create_blobstore=True) as session:
         assert session.blobstore.url == f"file://{missing}" and missing.is_dir()
     default = tmp_path / "xdg-data"
