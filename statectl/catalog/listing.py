@@ -21,13 +21,19 @@ class CatalogTree:
     checkpoints: dict[StoreRef, list[str]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, catalog: BlobCheckpointStore, job: str | None = None) -> "CatalogTree":
+    def read(cls, catalog: BlobCheckpointStore, job: str | None = None, *, job_id: str | None = None) -> "CatalogTree":
         """List the catalog (of every job, or only of ``job``). One listing request (paged); no record
-        is read. Raises what the blob store's list raises."""
+        is read. With ``job`` and ``job_id``, the stores of that job only its commit log knows (a Kafka
+        checkpoint topic: committed by a Samza job) are added with their latest checkpoint. Raises what
+        the blob store's list (and the commit log) raise."""
         found: dict[StoreRef, list[str]] = defaultdict(list)
         for ref, checkpoint_id in catalog.entries(job):
             if is_checkpoint_id(checkpoint_id):
                 found[ref].append(checkpoint_id)
+        if job is not None and job_id is not None:
+            for ref, (checkpoint_id, _) in commit_log_latest(catalog, job, job_id).items():
+                if ref not in found:
+                    found[ref] = [checkpoint_id]
         for ids in found.values():
             ids.sort(key=parse_checkpoint_id, reverse=True)
         return cls(dict(found))
@@ -95,9 +101,33 @@ def check_known(catalog: BlobCheckpointStore, job: str, job_id: str, store: str 
     ``store`` / ``task`` (each checked only when given). Lists the job's records (``tree`` when the
     caller has listed them already), and every job's only when the job is unknown."""
     where = catalog.blobstore.url
-    tree = tree if tree is not None else CatalogTree.read(catalog, job)
+    tree = tree if tree is not None else CatalogTree.read(catalog, job, job_id=job_id)
     if not any(r.job == job for r in tree.checkpoints):
         tree = CatalogTree.read(catalog)
     error = tree.unknown(job, job_id, store, task, where=where)
     if error is not None:
         raise error
+
+
+def commit_log_latest(catalog: BlobCheckpointStore, job: str, job_id: str) -> dict[StoreRef, tuple[str, str]]:
+    """With a commit log that knows jobs (the Kafka checkpoint topics): (checkpoint id, index blob id) of the
+    latest checkpoint of each store of each task of the job there, e.g. ones a Samza job committed, which
+    have no catalog record. Empty without such a commit log, or when the job has no checkpoint topic.
+    Raises StatectlError when the brokers cannot be reached."""
+    from statectl.formats.checkpoint import BLOB_STORE_FACTORY
+
+    for_job = getattr(catalog.commit_log, "for_job", None)
+    if for_job is None:
+        return {}
+    try:
+        latest, _ = for_job(job, job_id).latest_checkpoints()
+    except SnapshotNotFoundError:  # no checkpoint topic
+        return {}
+    out = {}
+    for task, cp in latest.items():
+        for store, index_blob_id in cp.state_checkpoint_markers.get(BLOB_STORE_FACTORY, {}).items():
+            try:
+                out[StoreRef(job, job_id, task, store)] = (cp.checkpoint_id, index_blob_id)
+            except Exception:  # a name statectl cannot use as a key: not listed
+                continue
+    return out

@@ -58,10 +58,17 @@ def resolve_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref
             pass
         else:
             return _owned(found, ref, allow_other_store)
-    if not records and (checkpoints.commit_log is None or checkpoints.latest(ref) is None):
+    if not records and (checkpoints.commit_log is None or _latest_or_none(checkpoints, ref) is None):
         _raise_if_unknown(blobstore, checkpoints, ref)  # not a job the commit log knows either
     raise SnapshotNotFoundError(f"no snapshot {snapshot!r} of {ref} in {blobstore.url}",
                                 hint="'statectl snapshots list' shows the snapshots there are")
+
+
+def _latest_or_none(checkpoints: BlobCheckpointStore, ref: StoreRef) -> CheckpointRecord | None:
+    try:
+        return checkpoints.latest(ref)
+    except SnapshotNotFoundError:  # the commit log has no checkpoint topic or task: as no checkpoint
+        return None
 
 
 def _raise_if_unknown(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from statectl import defaults
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import read_index
-from statectl.catalog.listing import CatalogTree, check_known
+from statectl.catalog.listing import CatalogTree, check_known, commit_log_latest
 from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef, parse_checkpoint_id
@@ -92,17 +92,28 @@ def list_jobs(checkpoints: BlobCheckpointStore) -> list[JobSummary]:
 def list_tasks(checkpoints: BlobCheckpointStore, job: str, job_id: str, store: str | None = None) -> list[TaskSummary]:
     """The stores and tasks of a job (or the tasks of one of its stores), sorted by store then task, each
     with its committed snapshots (one catalog record read per snapshot). Raises SnapshotNotFoundError
-    (exit 10) naming the nearest names when the catalog holds nothing of the job, job id or store."""
+    (exit 10) naming the nearest names when the catalog holds nothing of the job, job id or store. With
+    Kafka, stores only the job's checkpoint topic knows (committed by a Samza job) are listed too, with
+    their latest checkpoint (``snapshots`` 1)."""
     tree = CatalogTree.read(checkpoints, job)
+    in_log = {ref: found for ref, found in commit_log_latest(checkpoints, job, job_id).items()
+              if store is None or ref.store == store}
+    refs = tree.refs(job, job_id, store)
+    for ref, (checkpoint_id, _) in in_log.items():  # what only the commit log knows counts as known too
+        tree.checkpoints.setdefault(ref, [checkpoint_id])
     check_known(checkpoints, job, job_id, store, tree=tree)
     out = []
-    for ref in tree.refs(job, job_id, store):
+    for ref in refs:
         committed = checkpoints.list(ref)
         latest = committed[0] if committed else None
         out.append(TaskSummary(ref.job, ref.job_id, ref.store, ref.task, len(committed),
                                latest.index_blob_id if latest else None, latest.checkpoint_id if latest else None,
                                _iso(latest.created_ms) if latest else None, checkpoints.blobstore.url))
-    return out
+    for ref, (checkpoint_id, index_blob_id) in in_log.items():
+        if ref not in refs:
+            out.append(TaskSummary(ref.job, ref.job_id, ref.store, ref.task, 1, index_blob_id, checkpoint_id,
+                                   _iso(parse_checkpoint_id(checkpoint_id)[0]), checkpoints.blobstore.url))
+    return sorted(out, key=lambda t: (t.store, t.task))
 
 
 def list_snapshots(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore) -> list[SnapshotSummary]:
@@ -114,7 +125,13 @@ def list_snapshots(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpo
     out = []
     records = checkpoints.list(ref)
     if not records:
-        latest = checkpoints.latest(ref) if checkpoints.commit_log is not None else None
+        latest = None
+        if checkpoints.commit_log is not None:
+            try:
+                latest = checkpoints.latest(ref)
+            except SnapshotNotFoundError:  # no checkpoint topic, no checkpoint of the task: as no record
+                check_known(checkpoints, ref.job, ref.job_id, ref.store, ref.task)
+                raise
         if latest is None:
             check_known(checkpoints, ref.job, ref.job_id, ref.store, ref.task)
         else:

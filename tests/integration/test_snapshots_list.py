@@ -162,3 +162,17 @@ def test_with_kafka_a_store_only_the_checkpoint_topic_knows_is_listed_not_unknow
     assert [r["snapshot_id"] for r in rows] == [snapshot_id] and rows[0]["files"] > 0
     r = _run("snapshots", "list", *where, code=10)
     assert f"unknown job '{job}'" in r.stderr
+    # The job's stores and tasks, from its checkpoint topic.
+    tasks = json.loads(_run("snapshots", "list", "--blobstore", url, "--job", job, "--kafka", tansu.bootstrap,
+                            "-o", "json").stdout)
+    assert [(t["store"], t["task"], t["snapshots"], t["latest_snapshot_id"]) for t in tasks] == [
+        ("counts", "Partition 0", 1, snapshot_id), ("second", "Partition 0", 1, "blob-second")]  # the job's own
+    for command in (["snapshots", "list"], ["restore", "--target-dir", str(tmp_path / "r")]):
+        r = _run(*command, "--blobstore", url, "--job", job, "--store", "cuonts", "--kafka", tansu.bootstrap,
+                 code=10)
+        assert f"unknown store 'cuonts' of job '{job}'" in r.stderr and "did you mean 'counts'" in r.stderr
+    _run("snapshots", "list", "--blobstore", url, "--job", job, code=10)
+    # A job with no checkpoint topic at all: unknown, not a Kafka error.
+    r = _run("snapshots", "list", "--blobstore", url, "--job", job + "x", "--store", "counts", "--kafka",
+             tansu.bootstrap, code=10)
+    assert f"unknown job '{job}x'" in r.stderr
