@@ -283,7 +283,7 @@ complete -c statectl -n '__statectl_path rescale' -l quiet -s q -d 'No progress 
 complete -c statectl -n '__statectl_path rescale' -l debug -d 'Tracebacks for errors'
 
 # statectl snapshots
-complete -c statectl -n '__statectl_path snapshots' -a list -d 'List what the blob store holds, one level at a time: without --job, the jobs; with --job, the job\'s stores and their tasks; with --job and --store, the snapshots of the store of --task, newest first'
+complete -c statectl -n '__statectl_path snapshots' -a list -d 'List what the blob store holds, one level at a time: without --job, the jobs; with --job, the job\'s stores and their tasks (with --task, only that task\'s); with --job and --store, the snapshots of the store of --task, newest first'
 complete -c statectl -n '__statectl_path snapshots' -a show -d 'Show one snapshot\'s index: its metadata and files (as Samza JSON with --output json)'
 complete -c statectl -n '__statectl_path snapshots' -a verify -d 'Check that every blob of a snapshot exists with the right size (and with --download, the right CRC32)'
 complete -c statectl -n '__statectl_path snapshots' -a copy -d 'Clone a snapshot into a new snapshot of another job/task/store by copying every blob server-side (S3 CopyObject, also across buckets of one endpoint); between endpoints, or file:// and s3://, the blobs stream through this host (a note says so)'

@@ -53,7 +53,8 @@ class CatalogTree:
         """The error to raise when the catalog holds nothing of ``job`` (with ``job_id``), of its
         ``store``, or of that store's ``task`` (each checked only when given), naming the nearest names
         it does hold (difflib); None when it holds something of each. ``where`` names the blob store in
-        the message. SnapshotNotFoundError: exit 10, as a missing snapshot."""
+        the message; a ``task`` without a ``store`` is checked against every store's tasks.
+        SnapshotNotFoundError: exit 10, as a missing snapshot."""
         names = sorted({j for j, _ in self.jobs()})
         if job not in names:
             return SnapshotNotFoundError(f"unknown job {job!r}: {where} holds no snapshot of it",
@@ -64,7 +65,13 @@ class CatalogTree:
                                          hint=f"its job ids there: {', '.join(ids)} (pass --job-id)")
         refs = self.refs(job, job_id)
         if store is None:
-            return None
+            tasks = sorted({r.task for r in refs})
+            if task is None or task in tasks:
+                return None
+            return SnapshotNotFoundError(f"unknown task {task!r} of job {job!r} (id {job_id}): {where} holds no "
+                                         "snapshot of it",
+                                         hint=_nearest("tasks of the job", task, tasks,
+                                                       f"statectl snapshots list --job {shlex.quote(job)}"))
         stores = sorted({r.store for r in refs})
         if store not in stores:
             return SnapshotNotFoundError(f"unknown store {store!r} of job {job!r} (id {job_id}): {where} holds "

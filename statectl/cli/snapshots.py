@@ -32,7 +32,8 @@ SNAPSHOT_FLAGS = (*BLOBSTORE, "kafka", *STORE_REF)
 @state_command(*SNAPSHOT_FLAGS)
 def list_(env: Env) -> None:
     """List what the blob store holds, one level at a time: without --job, the jobs; with --job, the job's
-    stores and their tasks; with --job and --store, the snapshots of the store of --task, newest first.
+    stores and their tasks (with --task, only that task's); with --job and --store, the snapshots of the
+    store of --task, newest first.
     A job, store or task the blob store holds nothing of is an error (exit 10) naming the nearest ones."""
     from statectl.engine.snapshots import list_jobs, list_snapshots, list_tasks
 
@@ -48,7 +49,7 @@ def list_(env: Env) -> None:
         env.emit(jobs, (f"jobs in {where}:\n" + "\n".join(lines)) if jobs else f"no jobs in {where}")
         return
     if not s.store:
-        tasks = list_tasks(session.catalog, s.job, s.job_id)
+        tasks = list_tasks(session.catalog, s.job, s.job_id, task=env.flags.task)
         lines = [f"{'STORE':<24} {'TASK':<20} {'SNAPSHOTS':>9} {'LATEST':<21} LATEST SNAPSHOT"]
         lines += [f"{t.store:<24} {t.task:<20} {t.snapshots:>9} {t.created or '-':<21} {t.latest_snapshot_id or '-'}"
                   for t in tasks]

@@ -86,6 +86,14 @@ def test_list_each_level(where, tmp_path: Path):
     assert text.startswith(f"stores and tasks of job page-views (id 2) in blob store {url}:")
     assert latest[REFS[3]] in text and "totals" not in text
 
+    # --task without --store: that task's stores.
+    only = json.loads(_run("snapshots", "list", "--blobstore", url, "--job", "page-views", "--task", "Partition 1",
+                           "-o", "json").stdout)
+    assert [(t["store"], t["task"]) for t in only] == [("counts", "Partition 1")]
+    r = _run("snapshots", "list", "--blobstore", url, "--job", "page-views", "--task", "Partition 9", code=10)
+    assert r.stderr.startswith("Error: unknown task 'Partition 9' of job 'page-views' (id 1)")
+    assert "Hint: did you mean 'Partition " in r.stderr
+
     rows = json.loads(_run("snapshots", "list", "--blobstore", url, "--job", "page-views", "--store", "counts",
                            "--task", "Partition 0", "-o", "json").stdout)
     assert len(rows) == 2 and rows[0]["snapshot_id"] == latest[REFS[0]] and rows[0]["blobstore"] == url
