@@ -92,11 +92,10 @@ def list_jobs(checkpoints: BlobCheckpointStore) -> list[JobSummary]:
 def list_tasks(checkpoints: BlobCheckpointStore, job: str, job_id: str, store: str | None = None,
                task: str | None = None) -> list[TaskSummary]:
     """The stores and tasks of a job (or the tasks of one of its stores; only ``task``'s stores when
-    given), sorted by store then task, each
-    with its committed snapshots (one catalog record read per snapshot). Raises SnapshotNotFoundError
-    (exit 10) naming the nearest names when the catalog holds nothing of the job, job id, store or task. With
-    Kafka, stores only the job's checkpoint topic knows (committed by a Samza job) are listed too, with
-    their latest checkpoint (``snapshots`` 1)."""
+    given), sorted by store then task, each with its committed snapshots (one catalog record read per
+    snapshot). Raises SnapshotNotFoundError (exit 10) naming the nearest names when the catalog holds
+    nothing of the job, job id, store or task. With Kafka, stores only the job's checkpoint topic knows
+    (committed by a Samza job) are listed too, with their latest checkpoint (``snapshots`` 1)."""
     tree = CatalogTree.read(checkpoints, job)
     in_log = {ref: found for ref, found in commit_log_latest(checkpoints, job, job_id).items()
               if (store is None or ref.store == store) and (task is None or ref.task == task)}
