@@ -157,8 +157,10 @@ complete -c statectl -n '__statectl_path backup' -l parallelism -s j -x -d 'Tran
 complete -c statectl -n '__statectl_path backup' -l chunk-size -x -d 'Upload files in blobs of at most this size (default 64MiB)'
 complete -c statectl -n '__statectl_path backup' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
 complete -c statectl -n '__statectl_path backup' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
+complete -c statectl -n '__statectl_path backup' -l create -d 'Start a new file:// blob store (snapshots copy: the --to-blobstore one) if its dir does not exist; without it a missing dir is an error (exit 10), so that a mistyped URL is not created'
 complete -c statectl -n '__statectl_path backup' -l checkpoint-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Back up this checkpoint dir the job made (for a store a running job holds)'
-complete -c statectl -n '__statectl_path backup' -l all -d 'Back up every store under --state-dir'
+complete -c statectl -n '__statectl_path backup' -l all -d 'Back up every store under --state-dir: each task dir of each store'
+complete -c statectl -n '__statectl_path backup' -l all-tasks -d 'Back up every task dir of --store under --state-dir (without it, only the --task one)'
 complete -c statectl -n '__statectl_path backup' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path backup' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path backup' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -281,7 +283,7 @@ complete -c statectl -n '__statectl_path rescale' -l quiet -s q -d 'No progress 
 complete -c statectl -n '__statectl_path rescale' -l debug -d 'Tracebacks for errors'
 
 # statectl snapshots
-complete -c statectl -n '__statectl_path snapshots' -a list -d 'List the snapshots of a task\'s store, newest first'
+complete -c statectl -n '__statectl_path snapshots' -a list -d 'List what the blob store holds, one level at a time: without --job, the jobs; with --job, the job\'s stores and their tasks (with --task, only that task\'s); with --job and --store, the snapshots of the store of --task, newest first'
 complete -c statectl -n '__statectl_path snapshots' -a show -d 'Show one snapshot\'s index: its metadata and files (as Samza JSON with --output json)'
 complete -c statectl -n '__statectl_path snapshots' -a verify -d 'Check that every blob of a snapshot exists with the right size (and with --download, the right CRC32)'
 complete -c statectl -n '__statectl_path snapshots' -a copy -d 'Clone a snapshot into a new snapshot of another job/task/store by copying every blob server-side (S3 CopyObject, also across buckets of one endpoint); between endpoints, or file:// and s3://, the blobs stream through this host (a note says so)'
@@ -362,6 +364,7 @@ complete -c statectl -n '__statectl_path snapshots copy' -l parallelism -s j -x 
 complete -c statectl -n '__statectl_path snapshots copy' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
 complete -c statectl -n '__statectl_path snapshots copy' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
 complete -c statectl -n '__statectl_path snapshots copy' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
+complete -c statectl -n '__statectl_path snapshots copy' -l create -d 'Start a new file:// blob store (snapshots copy: the --to-blobstore one) if its dir does not exist; without it a missing dir is an error (exit 10), so that a mistyped URL is not created'
 complete -c statectl -n '__statectl_path snapshots copy' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path snapshots copy' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path snapshots copy' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

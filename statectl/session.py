@@ -65,10 +65,12 @@ class Session:
     anything statectl prints or logs through its RedactingFilter.
     """
 
-    def __init__(self, settings: config.Settings, *, progress: ProgressReporter | None = None):
+    def __init__(self, settings: config.Settings, *, progress: ProgressReporter | None = None,
+                 create_blobstore: bool = False):
         from statectl import redact
 
         self.settings = settings
+        self.create_blobstore = create_blobstore
         self.progress: ProgressReporter = progress if progress is not None else NullProgress()
         redact.add_secrets(value.value for name, value in settings.items() if config.KEYS[name].secret)
         for name in ("s3_endpoint", "blobstore", "kafka"):
@@ -80,25 +82,33 @@ class Session:
     @classmethod
     def from_env(cls, *, config_file: str | None = None, profile: str | None = None,
                  env: Mapping[str, str] | None = None, progress: ProgressReporter | None = None,
-                 **settings: Any) -> "Session":
+                 create_blobstore: bool = False, **settings: Any) -> "Session":
         """A Session over settings resolved like the CLI's: ``settings`` (keyword arguments named like the
         settings: ``blobstore=``, ``job=``, ``state_dir=``; None = not given) > STATECTL_* environment >
         the profile (``profile``, else STATECTL_PROFILE, else ``default``) of the config file
         (``config_file``, else STATECTL_CONFIG, ./statectl.toml, $XDG_CONFIG_HOME/statectl/config.toml)
-        > defaults. Raises as resolve_settings."""
-        return cls(resolve_settings(settings, config_file=config_file, profile=profile, env=env), progress=progress)
+        > defaults. Raises as resolve_settings. ``create_blobstore``: as the CLI's --create."""
+        return cls(resolve_settings(settings, config_file=config_file, profile=profile, env=env), progress=progress,
+                   create_blobstore=create_blobstore)
 
     # -- adapters ----------------------------------------------------------------------------------
 
     @property
     def blobstore(self) -> BlobStore:
-        """The blob store the settings name, with retries (opened on first use; touches no network)."""
+        """The blob store the settings name, with retries (opened on first use; touches no network).
+
+        A ``file://`` dir that does not exist is NotFoundError (exit 10) on first use (after the command's
+        usage checks, as a missing bucket), unless it is the embedded default
+        (made on first use) or the Session was made with ``create_blobstore`` (the CLI's --create): a
+        mistyped URL must not start a new blob store where nobody looks."""
         if self._blobstore is None:
-            from statectl.blobstore import open_blobstore
+            from statectl.blobstore import default_blobstore_url, open_blobstore
 
             s = self.settings
+            create = (self.create_blobstore or s.source("blobstore") == "default"
+                      or s.blobstore == default_blobstore_url())
             self._blobstore = open_blobstore(s.blobstore, retries=s.retries, retry_time_s=s.retry_time,
-                                             s3=self.s3_options)
+                                             s3=self.s3_options, create=create)
         return self._blobstore
 
     @property

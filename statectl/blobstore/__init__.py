@@ -79,7 +79,7 @@ def file_root(url: str) -> Path | None:
 
 
 def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defaults.RETRIES,
-                   retry_time_s: float = defaults.RETRY_TIME_S) -> BlobStore:
+                   retry_time_s: float = defaults.RETRY_TIME_S, create: bool = True) -> BlobStore:
     """Open the blob store a URL names, wrapped so that transient errors are retried ``retries`` times,
     and no new attempt starts once ``retry_time_s`` seconds have passed since the first, and so that it
     counts its requests (``request_counts()``; every attempt counts, see statectl/blobstore/stats.py).
@@ -87,7 +87,9 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defa
     Raises UsageError for an unknown scheme, a malformed URL, a URL with a control character (raw or
     percent-encoded), and a ``file://`` path that resolves to ``/``. A ``file://`` root is resolved with
     realpath (symlinks and ``..`` as the OS follows them): the store's ``root`` is the real directory.
-    Opening does not touch the network; a missing bucket or bad credentials show on first use.
+    Opening does not touch the network; a missing bucket or bad credentials show on first use. A
+    ``file://`` dir that does not exist is made when ``create``, else it is NotFoundError (exit 10) on
+    first use, as a missing bucket.
     """
     from statectl.blobstore.retry import RetryingBlobStore
     from statectl.blobstore.stats import StatsBlobStore
@@ -102,7 +104,7 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defa
         path = str(file_root(url))
         from statectl.blobstore.local import LocalBlobStore
 
-        inner: BlobStore = LocalBlobStore(path, url)
+        inner: BlobStore = LocalBlobStore(path, url, create=create)
     elif parsed.scheme == "s3":
         if (s3 or S3Options()).timeout_s < 1:
             raise UsageError("timeout must be at least 1s")

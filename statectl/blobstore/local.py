@@ -25,6 +25,7 @@ from statectl.errors import (
     BlobNotFoundError,
     BlobStoreError,
     DiskFullError,
+    NotFoundError,
     PreconditionFailedError,
     UsageError,
 )
@@ -50,17 +51,33 @@ class LocalBlobStore:
     # Any two file:// stores of this host copy each other's files without a client in between.
     copy_domain: tuple[str, ...] = ("file",)
 
-    def __init__(self, root: str | os.PathLike[str], url: str | None = None):
+    def __init__(self, root: str | os.PathLike[str], url: str | None = None, *, create: bool = True):
         self.root = Path(os.path.realpath(root))
         if self.root == Path("/"):
             raise UsageError(f"file: the filesystem root cannot be a blob store ({os.fspath(root)} resolves to /)")
         self.url = url or f"file://{self.root}"
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BlobStoreError(f"file: cannot create blob store dir {self.root}: {e.strerror}") from e
+        # Without ``create`` the dir must exist: checked on first use (as a missing bucket shows), so that
+        # a command's usage errors come first. A mistyped URL must not start a new blob store where nobody
+        # looks (restic separates init).
+        self._check_root = not create
+        if create:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise BlobStoreError(f"file: cannot create blob store dir {self.root}: {e.strerror}") from e
+
+    def _require_root(self) -> None:
+        """NotFoundError (exit 10) when the store was opened without ``create`` and its dir is not there."""
+        if self._check_root:
+            if not self.root.is_dir():
+                what = "is not a directory" if self.root.exists() else "does not exist"
+                raise NotFoundError(f"blob store {self.url} {what}",
+                                    hint="check --blobstore; to start a new blob store there, run "
+                                         "'statectl backup --create' (or create the dir)")
+            self._check_root = False
 
     def _path(self, key: str) -> Path:
+        self._require_root()
         parts = key.split("/")
         if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\x00" in key:
             raise UsageError(f"file: invalid blob key {key!r}")
@@ -273,6 +290,7 @@ class LocalBlobStore:
         the dirs on the current path (for data blobs, one ``blobs/<xx>/``: a 256th of them), never the
         whole tree. Subtrees outside ``prefix`` or wholly before ``start_after`` are not read. Symlinked
         dirs are not followed; links to files are listed, other non-regular files are not."""
+        self._require_root()
         return self._list_dir(str(self.root), "", prefix, start_after)
 
     def _list_dir(self, path: str, rel: str, prefix: str, start_after: str | None) -> Iterator[BlobInfo]:
@@ -320,6 +338,7 @@ class LocalBlobStore:
         files stay: one may be held by a live process, and removing it would let a second process lock a
         new file of the same name (they are one small file per lease). Empty dirs stay: a concurrent put
         may be about to write into one."""
+        self._require_root()
         found: list[BlobInfo] = []
         for prefix in STATECTL_PREFIXES:
             top = self.root / prefix.rstrip("/")

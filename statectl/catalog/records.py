@@ -146,10 +146,13 @@ class BlobCheckpointStore:
     def mark_cleanup_done(self, ref: StoreRef, record: CheckpointRecord) -> None:
         self.write(ref, replace(record, cleanup_done=True))
 
-    def refs(self) -> Iterator[StoreRef]:
-        """Every store (of every job) with catalog records in this blob store."""
-        seen: set[StoreRef] = set()
-        for info in self.blobstore.list(CHECKPOINT_PREFIX):
+    def entries(self, job: str | None = None) -> Iterator[tuple[StoreRef, str]]:
+        """(store, name) of every catalog record in this blob store, of every job or only of ``job`` (all
+        its job ids), in listing order: the name is the checkpoint id (check it with is_checkpoint_id:
+        a foreign ``.json`` there is yielded too). One listing, no record is read (so pending and expired
+        records are included). Foreign objects elsewhere under ``checkpoints/`` are skipped."""
+        prefix = CHECKPOINT_PREFIX + (quote(job, safe="") + "/" if job is not None else "")
+        for info in self.blobstore.list(prefix):
             parts = info.key[len(CHECKPOINT_PREFIX):].split("/")
             if len(parts) != 5 or not parts[4].endswith(".json"):
                 continue
@@ -157,6 +160,12 @@ class BlobCheckpointStore:
                 ref = StoreRef(*(unquote(p) for p in parts[:4]))
             except Exception:  # a foreign object under checkpoints/: not ours to judge
                 continue
+            yield ref, parts[4][:-5]
+
+    def refs(self, job: str | None = None) -> Iterator[StoreRef]:
+        """Every store (of every job, or of ``job``) with catalog records in this blob store."""
+        seen: set[StoreRef] = set()
+        for ref, _ in self.entries(job):
             if ref not in seen:
                 seen.add(ref)
                 yield ref

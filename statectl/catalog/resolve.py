@@ -37,6 +37,7 @@ def resolve_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref
     if snapshot is None:
         record = checkpoints.latest(ref)
         if record is None:
+            _raise_if_unknown(blobstore, checkpoints, ref)
             raise SnapshotNotFoundError(f"no snapshot of {ref} in {blobstore.url}",
                                         hint="run 'statectl backup' first, or check --job/--task/--store")
         return _owned(_recorded(blobstore, record, "latest snapshot"), ref, allow_other_store)
@@ -57,8 +58,25 @@ def resolve_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref
             pass
         else:
             return _owned(found, ref, allow_other_store)
+    if not records and (checkpoints.commit_log is None or _latest_or_none(checkpoints, ref) is None):
+        _raise_if_unknown(blobstore, checkpoints, ref)  # not a job the commit log knows either
     raise SnapshotNotFoundError(f"no snapshot {snapshot!r} of {ref} in {blobstore.url}",
                                 hint="'statectl snapshots list' shows the snapshots there are")
+
+
+def _latest_or_none(checkpoints: BlobCheckpointStore, ref: StoreRef) -> CheckpointRecord | None:
+    try:
+        return checkpoints.latest(ref)
+    except SnapshotNotFoundError:  # the commit log has no checkpoint topic or task: as no checkpoint
+        return None
+
+
+def _raise_if_unknown(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef) -> None:
+    """Raise the unknown-job/store/task error (naming the nearest names) when the catalog holds nothing
+    of ``ref``'s job, store or task (one listing of the job's records)."""
+    from statectl.catalog.listing import check_known
+
+    check_known(checkpoints, ref.job, ref.job_id, ref.store, ref.task)
 
 
 def _recorded(blobstore: BlobStore, record: CheckpointRecord, what: str) -> ResolvedSnapshot:

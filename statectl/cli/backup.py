@@ -13,49 +13,70 @@ from statectl.errors import PartialError, UsageError
 EPILOG = (
     "Examples:\n\n"
     "  statectl backup --job page-views --state-dir /var/samza/state --store counts --task 'Partition 0'\n\n"
+    "  statectl backup --job page-views --state-dir /var/samza/state --store counts --all-tasks\n\n"
     "  statectl backup --blobstore s3://backups/samza --job page-views --state-dir /var/samza/state --all\n\n"
+    "  statectl backup --blobstore file:///var/backups/statectl --create --job page-views "
+    "--state-dir /var/samza/state --all   # a new file:// blob store\n\n"
     "  statectl backup --job page-views --store-dir state/counts/Partition_0 "
     "--checkpoint-dir state/counts/Partition_0-1700000000000-123  # the job holds the store\n\n"
-    + exit_codes_epilog(0, 1, (3, "some stores failed (--all)"), 10, (11, "store held by a running process"))
+    + exit_codes_epilog(0, 1, (3, "some stores failed (--all, --all-tasks)"),
+                        (10, "no such store dir, or a file:// blob store dir that does not exist without --create"),
+                        (11, "store held by a running process"))
 )
 
 
-@state_command(*STORE, "keep_last", "parallelism", "chunk_size", "ttl", "grace")
+@state_command(*STORE, "keep_last", "parallelism", "chunk_size", "ttl", "grace", "create")
 def backup(
     env: Env,
     checkpoint_dir: Annotated[Optional[Path], typer.Option("--checkpoint-dir", help="Back up this checkpoint dir the job made (for a store a running job holds).", show_default=False)] = None,
-    all_stores: Annotated[bool, typer.Option("--all", help="Back up every store under --state-dir.")] = False,
+    all_stores: Annotated[bool, typer.Option("--all", help="Back up every store under --state-dir: each task dir of each store.")] = False,
+    all_tasks: Annotated[bool, typer.Option("--all-tasks", help="Back up every task dir of --store under --state-dir (without it, only the --task one).")] = False,
 ) -> None:
-    """Take an incremental snapshot of a RocksDB store: checkpoint it, upload only what changed, commit."""
+    """Take an incremental snapshot of a RocksDB store: checkpoint it, upload only what changed, commit.
+
+    One store dir is one task's store: --store with --task (default 'Partition 0') under --state-dir, or
+    --store-dir. A note names the store's other task dirs this leaves out; --all-tasks backs up every task
+    of --store, --all every store. Each result names its task and the blob store it went to."""
     from statectl.engine.backup import BackupOptions, backup_all
     from statectl.engine.backup import backup as run_backup
 
     session, s = env.session, env.settings
-    if all_stores:
-        if env.flags.store or env.flags.store_dir or checkpoint_dir:
-            raise UsageError("--all backs up every store under --state-dir; do not combine it with "
-                             "--store, --store-dir or --checkpoint-dir")
+    if all_stores or all_tasks:
+        flag = "--all" if all_stores else "--all-tasks"
+        if all_stores and all_tasks:
+            raise UsageError("give --all (every store) or --all-tasks (every task of --store), not both")
+        if all_stores and env.flags.store:
+            raise UsageError("--all backs up every store under --state-dir; do not combine it with --store",
+                             hint="--all-tasks backs up every task of one --store")
+        if all_tasks and not s.store:
+            raise UsageError("--all-tasks needs --store", hint="--all backs up every store")
+        if env.flags.store_dir or checkpoint_dir or (env.flags.task and all_tasks):
+            raise UsageError(f"{flag} backs up every task dir under --state-dir; do not combine it with "
+                             "--task, --store-dir or --checkpoint-dir")
         if not s.state_dir:
-            raise UsageError("--all needs --state-dir")
+            raise UsageError(f"{flag} needs --state-dir")
         base = BackupOptions(ref=session.ref(need_store=False), store_dir=Path(s.state_dir),
                              parallelism=s.parallelism, chunk_size=s.chunk_size, ttl_seconds=s.ttl,
                              keep_last=s.keep_last, grace_seconds=s.grace)
-        result = backup_all(Path(s.state_dir), base, session.blobstore, session.catalog, env.progress)
+        result = backup_all(Path(s.state_dir), base, session.blobstore, session.catalog, env.progress,
+                            store=s.store if all_tasks else None)
         lines = [_line(r) for r in result.results]
         lines += [f"FAILED {path}: {err}" for path, err in result.failures]
         env.emit(result, "\n".join(lines))
         if result.failures:
             raise PartialError(f"{len(result.failures)} of {len(result.failures) + len(result.results)} "
-                               "stores failed to back up")
+                               f"{'stores' if all_stores else 'tasks'} failed to back up")
         return
+    from_state_dir = env.flags.store_dir is None and bool(s.state_dir)
     opts = BackupOptions(ref=session.ref(), store_dir=session.store_dir(env.flags.store_dir),
                          checkpoint_dir=checkpoint_dir, parallelism=s.parallelism, chunk_size=s.chunk_size,
-                         ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace)
+                         ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace,
+                         state_dir=Path(s.state_dir) if from_state_dir else None)
     r = run_backup(opts, session.blobstore, session.catalog, env.progress)
     env.emit(r, _line(r))
 
 
 def _line(r) -> str:
-    return (f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task}: "
+    return (f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} in {r.blobstore}: "
             f"{r.files_uploaded} of {r.files_total} files uploaded, "
             f"{human_bytes(r.bytes_uploaded)} of {human_bytes(r.bytes_total)}, {r.duration_s:.1f}s")

@@ -60,6 +60,10 @@ class Flags:
                                                  "gc: at least 1m): a write in flight, or a restore that could not "
                                                  "pin its snapshot, may still need them. Blobs a running backup "
                                                  "may commit are kept whatever the grace.")
+    create: Optional[bool] = _flag("--create", help="Start a new file:// blob store (snapshots copy: the "
+                                                    "--to-blobstore one) if its dir does not exist; without it a "
+                                                    "missing dir is an error (exit 10), so that a mistyped URL is "
+                                                    "not created. The embedded default is always made.")
 
     def settings(self) -> dict[str, Any]:
         """The flags that are settings (all but --store-dir), paths as strings, for config.resolve."""
@@ -247,7 +251,7 @@ class Env:
                          debug=g.debug or None)
         self.flags = flags
         self.settings = resolve_settings(overrides, config_file=g.config, profile=g.profile)
-        self.session: Session = Session(self.settings)
+        self.session: Session = Session(self.settings, create_blobstore=bool(flags.create))
         self.json = self.settings.output == "json"
         g.resolved_output = self.settings.output
         self._global = g

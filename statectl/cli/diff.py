@@ -34,7 +34,7 @@ def diff(
     lines = [f"+ {e.path} ({human_bytes(e.size)})" for e in r.added]
     lines += [f"- {e.path} ({human_bytes(e.size)})" for e in r.removed]
     lines.append(f"{len(r.added)} added ({human_bytes(r.bytes_added)}), {len(r.retained)} unchanged, "
-                 f"{len(r.removed)} removed ({human_bytes(r.bytes_removed)}): {r.new} vs {r.old}")
+                 f"{len(r.removed)} removed ({human_bytes(r.bytes_removed)}): {r.new} vs {r.old} (in {r.blobstore})")
     env.emit(r, "\n".join(lines))
     if not r.same:
         raise typer.Exit(1)

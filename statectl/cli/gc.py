@@ -46,7 +46,7 @@ def gc(
     debris = f", {r.debris_deleted} leftovers of unfinished writes" if r.debris_deleted else ""
     lines.append(f"{verb} {r.blobs_deleted} blobs{debris} ({human_bytes(r.bytes_reclaimed)}), kept {r.blobs_kept}; "
                  f"{r.snapshots_expired} snapshots expired, {r.cleanups_finished} interrupted cleanups finished, "
-                 f"{r.stores} stores, {r.duration_s:.1f}s")
+                 f"{r.stores} stores in {r.blobstore}, {r.duration_s:.1f}s")
     if not (dry_run or s.verbose):
         r.deleted = []  # a gc of 100 000 blobs would print them all: only when asked for
         r.debris = []

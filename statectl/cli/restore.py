@@ -64,7 +64,8 @@ def restore(
                           parallelism=s.parallelism, force=force, from_other_store=from_other_store,
                           state_dir=Path(s.state_dir) if s.state_dir else None)
     r = run_restore(opts, session.blobstore, session.catalog, env.progress)
-    env.emit(r, f"restored snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) into {r.target_dir}: "
+    env.emit(r, f"restored snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) from {r.blobstore} into "
+                f"{r.target_dir}: "
                 f"{r.files_total} files, {r.files_downloaded} downloaded ({human_bytes(r.bytes_downloaded)}), "
                 f"{r.files_reused} reused locally, {r.duration_s:.1f}s")
 

@@ -24,20 +24,46 @@ app = typer.Typer(help="List, inspect and verify snapshots.", no_args_is_help=Tr
 SNAPSHOT_FLAGS = (*BLOBSTORE, "kafka", *STORE_REF)
 
 
-@app.command("list", epilog="Example:\n\n  statectl snapshots list --job page-views --store counts --task 'Partition 0'")
+@app.command("list", epilog="Examples:\n\n"
+                            "  statectl snapshots list   # the jobs the blob store holds snapshots of\n\n"
+                            "  statectl snapshots list --job page-views   # the job's stores and tasks\n\n"
+                            "  statectl snapshots list --job page-views --store counts --task 'Partition 0'\n\n"
+                            + exit_codes_epilog(0, 2, (10, "unknown job, job id, store or task")))
 @state_command(*SNAPSHOT_FLAGS)
 def list_(env: Env) -> None:
-    """List the snapshots of a task's store, newest first."""
-    from statectl.engine.snapshots import list_snapshots
+    """List what the blob store holds, one level at a time: without --job, the jobs; with --job, the job's
+    stores and their tasks (with --task, only that task's); with --job and --store, the snapshots of the
+    store of --task, newest first.
+    A job, store or task the blob store holds nothing of is an error (exit 10) naming the nearest ones."""
+    from statectl.engine.snapshots import list_jobs, list_snapshots, list_tasks
 
-    session = env.session
-    rows = list_snapshots(session.ref(), session.blobstore, session.catalog)
+    session, s = env.session, env.settings
+    where = f"blob store {s.blobstore}"
+    if not s.job:
+        if s.store:
+            raise UsageError("--store needs --job", hint="'statectl snapshots list' without flags lists the jobs")
+        jobs = list_jobs(session.catalog)
+        lines = [f"{'JOB':<32} {'JOB ID':<8} {'TASKS':>6} {'CHECKPOINTS':>11} {'LATEST':<21} STORES"]
+        lines += [f"{j.job:<32} {j.job_id:<8} {j.tasks:>6} {j.checkpoints:>11} {j.latest_checkpoint_time or '-':<21} "
+                  f"{','.join(j.stores)}" for j in jobs]
+        env.emit(jobs, (f"jobs in {where}:\n" + "\n".join(lines)) if jobs else f"no jobs in {where}")
+        return
+    if not s.store:
+        tasks = list_tasks(session.catalog, s.job, s.job_id, task=env.flags.task)
+        lines = [f"{'STORE':<24} {'TASK':<20} {'SNAPSHOTS':>9} {'LATEST':<21} LATEST SNAPSHOT"]
+        lines += [f"{t.store:<24} {t.task:<20} {t.snapshots:>9} {t.created or '-':<21} {t.latest_snapshot_id or '-'}"
+                  for t in tasks]
+        env.emit(tasks, f"stores and tasks of job {s.job} (id {s.job_id}) in {where}:\n" + "\n".join(lines))
+        return
+    ref = session.ref()
+    rows = list_snapshots(ref, session.blobstore, session.catalog)
     lines = [f"{'SNAPSHOT':<48} {'CHECKPOINT':<22} {'CREATED':<21} {'FILES':>6} {'SIZE':>10}"]
     for r in rows:
         files = "-" if r.files is None else str(r.files)
         lines.append(f"{r.snapshot_id:<48} {r.checkpoint_id:<22} {r.created or '-':<21} {files:>6} "
                      f"{human_bytes(r.bytes):>10}" + (f"  ({r.problem})" if r.problem else ""))
-    env.emit(rows, "\n".join(lines) if rows else "no snapshots")
+    env.emit(rows, f"snapshots of {ref} in {where}:\n" + "\n".join(lines) if rows
+             else f"no committed snapshots of {ref} in {where}")
 
 
 @app.command("show", epilog="Examples:\n\n  statectl snapshots show --job page-views --store counts\n\n"
@@ -69,6 +95,7 @@ def show(
     files = list(index.dir_index.walk_present())
     lines = [
         f"snapshot:   {label}",
+        f"blob store: {'-' if index_file is not None else session.blobstore.url}",
         f"checkpoint: {m.checkpoint_id}",
         f"job:        {m.job_name} (id {m.job_id})",
         f"task/store: {m.task_name} / {m.store_name}",
@@ -104,7 +131,8 @@ def verify(
     lines = [f"missing: {p.path} ({p.blob_id})" for p in r.missing]
     lines += [f"corrupt: {p.path} {p.blob_id} {p.reason}".replace("  ", " ") for p in r.corrupt]
     what = "blobs present, CRCs match" if download else "blobs present with the right sizes"
-    lines.append(f"{'ok' if r.ok else 'FAILED'}: snapshot {r.snapshot_id}, {r.files} files, {r.blobs} blobs"
+    lines.append(f"{'ok' if r.ok else 'FAILED'}: snapshot {r.snapshot_id} in {r.blobstore}, {r.files} files, "
+                 f"{r.blobs} blobs"
                  + (f": {what}" if r.ok else f": {len(r.missing)} missing, {len(r.corrupt)} corrupt"))
     env.emit(r, "\n".join(lines))
     if not r.ok:
@@ -121,7 +149,7 @@ def verify(
                             + exit_codes_epilog(0, (1, "a blob of the snapshot is missing; nothing committed"), 2,
                                                 (10, "no such snapshot"), (11, "a backup of the target is running"),
                                                 12))
-@state_command(*SNAPSHOT_FLAGS, "parallelism", "ttl", "keep_last", "grace")
+@state_command(*SNAPSHOT_FLAGS, "parallelism", "ttl", "keep_last", "grace", "create")
 def copy(
     snapshot: Annotated[Optional[str], typer.Argument(help="Snapshot id, id prefix or checkpoint id (default: the latest).", show_default=False)] = None,
     to_job: Annotated[Optional[str], typer.Option("--to-job", help="The target's job (default: --job).", show_default=False)] = None,
@@ -143,6 +171,7 @@ def copy(
     from statectl.engine.copy import CopyOptions, copy_snapshot
 
     session, s = env.session, env.settings
+    session.create_blobstore = False  # --create starts the target (--to-blobstore) only: the source must exist
     source_ref = session.ref()
     target_ref = replace(source_ref, job=to_job or source_ref.job, job_id=to_job_id or source_ref.job_id,
                          task=to_task or source_ref.task, store=to_store or source_ref.store)
@@ -156,7 +185,7 @@ def copy(
 
         s3 = replace(session.s3_options, endpoint_url=to_s3_endpoint or s.s3_endpoint)
         target = opened = open_blobstore(to_blobstore or s.blobstore, s3=s3, retries=s.retries,
-                                         retry_time_s=s.retry_time)
+                                         retry_time_s=s.retry_time, create=bool(env.flags.create))
         target_catalog = BlobCheckpointStore(target, session.commit_log)
     try:
         r = copy_snapshot(opts, session.blobstore, session.catalog, target, target_catalog, env.progress)
@@ -164,6 +193,8 @@ def copy(
         if opened is not None:
             opened.close()
     how = "server-side" if r.server_side else "streamed through this host"
-    env.emit(r, f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} of job {r.job}: "
+    to = f" to {r.to_blobstore}" if r.to_blobstore != r.blobstore else ""
+    env.emit(r, f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} of job {r.job} "
+                f"in {r.blobstore}{to}: "
                 f"{r.blobs_copied} blobs, {human_bytes(r.bytes_copied)} copied {how}, "
                 f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")

@@ -60,6 +60,9 @@ class BackupOptions:
     # state backends' markers (factory -> store -> marker) go into the same checkpoint (needs Kafka).
     input_offsets: dict[str, str] | None = None
     markers: dict[str, dict[str, str]] | None = None
+    # The job's state base dir, when the store dir was found in it: a note then names the store's other
+    # task dirs there, which this backup leaves out (backup --all-tasks takes them all).
+    state_dir: Path | None = None
 
     def validate(self) -> None:
         if self.keep_last < 1:
@@ -86,6 +89,7 @@ class BackupResult:
     files_removed: int
     duration_s: float
     notes: list[str] = field(default_factory=list)
+    blobstore: str = ""  # the blob store's URL (printed with its secrets masked)
 
 
 def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
@@ -177,6 +181,13 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                       grace_seconds=opts.grace_seconds, progress=progress, what="backup")
     if made_dir is not None:
         _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
+    if opts.state_dir is not None and Path(opts.state_dir).is_dir():
+        others = [task for store, task, path in discover_stores(Path(opts.state_dir), store=ref.store)
+                  if path.resolve() != Path(opts.store_dir).resolve()]
+        if others:
+            progress.note(f"backed up task {ref.task!r} of store {ref.store} only; {len(others)} other task "
+                          f"dir{'s' if len(others) > 1 else ''} of the store under {opts.state_dir} not backed up: "
+                          f"{', '.join(task_name(t) for t in others)} (--all-tasks backs up every one)")
 
     present = list(dir_index.walk_present())
     return BackupResult(
@@ -191,6 +202,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
         files_removed=sum(1 for _ in diff.removed()),
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
+        blobstore=blobstore.url,
     )
 
 
@@ -207,12 +219,20 @@ def _delete_stale_checkpoint_dirs(store: Path, keep: str | None) -> None:
 class BackupAllResult:
     results: list[BackupResult]
     failures: list[tuple[str, str]]
+    blobstore: str = ""
 
 
-def discover_stores(state_dir: Path) -> list[tuple[str, str, Path]]:
-    """(store, task dir name, path) of every RocksDB store under ``<state-dir>/<store>/<task>``.
+def task_name(task_dir: str) -> str:
+    """The task a task dir holds: ``Partition_N`` -> ``Partition N``, any other dir name as it is."""
+    return task_dir.replace("_", " ") if task_dir.startswith("Partition_") else task_dir
 
-    Checkpoint dirs (``<task>-<checkpointId>``) and non-store dirs are skipped.
+
+def discover_stores(state_dir: Path, store: str | None = None) -> list[tuple[str, str, Path]]:
+    """(store, task dir name, path) of every RocksDB store under ``<state-dir>/<store>/<task>`` (only of
+    ``store`` when given), sorted.
+
+    Checkpoint dirs (``<task>-<checkpointId>``) and non-store dirs are skipped. NotFoundError when
+    ``state_dir`` is not a dir.
     """
     from statectl.formats.checkpoint import is_canonical_checkpoint_id
     from statectl.rocks.store import is_store
@@ -220,36 +240,43 @@ def discover_stores(state_dir: Path) -> list[tuple[str, str, Path]]:
     if not state_dir.is_dir():
         raise NotFoundError(f"state dir {state_dir} does not exist")
     out = []
-    for store in sorted(p for p in state_dir.iterdir() if p.is_dir()):
-        for task in sorted(p for p in store.iterdir() if p.is_dir()):
+    stores = [state_dir / store] if store is not None else sorted(p for p in state_dir.iterdir() if p.is_dir())
+    for store_path in stores:
+        if not store_path.is_dir():
+            continue
+        for task in sorted(p for p in store_path.iterdir() if p.is_dir()):
             tail = task.name.rsplit("-", 2)
             if len(tail) == 3 and is_canonical_checkpoint_id(f"{tail[1]}-{tail[2]}"):
                 continue
             if is_store(task):
-                out.append((store.name, task.name, task))
+                out.append((store_path.name, task.name, task))
     return out
 
 
 def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-               progress: ProgressReporter | None = None) -> BackupAllResult:
-    """Back up every store under ``state_dir``; the task name is the task dir name with ``_`` -> space
-    when it looks like ``Partition_N``, else the dir name. A store that fails does not stop the others:
-    its error is listed in ``failures`` (the CLI exits 3 then)."""
+               progress: ProgressReporter | None = None, *, store: str | None = None) -> BackupAllResult:
+    """Back up every store under ``state_dir`` (every task dir of ``store`` only, when given: backup
+    --all-tasks); the task name is the task dir name with ``_`` -> space when it looks like
+    ``Partition_N``, else the dir name. A store that fails does not stop the others: its error is listed in
+    ``failures`` (the CLI exits 3 then); when every store failed with the same error, that error is raised.
+    NotFoundError when there is no store to back up."""
     from dataclasses import replace
 
-    stores = discover_stores(state_dir)
+    stores = discover_stores(state_dir, store=store)
     if not stores:
+        if store is not None:
+            raise NotFoundError(f"no RocksDB task dirs of store {store} under {state_dir}",
+                                hint=f"the layout is <state-dir>/<store>/<task>: {state_dir / store}/<task>")
         raise NotFoundError(f"no RocksDB stores under {state_dir}", hint="the layout is <state-dir>/<store>/<task>")
     results, failures, errors = [], [], []
-    for store, task_dir, path in stores:
-        task = task_dir.replace("_", " ") if task_dir.startswith("Partition_") else task_dir
-        ref = StoreRef(base.ref.job, base.ref.job_id, task, store)
+    for store_name, task_dir, path in stores:
+        ref = StoreRef(base.ref.job, base.ref.job_id, task_name(task_dir), store_name)
         try:
-            results.append(backup(replace(base, ref=ref, store_dir=path, checkpoint_dir=None), blobstore, checkpoints,
-                                  progress))
+            results.append(backup(replace(base, ref=ref, store_dir=path, checkpoint_dir=None, state_dir=None),
+                                  blobstore, checkpoints, progress))
         except StatectlError as e:
             failures.append((str(path), str(e)))
             errors.append(e)
-    if failures and not results and len(errors) == 1:
-        raise errors[0]
-    return BackupAllResult(results, failures)
+    if failures and not results and len({(type(e), str(e)) for e in errors}) == 1:
+        raise errors[0]  # every store failed for one reason (a missing blob store, bad credentials): say it once
+    return BackupAllResult(results, failures, blobstore.url)

@@ -72,6 +72,8 @@ class CopyResult:
     server_side: bool
     duration_s: float
     notes: list[str] = field(default_factory=list)
+    blobstore: str = ""     # the source's URL (printed with its secrets masked)
+    to_blobstore: str = ""  # the target's
 
 
 def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpointStore, target: BlobStore,
@@ -140,6 +142,8 @@ def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobChec
         server_side=server_side,
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
+        blobstore=source.url,
+        to_blobstore=target.url,
     )
 
 

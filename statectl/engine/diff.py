@@ -42,6 +42,7 @@ class DiffResult:
     removed: list[DiffEntry] = field(default_factory=list)
     bytes_added: int = 0
     bytes_removed: int = 0
+    blobstore: str = ""  # the blob store of the snapshot(s) (printed with its secrets masked)
 
     @property
     def same(self) -> bool:
@@ -67,7 +68,7 @@ def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: BlobCheckpointSto
             raise NotFoundError(f"store dir {opts.store_dir} does not exist")
         d = diff_local(opts.store_dir, snap.index.dir_index, ignore=_not_in_checkpoint(opts.store_dir))
         label_new, label_old = str(opts.store_dir), snap.index_blob_id
-    out = DiffResult(label_new, label_old)
+    out = DiffResult(label_new, label_old, blobstore=blobstore.url)
     for path, f in d.added():
         out.added.append(DiffEntry(path, f.size))
     for path, f in d.retained():

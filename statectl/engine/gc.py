@@ -101,6 +101,7 @@ class GcResult:
     debris_deleted: int = 0
     debris: list[GcAction] = field(default_factory=list)
     expired: list["GcExpiry"] = field(default_factory=list)
+    blobstore: str = ""  # the blob store's URL (printed with its secrets masked)
 
 
 @dataclass
@@ -131,7 +132,7 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
     progress = progress or NullProgress()
     started_wall = time.time()
     started = time.monotonic()
-    result = GcResult(dry_run=opts.dry_run)
+    result = GcResult(dry_run=opts.dry_run, blobstore=blobstore.url)
     deleted: dict[str, GcAction] = {}
 
     counts_at_start = request_counts(blobstore)

@@ -75,6 +75,7 @@ class RestoreResult:
     bytes_downloaded: int
     duration_s: float
     notes: list[str] = field(default_factory=list)
+    blobstore: str = ""  # the blob store's URL (printed with its secrets masked)
 
 def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
             progress: ProgressReporter | None = None) -> RestoreResult:
@@ -146,6 +147,7 @@ def _restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckp
         bytes_downloaded=downloaded_bytes,
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
+        blobstore=blobstore.url,
     )
 
 def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullError:

@@ -10,9 +10,10 @@ from pathlib import Path
 from statectl import defaults
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import read_index
+from statectl.catalog.listing import CatalogTree, check_known, commit_log_latest
 from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore
-from statectl.catalog.refs import StoreRef
+from statectl.catalog.refs import StoreRef, parse_checkpoint_id
 from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
 from statectl.errors import (
     BlobNotFoundError,
@@ -36,6 +37,36 @@ class SnapshotSummary:
     bytes: int | None
     latest: bool = False
     problem: str | None = None
+    blobstore: str = ""  # the blob store's URL (secrets are masked when printed)
+
+
+@dataclass
+class JobSummary:
+    """One job (job name and job id) a blob store holds snapshots of."""
+
+    job: str
+    job_id: str
+    stores: list[str]
+    tasks: int                      # (store, task) pairs with catalog records
+    checkpoints: int                # catalog records, of any state
+    latest_checkpoint_id: str
+    latest_checkpoint_time: str | None
+    blobstore: str
+
+
+@dataclass
+class TaskSummary:
+    """One task's store of a job: its committed snapshots and the latest of them."""
+
+    job: str
+    job_id: str
+    store: str
+    task: str
+    snapshots: int
+    latest_snapshot_id: str | None
+    latest_checkpoint_id: str | None
+    created: str | None
+    blobstore: str
 
 
 def _iso(ms: int) -> str | None:
@@ -44,11 +75,71 @@ def _iso(ms: int) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def list_snapshots(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore) -> list[SnapshotSummary]:
-    """The recorded snapshots of a store, newest first. An unreadable index is listed with a problem."""
+def list_jobs(checkpoints: BlobCheckpointStore) -> list[JobSummary]:
+    """Every job (name and job id) the blob store's catalog holds snapshots of, sorted; an empty list for
+    an empty blob store. One listing of the catalog, no record read."""
+    tree = CatalogTree.read(checkpoints)
     out = []
-    for i, record in enumerate(checkpoints.list(ref)):
-        s = SnapshotSummary(record.index_blob_id, record.checkpoint_id, _iso(record.created_ms), None, None, i == 0)
+    for job, job_id in tree.jobs():
+        refs = tree.refs(job, job_id)
+        ids = [cid for r in refs for cid in tree.checkpoints[r]]
+        latest = max(ids, key=parse_checkpoint_id)
+        out.append(JobSummary(job, job_id, sorted({r.store for r in refs}), len(refs), len(ids), latest,
+                              _iso(parse_checkpoint_id(latest)[0]), checkpoints.blobstore.url))
+    return out
+
+
+def list_tasks(checkpoints: BlobCheckpointStore, job: str, job_id: str, store: str | None = None,
+               task: str | None = None) -> list[TaskSummary]:
+    """The stores and tasks of a job (or the tasks of one of its stores; only ``task``'s stores when
+    given), sorted by store then task, each with its committed snapshots (one catalog record read per
+    snapshot). Raises SnapshotNotFoundError (exit 10) naming the nearest names when the catalog holds
+    nothing of the job, job id, store or task. With Kafka, stores only the job's checkpoint topic knows
+    (committed by a Samza job) are listed too, with their latest checkpoint (``snapshots`` 1)."""
+    tree = CatalogTree.read(checkpoints, job)
+    in_log = {ref: found for ref, found in commit_log_latest(checkpoints, job, job_id).items()
+              if (store is None or ref.store == store) and (task is None or ref.task == task)}
+    refs = [r for r in tree.refs(job, job_id, store) if task is None or r.task == task]
+    for ref, (checkpoint_id, _) in in_log.items():  # what only the commit log knows counts as known too
+        tree.checkpoints.setdefault(ref, [checkpoint_id])
+    check_known(checkpoints, job, job_id, store, task, tree=tree)
+    out = []
+    for ref in refs:
+        committed = checkpoints.list(ref)
+        latest = committed[0] if committed else None
+        out.append(TaskSummary(ref.job, ref.job_id, ref.store, ref.task, len(committed),
+                               latest.index_blob_id if latest else None, latest.checkpoint_id if latest else None,
+                               _iso(latest.created_ms) if latest else None, checkpoints.blobstore.url))
+    for ref, (checkpoint_id, index_blob_id) in in_log.items():
+        if ref not in refs:
+            out.append(TaskSummary(ref.job, ref.job_id, ref.store, ref.task, 1, index_blob_id, checkpoint_id,
+                                   _iso(parse_checkpoint_id(checkpoint_id)[0]), checkpoints.blobstore.url))
+    return sorted(out, key=lambda t: (t.store, t.task))
+
+
+def list_snapshots(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore) -> list[SnapshotSummary]:
+    """The recorded snapshots of a store, newest first. An unreadable index is listed with a problem.
+    Raises SnapshotNotFoundError (exit 10) naming the nearest names when the catalog holds nothing of the
+    store's job, job id, store or task; an empty list when it holds only uncommitted records of it. With
+    a commit log (Kafka), a store the catalog has no record of lists the commit log's latest checkpoint
+    (e.g. one a Samza job committed)."""
+    out = []
+    records = checkpoints.list(ref)
+    if not records:
+        latest = None
+        if checkpoints.commit_log is not None:
+            try:
+                latest = checkpoints.latest(ref)
+            except SnapshotNotFoundError:  # no checkpoint topic, no checkpoint of the task: as no record
+                check_known(checkpoints, ref.job, ref.job_id, ref.store, ref.task)
+                raise
+        if latest is None:
+            check_known(checkpoints, ref.job, ref.job_id, ref.store, ref.task)
+        else:
+            records = [latest]
+    for i, record in enumerate(records):
+        s = SnapshotSummary(record.index_blob_id, record.checkpoint_id, _iso(record.created_ms), None, None, i == 0,
+                            blobstore=blobstore.url)
         try:
             index = read_index(blobstore, record.index_blob_id)
             present = list(index.dir_index.walk_present())
@@ -96,6 +187,7 @@ class VerifyResult:
     downloaded: bool
     missing: list[VerifyProblem] = field(default_factory=list)
     corrupt: list[VerifyProblem] = field(default_factory=list)
+    blobstore: str = ""  # the blob store's URL (printed with its secrets masked)
 
 
 def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckpointStore, snapshot: str | None, *,
@@ -115,7 +207,7 @@ def verify_snapshot(ref: StoreRef, blobstore: BlobStore, checkpoints: BlobCheckp
 def _verify(blobstore: BlobStore, snap: ResolvedSnapshot, download: bool, parallelism: int,
             progress: ProgressReporter) -> VerifyResult:
     files = list(snap.index.dir_index.walk_present())
-    result = VerifyResult(snap.index_blob_id, True, len(files), 0, download)
+    result = VerifyResult(snap.index_blob_id, True, len(files), 0, download, blobstore=blobstore.url)
     lock = threading.Lock()
     tasks = []
     for rel, fi in files:
@@ -165,5 +257,5 @@ def _verify_file_task(blobstore, rel, checksum, ranges, download, result: Verify
     return run
 
 
-__all__ = ["SnapshotSummary", "VerifyResult", "list_snapshots", "read_index_file", "show_snapshot", "verify_snapshot",
+__all__ = ["JobSummary", "SnapshotSummary", "TaskSummary", "list_jobs", "list_tasks", "VerifyResult", "list_snapshots", "read_index_file", "show_snapshot", "verify_snapshot",
            "parse_index"]

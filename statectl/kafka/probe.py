@@ -57,7 +57,7 @@ def probe(bootstrap: str | None, *, job: str | None = None, job_id: str = "1", t
         checkpoint, coordinator = checkpoint_topic(job, job_id), coordinator_topic(job, job_id)
         checkpoint_check = _topic_check(consumer, CHECKPOINT_TOPIC, checkpoint, topics, bootstrap,
                                         "check --job and --job-id; the topic appears with the job's first "
-                                        "checkpoint or the first 'statectl backup --kafka'")
+                                        "checkpoint or the first statectl backup with --kafka")
         if checkpoint_check.status == OK:
             checkpoint_check = _checkpoint_versions(checkpoint_check, checkpoint, bootstrap, timeout_s, security)
         return [brokers, checkpoint_check,

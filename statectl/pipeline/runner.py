@@ -234,7 +234,9 @@ def main(job: JobSpec, argv: list[str] | None = None) -> int:
         from statectl.pipeline.container import Container, Runtime
         from statectl.session import Session
 
-        session = Session.from_env(kafka=args.kafka, blobstore=args.blobstore, job=job.name, job_id=job.job_id)
+        # The job writes its state's snapshots, as backup --create does: its first run starts the blob store.
+        session = Session.from_env(kafka=args.kafka, blobstore=args.blobstore, job=job.name, job_id=job.job_id,
+                                   create_blobstore=True)
         try:
             Container(job, args.stage, Runtime(args.kafka, args.state_dir, args.run_id, session)).run()
         finally:

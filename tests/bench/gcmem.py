@@ -128,6 +128,7 @@ class GcMemory:
             make_store(self.store, 2000, 1024, seed=1, sst_mb=1)
         root = self.work / f"blobs-{label}-{n}"
         shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)  # an existing blob store: the statectl measured may predate backup --create
         url = f"file://{root}"
         self._statectl(pythonpath, "backup", "--blobstore", url, "--job", JOB, "--store", STORE,
                        "--store-dir", str(self.store), "-q")

@@ -152,6 +152,8 @@ def bench_small_files(files: int, runs: int, seaweed: SeaweedServer, env: dict[s
     for run in range(runs):
         for kind in ("s3", "file"):
             url = f"s3://{seaweed.make_bucket()}/small" if kind == "s3" else f"file://{WORK / f'small-blobs-{run}'}"
+            if kind == "file":  # an existing blob store (a missing file:// dir is an error without --create)
+                (WORK / f"small-blobs-{run}").mkdir(parents=True, exist_ok=True)
             sample = run_measured([STATECTL, "backup", "--blobstore", url, "--job", "small", "--store", "s",
                                    "--store-dir", str(store), "--checkpoint-dir", str(cp), "-q", "-o", "json"],
                                   env=env, cwd=WORK)

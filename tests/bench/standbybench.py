@@ -153,7 +153,7 @@ def _seeded_vs_bootstrapped(bootstrap: str, work: Path, records: int) -> dict[st
     create_topic(bootstrap, topic, partitions=1)
     _produce(bootstrap, topic, records)
     ref = StoreRef(job, "1", "Partition 0", "s")
-    session = Session.from_env(kafka=bootstrap, blobstore=f"file://{work / 'blobs'}")
+    session = Session.from_env(kafka=bootstrap, blobstore=f"file://{work / 'blobs'}", create_blobstore=True)
     # The active's store and its snapshot, which the job's checkpoint names with its changelog position.
     built = work / "active" / "s" / "Partition_0"
     subprocess.run([STATECTL, "restore", "--from-changelog", topic, "--partition", "0", "--kafka", bootstrap,

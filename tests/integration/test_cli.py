@@ -15,13 +15,13 @@ from tests.tools.genstore import fingerprint, make_store
 
 DATA = Path(__file__).parent.parent / "data"
 
-BACKUP_FIELDS = {"snapshot_id", "checkpoint_id", "store", "task", "files_total", "files_uploaded", "bytes_total",
+BACKUP_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "store", "task", "files_total", "files_uploaded", "bytes_total",
                  "bytes_uploaded", "files_removed", "duration_s", "notes"}
-RESTORE_FIELDS = {"snapshot_id", "checkpoint_id", "target_dir", "files_total", "files_downloaded", "files_reused",
+RESTORE_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "target_dir", "files_total", "files_downloaded", "files_reused",
                   "bytes_total", "bytes_downloaded", "duration_s", "notes"}
-DIFF_FIELDS = {"new", "old", "added", "retained", "removed", "bytes_added", "bytes_removed"}
-LIST_FIELDS = {"snapshot_id", "checkpoint_id", "created", "files", "bytes", "latest", "problem"}
-VERIFY_FIELDS = {"snapshot_id", "ok", "files", "blobs", "downloaded", "missing", "corrupt"}
+DIFF_FIELDS = {"blobstore", "new", "old", "added", "retained", "removed", "bytes_added", "bytes_removed"}
+LIST_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "created", "files", "bytes", "latest", "problem"}
+VERIFY_FIELDS = {"blobstore", "snapshot_id", "ok", "files", "blobs", "downloaded", "missing", "corrupt"}
 
 
 @pytest.fixture
@@ -93,7 +93,8 @@ def test_text_output_is_the_result_only(cli, state: Path):
     out = cli("backup", "--job", "pv", "--store", "counts", "--state-dir", str(state)).stdout
     assert out.startswith("snapshot blobs/") and out.count("\n") == 1
     listing = cli("snapshots", "list", "--job", "pv", "--store", "counts").stdout.splitlines()
-    assert listing[0].split()[:3] == ["SNAPSHOT", "CHECKPOINT", "CREATED"] and len(listing) == 2
+    assert listing[0].startswith("snapshots of pv-1/Partition 0/counts in blob store file://")
+    assert listing[1].split()[:3] == ["SNAPSHOT", "CHECKPOINT", "CREATED"] and len(listing) == 3
 
 
 def test_backup_all_backs_up_every_store(cli, state: Path, tmp_path: Path):
@@ -157,10 +158,14 @@ def test_settings_from_profile_and_env(cli, state: Path, tmp_path: Path):
         f'[other]\nblobstore = "file://{blobs}"\njob = "pv"\nstore = "counts"\nstate_dir = "{state}"\n')
     cli("backup")  # everything from the [default] profile, blob store the embedded default
     assert (tmp_path / "xdg-data" / "statectl" / "blobs" / "checkpoints").is_dir()
-    cli("--profile", "other", "backup")
+    # A blob store that is not the embedded default is made only when asked for (issue 22).
+    r = cli("--profile", "other", "backup", code=10)
+    assert f"Error: blob store file://{blobs} does not exist" in r.stderr and not blobs.exists()
+    cli("--profile", "other", "backup", "--create")
     assert (blobs / "checkpoints").is_dir()
+    cli("--profile", "other", "backup")
     env_blobs = tmp_path / "env-blobs"
-    cli("backup", env={"STATECTL_PROFILE": "other", "STATECTL_BLOBSTORE": f"file://{env_blobs}"})
+    cli("backup", "--create", env={"STATECTL_PROFILE": "other", "STATECTL_BLOBSTORE": f"file://{env_blobs}"})
     assert (env_blobs / "checkpoints").is_dir()
 
 

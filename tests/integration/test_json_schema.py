@@ -19,25 +19,31 @@ from tests.tools.genstore import make_store
 
 DATA = Path(__file__).parent.parent / "data"
 
-BACKUP = ["bytes_total", "bytes_uploaded", "checkpoint_id", "duration_s", "files_removed", "files_total",
-          "files_uploaded", "notes", "snapshot_id", "store", "task"]
+BACKUP = ["blobstore", "bytes_total", "bytes_uploaded", "checkpoint_id", "duration_s", "files_removed",
+          "files_total", "files_uploaded", "notes", "snapshot_id", "store", "task"]
 LEASE = ["etag", "expires", "host", "key", "live", "local_alive", "operation", "pid", "released", "started",
          "started_s", "store"]
 SCHEMAS: dict[str, object] = {
     "backup": BACKUP,
-    "backup --all": {"results": [BACKUP], "failures": None},
-    "restore": ["bytes_downloaded", "bytes_total", "checkpoint_id", "duration_s", "files_downloaded", "files_reused",
+    "backup --all": {"results": [BACKUP], "failures": None, "blobstore": None},
+    "restore": ["blobstore", "bytes_downloaded", "bytes_total", "checkpoint_id", "duration_s", "files_downloaded", "files_reused",
                 "files_total", "notes", "snapshot_id", "target_dir"],
-    "diff": {"new": None, "old": None, "added": [["path", "size"]], "retained": [["path", "size"]],
+    "diff": {"blobstore": None, "new": None, "old": None, "added": [["path", "size"]], "retained": [["path", "size"]],
              "removed": [["path", "size"]], "bytes_added": None, "bytes_removed": None},
-    "snapshots list": [["bytes", "checkpoint_id", "created", "files", "latest", "problem", "snapshot_id"]],
+    "snapshots list": [["blobstore", "bytes", "checkpoint_id", "created", "files", "latest", "problem",
+                        "snapshot_id"]],
+    "snapshots list (jobs)": [["blobstore", "checkpoints", "job", "job_id", "latest_checkpoint_id",
+                               "latest_checkpoint_time", "stores", "tasks"]],
+    "snapshots list --job": [["blobstore", "created", "job", "job_id", "latest_checkpoint_id", "latest_snapshot_id",
+                              "snapshots", "store", "task"]],
     "snapshots show": {"creation-time-millis": None, "dir-index": None, "prev-snapshot-index-blob-id": None,
                        "snapshot-metadata": ["checkpoint-id", "job-id", "job-name", "store-name", "task-name"]},
-    "snapshots verify": ["blobs", "corrupt", "downloaded", "files", "missing", "ok", "snapshot_id"],
+    "snapshots verify": ["blobstore", "blobs", "corrupt", "downloaded", "files", "missing", "ok", "snapshot_id"],
     "gc": {"blobs_deleted": None, "bytes_reclaimed": None, "blobs_kept": None, "snapshots_expired": None,
            "cleanups_finished": None, "stores": None, "dry_run": None, "duration_s": None, "requests": None,
            "deleted": [["key", "reason", "size"]], "notes": None, "debris_deleted": None,
-           "debris": [["key", "reason", "size"]], "expired": [["checkpoint_id", "reason", "snapshot_id", "store"]]},
+           "debris": [["key", "reason", "size"]], "expired": [["checkpoint_id", "reason", "snapshot_id", "store"]],
+           "blobstore": None},
     "lease show": LEASE,
     "lease break": LEASE,
     "config show": {"config_file": None, "profile": None, "settings": [["key", "source", "value"]]},
@@ -91,6 +97,8 @@ def test_every_command_result_has_its_pinned_fields(run, tmp_path: Path):
     got["diff"] = run("diff", *where, "--state-dir", str(state), code=1)
     got["restore"] = run("restore", *where, "--target-dir", str(tmp_path / "copy"))
     got["snapshots list"] = run("snapshots", "list", *where)
+    got["snapshots list (jobs)"] = run("snapshots", "list")
+    got["snapshots list --job"] = run("snapshots", "list", "--job", "pv")
     got["snapshots show"] = run("snapshots", "show", *where)
     got["snapshots verify"] = run("snapshots", "verify", *where)
     got["gc"] = run("gc", "--dry-run", "--grace", "1m")

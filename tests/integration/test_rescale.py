@@ -55,8 +55,8 @@ def _make_sources(tmp: Path, blobs: str, job: str, n: int, seed: int, *extra: st
             db[k] = v
             expected[k] = v
         db.close()
-        cli(tmp, "backup", "--blobstore", blobs, "--job", job, "--store", STORE, "--task", f"Partition {p}",
-            "--state-dir", str(tmp / "state"), *extra)
+        cli(tmp, "backup", "--create", "--blobstore", blobs, "--job", job, "--store", STORE, "--task",
+            f"Partition {p}", "--state-dir", str(tmp / "state"), *extra)
     return expected
 
 
@@ -234,7 +234,11 @@ def test_rescale_usage_and_not_found(tmp_path: Path):
     cli(tmp_path, *base, "--from", "2", "--to", "3", "--partitioner", "not-a-callable", code=2)
     p = cli(tmp_path, "-o", "json", *base, "--from", "2", "--to", "3", code=10)
     doc = json.loads(p.stdout)
-    assert doc["exit_code"] == 10 and "Partition 0" in doc["error"]
+    assert doc["exit_code"] == 10 and doc["error"] == f"blob store {blobs} does not exist"  # not made either
+    (tmp_path / "blobs").mkdir()
+    p = cli(tmp_path, "-o", "json", *base, "--from", "2", "--to", "3", code=10)
+    doc = json.loads(p.stdout)
+    assert doc["exit_code"] == 10 and doc["error"].startswith("unknown job 'nojob'")
     (tmp_path / "map.json").write_text(json.dumps({"from": ["a"]}))
     p = cli(tmp_path, *base, "--from", "2", "--to", "3", "--task-map", str(tmp_path / "map.json"), code=2)
     assert "task map" in p.stderr

@@ -68,8 +68,8 @@ def _make_sources(tmp: Path, blobs: str, job: str, n: int, foreign: bool = False
             db[_key(first - 1, 999)] = b"not mine"
             db.flush()
         db.close()
-        cli(tmp, "backup", "--blobstore", blobs, "--job", job, "--store", STORE, "--task", f"Partition {p}",
-            "--state-dir", str(tmp / "state"))
+        cli(tmp, "backup", "--create", "--blobstore", blobs, "--job", job, "--store", STORE, "--task",
+            f"Partition {p}", "--state-dir", str(tmp / "state"))
     return expected
 
 

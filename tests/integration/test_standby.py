@@ -345,7 +345,7 @@ def backup_with_changelog_position(world: World, store_dir: Path, offset: int) -
 
     marker = encode_changelog_marker(KafkaChangelogMarker(SSP("kafka", world.topic, 0), str(offset)))
     with Session.from_env(kafka=world.bootstrap, blobstore=f"file://{world.tmp / 'blobs'}",
-                          env=clean_env(world.tmp)) as session:
+                          env=clean_env(world.tmp), create_blobstore=True) as session:
         r = backup(BackupOptions(world.ref, store_dir, markers={KAFKA_CHANGELOG_FACTORY: {STORE: marker}}),
                    session.blobstore, session.catalog)
     # The job's latest checkpoint names both the snapshot and the changelog position.

@@ -384,7 +384,8 @@ def test_a_container_with_a_blob_store_restored_store_fails_over_onto_its_pre_re
     for i, task in enumerate(CONTAINER0):  # each task's snapshot, committed to the job's checkpoint topic
         src = j.tmp / "active-host" / task.replace(" ", "_")
         make_store(src, 500 + i, 128, seed=i)
-        with Session.from_env(kafka=j.bootstrap, blobstore=blobs, env=clean_env(j.tmp)) as session:
+        with Session.from_env(kafka=j.bootstrap, blobstore=blobs, env=clean_env(j.tmp),
+                              create_blobstore=True) as session:
             r = backup(BackupOptions(StoreRef(j.job, "1", task, "dims"), src, keep_local_checkpoint=False),
                        session.blobstore, session.catalog)
         checkpoints[task] = r.checkpoint_id

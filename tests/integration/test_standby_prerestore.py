@@ -69,7 +69,8 @@ def snapshot(w: World, keys: int, *, start: int, seed: int) -> tuple[str, str]:
     store = active_host_store(w)
     store.parent.mkdir(parents=True, exist_ok=True)
     make_store(store, keys, 256, seed=seed, start=start)
-    with Session.from_env(kafka=w.bootstrap, blobstore=blobs(w), env=clean_env(w.tmp)) as session:
+    with Session.from_env(kafka=w.bootstrap, blobstore=blobs(w), env=clean_env(w.tmp),
+                          create_blobstore=True) as session:
         r = backup(BackupOptions(w.ref, store, keep_local_checkpoint=False), session.blobstore, session.catalog)
     return r.snapshot_id, r.checkpoint_id
 

@@ -73,6 +73,7 @@ def world(tmp_path: Path):
     sdir = store_dir(tmp_path / "state", REF.store, REF.task)
     make_store(sdir, 6000, 1024, seed=1, sst_mb=1)
     url = f"file://{tmp_path / 'blobs'}"
+    (tmp_path / "blobs").mkdir()  # an existing blob store (a missing file:// dir is an error without --create)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "TERM": "xterm-256color",
            "LANG": "C.UTF-8", "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "XDG_DATA_HOME": str(tmp_path / "data")}
     args = f"--blobstore {url} --job {REF.job} --store {REF.store} --store-dir {sdir} --chunk-size 1MiB -j 2"

@@ -29,7 +29,7 @@ def test_a_library_backs_up_and_restores_through_a_session(tmp_path: Path, env):
     make_store(live, 500, 256, seed=3, sst_mb=1)
     blobs = tmp_path / "blobs"
     with open_session(blobstore=f"file://{blobs}", job="page-views", store="counts", state_dir=state,
-                      env=env) as session:
+                      env=env, create_blobstore=True) as session:
         s = session.settings
         assert session.store_dir() == live and str(session.ref()) == "page-views-1/Partition 0/counts"
         b = backup(BackupOptions(ref=session.ref(), store_dir=session.store_dir(), parallelism=s.parallelism,
@@ -81,7 +81,7 @@ def test_ref_and_store_dir_say_what_is_missing(tmp_path: Path, env):
 
 
 def test_adapters_open_on_use_and_close_once(tmp_path: Path, env):
-    session = Session.from_env(env=env, blobstore=f"file://{tmp_path / 'b'}")
+    session = Session.from_env(env=env, blobstore=f"file://{tmp_path / 'b'}", create_blobstore=True)
     assert isinstance(session.progress, NullProgress)
     assert session._blobstore is None and session.commit_log is None    # nothing opened yet; no Kafka
     closed = []
@@ -101,6 +101,7 @@ def test_kafka_makes_the_checkpoint_topics_the_commit_log_without_connecting(tmp
     from statectl.catalog.kafka_log import KafkaCheckpointLogs
 
     recorder = NoteRecorder()
+    (tmp_path / "b").mkdir()
     with open_session(env=env, blobstore=f"file://{tmp_path / 'b'}", kafka="127.0.0.1:1", progress=recorder) as s:
         assert s.progress is recorder
         assert isinstance(s.commit_log, KafkaCheckpointLogs) and s.commit_log.bootstrap == "127.0.0.1:1"
@@ -114,3 +115,31 @@ def test_secrets_of_the_settings_are_masked(tmp_path: Path, env):
     Session.from_env(env={**env, "STATECTL_S3_SECRET_ACCESS_KEY": "s3cr3t-Value-42"},
                      blobstore=f"file://{tmp_path / 'b'}", s3_endpoint="http://user:pa55word@127.0.0.1:1")
     assert redact("key s3cr3t-Value-42 and pa55word") == "key **** and ****"
+
+
+def test_a_file_blob_store_dir_that_does_not_exist_is_not_found_unless_created(tmp_path: Path, env, monkeypatch):
+    """A mistyped file:// URL must not start a new blob store where nobody looks (issue 22): exit 10, and
+    nothing is made; create_blobstore (the CLI's --create) makes it; the embedded default is always made."""
+    from statectl.errors import NotFoundError
+
+    missing = tmp_path / "no" / "such" / "blobs"
+    with Session.from_env(env=env, blobstore=f"file://{missing}") as session:
+        store = session.blobstore  # opening touches nothing; the first use says it
+        with pytest.raises(NotFoundError, match=f"blob store file://{missing} does not exist") as e:
+            list(store.list(""))
+        with pytest.raises(NotFoundError, match="does not exist"):
+            store.put_at("checkpoints/x", b"1")
+        assert e.value.exit_code == 10 and "--create" in (e.value.hint or "")
+    assert not (tmp_path / "no").exists()
+    (tmp_path / "afile").write_text("x")
+    with Session.from_env(env=env, blobstore=f"file://{tmp_path / 'afile'}") as session:
+        with pytest.raises(NotFoundError, match="is not a directory"):
+            session.blobstore.stat("blobs/x")
+    with Session.from_env(env=env, blobstore=f"file://{missing}", create_blobstore=True) as session:
+        assert session.blobstore.url == f"file://{missing}" and missing.is_dir()
+    default = tmp_path / "xdg-data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(default))  # the default URL is read from the process environment
+    with Session.from_env(env=env) as session:
+        assert session.settings.source("blobstore") == "default"
+        session.blobstore
+    assert (default / "statectl" / "blobs").is_dir()

@@ -19,7 +19,7 @@ from statectl.cli.main import EXIT_CODES_HELP, app
 
 # Every command's flags as the contract has them (CLI.md): none may be lost or renamed.
 FLAGS = {
-    "backup": {"--all", "--blobstore", "--checkpoint-dir", "--chunk-size", "--grace", "--job", "--job-id", "--kafka",
+    "backup": {"--all", "--all-tasks", "--blobstore", "--checkpoint-dir", "--chunk-size", "--create", "--grace", "--job", "--job-id", "--kafka",
                "--keep-last",
                "--parallelism", "--s3-endpoint", "--state-dir", "--store", "--store-dir", "--task", "--ttl", "-j"},
     "restore": {"--blobstore", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
@@ -35,7 +35,7 @@ FLAGS = {
                        "--task"},
     "snapshots verify": {"--blobstore", "--download", "--job", "--job-id", "--kafka", "--parallelism",
                          "--s3-endpoint", "--store", "--task", "-j"},
-    "snapshots copy": {"--blobstore", "--grace", "--job", "--job-id", "--kafka", "--keep-last", "--parallelism",
+    "snapshots copy": {"--blobstore", "--create", "--grace", "--job", "--job-id", "--kafka", "--keep-last", "--parallelism",
                        "--s3-endpoint", "--store", "--task", "--to-blobstore", "--to-job", "--to-job-id",
                        "--to-s3-endpoint", "--to-store", "--to-task", "--ttl", "-j"},
     "config show": {"--blobstore", "--job", "--job-id", "--kafka", "--keep-last", "--parallelism", "--s3-endpoint",
@@ -185,6 +185,7 @@ def test_state_command_closes_the_session_when_the_command_fails(tmp_path: Path,
         store.close = lambda: closed.append(True)
         raise errors.NotFoundError("nothing here", hint="look elsewhere")
 
+    (tmp_path / "b").mkdir()
     r = CliRunner().invoke(_app_with(probe), ["probe", "--blobstore", f"file://{tmp_path / 'b'}"])
     assert (r.exit_code, closed) == (10, [True])
     assert "Error: nothing here" in r.stderr and "Hint: look elsewhere" in r.stderr

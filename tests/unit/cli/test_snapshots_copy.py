@@ -11,6 +11,7 @@ from statectl.cli.main import app
 
 def _run(tmp_path: Path, *args: str):
     env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    (tmp_path / "blobs").mkdir(exist_ok=True)  # an existing (empty) blob store
     return CliRunner().invoke(app, ["snapshots", "copy", "--blobstore", f"file://{tmp_path / 'blobs'}",
                                     "--job", "pv", "--store", "counts", *args], env=env)
 
