@@ -243,6 +243,14 @@ class Settings:
         v = self._values[name].value
         return "****" if v is not None and KEYS[name].secret else v
 
+    def shown(self, name: str) -> str:
+        """The value as a user writes it in a config file (sizes ``64MiB``, durations ``6h``; secrets
+        masked; empty for none)."""
+        v = self.masked(name)
+        if v is None:
+            return ""
+        return v if v == "****" else KEYS[name].show(v)
+
 
 def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | None:
     """The config file to read, or None. An explicitly named file must exist (ConfigError)."""

@@ -14,7 +14,8 @@ app = typer.Typer(help="Inspect statectl's settings.", no_args_is_help=True, ric
 @state_command("blobstore", "s3_endpoint", "kafka", *STORE_REF, "state_dir", "parallelism", "keep_last")
 def show(env: Env) -> None:
     """Print the effective settings and where each came from (flag, env, profile, default); secrets masked.
-    Takes the same state flags as the other commands, to show what they would resolve to."""
+    Sizes and durations as a user writes them (64MiB, 6h; JSON: bytes and seconds). Takes the same state
+    flags as the other commands, to show what they would resolve to."""
     s = env.settings
     rows = [{"key": name, "value": s.masked(name), "source": value.source} for name, value in s.items()]
     if env.json:
@@ -23,5 +24,5 @@ def show(env: Env) -> None:
         return
     width = max(len(r["key"]) for r in rows)
     lines = [f"config file: {s.config_file or '(none)'}", f"profile:     {s.profile}", ""]
-    lines += [f"{r['key']:<{width}}  {'' if r['value'] is None else r['value']!s:<40}  {r['source']}" for r in rows]
+    lines += [f"{r['key']:<{width}}  {s.shown(r['key']):<40}  {r['source']}" for r in rows]
     env.emit(None, "\n".join(lines))

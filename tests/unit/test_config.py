@@ -538,3 +538,27 @@ def test_config_show_never_prints_the_kafka_passwords(tmp_path, monkeypatch):
     assert "Sasl-pw-with-CR-7" not in bad.stdout + bad.stderr
     assert "kafka_sasl_password from env STATECTL_KAFKA_SASL_PASSWORD: invalid value: it contains a line break" in \
         bad.stderr
+
+
+def test_config_show_prints_sizes_and_durations_as_a_user_writes_them(tmp_path, monkeypatch):
+    """Text: 64MiB, 6h, 90s as a config file would say them (and read back to the same values); JSON: the
+    bytes and seconds."""
+    from typer.testing import CliRunner
+
+    from statectl.cli.main import app
+
+    for name in list(os.environ):
+        if name.startswith("STATECTL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    write("statectl.toml", '[default]\nchunk_size = "8MiB"\nttl = "90s"\n')
+    runner = CliRunner()
+    text = runner.invoke(app, ["config", "show"])
+    assert text.exit_code == 0, text.output
+    shown = {line.split()[0]: line.split()[1] for line in text.stdout.splitlines()[3:] if len(line.split()) >= 3}
+    assert shown["chunk_size"] == "8MiB" and shown["ttl"] == "90s" and shown["grace"] == "6h"
+    assert parse_size(shown["chunk_size"]) == 8 * 1024 * 1024 and parse_duration(shown["grace"]) == 6 * 3600
+    rows = {r["key"]: r for r in json.loads(runner.invoke(app, ["-o", "json", "config", "show"]).stdout)["settings"]}
+    assert rows["chunk_size"]["value"] == 8 * 1024 * 1024 and rows["ttl"]["value"] == 90
