@@ -375,7 +375,7 @@ _statectl_value() {
                 --replica) REPLY='@text' ;;
                 --replica-dir) REPLY='@dir' ;;
                 --container) REPLY='@text' ;;
-                --layout) REPLY='@text' ;;
+                --layout) REPLY='standby-root active-path' ;;
                 --metrics-port) REPLY='@text' ;;
                 --metrics-addr) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
@@ -459,7 +459,7 @@ _statectl_value() {
                 --s3-endpoint) REPLY='@text' ;;
                 --topic) REPLY='@text' ;;
                 --from-file) REPLY='@file' ;;
-                --format) REPLY='@text' ;;
+                --format) REPLY='parquet jsonl csv' ;;
                 --tasks) REPLY='@text' ;;
                 --partitions) REPLY='@text' ;;
                 --key-field) REPLY='@text' ;;
@@ -468,8 +468,8 @@ _statectl_value() {
                 --key-column) REPLY='@text' ;;
                 --value-column) REPLY='@text' ;;
                 --value-columns) REPLY='@text' ;;
-                --key-serde) REPLY='@text' ;;
-                --value-serde) REPLY='@text' ;;
+                --key-serde) REPLY='string json integer long double byte bytebuffer byte-array bytes' ;;
+                --value-serde) REPLY='string json integer long double byte bytebuffer byte-array bytes' ;;
                 --max-age) REPLY='@text' ;;
                 --keep-versions) REPLY='@text' ;;
                 --master) REPLY='@text' ;;

@@ -27,10 +27,6 @@ COMPLETION_FILES = {"bash": "completions/statectl.bash", "zsh": "completions/_st
                     "fish": "completions/statectl.fish"}
 MAN_DIR = "man"
 
-# Values that the code accepts from a fixed set without declaring it in the option's type (``--output``
-# is a plain string checked by config.KEYS["output"]). A type with choices (Enum, Literal) wins over
-# this table; tests/unit/cli/test_docs.py checks each entry against the config validator.
-VALUE_CHOICES: dict[str, tuple[str, ...]] = {"output": ("text", "json")}
 
 _HEADER = "Generated from the statectl {version} command tree by `make docs`; do not edit."
 
@@ -162,10 +158,9 @@ def _value_kind(p: Any) -> tuple[str, tuple[str, ...]]:
     """How a shell completes this option's value: fixed choices, files, directories, or nothing."""
     desc = getattr(p, "type_descriptor", None)
     choices = getattr(desc, "choices", None) if desc is not None else None
+    choices = choices or getattr(getattr(p, "type", None), "choices", None)  # a Literal's (click's Choice)
     if choices:
         return "choice", tuple(str(getattr(c, "value", c)) for c in choices)
-    if p.name in VALUE_CHOICES:
-        return "choice", VALUE_CHOICES[p.name]
     name = p.name or ""
     if desc is not None and (desc.is_path or desc.is_file):
         kind = desc.path_type if desc.is_path else "file"

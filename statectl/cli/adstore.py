@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 
 from statectl.cli.common import Env, exit_codes_epilog, state_command, stop_on_signals
 from statectl.errors import UsageError
+from statectl.formats.serdes import KIND_ALIASES, KINDS
+from statectl.local.datasets import FORMATS
+
+SERDES = (*KINDS, *KIND_ALIASES)
 
 if TYPE_CHECKING:
     from statectl.engine.adstore import FileLoadResult, LoadResult
@@ -101,8 +105,8 @@ def load(
                         "in task k's store).", show_default=False)] = None,
     from_file: Annotated[Optional[Path], typer.Option("--from-file", help="Fill from this file or dir (Parquet, JSON "
                                                       "lines, CSV) as a new version.", show_default=False)] = None,
-    fmt: Annotated[Optional[str], typer.Option("--format", help="parquet, jsonl or csv (default: from the file "
-                                               "names).", show_default=False)] = None,
+    fmt: Annotated[Optional[Literal[FORMATS]], typer.Option(
+        "--format", help="The files' format (default: from the file names).", show_default=False)] = None,
     broadcast: Annotated[bool, typer.Option("--broadcast", help="One store holding every partition (the store dir "
                                             "of --task, or --store-dir).")] = False,
     tasks: Annotated[Optional[str], typer.Option(
@@ -124,12 +128,11 @@ def load(
                                                         "JSON object of the other columns).", show_default=False)] = None,
     value_columns: Annotated[Optional[str], typer.Option("--value-columns", help="Files: the value as a JSON object "
                                                          "of these columns (a,b,c).", show_default=False)] = None,
-    key_serde: Annotated[Optional[str], typer.Option(
-        "--key-serde", help="Topic: the store's key serde (string, json, integer, long, double, byte-array, "
-                            "bytebuffer): the record key as Samza's serde reads and writes it (default: the job's "
-                            "stores.<store>.key.serde with --job, else the bytes as they are).",
+    key_serde: Annotated[Optional[Literal[SERDES]], typer.Option(
+        "--key-serde", help="Topic: the store's key serde: the record key as Samza's serde reads and writes it "
+                            "(default: the job's stores.<store>.key.serde with --job, else the bytes as they are).",
         show_default=False)] = None,
-    value_serde: Annotated[Optional[str], typer.Option(
+    value_serde: Annotated[Optional[Literal[SERDES]], typer.Option(
         "--value-serde", help="Topic: the store's value serde (as --key-serde; the job's stores.<store>.msg.serde).",
         show_default=False)] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Topic: after the bootstrap, keep applying new records "

@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 import traceback
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -170,7 +170,7 @@ def main(
     ctx: typer.Context,
     config: Annotated[Optional[str], typer.Option("--config", help="Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml). [env STATECTL_CONFIG]", show_default=False)] = None,
     profile: Annotated[Optional[str], typer.Option("--profile", help="Profile (table) of the config file to use (default: default). [env STATECTL_PROFILE]", show_default=False)] = None,
-    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Result format: text or json. [env STATECTL_OUTPUT]", show_default=False)] = None,
+    output: Annotated[Optional[Literal["text", "json"]], typer.Option("--output", "-o", help="Result format. [env STATECTL_OUTPUT]", show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes on stderr.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Tracebacks for errors.")] = False,

@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 
@@ -43,7 +43,7 @@ CONTAINER = Annotated[Optional[str], typer.Option(
                         "standby container <id>-<n>): every store with a changelog of every task the coordinator "
                         "stream assigns it (--store: only that store); excludes --task, --changelog, --partition and "
                         "--replica-dir.", show_default=False)]
-LAYOUT = Annotated[str, typer.Option(
+LAYOUT = Annotated[Literal["standby-root", "active-path"], typer.Option(
     "--layout", help="standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>. active-path: "
                      "in the task's active store dir <state-dir>/<store>/<task>, as Samza's own standby keeps it, so "
                      "that promote moves nothing; only on a host that runs no active of the task (its store's LOCK "

@@ -142,14 +142,25 @@ def test_value_hints(tree):
     assert "--version" not in by_path[("backup",)]       # only before the command
 
 
-def test_value_choices_match_the_config_validator():
+def test_choices_match_the_config_validator_and_the_engine(tree):
+    """The choices an option's type lists (help, completions) are what the code behind it accepts: --output
+    as config.KEYS["output"] (its env and profile path), --format the dataset readers' formats, the serdes
+    what formats.serdes.kind_of reads."""
     from statectl import config
+    from statectl.formats.serdes import kind_of
+    from statectl.local.datasets import FORMATS
 
-    for key, choices in docs.VALUE_CHOICES.items():
-        for c in choices:
-            assert config.KEYS[key].parse(c) == c
-        with pytest.raises((ValueError, TypeError)):
-            config.KEYS[key].parse("no-such-" + key)
+    by_path = {c.path: {n: o for o in c.all_options() for n in o.names} for c in tree.walk()}
+    for c in by_path[()]["--output"].choices:
+        assert config.KEYS["output"].parse(c) == c
+    with pytest.raises((ValueError, TypeError)):
+        config.KEYS["output"].parse("no-such-output")
+    load = by_path[("adstore", "load")]
+    assert load["--format"].choices == FORMATS
+    assert load["--key-serde"].choices == load["--value-serde"].choices
+    for name in load["--key-serde"].choices:
+        kind_of(name)
+    assert by_path[("standby", "follow")]["--layout"].choices == ("standby-root", "active-path")
 
 
 def test_the_exit_status_section_is_the_exit_code_table(files):
