@@ -307,9 +307,22 @@ def auth_failed(bootstrap: str, e: BaseException, security: KafkaSecurity | None
     return AuthError(f"Kafka brokers {bootstrap} rejected the authentication: {_kafka_message(e)}", hint=SASL_HINT)
 
 
-def _raise_if_auth(bootstrap: str, e: BaseException, security: KafkaSecurity | None = None) -> None:
+def kafka_failure(bootstrap: str, e: BaseException, doing: str, *, client: Any = None,
+                  security: KafkaSecurity | None = None, reach: bool = False) -> StatectlError:
+    """The one error for a kafka-python error ``e`` raised while ``doing`` (e.g. "writing to T"): AuthError
+    when the brokers refused the credentials or their ACLs the operation (naming the SASL user of
+    ``security``, or of the ``client`` statectl opened); with ``reach``, the unreachable-brokers error;
+    else StatectlError ``kafka BOOTSTRAP: DOING failed: E``. The caller raises it ``from e``."""
+    security = security if security is not None else getattr(client, STATECTL_SECURITY, None)
     if isinstance(e, _auth_errors(_errors())):
-        raise auth_failed(bootstrap, e, security) from e
+        return auth_failed(bootstrap, e, security)
+    if reach:
+        return unreachable(bootstrap, f"{doing}: {e}", security)
+    return StatectlError(f"kafka {bootstrap}: {doing} failed: {e}")
+
+
+# The attribute of a client _open made that holds its KafkaSecurity (kafka_failure names its SASL user).
+STATECTL_SECURITY = "_statectl_security"
 
 
 def unreachable(bootstrap: str, cause: object, security: KafkaSecurity | None = None) -> StatectlError:
@@ -516,7 +529,12 @@ def _open(bootstrap: str, factory: Callable[[], Any], security: KafkaSecurity | 
     if found is not None:
         raise found
     try:
-        return factory()
+        client = factory()
+        try:
+            setattr(client, STATECTL_SECURITY, security)
+        except AttributeError:  # a client class with __slots__: errors name no SASL user
+            pass
+        return client
     except _auth_errors(errors) as e:
         raise auth_failed(bootstrap, e, security) from e
     except unreachable_errors as e:
@@ -565,8 +583,7 @@ def partition_count(consumer: Any, topic: str, bootstrap: str) -> int | None:
             return None
         parts = consumer.partitions_for_topic(topic)
     except errors.KafkaError as e:
-        _raise_if_auth(bootstrap, e)
-        raise unreachable(bootstrap, e) from e
+        raise kafka_failure(bootstrap, e, f"reading the metadata of {topic}", client=consumer, reach=True) from e
     return len(parts) if parts else None
 
 
@@ -595,8 +612,7 @@ def create_topic(bootstrap: str, topic: str, *, partitions: int = 1, configs: di
     except errors.TopicAlreadyExistsError:
         return False
     except errors.KafkaError as e:
-        _raise_if_auth(bootstrap, e, security)
-        raise StatectlError(f"kafka {bootstrap}: cannot create topic {topic}: {e}") from e
+        raise kafka_failure(bootstrap, e, f"creating topic {topic}", security=security) from e
     finally:
         admin.close()
 
@@ -615,8 +631,7 @@ def produce(producer: Any, topic: str, partition: int, key: bytes | None, value:
     except errors.KafkaTimeoutError as e:
         raise StatectlError(f"kafka {bootstrap}: writing to {topic} timed out: {e}") from e
     except errors.KafkaError as e:
-        _raise_if_auth(bootstrap, e)
-        raise StatectlError(f"kafka {bootstrap}: writing to {topic} failed: {e}") from e
+        raise kafka_failure(bootstrap, e, f"writing to {topic}", client=producer) from e
     return meta.offset
 
 
@@ -656,8 +671,8 @@ class PartitionReader:
             begin = self.consumer.beginning_offsets([self.tp])[self.tp]
             end = self.consumer.end_offsets([self.tp])[self.tp]
         except errors.KafkaError as e:
-            _raise_if_auth(self.bootstrap, e)
-            raise unreachable(self.bootstrap, f"listing offsets of {self.topic}[{self.partition}]: {e}") from e
+            raise kafka_failure(self.bootstrap, e, f"listing offsets of {self.topic}[{self.partition}]",
+                                client=self.consumer, reach=True) from e
         return begin, end
 
     def seek(self, start: int | None = None) -> int:
@@ -706,8 +721,8 @@ class PartitionReader:
             try:
                 self.reported_end = self.consumer.end_offsets([self.tp])[self.tp]
             except errors.KafkaError as e:
-                _raise_if_auth(self.bootstrap, e)
-                raise unreachable(self.bootstrap, f"listing offsets of {self.topic}[{self.partition}]: {e}") from e
+                raise kafka_failure(self.bootstrap, e, f"listing offsets of {self.topic}[{self.partition}]",
+                                    client=self.consumer, reach=True) from e
         last_progress = time.monotonic()
         while stop is None or self.position < stop:
             # Quick and at the end already: a poll that does not wait returns what the client still holds.
@@ -719,9 +734,8 @@ class PartitionReader:
                 raise OffsetOutOfRange(f"offset {self.position} of {self.topic}[{self.partition}] is out of range "
                                     f"(the log starts at {self.beginning}): {e}") from e
             except errors.KafkaError as e:
-                _raise_if_auth(self.bootstrap, e)
-                raise StatectlError(f"kafka {self.bootstrap}: reading {self.topic}[{self.partition}] at offset "
-                                    f"{self.position} failed: {e}") from e
+                raise kafka_failure(self.bootstrap, e, f"reading {self.topic}[{self.partition}] at offset "
+                                    f"{self.position}", client=self.consumer) from e
             if stop is not None and records and records[-1].offset >= stop:
                 records = [r for r in records if r.offset < stop]
                 position = stop

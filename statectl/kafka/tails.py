@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.kafka.client import OffsetOutOfRange, _errors, _raise_if_auth, kafka_module, unreachable
+from statectl.kafka.client import OffsetOutOfRange, _errors, kafka_failure, kafka_module
 
 # A read that makes no progress this long while short of some partition's reported end fails.
 TAIL_STALL_S = 30.0
@@ -46,8 +46,7 @@ def read_tails(consumer: Any, topic: str, partitions: list[int], bootstrap: str,
         begins = consumer.beginning_offsets(list(tps.values()))
         ends = consumer.end_offsets(list(tps.values()))
     except errors.KafkaError as e:
-        _raise_if_auth(bootstrap, e)
-        raise unreachable(bootstrap, f"listing offsets of {topic}: {e}") from e
+        raise kafka_failure(bootstrap, e, f"listing offsets of {topic}", client=consumer, reach=True) from e
     tails = {p: Tail(p, begins[tp], ends[tp]) for p, tp in tps.items()}
     kept: dict[int, deque] = {p: deque(maxlen=max(1, last) * 64) for p in tps}
     reading = {p for p, t in tails.items() if t.end > t.beginning}
@@ -63,8 +62,7 @@ def read_tails(consumer: Any, topic: str, partitions: list[int], bootstrap: str,
             polled = consumer.poll(timeout_ms=poll_ms, max_records=100_000)
             now = {p: consumer.position(tps[p]) for p in reading}
         except errors.KafkaError as e:
-            _raise_if_auth(bootstrap, e)
-            raise StatectlError(f"kafka {bootstrap}: reading the end of {topic} failed: {e}") from e
+            raise kafka_failure(bootstrap, e, f"reading the end of {topic}", client=consumer) from e
         for tp, records in polled.items():
             kept[tp.partition].extend(records)
         moved = any(now[p] > position[p] for p in reading)
@@ -77,8 +75,7 @@ def read_tails(consumer: Any, topic: str, partitions: list[int], bootstrap: str,
                     kept[tp.partition].extend(records)
                 position = {p: consumer.position(tps[p]) for p in reading}
             except errors.KafkaError as e:
-                _raise_if_auth(bootstrap, e)
-                raise StatectlError(f"kafka {bootstrap}: reading the end of {topic} failed: {e}") from e
+                raise kafka_failure(bootstrap, e, f"reading the end of {topic}", client=consumer) from e
             break
         if moved or polled:
             last_progress = time.monotonic()

@@ -347,3 +347,28 @@ def test_create_topic_passes_the_security_on(monkeypatch):
     with pytest.raises(AuthError, match="not authorized"):
         create_topic("b:9092", "t", security=security)
     assert seen == {"security": security, "closed": True}
+
+
+def test_every_kafka_failure_names_the_sasl_user_of_the_client_that_failed():
+    """kafka_failure (the one conversion of kafka-python's errors): an ACL refusal or a rejected login on a
+    client statectl opened with SASL names its user; other failures say what was being done, or that the
+    brokers cannot be reached."""
+    from kafka import errors as ke
+
+    from statectl.errors import AuthError
+    from statectl.kafka.client import STATECTL_SECURITY, kafka_failure
+
+    class Client:  # what _open returns, as far as kafka_failure looks: the security it was opened with
+        pass
+
+    client = Client()
+    setattr(client, STATECTL_SECURITY, KafkaSecurity("SASL_PLAINTEXT", "PLAIN", "alice", "Alice-pw-0123"))
+    acl = kafka_failure("b:9092", ke.TopicAuthorizationFailedError(), "writing to t", client=client)
+    assert isinstance(acl, AuthError) and "of alice" in acl.hint
+    login = kafka_failure("b:9092", ke.SaslAuthenticationFailedError("bad"), "reading t[0]", client=client)
+    assert isinstance(login, AuthError) and "as alice" in str(login)
+    other = kafka_failure("b:9092", ke.KafkaError("boom"), "reading t[0] at offset 5", client=client)
+    assert not isinstance(other, AuthError) and str(other) == "kafka b:9092: reading t[0] at offset 5 failed: KafkaError: boom"
+    far = kafka_failure("b:9092", ke.KafkaTimeoutError("late"), "listing offsets of t", reach=True)
+    assert "cannot reach Kafka brokers b:9092: listing offsets of t" in str(far)
+    assert "Alice-pw-0123" not in str(acl) + str(login) + acl.hint + login.hint
