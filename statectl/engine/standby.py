@@ -706,113 +706,11 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                 moved = relocate_legacy(replica, legacy_dir)
                 if moved:
                     progress.note(moved)
-            previous = read_status(replica)
-            watch: TopicWatch | None = TopicWatch(tail_consumer, replica.changelog, bootstrap)
-            status = FollowStatus(str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(),
-                                  socket.gethostname(), argv=list(argv or []), cwd=cwd or os.getcwd(),
-                                  topic_id=watch.topic_id, job=replica.ref.job, job_id=replica.ref.job_id,
-                                  task=replica.ref.task, store=replica.ref.store, container=container)
-            changelog_only = False  # after the changelog was recreated, a snapshot's position means nothing
-            if (previous is not None and previous.changelog == replica.changelog and previous.topic_id
-                    and watch.topic_id and previous.topic_id != watch.topic_id
-                    and (replica.replica_dir / OFFSET_V2).exists()):
-                progress.note(f"replica {replica.replica_dir}: changelog {replica.changelog} was deleted and "
-                              f"recreated since it was followed (topic id {previous.topic_id}, now "
-                              f"{watch.topic_id}); re-seeding it")
-                result.reseeds += 1
-                status.reseeds = result.reseeds
-                changelog_only = True
-                _reseed(replica)
-            _write_status(replica, status)  # 'standby status' sees it from the start; it proves the dir ours
-            cap = _CheckpointCap(replica, bootstrap, security) if to_checkpoint else None
-            while not stop.is_set():
-                offset = applied_offset(replica) if replica.replica_dir.exists() else None
-                seeded = offset is None and not (replica.replica_dir / OFFSET_V2).exists()
-                if seeded:
-                    # A snapshot whose own position is off the changelog (the topic recreated) cannot seed it:
-                    # after such a re-seed, bootstrap from the changelog alone.
-                    from_snapshot = seed if result.reseeds < 2 and not changelog_only else None
-                    status.seeded_from, offset = _seed(replica, bootstrap, security, from_snapshot)
-                    what = ("bootstrapping from the changelog" if status.seeded_from == "changelog"
-                            else f"seeded from snapshot {status.seeded_from}")
-                    progress.note(f"replica {replica.replica_dir}: {what}")
-                if watch is None:  # after the changelog was recreated: the main consumer learns of it too
-                    require_partition(consumer, replica.changelog, replica.partition, bootstrap)
-                    watch = TopicWatch(tail_consumer, replica.changelog, bootstrap)
-                    status.topic_id = watch.topic_id
-                db = _open_replica(replica)
-                try:
-                    if seeded:  # the seed's position, over whatever offset files a snapshot may have carried
-                        _record_offset(replica, db, offset)
-                    reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
-                    status.applied_offset = offset
-                    pending = 0
-                    outage: str | None = None
-                    try:
-                        _check_in_range(consumer, replica, bootstrap, offset)
-                        reader.seek(None if offset is None else offset + 1)
-                        last_flush = last_status = time.monotonic()
-                        newest_applied_ts = -1
-                        batches = (reader.batches(follow=True) if cap is None else _capped_batches(
-                            reader, cap, stop, offset, lambda at: _check_in_range(consumer, replica, bootstrap, at),
-                            status, progress))
-                        for batch in batches:
-                            if batch:
-                                _apply(db, batch)
-                                pending += len(batch)
-                                result.records_applied += len(batch)
-                                status.records_applied = result.records_applied
-                                status.applied_offset = batch[-1].offset
-                                newest_applied_ts = batch[-1].timestamp
-                            now = time.monotonic()
-                            if pending and (pending >= FLUSH_RECORDS or now - last_flush >= FLUSH_SECONDS
-                                            or not batch or stop.is_set()
-                                            or (now - last_flush >= FLUSH_AT_END_S and reader.at_end())):
-                                _record_offset(replica, db, status.applied_offset)
-                                pending, last_flush = 0, now
-                            if now - last_status >= status_every_s or stop.is_set():
-                                if not stop.is_set():  # stopping: no broker round trip (it may not answer)
-                                    applied = status.applied_offset
-                                    tails = watch.check({replica.partition: None if applied is None else applied + 1},
-                                                        last=1)
-                                    if tails is None:
-                                        status.lag_records = status.lag_s = None  # unknown until they answer
-                                        if watch.outage != outage:
-                                            progress.note(f"replica {replica.replica_dir}: {watch.outage}; "
-                                                          "following on")
-                                    else:
-                                        if outage is not None:
-                                            progress.note(f"replica {replica.replica_dir}: the brokers answer again")
-                                        _lag(status, tails[replica.partition], newest_applied_ts)
-                                    outage = watch.outage
-                                _write_status(replica, status)
-                                if on_status is not None:
-                                    on_status(status)
-                                last_status = time.monotonic()
-                            if stop.is_set():
-                                break
-                    except OffsetOutOfRange as e:
-                        if pending:
-                            _record_offset(replica, db, status.applied_offset)
-                        db.close()
-                        result.reseeds += 1
-                        status.reseeds = result.reseeds
-                        _reseed(replica)  # before the note: once it is said, the old offset is gone
-                        if isinstance(e, TopicRecreated):
-                            changelog_only, watch = True, None
-                            progress.note(f"replica {replica.replica_dir}: {e}; re-seeding it from the new "
-                                          "changelog")
-                        else:
-                            progress.note(f"replica {replica.replica_dir}: its offset fell off the changelog ({e}); "
-                                          "re-seeding it from the latest snapshot")
-                        continue
-                    if pending:
-                        _record_offset(replica, db, status.applied_offset)
-                finally:
-                    db.close()
-                result.applied_offset = status.applied_offset
-                _write_status(replica, status)
-                break
+            run = _Following(replica, bootstrap, security, seed, stop, on_status, progress, status_every_s, consumer,
+                             tail_consumer, result)
+            run.start(argv, cwd, container)
+            cap = run.cap = _CheckpointCap(replica, bootstrap, security) if to_checkpoint else None
+            run.loop()
     except Exception as e:
         full = _disk_full(replica, e, "following into")
         if full is None or full is e:
@@ -827,6 +725,152 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
     result.duration_s = round(time.monotonic() - began, 3)
     result.notes = list(getattr(progress, "notes", []))
     return result
+
+
+class _Following:
+    """One follow() under the replica's lock: seed when there is nothing, apply the changelog, flush and
+    report, re-seed when the changelog moved away under it; until ``stop``."""
+
+    def __init__(self, replica: Replica, bootstrap: str, security: KafkaSecurity | None, seed: Seeder | None,
+                 stop: threading.Event, on_status: Callable[[FollowStatus], None] | None,
+                 progress: ProgressReporter, status_every_s: float, consumer: Any, tail_consumer: Any,
+                 result: FollowResult):
+        self.replica, self.bootstrap, self.security, self.seed = replica, bootstrap, security, seed
+        self.stop, self.on_status, self.progress, self.status_every_s = stop, on_status, progress, status_every_s
+        self.consumer, self.tail_consumer, self.result = consumer, tail_consumer, result
+        self.cap: _CheckpointCap | None = None
+        self.watch: TopicWatch | None = None
+        self.changelog_only = False  # after the changelog was recreated, a snapshot's position means nothing
+
+    def start(self, argv: list[str] | None, cwd: str | None, container: str | None) -> None:
+        """The status file, written from the start ('standby status' sees it; it proves the dir ours); a
+        changelog recreated since the follower that wrote the previous one re-seeds the replica."""
+        replica, result = self.replica, self.result
+        previous = read_status(replica)
+        self.watch = TopicWatch(self.tail_consumer, replica.changelog, self.bootstrap)
+        self.status = status = FollowStatus(
+            str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(), socket.gethostname(),
+            argv=list(argv or []), cwd=cwd or os.getcwd(), topic_id=self.watch.topic_id, job=replica.ref.job,
+            job_id=replica.ref.job_id, task=replica.ref.task, store=replica.ref.store, container=container)
+        if (previous is not None and previous.changelog == replica.changelog and previous.topic_id
+                and self.watch.topic_id and previous.topic_id != self.watch.topic_id
+                and (replica.replica_dir / OFFSET_V2).exists()):
+            self.progress.note(f"replica {replica.replica_dir}: changelog {replica.changelog} was deleted and "
+                               f"recreated since it was followed (topic id {previous.topic_id}, now "
+                               f"{self.watch.topic_id}); re-seeding it")
+            result.reseeds += 1
+            status.reseeds = result.reseeds
+            self.changelog_only = True
+            _reseed(replica)
+        _write_status(replica, status)
+
+    def loop(self) -> None:
+        """Follow until stopped; each pass seeds the replica if it is empty, then applies until stopped
+        (the end) or until the replica must be re-seeded (another pass)."""
+        replica, status = self.replica, self.status
+        while not self.stop.is_set():
+            offset = applied_offset(replica) if replica.replica_dir.exists() else None
+            seeded = offset is None and not (replica.replica_dir / OFFSET_V2).exists()
+            if seeded:
+                # A snapshot whose own position is off the changelog (the topic recreated) cannot seed it:
+                # after such a re-seed, bootstrap from the changelog alone.
+                from_snapshot = self.seed if self.result.reseeds < 2 and not self.changelog_only else None
+                status.seeded_from, offset = _seed(replica, self.bootstrap, self.security, from_snapshot)
+                what = ("bootstrapping from the changelog" if status.seeded_from == "changelog"
+                        else f"seeded from snapshot {status.seeded_from}")
+                self.progress.note(f"replica {replica.replica_dir}: {what}")
+            if self.watch is None:  # after the changelog was recreated: the main consumer learns of it too
+                require_partition(self.consumer, replica.changelog, replica.partition, self.bootstrap)
+                self.watch = TopicWatch(self.tail_consumer, replica.changelog, self.bootstrap)
+                status.topic_id = self.watch.topic_id
+            if self._apply(offset, seeded):
+                self.result.applied_offset = status.applied_offset
+                _write_status(replica, status)
+                return
+
+    def _apply(self, offset: int | None, seeded: bool) -> bool:
+        """Apply the changelog from after ``offset`` until stopped (True) or until it has moved away from the
+        replica, which is then re-seeded (False)."""
+        replica, status = self.replica, self.status
+        db = _open_replica(replica)
+        try:
+            if seeded:  # the seed's position, over whatever offset files a snapshot may have carried
+                _record_offset(replica, db, offset)
+            status.applied_offset = offset
+            self.pending = 0
+            try:
+                self._read(db, offset)
+            except OffsetOutOfRange as e:
+                if self.pending:
+                    _record_offset(replica, db, status.applied_offset)
+                db.close()
+                self.result.reseeds += 1
+                status.reseeds = self.result.reseeds
+                _reseed(replica)  # before the note: once it is said, the old offset is gone
+                if isinstance(e, TopicRecreated):
+                    self.changelog_only, self.watch = True, None
+                    self.progress.note(f"replica {replica.replica_dir}: {e}; re-seeding it from the new changelog")
+                else:
+                    self.progress.note(f"replica {replica.replica_dir}: its offset fell off the changelog ({e}); "
+                                       "re-seeding it from the latest snapshot")
+                return False
+            if self.pending:
+                _record_offset(replica, db, status.applied_offset)
+        finally:
+            db.close()
+        return True
+
+    def _read(self, db: Any, offset: int | None) -> None:
+        """Apply batches as they come, flushing (with the offset files) and reporting as they go."""
+        replica, status, consumer, bootstrap = self.replica, self.status, self.consumer, self.bootstrap
+        reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
+        _check_in_range(consumer, replica, bootstrap, offset)
+        reader.seek(None if offset is None else offset + 1)
+        self.outage: str | None = None
+        last_flush = last_status = time.monotonic()
+        newest_applied_ts = -1
+        batches = (reader.batches(follow=True) if self.cap is None else _capped_batches(
+            reader, self.cap, self.stop, offset, lambda at: _check_in_range(consumer, replica, bootstrap, at),
+            status, self.progress))
+        for batch in batches:
+            if batch:
+                _apply(db, batch)
+                self.pending += len(batch)
+                self.result.records_applied += len(batch)
+                status.records_applied = self.result.records_applied
+                status.applied_offset = batch[-1].offset
+                newest_applied_ts = batch[-1].timestamp
+            now = time.monotonic()
+            if self.pending and (self.pending >= FLUSH_RECORDS or now - last_flush >= FLUSH_SECONDS
+                                 or not batch or self.stop.is_set()
+                                 or (now - last_flush >= FLUSH_AT_END_S and reader.at_end())):
+                _record_offset(replica, db, status.applied_offset)
+                self.pending, last_flush = 0, now
+            if now - last_status >= self.status_every_s or self.stop.is_set():
+                self._report(newest_applied_ts)
+                last_status = time.monotonic()
+            if self.stop.is_set():
+                break
+
+    def _report(self, newest_applied_ts: int) -> None:
+        """The lag (unless stopping: no broker round trip, it may not answer) into the status file and to
+        ``on_status``; an outage of the brokers and its end are noted once each."""
+        replica, status, watch = self.replica, self.status, self.watch
+        if not self.stop.is_set() and watch is not None:
+            applied = status.applied_offset
+            tails = watch.check({replica.partition: None if applied is None else applied + 1}, last=1)
+            if tails is None:
+                status.lag_records = status.lag_s = None  # unknown until they answer
+                if watch.outage != self.outage:
+                    self.progress.note(f"replica {replica.replica_dir}: {watch.outage}; following on")
+            else:
+                if self.outage is not None:
+                    self.progress.note(f"replica {replica.replica_dir}: the brokers answer again")
+                _lag(status, tails[replica.partition], newest_applied_ts)
+            self.outage = watch.outage
+        _write_status(replica, status)
+        if self.on_status is not None:
+            self.on_status(status)
 
 
 CAP_POLL_S = 0.5  # follow --to-checkpoint: how often the checkpoint topic is read while nothing can be applied
