@@ -22,7 +22,7 @@ _statectl_options() {
     case $1 in
         '') REPLY='--config --profile --output -o --verbose -v --quiet -q --debug --version --help -h' ;;
         'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --grace --checkpoint-dir --all --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'restore') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --snapshot --target-dir --force --from-other-store --from-changelog --partition --until-offset --to-checkpoint --system --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'restore') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --snapshot --target-dir --force --from-other-store --from-changelog --partition --until-offset --to-checkpoint --system --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;

@@ -14,6 +14,7 @@ EPILOG = (
     "Examples:\n\n"
     "  statectl restore --job page-views --state-dir /var/samza/state --store counts --task 'Partition 0'\n\n"
     "  statectl restore --job page-views --store counts --snapshot 3f2a9c --target-dir /tmp/counts-copy\n\n"
+    "  statectl restore --job page-views --state-dir /var/samza/state --store counts --dry-run\n\n"
     "  statectl restore --from-changelog page-views-counts-changelog --partition 0 --kafka broker:9092 "
     "--target-dir /tmp/counts-rebuilt\n\n"
     "  statectl restore --from-changelog page-views-counts-changelog --partition 0 --kafka broker:9092 "
@@ -36,10 +37,13 @@ def restore(
     until_offset: Annotated[Optional[int], typer.Option("--until-offset", metavar="N", help="Replay only the records below offset N (default: to the end).", show_default=False)] = None,
     to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Replay up to the changelog offset in the task's latest Samza checkpoint (needs --job and --store).")] = False,
     system: Annotated[str, typer.Option("--system", help="The Samza system name of the changelog, for the OFFSET-v2 file written into the store (with --from-changelog).")] = "kafka",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (not even a reader pin); print the plan: the snapshot, and each file downloaded or reused from a local copy.")] = False,
 ) -> None:
     """Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically.
     With --from-changelog, rebuild it by replaying its Kafka changelog instead."""
     if from_changelog is not None:
+        if dry_run:
+            raise UsageError("--dry-run plans a restore from a snapshot; --from-changelog has no dry run yet")
         _restore_from_changelog(env, from_changelog, partition, target_dir, force, snapshot, until_offset,
                                 to_checkpoint, system)
         return
@@ -52,7 +56,7 @@ def restore(
     if from_other_store and snapshot is None:
         raise UsageError("--from-other-store needs --snapshot ID: a cross-restore names the snapshot it takes")
 
-    from statectl.engine.restore import RestoreOptions
+    from statectl.engine.restore import RestoreOptions, plan_restore
     from statectl.engine.restore import restore as run_restore
 
     session, s = env.session, env.settings
@@ -63,6 +67,15 @@ def restore(
     opts = RestoreOptions(ref=session.ref(), store_dir=sdir, target_dir=target_dir, snapshot=snapshot,
                           parallelism=s.parallelism, force=force, from_other_store=from_other_store,
                           state_dir=Path(s.state_dir) if s.state_dir else None)
+    if dry_run:
+        plan = plan_restore(opts, session.blobstore, session.catalog, env.progress)
+        lines = [f"would download {f.path} ({human_bytes(f.size)})" if f.action == "download"
+                 else f"would reuse {f.path} ({human_bytes(f.size)}) from {f.source}" for f in plan.files]
+        lines.append(f"dry run: would restore snapshot {plan.snapshot_id} (checkpoint {plan.checkpoint_id}) into "
+                     f"{plan.target_dir}: {plan.files_total} files, {plan.files_downloaded} downloaded "
+                     f"({human_bytes(plan.bytes_downloaded)}), {plan.files_reused} reused locally")
+        env.emit(plan, "\n".join(lines))
+        return
     r = run_restore(opts, session.blobstore, session.catalog, env.progress)
     env.emit(r, f"restored snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) into {r.target_dir}: "
                 f"{r.files_total} files, {r.files_downloaded} downloaded ({human_bytes(r.bytes_downloaded)}), "

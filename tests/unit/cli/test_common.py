@@ -22,7 +22,7 @@ FLAGS = {
     "backup": {"--all", "--blobstore", "--checkpoint-dir", "--chunk-size", "--grace", "--job", "--job-id", "--kafka",
                "--keep-last",
                "--parallelism", "--s3-endpoint", "--state-dir", "--store", "--store-dir", "--task", "--ttl", "-j"},
-    "restore": {"--blobstore", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
+    "restore": {"--blobstore", "--dry-run", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
                 "--parallelism", "--partition", "--s3-endpoint", "--snapshot", "--state-dir", "--store", "--store-dir",
                 "--system", "--target-dir", "--task", "--to-checkpoint", "--until-offset", "-j"},
     "diff": {"--against", "--blobstore", "--job", "--job-id", "--kafka", "--s3-endpoint", "--snapshot", "--state-dir",

@@ -1,0 +1,132 @@
+"""--dry-run of the commands that change state: the dry run writes nothing anywhere (stores, blob store,
+Kafka topics), exits 0, prints its plan in text and JSON, and the command run next does exactly that plan.
+Against the real components: rocksdict stores, file:// and SeaweedFS blob stores, a Tansu broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from statectl.blobstore import open_blobstore
+from statectl.cli.main import app
+from statectl.local.layout import local_checkpoint_dirs, store_dir
+from tests.tools.genstore import fingerprint, make_store
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch):
+    """Run statectl in-process with a clean environment rooted in tmp_path."""
+    for name in list(os.environ):
+        if name.startswith("STATECTL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0, env: dict | None = None):
+        result = runner.invoke(app, list(args), env=env)
+        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+        return result
+
+    return run
+
+
+class Where:
+    """A blob store of one backend: the CLI flags and environment that reach it, and a way to open it."""
+
+    def __init__(self, url: str, env: dict[str, str], s3=None):
+        self.url, self.env, self.s3 = url, env, s3
+
+    def args(self) -> list[str]:
+        return ["--blobstore", self.url]
+
+    def listing(self) -> dict[str, tuple[int, float]]:
+        """Every object with its size and modification time: a dry run must leave this as it was."""
+        store = open_blobstore(self.url, s3=self.s3)
+        try:
+            return {b.key: (b.size, b.modified_at) for b in store.list("")}
+        finally:
+            store.close()
+
+
+@pytest.fixture(params=["file", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Where:
+    if request.param == "file":
+        (tmp_path / "blobs").mkdir()
+        return Where(f"file://{tmp_path / 'blobs'}", {})
+    s3 = request.getfixturevalue("s3_options")
+    env = {"AWS_ACCESS_KEY_ID": s3.access_key_id, "AWS_SECRET_ACCESS_KEY": s3.secret_access_key,
+           "STATECTL_S3_ENDPOINT": s3.endpoint_url}
+    return Where(request.getfixturevalue("s3_url"), env, s3)
+
+
+def tree(root: Path) -> dict[str, tuple]:
+    """Every path under ``root`` with its type, size, mtime and inode: a dry run must leave this as it was."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            out[str(p.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+# -- restore ---------------------------------------------------------------------------------------
+
+def test_restore_dry_run_is_the_plan_restore_then_carries_out(cli, where: Where, tmp_path: Path):
+    state = tmp_path / "state"
+    sdir = store_dir(state, "counts", "Partition 0")
+    make_store(sdir, 3000, 512, seed=1, sst_mb=1)
+    common = [*where.args(), "--job", "pv", "--store", "counts", "--state-dir", str(state)]
+    cli("backup", *common, env=where.env)
+    want = fingerprint(sdir)
+    # Some files only the blob store has: no local checkpoint dir, one SST gone from the store dir.
+    for d in local_checkpoint_dirs(sdir).values():
+        shutil.rmtree(d)
+    gone = sorted(p for p in sdir.iterdir() if p.suffix == ".sst")[0]
+    gone.unlink()
+    blobs_before, state_before = where.listing(), tree(tmp_path / "state")
+
+    out = cli("restore", *common, "--dry-run", env=where.env).stdout
+    plan = json.loads(cli("restore", *common, "--dry-run", "-o", "json", env=where.env).stdout)
+    assert where.listing() == blobs_before  # no reader pin, nothing else
+    assert tree(tmp_path / "state") == state_before  # no temporary dir, nothing swapped
+
+    assert plan["dry_run"] is True and "snapshot" not in plan
+    actions = {f["path"]: f["action"] for f in plan["files"]}
+    assert actions[gone.name] == "download"
+    assert "reuse" in actions.values()
+    assert plan["files_downloaded"] == sum(a == "download" for a in actions.values())
+    assert plan["files_reused"] == sum(a == "reuse" for a in actions.values())
+    assert f"would download {gone.name} " in out
+    assert f"dry run: would restore snapshot {plan['snapshot_id']} " in out.splitlines()[-1]
+    reused_inodes = {f["path"]: os.stat(f["source"]).st_ino for f in plan["files"]
+                     if f["action"] == "reuse" and f["path"].endswith(".sst")}
+    assert reused_inodes
+
+    r = json.loads(cli("restore", *common, "-o", "json", env=where.env).stdout)
+    for k in ("snapshot_id", "checkpoint_id", "target_dir", "files_total", "files_downloaded", "files_reused",
+              "bytes_total", "bytes_downloaded"):
+        assert r[k] == plan[k], k
+    restored = tree(sdir)
+    assert sorted(k for k, v in restored.items() if not (v[0] & 0o040000)) == sorted(actions)
+    for path, ino in reused_inodes.items():  # hard-linked from the very file the plan named
+        assert os.stat(sdir / path).st_ino == ino
+    assert os.stat(sdir / gone.name).st_ino not in reused_inodes.values()
+    assert fingerprint(sdir) == want
+
+
+def test_restore_dry_run_errors_as_the_restore_would(cli, tmp_path: Path):
+    (tmp_path / "blobs").mkdir()
+    args = ["--blobstore", f"file://{tmp_path / 'blobs'}", "--job", "pv", "--store", "counts"]
+    r = cli("restore", *args, "--target-dir", str(tmp_path / "t"), "--dry-run", code=10)
+    assert "no snapshot" in r.stderr
+    r = cli("restore", *args, "--from-changelog", "t", "--partition", "0", "--kafka", "localhost:1", "--dry-run",
+            code=2)
+    assert "--dry-run" in r.stderr
