@@ -31,7 +31,7 @@ _statectl_options() {
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --dry-run --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;

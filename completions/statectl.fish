@@ -352,6 +352,7 @@ complete -c statectl -n '__statectl_path snapshots copy' -l to-task -x -d 'The t
 complete -c statectl -n '__statectl_path snapshots copy' -l to-store -x -d 'The target\'s store (default: --store)'
 complete -c statectl -n '__statectl_path snapshots copy' -l to-blobstore -x -d 'The target\'s blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side'
 complete -c statectl -n '__statectl_path snapshots copy' -l to-s3-endpoint -x -d 'The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host'
+complete -c statectl -n '__statectl_path snapshots copy' -l dry-run -d 'Write nothing (no pin, no lease, no blob, no checkpoint); print the plan: the source snapshot, the target and every blob copied, server-side or through this host'
 complete -c statectl -n '__statectl_path snapshots copy' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots copy' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path snapshots copy' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'

@@ -130,3 +130,73 @@ def test_restore_dry_run_errors_as_the_restore_would(cli, tmp_path: Path):
     r = cli("restore", *args, "--from-changelog", "t", "--partition", "0", "--kafka", "localhost:1", "--dry-run",
             code=2)
     assert "--dry-run" in r.stderr
+
+
+# -- snapshots copy --------------------------------------------------------------------------------
+
+def _copy_args(where: Where, state: Path, job: str) -> tuple[list[str], list[str]]:
+    src = [*where.args(), "--job", job, "--store", "counts"]
+    return src, [*src, "--to-job", f"{job}-staging", "--to-task", "Partition 3", "--to-store", "counts-copy"]
+
+
+def test_copy_dry_run_is_the_plan_copy_then_carries_out(cli, where: Where, tmp_path: Path):
+    from statectl.catalog.index import read_index
+
+    state = tmp_path / "state"
+    make_store(store_dir(state, "counts", "Partition 0"), 4000, 1024, seed=3, sst_mb=2)
+    src, copy = _copy_args(where, state, "pv")
+    cli("backup", *src, "--state-dir", str(state), "--chunk-size", "1MiB", env=where.env)
+    before = where.listing()
+
+    out = cli("snapshots", "copy", *copy, "--dry-run", env=where.env).stdout
+    plan = json.loads(cli("snapshots", "copy", *copy, "--dry-run", "-o", "json", env=where.env).stdout)
+    assert where.listing() == before  # no pin, no lease, no blob, no record
+    assert plan["dry_run"] is True and plan["server_side"] is True and "snapshot" not in plan
+    assert plan["blobs_copied"] == len(plan["blobs"]) > plan["files"] > 0  # 1MiB chunks: some files in parts
+    assert plan["bytes_copied"] == sum(b["size"] for b in plan["blobs"])
+    assert "dry run: would copy snapshot " + plan["source_snapshot_id"] in out.splitlines()[-1]
+    assert len(out.splitlines()) == plan["blobs_copied"] + 1
+
+    r = json.loads(cli("snapshots", "copy", *copy, "-o", "json", env=where.env).stdout)
+    for k in ("source_snapshot_id", "job", "job_id", "task", "store", "files", "blobs_copied", "bytes_copied",
+              "server_side"):
+        assert r[k] == plan[k], k
+    # The new snapshot's blobs are the planned ones, one for one and in order, each a copy of its source.
+    store = open_blobstore(where.url, s3=where.s3)
+    try:
+        new = [(b.blob_id, fi.size, rel) for rel, fi in read_index(store, r["snapshot_id"]).dir_index.walk_present()
+               for b in fi.blobs]
+        assert len(new) == len(plan["blobs"])
+        for (new_id, _, rel), planned in zip(new, plan["blobs"]):
+            assert rel == planned["path"] and new_id != planned["blob_id"]
+            assert store.stat(new_id).size == planned["size"] == store.stat(planned["blob_id"]).size
+        added = set(where.listing()) - set(before)
+        assert {n for n, _, _ in new} <= added
+    finally:
+        store.close()
+
+
+def test_copy_dry_run_with_kafka_writes_no_checkpoint(cli, tansu, tmp_path: Path):
+    import uuid
+
+    from statectl.catalog.kafka_log import KafkaCheckpointLog
+    from statectl.catalog.refs import StoreRef
+    from tests.integration.test_kafka_checkpoints import Topic
+
+    job = f"pv_{uuid.uuid4().hex[:8]}"
+    Topic(tansu.bootstrap, job).create(tansu)
+    staging = Topic(tansu.bootstrap, f"{job}-staging").create(tansu)
+    (tmp_path / "blobs").mkdir()
+    where = Where(f"file://{tmp_path / 'blobs'}", {})
+    state = tmp_path / "state"
+    make_store(store_dir(state, "counts", "Partition 0"), 500, 256, seed=4)
+    src, copy = _copy_args(where, state, job)
+    cli("backup", *src, "--kafka", tansu.bootstrap, "--state-dir", str(state))
+    before = where.listing()
+    plan = json.loads(cli("snapshots", "copy", *copy, "--kafka", tansu.bootstrap, "--dry-run", "-o", "json").stdout)
+    assert staging.records() == [] and where.listing() == before
+    r = json.loads(cli("snapshots", "copy", *copy, "--kafka", tansu.bootstrap, "-o", "json").stdout)
+    assert r["source_snapshot_id"] == plan["source_snapshot_id"] and r["blobs_copied"] == plan["blobs_copied"]
+    with KafkaCheckpointLog(tansu.bootstrap, f"{job}-staging", "1") as log:
+        assert log.latest(StoreRef(f"{job}-staging", "1", "Partition 3", "counts-copy")) == \
+            (r["checkpoint_id"], r["snapshot_id"])

@@ -35,7 +35,7 @@ FLAGS = {
                        "--task"},
     "snapshots verify": {"--blobstore", "--download", "--job", "--job-id", "--kafka", "--parallelism",
                          "--s3-endpoint", "--store", "--task", "-j"},
-    "snapshots copy": {"--blobstore", "--grace", "--job", "--job-id", "--kafka", "--keep-last", "--parallelism",
+    "snapshots copy": {"--blobstore", "--dry-run", "--grace", "--job", "--job-id", "--kafka", "--keep-last", "--parallelism",
                        "--s3-endpoint", "--store", "--task", "--to-blobstore", "--to-job", "--to-job-id",
                        "--to-s3-endpoint", "--to-store", "--to-task", "--ttl", "-j"},
     "config show": {"--blobstore", "--job", "--job-id", "--kafka", "--keep-last", "--parallelism", "--s3-endpoint",
