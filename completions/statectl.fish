@@ -720,6 +720,7 @@ complete -c statectl -n '__statectl_path adstore switch' -l state-dir -x -a '(__
 complete -c statectl -n '__statectl_path adstore switch' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
 complete -c statectl -n '__statectl_path adstore switch' -l version -x -d 'The version to make current (default: roll back one)'
 complete -c statectl -n '__statectl_path adstore switch' -l quick -d 'Check only that the version is a store that opens, not every entry against its manifest'
+complete -c statectl -n '__statectl_path adstore switch' -l dry-run -d 'Make the checks and print which version would become current; change nothing'
 complete -c statectl -n '__statectl_path adstore switch' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore switch' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path adstore switch' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -355,17 +355,25 @@ def versions_cmd(env: Env) -> None:
              "and checksum compared (one read of the whole store, about a million entries a second); --quick "
              "only checks that it is a RocksDB store with its files that opens. A damaged version is not made "
              "current.\n\n"
-             "Example:\n\n  statectl adstore switch --state-dir /var/samza/state --store members --version 3\n\n"
+             "Examples:\n\n  statectl adstore switch --state-dir /var/samza/state --store members --version 3\n\n"
+             "  statectl adstore switch --state-dir /var/samza/state --store members --dry-run\n\n"
              + exit_codes_epilog(0, (1, "the version is damaged"), 2, (10, "no such sealed version"),
                                  (11, "an adstore load or switch runs on the store")))
 @state_command("task", "store", "state_dir", "store_dir")
 def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
         "--version", help="The version to make current (default: roll back one).", show_default=False)] = None,
         quick: Annotated[bool, typer.Option("--quick", help="Check only that the version is a store that opens, "
-                                            "not every entry against its manifest.")] = False) -> None:
+                                            "not every entry against its manifest.")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Make the checks and print which version would "
+                                              "become current; change nothing.")] = False) -> None:
     """Point a store at another sealed version atomically (a rollback, or forward again)."""
-    from statectl.engine.adstore import switch_version
+    from statectl.engine.adstore import plan_switch, switch_version
 
+    if dry_run:
+        p = plan_switch(_store(env), version, quick=quick)
+        env.emit(p, f"dry run: {p.store_dir}: would make version {p.version} current (now {p.previous}); "
+                    f"version {p.version} passed the {p.check} check")
+        return
     r = switch_version(_store(env), version, quick=quick)
     env.emit(r, f"{r.store_dir}: version {r.version} is current (was {r.previous})")
 

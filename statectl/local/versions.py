@@ -242,6 +242,21 @@ def switch(store: Path, number: int, *, verify: str | None = "deep") -> int | No
     this process just sealed). Raises NotFoundError for a version that is not there or not sealed (a
     damaged manifest); StatectlError (exit 1) for a damaged version, and then ``store`` is not changed."""
     previous = current_version(store)
+    check_switch(store, number, verify=verify)
+    link = store.with_name(f".{store.name}.link-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    os.symlink(f"{versions_dir(store).name}/{number}", link)
+    try:
+        os.replace(link, store)
+    except OSError:
+        link.unlink(missing_ok=True)
+        raise
+    fsync_dir(store.parent)
+    return previous
+
+
+def check_switch(store: Path, number: int, *, verify: str | None = "deep") -> None:
+    """The checks ``switch`` makes before it changes anything, changing nothing (a dry run makes them too):
+    raises what ``switch`` raises for a version that is missing, not sealed or damaged."""
     path = versions_dir(store) / str(number)
     if path.is_symlink() or not path.is_dir():
         have = ", ".join(str(v.number) for v in list_versions(store)) or "none"
@@ -259,15 +274,6 @@ def switch(store: Path, number: int, *, verify: str | None = "deep") -> int | No
             raise StatectlError(f"version {number} of {store} is {problem}; not switched",
                                 hint="switch to another version (adstore versions lists them), or build a new one "
                                      "with adstore load --from-file")
-    link = store.with_name(f".{store.name}.link-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    os.symlink(f"{versions_dir(store).name}/{number}", link)
-    try:
-        os.replace(link, store)
-    except OSError:
-        link.unlink(missing_ok=True)
-        raise
-    fsync_dir(store.parent)
-    return previous
 
 
 def _open_problem(path: Path) -> str | None:

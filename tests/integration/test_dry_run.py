@@ -66,14 +66,18 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Where:
     return Where(request.getfixturevalue("s3_url"), env, s3)
 
 
-def tree(root: Path) -> dict[str, tuple]:
-    """Every path under ``root`` with its type, size, mtime and inode: a dry run must leave this as it was."""
+def tree(root: Path, *, dir_mtimes: bool = True) -> dict[str, tuple]:
+    """Every path under ``root`` with its type, size, mtime and inode: a dry run must leave this as it was.
+    Without ``dir_mtimes``, directories count by their entries only (see the adstore switch test)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             p = Path(dirpath) / name
             st = p.lstat()
-            out[str(p.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino)
+            isdir = p.is_dir() and not p.is_symlink()
+            mtime = st.st_mtime_ns if dir_mtimes or not isdir else None
+            out[str(p.relative_to(root))] = (st.st_mode, None if isdir and not dir_mtimes else st.st_size, mtime,
+                                             st.st_ino)
     return out
 
 
@@ -200,3 +204,33 @@ def test_copy_dry_run_with_kafka_writes_no_checkpoint(cli, tansu, tmp_path: Path
     with KafkaCheckpointLog(tansu.bootstrap, f"{job}-staging", "1") as log:
         assert log.latest(StoreRef(f"{job}-staging", "1", "Partition 3", "counts-copy")) == \
             (r["checkpoint_id"], r["snapshot_id"])
+
+
+# -- adstore switch --------------------------------------------------------------------------------
+
+def test_adstore_switch_dry_run_is_the_plan_switch_then_carries_out(cli, tmp_path: Path):
+    from tests.integration.test_adstore_files import STORE, expected_entries, make_rows, write_dataset
+    from tests.tools.standby_helpers import read_store
+
+    state = tmp_path / "state"
+    where = ["--store", STORE, "--state-dir", str(state)]
+    rows1, rows2 = make_rows(3, 100), make_rows(4, 120)
+    for n, rows in enumerate((rows1, rows2), 1):
+        cli("adstore", "load", "--from-file", str(write_dataset(tmp_path / f"v{n}.csv", "csv", rows)),
+            "--key-column", "id", *where)
+    link = state / STORE / "Partition_0"
+    assert os.readlink(link).endswith("/2")
+    before = tree(state, dir_mtimes=False)
+
+    out = cli("adstore", "switch", *where, "--dry-run").stdout
+    plan = json.loads(cli("adstore", "switch", *where, "--dry-run", "-o", "json").stdout)
+    # No link, no lock file written; the deep check opens the version read-only, and rocksdict's config
+    # file it drops there is removed again (as on a switch): only the version dir's mtime tells.
+    assert tree(state, dir_mtimes=False) == before
+    assert plan == {"store_dir": str(link), "version": 1, "previous": 2, "check": "deep", "dry_run": True}
+    assert out.startswith(f"dry run: {link}: would make version 1 current (now 2)")
+    cli("adstore", "switch", *where, "--version", "7", "--dry-run", code=10)  # as the switch would fail
+
+    r = json.loads(cli("adstore", "switch", *where, "-o", "json").stdout)
+    assert (r["store_dir"], r["version"], r["previous"]) == (plan["store_dir"], plan["version"], plan["previous"])
+    assert os.readlink(link).endswith("/1") and read_store(link) == expected_entries("csv", rows1, "default")
