@@ -38,10 +38,10 @@ _statectl_options() {
         'lease show') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease break') REPLY='--blobstore --s3-endpoint --job --job-id --task --store --yes -y --force --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'drain start') REPLY='--kafka --job --job-id --run-id --force --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'drain start') REPLY='--kafka --job --job-id --run-id --force --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain status') REPLY='--kafka --job --job-id --run-id --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain wait') REPLY='--kafka --job --job-id --timeout --uuid --run-id --poll --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --bad --all-stale --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --bad --all-stale --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --pre-restore --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby status') REPLY='--state-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;

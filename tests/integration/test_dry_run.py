@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from statectl.blobstore import open_blobstore
 from statectl.cli.main import app
 from statectl.local.layout import local_checkpoint_dirs, store_dir
+from tests.integration.test_drain_cli import make_job  # noqa: F401 - the drain tests' job fixture
 from tests.tools.genstore import fingerprint, make_store
 
 
@@ -234,3 +235,86 @@ def test_adstore_switch_dry_run_is_the_plan_switch_then_carries_out(cli, tmp_pat
     r = json.loads(cli("adstore", "switch", *where, "-o", "json").stdout)
     assert (r["store_dir"], r["version"], r["previous"]) == (plan["store_dir"], plan["version"], plan["previous"])
     assert os.readlink(link).endswith("/1") and read_store(link) == expected_entries("csv", rows1, "default")
+
+
+# -- drain start / cancel --------------------------------------------------------------------------
+
+def _topics(bootstrap: str) -> set[str]:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return set(consumer.topics())
+    finally:
+        consumer.close()
+
+
+@pytest.mark.timeout(180)
+def test_drain_start_dry_run_is_the_plan_start_then_carries_out(cli, tansu, make_job):
+    from tests.integration.test_drain_cli import RUN
+
+    job = make_job()
+    records, topics = job.records(), _topics(tansu.bootstrap)
+    out = cli("drain", "start", *job.args, "--dry-run").stdout
+    plan = json.loads(cli("drain", "start", *job.args, "--dry-run", "-o", "json").stdout)
+    assert job.records() == records and _topics(tansu.bootstrap) == topics  # nothing written, no topic made
+    assert plan == {"run_id": RUN, "created": True, "uuid": None, "offset": None, "topic": job.stream.topic,
+                    "drain_monitor_enabled": True, "dry_run": True, "notes": []}
+    assert out == f"dry run: would write a drain notification for run {RUN} to {job.stream.topic}\n"
+
+    r = json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)
+    assert (r["run_id"], r["created"]) == (plan["run_id"], plan["created"])
+    assert job.records() == records + 1  # the one notification
+
+    again = json.loads(cli("drain", "start", *job.args, "--dry-run", "-o", "json").stdout)
+    assert (again["created"], again["uuid"], again["offset"]) == (False, r["uuid"], r["offset"])
+    assert job.records() == records + 1
+    r2 = json.loads(cli("drain", "start", *job.args, "-o", "json").stdout)
+    assert (r2["created"], r2["uuid"], r2["offset"]) == (False, again["uuid"], again["offset"])
+    assert job.records() == records + 1
+
+    off = make_job(monitor=None)  # refused as the start would be (exit 14), writing nothing
+    records = off.records()
+    cli("drain", "start", *off.args, "--dry-run", code=14)
+    assert off.records() == records
+
+
+@pytest.mark.timeout(180)
+def test_drain_cancel_dry_run_is_the_plan_cancel_then_carries_out(cli, make_job):
+    from statectl.formats.drain import DRAIN_NAMESPACE
+    from tests.integration.test_drain_cli import put_raw
+
+    job = make_job()
+    ours, old = job.notify(), job.notify("OLD-RUN")
+    bad_offset = put_raw(job, "garbage", b"\x00\xff garbage bytes")
+    records = job.records()
+
+    def live() -> dict[str, bool]:
+        job.stream.refresh()
+        return {k: v is not None for k, v in job.stream.namespace_values(DRAIN_NAMESPACE).items()}
+
+    out = cli("drain", "cancel", *job.args, "--dry-run").stdout
+    plan = json.loads(cli("drain", "cancel", *job.args, "--dry-run", "-o", "json").stdout)
+    assert job.records() == records
+    assert [(t["key"], t["uuid"], t["kind"]) for t in plan["tombstones"]] == [(ours.uuid, ours.uuid, "pending")]
+    assert plan["cancelled"] == [ours.uuid] and plan["bad_removed"] == [] and plan["dry_run"] is True
+    assert f"would withdraw pending drain notification {ours.uuid}" in out
+    assert out.splitlines()[-1] == f"dry run: would write 1 tombstone(s) to {job.stream.topic}"
+
+    r = json.loads(cli("drain", "cancel", *job.args, "-o", "json").stdout)
+    assert r["cancelled"] == plan["cancelled"] and r["bad_removed"] == plan["bad_removed"]
+    assert job.records() == records + 2  # the cancelled mark and the tombstone
+    assert live() == {ours.uuid: False, old.uuid: True, "garbage": True}
+
+    records = job.records()
+    plan = json.loads(cli("drain", "cancel", *job.args, "--bad", "--all-stale", "--dry-run", "-o", "json").stdout)
+    assert job.records() == records
+    assert [(t["key"], t["kind"], t["offset"]) for t in plan["tombstones"]] == [
+        ("garbage", "job-breaking", bad_offset), (old.uuid, "stale", plan["tombstones"][1]["offset"])]
+    r = json.loads(cli("drain", "cancel", *job.args, "--bad", "--all-stale", "-o", "json").stdout)
+    assert r["cancelled"] == plan["cancelled"] == [old.uuid]
+    assert r["bad_removed"] == plan["bad_removed"] and [b["offset"] for b in r["bad_removed"]] == [bad_offset]
+    assert job.records() == records + 2  # exactly the two tombstones
+    assert live() == {ours.uuid: False, old.uuid: False, "garbage": False}
+
+    cli("drain", "cancel", *job.args, "--dry-run", code=10)  # nothing left: as the cancel would say
