@@ -521,7 +521,7 @@ complete -c statectl -n '__statectl_path drain cancel' -l debug -d 'Tracebacks f
 # statectl standby
 complete -c statectl -n '__statectl_path standby' -a follow -d 'Keep a hot replica of a task\'s store current from its changelog (runs until stopped)'
 complete -c statectl -n '__statectl_path standby' -a status -d 'The replicas under the state dir: lag, follower pid, whether they are promotable'
-complete -c statectl -n '__statectl_path standby' -a promote -d 'Make a replica what the job\'s next start restores from: fence its follower, catch up, move it in'
+complete -c statectl -n '__statectl_path standby' -a promote -d 'Make a replica what the job\'s next start restores from: fence its follower, catch up, move it in; then point the task\'s container at this host on the job\'s coordinator stream (its placement), unless that container runs other tasks too'
 complete -c statectl -n '__statectl_path standby' -a failover -d 'Fail a whole container over onto its standby host: locality, stop the standby, promote every store'
 complete -c statectl -n '__statectl_path standby' -a check -d 'Report any task whose active and standby containers are placed on the same host (they must never be), the standby containers with no host, and where they can be placed'
 complete -c statectl -n '__statectl_path standby' -l help -s h -d 'Show this message and exit'
@@ -588,6 +588,7 @@ complete -c statectl -n '__statectl_path standby promote' -l timeout -x -d 'Give
 complete -c statectl -n '__statectl_path standby promote' -l to-checkpoint -d 'Catch up only to the active\'s last checkpointed changelog offset'
 complete -c statectl -n '__statectl_path standby promote' -l active-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The active store dir (default: <state-dir>/<store>/<task>)'
 complete -c statectl -n '__statectl_path standby promote' -l metrics-file -r -F -d 'Write the failover counters of the promotes run on this host to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
+complete -c statectl -n '__statectl_path standby promote' -l dry-run -d 'Make the checks and print the plan: the follower stopped, the offsets caught up to, where the replica goes and the container placement written; change nothing'
 complete -c statectl -n '__statectl_path standby promote' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby promote' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby promote' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -16,6 +16,8 @@ from statectl.blobstore import open_blobstore
 from statectl.cli.main import app
 from statectl.local.layout import local_checkpoint_dirs, store_dir
 from tests.integration.test_drain_cli import make_job  # noqa: F401 - the drain tests' job fixture
+from tests.integration.test_standby import procs, world  # noqa: F401 - the standby tests' fixtures
+from tests.integration.test_standby_containers import followers, job  # noqa: F401 - container fixtures
 from tests.tools.genstore import fingerprint, make_store
 
 
@@ -318,3 +320,133 @@ def test_drain_cancel_dry_run_is_the_plan_cancel_then_carries_out(cli, make_job)
     assert live() == {ours.uuid: False, old.uuid: False, "garbage": False}
 
     cli("drain", "cancel", *job.args, "--dry-run", code=10)  # nothing left: as the cancel would say
+
+
+# -- standby promote -------------------------------------------------------------------------------
+
+def _coordinator_records(bootstrap: str, job: str) -> int:
+    from statectl.formats.coordinator import coordinator_topic
+    from statectl.kafka.client import open_consumer
+    from statectl.kafka.tails import read_tails
+
+    consumer = open_consumer(bootstrap)
+    try:
+        return read_tails(consumer, coordinator_topic(job, "1"), [0], bootstrap)[0].end
+    finally:
+        consumer.close()
+
+
+@pytest.mark.timeout(300)
+def test_standby_promote_dry_run_is_the_plan_promote_then_carries_out(world, procs):
+    """Non-transactional restore, a running follower, an old active store, and the task's container placed
+    on another host: the dry run names each, changes none; the promote then does exactly that."""
+    import random
+    import socket
+
+    from statectl.kafka.coordinator import CoordinatorStream
+    from tests.integration.test_standby import caught_up, start
+    from tests.integration.test_standby_restore_mode import job_config
+    from tests.tools.standby_helpers import alive, cli as proc_cli, random_records, read_store, replica_offset
+
+    w = world
+    job_config(w, {"task.transactional.state.restore.enabled": "false"})
+    with CoordinatorStream(w.bootstrap, w.job, "1") as cs:
+        cs.write_task_container("Partition 0", "0")
+        cs.write_task_mode("Partition 0", "Active")
+        cs.write_container_host("0", "elsewhere.example.com")
+    w.writer.send(random_records(random.Random(21), 300))
+    f = start(w, procs)
+    caught_up(w, f)
+    make_store(w.active, 200, 64, seed=5)  # the old active store on this host
+    active_before, records = tree(w.active), _coordinator_records(w.bootstrap, w.job)
+
+    out = proc_cli(w.tmp, "standby", "promote", *w.where(), "--dry-run").stdout
+    plan = json.loads(proc_cli(w.tmp, "standby", "promote", *w.where(), "--dry-run", "-o", "json").stdout)
+    assert alive(f.pid) and f.proc.poll() is None  # not fenced
+    assert tree(w.active) == active_before and _coordinator_records(w.bootstrap, w.job) == records
+    assert replica_offset(w.replica, w.topic) == w.writer.last_offset
+    assert (plan["fence_pid"], plan["restore_mode"], plan["promoted_dir"], plan["replaces_active"],
+            plan["in_place"], plan["applied_offset"], plan["catch_up_to"]) == \
+        (f.pid, "non-transactional", str(w.active), True, False, w.writer.last_offset, w.writer.last_offset)
+    assert plan["locality"] == {"container": "0", "host": socket.gethostname(), "current": "elsewhere.example.com",
+                                "write": True, "why": "task 'Partition 0' runs in container 0", "note": None}
+    assert f"would stop the follower (pid {f.pid})" in out
+    assert f"would point container 0 at host {socket.gethostname()}" in out
+    assert out.splitlines()[-1].startswith(f"dry run: would promote {w.replica} to {w.active}")
+
+    r = json.loads(proc_cli(w.tmp, "standby", "promote", *w.where(), "-o", "json").stdout)
+    assert f.wait(60) == 0, f.describe()  # the follower the plan named was the one stopped
+    assert (r["promoted_dir"], r["restore_mode"], r["checkpoint_id"], r["caught_up_offset"], r["replaced_active"],
+            r["locality_updated"]) == (plan["promoted_dir"], plan["restore_mode"], plan["checkpoint_id"],
+                                       plan["catch_up_to"], plan["replaces_active"], plan["locality"]["write"])
+    assert read_store(w.active) == w.writer.state()
+    assert _coordinator_records(w.bootstrap, w.job) == records + 1  # the one placement record
+    with CoordinatorStream(w.bootstrap, w.job, "1") as cs:
+        cs.refresh()
+        assert cs.locality().container_hosts["0"] == socket.gethostname()
+
+
+@pytest.mark.timeout(300)
+def test_standby_promote_dry_run_under_transactional_restore(world, procs):
+    """Transactional restore: the plan names the checkpoint dir and the checkpointed offset, and leaves the
+    placement alone (no container assigned); the promote lands exactly there."""
+    import random
+
+    from tests.integration.test_standby import caught_up, start
+    from tests.integration.test_standby_restore_mode import checkpoint, job_config
+    from tests.tools.standby_helpers import cli as proc_cli, random_records, read_store
+
+    w = world
+    job_config(w)
+    w.writer.send(random_records(random.Random(22), 300))
+    checkpoint(w, 99)
+    f = start(w, procs, "--to-checkpoint")
+    caught_up(w, f, upto=99)
+    assert f.terminate() == 0, f.describe()
+    cp = checkpoint(w, 199)
+    state_before, records = tree(w.state), _coordinator_records(w.bootstrap, w.job)
+    plan = json.loads(proc_cli(w.tmp, "standby", "promote", *w.where(), "--dry-run", "-o", "json").stdout)
+    assert tree(w.state) == state_before and _coordinator_records(w.bootstrap, w.job) == records
+    target = w.active.with_name(f"Partition_0-{cp}")
+    assert (plan["restore_mode"], plan["checkpoint_id"], plan["promoted_dir"], plan["applied_offset"],
+            plan["catch_up_to"], plan["fence_pid"], plan["replaces_active"]) == \
+        ("transactional", cp, str(target), 99, 199, None, False)
+    assert plan["locality"]["write"] is False and "no container" in plan["locality"]["why"]
+
+    r = json.loads(proc_cli(w.tmp, "standby", "promote", *w.where(), "-o", "json").stdout)
+    assert (r["promoted_dir"], r["restore_mode"], r["checkpoint_id"], r["caught_up_offset"], r["replaced_active"],
+            r["locality_updated"]) == (plan["promoted_dir"], plan["restore_mode"], plan["checkpoint_id"],
+                                       plan["catch_up_to"], plan["replaces_active"], plan["locality"]["write"])
+    assert read_store(target) == w.writer.state(199)
+    assert _coordinator_records(w.bootstrap, w.job) == records
+
+
+@pytest.mark.timeout(400)
+def test_standby_promote_container_dry_run_is_the_plan_promote_then_carries_out(job, followers):
+    """promote --container --dry-run: failover's own plan (the same mechanism as failover --dry-run)."""
+    from tests.integration.test_standby_containers import HOST, assert_promoted, follow_container, write_job
+    from tests.tools.standby_helpers import cli as proc_cli
+
+    j = job
+    write_job(j)
+    f = follow_container(j, followers)
+    start = j.end()
+    out = proc_cli(j.tmp, "standby", "promote", "--container", "0", *j.flags(), "--dry-run").stdout
+    dry = json.loads(proc_cli(j.tmp, "standby", "promote", "--container", "0", *j.flags(), "--dry-run",
+                              "-o", "json").stdout)
+    assert j.end() == start and f.proc.poll() is None  # nothing written, the follower runs on
+    assert out.startswith("DRY RUN: container 0")
+    assert dry["dry_run"] is True
+    assert [(s["step"], s["status"]) for s in dry["steps"]] == [
+        ("find-standby-host", "skipped"), ("stop-standby", "planned"), ("promote", "planned"),
+        ("point-active-locality", "planned"), ("report", "planned")]
+    planned = sorted((x["task"], x["store"], x["replica_dir"], x["restore_mode"]) for x in dry["stores"])
+    assert planned and all(x["status"] == "planned" for x in dry["stores"])
+
+    r = json.loads(proc_cli(j.tmp, "standby", "promote", "--container", "0", *j.flags(), "-o", "json").stdout)
+    assert f.wait(60) == 0, f.describe()
+    assert sorted((x["task"], x["store"], x["replica_dir"], x["restore_mode"]) for x in r["stores"]) == planned
+    assert {x["status"] for x in r["stores"]} == {"promoted"}
+    assert [s["step"] for s in r["steps"]] == [s["step"] for s in dry["steps"]]
+    assert_promoted(j)
+    assert j.locality()["0"] == HOST
