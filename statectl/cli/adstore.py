@@ -86,6 +86,8 @@ def _conf(values: list[str] | None) -> dict[str, str]:
     "Examples:\n\n  statectl adstore load --kafka broker:9092 --topic members-cdc --store members --state-dir /var/samza/state "
     "--key-field id\n\n  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
     "--state-dir /var/samza/state --partitions 8\n\n"
+    "  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
+    "--state-dir /var/samza/state --partitions 8 --dry-run\n\n"
     + exit_codes_epilog(0, (1, "a record or row that cannot be extracted, an empty dataset, a file changed while "
                                "read, a full disk, brokers unreachable, a Spark job that failed"),
                         (2, "usage, or a target dir adstore load did not make"),
@@ -157,6 +159,9 @@ def load(
         "--end-marker", help="--dataset-versions: a marker is a record with this key (default: a record with the "
                              "header statectl-end-of-dataset); its value names the dataset version.",
         show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="--from-file: read the dataset, check every row's key "
+                                          "and print the plan (the version each store gets, its rows, the versions "
+                                          "pruned); write nothing. Not yet for a topic load.")] = False,
 ) -> None:
     """Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)."""
     from statectl.formats.adstore import KeyValueSpec
@@ -183,6 +188,9 @@ def load(
                                   s3=env.session.s3_options if through and s.blobstore.startswith("s3://") else None)
     if end_marker is not None and not dataset_versions:
         raise UsageError("--end-marker is for --dataset-versions")
+    if dry_run and from_file is None:
+        raise UsageError("--dry-run plans a load --from-file; a topic load has no dry run yet",
+                         hint="'statectl adstore status' shows each store's offsets and lag")
     if dataset_versions:
         topics = list(topic or ())
         if len(topics) > 1 or s.job or tasks:
@@ -226,9 +234,22 @@ def load(
         if not partitions.isdigit():
             raise UsageError("--partitions with --from-file is a number of stores")
         n = int(partitions)
-    fr = load_file(FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir,
-                                   partitions=n, spec=spec, keep_versions=keep_versions, allow_empty=allow_empty),
-                   progress=env.progress, spark=spark_opts)
+    fopts = FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir, partitions=n,
+                            spec=spec, keep_versions=keep_versions, allow_empty=allow_empty)
+    if dry_run:
+        from statectl.engine.adstore import plan_file_load
+
+        plan = plan_file_load(fopts, spark=spark_opts)
+        lines = [f"{v.store_dir}: would make version {v.version} current (now {v.previous}), "
+                 f"{'rows counted by the Spark job' if v.rows is None else f'{v.rows} rows'}"
+                 + (f"; would delete versions {', '.join(map(str, v.deleted_versions))}" if v.deleted_versions else "")
+                 for v in plan.stores]
+        lines.append(f"dry run: would load {plan.source} ({plan.format}, {len(plan.files)} files, {plan.bytes} bytes"
+                     + ("" if plan.rows is None else f", {plan.rows} rows") + f") as version {plan.version} of "
+                     f"{len(plan.stores)} store(s), built with {plan.built_with}")
+        env.emit(plan, "\n".join(lines))
+        return
+    fr = load_file(fopts, progress=env.progress, spark=spark_opts)
     env.emit(fr, _file_text(fr))
 
 

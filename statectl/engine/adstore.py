@@ -1179,6 +1179,77 @@ class FileLoadResult:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class PlannedVersion:
+    """A version a file load makes in one store: ``version`` current instead of ``previous``, ``rows`` of
+    the dataset in it (None: not counted, a Spark build counts them), then ``deleted_versions`` pruned."""
+
+    store_dir: str
+    version: int
+    previous: int | None
+    rows: int | None
+    deleted_versions: list[int] = field(default_factory=list)
+
+
+@dataclass
+class FileLoadPlan:
+    """What ``load_file`` will do, decided with nothing written: read ``files`` (``bytes`` in all) of the
+    dataset, ``rows`` rows (None with --spark: not read here), and make version ``version`` current in every
+    store of ``stores``. ``adstore load --from-file --dry-run`` prints it; ``load_file`` executes it."""
+
+    source: str
+    format: str
+    files: list[str]
+    bytes: int
+    rows: int | None
+    version: int
+    built_with: str
+    stores: list[PlannedVersion]
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_file_load(opts: FileLoadOptions, *, spark: SparkOptions | None = None) -> FileLoadPlan:
+    """The plan of ``load_file(opts, spark=spark)``, with its checks, writing nothing (no lock file, no build
+    dir; builds a killed load left are not removed, and their numbers not counted). Without ``spark`` the
+    dataset is read once, as the load reads it: each row's key extracted and routed to its store, so a row
+    without its key, a malformed or changing file and an empty dataset fail the plan as they fail the load.
+    Raises what ``load_file`` raises before it builds, but LockHeldError."""
+    opts.validate()
+    from statectl.local.datasets import iter_rows, open_dataset
+    from statectl.local.versions import current_version, next_number, prunable
+
+    ds = open_dataset(Path(opts.path), opts.fmt)
+    dirs = _file_targets(opts)
+    number = max(next_number(d, live_builds_only=True) for d in dirs)
+    rows: list[int] | None = None
+    if spark is None:
+        rows = [0] * len(dirs)
+        for f, i, row in iter_rows(ds):
+            try:
+                key, _ = opts.spec.row_entry(row)
+            except ExtractError as e:
+                raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-column") from None
+            rows[0 if len(dirs) == 1 else partition_of(key, len(dirs))] += 1
+        _check_not_empty(ds, sum(rows), opts)
+    stores = [PlannedVersion(str(d), number, current_version(d), None if rows is None else rows[k],
+                             prunable(d, opts.keep_versions, new=number)) for k, d in enumerate(dirs)]
+    return FileLoadPlan(str(ds.path), ds.fmt, [str(f) for f in ds.files], sum(f.stat().st_size for f in ds.files),
+                        None if rows is None else sum(rows), number, "put" if spark is None else "spark", stores)
+
+
+def _file_targets(opts: FileLoadOptions) -> list[Path]:
+    """The store dirs of a file load, each refused unless it is a versioned adstore or not there yet."""
+    from statectl.local.versions import current_version
+
+    dirs = opts.store_dirs()
+    for d in dirs:
+        current_version(d)  # refuses a plain store dir before anything is built
+        if d.exists() and not d.is_symlink():
+            raise UsageError(f"{d} is not a versioned adstore")
+    return dirs
+
+
 def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None,
               spark: SparkOptions | None = None) -> FileLoadResult:
     """Build, seal and switch to a new version of every target store from the file dataset (see the
@@ -1201,14 +1272,10 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
     from contextlib import ExitStack
 
     from statectl.local.datasets import open_dataset
-    from statectl.local.versions import StoreLock, current_version
+    from statectl.local.versions import StoreLock
 
     ds = open_dataset(Path(opts.path), opts.fmt)
-    dirs = opts.store_dirs()
-    for d in dirs:
-        current_version(d)  # refuses a plain store dir before anything is built
-        if d.exists() and not d.is_symlink():
-            raise UsageError(f"{d} is not a versioned adstore")
+    dirs = _file_targets(opts)
     with ExitStack() as locks:
         for d in dirs:
             locks.enter_context(StoreLock(d))

@@ -297,15 +297,10 @@ def prune(store: Path, keep: int) -> list[int]:
     never be switched to: it counts for nothing and goes too, but only a dir this module provably sealed
     (it holds a manifest file, readable or not); a digit-named dir without one, or a symlink, is not
     touched. A reader of a deleted version keeps its open files."""
-    if keep < 1:
-        raise UsageError("--keep-versions must be at least 1")
-    versions = list_versions(store)
-    sound = [v for v in versions if v.manifest is not None and v.problem is None]
-    keep_numbers = {v.number for v in sound[-keep:]} | {v.number for v in versions if v.current}
+    versions = {v.number: v for v in list_versions(store)}
     gone = []
-    for v in versions:
-        if v.number in keep_numbers or not os.path.lexists(v.path / MANIFEST):
-            continue
+    for number in prunable(store, keep):
+        v = versions[number]
         try:
             shutil.rmtree(v.path)
         except OSError:
@@ -314,15 +309,33 @@ def prune(store: Path, keep: int) -> list[int]:
     return gone
 
 
-def next_number(store: Path) -> int:
+def prunable(store: Path, keep: int, *, new: int | None = None) -> list[int]:
+    """The versions ``prune(store, keep)`` deletes, deleting nothing; ``new``: as it will be once a sound
+    version ``new`` is made current (what a load then prunes). UsageError for ``keep`` below 1."""
+    if keep < 1:
+        raise UsageError("--keep-versions must be at least 1")
+    versions = list_versions(store)
+    sound = [v.number for v in versions if v.manifest is not None and v.problem is None]
+    current = {v.number for v in versions if v.current} if new is None else {new}
+    keep_numbers = set((sound + ([new] if new is not None else []))[-keep:]) | current
+    return [v.number for v in versions if v.number not in keep_numbers and os.path.lexists(v.path / MANIFEST)]
+
+
+def next_number(store: Path, *, live_builds_only: bool = False) -> int:
     """One above every version of ``store`` and every build of one in progress."""
     root = versions_dir(store)
     if not root.is_dir():
         return 1
     taken = [int(p.name) for p in root.iterdir() if p.name.isdigit()]
     taken += [int(p.name[len(BUILDING):].split("-")[0]) for p in root.iterdir()
-              if p.name.startswith(BUILDING) and p.name[len(BUILDING):].split("-")[0].isdigit()]
+              if p.name.startswith(BUILDING) and p.name[len(BUILDING):].split("-")[0].isdigit()
+              and not (live_builds_only and _dead_build(p))]
     return max(taken, default=0) + 1
+
+
+def _dead_build(p: Path) -> bool:
+    m = _BUILD_NAME.fullmatch(p.name)
+    return bool(m) and not p.is_symlink() and p.is_dir() and not process_alive(int(m.group(2)))
 
 
 def remove_dead_builds(store: Path) -> None:

@@ -450,3 +450,50 @@ def test_standby_promote_container_dry_run_is_the_plan_promote_then_carries_out(
     assert [s["step"] for s in r["steps"]] == [s["step"] for s in dry["steps"]]
     assert_promoted(j)
     assert j.locality()["0"] == HOST
+
+
+# -- adstore load --from-file ----------------------------------------------------------------------
+
+def test_adstore_load_files_dry_run_is_the_plan_load_then_carries_out(cli, tmp_path: Path):
+    from tests.integration.test_adstore_files import STORE, expected_entries, make_rows, write_dataset
+    from tests.tools.standby_helpers import read_store
+
+    state = tmp_path / "state"
+    where = ["--store", STORE, "--state-dir", str(state), "--partitions", "3", "--key-column", "id"]
+    for n in (1, 2):
+        cli("adstore", "load", "--from-file", str(write_dataset(tmp_path / f"v{n}.csv", "csv", make_rows(n, 50))),
+            *where)
+    rows = make_rows(7, 200)
+    data = write_dataset(tmp_path / "v3.jsonl", "jsonl", rows)
+    before = tree(state)
+
+    out = cli("adstore", "load", "--from-file", str(data), *where, "--dry-run").stdout
+    plan = json.loads(cli("adstore", "load", "--from-file", str(data), *where, "--dry-run", "-o", "json").stdout)
+    assert tree(state) == before  # no build dir, no lock file touched, no link, nothing pruned
+    dirs = [str((state / STORE / f"Partition_{k}").absolute()) for k in range(3)]
+    assert (plan["dry_run"], plan["version"], plan["rows"], plan["built_with"], plan["format"], plan["files"]) == \
+        (True, 3, 200, "put", "jsonl", [str(data)])
+    assert [(v["store_dir"], v["version"], v["previous"], v["deleted_versions"]) for v in plan["stores"]] == \
+        [(d, 3, 2, [1]) for d in dirs]
+    assert sum(v["rows"] for v in plan["stores"]) == 200 and all(v["rows"] for v in plan["stores"])
+    assert out.splitlines()[-1].startswith(f"dry run: would load {data} (jsonl, 1 files")
+
+    r = json.loads(cli("adstore", "load", "--from-file", str(data), *where, "-o", "json").stdout)
+    assert (r["version"], r["rows"], r["built_with"]) == (plan["version"], plan["rows"], plan["built_with"])
+    assert [(v["store_dir"], v["version"], v["previous"], v["deleted_versions"], v["rows"]) for v in r["stores"]] == \
+        [(v["store_dir"], v["version"], v["previous"], v["deleted_versions"], v["rows"]) for v in plan["stores"]]
+    got: dict = {}
+    for v in plan["stores"]:
+        entries = read_store(Path(v["store_dir"]))
+        assert len(entries) == v["rows"]  # each store holds the rows the plan routed to it
+        got.update(entries)
+    assert got == expected_entries("jsonl", rows, "default")
+    assert sorted(p.name for p in (state / STORE / "Partition_0.versions").iterdir() if p.name.isdigit()) == ["2", "3"]
+
+    # A dataset the load refuses fails the dry run the same way, writing nothing.
+    (tmp_path / "empty.csv").write_text("id,name\n")
+    before = tree(state)
+    cli("adstore", "load", "--from-file", str(tmp_path / "empty.csv"), *where, "--dry-run", code=1)
+    cli("adstore", "load", "--topic", "t", "--kafka", "localhost:1", "--store", STORE, "--state-dir", str(state),
+        "--dry-run", code=2)
+    assert tree(state) == before

@@ -56,7 +56,7 @@ FLAGS = {
     "standby failover": {"--blobstore", "--container", "--dry-run", "--host", "--job", "--job-id", "--kafka",
                          "--metrics-file", "--replica", "--s3-endpoint", "--state-dir", "--timeout", "--to-checkpoint"},
     "standby check": {"--host", "--job", "--job-id", "--kafka", "--metrics-file"},
-    "adstore load": {"--allow-empty", "--blobstore", "--broadcast", "--dataset-versions", "--end-marker", "--extractor",
+    "adstore load": {"--allow-empty", "--blobstore", "--broadcast", "--dataset-versions", "--dry-run", "--end-marker", "--extractor",
                      "--follow", "--format", "--from-file", "--kafka", "--keep-versions", "--key-column", "--key-field",
                      "--master", "--max-age",
                      "--partitions", "--s3-endpoint", "--spark", "--spark-conf", "--stage-through-blobstore",
