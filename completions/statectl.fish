@@ -187,7 +187,7 @@ complete -c statectl -n '__statectl_path restore' -l partition -x -d 'The change
 complete -c statectl -n '__statectl_path restore' -l until-offset -x -d 'Replay only the records below offset N (default: to the end)'
 complete -c statectl -n '__statectl_path restore' -l to-checkpoint -d 'Replay up to the changelog offset in the task\'s latest Samza checkpoint (needs --job and --store)'
 complete -c statectl -n '__statectl_path restore' -l system -x -d 'The Samza system name of the changelog, for the OFFSET-v2 file written into the store (with --from-changelog)'
-complete -c statectl -n '__statectl_path restore' -l dry-run -d 'Write nothing (not even a reader pin); print the plan: the snapshot, and each file downloaded or reused from a local copy'
+complete -c statectl -n '__statectl_path restore' -l dry-run -d 'Write nothing (not even a reader pin); print the plan: the snapshot, and each file downloaded or reused from a local copy (with --from-changelog: the offsets replayed)'
 complete -c statectl -n '__statectl_path restore' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path restore' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path restore' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

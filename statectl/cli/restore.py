@@ -37,15 +37,13 @@ def restore(
     until_offset: Annotated[Optional[int], typer.Option("--until-offset", metavar="N", help="Replay only the records below offset N (default: to the end).", show_default=False)] = None,
     to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Replay up to the changelog offset in the task's latest Samza checkpoint (needs --job and --store).")] = False,
     system: Annotated[str, typer.Option("--system", help="The Samza system name of the changelog, for the OFFSET-v2 file written into the store (with --from-changelog).")] = "kafka",
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (not even a reader pin); print the plan: the snapshot, and each file downloaded or reused from a local copy.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (not even a reader pin); print the plan: the snapshot, and each file downloaded or reused from a local copy (with --from-changelog: the offsets replayed).")] = False,
 ) -> None:
     """Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically.
     With --from-changelog, rebuild it by replaying its Kafka changelog instead."""
     if from_changelog is not None:
-        if dry_run:
-            raise UsageError("--dry-run plans a restore from a snapshot; --from-changelog has no dry run yet")
         _restore_from_changelog(env, from_changelog, partition, target_dir, force, snapshot, until_offset,
-                                to_checkpoint, system)
+                                to_checkpoint, system, dry_run)
         return
     changelog_only = [flag for flag, given in (("--partition", partition is not None),
                                                ("--until-offset", until_offset is not None),
@@ -84,10 +82,11 @@ def restore(
 
 def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], target_dir: Optional[Path], force: bool,
                             snapshot: Optional[str], until_offset: Optional[int], to_checkpoint: bool,
-                            system: str) -> None:
+                            system: str, dry_run: bool) -> None:
     from statectl.blobstore import file_root
     from statectl.engine.changelog import (
         ChangelogRestoreOptions,
+        plan_restore_from_changelog,
         restore_from_changelog,
     )
 
@@ -106,6 +105,13 @@ def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], targ
         security=session.kafka_security, state_dir=Path(s.state_dir) if s.state_dir else None,
         own_store=session.store_dir(env.flags.store_dir) if s.state_dir and s.store else None,
         blob_root=file_root(s.blobstore) if s.blobstore else None)
+    if dry_run:
+        p = plan_restore_from_changelog(opts, env.progress)
+        upto = f"below offset {p.stop_offset}" if p.stop_offset is not None else f"to its end (offset {p.end_offset} now)"
+        env.emit(p, f"dry run: would replay {p.topic}[{p.partition}] from offset {p.first_offset} {upto}, at most "
+                    f"{p.offsets} records, into {p.target_dir}" + (", replacing the store there" if p.replaces_store
+                                                                   else ""))
+        return
     r = restore_from_changelog(opts, env.progress)
     env.emit(r, f"replayed {r.records} records ({human_bytes(r.bytes)}) of {r.topic}[{r.partition}] up to offset "
                 f"{r.end_offset} into {r.target_dir}, {r.duration_s:.1f}s")

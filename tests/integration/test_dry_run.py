@@ -134,9 +134,39 @@ def test_restore_dry_run_errors_as_the_restore_would(cli, tmp_path: Path):
     args = ["--blobstore", f"file://{tmp_path / 'blobs'}", "--job", "pv", "--store", "counts"]
     r = cli("restore", *args, "--target-dir", str(tmp_path / "t"), "--dry-run", code=10)
     assert "no snapshot" in r.stderr
-    r = cli("restore", *args, "--from-changelog", "t", "--partition", "0", "--kafka", "localhost:1", "--dry-run",
-            code=2)
-    assert "--dry-run" in r.stderr
+
+
+def test_restore_from_changelog_dry_run_is_the_plan_the_replay_then_carries_out(cli, tansu, tmp_path: Path):
+    import uuid
+
+    from tests.integration.test_changelog_restore import produce
+    from tests.tools.standby_helpers import read_store
+
+    topic = tansu.create_topic(f"dry-changelog-{uuid.uuid4().hex[:8]}", partitions=1)
+    records = [(0, b"k%03d" % (i % 40), b"v%d" % i) for i in range(60)]
+    produce(tansu.bootstrap, topic, records)
+    target = tmp_path / "rebuilt"
+    make_store(target, 100, 64, seed=6)  # an old store there
+    before = tree(target)
+    args = ["--from-changelog", topic, "--partition", "0", "--kafka", tansu.bootstrap, "--target-dir", str(target)]
+
+    out = cli("restore", *args, "--dry-run").stdout
+    plan = json.loads(cli("restore", *args, "--dry-run", "-o", "json").stdout)
+    part = json.loads(cli("restore", *args, "--until-offset", "30", "--dry-run", "-o", "json").stdout)
+    assert tree(target) == before
+    assert plan == {"target_dir": str(target.resolve()), "topic": topic, "partition": 0, "first_offset": 0,
+                    "stop_offset": None, "end_offset": 60, "offsets": 60, "replaces_store": True, "dry_run": True,
+                    "notes": []}
+    assert (part["stop_offset"], part["offsets"]) == (30, 30)
+    assert out == f"dry run: would replay {topic}[0] from offset 0 to its end (offset 60 now), at most 60 records, " \
+                  f"into {target.resolve()}, replacing the store there\n"
+
+    r = json.loads(cli("restore", *args, "--until-offset", "30", "-o", "json").stdout)
+    assert (r["records"], r["end_offset"], r["target_dir"]) == (part["offsets"], part["stop_offset"], part["target_dir"])
+    assert read_store(target) == {k: v for _, k, v in records[:30]}
+    r = json.loads(cli("restore", *args, "-o", "json").stdout)
+    assert (r["records"], r["end_offset"]) == (plan["offsets"], plan["end_offset"])
+    assert read_store(target) == {k: v for _, k, v in records}
 
 
 # -- snapshots copy --------------------------------------------------------------------------------
