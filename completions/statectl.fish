@@ -680,7 +680,7 @@ complete -c statectl -n '__statectl_path adstore load' -l spark-conf -x -d 'KEY=
 complete -c statectl -n '__statectl_path adstore load' -l stage-through-blobstore -d '--spark: the executors hand their SST files over through --blobstore (the default unless the master is local[...])'
 complete -c statectl -n '__statectl_path adstore load' -l dataset-versions -d 'Topic: the topic carries versions of a bounded dataset, each ended by an end-of-dataset marker; each becomes a sealed version, switched to at its marker'
 complete -c statectl -n '__statectl_path adstore load' -l end-marker -x -d '--dataset-versions: a marker is a record with this key (default: a record with the header statectl-end-of-dataset); its value names the dataset version'
-complete -c statectl -n '__statectl_path adstore load' -l dry-run -d '--from-file: read the dataset, check every row\'s key and print the plan (the version each store gets, its rows, the versions pruned); write nothing'
+complete -c statectl -n '__statectl_path adstore load' -l dry-run -d 'Print the plan and write nothing: --from-file: the version each store gets, its rows (every row\'s key checked), the versions pruned; --topic: each store created, resumed or rebuilt (and why), and the offsets it reads'
 complete -c statectl -n '__statectl_path adstore load' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore load' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path adstore load' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -159,9 +159,10 @@ def load(
         "--end-marker", help="--dataset-versions: a marker is a record with this key (default: a record with the "
                              "header statectl-end-of-dataset); its value names the dataset version.",
         show_default=False)] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="--from-file: read the dataset, check every row's key "
-                                          "and print the plan (the version each store gets, its rows, the versions "
-                                          "pruned); write nothing. Not yet for a topic load.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing: --from-file: the "
+                                          "version each store gets, its rows (every row's key checked), the versions "
+                                          "pruned; --topic: each store created, resumed or rebuilt (and why), and "
+                                          "the offsets it reads. Not yet with --dataset-versions.")] = False,
 ) -> None:
     """Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)."""
     from statectl.formats.adstore import KeyValueSpec
@@ -188,9 +189,9 @@ def load(
                                   s3=env.session.s3_options if through and s.blobstore.startswith("s3://") else None)
     if end_marker is not None and not dataset_versions:
         raise UsageError("--end-marker is for --dataset-versions")
-    if dry_run and from_file is None:
-        raise UsageError("--dry-run plans a load --from-file; a topic load has no dry run yet",
-                         hint="'statectl adstore status' shows each store's offsets and lag")
+    if dry_run and dataset_versions:
+        raise UsageError("--dry-run plans a load --from-file or --topic; --dataset-versions has no dry run yet",
+                         hint="'statectl adstore versions' shows the versions sealed so far")
     if dataset_versions:
         topics = list(topic or ())
         if len(topics) > 1 or s.job or tasks:
@@ -216,6 +217,19 @@ def load(
                                 security=env.session.kafka_security, timeout_s=s.timeout, topics=topics[1:],
                                 key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id,
                                 tasks=_task_list(tasks))
+        if dry_run:
+            from statectl.engine.adstore import plan_topic_load
+
+            tp = plan_topic_load(opts, progress=env.progress, spark=spark_opts)
+            lines = [f"{st.store_dir}: would be {st.case}" + (f" ({st.reason})" if st.reason else "")
+                     + ": " + ", ".join(f"{k} from {st.start[k]} to {st.end[k]}" for k in st.start)
+                     for st in tp.stores]
+            lines += [f"{c}: would get hard links of the first store's files (broadcast)" for c in tp.clones]
+            lines.append(f"dry run: would load at most {tp.records} records of {', '.join(tp.topics)} into "
+                         f"{len(tp.stores)} store(s), built with {tp.built_with}"
+                         + ("; then keep applying new ones (--follow)" if tp.follow else ""))
+            env.emit(tp, "\n".join(lines))
+            return
         stop, interrupted = stop_on_signals()
         r = load_topic(opts, stop=stop, progress=env.progress, spark=spark_opts)
         env.emit(r, _topic_text(r))

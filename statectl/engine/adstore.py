@@ -55,7 +55,7 @@ from statectl.formats.offsets import (
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.local.staged import StagedStore, remove_dead_temp_dirs
-from statectl.progress import NullProgress, ProgressReporter
+from statectl.progress import NoteRecorder, NullProgress, ProgressReporter
 
 FLUSH_RECORDS = 500_000  # sync the WAL and record the offsets at least this often...
 FLUSH_SECONDS = 2.0      # ...and at least this often while records come
@@ -280,7 +280,7 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     began = time.monotonic()
     from contextlib import ExitStack
 
-    from statectl.kafka.client import open_consumer, partition_count
+    from statectl.kafka.client import open_consumer
     from statectl.local.versions import StoreLock
 
     if opts.job:
@@ -294,25 +294,7 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     targets: list[_Target] = []
     locks = ExitStack()
     try:
-        counts: dict[str, int] = {}
-        for topic in opts.all_topics:
-            n = partition_count(consumer, topic, opts.bootstrap)
-            if n is None:
-                raise NotFoundError(f"topic {topic} does not exist on {opts.bootstrap}",
-                                    hint="check the topic name and --kafka")
-            counts[topic] = n
-        targets = _targets(opts, counts)
-        clones = [_Target(store_dir(Path(opts.state_dir), opts.store, task).absolute(), list(targets[0].parts),
-                          StoreLoad(str(store_dir(Path(opts.state_dir), opts.store, task).absolute()),
-                                    targets[0].load.partitions, CLONED, task=task), opts=opts)
-                  for task in opts.tasks[1:]] if opts.broadcast else []
-        from statectl.kafka.tails import topic_identity
-
-        topic_ids = {topic: topic_identity(consumer, topic, opts.bootstrap)[0] for topic in opts.all_topics}
-        for t in targets + clones:
-            t.topic_ids = {topic: i for topic, i in topic_ids.items() if i is not None}
-            if _check_ours(t) and t in clones:  # a refused load leaves nothing behind, not even a lock file
-                _check_clone_topics(t, opts)
+        targets, clones = _prepare(opts, consumer)
         for t in targets + clones:
             locks.enter_context(StoreLock(t.path))
         extract = opts.spec.record_extractor() if (opts.spec.extractor or opts.spec.key_field
@@ -372,6 +354,109 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     _warn_deleted(targets, opts, progress)
     result.notes = list(getattr(progress, "notes", [])) + result.notes
     return result
+
+
+def _prepare(opts: TopicLoadOptions, consumer: Any) -> tuple[list[_Target], list[_Target]]:
+    """The stores a topic load fills and (broadcast) the ones that get hard links of the first, each checked
+    to be one this load may write (_check_ours), reading only. NotFoundError for a topic that is not there."""
+    from statectl.kafka.client import partition_count
+    from statectl.kafka.tails import topic_identity
+
+    counts: dict[str, int] = {}
+    for topic in opts.all_topics:
+        n = partition_count(consumer, topic, opts.bootstrap)
+        if n is None:
+            raise NotFoundError(f"topic {topic} does not exist on {opts.bootstrap}",
+                                hint="check the topic name and --kafka")
+        counts[topic] = n
+    targets = _targets(opts, counts)
+    clones = [_Target(store_dir(Path(opts.state_dir), opts.store, task).absolute(), list(targets[0].parts),
+                      StoreLoad(str(store_dir(Path(opts.state_dir), opts.store, task).absolute()),
+                                targets[0].load.partitions, CLONED, task=task), opts=opts)
+              for task in opts.tasks[1:]] if opts.broadcast else []
+    topic_ids = {topic: topic_identity(consumer, topic, opts.bootstrap)[0] for topic in opts.all_topics}
+    for t in targets + clones:
+        t.topic_ids = {topic: i for topic, i in topic_ids.items() if i is not None}
+        if _check_ours(t) and t in clones:  # a refused load leaves nothing behind, not even a lock file
+            _check_clone_topics(t, opts)
+    return targets, clones
+
+
+@dataclass
+class PlannedStoreLoad:
+    """One store of a topic load's plan: ``case`` (created, resumed, rebuilt: ``reason`` says why), and per
+    side-input SSP the offset its read starts at and the end it reads to (the end now)."""
+
+    store_dir: str
+    task: str | None
+    partitions: list[int]
+    case: str
+    reason: str | None
+    start: dict[str, int]
+    end: dict[str, int]
+    records: int
+
+
+@dataclass
+class TopicLoadPlan:
+    """What ``load_topic`` will do, decided with nothing written: each store's case and the offsets it
+    reads (``records``: the offsets in those ranges now, the most records applied); ``clones``: the
+    broadcast stores that get hard links of the first; ``follow``: it then keeps applying. ``adstore load
+    --topic --dry-run`` prints it."""
+
+    topic: str | None
+    topics: list[str]
+    stores: list[PlannedStoreLoad]
+    clones: list[str]
+    records: int
+    built_with: str
+    follow: bool
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_topic_load(opts: TopicLoadOptions, *, progress: ProgressReporter | None = None,
+                    spark: SparkOptions | None = None) -> TopicLoadPlan:
+    """The plan of ``load_topic(opts, spark=spark)``: the same checks and the same recovery table (created /
+    resumed / rebuilt, and why), reading the stores and the topics, writing nothing: no lock file, no
+    staged dir, no offsets. Where the load opens a store to see that it is sound, the plan opens it
+    read-only (its config file rocksdict drops is removed again). Raises what ``load_topic`` raises
+    before it writes, but LockHeldError for another load (no lock is taken)."""
+    from statectl.kafka.client import open_consumer
+    from statectl.kafka.tails import read_tails
+
+    opts.validate()
+    recorder = NoteRecorder(progress)
+    if opts.job:
+        from statectl.engine.adstore_job import from_job
+
+        opts = from_job(opts, recorder)
+    if spark is not None and len(opts.all_topics) > 1:
+        raise UsageError("--spark builds a store from one topic: load several topics without --spark")
+    consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
+    try:
+        targets, clones = _prepare(opts, consumer)
+        for t in targets:
+            _assess(t, opts, consumer, dry_run=True)
+            if t.load.reason:
+                recorder.note(f"{t.path}: {t.load.case}: {t.load.reason}")
+        tails = {topic: read_tails(consumer, topic, sorted({p for t in targets for tp, p in t.parts if tp == topic}),
+                                   opts.bootstrap) for topic in opts.all_topics}
+    finally:
+        consumer.close()
+    stores = []
+    for t in targets:
+        start, end = {}, {}
+        for topic, p in t.parts:
+            tail, off = tails[topic][p], t.offsets.get((topic, p))
+            key = SSP(opts.system, topic, p).key()
+            start[key] = tail.beginning if off is None or spark is not None else max(off + 1, tail.beginning)
+            end[key] = tail.end
+        stores.append(PlannedStoreLoad(str(t.path), t.load.task, t.load.partitions, t.load.case, t.load.reason,
+                                       start, end, sum(max(0, end[k] - start[k]) for k in start)))
+    return TopicLoadPlan(opts.topic, list(opts.all_topics), stores, [str(c.path) for c in clones],
+                         sum(st.records for st in stores), "put" if spark is None else "spark", opts.follow,
+                         notes=recorder.notes)
 
 
 def _check_clone_topics(t: _Target, opts: TopicLoadOptions) -> None:
@@ -471,7 +556,7 @@ def _targets(opts: TopicLoadOptions, counts: dict[str, int]) -> list[_Target]:
             for k in ks]
 
 
-def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
+def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any, *, dry_run: bool = False) -> None:
     """The seed's recovery table for one store: sets ``t.load.case`` (and ``reason``), ``t.offsets``, and
     for a rebuild a StagedStore to build into.
 
@@ -528,7 +613,9 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
             except OffsetOutOfRange as e:
                 reason = f"its offsets fell off the topic ({e})"
                 break
-    if reason is None:
+    if reason is None and dry_run:  # a plan opens the store read-only: nothing of it changes
+        reason = _open_problem(t.path)
+    elif reason is None:
         try:
             from statectl.rocks.live import LiveStore
 
@@ -545,9 +632,19 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
         t.load.reason = _grown(t, opts)
         return
     t.load.case, t.load.reason = REBUILT, reason
+    if dry_run:
+        return
     remove_dead_temp_dirs(t.path)
     t.staged = StagedStore(t.path, what="adstore rebuild", disk_full=lambda: _disk_full(t.path), sync="dirs")
     t.staged.__enter__()
+
+
+def _open_problem(path: Path) -> str | None:
+    """Why the store at ``path`` does not open read-only ("its files are damaged (...)"), or None."""
+    from statectl.local.versions import open_problem
+
+    problem = open_problem(path)
+    return None if problem is None else f"its files are damaged ({problem})"
 
 
 def _grown(t: _Target, opts: TopicLoadOptions) -> str | None:

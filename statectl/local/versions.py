@@ -276,19 +276,26 @@ def check_switch(store: Path, number: int, *, verify: str | None = "deep") -> No
                                      "with adstore load --from-file")
 
 
-def _open_problem(path: Path) -> str | None:
-    """Why the store at ``path`` does not open read-only, or None."""
+def open_problem(path: Path) -> str | None:
+    """Why the store at ``path`` does not open read-only (the first line of the error), or None. Leaves
+    nothing behind: the config file rocksdict drops into a dir it opens is removed again."""
     from statectl.rocks.store import ROCKSDICT_CONFIG, open_readonly
 
     had_config = (path / ROCKSDICT_CONFIG).exists()
     try:
         open_readonly(path).close()
     except Exception as e:  # noqa: BLE001 - rocksdict raises its own exception types
-        return f"damaged: it does not open ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
     finally:
         if not had_config:  # rocksdict drops its config into every dir it opens
             (path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
     return None
+
+
+def _open_problem(path: Path) -> str | None:
+    """Why the store at ``path`` does not open read-only, or None."""
+    problem = open_problem(path)
+    return None if problem is None else f"damaged: it does not open ({problem})"
 
 
 def prune(store: Path, keep: int) -> list[int]:
