@@ -463,9 +463,15 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     if not dry_run and _promote_pre_restored(env, timeout, replica_dir, active_dir, changelog, partition, replica):
         return
     if dry_run and _restores_from_blob_store(env, replica_dir, active_dir, changelog, partition, replica):
-        raise UsageError("promote --dry-run plans the promote of a replica kept from the changelog; this store is "
-                         "restored from the blob store (its pre-restore), which has no dry run yet",
-                         hint="'statectl standby status' shows the pre-restored dir and its checkpoint")
+        from statectl.engine.prerestore import plan_promote_pre_restored
+
+        session = env.session
+        p = plan_promote_pre_restored(session.ref(), Path(env.settings.state_dir).absolute(), env.settings.kafka,
+                                      session.blobstore, security=session.kafka_security)
+        for note in p.notes:
+            env.progress.note(note)
+        env.emit(p, _promote_plan_text(p))
+        return
     rep = _replica(env, changelog, partition, replica, replica_dir)
     s = env.settings
     if replica_dir is None and s.state_dir:
@@ -498,10 +504,17 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
 
 
 def _promote_plan_text(p: Any) -> str:
-    lines = [f"would stop the follower (pid {p.fence_pid})" if p.fence_pid is not None else "no follower runs",
-             f"would catch {p.replica_dir} up from changelog offset {p.applied_offset} to {p.catch_up_to}"
-             + ("" if p.restore_mode == "transactional" else " (or the end as it is then)")]
-    if p.in_place:
+    lines = [f"would stop the follower (pid {p.fence_pid})" if p.fence_pid is not None else "no follower runs"]
+    if p.restore_mode == "blob-store":
+        lines.append(f"would bring {p.promoted_dir} to the snapshot of checkpoint {p.checkpoint_id} (from the "
+                     f"pre-restored {p.replica_dir}, downloading what differs); the job's next start renames it "
+                     f"into {p.active_dir}")
+    else:
+        lines.append(f"would catch {p.replica_dir} up from changelog offset {p.applied_offset} to {p.catch_up_to}"
+                     + ("" if p.restore_mode == "transactional" else " (or the end as it is then)"))
+    if p.restore_mode == "blob-store":
+        pass
+    elif p.in_place:
         lines.append(f"would leave it where it is ({p.promoted_dir}, --layout active-path)")
     else:
         lines.append(f"would move it to {p.promoted_dir}" + (", replacing the store there" if p.replaces_active else ""))

@@ -580,3 +580,49 @@ def test_adstore_load_topic_dry_run_is_the_plan_load_then_carries_out(cli, tansu
     assert all("stale" in st["reason"] for st in plan["stores"])
     r = json.loads(cli("adstore", "load", *args, "--max-age", "1s", "-o", "json").stdout)
     assert [st["case"] for st in r["stores"]] == ["rebuilt", "rebuilt"] and r["records"] == plan["records"] == 60
+
+
+@pytest.mark.timeout(300)
+def test_standby_promote_dry_run_of_a_blob_store_restored_store(world, procs):
+    """A job restoring the store from the blob store: the plan names the checkpoint dir the promote brings
+    to the latest snapshot and the placement it writes; nothing changes; the promote lands exactly there."""
+    import socket
+
+    from tests.integration.test_standby_prerestore import (
+        blobs,
+        job_config,
+        pre_dir,
+        pre_restored,
+        snapshot,
+        start_pre,
+        store_entries,
+    )
+    from tests.tools.standby_helpers import cli as proc_cli
+
+    w = world
+    job_config(w)
+    _, cp1 = snapshot(w, 1000, start=0, seed=3)
+    f = start_pre(w, procs)
+    pre_restored(w, f, cp1)
+    assert f.terminate() == 0, f.describe()
+    _, cp2 = snapshot(w, 500, start=1000, seed=4)  # the pre-restored dir is behind now
+    args = ["standby", "promote", *w.where(changelog=False), "--blobstore", blobs(w)]
+    state_before, records = tree(w.state), _coordinator_records(w.bootstrap, w.job)
+    blobs_before = Where(blobs(w), {}).listing()
+
+    out = proc_cli(w.tmp, *args, "--dry-run").stdout
+    plan = json.loads(proc_cli(w.tmp, *args, "--dry-run", "-o", "json").stdout)
+    assert tree(w.state) == state_before and _coordinator_records(w.bootstrap, w.job) == records
+    assert Where(blobs(w), {}).listing() == blobs_before  # no reader pin
+    assert (plan["restore_mode"], plan["checkpoint_id"], plan["promoted_dir"], plan["replica_dir"],
+            plan["fence_pid"], plan["in_place"]) == \
+        ("blob-store", cp2, str(pre_dir(w, cp2)), str(pre_dir(w, cp1)), None, False)
+    assert (plan["locality"]["container"], plan["locality"]["write"], plan["locality"]["host"]) == \
+        ("0", True, socket.gethostname())
+    assert f"would bring {pre_dir(w, cp2)} to the snapshot of checkpoint {cp2}" in out
+
+    r = json.loads(proc_cli(w.tmp, *args, "-o", "json").stdout)
+    assert (r["promoted_dir"], r["restore_mode"], r["checkpoint_id"], r["locality_updated"]) == \
+        (plan["promoted_dir"], plan["restore_mode"], plan["checkpoint_id"], plan["locality"]["write"])
+    assert store_entries(w) == [pre_dir(w, cp2).name]
+    assert _coordinator_records(w.bootstrap, w.job) == records + 1
