@@ -90,6 +90,8 @@ def _conf(values: list[str] | None) -> dict[str, str]:
     "Examples:\n\n  statectl adstore load --kafka broker:9092 --topic members-cdc --store members --state-dir /var/samza/state "
     "--key-field id\n\n  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
     "--state-dir /var/samza/state --partitions 8\n\n"
+    "  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
+    "--state-dir /var/samza/state --partitions 8 --dry-run\n\n"
     + exit_codes_epilog(0, (1, "a record or row that cannot be extracted, an empty dataset, a file changed while "
                                "read, a full disk, brokers unreachable, a Spark job that failed"),
                         (2, "usage, or a target dir adstore load did not make"),
@@ -160,6 +162,10 @@ def load(
         "--end-marker", help="--dataset-versions: a marker is a record with this key (default: a record with the "
                              "header statectl-end-of-dataset); its value names the dataset version.",
         show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing: --from-file: the "
+                                          "version each store gets, its rows (every row's key checked), the versions "
+                                          "pruned; --topic: each store created, resumed or rebuilt (and why), and "
+                                          "the offsets it reads. Not yet with --dataset-versions.")] = False,
 ) -> None:
     """Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)."""
     from statectl.formats.adstore import KeyValueSpec
@@ -186,6 +192,9 @@ def load(
                                   s3=env.session.s3_options if through and s.blobstore.startswith("s3://") else None)
     if end_marker is not None and not dataset_versions:
         raise UsageError("--end-marker is for --dataset-versions")
+    if dry_run and dataset_versions:
+        raise UsageError("--dry-run plans a load --from-file or --topic; --dataset-versions has no dry run yet",
+                         hint="'statectl adstore versions' shows the versions sealed so far")
     if dataset_versions:
         topics = list(topic or ())
         if len(topics) > 1 or s.job or tasks:
@@ -211,6 +220,19 @@ def load(
                                 security=env.session.kafka_security, timeout_s=s.timeout, topics=topics[1:],
                                 key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id,
                                 tasks=_task_list(tasks))
+        if dry_run:
+            from statectl.engine.adstore import plan_topic_load
+
+            tp = plan_topic_load(opts, progress=env.progress, spark=spark_opts)
+            lines = [f"{st.store_dir}: would be {st.case}" + (f" ({st.reason})" if st.reason else "")
+                     + ": " + ", ".join(f"{k} from {st.start[k]} to {st.end[k]}" for k in st.start)
+                     for st in tp.stores]
+            lines += [f"{c}: would get hard links of the first store's files (broadcast)" for c in tp.clones]
+            lines.append(f"dry run: would load at most {tp.records} records of {', '.join(tp.topics)} into "
+                         f"{len(tp.stores)} store(s), built with {tp.built_with}"
+                         + ("; then keep applying new ones (--follow)" if tp.follow else ""))
+            env.emit(tp, "\n".join(lines))
+            return
         stop, interrupted = stop_on_signals()
         r = load_topic(opts, stop=stop, progress=env.progress, spark=spark_opts)
         env.emit(r, _topic_text(r))
@@ -229,9 +251,22 @@ def load(
         if not partitions.isdigit():
             raise UsageError("--partitions with --from-file is a number of stores")
         n = int(partitions)
-    fr = load_file(FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir,
-                                   partitions=n, spec=spec, keep_versions=keep_versions, allow_empty=allow_empty),
-                   progress=env.progress, spark=spark_opts)
+    fopts = FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir, partitions=n,
+                            spec=spec, keep_versions=keep_versions, allow_empty=allow_empty)
+    if dry_run:
+        from statectl.engine.adstore import plan_file_load
+
+        plan = plan_file_load(fopts, spark=spark_opts)
+        lines = [f"{v.store_dir}: would make version {v.version} current (now {v.previous}), "
+                 f"{'rows counted by the Spark job' if v.rows is None else f'{v.rows} rows'}"
+                 + (f"; would delete versions {', '.join(map(str, v.deleted_versions))}" if v.deleted_versions else "")
+                 for v in plan.stores]
+        lines.append(f"dry run: would load {plan.source} ({plan.format}, {len(plan.files)} files, {plan.bytes} bytes"
+                     + ("" if plan.rows is None else f", {plan.rows} rows") + f") as version {plan.version} of "
+                     f"{len(plan.stores)} store(s), built with {plan.built_with}")
+        env.emit(plan, "\n".join(lines))
+        return
+    fr = load_file(fopts, progress=env.progress, spark=spark_opts)
     env.emit(fr, _file_text(fr))
 
 
@@ -358,17 +393,25 @@ def versions_cmd(env: Env) -> None:
              "and checksum compared (one read of the whole store, about a million entries a second); --quick "
              "only checks that it is a RocksDB store with its files that opens. A damaged version is not made "
              "current.\n\n"
-             "Example:\n\n  statectl adstore switch --state-dir /var/samza/state --store members --version 3\n\n"
+             "Examples:\n\n  statectl adstore switch --state-dir /var/samza/state --store members --version 3\n\n"
+             "  statectl adstore switch --state-dir /var/samza/state --store members --dry-run\n\n"
              + exit_codes_epilog(0, (1, "the version is damaged"), 2, (10, "no such sealed version"),
                                  (11, "an adstore load or switch runs on the store")))
 @state_command("task", "store", "state_dir", "store_dir")
 def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
         "--version", help="The version to make current (default: roll back one).", show_default=False)] = None,
         quick: Annotated[bool, typer.Option("--quick", help="Check only that the version is a store that opens, "
-                                            "not every entry against its manifest.")] = False) -> None:
+                                            "not every entry against its manifest.")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Make the checks and print which version would "
+                                              "become current; change nothing.")] = False) -> None:
     """Point a store at another sealed version atomically (a rollback, or forward again)."""
-    from statectl.engine.adstore import switch_version
+    from statectl.engine.adstore import plan_switch, switch_version
 
+    if dry_run:
+        p = plan_switch(_store(env), version, quick=quick)
+        env.emit(p, f"dry run: {p.store_dir}: would make version {p.version} current (now {p.previous}); "
+                    f"version {p.version} passed the {p.check} check")
+        return
     r = switch_version(_store(env), version, quick=quick)
     env.emit(r, f"{r.store_dir}: version {r.version} is current (was {r.previous})")
 

@@ -21,6 +21,8 @@ RUN_ID = Annotated[Optional[str], typer.Option("--run-id", help="The run to drai
                                                                 "in its coordinator stream).", show_default=False)]
 UUID = Annotated[Optional[str], typer.Option("--uuid", help="Just this notification (default: every one of the "
                                                             "current run).", show_default=False)]
+DRY_RUN = Annotated[bool, typer.Option("--dry-run", help="Read the coordinator stream and print what would be "
+                                                            "written; write nothing.")]
 ABOUT = ("The job's containers poll its coordinator stream (__samza_coordinator_<job>_<job-id>) for a drain "
          "notification of their run id; they stop reading their sources, process what their intermediate "
          "streams hold, commit and stop, and the job's coordinator then clears the notification.\n\n")
@@ -39,7 +41,8 @@ def _target(env: Env, run_id: str | None = None) -> DrainTarget:
 
 @app.command("start", epilog=ABOUT + "Samza starts a DrainMonitor only with job.drain-monitor.enabled=true (default "
              "false): without it in the job's config, start refuses and writes nothing (exit 14); --force writes "
-             "anyway.\n\nExample:\n\n  statectl drain start --kafka broker:9092 --job page-views\n\n"
+             "anyway.\n\nExamples:\n\n  statectl drain start --kafka broker:9092 --job page-views\n\n"
+             "  statectl drain start --kafka broker:9092 --job page-views --dry-run\n\n"
              + exit_codes_epilog(0, 1, 2, (10, "no coordinator stream, or no run id found and none given"),
                                  (14, "the job runs no drain monitor (job.drain-monitor.enabled is not true)")))
 @state_command(*JOB)
@@ -48,10 +51,20 @@ def start(
     run_id: RUN_ID = None,
     force: Annotated[bool, typer.Option("--force", help="Write the notification even though the job's config does "
                                                         "not enable its drain monitor.")] = False,
+    dry_run: DRY_RUN = False,
 ) -> None:
     """Ask the job's current run to drain: write a drain notification (once: a pending one is reported)."""
+    from statectl.engine.drain import plan_start
     from statectl.engine.drain import start as run_start
 
+    if dry_run:
+        p = plan_start(_target(env, run_id), force=force)
+        for note in p.notes:
+            env.progress.note(note)
+        env.emit(p, f"dry run: would write a drain notification for run {p.run_id} to {p.topic}" if p.created else
+                    f"dry run: drain notification {p.uuid} for run {p.run_id} is pending already: nothing would be "
+                    "written")
+        return
     r = run_start(_target(env, run_id), force=force)
     for note in r.notes:
         env.progress.note(note)
@@ -113,8 +126,9 @@ def wait(
 @app.command("cancel", epilog="--bad tombstones the records of the drain namespace Samza cannot read (what status "
              "lists as JOB-BREAKING); --all-stale the notifications of every other run (Samza's "
              "DrainUtils.cleanupAll, kept to other runs). Each record is tombstoned under the key it is stored "
-             "under.\n\nExample:\n\n  statectl drain cancel --kafka broker:9092 --job page-views\n"
-             "  statectl drain cancel --kafka broker:9092 --job page-views --bad --all-stale\n\n"
+             "under.\n\nExamples:\n\n  statectl drain cancel --kafka broker:9092 --job page-views\n"
+             "  statectl drain cancel --kafka broker:9092 --job page-views --bad --all-stale\n"
+             "  statectl drain cancel --kafka broker:9092 --job page-views --dry-run\n\n"
              + exit_codes_epilog(0, (1, "the job already acts on it: a drain cannot be undone"), 2,
                                  (10, "nothing to cancel")))
 @state_command(*JOB)
@@ -124,11 +138,25 @@ def cancel(
     run_id: RUN_ID = None,
     bad: Annotated[bool, typer.Option("--bad", help="Remove the records Samza cannot read (job-breaking).")] = False,
     all_stale: Annotated[bool, typer.Option("--all-stale", help="Remove the notifications of every other run.")] = False,
+    dry_run: DRY_RUN = False,
 ) -> None:
     """Withdraw a pending drain notification (a tombstone), unless the job already acts on it; or remove
     job-breaking records (--bad) or other runs' notifications (--all-stale)."""
     from statectl.engine.drain import cancel as run_cancel
+    from statectl.engine.drain import plan_cancel
 
+    if dry_run:
+        p = plan_cancel(_target(env, run_id), uuid, bad=bad, all_stale=all_stale)
+        for note in p.notes:
+            env.progress.note(note)
+        what = {"pending": "withdraw pending", "drained": "remove drained", "stale": "remove other run's"}
+        lines = [f"would {what[t.kind]} drain notification {t.uuid} (key {_short(t.key)!r}, offset {t.offset})"
+                 if t.uuid is not None else
+                 f"would remove job-breaking record at offset {t.offset} (key {_short(t.key)!r})"
+                 for t in p.tombstones]
+        lines.append(f"dry run: would write {len(p.tombstones)} tombstone(s) to {p.topic}")
+        env.emit(p, "\n".join(lines))
+        return
     r = run_cancel(_target(env, run_id), uuid, bad=bad, all_stale=all_stale)
     for note in r.notes:
         env.progress.note(note)

@@ -14,6 +14,7 @@ EPILOG = (
     "Examples:\n\n"
     "  statectl restore --job page-views --state-dir /var/samza/state --store counts --task 'Partition 0'\n\n"
     "  statectl restore --job page-views --store counts --snapshot 3f2a9c --target-dir /tmp/counts-copy\n\n"
+    "  statectl restore --job page-views --state-dir /var/samza/state --store counts --dry-run\n\n"
     "  statectl restore --from-changelog page-views-counts-changelog --partition 0 --kafka broker:9092 "
     "--target-dir /tmp/counts-rebuilt\n\n"
     "  statectl restore --from-changelog page-views-counts-changelog --partition 0 --kafka broker:9092 "
@@ -36,12 +37,13 @@ def restore(
     until_offset: Annotated[Optional[int], typer.Option("--until-offset", metavar="N", help="Replay only the records below offset N (default: to the end).", show_default=False)] = None,
     to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Replay up to the changelog offset in the task's latest Samza checkpoint (needs --job and --store).")] = False,
     system: Annotated[str, typer.Option("--system", help="The Samza system name of the changelog, for the OFFSET-v2 file written into the store (with --from-changelog).")] = "kafka",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (not even a reader pin); print the plan: the snapshot, and each file downloaded or reused from a local copy (with --from-changelog: the offsets replayed).")] = False,
 ) -> None:
     """Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically.
     With --from-changelog, rebuild it by replaying its Kafka changelog instead."""
     if from_changelog is not None:
         _restore_from_changelog(env, from_changelog, partition, target_dir, force, snapshot, until_offset,
-                                to_checkpoint, system)
+                                to_checkpoint, system, dry_run)
         return
     changelog_only = [flag for flag, given in (("--partition", partition is not None),
                                                ("--until-offset", until_offset is not None),
@@ -52,7 +54,7 @@ def restore(
     if from_other_store and snapshot is None:
         raise UsageError("--from-other-store needs --snapshot ID: a cross-restore names the snapshot it takes")
 
-    from statectl.engine.restore import RestoreOptions
+    from statectl.engine.restore import RestoreOptions, plan_restore
     from statectl.engine.restore import restore as run_restore
 
     session, s = env.session, env.settings
@@ -63,6 +65,15 @@ def restore(
     opts = RestoreOptions(ref=session.ref(), store_dir=sdir, target_dir=target_dir, snapshot=snapshot,
                           parallelism=s.parallelism, force=force, from_other_store=from_other_store,
                           state_dir=Path(s.state_dir) if s.state_dir else None)
+    if dry_run:
+        plan = plan_restore(opts, session.blobstore, session.catalog, env.progress)
+        lines = [f"would download {f.path} ({human_bytes(f.size)})" if f.action == "download"
+                 else f"would reuse {f.path} ({human_bytes(f.size)}) from {f.source}" for f in plan.files]
+        lines.append(f"dry run: would restore snapshot {plan.snapshot_id} (checkpoint {plan.checkpoint_id}) into "
+                     f"{plan.target_dir}: {plan.files_total} files, {plan.files_downloaded} downloaded "
+                     f"({human_bytes(plan.bytes_downloaded)}), {plan.files_reused} reused locally")
+        env.emit(plan, "\n".join(lines))
+        return
     r = run_restore(opts, session.blobstore, session.catalog, env.progress)
     env.emit(r, f"restored snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) from {r.blobstore} into "
                 f"{r.target_dir}: "
@@ -72,10 +83,11 @@ def restore(
 
 def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], target_dir: Optional[Path], force: bool,
                             snapshot: Optional[str], until_offset: Optional[int], to_checkpoint: bool,
-                            system: str) -> None:
+                            system: str, dry_run: bool) -> None:
     from statectl.blobstore import file_root
     from statectl.engine.changelog import (
         ChangelogRestoreOptions,
+        plan_restore_from_changelog,
         restore_from_changelog,
     )
 
@@ -94,6 +106,13 @@ def _restore_from_changelog(env: Env, topic: str, partition: Optional[int], targ
         security=session.kafka_security, state_dir=Path(s.state_dir) if s.state_dir else None,
         own_store=session.store_dir(env.flags.store_dir) if s.state_dir and s.store else None,
         blob_root=file_root(s.blobstore) if s.blobstore else None)
+    if dry_run:
+        p = plan_restore_from_changelog(opts, env.progress)
+        upto = f"below offset {p.stop_offset}" if p.stop_offset is not None else f"to its end (offset {p.end_offset} now)"
+        env.emit(p, f"dry run: would replay {p.topic}[{p.partition}] from offset {p.first_offset} {upto}, at most "
+                    f"{p.offsets} records, into {p.target_dir}" + (", replacing the store there" if p.replaces_store
+                                                                   else ""))
+        return
     r = restore_from_changelog(opts, env.progress)
     env.emit(r, f"replayed {r.records} records ({human_bytes(r.bytes)}) of {r.topic}[{r.partition}] up to offset "
                 f"{r.end_offset} into {r.target_dir}, {r.duration_s:.1f}s")

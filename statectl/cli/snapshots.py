@@ -146,6 +146,8 @@ def verify(
                             "--to-job page-views-staging --to-task 'Partition 0' --to-store counts\n\n"
                             "  statectl snapshots copy 3f2a9c --blobstore s3://prod/samza --job page-views --store counts "
                             "--to-blobstore s3://staging/samza --to-job page-views --to-store counts\n\n"
+                            "  statectl snapshots copy --job page-views --store counts --to-job page-views-staging "
+                            "--dry-run\n\n"
                             + exit_codes_epilog(0, (1, "a blob of the snapshot is missing; nothing committed"), 2,
                                                 (10, "no such snapshot"), (11, "a backup of the target is running"),
                                                 12))
@@ -158,6 +160,7 @@ def copy(
     to_store: Annotated[Optional[str], typer.Option("--to-store", help="The target's store (default: --store).", show_default=False)] = None,
     to_blobstore: Annotated[Optional[str], typer.Option("--to-blobstore", help="The target's blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side.", show_default=False)] = None,
     to_s3_endpoint: Annotated[Optional[str], typer.Option("--to-s3-endpoint", help="The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host.", show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (no pin, no lease, no blob, no checkpoint); print the plan: the source snapshot, the target and every blob copied, server-side or through this host.")] = False,
     *,
     env: Env,
 ) -> None:
@@ -168,7 +171,7 @@ def copy(
     the source is never changed. With --kafka the target job's checkpoint topic gets the checkpoint."""
     from dataclasses import replace
 
-    from statectl.engine.copy import CopyOptions, copy_snapshot
+    from statectl.engine.copy import CopyOptions, copy_snapshot, plan_copy
 
     session, s = env.session, env.settings
     session.create_blobstore = False  # --create starts the target (--to-blobstore) only: the source must exist
@@ -188,6 +191,16 @@ def copy(
                                          retry_time_s=s.retry_time, create=bool(env.flags.create))
         target_catalog = BlobCheckpointStore(target, session.commit_log)
     try:
+        if dry_run:
+            plan = plan_copy(opts, session.blobstore, session.catalog, target, env.progress)
+            how = "server-side" if plan.server_side else "through this host"
+            lines = [f"would copy {b.blob_id} ({human_bytes(b.size)}) of {b.path}" for b in plan.blobs]
+            lines.append(f"dry run: would copy snapshot {plan.source_snapshot_id} (checkpoint "
+                         f"{plan.source_checkpoint_id}) into a new snapshot of {plan.store}/{plan.task} of job "
+                         f"{plan.job} in {plan.target_blobstore}: {plan.files} files, {plan.blobs_copied} blobs, "
+                         f"{human_bytes(plan.bytes_copied)} copied {how}")
+            env.emit(plan, "\n".join(lines))
+            return
         r = copy_snapshot(opts, session.blobstore, session.catalog, target, target_catalog, env.progress)
     finally:
         if opened is not None:

@@ -117,7 +117,8 @@ def _counting_failovers(func: Any) -> Any:
     @functools.wraps(func)
     def command(env: Env, **kwargs: Any) -> Any:
         path = _metrics_path(kwargs.get("metrics_file"))
-        if path is None or kwargs.get("container") is not None:  # a container's promote counts its own stores
+        if path is None or kwargs.get("container") is not None or kwargs.get("dry_run"):
+            # a container's promote counts its own stores; a dry run promotes nothing
             return func(env=env, **kwargs)
         try:
             out = func(env=env, **kwargs)
@@ -416,12 +417,17 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
     "dir, nor a versioned adstore): else exit 2, before the follower is fenced. Without --replica-dir it takes the "
     "task's replica wherever it is: in the standby root, in the active store dir (--layout active-path: caught up "
     "there, nothing moved under non-transactional restore), or where an older statectl kept it "
-    "(<store>/Standby-<task>-<n>). Then points the task's container at this host on the coordinator stream.\n\n"
+    "(<store>/Standby-<task>-<n>). Then, on every promote, points the task's container at this host on the job's "
+    "coordinator stream (its set-container-host-assignment: where the job runs the task next), except when the "
+    "stream assigns the task no container or that container runs other tasks too (a note says so: a container "
+    "moves whole, promote --container moves it); --dry-run shows which.\n\n"
     "--metrics-file counts the promote in statectl_standby_failovers_total{samza_job, samza_job_id, task, store, "
     "result}: promoted, refused (exit 14) or failed (any other exit); the file is the counter's store, read back "
     "and rewritten by each promote under a lock beside it, so give all promotes on a host the same file.\n\n"
-    "Example:\n\n  statectl standby promote --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
+    "Examples:\n\n  statectl standby promote --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state --timeout 30\n\n"
+    "  statectl standby promote --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
+    "--state-dir /var/samza/state --dry-run\n\n"
     + exit_codes_epilog(0, (1, "could not catch up within --timeout (the replica and follower are as they were), "
                                "or the disk is full"),
                         2, (10, "no replica"), (11, "the active store is held by a running process"),
@@ -435,20 +441,36 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
                                                         "checkpointed changelog offset.")] = False,
             active_dir: Annotated[Optional[Path], typer.Option("--active-dir", help="The active store dir (default: "
                                                                "<state-dir>/<store>/<task>).", show_default=False)] = None,
-            metrics_file: _metrics_file("the failover counters of the promotes run on this host") = None) -> None:
-    """Make a replica what the job's next start restores from: fence its follower, catch up, move it in."""
+            metrics_file: _metrics_file("the failover counters of the promotes run on this host") = None,
+            dry_run: Annotated[bool, typer.Option("--dry-run", help="Make the checks and print the plan: the "
+                                                  "follower stopped, the offsets caught up to, where the replica goes "
+                                                  "and the container placement written; change nothing.")] = False,
+            ) -> None:
+    """Make a replica what the job's next start restores from: fence its follower, catch up, move it in; then
+    point the task's container at this host on the job's coordinator stream (its placement), unless that
+    container runs other tasks too."""
     from statectl.config import parse_seconds
+    from statectl.engine.standby import plan_promote, update_locality
     from statectl.engine.standby import promote as run_promote
-    from statectl.engine.standby import update_locality
     from statectl.local.layout import store_dir
 
     if container is not None:
         _no_single_task_flags(env, "promote", changelog, partition, replica_dir)
         if active_dir is not None:
             raise UsageError("promote --container puts each store in its task's store dir: --active-dir excludes it")
-        return _run_failover(env, container, replica, None, False, timeout, to_checkpoint, _metrics_path(metrics_file),
-                             locality=False)
-    if _promote_pre_restored(env, timeout, replica_dir, active_dir, changelog, partition, replica):
+        return _run_failover(env, container, replica, None, dry_run, timeout, to_checkpoint,
+                             _metrics_path(metrics_file), locality=False)
+    if not dry_run and _promote_pre_restored(env, timeout, replica_dir, active_dir, changelog, partition, replica):
+        return
+    if dry_run and _restores_from_blob_store(env, replica_dir, active_dir, changelog, partition, replica):
+        from statectl.engine.prerestore import plan_promote_pre_restored
+
+        session = env.session
+        p = plan_promote_pre_restored(session.ref(), Path(env.settings.state_dir).absolute(), env.settings.kafka,
+                                      session.blobstore, security=session.kafka_security)
+        for note in p.notes:
+            env.progress.note(note)
+        env.emit(p, _promote_plan_text(p))
         return
     rep = _replica(env, changelog, partition, replica, replica_dir)
     s = env.settings
@@ -463,6 +485,13 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
             raise UsageError("standby promote needs --state-dir (or --active-dir)")
         active_dir = store_dir(Path(s.state_dir), rep.ref.store, rep.ref.task)
     security = env.session.kafka_security
+    if dry_run:
+        p = plan_promote(rep, Path(active_dir).absolute(), s.kafka, security=security, to_checkpoint=to_checkpoint,
+                         state_dir=Path(s.state_dir) if s.state_dir else None)
+        for note in p.notes:
+            env.progress.note(note)
+        env.emit(p, _promote_plan_text(p))
+        return
     r = run_promote(rep, Path(active_dir).absolute(), s.kafka, security=security,
                     timeout_s=parse_seconds(timeout, "--timeout"), to_checkpoint=to_checkpoint,
                     on_locality=lambda: update_locality(s.kafka, rep.ref, security=security), progress=env.progress,
@@ -470,7 +499,45 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     for note in r.notes:
         env.progress.note(note)
     env.emit(r, f"promoted {rep.replica_dir} to {r.promoted_dir} at changelog offset {r.caught_up_offset} "
-                f"({r.records_applied} records caught up, {r.restore_mode} restore) in {r.duration_s:.2f}s")
+                f"({r.records_applied} records caught up, {r.restore_mode} restore) in {r.duration_s:.2f}s"
+                + ("; pointed its container at this host on the coordinator stream" if r.locality_updated else ""))
+
+
+def _promote_plan_text(p: Any) -> str:
+    lines = [f"would stop the follower (pid {p.fence_pid})" if p.fence_pid is not None else "no follower runs"]
+    if p.restore_mode == "blob-store":
+        lines.append(f"would bring {p.promoted_dir} to the snapshot of checkpoint {p.checkpoint_id} (from the "
+                     f"pre-restored {p.replica_dir}, downloading what differs); the job's next start renames it "
+                     f"into {p.active_dir}")
+    else:
+        lines.append(f"would catch {p.replica_dir} up from changelog offset {p.applied_offset} to {p.catch_up_to}"
+                     + ("" if p.restore_mode == "transactional" else " (or the end as it is then)"))
+    if p.restore_mode == "blob-store":
+        pass
+    elif p.in_place:
+        lines.append(f"would leave it where it is ({p.promoted_dir}, --layout active-path)")
+    else:
+        lines.append(f"would move it to {p.promoted_dir}" + (", replacing the store there" if p.replaces_active else ""))
+    loc = p.locality
+    if loc is not None:
+        lines.append(f"would point container {loc.container} at host {loc.host} on the coordinator stream (now "
+                     f"{loc.current or 'none'})" if loc.write else f"would leave the container placement as it is: "
+                                                                    f"{loc.why}")
+    lines.append(f"dry run: would promote {p.replica_dir} to {p.promoted_dir} ({p.restore_mode} restore)")
+    return "\n".join(lines)
+
+
+def _restores_from_blob_store(env: Env, replica_dir: Path | None, active_dir: Path | None, changelog: str | None,
+                              partition: int | None, replica: int) -> bool:
+    """Whether promote would take the blob-store path (_promote_pre_restored's test, without promoting)."""
+    s, session = env.settings, env.session
+    if not s.kafka or not s.state_dir or replica_dir is not None or active_dir is not None:
+        return False
+    if replica < 0 or (partition is not None and partition < 0) or (changelog is not None and not changelog.strip()):
+        return False
+    from statectl.engine.prerestore import restores_from_blob_store
+
+    return restores_from_blob_store(s.kafka, session.ref(), security=session.kafka_security)
 
 
 @app.command("failover", epilog=(
@@ -669,19 +736,15 @@ def _promote_pre_restored(env: Env, timeout: str, replica_dir: Path | None, acti
     """promote of a store the job restores from the blob store (engine.prerestore): done, and True; False for
     any other store, and for flags the changelog promote refuses before asking a broker (it goes on as before)."""
     s, session = env.settings, env.session
-    if not s.kafka or not s.state_dir or replica_dir is not None or active_dir is not None:
-        return False
-    if replica < 0 or (partition is not None and partition < 0) or (changelog is not None and not changelog.strip()):
-        return False
     from statectl.config import parse_seconds
-    from statectl.engine.prerestore import promote_pre_restored, restores_from_blob_store
+    from statectl.engine.prerestore import promote_pre_restored
     from statectl.engine.standby import update_locality
 
+    seconds = parse_seconds(timeout, "--timeout") if s.kafka and s.state_dir else 0.0
+    if not _restores_from_blob_store(env, replica_dir, active_dir, changelog, partition, replica):
+        return False
     ref = session.ref()
     security = session.kafka_security
-    seconds = parse_seconds(timeout, "--timeout")
-    if not restores_from_blob_store(s.kafka, ref, security=security):
-        return False
     r = promote_pre_restored(ref, Path(s.state_dir).absolute(), s.kafka, session.blobstore, session.catalog,
                              security=security, timeout_s=seconds, progress=env.progress,
                              on_locality=lambda: update_locality(s.kafka, ref, security=security))

@@ -55,7 +55,7 @@ from statectl.formats.offsets import (
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.local.staged import StagedStore, remove_dead_temp_dirs
-from statectl.progress import NullProgress, ProgressReporter
+from statectl.progress import NoteRecorder, NullProgress, ProgressReporter
 
 FLUSH_RECORDS = 500_000  # sync the WAL and record the offsets at least this often...
 FLUSH_SECONDS = 2.0      # ...and at least this often while records come
@@ -280,7 +280,7 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     began = time.monotonic()
     from contextlib import ExitStack
 
-    from statectl.kafka.client import open_consumer, partition_count
+    from statectl.kafka.client import open_consumer
     from statectl.local.versions import StoreLock
 
     if opts.job:
@@ -294,25 +294,7 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     targets: list[_Target] = []
     locks = ExitStack()
     try:
-        counts: dict[str, int] = {}
-        for topic in opts.all_topics:
-            n = partition_count(consumer, topic, opts.bootstrap)
-            if n is None:
-                raise NotFoundError(f"topic {topic} does not exist on {opts.bootstrap}",
-                                    hint="check the topic name and --kafka")
-            counts[topic] = n
-        targets = _targets(opts, counts)
-        clones = [_Target(store_dir(Path(opts.state_dir), opts.store, task).absolute(), list(targets[0].parts),
-                          StoreLoad(str(store_dir(Path(opts.state_dir), opts.store, task).absolute()),
-                                    targets[0].load.partitions, CLONED, task=task), opts=opts)
-                  for task in opts.tasks[1:]] if opts.broadcast else []
-        from statectl.kafka.tails import topic_identity
-
-        topic_ids = {topic: topic_identity(consumer, topic, opts.bootstrap)[0] for topic in opts.all_topics}
-        for t in targets + clones:
-            t.topic_ids = {topic: i for topic, i in topic_ids.items() if i is not None}
-            if _check_ours(t) and t in clones:  # a refused load leaves nothing behind, not even a lock file
-                _check_clone_topics(t, opts)
+        targets, clones = _prepare(opts, consumer)
         for t in targets + clones:
             locks.enter_context(StoreLock(t.path))
         extract = opts.spec.record_extractor() if (opts.spec.extractor or opts.spec.key_field
@@ -372,6 +354,109 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     _warn_deleted(targets, opts, progress)
     result.notes = list(getattr(progress, "notes", [])) + result.notes
     return result
+
+
+def _prepare(opts: TopicLoadOptions, consumer: Any) -> tuple[list[_Target], list[_Target]]:
+    """The stores a topic load fills and (broadcast) the ones that get hard links of the first, each checked
+    to be one this load may write (_check_ours), reading only. NotFoundError for a topic that is not there."""
+    from statectl.kafka.client import partition_count
+    from statectl.kafka.tails import topic_identity
+
+    counts: dict[str, int] = {}
+    for topic in opts.all_topics:
+        n = partition_count(consumer, topic, opts.bootstrap)
+        if n is None:
+            raise NotFoundError(f"topic {topic} does not exist on {opts.bootstrap}",
+                                hint="check the topic name and --kafka")
+        counts[topic] = n
+    targets = _targets(opts, counts)
+    clones = [_Target(store_dir(Path(opts.state_dir), opts.store, task).absolute(), list(targets[0].parts),
+                      StoreLoad(str(store_dir(Path(opts.state_dir), opts.store, task).absolute()),
+                                targets[0].load.partitions, CLONED, task=task), opts=opts)
+              for task in opts.tasks[1:]] if opts.broadcast else []
+    topic_ids = {topic: topic_identity(consumer, topic, opts.bootstrap)[0] for topic in opts.all_topics}
+    for t in targets + clones:
+        t.topic_ids = {topic: i for topic, i in topic_ids.items() if i is not None}
+        if _check_ours(t) and t in clones:  # a refused load leaves nothing behind, not even a lock file
+            _check_clone_topics(t, opts)
+    return targets, clones
+
+
+@dataclass
+class PlannedStoreLoad:
+    """One store of a topic load's plan: ``case`` (created, resumed, rebuilt: ``reason`` says why), and per
+    side-input SSP the offset its read starts at and the end it reads to (the end now)."""
+
+    store_dir: str
+    task: str | None
+    partitions: list[int]
+    case: str
+    reason: str | None
+    start: dict[str, int]
+    end: dict[str, int]
+    records: int
+
+
+@dataclass
+class TopicLoadPlan:
+    """What ``load_topic`` will do, decided with nothing written: each store's case and the offsets it
+    reads (``records``: the offsets in those ranges now, the most records applied); ``clones``: the
+    broadcast stores that get hard links of the first; ``follow``: it then keeps applying. ``adstore load
+    --topic --dry-run`` prints it."""
+
+    topic: str | None
+    topics: list[str]
+    stores: list[PlannedStoreLoad]
+    clones: list[str]
+    records: int
+    built_with: str
+    follow: bool
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_topic_load(opts: TopicLoadOptions, *, progress: ProgressReporter | None = None,
+                    spark: SparkOptions | None = None) -> TopicLoadPlan:
+    """The plan of ``load_topic(opts, spark=spark)``: the same checks and the same recovery table (created /
+    resumed / rebuilt, and why), reading the stores and the topics, writing nothing: no lock file, no
+    staged dir, no offsets. Where the load opens a store to see that it is sound, the plan opens it
+    read-only (its config file rocksdict drops is removed again). Raises what ``load_topic`` raises
+    before it writes, but LockHeldError for another load (no lock is taken)."""
+    from statectl.kafka.client import open_consumer
+    from statectl.kafka.tails import read_tails
+
+    opts.validate()
+    recorder = NoteRecorder(progress)
+    if opts.job:
+        from statectl.engine.adstore_job import from_job
+
+        opts = from_job(opts, recorder)
+    if spark is not None and len(opts.all_topics) > 1:
+        raise UsageError("--spark builds a store from one topic: load several topics without --spark")
+    consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
+    try:
+        targets, clones = _prepare(opts, consumer)
+        for t in targets:
+            _assess(t, opts, consumer, dry_run=True)
+            if t.load.reason:
+                recorder.note(f"{t.path}: {t.load.case}: {t.load.reason}")
+        tails = {topic: read_tails(consumer, topic, sorted({p for t in targets for tp, p in t.parts if tp == topic}),
+                                   opts.bootstrap) for topic in opts.all_topics}
+    finally:
+        consumer.close()
+    stores = []
+    for t in targets:
+        start, end = {}, {}
+        for topic, p in t.parts:
+            tail, off = tails[topic][p], t.offsets.get((topic, p))
+            key = SSP(opts.system, topic, p).key()
+            start[key] = tail.beginning if off is None or spark is not None else max(off + 1, tail.beginning)
+            end[key] = tail.end
+        stores.append(PlannedStoreLoad(str(t.path), t.load.task, t.load.partitions, t.load.case, t.load.reason,
+                                       start, end, sum(max(0, end[k] - start[k]) for k in start)))
+    return TopicLoadPlan(opts.topic, list(opts.all_topics), stores, [str(c.path) for c in clones],
+                         sum(st.records for st in stores), "put" if spark is None else "spark", opts.follow,
+                         notes=recorder.notes)
 
 
 def _check_clone_topics(t: _Target, opts: TopicLoadOptions) -> None:
@@ -471,7 +556,7 @@ def _targets(opts: TopicLoadOptions, counts: dict[str, int]) -> list[_Target]:
             for k in ks]
 
 
-def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
+def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any, *, dry_run: bool = False) -> None:
     """The seed's recovery table for one store: sets ``t.load.case`` (and ``reason``), ``t.offsets``, and
     for a rebuild a StagedStore to build into.
 
@@ -528,7 +613,9 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
             except OffsetOutOfRange as e:
                 reason = f"its offsets fell off the topic ({e})"
                 break
-    if reason is None:
+    if reason is None and dry_run:  # a plan opens the store read-only: nothing of it changes
+        reason = _open_problem(t.path)
+    elif reason is None:
         try:
             from statectl.rocks.live import LiveStore
 
@@ -545,9 +632,19 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any) -> None:
         t.load.reason = _grown(t, opts)
         return
     t.load.case, t.load.reason = REBUILT, reason
+    if dry_run:
+        return
     remove_dead_temp_dirs(t.path)
     t.staged = StagedStore(t.path, what="adstore rebuild", disk_full=lambda: _disk_full(t.path), sync="dirs")
     t.staged.__enter__()
+
+
+def _open_problem(path: Path) -> str | None:
+    """Why the store at ``path`` does not open read-only ("its files are damaged (...)"), or None."""
+    from statectl.local.versions import open_problem
+
+    problem = open_problem(path)
+    return None if problem is None else f"its files are damaged ({problem})"
 
 
 def _grown(t: _Target, opts: TopicLoadOptions) -> str | None:
@@ -1179,6 +1276,77 @@ class FileLoadResult:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class PlannedVersion:
+    """A version a file load makes in one store: ``version`` current instead of ``previous``, ``rows`` of
+    the dataset in it (None: not counted, a Spark build counts them), then ``deleted_versions`` pruned."""
+
+    store_dir: str
+    version: int
+    previous: int | None
+    rows: int | None
+    deleted_versions: list[int] = field(default_factory=list)
+
+
+@dataclass
+class FileLoadPlan:
+    """What ``load_file`` will do, decided with nothing written: read ``files`` (``bytes`` in all) of the
+    dataset, ``rows`` rows (None with --spark: not read here), and make version ``version`` current in every
+    store of ``stores``. ``adstore load --from-file --dry-run`` prints it; ``load_file`` executes it."""
+
+    source: str
+    format: str
+    files: list[str]
+    bytes: int
+    rows: int | None
+    version: int
+    built_with: str
+    stores: list[PlannedVersion]
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_file_load(opts: FileLoadOptions, *, spark: SparkOptions | None = None) -> FileLoadPlan:
+    """The plan of ``load_file(opts, spark=spark)``, with its checks, writing nothing (no lock file, no build
+    dir; builds a killed load left are not removed, and their numbers not counted). Without ``spark`` the
+    dataset is read once, as the load reads it: each row's key extracted and routed to its store, so a row
+    without its key, a malformed or changing file and an empty dataset fail the plan as they fail the load.
+    Raises what ``load_file`` raises before it builds, but LockHeldError."""
+    opts.validate()
+    from statectl.local.datasets import iter_rows, open_dataset
+    from statectl.local.versions import current_version, next_number, prunable
+
+    ds = open_dataset(Path(opts.path), opts.fmt)
+    dirs = _file_targets(opts)
+    number = max(next_number(d, live_builds_only=True) for d in dirs)
+    rows: list[int] | None = None
+    if spark is None:
+        rows = [0] * len(dirs)
+        for f, i, row in iter_rows(ds):
+            try:
+                key, _ = opts.spec.row_entry(row)
+            except ExtractError as e:
+                raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-column") from None
+            rows[0 if len(dirs) == 1 else partition_of(key, len(dirs))] += 1
+        _check_not_empty(ds, sum(rows), opts)
+    stores = [PlannedVersion(str(d), number, current_version(d), None if rows is None else rows[k],
+                             prunable(d, opts.keep_versions, new=number)) for k, d in enumerate(dirs)]
+    return FileLoadPlan(str(ds.path), ds.fmt, [str(f) for f in ds.files], sum(f.stat().st_size for f in ds.files),
+                        None if rows is None else sum(rows), number, "put" if spark is None else "spark", stores)
+
+
+def _file_targets(opts: FileLoadOptions) -> list[Path]:
+    """The store dirs of a file load, each refused unless it is a versioned adstore or not there yet."""
+    from statectl.local.versions import current_version
+
+    dirs = opts.store_dirs()
+    for d in dirs:
+        current_version(d)  # refuses a plain store dir before anything is built
+        if d.exists() and not d.is_symlink():
+            raise UsageError(f"{d} is not a versioned adstore")
+    return dirs
+
+
 def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None,
               spark: SparkOptions | None = None) -> FileLoadResult:
     """Build, seal and switch to a new version of every target store from the file dataset (see the
@@ -1201,14 +1369,10 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
     from contextlib import ExitStack
 
     from statectl.local.datasets import open_dataset
-    from statectl.local.versions import StoreLock, current_version
+    from statectl.local.versions import StoreLock
 
     ds = open_dataset(Path(opts.path), opts.fmt)
-    dirs = opts.store_dirs()
-    for d in dirs:
-        current_version(d)  # refuses a plain store dir before anything is built
-        if d.exists() and not d.is_symlink():
-            raise UsageError(f"{d} is not a versioned adstore")
+    dirs = _file_targets(opts)
     with ExitStack() as locks:
         for d in dirs:
             locks.enter_context(StoreLock(d))
@@ -1407,26 +1571,69 @@ class SwitchResult:
     previous: int | None
 
 
+@dataclass
+class SwitchPlan:
+    """What ``switch_version`` will do: make ``version`` of ``store_dir`` current instead of ``previous``,
+    after the check named by ``check`` ("deep": every entry against the manifest; "quick"), which the plan
+    has already passed. ``adstore switch --dry-run`` prints it; ``switch_version`` executes exactly it."""
+
+    store_dir: str
+    version: int
+    previous: int | None
+    check: str
+    dry_run: bool = True
+
+
+def plan_switch(store: Path, version: int | None = None, *, quick: bool = False) -> SwitchPlan:
+    """The plan of ``switch_version(store, version, quick=quick)``, with its checks made (the deep one reads
+    every entry) and nothing written: no lock file, no link (the deep check opens the version read-only,
+    and removes again the config file rocksdict drops into it). Raises what ``switch_version`` raises but
+    LockHeldError. Idempotent."""
+    from statectl.local.versions import current_version, list_versions
+
+    store = Path(store).absolute()
+    if current_version(store) is None and not list_versions(store):
+        raise NotFoundError(f"{store} has no versions", hint="build one with adstore load --from-file")
+    return _plan_switch(store, version, quick)
+
+
+def _plan_switch(store: Path, version: int | None, quick: bool) -> SwitchPlan:
+    from statectl.local.versions import check_switch, current_version, list_versions
+
+    current = current_version(store)
+    if version is None:
+        older = [v.number for v in list_versions(store) if current is not None and v.number < current
+                 and v.manifest is not None]
+        if not older:
+            raise NotFoundError(f"{store} has no version older than its current one ({current}) to roll back to")
+        version = older[-1]
+    check = "quick" if quick else "deep"
+    check_switch(store, version, verify=check)
+    return SwitchPlan(str(store), version, current, check)
+
+
 def switch_version(store: Path, version: int | None = None, *, quick: bool = False) -> SwitchResult:
     """Make ``version`` current (None: the newest version older than the current one: a rollback), under
     the store's StoreLock, after checking it against its manifest: every entry read, their count, key range
     and checksum compared (one read of the whole store, about a million entries a second here); ``quick``:
     only the cheap checks and that it opens. Raises NotFoundError when there is no such sealed version;
     StatectlError (exit 1) when it is damaged (nothing is changed); LockHeldError (exit 11) while an adstore
-    load or switch runs on the store; UsageError for a dir that is not a versioned adstore."""
-    from statectl.local.versions import StoreLock, current_version, list_versions, switch
+    load or switch runs on the store; UsageError for a dir that is not a versioned adstore. The switch made
+    is the plan ``plan_switch`` computes, made here under the lock."""
+    from statectl.local.versions import StoreLock, current_version, list_versions
 
     store = Path(store).absolute()
     # a plain store dir is refused, a store without versions not found, before the lock file is made
     if current_version(store) is None and not list_versions(store):
         raise NotFoundError(f"{store} has no versions", hint="build one with adstore load --from-file")
     with StoreLock(store):
-        if version is None:
-            current = current_version(store)
-            older = [v.number for v in list_versions(store) if current is not None and v.number < current
-                     and v.manifest is not None]
-            if not older:
-                raise NotFoundError(f"{store} has no version older than its current one ({current}) to roll back to")
-            version = older[-1]
-        previous = switch(store, version, verify="quick" if quick else "deep")
-    return SwitchResult(str(store), version, previous)
+        return execute_switch(_plan_switch(store, version, quick))
+
+
+def execute_switch(plan: SwitchPlan) -> SwitchResult:
+    """Point the store at ``plan.version`` (its checks were made by the plan; the caller holds the store's
+    StoreLock). Raises NotFoundError should the version have gone since."""
+    from statectl.local.versions import switch
+
+    previous = switch(Path(plan.store_dir), plan.version, verify=None)
+    return SwitchResult(plan.store_dir, plan.version, previous)

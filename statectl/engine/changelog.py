@@ -13,7 +13,7 @@ the ``OFFSET-v2`` file Samza writes after a flush (the offset of the last record
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import OFFSET_V2, offsets_json, write_offset_file
 from statectl.kafka.client import KafkaSecurity
 from statectl.local.staged import StagedStore, check_target, note_if_linked, resolve_target
-from statectl.progress import NullProgress, ProgressReporter
+from statectl.progress import NoteRecorder, NullProgress, ProgressReporter
 
 DEFAULT_BATCH_RECORDS = 10_000
 DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
@@ -95,6 +95,77 @@ class ChangelogRestoreResult:
     end_offset: int | None
 
 
+@dataclass
+class ChangelogRestorePlan:
+    """What ``restore_from_changelog`` will do, decided with nothing written: replay ``topic[partition]`` from
+    ``first_offset`` to below ``stop_offset`` (None: to the end as the replay finds it; ``end_offset`` is the
+    end now) into ``target_dir`` (``replaces_store``: over the store there). ``offsets``: the offsets in that
+    range now, the most records it applies (fewer for a compacted log or keyless records).
+    ``restore --from-changelog --dry-run`` prints it; ``restore_from_changelog`` executes it."""
+
+    target_dir: str
+    topic: str
+    partition: int
+    first_offset: int
+    stop_offset: int | None
+    end_offset: int
+    offsets: int
+    replaces_store: bool
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_restore_from_changelog(opts: ChangelogRestoreOptions,
+                                progress: ProgressReporter | None = None) -> ChangelogRestorePlan:
+    """The plan of ``restore_from_changelog(opts)``, with its checks, reading the partition's offsets (and
+    with ``checkpoint_ref`` the job's checkpoint topic), writing nothing. Raises what it raises before it
+    writes."""
+    from statectl.kafka.client import open_consumer
+
+    recorder = NoteRecorder(progress)
+    consumers: list[Any] = []
+
+    def consumer_of() -> Any:
+        consumers.append(open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security))
+        return consumers[0]
+
+    try:
+        plan = _plan(opts, consumer_of, recorder)
+    finally:
+        for c in consumers:
+            c.close()
+    plan.notes = recorder.notes
+    return plan
+
+
+def _plan(opts: ChangelogRestoreOptions, consumer_of: Any, progress: ProgressReporter) -> ChangelogRestorePlan:
+    """The plan; ``consumer_of()`` opens the consumer, once the local checks have passed (a refused target
+    is refused without asking a broker)."""
+    from statectl.kafka.client import require_partition
+    from statectl.kafka.tails import read_tails
+    from statectl.rocks.store import is_store
+
+    opts.validate()
+    target = resolve_target(Path(opts.target_dir))
+    check_target(target, opts.force, blob_root=opts.blob_root, own_store=opts.own_store, state_dir=opts.state_dir)
+    note_if_linked(Path(opts.target_dir), target, progress)
+    stop = opts.stop_offset
+    if opts.checkpoint_ref is not None:
+        stop = checkpointed_stop_offset(opts)
+        progress.note(f"replaying {opts.topic}[{opts.partition}] below offset {stop}, as the latest checkpoint "
+                      f"of {opts.checkpoint_ref} records")
+    consumer = consumer_of()
+    require_partition(consumer, opts.topic, opts.partition, opts.bootstrap)
+    tail = read_tails(consumer, opts.topic, [opts.partition], opts.bootstrap)[opts.partition]
+    first = tail.beginning if opts.start_offset is None else max(opts.start_offset, tail.beginning)
+    upto = tail.end if stop is None else min(stop, tail.end)
+    if stop is not None and stop > tail.end:
+        progress.note(f"changelog {opts.topic}[{opts.partition}] ends at offset {tail.end} now, short of offset "
+                      f"{stop}: the restore fails unless it grows that far")
+    return ChangelogRestorePlan(str(target), opts.topic, opts.partition, first, stop, tail.end, max(0, upto - first),
+                                is_store(target))
+
+
 def restore_from_changelog(opts: ChangelogRestoreOptions,
                            progress: ProgressReporter | None = None) -> ChangelogRestoreResult:
     """Rebuild the store at ``opts.target_dir`` from changelog ``opts.topic`` partition ``opts.partition``.
@@ -105,27 +176,26 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
     no checkpoint records the store's changelog offset; StatectlError when the brokers cannot be reached or fail, when the
     partition ends before ``stop_offset``, or when RocksDB fails; DiskFullError when the disk fills. In every
     error case the target is left exactly as it was. Not idempotent in cost, but repeatable: a second run
-    over the same changelog builds the same store.
+    over the same changelog builds the same store. What it replays is the plan
+    ``plan_restore_from_changelog`` computes (made here first).
     """
-    opts.validate()
     progress = progress or NullProgress()
     started = time.monotonic()
-    target = resolve_target(Path(opts.target_dir))
-    check_target(target, opts.force, blob_root=opts.blob_root, own_store=opts.own_store, state_dir=opts.state_dir)
-    note_if_linked(Path(opts.target_dir), target, progress)
 
-    from statectl.kafka.client import PartitionReader, open_consumer, require_partition
+    from statectl.kafka.client import PartitionReader, open_consumer
 
-    stop = opts.stop_offset
-    if opts.checkpoint_ref is not None:
-        stop = checkpointed_stop_offset(opts)
-        progress.note(f"replaying {opts.topic}[{opts.partition}] below offset {stop}, as the latest checkpoint "
-                      f"of {opts.checkpoint_ref} records")
-    consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
+    consumers: list[Any] = []
+
+    def consumer_of() -> Any:
+        consumers.append(open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security))
+        return consumers[0]
+
     try:
-        require_partition(consumer, opts.topic, opts.partition, opts.bootstrap)
+        plan = _plan(opts, consumer_of, progress)
+        consumer = consumers[0]
+        target, stop = Path(plan.target_dir), plan.stop_offset
         reader = PartitionReader(consumer, opts.topic, opts.partition, opts.bootstrap)
-        first = reader.seek(opts.start_offset)
+        first = reader.seek(plan.first_offset)
         with StagedStore(target, what="restore from changelog", disk_full=lambda: _disk_full(target)) as staged:
             records, nbytes = _replay(reader, staged.path, stop, opts, progress)
             if stop is not None and reader.position is not None and reader.position < stop:
@@ -139,7 +209,8 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
                     {SSP(opts.system, opts.topic, opts.partition): str(reader.position - 1)}))
             staged.commit()
     finally:
-        consumer.close()
+        for c in consumers:
+            c.close()
     for note in staged.notes:
         progress.note(note)
 

@@ -19,6 +19,7 @@ from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore, now_ms
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
+from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
 from statectl.errors import UsageError
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
@@ -76,12 +77,57 @@ class CopyResult:
     to_blobstore: str = ""  # the target's
 
 
+@dataclass(frozen=True)
+class PlannedBlob:
+    """A blob of the source snapshot the copy copies (in file order): its id, length and file."""
+
+    blob_id: str
+    size: int
+    path: str
+
+
+@dataclass
+class CopyPlan:
+    """What ``copy_snapshot`` will do, decided with nothing written: the source snapshot, the target, every
+    blob copied and whether server-side. Counts carry CopyResult's names; ``copy_snapshot`` executes exactly
+    this plan (``snapshots copy --dry-run`` prints it). ``snapshot``: the resolved source (not in the JSON)."""
+
+    source_snapshot_id: str
+    source_checkpoint_id: str
+    target_blobstore: str
+    job: str
+    job_id: str
+    task: str
+    store: str
+    files: int
+    blobs_copied: int
+    bytes_copied: int
+    server_side: bool
+    blobs: list[PlannedBlob]
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+    snapshot: ResolvedSnapshot | None = field(default=None, repr=False, metadata={"internal": True})
+
+
+def plan_copy(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpointStore, target: BlobStore,
+              progress: ProgressReporter | None = None) -> CopyPlan:
+    """The plan of ``copy_snapshot(opts, ...)``, writing nothing anywhere: no reader pin on the source, no
+    lease, no cleanup of the target. Raises what ``copy_snapshot`` raises before it writes (bad options, an
+    unknown or damaged snapshot, the target being the source). Idempotent."""
+    progress = _checked(opts, source, target, progress)
+    snap = resolve_snapshot(source, source_catalog, opts.source, opts.snapshot)
+    plan = _plan(opts, snap, source, target, progress)
+    plan.notes = progress.notes
+    return plan
+
+
 def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpointStore, target: BlobStore,
                   target_catalog: BlobCheckpointStore, progress: ProgressReporter | None = None) -> CopyResult:
     """Copy a snapshot of ``opts.source`` (in ``source``) into a new snapshot of ``opts.target`` (in
     ``target``, which may be the same store): every blob to a new blob id, file metadata and CRCs as they
     were, snapshot metadata naming the target and a new checkpoint id, no previous snapshot (a copy starts
-    a new chain of the target); committed like a backup, with the target's retention applied.
+    a new chain of the target); committed like a backup, with the target's retention applied. The blobs
+    copied are those of the plan ``plan_copy`` computes (made here once the source is pinned).
 
     Blobs are copied server-side when ``target.copy_domain == source.copy_domain`` (one S3 endpoint, any
     buckets; ``file://`` to ``file://``), else streamed through the client (a note says so). The source is
@@ -92,59 +138,84 @@ def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobChec
     when a backup of the target runs, UsageError for the target being the source. Anything that fails
     before the commit leaves only TTL'd copies (gc reclaims them) and the target's latest snapshot as it was.
     """
-    opts.validate()
-    if opts.source == opts.target and source.url == target.url:
-        raise UsageError("the target of a copy is the source store itself",
-                         hint="name another job, task or store with --to-job/--to-task/--to-store")
-    progress = NoteRecorder(progress)
+    progress = _checked(opts, source, target, progress)
     started = time.monotonic()
     before = _bytes(source) + (_bytes(target) if target is not source else 0)
-    server_side = _same_domain(source, target)
-    if not server_side:
-        progress.note(f"{source.url} and {target.url} cannot copy from each other: the blobs are streamed "
-                      "through this host")
-
     with ReaderPin(source, source_catalog, opts.source, operation="copy", progress=progress) as pin:
-        snap = pin.resolve(opts.snapshot)
-        files = list(snap.index.dir_index.walk_present())
-        jobs: list[tuple[str, int]] = []  # (blob id, length) of every blob, in file order
-        for rel, fi in files:
-            jobs += [(blob_id, length) for blob_id, _, length in blob_ranges(fi, f"file {rel}")]
-        with Lease(target, opts.target, operation="copy", wait_for_gc=GC_WAIT_SECONDS) as lease:
-            if lease.notice:
-                progress.note(lease.notice)
-            prepare_commit(target, target_catalog, opts.target, grace_seconds=opts.grace_seconds, progress=progress)
-            new_ids = copy_blobs(jobs, source, target, server_side, ttl_seconds=opts.ttl_seconds,
-                                 parallelism=opts.parallelism, progress=progress)
-            mapping = {old: new for (old, _), new in zip(jobs, new_ids)}
-            checkpoint_id = new_checkpoint_id()
-            t = opts.target
-            index = SnapshotIndex(
-                creation_time_millis=now_ms(),
-                snapshot_metadata=SnapshotMetadata(checkpoint_id, t.job, t.job_id, t.task, t.store),
-                dir_index=_renamed(snap.index.without_removed().dir_index, mapping),
-                prev_snapshot_index_blob_id=None,
-            )
-            index_id, record = commit_snapshot(target, target_catalog, lease, t, index, ttl_seconds=opts.ttl_seconds,
-                                               keep_last=opts.keep_last)
-            finish_commit(target, target_catalog, t, record, index, new_blob_ids=new_ids,
-                          grace_seconds=opts.grace_seconds, progress=progress, what="copy")
+        plan = _plan(opts, pin.resolve(opts.snapshot), source, target, progress)
+        index_id, checkpoint_id = execute_copy(plan, opts, source, target, target_catalog, progress)
     after = _bytes(source) + (_bytes(target) if target is not source else 0)
     return CopyResult(
         snapshot_id=index_id,
         checkpoint_id=checkpoint_id,
-        source_snapshot_id=snap.index_blob_id,
-        job=t.job, job_id=t.job_id, task=t.task, store=t.store,
-        files=len(files),
-        blobs_copied=len(jobs),
-        bytes_copied=sum(n for _, n in jobs),
+        source_snapshot_id=plan.source_snapshot_id,
+        job=plan.job, job_id=plan.job_id, task=plan.task, store=plan.store,
+        files=plan.files,
+        blobs_copied=plan.blobs_copied,
+        bytes_copied=plan.bytes_copied,
         bytes_through_client=after - before,
-        server_side=server_side,
+        server_side=plan.server_side,
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
         blobstore=source.url,
         to_blobstore=target.url,
     )
+
+
+def _checked(opts: CopyOptions, source: BlobStore, target: BlobStore,
+             progress: ProgressReporter | None) -> NoteRecorder:
+    opts.validate()
+    if opts.source == opts.target and source.url == target.url:
+        raise UsageError("the target of a copy is the source store itself",
+                         hint="name another job, task or store with --to-job/--to-task/--to-store")
+    progress = NoteRecorder(progress)
+    if not _same_domain(source, target):
+        progress.note(f"{source.url} and {target.url} cannot copy from each other: the blobs are streamed "
+                      "through this host")
+    return progress
+
+
+def _plan(opts: CopyOptions, snap: ResolvedSnapshot, source: BlobStore, target: BlobStore,
+          progress: ProgressReporter) -> CopyPlan:
+    files = list(snap.index.dir_index.walk_present())
+    blobs = [PlannedBlob(blob_id, length, rel)
+             for rel, fi in files for blob_id, _, length in blob_ranges(fi, f"file {rel}")]
+    t = opts.target
+    return CopyPlan(source_snapshot_id=snap.index_blob_id,
+                    source_checkpoint_id=snap.index.snapshot_metadata.checkpoint_id, target_blobstore=target.url,
+                    job=t.job, job_id=t.job_id, task=t.task, store=t.store, files=len(files),
+                    blobs_copied=len(blobs), bytes_copied=sum(b.size for b in blobs),
+                    server_side=_same_domain(source, target), blobs=blobs, snapshot=snap)
+
+
+def execute_copy(plan: CopyPlan, opts: CopyOptions, source: BlobStore, target: BlobStore,
+                 target_catalog: BlobCheckpointStore, progress: ProgressReporter) -> tuple[str, str]:
+    """Carry out ``plan`` (the source pinned by the caller): take the target's lease, finish its interrupted
+    cleanup, copy exactly the planned blobs, commit the new index. Returns its index blob id and checkpoint
+    id. Raises what ``copy_snapshot`` raises."""
+    if plan.snapshot is None:
+        raise UsageError("execute_copy takes a plan made by plan_copy (it carries the source's index)")
+    jobs = [(b.blob_id, b.size) for b in plan.blobs]
+    t = opts.target
+    with Lease(target, t, operation="copy", wait_for_gc=GC_WAIT_SECONDS) as lease:
+        if lease.notice:
+            progress.note(lease.notice)
+        prepare_commit(target, target_catalog, t, grace_seconds=opts.grace_seconds, progress=progress)
+        new_ids = copy_blobs(jobs, source, target, plan.server_side, ttl_seconds=opts.ttl_seconds,
+                             parallelism=opts.parallelism, progress=progress)
+        mapping = {old: new for (old, _), new in zip(jobs, new_ids)}
+        checkpoint_id = new_checkpoint_id()
+        index = SnapshotIndex(
+            creation_time_millis=now_ms(),
+            snapshot_metadata=SnapshotMetadata(checkpoint_id, t.job, t.job_id, t.task, t.store),
+            dir_index=_renamed(plan.snapshot.index.without_removed().dir_index, mapping),
+            prev_snapshot_index_blob_id=None,
+        )
+        index_id, record = commit_snapshot(target, target_catalog, lease, t, index, ttl_seconds=opts.ttl_seconds,
+                                           keep_last=opts.keep_last)
+        finish_commit(target, target_catalog, t, record, index, new_blob_ids=new_ids,
+                      grace_seconds=opts.grace_seconds, progress=progress, what="copy")
+    return index_id, checkpoint_id
 
 
 def _same_domain(a: BlobStore, b: BlobStore) -> bool:

@@ -242,12 +242,64 @@ class _Job:
         self.close()
 
 
+@dataclass
+class DrainStartPlan:
+    """What ``start`` will do: write a new drain notification for ``run_id`` to ``topic`` (``created``; its
+    uuid is made as it is written), or report the pending one ``uuid`` (at ``offset``) and write nothing.
+    Field names as DrainStartResult's; ``drain start --dry-run`` prints it, ``start`` executes it."""
+
+    run_id: str
+    created: bool
+    uuid: str | None
+    offset: int | None
+    topic: str
+    drain_monitor_enabled: bool
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_start(target: DrainTarget, *, force: bool = False) -> DrainStartPlan:
+    """The plan of ``start(target, force=force)``, read from the coordinator stream, writing nothing to it.
+    Raises what ``start`` raises before it writes (DrainMonitorOffError, NotFoundError, StatectlError)."""
+    with _Job(target) as job:
+        return _plan_start(job, force)
+
+
+def _plan_start(job: _Job, force: bool) -> DrainStartPlan:
+    target = job.target
+    job.coordinator.require()
+    run_id = job.run_id(required=True)
+    assert run_id is not None
+    enabled = drain_monitor_enabled(job.coordinator.config())
+    notes: list[str] = []
+    if not enabled:
+        if not force:
+            raise DrainMonitorOffError(
+                f"job {target.job}-{target.job_id} runs no drain monitor ({DRAIN_MONITOR_ENABLED} is not true "
+                f"in its config): nothing would act on a drain notification",
+                hint=f"deploy the job with {DRAIN_MONITOR_ENABLED}=true, or write it anyway with --force")
+        notes.append(f"{DRAIN_MONITOR_ENABLED} is not true in the job's config: its containers ignore this "
+                     f"notification unless run {run_id} is restarted with the drain monitor enabled")
+    notifications = job.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
+    notes += [f"skipped a malformed record of {job.coordinator.topic}: {p}" for p in job.coordinator.problems]
+    bad = job.coordinator.bad_notifications()
+    if bad:
+        notes.append(f"{len(bad)} record(s) of {job.coordinator.topic} that Samza's DrainMonitor cannot read "
+                     f"(first at offset {bad[0].offset}): starting containers fail on them and a running "
+                     "container's drain monitor stops polling; remove them with 'statectl drain cancel --bad' "
+                     "(running containers see a drain only after a restart)")
+    for rec in notifications:
+        if not rec.cleared and rec.run_id == run_id:
+            return DrainStartPlan(run_id, False, rec.uuid, rec.offset, job.coordinator.topic, enabled, notes=notes)
+    return DrainStartPlan(run_id, True, None, None, job.coordinator.topic, enabled, notes=notes)
+
+
 def start(target: DrainTarget, *, force: bool = False) -> DrainStartResult:
     """Write a drain notification for the job's current run (``target.run_id`` or its ``app.run.id``).
     Idempotent: when one for that run is already pending (not cleared), it is reported, not repeated.
     Concurrent starts for one run leave one notification: each reads the stream back after writing, and
     every one but the first written for the run withdraws its own (a tombstone, marked superseded) and
-    reports the first (``created`` False).
+    reports the first (``created`` False). What it does is the plan ``plan_start`` computes.
 
     Raises DrainMonitorOffError (exit 14), writing nothing, when the job's config does not enable
     Samza's DrainMonitor (job.drain-monitor.enabled; ``force`` writes anyway, with a note);
@@ -256,30 +308,11 @@ def start(target: DrainTarget, *, force: bool = False) -> DrainStartResult:
     the drain namespace are named in a note (the job would not see the notification)."""
     began = time.monotonic()
     with _Job(target) as job:
-        job.coordinator.require()
-        run_id = job.run_id(required=True)
-        assert run_id is not None
-        enabled = drain_monitor_enabled(job.coordinator.config())
-        notes: list[str] = []
-        if not enabled:
-            if not force:
-                raise DrainMonitorOffError(
-                    f"job {target.job}-{target.job_id} runs no drain monitor ({DRAIN_MONITOR_ENABLED} is not true "
-                    f"in its config): nothing would act on a drain notification",
-                    hint=f"deploy the job with {DRAIN_MONITOR_ENABLED}=true, or write it anyway with --force")
-            notes.append(f"{DRAIN_MONITOR_ENABLED} is not true in the job's config: its containers ignore this "
-                         f"notification unless run {run_id} is restarted with the drain monitor enabled")
-        notifications = job.coordinator.notifications()  # before ``problems``: parsing them finds bad ones
-        notes += [f"skipped a malformed record of {job.coordinator.topic}: {p}" for p in job.coordinator.problems]
-        bad = job.coordinator.bad_notifications()
-        if bad:
-            notes.append(f"{len(bad)} record(s) of {job.coordinator.topic} that Samza's DrainMonitor cannot read "
-                         f"(first at offset {bad[0].offset}): starting containers fail on them and a running "
-                         "container's drain monitor stops polling; remove them with 'statectl drain cancel --bad' "
-                         "(running containers see a drain only after a restart)")
-        for rec in notifications:
-            if not rec.cleared and rec.run_id == run_id:
-                return DrainStartResult(rec.uuid, run_id, False, rec.offset, _since(began), notes, enabled)
+        plan = _plan_start(job, force)
+        run_id, notes, enabled = plan.run_id, list(plan.notes), plan.drain_monitor_enabled
+        if not plan.created:
+            assert plan.uuid is not None and plan.offset is not None
+            return DrainStartResult(plan.uuid, run_id, False, plan.offset, _since(began), notes, enabled)
         notification = DrainNotification.create(run_id)
         offset = job.coordinator.write_notification(notification)
         first = _first_pending(job, run_id, notification.uuid, offset)
@@ -534,6 +567,82 @@ def _offsets_at(job: _Job, topic: str, partitions: list[int], ms: int, notes: li
     return out
 
 
+@dataclass(frozen=True)
+class PlannedTombstone:
+    """A record ``cancel`` tombstones in the coordinator stream: under ``key`` (at ``offset``), the
+    notification ``uuid`` (None for a record Samza cannot read) and why: ``pending`` (withdrawn, after a
+    statectl-drain-cancelled-v1 mark that tells ``drain wait`` so), ``drained`` (a leftover of a drain),
+    ``stale`` (another run's, --all-stale) or ``job-breaking`` (--bad)."""
+
+    key: str
+    uuid: str | None
+    kind: str
+    offset: int
+
+
+@dataclass
+class DrainCancelPlan:
+    """What ``cancel`` will do: the tombstones it writes, in order; ``cancelled`` and ``bad_removed`` as
+    DrainCancelResult will list them. ``drain cancel --dry-run`` prints it, ``cancel`` executes it."""
+
+    run_id: str | None
+    topic: str
+    tombstones: list[PlannedTombstone]
+    cancelled: list[str] = field(default_factory=list)
+    bad_removed: list[JobBreaking] = field(default_factory=list)
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = False,
+                all_stale: bool = False) -> DrainCancelPlan:
+    """The plan of ``cancel(target, uuid, bad=, all_stale=)``, read from the coordinator stream, writing
+    nothing. Raises what ``cancel`` raises before it writes (UsageError, NotFoundError,
+    DrainIrrevocableError)."""
+    if uuid is not None and (bad or all_stale):
+        raise UsageError("--uuid names one notification: it goes with neither --bad nor --all-stale")
+    with _Job(target) as job:
+        return _plan_cancel(job, uuid, bad, all_stale)
+
+
+def _plan_cancel(job: _Job, uuid: str | None, bad: bool, all_stale: bool) -> DrainCancelPlan:
+    target = job.target
+    st = _status(job)
+    plan = DrainCancelPlan(st.run_id, job.coordinator.topic, [], notes=list(st.notes))
+    if bad or all_stale:
+        stale = [n for n in st.notifications if n.state == STALE] if all_stale else []
+        broken = list(st.job_breaking) if bad else []
+        if not stale and not broken:
+            what = " or ".join(w for w, on in (("record Samza cannot read", bad),
+                                                ("notification of another run", all_stale)) if on)
+            raise NotFoundError(f"no {what} in {job.coordinator.topic}",
+                                hint="'statectl drain status' lists the notifications and their states")
+        plan.tombstones += [PlannedTombstone(b.key, None, "job-breaking", b.offset) for b in broken]
+        plan.tombstones += [PlannedTombstone(n.key or n.uuid, n.uuid, "stale", n.offset) for n in stale]
+        plan.bad_removed = broken
+        plan.cancelled = [n.uuid for n in stale]
+        return plan
+    wanted = _canonical(uuid)
+    targets = st.pending(wanted)
+    leftovers = [] if wanted is None else [n for n in st.notifications if n.uuid == wanted and (
+        n.state == DRAINED or (n.state == CLEARED and n.key != n.uuid and n.signal == SIGNAL_CLEARED
+                               and _live(job, n)))]
+    if not targets and not leftovers:
+        what = f"drain notification {uuid}" if uuid else f"pending drain notification for run {st.run_id}"
+        raise NotFoundError(f"no {what} in {job.coordinator.topic}",
+                            hint="'statectl drain status' lists the notifications and their states")
+    seen = [n for n in targets if n.state == SEEN]
+    if seen:
+        raise DrainIrrevocableError(
+            f"job {target.job}-{target.job_id} is already draining (notification {seen[0].uuid}, run "
+            f"{seen[0].run_id}): a drain cannot be undone",
+            hint="wait for it with 'statectl drain wait', then redeploy the job")
+    plan.tombstones += [PlannedTombstone(n.key or n.uuid, n.uuid, "pending", n.offset) for n in targets]
+    plan.tombstones += [PlannedTombstone(n.key or n.uuid, n.uuid, "drained", n.offset) for n in leftovers]
+    plan.cancelled = [n.uuid for n in targets + leftovers]
+    return plan
+
+
 def cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = False,
            all_stale: bool = False) -> DrainCancelResult:
     """Withdraw drain notifications with tombstones, each under the key it is stored under. By default the
@@ -541,7 +650,8 @@ def cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = False,
     already drained on, or a leftover Samza's cleanup missed, is removed too). ``bad``: the records Samza
     cannot read instead (job-breaking, see the module doc). ``all_stale``: the notifications of every
     other run (Samza's DrainUtils.cleanupAll, which deletes every key of the namespace, kept to other
-    runs). ``bad`` and ``all_stale`` combine; ``uuid`` goes with neither (UsageError).
+    runs). ``bad`` and ``all_stale`` combine; ``uuid`` goes with neither (UsageError). The tombstones
+    written are those of the plan ``plan_cancel`` computes.
 
     Raises DrainIrrevocableError (exit 1), writing nothing, when the job already acts on a pending one
     (state ``seen``): a drain cannot be undone; NotFoundError (exit 10) when there is nothing to cancel.
@@ -551,53 +661,22 @@ def cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = False,
         raise UsageError("--uuid names one notification: it goes with neither --bad nor --all-stale")
     began = time.monotonic()
     with _Job(target) as job:
-        st = _status(job)
-        result = DrainCancelResult(st.run_id, notes=list(st.notes))
-        if bad or all_stale:
-            stale = [n for n in st.notifications if n.state == STALE] if all_stale else []
-            broken = list(st.job_breaking) if bad else []
-            if not stale and not broken:
-                what = " or ".join(w for w, on in (("record Samza cannot read", bad),
-                                                    ("notification of another run", all_stale)) if on)
-                raise NotFoundError(f"no {what} in {job.coordinator.topic}",
-                                    hint="'statectl drain status' lists the notifications and their states")
-            for b in broken:
-                job.coordinator.clear_notification(b.key)
-                result.bad_removed.append(b)
-            for n in stale:
-                job.coordinator.clear_notification(n.key or n.uuid)
-                result.cancelled.append(n.uuid)
-            if broken:
-                result.notes.append("containers whose drain monitor hit those records poll no more: a drain reaches "
-                                    "them only after a restart")
-            result.duration_s = _since(began)
-            return result
-        wanted = _canonical(uuid)
-        targets = st.pending(wanted)
-        leftovers = [] if wanted is None else [n for n in st.notifications if n.uuid == wanted and (
-            n.state == DRAINED or (n.state == CLEARED and n.key != n.uuid and n.signal == SIGNAL_CLEARED
-                                   and _live(job, n)))]
-        if not targets and not leftovers:
-            what = f"drain notification {uuid}" if uuid else f"pending drain notification for run {st.run_id}"
-            raise NotFoundError(f"no {what} in {job.coordinator.topic}",
-                                hint="'statectl drain status' lists the notifications and their states")
-        seen = [n for n in targets if n.state == SEEN]
-        if seen:
-            raise DrainIrrevocableError(
-                f"job {target.job}-{target.job_id} is already draining (notification {seen[0].uuid}, run "
-                f"{seen[0].run_id}): a drain cannot be undone",
-                hint="wait for it with 'statectl drain wait', then redeploy the job")
-        for n in targets:
-            # First a mark of our own (a namespace Samza ignores), so that 'drain wait' tells a withdrawn
-            # notification from one the job cleared after draining.
-            job.coordinator.put(CANCELLED_NAMESPACE, n.uuid, b"{}")
-            job.coordinator.clear_notification(n.key or n.uuid)
-            result.cancelled.append(n.uuid)
-        for n in leftovers:  # drained already: removed as the job's cleanup would have
-            job.coordinator.clear_notification(n.key or n.uuid)
-            result.cancelled.append(n.uuid)
-            result.notes.append(f"drain notification {n.uuid} had drained the job already: removed")
-        if targets:
+        plan = _plan_cancel(job, uuid, bad, all_stale)
+        result = DrainCancelResult(plan.run_id, notes=list(plan.notes))
+        for t in plan.tombstones:
+            if t.kind == "pending":
+                # First a mark of our own (a namespace Samza ignores), so that 'drain wait' tells a withdrawn
+                # notification from one the job cleared after draining.
+                job.coordinator.put(CANCELLED_NAMESPACE, t.uuid, b"{}")
+            job.coordinator.clear_notification(t.key)
+            if t.kind == "drained":
+                result.notes.append(f"drain notification {t.uuid} had drained the job already: removed")
+        result.cancelled = list(plan.cancelled)
+        result.bad_removed = list(plan.bad_removed)
+        if plan.bad_removed:
+            result.notes.append("containers whose drain monitor hit those records poll no more: a drain reaches "
+                                "them only after a restart")
+        if any(t.kind == "pending" for t in plan.tombstones):
             result.notes.append("a job that read the notification before it was withdrawn drains anyway: "
                                 "'statectl drain status' shows whether it does")
         result.duration_s = _since(began)

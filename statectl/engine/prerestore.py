@@ -47,6 +47,7 @@ from statectl.engine.standby import (
     FENCE_TIMEOUT_S,
     FollowResult,
     FollowStatus,
+    PromotePlan,
     PromoteResult,
     Replica,
     ReplicaLock,
@@ -478,6 +479,71 @@ def _pre_restore(anchor: Replica, state_dir: Path, blob_id: str, blobstore: Blob
 # -- promote ---------------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _PreRestorePlan:
+    anchor: Replica
+    status: FollowStatus
+    checkpoint: str
+    checkpoint_id: str
+    snapshot_id: str
+    index: SnapshotIndex
+    promoted_dir: str
+
+
+def _plan_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstore: BlobStore, *,
+                       security: KafkaSecurity | None, check_locality: bool) -> _PreRestorePlan:
+    """promote_pre_restored's checks and decisions, reading only (see its doc for what it raises)."""
+    anchor = prerestore_replica(state_dir, ref)
+    refused = f"refusing to promote store {ref.store!r} of task {ref.task!r}"
+    before = _own_status(anchor)
+    follow_cmd = ("statectl standby follow --pre-restore --kafka ... --job ... --task ... --store ... "
+                  "--state-dir ... --blobstore ...")
+    if before is None:
+        raise DiscardedError(
+            f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), whose "
+            "restore deletes the store dir and every checkpoint dir but one identical to the snapshot, and no "
+            "pre-restored checkpoint dir is kept on this host",
+            hint=f"keep the latest snapshot pre-restored here with '{follow_cmd}', then promote")
+    if _clean_on_start(bootstrap, ref, security):
+        raise DiscardedError(f"{refused}: stores.{ref.store}.clean.on.container.start is true, so the job's start "
+                             "downloads the snapshot whatever is here (BlobStoreRestoreManager.shouldRestore)",
+                             hint=f"unset stores.{ref.store}.clean.on.container.start, then promote again")
+    check_here(anchor, bootstrap if check_locality else None, security=security)
+    with KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security) as log:
+        latest = log.latest(ref)
+    if latest is None:
+        raise DiscardedError(f"{refused}: the task's latest checkpoint names no snapshot of the store",
+                             hint="promote after the job's next commit")
+    checkpoint, blob_id = latest
+    index = _index(blobstore, blob_id)
+    cp = index.snapshot_metadata.checkpoint_id
+    target = checkpoint_dir(anchor.replica_dir, cp)
+    return _PreRestorePlan(anchor, before, checkpoint, cp, blob_id, index, str(target))
+
+
+def plan_promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstore: BlobStore, *,
+                              security: KafkaSecurity | None = None, locality: bool = True) -> PromotePlan:
+    """The plan of ``promote_pre_restored`` (as standby.plan_promote's, ``restore_mode`` "blob-store"), with
+    its checks, writing nothing: the follower is not fenced, no file is downloaded. ``locality``: also plan
+    update_locality. Raises what promote_pre_restored raises before it fences the follower."""
+    from statectl.engine.standby import _locked, lock_holder, plan_locality
+
+    plan = _plan_pre_restored(ref, state_dir, bootstrap, blobstore, security=security, check_locality=True)
+    anchor = plan.anchor
+    owned = sorted(_owned(plan.status))
+    out = PromotePlan(
+        replica_dir=plan.status.replica_dir or str(anchor.replica_dir), promoted_dir=plan.promoted_dir,
+        active_dir=str(anchor.replica_dir), restore_mode="blob-store", checkpoint_id=plan.checkpoint_id,
+        applied_offset=None, catch_up_to=None,
+        fence_pid=lock_holder(anchor)[0] if _locked(anchor.lock_path) else None, replaces_active=False,
+        in_place=plan.promoted_dir in owned,
+        notes=[f"blob-store restore: {plan.promoted_dir} is to be identical to snapshot {plan.snapshot_id} "
+               f"(checkpoint {plan.checkpoint_id}); the pre-restored dirs now: {', '.join(owned) or 'none'}"])
+    if locality:
+        out.locality = plan_locality(bootstrap, ref, security=security)
+    return out
+
+
 def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstore: BlobStore,
                          catalog: BlobCheckpointStore, *, security: KafkaSecurity | None = None,
                          timeout_s: float = 60.0, on_locality: Callable[[], tuple[bool, str | None]] | None = None,
@@ -504,31 +570,9 @@ def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobsto
     its dirs are as they were."""
     progress = progress or NullProgress()
     began = time.monotonic()
-    anchor = prerestore_replica(state_dir, ref)
-    refused = f"refusing to promote store {ref.store!r} of task {ref.task!r}"
-    before = _own_status(anchor)
-    follow_cmd = ("statectl standby follow --pre-restore --kafka ... --job ... --task ... --store ... "
-                  "--state-dir ... --blobstore ...")
-    if before is None:
-        raise DiscardedError(
-            f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), whose "
-            "restore deletes the store dir and every checkpoint dir but one identical to the snapshot, and no "
-            "pre-restored checkpoint dir is kept on this host",
-            hint=f"keep the latest snapshot pre-restored here with '{follow_cmd}', then promote")
-    if _clean_on_start(bootstrap, ref, security):
-        raise DiscardedError(f"{refused}: stores.{ref.store}.clean.on.container.start is true, so the job's start "
-                             "downloads the snapshot whatever is here (BlobStoreRestoreManager.shouldRestore)",
-                             hint=f"unset stores.{ref.store}.clean.on.container.start, then promote again")
-    check_here(anchor, bootstrap if check_locality else None, security=security)
-    with KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security) as log:
-        latest = log.latest(ref)
-    if latest is None:
-        raise DiscardedError(f"{refused}: the task's latest checkpoint names no snapshot of the store",
-                             hint="promote after the job's next commit")
-    checkpoint, blob_id = latest
-    index = _index(blobstore, blob_id)
-    cp = index.snapshot_metadata.checkpoint_id
-    target = checkpoint_dir(anchor.replica_dir, cp)
+    plan = _plan_pre_restored(ref, state_dir, bootstrap, blobstore, security=security, check_locality=check_locality)
+    anchor, before, blob_id, index = plan.anchor, plan.status, plan.snapshot_id, plan.index
+    checkpoint, cp, target = plan.checkpoint, plan.checkpoint_id, Path(plan.promoted_dir)
     result = PromoteResult(str(target), None, 0, 0.0, restore_mode="blob-store", checkpoint_id=cp)
     deadline = began + timeout_s
     was_following = _fence(anchor)

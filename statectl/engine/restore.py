@@ -22,6 +22,7 @@ from statectl.catalog.index import snapshot_owner
 from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
+from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
 from statectl.errors import (
     ChecksumMismatchError,
     CorruptSnapshotError,
@@ -77,6 +78,53 @@ class RestoreResult:
     notes: list[str] = field(default_factory=list)
     blobstore: str = ""  # the blob store's URL (printed with its secrets masked)
 
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file of a restore plan: ``download`` it from the blob store, or ``reuse`` the identical local
+    file ``source`` (hard-linked when immutable, else copied)."""
+
+    path: str
+    size: int
+    action: str  # "download" | "reuse"
+    source: str | None = None
+
+
+@dataclass
+class RestorePlan:
+    """What a restore will do, decided from the snapshot's index and the local files, with nothing
+    written: which snapshot, where, and for each file whether it is downloaded or reused. The counts
+    carry the names of RestoreResult's; ``restore`` executes exactly this plan (``restore --dry-run``
+    prints it). ``snapshot``: the resolved snapshot the plan was made from (not part of the JSON)."""
+
+    snapshot_id: str
+    checkpoint_id: str
+    target_dir: str
+    files_total: int
+    files_downloaded: int
+    files_reused: int
+    bytes_total: int
+    bytes_downloaded: int
+    files: list[PlannedFile]
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+    snapshot: ResolvedSnapshot | None = field(default=None, repr=False, metadata={"internal": True})
+
+
+def plan_restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+                 progress: ProgressReporter | None = None) -> RestorePlan:
+    """The plan of ``restore(opts)``, writing nothing anywhere: no reader pin, no temporary dir. Raises what
+    ``restore`` raises before it writes (unknown snapshot, a refused target, a damaged index, blobs whose
+    sizes do not tile a file, too little free space). Idempotent. A restore run later may reuse more or
+    fewer local files if the store dir changed meanwhile."""
+    opts.validate()
+    progress = NoteRecorder(progress)
+    target = _checked_target(opts, blobstore, progress)
+    snap = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot, allow_other_store=opts.from_other_store)
+    plan = _plan(opts, target, snap, blobstore, progress)
+    plan.notes = progress.notes
+    return plan
+
+
 def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
             progress: ProgressReporter | None = None) -> RestoreResult:
     """Restore a snapshot of ``opts.ref``; return what was downloaded and reused.
@@ -87,27 +135,33 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     error case the target dir is left exactly as it was.
 
     The snapshot is pinned while it is read (catalog.pins): retention and gc keep its blobs meanwhile.
-    With credentials that cannot write the pin, it is read unpinned and a note says so.
+    With credentials that cannot write the pin, it is read unpinned and a note says so. The work done is
+    the plan ``plan_restore`` computes (made here once the snapshot is pinned), executed as it is.
     """
     with ReaderPin(blobstore, checkpoints, opts.ref, operation="restore") as pin:
-        return _restore(opts, blobstore, checkpoints, progress, pin)
+        opts.validate()
+        progress = NoteRecorder(progress)
+        started = time.monotonic()
+        target = _checked_target(opts, blobstore, progress)
+        # A restore only reads the blob store (but for its pin): an interrupted cleanup is finished by the
+        # next backup or gc, which hold the store's lease (and a restore may run with read-only credentials).
+        pin.progress = progress  # a note that no pin could be written goes into the result
+        snap = pin.resolve(opts.snapshot, allow_other_store=opts.from_other_store)
+        plan = _plan(opts, target, snap, blobstore, progress)
+        return execute_restore(plan, blobstore, opts, progress, started=started)
 
 
-def _restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-             progress: ProgressReporter | None, pin: ReaderPin) -> RestoreResult:
-    opts.validate()
-    progress = NoteRecorder(progress)
-    started = time.monotonic()
+def _checked_target(opts: RestoreOptions, blobstore: BlobStore, progress: ProgressReporter) -> Path:
     asked = Path(opts.target_dir or opts.store_dir)
     target = resolve_target(asked)
     check_target(target, opts.force, blob_root=getattr(blobstore, "root", None), own_store=opts.store_dir,
                  state_dir=opts.state_dir)
     note_if_linked(asked, target, progress)
+    return target
 
-    # A restore only reads the blob store (but for its pin): an interrupted cleanup is finished by the next
-    # backup or gc, which hold the store's lease (and a restore may run with read-only credentials).
-    pin.progress = progress  # a note that no pin could be written goes into the result
-    snap = pin.resolve(opts.snapshot, allow_other_store=opts.from_other_store)
+
+def _plan(opts: RestoreOptions, target: Path, snap: ResolvedSnapshot, blobstore: BlobStore,
+          progress: ProgressReporter) -> RestorePlan:
     index = snap.index
     checkpoint_id = index.snapshot_metadata.checkpoint_id
     if snapshot_owner(index) != str(opts.ref):
@@ -120,16 +174,38 @@ def _restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckp
     to_fetch = [(rel, fi) for rel, fi in files if rel not in local]
     check_blob_sizes(blobstore, to_fetch, opts.range_size, opts.parallelism)  # before touching the disk
     check_free_space(target, sum(fi.size for _, fi in to_fetch))
-    reused = downloaded_bytes = 0
-    with StagedStore(target, what="restore", disk_full=lambda: _disk_full(target, files), sync="dirs") as staged:
+    planned = [PlannedFile(rel, fi.size, "reuse", str(local[rel])) if rel in local
+               else PlannedFile(rel, fi.size, "download") for rel, fi in files]
+    return RestorePlan(
+        snapshot_id=snap.index_blob_id, checkpoint_id=checkpoint_id, target_dir=str(target),
+        files_total=len(files), files_downloaded=len(to_fetch), files_reused=len(local),
+        bytes_total=sum(fi.size for _, fi in files), bytes_downloaded=sum(fi.size for _, fi in to_fetch),
+        files=planned, snapshot=snap)
+
+
+def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOptions,
+                    progress: ProgressReporter | None = None, *, started: float | None = None) -> RestoreResult:
+    """Carry out ``plan``: build the store aside from exactly its files (each downloaded or reused as
+    planned) and swap it into ``plan.target_dir``. Raises what ``restore`` raises; a local file planned for
+    reuse that is gone meanwhile fails the restore (the target untouched): plan again."""
+    progress = progress if isinstance(progress, NoteRecorder) else NoteRecorder(progress)
+    started = time.monotonic() if started is None else started
+    if plan.snapshot is None:
+        raise UsageError("execute_restore takes a plan made by plan_restore (it carries the snapshot's index)")
+    index = plan.snapshot.index
+    target = Path(plan.target_dir)
+    by_path = dict(index.dir_index.walk_present())
+    files = [(f, by_path[f.path]) for f in plan.files]
+    downloaded_bytes = 0
+    with StagedStore(target, what="restore", disk_full=lambda: _disk_full(target, list(by_path.items())),
+                     sync="dirs") as staged:
         tmp = staged.path
         for rel_dir in index.dir_index.present_dirs():
             (tmp / rel_dir).mkdir()
-        to_download = [DownloadItem(rel, tmp / rel, fi) for rel, fi in to_fetch]
-        for rel, fi in files:
-            if rel in local:
-                _reuse(local[rel], fi, tmp / rel)
-                reused += 1
+        for f, fi in files:
+            if f.action == "reuse":
+                _reuse(Path(f.source), fi, tmp / f.path)
+        to_download = [DownloadItem(f.path, tmp / f.path, fi) for f, fi in files if f.action == "download"]
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
                                           range_size=opts.range_size, progress=progress)
         staged.commit()  # the downloads and copies fsynced their files: "dirs" is enough
@@ -137,13 +213,13 @@ def _restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckp
         progress.note(note)
 
     return RestoreResult(
-        snapshot_id=snap.index_blob_id,
-        checkpoint_id=checkpoint_id,
-        target_dir=str(target),
-        files_total=len(files),
-        files_downloaded=len(files) - reused,
-        files_reused=reused,
-        bytes_total=sum(fi.size for _, fi in files),
+        snapshot_id=plan.snapshot_id,
+        checkpoint_id=plan.checkpoint_id,
+        target_dir=plan.target_dir,
+        files_total=plan.files_total,
+        files_downloaded=plan.files_downloaded,
+        files_reused=plan.files_reused,
+        bytes_total=plan.bytes_total,
         bytes_downloaded=downloaded_bytes,
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,

@@ -239,6 +239,46 @@ class PromoteResult:
 
 
 @dataclass
+class LocalityPlan:
+    """What promote writes to the job's coordinator stream after the move: with ``write``, container
+    ``container``'s set-container-host-assignment becomes ``host`` (from ``current``); else nothing, and
+    ``why`` says why not. ``note``: the note promote's result then carries (None when it adds none)."""
+
+    container: str | None
+    host: str
+    current: str | None
+    write: bool
+    why: str
+    note: str | None = None
+
+
+@dataclass
+class PromotePlan:
+    """What ``promote`` will do, decided with nothing written: fence the follower ``fence_pid`` (None: none
+    runs), catch ``replica_dir`` up from ``applied_offset`` to ``catch_up_to`` (under transactional restore
+    exactly that offset; otherwise the changelog's end as the plan read it, or the checkpointed offset with
+    --to-checkpoint: a promote run later catches up to the end as it then is), put it at ``promoted_dir``
+    (``replaces_active``: over an existing active dir; ``in_place``: nothing moved), then ``locality``.
+    Field names as PromoteResult's where they meet; ``standby promote --dry-run`` prints it, ``promote``
+    executes it."""
+
+    replica_dir: str
+    promoted_dir: str
+    active_dir: str
+    restore_mode: str
+    checkpoint_id: str | None
+    applied_offset: int | None
+    catch_up_to: int | None
+    fence_pid: int | None
+    replaces_active: bool
+    in_place: bool
+    locality: LocalityPlan | None = None
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+    start: NextStart | None = field(default=None, repr=False, metadata={"internal": True})
+
+
+@dataclass
 class ReplicaStatus:
     replica_dir: str
     changelog: str
@@ -1156,6 +1196,52 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     untouched)."""
     progress = progress or NullProgress()
     began = time.monotonic()
+    consumers: list[Any] = []
+
+    def consumer_of() -> Any:
+        if not consumers:
+            consumers.append(open_consumer(bootstrap, timeout_s=kafka_timeout_s, security=security))
+        return consumers[0]
+
+    try:
+        plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
+                             to_checkpoint=to_checkpoint, state_dir=state_dir, check_restore=check_restore, start=start)
+        return _execute_promote(plan, replica, bootstrap, consumer_of(), security=security,
+                                to_checkpoint=to_checkpoint, timeout_s=timeout_s, on_locality=on_locality,
+                                restart_follower=restart_follower, began=began)
+    finally:
+        for c in consumers:
+            c.close()
+
+
+def plan_promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: KafkaSecurity | None = None,
+                 to_checkpoint: bool = False, kafka_timeout_s: float = DEFAULT_TIMEOUT_S,
+                 state_dir: Path | None = None, check_restore: bool = True, locality: bool = True) -> PromotePlan:
+    """The plan of ``promote(replica, active_dir, bootstrap, ...)`` with the same checks, reading the replica,
+    the changelog's tail and the job's coordinator stream and checkpoint topic, writing nothing: no follower
+    is fenced, nothing is applied, moved or written to Kafka. ``locality``: also plan update_locality (what
+    the CLI's promote runs after the move). Raises what ``promote`` raises before it fences the follower."""
+    consumers: list[Any] = []
+
+    def consumer_of() -> Any:
+        if not consumers:
+            consumers.append(open_consumer(bootstrap, timeout_s=kafka_timeout_s, security=security))
+        return consumers[0]
+
+    try:
+        plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
+                             to_checkpoint=to_checkpoint, state_dir=state_dir, check_restore=check_restore, start=None)
+    finally:
+        for c in consumers:
+            c.close()
+    if locality:
+        plan.locality = plan_locality(bootstrap, replica.ref, security=security)
+    return plan
+
+
+def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_of: Callable[[], Any], *,
+                  security: KafkaSecurity | None, to_checkpoint: bool, state_dir: Path | None, check_restore: bool,
+                  start: NextStart | None) -> PromotePlan:
     if not (replica.replica_dir / OFFSET_V2).exists():
         raise NotFoundError(f"no replica at {replica.replica_dir} (no {OFFSET_V2})",
                             hint="start one with 'statectl standby follow'")
@@ -1178,14 +1264,35 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
         target_dir = checkpoint_dir(active_dir, start.checkpoint_id)
         _check_checkpoint_dir(replica, target_dir)
         in_place = False  # the start deletes the active dir, a replica in it too: it moves
+    consumer = consumer_of()
+    if transactional:
+        target = _transactional_target(start, _tail(consumer, replica, bootstrap), replica)
+        _check_not_ahead(replica, target, start)  # before the follower is fenced: nothing changes
+    else:
+        target = _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint)
+    fence_pid = lock_holder(replica)[0] if _locked(replica.lock_path) else None
+    return PromotePlan(
+        replica_dir=str(replica.replica_dir), promoted_dir=str(target_dir), active_dir=str(active_dir),
+        restore_mode=start.mode, checkpoint_id=start.checkpoint_id if transactional else None,
+        applied_offset=applied_offset(replica), catch_up_to=target, fence_pid=fence_pid,
+        replaces_active=not in_place and not transactional and os.path.lexists(target_dir), in_place=in_place,
+        notes=[_restore_note(start, replica, active_dir, target_dir, target)], start=start)
+
+
+def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consumer: Any, *,
+                     security: KafkaSecurity | None, to_checkpoint: bool, timeout_s: float,
+                     on_locality: Callable[[], tuple[bool, str | None]] | None, restart_follower: bool,
+                     began: float) -> PromoteResult:
+    """Carry out ``plan`` (see promote)."""
+    start = plan.start
+    assert start is not None
+    transactional = plan.restore_mode == RESTORE_TRANSACTIONAL
+    in_place = plan.in_place
+    active_dir, target_dir = Path(plan.active_dir), Path(plan.promoted_dir)
+    target = plan.catch_up_to if transactional else None
     result = PromoteResult(str(target_dir), None, 0, 0.0, restore_mode=start.mode,
                            checkpoint_id=start.checkpoint_id if transactional else None)
-    consumer = open_consumer(bootstrap, timeout_s=kafka_timeout_s, security=security)
     try:
-        target: int | None = None
-        if transactional:
-            target = _transactional_target(start, _tail(consumer, replica, bootstrap), replica)
-            _check_not_ahead(replica, target, start)  # before the follower is fenced: nothing changes
         before = read_status(replica)
         was_following = _fence(replica)
         try:
@@ -1229,8 +1336,6 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
         if full is None or full is e:
             raise
         raise full from e
-    finally:
-        consumer.close()
     result.notes.append(_restore_note(start, replica, active_dir, target_dir, result.caught_up_offset))
     if on_locality is not None:
         result.locality_updated, note = on_locality()
@@ -1670,23 +1775,39 @@ def update_locality(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | 
     whether it did, and a note when it did not. Not when the job's coordinator stream or the task's
     container assignment is not there, nor when that container runs other active tasks too: a container
     moves whole (seed 001), and repointing it for one promoted task would place the others away from their
-    state (promote --container or failover moves them all)."""
+    state (promote --container or failover moves them all). What it writes is plan_locality's plan."""
     with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
-        if not cs.refresh():
-            return False, None
-        loc = cs.locality()
-        container = loc.task_containers.get(ref.task)
-        if container is None:
-            return False, None
-        others = sorted(t for t, c in loc.task_containers.items()
-                        if c == container and t != ref.task and _active_name(t, loc.task_modes) == t)
-        if others:
-            return False, (f"container {container} also runs task{'s' if len(others) > 1 else ''} "
-                           f"{', '.join(repr(t) for t in others[:3])}{' ...' if len(others) > 3 else ''}: its "
-                           "locality is left as it is (a container moves whole); 'statectl standby failover "
-                           f"--container {container}' moves all its tasks")
-        cs.write_container_host(container, socket.gethostname())
-    return True, None
+        plan = _plan_locality(cs, ref)
+        if plan.write:
+            assert plan.container is not None
+            cs.write_container_host(plan.container, plan.host)
+    return plan.write, plan.note
+
+
+def plan_locality(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None) -> LocalityPlan:
+    """What update_locality would write, reading the job's coordinator stream only."""
+    with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
+        return _plan_locality(cs, ref)
+
+
+def _plan_locality(cs: CoordinatorStream, ref: StoreRef) -> LocalityPlan:
+    host = socket.gethostname()
+    if not cs.refresh():
+        return LocalityPlan(None, host, None, False, f"job {ref.job}-{ref.job_id} has no coordinator stream")
+    loc = cs.locality()
+    container = loc.task_containers.get(ref.task)
+    if container is None:
+        return LocalityPlan(None, host, None, False, f"the coordinator stream assigns task {ref.task!r} no container")
+    current = loc.container_hosts.get(container)
+    others = sorted(t for t, c in loc.task_containers.items()
+                    if c == container and t != ref.task and _active_name(t, loc.task_modes) == t)
+    if others:
+        note = (f"container {container} also runs task{'s' if len(others) > 1 else ''} "
+                f"{', '.join(repr(t) for t in others[:3])}{' ...' if len(others) > 3 else ''}: its "
+                "locality is left as it is (a container moves whole); 'statectl standby failover "
+                f"--container {container}' moves all its tasks")
+        return LocalityPlan(container, host, current, False, note, note)
+    return LocalityPlan(container, host, current, True, f"task {ref.task!r} runs in container {container}")
 
 
 @dataclass

@@ -242,6 +242,21 @@ def switch(store: Path, number: int, *, verify: str | None = "deep") -> int | No
     this process just sealed). Raises NotFoundError for a version that is not there or not sealed (a
     damaged manifest); StatectlError (exit 1) for a damaged version, and then ``store`` is not changed."""
     previous = current_version(store)
+    check_switch(store, number, verify=verify)
+    link = store.with_name(f".{store.name}.link-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    os.symlink(f"{versions_dir(store).name}/{number}", link)
+    try:
+        os.replace(link, store)
+    except OSError:
+        link.unlink(missing_ok=True)
+        raise
+    fsync_dir(store.parent)
+    return previous
+
+
+def check_switch(store: Path, number: int, *, verify: str | None = "deep") -> None:
+    """The checks ``switch`` makes before it changes anything, changing nothing (a dry run makes them too):
+    raises what ``switch`` raises for a version that is missing, not sealed or damaged."""
     path = versions_dir(store) / str(number)
     if path.is_symlink() or not path.is_dir():
         have = ", ".join(str(v.number) for v in list_versions(store)) or "none"
@@ -259,30 +274,28 @@ def switch(store: Path, number: int, *, verify: str | None = "deep") -> int | No
             raise StatectlError(f"version {number} of {store} is {problem}; not switched",
                                 hint="switch to another version (adstore versions lists them), or build a new one "
                                      "with adstore load --from-file")
-    link = store.with_name(f".{store.name}.link-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    os.symlink(f"{versions_dir(store).name}/{number}", link)
-    try:
-        os.replace(link, store)
-    except OSError:
-        link.unlink(missing_ok=True)
-        raise
-    fsync_dir(store.parent)
-    return previous
 
 
-def _open_problem(path: Path) -> str | None:
-    """Why the store at ``path`` does not open read-only, or None."""
+def open_problem(path: Path) -> str | None:
+    """Why the store at ``path`` does not open read-only (the first line of the error), or None. Leaves
+    nothing behind: the config file rocksdict drops into a dir it opens is removed again."""
     from statectl.rocks.store import ROCKSDICT_CONFIG, open_readonly
 
     had_config = (path / ROCKSDICT_CONFIG).exists()
     try:
         open_readonly(path).close()
     except Exception as e:  # noqa: BLE001 - rocksdict raises its own exception types
-        return f"damaged: it does not open ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
     finally:
         if not had_config:  # rocksdict drops its config into every dir it opens
             (path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
     return None
+
+
+def _open_problem(path: Path) -> str | None:
+    """Why the store at ``path`` does not open read-only, or None."""
+    problem = open_problem(path)
+    return None if problem is None else f"damaged: it does not open ({problem})"
 
 
 def prune(store: Path, keep: int) -> list[int]:
@@ -291,15 +304,10 @@ def prune(store: Path, keep: int) -> list[int]:
     never be switched to: it counts for nothing and goes too, but only a dir this module provably sealed
     (it holds a manifest file, readable or not); a digit-named dir without one, or a symlink, is not
     touched. A reader of a deleted version keeps its open files."""
-    if keep < 1:
-        raise UsageError("--keep-versions must be at least 1")
-    versions = list_versions(store)
-    sound = [v for v in versions if v.manifest is not None and v.problem is None]
-    keep_numbers = {v.number for v in sound[-keep:]} | {v.number for v in versions if v.current}
+    versions = {v.number: v for v in list_versions(store)}
     gone = []
-    for v in versions:
-        if v.number in keep_numbers or not os.path.lexists(v.path / MANIFEST):
-            continue
+    for number in prunable(store, keep):
+        v = versions[number]
         try:
             shutil.rmtree(v.path)
         except OSError:
@@ -308,15 +316,33 @@ def prune(store: Path, keep: int) -> list[int]:
     return gone
 
 
-def next_number(store: Path) -> int:
+def prunable(store: Path, keep: int, *, new: int | None = None) -> list[int]:
+    """The versions ``prune(store, keep)`` deletes, deleting nothing; ``new``: as it will be once a sound
+    version ``new`` is made current (what a load then prunes). UsageError for ``keep`` below 1."""
+    if keep < 1:
+        raise UsageError("--keep-versions must be at least 1")
+    versions = list_versions(store)
+    sound = [v.number for v in versions if v.manifest is not None and v.problem is None]
+    current = {v.number for v in versions if v.current} if new is None else {new}
+    keep_numbers = set((sound + ([new] if new is not None else []))[-keep:]) | current
+    return [v.number for v in versions if v.number not in keep_numbers and os.path.lexists(v.path / MANIFEST)]
+
+
+def next_number(store: Path, *, live_builds_only: bool = False) -> int:
     """One above every version of ``store`` and every build of one in progress."""
     root = versions_dir(store)
     if not root.is_dir():
         return 1
     taken = [int(p.name) for p in root.iterdir() if p.name.isdigit()]
     taken += [int(p.name[len(BUILDING):].split("-")[0]) for p in root.iterdir()
-              if p.name.startswith(BUILDING) and p.name[len(BUILDING):].split("-")[0].isdigit()]
+              if p.name.startswith(BUILDING) and p.name[len(BUILDING):].split("-")[0].isdigit()
+              and not (live_builds_only and _dead_build(p))]
     return max(taken, default=0) + 1
+
+
+def _dead_build(p: Path) -> bool:
+    m = _BUILD_NAME.fullmatch(p.name)
+    return bool(m) and not p.is_symlink() and p.is_dir() and not process_alive(int(m.group(2)))
 
 
 def remove_dead_builds(store: Path) -> None:

@@ -182,13 +182,19 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
     named with --snapshots, one with a flipped byte: exit 1 naming it, nothing committed."""
     blobs = f"file://{tmp_path / 'blobs'}"
     expected = _make_sources(tmp_path, blobs, "job4", 4, 2)
+    stored = sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in (tmp_path / "blobs").rglob("*"))
     dry = json.loads(cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "job4", "--store", STORE, "--from",
                          "4", "--to", "2", "--dry-run", "-o", "json").stdout)
     assert dry["dry_run"] and not dry["committed"] and len(dry["sources"]) == 4
+    assert sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in (tmp_path / "blobs").rglob("*")) == stored
     before = {f"Partition {p}": _latest(tmp_path, blobs, "job4", f"Partition {p}") for p in range(4)}
     r = json.loads(cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "job4", "--store", STORE, "--from", "4",
                        "--to", "2", "--work-dir", str(tmp_path), *SPARK, "-o", "json", timeout=300).stdout)
     _check_targets(tmp_path, blobs, "job4", 2, expected, r)
+    # The rescale read the sources its dry run planned, into the targets it named.
+    assert [(x["task"], x["snapshot_id"], x["checkpoint_id"], x["files"], x["bytes"]) for x in r["sources"]] == \
+        [(x["task"], x["snapshot_id"], x["checkpoint_id"], x["files"], x["bytes"]) for x in dry["sources"]]
+    assert [t["task"] for t in r["targets"]] == [t["task"] for t in dry["targets"]]
     for p in range(4):
         task = f"Partition {p}"
         now = _latest(tmp_path, blobs, "job4", task)

@@ -256,6 +256,9 @@ def test_failover_dry_run_then_failover_writes_the_locality_messages_in_the_seed
     assert [(s["step"], s["status"]) for s in r["steps"]] == [
         ("find-standby-host", "done"), ("delete-standby-locality", "done"), ("point-active-locality", "done"),
         ("stop-standby", "done"), ("promote", "done"), ("report", "done")]
+    # Every store the dry run planned was promoted, from the replica it named, in the restore mode it named.
+    assert sorted((x["task"], x["store"], x["replica_dir"], x["restore_mode"], "promoted") for x in r["stores"]) == \
+        sorted((x["task"], x["store"], x["replica_dir"], x["restore_mode"], "promoted") for x in dry["stores"])
     assert f.wait(60) == 0, f.describe()
     assert_locality_messages(j, start)
     assert_promoted(j)
