@@ -628,33 +628,193 @@ class _WithStore:
             yield pa.RecordBatch.from_arrays([stores, *b.columns], ["store", *b.schema.names])
 
 
+class _StoreFiles:
+    """A task's SST files of one store, from chunks of its entries (sorted, each key once: :meth:`add`):
+    named ``store-<label>-<file_no>-<seq>`` and rolled over at ``max_file_bytes`` as :func:`_write_files`
+    names and rolls them, into out_dir or through the blob store. :meth:`close` gives the task record
+    {store, rows, duplicates, files}; :meth:`abort` removes what is unfinished."""
+
+    def __init__(self, job: _Job, store: Any, file_no: int, attempt: int):
+        self.job, self.store, self.file_no, self.attempt = job, store, file_no, attempt
+        self.label = "all" if store is None else str(store)
+        self.staged = job.spec.staging != "local"
+        self.work = Path(tempfile.mkdtemp(prefix="statectl-sst-")) if self.staged else job.out_dir
+        self.blobs = job.blobstore() if self.staged else None
+        self.files: list[dict[str, Any]] = []
+        self.rows = self.duplicates = 0
+        self.sst: Any = None
+        self.name = ""
+        self.seq = self.used = self.file_rows = 0
+
+    def duplicate(self) -> None:
+        """A row whose key a later row of the same key replaces, not given to :meth:`add`."""
+        self.rows += 1
+        self.duplicates += 1
+        self.file_rows += 1
+
+    def add(self, keys: list[bytes], values: list[bytes], digests: Any, rows: int) -> None:
+        """Entries (``digests``: their entry_digest, a numpy uint64 array) made of ``rows`` rows (the others
+        were duplicates)."""
+        import bisect
+        import operator
+        from itertools import accumulate
+
+        from statectl.rocks.sst import SstWriter
+
+        self.rows += rows
+        self.duplicates += rows - len(keys)
+        self.file_rows += rows - len(keys)
+        n = len(keys)
+        if not n:
+            return
+        budget = self.job.spec.max_file_bytes
+        sizes = list(accumulate(map(operator.add, map(len, keys), map(len, values))))
+        lo = 0
+        while lo < n:
+            if self.sst is None:
+                self.name = f"{SST_PREFIX}{self.label}-{self.file_no:04d}-{self.seq:04d}.sst"
+                self.sst = SstWriter(self.work / f".{self.name}.tmp-{self.attempt}")
+                self.used = 0
+            base = sizes[lo - 1] if lo else 0
+            # the entry that takes the file to its budget is its last (as _Peek.take)
+            j = bisect.bisect_left(sizes, budget - self.used + base, lo)
+            hi = min(n, j + 1)
+            self.sst.add(keys[lo:hi], values[lo:hi], int(digests[lo:hi].sum()))
+            self.file_rows += hi - lo
+            self.used += sizes[hi - 1] - base
+            lo = hi
+            if self.used >= budget:
+                self._close_file()
+
+    def _close_file(self) -> None:
+        sst, self.sst = self.sst, None
+        digest = sst.finish()
+        tmp = sst.path
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        size = tmp.stat().st_size
+        key = None
+        if self.blobs is not None:
+            key = f"{STAGING_PREFIX}{self.job.build_id}/{self.name}"
+            self.blobs.put_at(key, tmp.read_bytes())
+            tmp.unlink()
+        else:
+            os.replace(tmp, self.work / self.name)
+        self.files.append({"store": self.store, "file": self.name, "bytes": size, "rows": self.file_rows,
+                           "digest": digest.as_json(), "key": key})
+        self.file_rows = 0
+        self.seq += 1
+
+    def close(self) -> dict[str, Any]:
+        try:
+            if self.sst is not None:
+                self._close_file()
+            if self.files:  # rows read after the last entry (keys replaced) count for the last file
+                self.files[-1]["rows"] += self.file_rows
+        finally:
+            self.abort()
+        return {"store": self.store, "rows": self.rows, "duplicates": self.duplicates, "files": self.files}
+
+    def abort(self) -> None:
+        """Remove the unfinished file and the staging dir; close the blob store. Idempotent."""
+        if self.sst is not None:
+            self.sst.abort()
+            self.sst = None
+        if self.blobs is not None:
+            self.blobs.close()
+            self.blobs = None
+        if self.staged:
+            import shutil
+
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _entry_digest_columns() -> list[Any]:
+    """The two halves of each entry's entry_digest (statectl.formats.adstore), computed in the JVM over
+    (k, v): hk = CRC32(k), hl = CRC32(k + k's length as 4 bytes big-endian + v) (zlib.crc32(v,
+    zlib.crc32(len4, zlib.crc32(k))) is the CRC32 of the three concatenated)."""
+    from pyspark.sql import functions as F
+
+    k = F.col("k")
+    len4 = F.unhex(F.lpad(F.hex(F.length(k)), 8, "0"))
+    return [F.crc32(k).alias("hk"), F.crc32(F.concat(k, len4, F.col("v"))).alias("hl")]
+
+
 class _WriteArrow:
-    """A range of the sorted (store, key, order) entries -> the SST files of each store it holds (its
-    partition number orders the files of a store by key) and a task record per store, as JSON."""
+    """A range of the sorted (store, k, v, hk, hl) entries -> the SST files of each store it holds (its
+    partition number orders the files of a store by key) and a task record per store, as JSON.
+
+    Per Arrow batch and store: the last row of each key is kept by comparing each key with the next in
+    Arrow (a key's last row in a batch may still be replaced by the first of the next batch: it is held
+    back until then), the kept keys and values go to the SST writer as lists, and the digest is summed in
+    numpy from hk and hl: no Python object per row but the key and value bytes themselves."""
 
     def __init__(self, job: _Job):
         self.job = job
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
-        import itertools
+        import bisect
 
+        import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
+        attempt = ctx.attemptNumber() if ctx is not None else 0
         column = self.job.spec.kv.key_column
+        outs: dict[int, _StoreFiles] = {}
+        held: tuple[int, bytes, bytes, Any] | None = None  # (store, key, value, digest) of the last row seen
 
-        def rows() -> Iterator[tuple[tuple[int, bytes, None], bytes]]:
+        def out(store: int) -> _StoreFiles:
+            if store not in outs:
+                outs[store] = _StoreFiles(self.job, self.job.stores[store], part, attempt)
+            return outs[store]
+
+        try:
             for b in batches:
-                stores, keys, values = (b.column(i).to_pylist() for i in range(3))
-                for store, k, v in zip(stores, keys, values):
-                    if k is None:
-                        raise BuildError(f"column {column!r} is null in a row")
-                    yield (store, k, None), v
-
-        records = [_write_files(self.job, self.job.stores[store], part, items)
-                   for store, items in itertools.groupby(rows(), key=lambda item: item[0][0])]
+                n = b.num_rows
+                if not n:
+                    continue
+                stores, keys, values = b.column(0), b.column(1), b.column(2)
+                if keys.null_count:
+                    raise BuildError(f"column {column!r} is null in a row")
+                digests = (b.column(3).to_numpy().astype(np.uint64) << np.uint64(32)) | \
+                    b.column(4).to_numpy().astype(np.uint64)
+                first, last = stores[0].as_py(), stores[n - 1].as_py()
+                if first == last:
+                    runs = [(first, 0, n)]
+                else:
+                    s = stores.to_pylist()
+                    runs, lo = [], 0
+                    while lo < n:
+                        hi = bisect.bisect_right(s, s[lo], lo)
+                        runs.append((s[lo], lo, hi))
+                        lo = hi
+                for store, lo, hi in runs:
+                    m = hi - lo
+                    k, v, d = keys.slice(lo, m), values.slice(lo, m), digests[lo:hi]
+                    if m > 1:
+                        keep = pc.not_equal(k.slice(0, m - 1), k.slice(1))
+                        if keep.false_count:
+                            mask = pa.concat_arrays([keep, pa.array([True])])
+                            k, v = k.filter(mask), v.filter(mask)
+                            d = d[mask.to_numpy(zero_copy_only=False)]
+                    ks, vs = k.to_pylist(), v.to_pylist()
+                    if held is not None:
+                        if held[0] == store and held[1] == ks[0]:
+                            out(store).duplicate()
+                        else:
+                            out(held[0]).add([held[1]], [held[2]], held[3], 1)
+                    out(store).add(ks[:-1], vs[:-1], d[:-1], m - 1)
+                    held = (store, ks[-1], vs[-1], d[-1:])
+            if held is not None:
+                out(held[0]).add([held[1]], [held[2]], held[3], 1)
+            records = [outs[s].close() for s in sorted(outs)]
+        finally:
+            for o in outs.values():
+                o.abort()
         yield pa.RecordBatch.from_arrays([pa.array([json.dumps(r) for r in records], pa.string())], ["task"])
 
 
@@ -678,7 +838,8 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
             parts = max(len(job.stores) * spec.files_per_store, sc.defaultParallelism)
             laid_out = (plain.repartitionByRange(parts, "store", "k")
                         .sortWithinPartitions("store", "k", "fi", "bs", "id"))
-            written = laid_out.mapInArrow(_WriteArrow(job), "task string").collect()
+            written = (laid_out.select("store", "k", "v", *_entry_digest_columns())
+                       .mapInArrow(_WriteArrow(job), "task string").collect())
             tasks = [json.loads(row.task) for row in written]
             return _finish(job, tasks, began, "jvm")
         stats = None
