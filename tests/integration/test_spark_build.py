@@ -117,8 +117,9 @@ def test_parquet_broadcast_in_several_files_and_a_rerun_skips_spark(tmp_path, mo
 
 def test_plain_columns_in_small_arrow_batches_partitioned_and_rolled_over(tmp_path):
     """The JVM path (a plain key and value column) with Arrow batches of 7 rows: a key's rows spread over
-    several batches (the last row still wins), batches holding several stores, files rolled over at
-    max_file_bytes; every store is the put path's, with its digest, in disjoint ascending files."""
+    several batches (the last row still wins), files rolled over at max_file_bytes, as many write tasks
+    as spark.default.parallelism asks for; every store is the put path's, with its digest, in disjoint
+    ascending files."""
     import random
 
     import pyarrow as pa
@@ -139,8 +140,12 @@ def test_plain_columns_in_small_arrow_batches_partitioned_and_rolled_over(tmp_pa
     spec = BuildSpec("files", kv, layout="partitioned", partitions_out=3, files_per_store=2, max_file_bytes=300,
                      path=str(data), fmt="parquet", files=tuple(str(f) for f in files))
     manifest = run_build(spec, tmp_path / "out", master=MASTER,
-                         conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "7"})
-    assert manifest.path == "jvm"
+                         conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "7", "spark.default.parallelism": "9"})
+    assert manifest.path == "jvm" and manifest.ranges == "parquet-sample"
+    # spark.default.parallelism 9 over 3 stores: 3 write tasks per store (files_per_store asks for 2 only),
+    # each with a range of the store's keys (from the sample of the Parquet key column).
+    tasks = {(f.store, f.name.rsplit("-", 2)[1]) for f in manifest.files}
+    assert sorted(tasks) == [(s, f"{p:04d}") for s in range(3) for p in range(3 * s, 3 * s + 3)]
     assert sum(s.rows for s in manifest.stores) == 3000
     assert sum(s.duplicates for s in manifest.stores) == 3000 - sum(len(e) for e in expected.values())
     for s in manifest.stores:
