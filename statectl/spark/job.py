@@ -43,7 +43,7 @@ _BLOCK_COL = "__statectl_block__"
 _SAMPLES_PER_FILE = 64
 _SAMPLE_PER_TASK = 200  # keys sampled per write task for its key range (the JVM path from Parquet)
 _SAMPLE_ROW_GROUPS = 64  # row groups read for that sample, at most
-_BYTES_PER_TASK = 256 << 20  # input bytes per write task, at most (more cores than that give more tasks)
+_BYTES_PER_TASK = 128 << 20  # input bytes per write task, at most (Spark's own read split size)
 
 
 class BuildError(Exception):
