@@ -1413,14 +1413,15 @@ def _load_file_locked(opts: FileLoadOptions, ds: Any, dirs: list[Path], progress
         else:
             built_with = "put"
             t0 = time.monotonic()
-            rows, records, nbytes = _put_rows(ds, iter_rows(ds), builds, opts, progress)
+            rows, records, nbytes, written = _put_rows(ds, iter_rows(ds), builds, opts, progress)
             phases["write_s"] = round(time.monotonic() - t0, 3)
             _check_not_empty(ds, rows, opts)
             from statectl.rocks.sst import scan_digest
 
             t0 = time.monotonic()
-            digests = [scan_digest(b.path) for b in builds]
-            phases["digest_s"] = round(time.monotonic() - t0, 3)
+            digests = [scan_digest(b.path) if d is None else d for b, d in zip(builds, written)]
+            if any(d is None for d in written):
+                phases["digest_s"] = round(time.monotonic() - t0, 3)
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         sealed = []
         for b, digest in zip(builds, digests):
@@ -1447,13 +1448,20 @@ def _check_not_empty(ds: Any, rows: int, opts: FileLoadOptions) -> None:
 
 
 def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds: list[Any], opts: FileLoadOptions,
-              progress: ProgressReporter) -> tuple[int, int, int]:
+              progress: ProgressReporter) -> tuple[int, int, int, list[Digest | None]]:
     """Write every row into its build's store (one store, or the one Kafka's partitioner picks for its
-    key), in WriteBatches of ``batch_rows``; return (rows, records, bytes)."""
+    key), in WriteBatches of ``batch_rows``; return (rows, records, bytes, digests).
+
+    A store's digest is computed from its batches as they are written, and is exact, when its keys come
+    strictly ascending (a dataset sorted by key: no key can be written twice, and file rows never delete).
+    Otherwise a key may have been overwritten, and knowing which (to take its first value out of the
+    checksum) needs a memory of every key written: that store's digest is None and the caller reads the
+    finished store instead (statectl.rocks.sst.scan_digest)."""
     from statectl.rocks.writer import StoreWriter
 
     writers = [StoreWriter(b.path) for b in builds]
-    pending: list[list[tuple[bytes, bytes | None]]] = [[] for _ in builds]
+    pending: list[list[tuple[bytes, bytes]]] = [[] for _ in builds]
+    digests = [_SortedDigest() for _ in builds]
     n = nbytes = 0
     ok = False
     progress.start(f"loading {ds.path}", 0, len(ds.files))
@@ -1474,10 +1482,12 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
             nbytes += len(key) + len(value)
             if len(pending[k]) >= opts.batch_rows:
                 writers[k].apply(pending[k])
+                digests[k].add(pending[k])
                 pending[k] = []
         for k, w in enumerate(writers):
             if pending[k]:
                 w.apply(pending[k])
+                digests[k].add(pending[k])
         if current_file is not None:
             progress.file_done()
         ok = True
@@ -1485,7 +1495,30 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
         progress.stop()
         for w in writers:
             w.close(flush=ok)
-    return n, n, nbytes
+    return n, n, nbytes, [d.digest for d in digests]
+
+
+class _SortedDigest:
+    """The Digest of a store's puts while their keys come strictly ascending; ``digest`` None from the
+    first key that does not (see :func:`_put_rows`)."""
+
+    def __init__(self) -> None:
+        self.digest: Digest | None = Digest()
+        self._last: bytes | None = None
+
+    def add(self, batch: list[tuple[bytes, bytes]]) -> None:
+        import operator
+        from itertools import islice
+
+        if self.digest is None or not batch:
+            return
+        keys = [e[0] for e in batch]
+        ascending = self._last is None or keys[0] > self._last
+        if not (ascending and all(map(operator.lt, keys, islice(keys, 1, None)))):
+            self.digest = None
+            return
+        self.digest.add_sorted(batch)
+        self._last = keys[-1]
 
 
 def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOptions, progress: ProgressReporter,

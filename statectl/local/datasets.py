@@ -27,6 +27,7 @@ from statectl.formats.adstore import ExtractError, jsonl_row
 
 FORMATS = ("parquet", "jsonl", "csv")
 _BY_SUFFIX = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+_PARQUET_BATCH_ROWS = 65_536
 PARQUET_HINT = "pip install 'statectl[parquet]' (pyarrow), or build with --spark"
 
 
@@ -119,9 +120,12 @@ def _parquet(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
     except ImportError as e:
         raise MissingDependencyError("reading Parquet needs pyarrow, which is not installed", hint=PARQUET_HINT) from e
     try:
-        pf = pq.ParquetFile(f)
+        # pre_buffer=False: with it, pyarrow buffers the column chunks of every row group iter_batches is
+        # asked for (the whole file) up front, so memory grew with the file; without it a row group's
+        # chunks are read as its batches are, and memory stays that of a row group and a batch.
+        pf = pq.ParquetFile(f, pre_buffer=False)
         n = 0
-        for batch in pf.iter_batches(batch_size=65_536):
+        for batch in pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
             for row in batch.to_pylist():
                 n += 1
                 yield f, n, row

@@ -13,8 +13,9 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+from collections import deque
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from statectl.errors import StatectlError
 from statectl.formats.adstore import Digest
@@ -75,6 +76,60 @@ def write_sst(path: Path, entries: Iterable[tuple[bytes, bytes]]) -> Digest:
             del writer  # closes the file before it is removed
             path.unlink(missing_ok=True)
     return digest
+
+
+class SstWriter:
+    """One new SST file at ``path`` (replacing any file there) written from columns of entries: each
+    :meth:`add` gives a list of keys and a list of their values, keys strictly ascending by their bytes
+    across every add. The same file and Digest as :func:`write_sst` of the same entries, without a Python
+    loop per entry (the bulk writer of the Spark path's Arrow batches).
+
+    :meth:`finish` (after at least one entry: RocksDB cannot finish an empty SST) closes the file and
+    returns its Digest; :meth:`abort` removes it. :meth:`add` raises ValueError for a key that is not above
+    the one before it (RocksDB's writer refuses it), TypeError for a key or value that is not bytes, and
+    StatectlError naming the file otherwise; the file is then unfinished and the caller aborts it.
+    """
+
+    def __init__(self, path: Path):
+        rd = _rocksdict()
+        self.path = Path(path)
+        self.digest = Digest()
+        self._writer: Any = rd.SstFileWriter(rd.Options(raw_mode=True))
+        try:
+            self._writer.open(str(self.path))
+        except Exception as e:
+            raise _error(self.path, "SST open", e) from e
+
+    def add(self, keys: Sequence[bytes], values: Sequence[bytes], checksum: int | None = None) -> None:
+        """Append the entries; ``checksum``: the sum of their entry_digest (mod 2**64) when the caller has
+        it (the Spark path computes the CRCs in the JVM), else it is computed here."""
+        if not keys:
+            return
+        try:
+            deque(map(self._writer.__setitem__, keys, values), maxlen=0)
+        except Exception as e:
+            if "ascending order" in str(e):
+                raise ValueError(f"SST keys must be strictly ascending ({self.path.name})") from None
+            bad = next((x for x in (*keys, *values) if not isinstance(x, bytes)), b"")
+            if not isinstance(bad, bytes):  # rocksdict's raw mode refuses it (KeyError or ValueError)
+                raise TypeError(f"SST entries must be bytes, got {type(bad).__name__}") from None
+            raise _error(self.path, "SST write", e) from e
+        if checksum is None:
+            self.digest.add_sorted_columns(keys, values)
+        else:
+            self.digest.merge(Digest(len(keys), keys[0], keys[-1], checksum))
+
+    def finish(self) -> Digest:
+        try:
+            self._writer.finish()
+        except Exception as e:
+            raise _error(self.path, "SST finish", e) from e
+        return self.digest
+
+    def abort(self) -> None:
+        """Close and remove the unfinished file. Idempotent."""
+        self._writer = None  # closes the file before it is removed
+        self.path.unlink(missing_ok=True)
 
 
 def ingest_into_new_store(store_path: Path, files: list[Path]) -> None:

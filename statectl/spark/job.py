@@ -41,6 +41,9 @@ from statectl.spark.submit import (
 _FILE_COL = "__statectl_file__"
 _BLOCK_COL = "__statectl_block__"
 _SAMPLES_PER_FILE = 64
+_SAMPLE_PER_TASK = 200  # keys sampled per write task for its key range (the JVM path from Parquet)
+_SAMPLE_ROW_GROUPS = 64  # row groups read for that sample, at most
+_BYTES_PER_TASK = 128 << 20  # input bytes per write task, at most (Spark's own read split size)
 
 
 class BuildError(Exception):
@@ -601,6 +604,132 @@ def _plain_frame(spark: Any, job: _Job) -> Any:
     return out
 
 
+def _files_per_store(sc: Any, job: _Job) -> int:
+    """The write stage's tasks per store: the executors' cores (``spark.default.parallelism`` when set,
+    else Spark's default: every core of local[N], the executors' cores of a cluster) and one task per
+    _BYTES_PER_TASK of input, shared among the stores; at least ``files_per_store``."""
+    spec = job.spec
+    size = 0
+    for f in list(spec.files) or [str(spec.path)]:
+        try:
+            size += os.path.getsize(_local_path(f))
+        except OSError:
+            pass
+    tasks = max(int(sc.defaultParallelism), -(-size // _BYTES_PER_TASK))
+    return max(spec.files_per_store, -(-tasks // len(job.stores)))
+
+
+def _lay_out(spark: Any, job: _Job, plain: Any) -> tuple[Any, bool]:
+    """``plain`` shuffled into stores x files_per_store partitions, partition p holding a range of (store,
+    k) below partition p + 1's, all rows of a key in one partition. From Parquet the ranges come from a
+    sample of the key column of a few row groups read on the driver (:func:`_parquet_sample`): no pass over
+    the input before the one that shuffles it; each row's partition (its ``pid`` column, checked by the
+    writers) is computed in the JVM from those bounds. Otherwise (CSV, or files the driver cannot read)
+    Spark's repartitionByRange samples the input itself (one more read of it). Returns (the frame, whether
+    it has ``pid``)."""
+    from pyspark.sql import functions as F
+
+    spec = job.spec
+    stores = len(job.stores)
+    per_store = _files_per_store(spark.sparkContext, job)
+    parts = stores * per_store
+    keys = _parquet_sample(job, _SAMPLE_PER_TASK * parts) if spec.fmt == "parquet" else None
+    if keys is None:
+        return plain.repartitionByRange(parts, "store", "k"), False
+    parts_of = partition_of if spec.layout == "partitioned" else None
+    by_store: list[list[bytes]] = [[] for _ in range(stores)]
+    for key in keys:
+        by_store[parts_of(key, stores) if parts_of else 0].append(key)
+    k = F.col("k")
+    within = F.lit(0)
+    for s_idx, sample in enumerate(by_store):
+        sample.sort()
+        cuts = sorted({sample[len(sample) * i // per_store] for i in range(1, per_store)} if sample else set())
+        if cuts:
+            above = sum(((k >= F.lit(bytearray(c))).cast("int") for c in cuts), F.lit(0))
+            within = F.when(F.col("store") == s_idx, above).otherwise(within)
+    pid = (F.col("store") * F.lit(per_store) + within).cast("int")
+    slots = _hash_slots(parts)
+    slot = F.element_at(F.array(*[F.lit(x).cast("bigint") for x in slots]), pid + 1)
+    return plain.withColumn("pid", pid).repartition(parts, slot), True
+
+
+def _hash_slots(n: int) -> list[int]:
+    """For each partition p < n, a bigint that Spark's hash partitioning into n partitions sends to p
+    (HashPartitioning: pmod(Murmur3Hash(x), n), which for one bigint is Murmur3_x86_32.hashLong(x, 42)):
+    then ``repartition(n, slot)`` puts each row where its pid says. The writers check every row's pid."""
+    slots: dict[int, int] = {}
+    x = 0
+    while len(slots) < n:
+        slots.setdefault(_spark_hash_long(x) % n, x)
+        x += 1
+    return [slots[p] for p in range(n)]
+
+
+def _spark_hash_long(x: int) -> int:
+    """Spark's Murmur3_x86_32.hashLong(x, 42), a signed 32-bit int."""
+    m32 = 0xFFFFFFFF
+
+    def rotl(v: int, r: int) -> int:
+        return ((v << r) | (v >> (32 - r))) & m32
+
+    def mix(h1: int, k1: int) -> int:
+        k1 = rotl((k1 * 0xCC9E2D51) & m32, 15) * 0x1B873593 & m32
+        return (rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & m32
+
+    h = mix(mix(42, x & m32), (x >> 32) & m32) ^ 8
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m32
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _parquet_sample(job: _Job, want: int) -> list[bytes] | None:
+    """About ``want`` keys (the bytes the JVM path makes of them) spread over the dataset, read on the
+    driver from the key column of at most _SAMPLE_ROW_GROUPS row groups spread over its files (their
+    footers and that column's chunks only). None when a file is not a local file pyarrow can read (then
+    Spark samples). The sample only balances the partitions; the result does not depend on it."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    spec = job.spec
+    column = spec.kv.key_column
+    groups: list[tuple[Any, int, int]] = []
+    try:
+        for f in list(spec.files) or [str(spec.path)]:
+            pf = pq.ParquetFile(_local_path(f), pre_buffer=False)
+            groups += [(pf, i, pf.metadata.row_group(i).num_rows) for i in range(pf.metadata.num_row_groups)]
+        if len(groups) > _SAMPLE_ROW_GROUPS:
+            step = len(groups) / _SAMPLE_ROW_GROUPS
+            groups = [groups[int(i * step)] for i in range(_SAMPLE_ROW_GROUPS)]
+        per_group = max(1, -(-want // max(1, len(groups))))
+        keys: list[bytes] = []
+        for pf, i, rows in groups:
+            if not rows:
+                continue
+            values = pf.read_row_group(i, columns=[column]).column(0)
+            picked = values.take(pa.array(range(0, rows, max(1, rows // per_group)), pa.int64()))
+            for v in picked.to_pylist():
+                if v is not None:
+                    keys.append(_sample_bytes(v))
+    except Exception:  # a dir, a remote path, a file pyarrow reads otherwise than Spark: Spark samples
+        return None
+    return keys
+
+
+def _sample_bytes(v: Any) -> bytes:
+    """A key value as Spark's cast to string and to binary makes it (_PLAIN_TYPES)."""
+    if isinstance(v, bool):
+        return b"true" if v else b"false"
+    if isinstance(v, (bytes, str)):
+        return v if isinstance(v, bytes) else v.encode("utf-8", "surrogatepass")
+    return str(v).encode()
+
+
 def _as_binary(df: Any, column: str) -> Any:
     from pyspark.sql import functions as F
 
@@ -628,33 +757,196 @@ class _WithStore:
             yield pa.RecordBatch.from_arrays([stores, *b.columns], ["store", *b.schema.names])
 
 
+class _StoreFiles:
+    """A task's SST files of one store, from chunks of its entries (sorted, each key once: :meth:`add`):
+    named ``store-<label>-<file_no>-<seq>`` and rolled over at ``max_file_bytes`` as :func:`_write_files`
+    names and rolls them, into out_dir or through the blob store. :meth:`close` gives the task record
+    {store, rows, duplicates, files}; :meth:`abort` removes what is unfinished."""
+
+    def __init__(self, job: _Job, store: Any, file_no: int, attempt: int):
+        self.job, self.store, self.file_no, self.attempt = job, store, file_no, attempt
+        self.label = "all" if store is None else str(store)
+        self.staged = job.spec.staging != "local"
+        self.work = Path(tempfile.mkdtemp(prefix="statectl-sst-")) if self.staged else job.out_dir
+        self.blobs = job.blobstore() if self.staged else None
+        self.files: list[dict[str, Any]] = []
+        self.rows = self.duplicates = 0
+        self.sst: Any = None
+        self.name = ""
+        self.seq = self.used = self.file_rows = 0
+
+    def duplicate(self) -> None:
+        """A row whose key a later row of the same key replaces, not given to :meth:`add`."""
+        self.rows += 1
+        self.duplicates += 1
+        self.file_rows += 1
+
+    def add(self, keys: list[bytes], values: list[bytes], digests: Any, rows: int) -> None:
+        """Entries (``digests``: their entry_digest, a numpy uint64 array) made of ``rows`` rows (the others
+        were duplicates)."""
+        import bisect
+        import operator
+        from itertools import accumulate
+
+        from statectl.rocks.sst import SstWriter
+
+        self.rows += rows
+        self.duplicates += rows - len(keys)
+        self.file_rows += rows - len(keys)
+        n = len(keys)
+        if not n:
+            return
+        budget = self.job.spec.max_file_bytes
+        sizes = list(accumulate(map(operator.add, map(len, keys), map(len, values))))
+        lo = 0
+        while lo < n:
+            if self.sst is None:
+                self.name = f"{SST_PREFIX}{self.label}-{self.file_no:04d}-{self.seq:04d}.sst"
+                self.sst = SstWriter(self.work / f".{self.name}.tmp-{self.attempt}")
+                self.used = 0
+            base = sizes[lo - 1] if lo else 0
+            # the entry that takes the file to its budget is its last (as _Peek.take)
+            j = bisect.bisect_left(sizes, budget - self.used + base, lo)
+            hi = min(n, j + 1)
+            self.sst.add(keys[lo:hi], values[lo:hi], int(digests[lo:hi].sum()))
+            self.file_rows += hi - lo
+            self.used += sizes[hi - 1] - base
+            lo = hi
+            if self.used >= budget:
+                self._close_file()
+
+    def _close_file(self) -> None:
+        sst, self.sst = self.sst, None
+        digest = sst.finish()
+        tmp = sst.path
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        size = tmp.stat().st_size
+        key = None
+        if self.blobs is not None:
+            key = f"{STAGING_PREFIX}{self.job.build_id}/{self.name}"
+            self.blobs.put_at(key, tmp.read_bytes())
+            tmp.unlink()
+        else:
+            os.replace(tmp, self.work / self.name)
+        self.files.append({"store": self.store, "file": self.name, "bytes": size, "rows": self.file_rows,
+                           "digest": digest.as_json(), "key": key})
+        self.file_rows = 0
+        self.seq += 1
+
+    def close(self) -> dict[str, Any]:
+        try:
+            if self.sst is not None:
+                self._close_file()
+            if self.files:  # rows read after the last entry (keys replaced) count for the last file
+                self.files[-1]["rows"] += self.file_rows
+        finally:
+            self.abort()
+        return {"store": self.store, "rows": self.rows, "duplicates": self.duplicates, "files": self.files}
+
+    def abort(self) -> None:
+        """Remove the unfinished file and the staging dir; close the blob store. Idempotent."""
+        if self.sst is not None:
+            self.sst.abort()
+            self.sst = None
+        if self.blobs is not None:
+            self.blobs.close()
+            self.blobs = None
+        if self.staged:
+            import shutil
+
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _entry_digest_columns() -> list[Any]:
+    """The two halves of each entry's entry_digest (statectl.formats.adstore), computed in the JVM over
+    (k, v): hk = CRC32(k), hl = CRC32(k + k's length as 4 bytes big-endian + v) (zlib.crc32(v,
+    zlib.crc32(len4, zlib.crc32(k))) is the CRC32 of the three concatenated)."""
+    from pyspark.sql import functions as F
+
+    k = F.col("k")
+    len4 = F.unhex(F.lpad(F.hex(F.length(k)), 8, "0"))
+    return [F.crc32(k).alias("hk"), F.crc32(F.concat(k, len4, F.col("v"))).alias("hl")]
+
+
 class _WriteArrow:
-    """A range of the sorted (store, key, order) entries -> the SST files of each store it holds (its
-    partition number orders the files of a store by key) and a task record per store, as JSON."""
+    """A range of the sorted (store, k, v, hk, hl[, pid]) entries -> the SST files of each store it holds (its
+    partition number orders the files of a store by key) and a task record per store, as JSON.
+
+    Per Arrow batch and store: the last row of each key is kept by comparing each key with the next in
+    Arrow (a key's last row in a batch may still be replaced by the first of the next batch: it is held
+    back until then), the kept keys and values go to the SST writer as lists, and the digest is summed in
+    numpy from hk and hl: no Python object per row but the key and value bytes themselves."""
 
     def __init__(self, job: _Job):
         self.job = job
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
-        import itertools
+        import bisect
 
+        import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
+        attempt = ctx.attemptNumber() if ctx is not None else 0
         column = self.job.spec.kv.key_column
+        outs: dict[int, _StoreFiles] = {}
+        held: tuple[int, bytes, bytes, Any] | None = None  # (store, key, value, digest) of the last row seen
 
-        def rows() -> Iterator[tuple[tuple[int, bytes, None], bytes]]:
+        def out(store: int) -> _StoreFiles:
+            if store not in outs:
+                outs[store] = _StoreFiles(self.job, self.job.stores[store], part, attempt)
+            return outs[store]
+
+        try:
             for b in batches:
-                stores, keys, values = (b.column(i).to_pylist() for i in range(3))
-                for store, k, v in zip(stores, keys, values):
-                    if k is None:
-                        raise BuildError(f"column {column!r} is null in a row")
-                    yield (store, k, None), v
-
-        records = [_write_files(self.job, self.job.stores[store], part, items)
-                   for store, items in itertools.groupby(rows(), key=lambda item: item[0][0])]
+                n = b.num_rows
+                if not n:
+                    continue
+                stores, keys, values = b.column(0), b.column(1), b.column(2)
+                if keys.null_count:
+                    raise BuildError(f"column {column!r} is null in a row")
+                if b.num_columns > 5 and pc.min_max(b.column(5)).as_py() != {"min": part, "max": part}:
+                    raise BuildError(f"partition {part} got rows of partitions {pc.min_max(b.column(5)).as_py()}: "
+                                     "Spark's hash partitioning is not what statectl expects")
+                digests = (b.column(3).to_numpy().astype(np.uint64) << np.uint64(32)) | \
+                    b.column(4).to_numpy().astype(np.uint64)
+                first, last = stores[0].as_py(), stores[n - 1].as_py()
+                if first == last:
+                    runs = [(first, 0, n)]
+                else:
+                    s = stores.to_pylist()
+                    runs, lo = [], 0
+                    while lo < n:
+                        hi = bisect.bisect_right(s, s[lo], lo)
+                        runs.append((s[lo], lo, hi))
+                        lo = hi
+                for store, lo, hi in runs:
+                    m = hi - lo
+                    k, v, d = keys.slice(lo, m), values.slice(lo, m), digests[lo:hi]
+                    if m > 1:
+                        keep = pc.not_equal(k.slice(0, m - 1), k.slice(1))
+                        if keep.false_count:
+                            mask = pa.concat_arrays([keep, pa.array([True])])
+                            k, v = k.filter(mask), v.filter(mask)
+                            d = d[mask.to_numpy(zero_copy_only=False)]
+                    ks, vs = k.to_pylist(), v.to_pylist()
+                    if held is not None:
+                        if held[0] == store and held[1] == ks[0]:
+                            out(store).duplicate()
+                        else:
+                            out(held[0]).add([held[1]], [held[2]], held[3], 1)
+                    out(store).add(ks[:-1], vs[:-1], d[:-1], m - 1)
+                    held = (store, ks[-1], vs[-1], d[-1:])
+            if held is not None:
+                out(held[0]).add([held[1]], [held[2]], held[3], 1)
+            records = [outs[s].close() for s in sorted(outs)]
+        finally:
+            for o in outs.values():
+                o.abort()
         yield pa.RecordBatch.from_arrays([pa.array([json.dumps(r) for r in records], pa.string())], ["task"])
 
 
@@ -675,12 +967,13 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         sc.setLogLevel("WARN")
         plain = _plain_frame(spark, job)
         if plain is not None:
-            parts = max(len(job.stores) * spec.files_per_store, sc.defaultParallelism)
-            laid_out = (plain.repartitionByRange(parts, "store", "k")
-                        .sortWithinPartitions("store", "k", "fi", "bs", "id"))
-            written = laid_out.mapInArrow(_WriteArrow(job), "task string").collect()
+            laid_out, checked = _lay_out(spark, job, plain)
+            ranges = "parquet-sample" if checked else "spark-sample"
+            laid_out = laid_out.sortWithinPartitions("store", "k", "fi", "bs", "id")
+            written = (laid_out.select("store", "k", "v", *_entry_digest_columns(), *(["pid"] if checked else []))
+                       .mapInArrow(_WriteArrow(job), "task string").collect())
             tasks = [json.loads(row.task) for row in written]
-            return _finish(job, tasks, began, "jvm")
+            return _finish(job, tasks, began, "jvm", ranges=ranges)
         stats = None
         if spec.source == "snapshots":
             keyed, stats = _snapshots_rdd(sc, job)
@@ -709,11 +1002,14 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _finish(job: _Job, tasks: list[dict[str, Any]], began: float, path: str = "python",
-            sources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            sources: list[dict[str, Any]] | None = None, ranges: str | None = None) -> dict[str, Any]:
     """Write the manifest; ``path``: how the entries were made, "jvm" (_plain_frame) or "python";
-    ``sources``: what a snapshots build read from each source."""
+    ``sources``: what a snapshots build read from each source; ``ranges``: where the JVM path's key
+    ranges came from (BuildManifest.ranges)."""
     manifest = _manifest(job, tasks, time.monotonic() - began)
     manifest["path"] = path
+    if ranges is not None:
+        manifest["ranges"] = ranges
     if sources is not None:
         manifest["sources"] = sources
     _write_atomically(job.out_dir / BUILD_MANIFEST, json.dumps(manifest, indent=2) + "\n")

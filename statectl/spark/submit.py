@@ -238,6 +238,9 @@ class BuildManifest:
     duration_s: float = 0.0
     spark_ran: bool = True
     path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns) or "python"
+    # the JVM path: where its key ranges came from, "parquet-sample" (the driver read a sample of the key
+    # column) or "spark-sample" (repartitionByRange read the input for them)
+    ranges: str = ""
     # a snapshots build: per source task what the executors read, {"task", "keys", "digest", "bytes_read"}
     sources: list[dict[str, Any]] = field(default_factory=list)
 
@@ -272,6 +275,7 @@ class BuildManifest:
             return cls(str(d["spec_hash"]), Path(out_dir), stores, files,
                        {int(p): int(e) for p, e in (d.get("offsets") or {}).items()}, str(d.get("created", "")),
                        float(d.get("duration_s", 0.0)), path=str(d.get("path", "python")),
+                       ranges=str(d.get("ranges", "")),
                        sources=list(d.get("sources") or []))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"malformed {BUILD_MANIFEST} in {out_dir}: {e}") from None
@@ -547,7 +551,7 @@ def _job_script() -> Path:
 
 def spark_command(submit: Path, job_file: Path, master: str, conf: dict[str, str]) -> list[str]:
     """The spark-submit command line of a build (no secrets in it)."""
-    settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
+    settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
                 "spark.sql.session.timeZone": "UTC", "spark.pyspark.python": sys.executable,
                 "spark.pyspark.driver.python": sys.executable, "spark.driver.memory": "1g",
                 "spark.speculation": "false", **conf}

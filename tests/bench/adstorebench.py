@@ -9,6 +9,8 @@
    includes spark-submit's JVM: it is a child statectl waits for).
 
     .venv/bin/python -m tests.bench.adstorebench [--records 2000000]
+    # the Parquet figures alone (no broker), each master side by side with the put path, rounds repeated
+    .venv/bin/python -m tests.bench.adstorebench --files-only --masters 'local[2],local[1]' --repeat 2
 """
 
 from __future__ import annotations
@@ -142,6 +144,41 @@ def bench(work: Path, records: int = 2_000_000) -> dict[str, Any]:
     return out
 
 
+def files_bench(work: Path, records: int, masters: list[str], repeat: int) -> dict[str, Any]:
+    """The put path and the Spark path under each of ``masters`` from one Parquet file, ``repeat`` rounds
+    (each round runs them all, one after the other, so a ratio compares runs made side by side); the
+    median of the rounds' ratios: spark_<master>/put (time) and each master's time over the first's."""
+    import shutil
+    import statistics
+
+    work.mkdir(parents=True, exist_ok=True)
+    env = _env(work)
+    data = work / "rows.parquet"
+    _parquet(data, records)
+    common = ["adstore", "load", "--from-file", str(data), "--key-column", "k", "--value-column", "v", "-o", "json"]
+    rounds = []
+    for r in range(repeat):
+        got: dict[str, Any] = {}
+        runs = [("put", [])] + [(m, ["--spark", "--master", m]) for m in masters]
+        for name, extra in runs:
+            cwd = work / f"r{r}-{name}"
+            s = run_measured([STATECTL, *common, "--store", f"s{r}{len(got)}", "--state-dir", str(work / "state"),
+                              *extra], env=env, cwd=cwd)
+            res = json.loads(s.stdout)
+            got[name] = {"s": round(s.wall_s, 2), "rss_mb": round(s.max_rss_mb), "phases": res.get("phases", {}),
+                         "checksum": res["stores"][0]["checksum"]}
+        if len({g["checksum"] for g in got.values()}) != 1:
+            raise RuntimeError("the Spark path and the put path built different stores")
+        rounds.append(got)
+        shutil.rmtree(work / "state", ignore_errors=True)
+    out: dict[str, Any] = {"records": records, "rounds": rounds}
+    for m in masters:
+        out[f"spark_{m}/put"] = round(statistics.median(g[m]["s"] / g["put"]["s"] for g in rounds), 3)
+    for m in masters[1:]:
+        out[f"{m}/{masters[0]}"] = round(statistics.median(g[m]["s"] / g[masters[0]]["s"] for g in rounds), 3)
+    return out
+
+
 def report_lines(r: dict[str, Any]) -> list[str]:
     ph = r.get("phases", {})
     return [
@@ -158,7 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=2_000_000)
     p.add_argument("--work", type=Path, default=None)
+    p.add_argument("--files-only", action="store_true", help="only the Parquet figures: put path vs Spark path")
+    p.add_argument("--masters", default="local[2]", help="with --files-only: Spark masters, comma-separated")
+    p.add_argument("--repeat", type=int, default=1, help="with --files-only: rounds")
     args = p.parse_args(argv)
+    if args.files_only:
+        with tempfile.TemporaryDirectory(prefix="adstorebench-", dir=args.work) as tmp:
+            r = files_bench(Path(tmp), args.records, args.masters.split(","), args.repeat)
+        print(json.dumps(r, indent=1))
+        return 0
     with tempfile.TemporaryDirectory(prefix="adstorebench-", dir=args.work) as tmp:
         r = bench(Path(tmp), args.records)
     print("\n".join(report_lines(r)))

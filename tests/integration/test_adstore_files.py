@@ -341,3 +341,49 @@ def test_a_plain_store_dir_and_a_missing_dataset(files: Files):
     empty.mkdir()
     r = files.load(empty, "--format", "csv", code=10)
     assert "holds no csv files" in error_line(r.stderr)
+
+
+# -- the digest computed while writing ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("order", ["sorted", "sorted-repeat-at-a-batch-edge", "sorted-repeat-across-files",
+                                   "shuffled"])
+def test_the_put_paths_digest_is_the_stores_whatever_the_key_order(tmp_path: Path, order: str):
+    """Keys strictly ascending (per store, across batches and files): the digest is made from the batches as
+    they are written, with no re-read of the store (no digest_s phase). A key repeated (at a batch's edge,
+    across two files) or keys out of order: the store is re-read. Either way the manifest's figures are
+    those of the entries the store holds (read back here), broadcast and partitioned."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from statectl.engine.adstore import FileLoadOptions, load_file
+    from statectl.formats.adstore import KeyValueSpec
+
+    keys = [f"k{i:05d}" for i in range(500)]
+    if order == "sorted-repeat-at-a-batch-edge":
+        keys.insert(70, keys[69])  # rows 69 and 70: the last of one batch of 70 rows and the first of the next
+    elif order == "sorted-repeat-across-files":
+        keys.insert(250, keys[249])
+    elif order == "shuffled":
+        random.Random(3).shuffle(keys)
+    data = tmp_path / "data"
+    data.mkdir()
+    values = [f"v{i}" for i in range(len(keys))]
+    pq.write_table(pa.table({"id": keys[:250], "v": values[:250]}), data / "part-0.parquet", row_group_size=60)
+    pq.write_table(pa.table({"id": keys[250:], "v": values[250:]}), data / "part-1.parquet", row_group_size=60)
+    expected = {k.encode(): v.encode() for k, v in zip(keys, values)}
+    for partitions in (None, 3):
+        opts = FileLoadOptions(data, f"s{partitions}", state_dir=tmp_path / "state", partitions=partitions,
+                               spec=KeyValueSpec(key_column="id", value_column="v"), batch_rows=70)
+        r = load_file(opts)
+        assert ("digest_s" in r.phases) == (order != "sorted"), r.phases
+        assert r.rows == len(keys)
+        got: dict[bytes, bytes] = {}
+        for s in r.stores:
+            entries = read_store(Path(s.store_dir))
+            d = digest_of(entries)
+            assert (s.keys, s.first_key, s.last_key, s.checksum) == \
+                (len(entries), min(entries).hex(), max(entries).hex(), f"{d.checksum:016x}")
+            got.update(entries)
+        assert got == expected

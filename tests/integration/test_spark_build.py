@@ -115,6 +115,47 @@ def test_parquet_broadcast_in_several_files_and_a_rerun_skips_spark(tmp_path, mo
         run_build(spec, out, master=MASTER)
 
 
+def test_plain_columns_in_small_arrow_batches_partitioned_and_rolled_over(tmp_path):
+    """The JVM path (a plain key and value column) with Arrow batches of 7 rows: a key's rows spread over
+    several batches (the last row still wins), files rolled over at max_file_bytes, as many write tasks
+    as spark.default.parallelism asks for; every store is the put path's, with its digest, in disjoint
+    ascending files."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(21)
+    data = tmp_path / "data"
+    data.mkdir()
+    files = []
+    for part in range(2):
+        n = 1500
+        ids = sorted(rng.randrange(900) for _ in range(n))  # runs of one key, longer than a batch
+        names = [None if rng.random() < 0.05 else f"n{part}-{i}" for i in range(n)]
+        files.append(data / f"part-{part}.parquet")
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "name": names}), files[-1], row_group_size=400)
+    kv = KeyValueSpec(key_column="id", value_column="name")
+    expected = expected_from_rows([r for f in files for r in pq.read_table(f).to_pylist()], kv, 3)
+    spec = BuildSpec("files", kv, layout="partitioned", partitions_out=3, files_per_store=2, max_file_bytes=300,
+                     path=str(data), fmt="parquet", files=tuple(str(f) for f in files))
+    manifest = run_build(spec, tmp_path / "out", master=MASTER,
+                         conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "7", "spark.default.parallelism": "9"})
+    assert manifest.path == "jvm" and manifest.ranges == "parquet-sample"
+    # spark.default.parallelism 9 over 3 stores: 3 write tasks per store (files_per_store asks for 2 only),
+    # each with a range of the store's keys (from the sample of the Parquet key column).
+    tasks = {(f.store, f.name.rsplit("-", 2)[1]) for f in manifest.files}
+    assert sorted(tasks) == [(s, f"{p:04d}") for s in range(3) for p in range(3 * s, 3 * s + 3)]
+    assert sum(s.rows for s in manifest.stores) == 3000
+    assert sum(s.duplicates for s in manifest.stores) == 3000 - sum(len(e) for e in expected.values())
+    for s in manifest.stores:
+        digests = [f.digest for f in manifest.files if f.store == s.store]
+        assert len(digests) > 2, "files rolled over at max_file_bytes"
+        assert all(a.last_key < b.first_key for a, b in zip(digests, digests[1:])), "disjoint, ascending"
+        assert sum(f.rows for f in manifest.files if f.store == s.store) == s.rows
+    ingest_and_compare(manifest, expected, tmp_path)
+
+
 def test_csv_partitioned_through_s3(tmp_path, s3_url, s3_options):
     from statectl.blobstore import open_blobstore
 

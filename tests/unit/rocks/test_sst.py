@@ -10,7 +10,7 @@ import pytest
 
 from statectl.errors import StatectlError
 from statectl.formats.adstore import Digest
-from statectl.rocks.sst import ingest_into_new_store, scan_digest, write_sst
+from statectl.rocks.sst import SstWriter, ingest_into_new_store, scan_digest, write_sst
 from statectl.rocks.store import ROCKSDICT_CONFIG, open_readonly
 
 
@@ -59,6 +59,37 @@ def test_keys_out_of_order_raise_and_leave_no_file(tmp_path, keys):
 def test_non_bytes_raise(tmp_path):
     with pytest.raises(TypeError, match="bytes"):
         write_sst(tmp_path / "bad.sst", [(b"a", None)])
+    assert not (tmp_path / "bad.sst").exists()
+
+
+def test_sst_writer_from_columns_writes_what_write_sst_writes(tmp_path):
+    """Chunks of (keys, values) lists, with and without the caller's checksum: the entries and Digest
+    write_sst makes of the same entries (an SST file's bytes differ from run to run: its session id)."""
+    entries = _entries(3000)
+    want = write_sst(tmp_path / "a.sst", iter(entries))
+    for given in (False, True):
+        w = SstWriter(tmp_path / f"b{given}.sst")
+        for lo in range(0, len(entries), 700):
+            chunk = entries[lo:lo + 700]
+            keys, values = [k for k, _ in chunk], [v for _, v in chunk]
+            w.add(keys, values, _digest(chunk).checksum if given else None)
+        assert w.finish() == want
+        ingest_into_new_store(tmp_path / f"s{given}", [tmp_path / f"b{given}.sst"])
+        assert _items(tmp_path / f"s{given}") == entries
+
+
+@pytest.mark.parametrize("chunks", [[[b"b", b"a"]], [[b"a"], [b"a"]], [[b"a", b"c"], [b"b"]]])
+def test_sst_writer_refuses_keys_out_of_order_and_aborts(tmp_path, chunks):
+    w = SstWriter(tmp_path / "bad.sst")
+    with pytest.raises(ValueError, match="strictly ascending"):
+        for keys in chunks:
+            w.add(keys, [b"v"] * len(keys))
+    w.abort()
+    assert not (tmp_path / "bad.sst").exists()
+    w = SstWriter(tmp_path / "bad.sst")
+    with pytest.raises(TypeError, match="bytes"):
+        w.add([b"a", b"b"], [b"v", None])
+    w.abort()
     assert not (tmp_path / "bad.sst").exists()
 
 
