@@ -827,6 +827,10 @@ class _Following:
                 self.result.applied_offset = status.applied_offset
                 _write_status(replica, status)
                 return
+        # Stopped before a pass began (a SIGTERM right after the lock was taken): the result still says
+        # where the replica is.
+        if replica.replica_dir.exists():
+            self.result.applied_offset = applied_offset(replica)
 
     def _apply(self, offset: int | None, seeded: bool) -> bool:
         """Apply the changelog from after ``offset`` until stopped (True) or until it has moved away from the
