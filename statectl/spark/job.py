@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 from urllib.parse import unquote, urlparse
 
-from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, jsonl_row, partition_of
+from statectl.formats.adstore import (
+    AdRecord,
+    Digest,
+    ExtractError,
+    KeyValueSpec,
+    jsonl_row,
+    partition_of,
+    partitions_of,
+)
 from statectl.spark.submit import (
     BUILD_MANIFEST,
     ERROR_MARK,
@@ -43,6 +51,7 @@ _BLOCK_COL = "__statectl_block__"
 _SAMPLES_PER_FILE = 64
 _SAMPLE_PER_TASK = 200  # keys sampled per write task for its key range (the JVM path from Parquet)
 _SAMPLE_ROW_GROUPS = 64  # row groups read for that sample, at most
+_SAMPLE_CHUNK = 256 << 10  # bytes of a JSON-lines file read per chunk of that sample
 _BYTES_PER_TASK = 128 << 20  # input bytes per write task, at most (Spark's own read split size)
 
 
@@ -574,34 +583,56 @@ _PLAIN_TYPES = {"string", "binary", "int", "bigint", "smallint", "tinyint", "boo
 
 
 def _plain_frame(spark: Any, job: _Job) -> Any:
-    """For a files build whose key and value are one column each of a plain type (_PLAIN_TYPES), the
-    entries as a DataFrame (store, k, v, fi, bs, id) computed in the JVM: the same bytes as the put path,
-    the order (file's place, split start, row id) the put path's row order. None otherwise (the Python
-    path then turns each row into an entry with KeyValueSpec.row_entry)."""
+    """For a files build whose key and value are one column each, the entries as a DataFrame (store, k,
+    v, fi, bs, id): the same bytes as the put path, the order (file's place, split start, row id) the put
+    path's row order. The dataset's files are read in one read. Parquet and CSV: columns of a plain type
+    (_PLAIN_TYPES), cast in the JVM. JSON lines: Spark's text reader, the lines parsed in Arrow batches
+    by :class:`_JsonRows`. None otherwise (the Python path then turns each row into an entry with
+    KeyValueSpec.row_entry)."""
     from pyspark.sql import functions as F
 
     spec, kv = job.spec, job.spec.kv
-    if spec.source != "files" or spec.fmt not in ("parquet", "csv") or not kv.key_column or not kv.value_column:
+    if spec.source != "files" or spec.fmt not in ("parquet", "csv", "jsonl") or not kv.key_column \
+            or not kv.value_column:
         return None
     files = list(spec.files) or [str(spec.path)]
-    frames = []
-    for i, f in enumerate(files):
-        df = _read(spark, spec.fmt, [f])
-        types = dict(df.dtypes)
-        if types.get(kv.key_column) not in _PLAIN_TYPES or types.get(kv.value_column) not in _PLAIN_TYPES:
-            return None
-        frames.append(df.select(_as_binary(df, kv.key_column).alias("k"),
-                                F.coalesce(_as_binary(df, kv.value_column), F.lit(bytearray())).alias("v"),
-                                F.lit(i).alias("fi"), F.col("_metadata.file_block_start").alias("bs"),
-                                F.monotonically_increasing_id().alias("id")))
-    out = frames[0]
-    for df in frames[1:]:
-        out = out.unionByName(df)
+    df = _read(spark, spec.fmt, files)
+    fi = _file_order(df, job)
+    where = [fi.alias("fi"), F.col("_metadata.file_block_start").alias("bs"),
+             F.monotonically_increasing_id().alias("id")]
+    if spec.fmt == "jsonl":
+        lines = df.select(F.col("value").alias("line"), F.col("_metadata.file_path").alias("file"), *where)
+        return lines.mapInArrow(_JsonRows(job), "store int, k binary, v binary, fi int, bs bigint, id bigint")
+    types = dict(df.dtypes)
+    if types.get(kv.key_column) not in _PLAIN_TYPES or types.get(kv.value_column) not in _PLAIN_TYPES:
+        return None
+    out = df.select(_as_binary(df, kv.key_column).alias("k"),
+                    F.coalesce(_as_binary(df, kv.value_column), F.lit(bytearray())).alias("v"), *where)
     if spec.layout == "partitioned":
         out = out.mapInArrow(_WithStore(job), "store int, k binary, v binary, fi int, bs bigint, id bigint")
     else:
         out = out.select(F.lit(0).alias("store"), "*")
     return out
+
+
+def _file_order(df: Any, job: _Job) -> Any:
+    """A column: each row's file's place in the dataset's order of files (the put path's), from its
+    ``_metadata.file_path`` (the URIs Spark lists in ``df.inputFiles()``); a file not in spec.files
+    (a dir's listing) comes after them, as in :class:`_FileRows`."""
+    from pyspark.sql import functions as F
+
+    files = list(job.spec.files) or [str(job.spec.path)]
+    place = {os.path.abspath(str(f)): i for i, f in enumerate(files)}
+    # inputFiles() says file:///a%20b where file_path says file:/a%20b: both are matched without "file:/+"
+    uris = sorted(set(df.inputFiles()))
+    pairs = [x for u in uris for x in (F.lit(re.sub(_FILE_SCHEME, "/", u)), F.lit(place.get(_local_path(u), len(place))))]
+    if not pairs:
+        return F.lit(0)
+    path = F.regexp_replace(F.col("_metadata.file_path"), _FILE_SCHEME, "/")
+    return F.coalesce(F.element_at(F.create_map(*pairs), path), F.lit(len(place)))
+
+
+_FILE_SCHEME = "^file:/+"
 
 
 def _files_per_store(sc: Any, job: _Job) -> int:
@@ -619,23 +650,25 @@ def _files_per_store(sc: Any, job: _Job) -> int:
     return max(spec.files_per_store, -(-tasks // len(job.stores)))
 
 
-def _lay_out(spark: Any, job: _Job, plain: Any) -> tuple[Any, bool]:
+def _lay_out(spark: Any, job: _Job, plain: Any) -> tuple[Any, str]:
     """``plain`` shuffled into stores x files_per_store partitions, partition p holding a range of (store,
     k) below partition p + 1's, all rows of a key in one partition. From Parquet the ranges come from a
-    sample of the key column of a few row groups read on the driver (:func:`_parquet_sample`): no pass over
-    the input before the one that shuffles it; each row's partition (its ``pid`` column, checked by the
-    writers) is computed in the JVM from those bounds. Otherwise (CSV, or files the driver cannot read)
-    Spark's repartitionByRange samples the input itself (one more read of it). Returns (the frame, whether
-    it has ``pid``)."""
+    sample of the key column of a few row groups read on the driver (:func:`_parquet_sample`), from JSON
+    lines from a few chunks of the files (:func:`_jsonl_sample`): no pass over the input before the one
+    that shuffles it; each row's partition (its ``pid`` column, checked by the writers) is computed in the
+    JVM from those bounds. Otherwise (CSV, or files the driver cannot read) Spark's repartitionByRange
+    samples the input itself (one more read of it). Returns (the frame, where the ranges came from:
+    BuildManifest.ranges; the frame has ``pid`` unless that is "spark-sample")."""
     from pyspark.sql import functions as F
 
     spec = job.spec
     stores = len(job.stores)
     per_store = _files_per_store(spark.sparkContext, job)
     parts = stores * per_store
-    keys = _parquet_sample(job, _SAMPLE_PER_TASK * parts) if spec.fmt == "parquet" else None
+    sample = {"parquet": _parquet_sample, "jsonl": _jsonl_sample}.get(spec.fmt or "")
+    keys = sample(job, _SAMPLE_PER_TASK * parts) if sample else None
     if keys is None:
-        return plain.repartitionByRange(parts, "store", "k"), False
+        return plain.repartitionByRange(parts, "store", "k"), "spark-sample"
     parts_of = partition_of if spec.layout == "partitioned" else None
     by_store: list[list[bytes]] = [[] for _ in range(stores)]
     for key in keys:
@@ -651,7 +684,7 @@ def _lay_out(spark: Any, job: _Job, plain: Any) -> tuple[Any, bool]:
     pid = (F.col("store") * F.lit(per_store) + within).cast("int")
     slots = _hash_slots(parts)
     slot = F.element_at(F.array(*[F.lit(x).cast("bigint") for x in slots]), pid + 1)
-    return plain.withColumn("pid", pid).repartition(parts, slot), True
+    return plain.withColumn("pid", pid).repartition(parts, slot), f"{spec.fmt}-sample"
 
 
 def _hash_slots(n: int) -> list[int]:
@@ -721,6 +754,51 @@ def _parquet_sample(job: _Job, want: int) -> list[bytes] | None:
     return keys
 
 
+def _jsonl_sample(job: _Job, want: int) -> list[bytes] | None:
+    """About ``want`` keys (to_bytes of the key column, as the put path makes them) spread over a JSON-lines
+    dataset, from at most _SAMPLE_ROW_GROUPS chunks of _SAMPLE_CHUNK bytes spread over its files, read on
+    the driver (a line cut by a chunk's edges, or one that is not a row with the key, is passed over).
+    None when a file is not a local file (then Spark samples). Only balances the partitions."""
+    from statectl.formats.adstore import to_bytes
+
+    column = job.spec.kv.key_column
+    try:
+        files = [(p, os.path.getsize(p)) for p in (_local_path(f) for f in list(job.spec.files) or [str(job.spec.path)])]
+    except OSError:
+        return None
+    total = sum(size for _, size in files)
+    if not total:
+        return []
+    chunks = max(1, min(_SAMPLE_ROW_GROUPS, -(-total // _SAMPLE_CHUNK)))
+    per_chunk = max(1, -(-want // chunks))
+    keys: list[bytes] = []
+    try:
+        at = [total * i // chunks for i in range(chunks)]
+        base = 0
+        for path, size in files:
+            mine = [a - base for a in at if base <= a < base + size]
+            base += size
+            if not mine:
+                continue
+            with open(path, "rb") as fh:
+                for offset in mine:
+                    fh.seek(offset)
+                    lines = fh.read(_SAMPLE_CHUNK).split(b"\n")[1 if offset else 0:-1]
+                    got: list[bytes] = []
+                    for line in lines[:: max(1, len(lines) // per_chunk)]:
+                        try:
+                            row = jsonl_row(line)
+                            key = to_bytes(row.get(column)) if row is not None else None
+                        except (ExtractError, TypeError, ValueError):
+                            continue
+                        if key is not None:
+                            got.append(key)
+                    keys += got
+    except OSError:
+        return None
+    return keys
+
+
 def _sample_bytes(v: Any) -> bytes:
     """A key value as Spark's cast to string and to binary makes it (_PLAIN_TYPES)."""
     if isinstance(v, bool):
@@ -739,7 +817,8 @@ def _as_binary(df: Any, column: str) -> Any:
 
 
 class _WithStore:
-    """Arrow batches of (k, v, fi, bs, id) -> the same with the store Kafka's partitioner gives each key."""
+    """Arrow batches of (k, v, fi, bs, id) -> the same with the store Kafka's partitioner gives each key
+    (numpy over the key column: statectl.formats.adstore.partitions_of)."""
 
     def __init__(self, job: _Job):
         self.job = job
@@ -750,11 +829,117 @@ class _WithStore:
         n = self.job.spec.partitions_out or 1
         column = self.job.spec.kv.key_column
         for b in batches:
-            keys = b.column(0).to_pylist()
-            if any(k is None for k in keys):
+            if b.column(0).null_count:
                 raise BuildError(f"column {column!r} is null in a row")
-            stores = pa.array([partition_of(k, n) for k in keys], pa.int32())
+            stores = pa.array(partitions_of(b.column(0), n), pa.int32())
             yield pa.RecordBatch.from_arrays([stores, *b.columns], ["store", *b.schema.names])
+
+
+class _JsonRows:
+    """Arrow batches of JSON lines (line, file, fi, bs, id) -> (store, k, v, fi, bs, id): the key column
+    and the value column of each row, as the put path makes them.
+
+    A batch's lines are parsed at once by pyarrow's JSON reader with both columns typed as strings (no
+    Python object per row); the reader refuses anything else (a number, an object, a null, a line that
+    is not a JSON object, a repeated column...), and a batch it refuses, or where a column is missing or
+    null, or whose row count is not its count of non-blank lines, is made row by row with jsonl_row and
+    KeyValueSpec.row_entry instead: the same entries, or the put path's error naming the line."""
+
+    def __init__(self, job: _Job):
+        self.job = job
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        spec = self.job.spec
+        parts = spec.partitions_out if spec.layout == "partitioned" else None
+        where: tuple[Any, int] | None = None  # (file, block) of the last line seen and its line number there
+        n = 0
+        for b in batches:
+            rows = b.num_rows
+            if not rows:
+                continue
+            lines, files, blocks = b.column(0), b.column(1), b.column(3)
+            blank = pc.equal(pc.utf8_length(pc.ascii_trim_whitespace(lines)), 0)
+            keep = pc.invert(blank)
+            got = self._parse(lines.filter(keep))
+            if got is not None:
+                keys, values = got
+                others = b.filter(keep)
+                fi, bs, ids = others.column(2), others.column(3), others.column(4)
+                last = (files[rows - 1].as_py(), blocks[rows - 1].as_py())
+                same = pc.and_(pc.equal(files, last[0]), pc.equal(blocks, last[1])).to_numpy(zero_copy_only=False)
+                tail = rows if same.all() else int(rows - 1 - np.flatnonzero(~same)[-1])
+                n = n + tail if tail == rows and where == last else tail
+                where = last
+            else:
+                keys, values, kept, where, n = self._row_by_row(b, where, n)
+                others = b.filter(pa.array(kept, pa.bool_()))
+                fi, bs, ids = others.column(2), others.column(3), others.column(4)
+            if parts:
+                stores = pa.array(partitions_of(keys, parts), pa.int32())
+            else:
+                stores = pa.array(np.zeros(len(keys), np.int32))
+            yield pa.RecordBatch.from_arrays([stores, keys, values, fi, bs, ids], ["store", "k", "v", "fi", "bs", "id"])
+
+    def _parse(self, lines: Any) -> tuple[Any, Any] | None:
+        """(keys, values) as binary arrays of the non-blank ``lines``, or None when pyarrow cannot give
+        exactly what jsonl_row and row_entry give."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.json as pj
+
+        kv = self.job.spec.kv
+        if not len(lines):
+            return pa.array([], pa.binary()), pa.array([], pa.binary())
+        text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()),
+                                                       lines.cast(pa.string())), "\n")[0].as_buffer()
+        names = list(dict.fromkeys([kv.key_column, kv.value_column]))
+        try:
+            table = pj.read_json(pa.BufferReader(text),
+                                 read_options=pj.ReadOptions(use_threads=False,
+                                                             block_size=min(max(1 << 20, text.size + 1), (1 << 31) - 1)),
+                                 parse_options=pj.ParseOptions(explicit_schema=pa.schema([(c, pa.string()) for c in names]),
+                                                               unexpected_field_behavior="ignore"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowCapacityError):
+            return None
+        if table.num_rows != len(lines):
+            return None
+        keys, values = table.column(kv.key_column).combine_chunks(), table.column(kv.value_column).combine_chunks()
+        if keys.null_count or values.null_count:
+            return None
+        return keys.cast(pa.binary()), values.cast(pa.binary())
+
+    def _row_by_row(self, b: Any, where: tuple[Any, int] | None, n: int) -> tuple[Any, Any, list[bool], Any, int]:
+        """A batch made as :class:`_FileRows` makes rows: (keys, values, which lines gave an entry, where,
+        n); BuildError naming the line the put path names."""
+        import pyarrow as pa
+
+        kv = self.job.spec.kv
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        kept: list[bool] = []
+        for line, file_uri, block in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(3).to_pylist()):
+            if (file_uri, block) != where:
+                where, n = (file_uri, block), 0
+            n += 1
+            try:
+                parsed = jsonl_row(line or "")
+            except ExtractError as e:
+                raise BuildError(f"{_local_path(file_uri)} {_row_at('line', block, n)}: {e}") from None
+            if parsed is None:
+                kept.append(False)
+                continue
+            try:
+                key, value = kv.row_entry(parsed)
+            except ExtractError as e:
+                raise BuildError(f"{_local_path(file_uri)} {_row_at('row', block, n)}: {e}") from None
+            keys.append(key)
+            values.append(value)
+            kept.append(True)
+        return pa.array(keys, pa.binary()), pa.array(values, pa.binary()), kept, where, n
 
 
 class _StoreFiles:
@@ -967,8 +1152,8 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         sc.setLogLevel("WARN")
         plain = _plain_frame(spark, job)
         if plain is not None:
-            laid_out, checked = _lay_out(spark, job, plain)
-            ranges = "parquet-sample" if checked else "spark-sample"
+            laid_out, ranges = _lay_out(spark, job, plain)
+            checked = ranges != "spark-sample"
             laid_out = laid_out.sortWithinPartitions("store", "k", "fi", "bs", "id")
             written = (laid_out.select("store", "k", "v", *_entry_digest_columns(), *(["pid"] if checked else []))
                        .mapInArrow(_WriteArrow(job), "task string").collect())

@@ -212,6 +212,49 @@ def test_jsonl_broadcast_the_last_row_of_a_key_wins(tmp_path):
     ingest_and_compare(manifest, expected, tmp_path)
 
 
+def test_jsonl_plain_columns_in_arrow_batches_partitioned_in_several_files(tmp_path):
+    """JSON lines with a key column and a value column take the JVM path: one read of the files, lines
+    parsed per Arrow batch by pyarrow, several write tasks per store from the driver's sample of the files.
+    Batches pyarrow cannot take as strings (a number key, an object or null value, a blank-ish line, two
+    objects on a line is an error) are made row by row: every store is still the put path's, key for key."""
+    import random
+
+    rng = random.Random(26)
+    data = tmp_path / "j"
+    data.mkdir()
+    files, rows = [], []
+    for part in range(3):
+        lines = []
+        for i in range(1500):
+            k = f"k{rng.randrange(1200):05d}-é" if rng.random() < 0.9 else rng.randrange(50)
+            v = f"v{part}-{i}" if rng.random() < 0.95 else rng.choice([None, {"a": [1, 2.5]}, 'q"\\u00e9'])
+            if part == 1 and i < 500:  # batches that are all strings: the Arrow path proper
+                k, v = f"s{rng.randrange(300):04d}", f"w{i}"
+            lines.append(json.dumps({"x": i, "k": k, "v": v}, ensure_ascii=rng.random() < 0.5))
+            if i % 97 == 0:
+                lines.append("  ")
+        files.append(data / f"part-{part}.jsonl")
+        files[-1].write_text("\n".join(lines) + "\n")
+        rows += [json.loads(line) for line in lines if line.strip()]
+    kv = KeyValueSpec(key_column="k", value_column="v")
+    spec = BuildSpec("files", kv, layout="partitioned", partitions_out=3, path=str(data), fmt="jsonl",
+                     files=tuple(str(f) for f in reversed(files)))  # the put path's order: the last wins
+    expected = expected_from_rows([json.loads(line) for f in reversed(files) for line in f.read_text().splitlines()
+                                   if line.strip()], kv, 3)
+    manifest = run_build(spec, tmp_path / "out", master=MASTER,
+                         conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "50", "spark.default.parallelism": "6"})
+    assert manifest.path == "jvm" and manifest.ranges == "jsonl-sample"
+    tasks = {(f.store, f.name.rsplit("-", 2)[1]) for f in manifest.files}
+    assert len(tasks) == 6, "two write tasks per store"
+    assert sum(s.rows for s in manifest.stores) == len(rows)
+    ingest_and_compare(manifest, expected, tmp_path)
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"k": "a", "v": "1"}\n{"k": "b", "v": "2"} {"k": "c", "v": "3"}\n')
+    with pytest.raises(StatectlError, match=r"bad.jsonl line 2: not JSON"):
+        run_build(BuildSpec("files", kv, path=str(bad), fmt="jsonl"), tmp_path / "out-bad", master=MASTER)
+
+
 # -- a topic on Tansu -----------------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from statectl.formats.adstore import (
     field_path,
     murmur2,
     partition_of,
+    partitions_of,
     to_bytes,
 )
 
@@ -61,6 +62,26 @@ def test_partition_of_is_kafkas_to_positive_modulo():
     # toPositive, not abs: a negative hash keeps its low 31 bits
     assert partition_of(b"21", 1 << 31) == -973932308 & 0x7FFFFFFF
     assert partition_of(b"anything", 1) == 0
+
+
+def test_partitions_of_an_arrow_column_is_partition_of_each_key():
+    import pyarrow as pa
+
+    rng = random.Random(26)
+    keys = [t.encode() for t in KAFKA_VECTORS] + [rng.randbytes(n) for n in range(40) for _ in range(30)]
+    keys += [b"", b"\xff" * 7, "é".encode()]
+    for n in (1, 3, 7, 12, 1 << 31):
+        want = [partition_of(k, n) for k in keys]
+        for kind in (pa.binary(), pa.large_binary()):
+            column = pa.array(keys, kind)
+            assert partitions_of(column, n).tolist() == want, (n, kind)
+            assert partitions_of(column.slice(11, 200), n).tolist() == want[11:211], (n, kind)
+    texts = [f"key-{i}-é" for i in range(300)]
+    for kind in (pa.string(), pa.large_string()):
+        assert partitions_of(pa.array(texts, kind), 5).tolist() == [partition_of(t.encode(), 5) for t in texts]
+    assert partitions_of(pa.array([], pa.binary()), 3).tolist() == []
+    with pytest.raises(ValueError):
+        partitions_of(pa.array([b"a", None]), 3)
 
 
 def test_partition_of_spreads_keys_over_every_partition():

@@ -1,5 +1,6 @@
 """statectl.spark.job's layout helpers of the JVM path, without a JVM: Spark's hash of a bigint (the
-slots rows are repartitioned on), the key bytes of the Parquet sample, and the sample itself."""
+slots rows are repartitioned on), the key bytes of the Parquet sample, and the sample itself; JSON lines
+made into entries per Arrow batch (:class:`_JsonRows`) and their sample."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from statectl.formats.adstore import KeyValueSpec
-from statectl.spark.job import _hash_slots, _Job, _parquet_sample, _sample_bytes, _spark_hash_long
+from statectl.formats.adstore import KeyValueSpec, jsonl_row, partition_of
+from statectl.spark.job import (
+    BuildError,
+    _hash_slots,
+    _Job,
+    _jsonl_sample,
+    _JsonRows,
+    _parquet_sample,
+    _sample_bytes,
+    _spark_hash_long,
+)
 from statectl.spark.submit import BuildSpec
 
 # hash(id) of spark.range(0, 6) as Spark 4 itself computed it (spark.range(0, 6).select(F.hash("id"))); the
@@ -63,3 +73,75 @@ def test_no_sample_when_the_driver_cannot_read_a_file(tmp_path):
     (tmp_path / "broken.parquet").write_bytes(b"not parquet")
     assert _parquet_sample(_job(tmp_path, [tmp_path / "broken.parquet"]), 10) is None
     assert _parquet_sample(_job(tmp_path, [tmp_path / "missing.parquet"]), 10) is None
+
+
+def _jsonl_job(tmp_path: Path, files: list[Path], partitions: int | None = None) -> _Job:
+    spec = BuildSpec("files", KeyValueSpec(key_column="k", value_column="v"),
+                     layout="partitioned" if partitions else "broadcast", partitions_out=partitions,
+                     path=str(files[0].parent), fmt="jsonl", files=tuple(str(f) for f in files))
+    return _Job({"spec": spec.to_dict(), "spec_hash": "h", "build_id": "b", "out_dir": str(tmp_path)})
+
+
+def _line_batches(lines: list[str], size: int, file: str = "file:/d/a.jsonl") -> list:
+    import pyarrow as pa
+
+    out = []
+    for lo in range(0, len(lines), size):
+        chunk = lines[lo:lo + size]
+        out.append(pa.RecordBatch.from_arrays(
+            [pa.array(chunk, pa.large_string()), pa.array([file] * len(chunk), pa.large_string()),
+             pa.array([0] * len(chunk), pa.int32()), pa.array([0] * len(chunk), pa.int64()),
+             pa.array(range(lo, lo + len(chunk)), pa.int64())], ["line", "file", "fi", "bs", "id"]))
+    return out
+
+
+def test_json_lines_per_arrow_batch_are_the_put_paths_entries(tmp_path, monkeypatch):
+    """Batches of plain string lines are parsed by pyarrow (never row by row); the others (a number key, an
+    object or null value, a blank-ish line) row by row; both give the entries row_entry gives, in order."""
+    import json
+    import random
+
+    rng = random.Random(4)
+    plain = [json.dumps({"k": f"k{i % 37}-é", "n": [i, {"x": None}], "v": f"v{i}"}, ensure_ascii=i % 2 == 0)
+             for i in range(120)]
+    mixed = [json.dumps({"k": rng.choice(["a", 7, "b"]), "v": rng.choice(["x", None, {"y": 1.5}, 3])})
+             for _ in range(60)] + ["   ", "\x1c"]
+    job = _jsonl_job(tmp_path, [tmp_path / "a.jsonl"], partitions=3)
+    slow = _JsonRows._row_by_row
+    calls = []
+    monkeypatch.setattr(_JsonRows, "_row_by_row", lambda self, *a: calls.append(1) or slow(self, *a))
+    out = list(_JsonRows(job)(_line_batches(plain, 40) + _line_batches(mixed, 40)))
+    assert len(calls) == 2, "only the two batches of mixed lines went row by row"
+    got = [(s, k, v, i) for b in out for s, k, v, i in zip(*(b.column(c).to_pylist() for c in ("store", "k", "v", "id")))]
+    want = []
+    for i, line in enumerate(plain + mixed):
+        row = jsonl_row(line)
+        if row is None:
+            continue
+        k, v = job.spec.kv.row_entry(row)
+        want.append((partition_of(k, 3), k, v, i if i < 120 else i - 120))
+    assert got == want
+
+
+def test_a_bad_json_line_is_named_by_its_line_number(tmp_path):
+    job = _jsonl_job(tmp_path, [tmp_path / "a.jsonl"])
+    lines = ['{"k": "a", "v": "1"}'] * 25 + ['{"k": "b", "v": "2"} {"k": "c", "v": "3"}']
+    with pytest.raises(BuildError, match=r"^/d/a.jsonl line 26: not JSON"):
+        list(_JsonRows(job)(_line_batches(lines, 10)))
+    with pytest.raises(BuildError, match=r"^/d/a.jsonl row 3: no column 'v'"):
+        list(_JsonRows(job)(_line_batches(['{"k": "a", "v": "1"}', "", '{"k": "b"}'], 10)))
+
+
+def test_the_jsonl_sample_reads_chunks_spread_over_the_files(tmp_path):
+    import json
+
+    files = []
+    for f in range(3):
+        files.append(tmp_path / f"p{f}.jsonl")
+        files[-1].write_text("".join(json.dumps({"k": f"f{f}-{i:06d}", "v": "x" * 50}) + "\n"
+                                     for i in range(20_000)))
+    keys = _jsonl_sample(_jsonl_job(tmp_path, files), 600)
+    assert 300 <= len(keys) <= 1200
+    assert {k[:2] for k in keys} == {b"f0", b"f1", b"f2"}
+    assert all(len(k) == 9 for k in keys), "whole keys only: lines cut by a chunk's edges are passed over"
+    assert _jsonl_sample(_jsonl_job(tmp_path, [tmp_path / "missing.jsonl"]), 10) is None
