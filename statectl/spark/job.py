@@ -43,7 +43,10 @@ from statectl.spark.submit import (
     ERROR_MARK,
     SST_PREFIX,
     STAGING_PREFIX,
+    BuildFile,
+    BuildManifest,
     BuildSpec,
+    StoreBuild,
 )
 
 _FILE_COL = "__statectl_file__"
@@ -1188,43 +1191,31 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _finish(job: _Job, tasks: list[dict[str, Any]], began: float, path: str = "python",
             sources: list[dict[str, Any]] | None = None, ranges: str | None = None) -> dict[str, Any]:
-    """Write the manifest; ``path``: how the entries were made, "jvm" (_plain_frame) or "python";
-    ``sources``: what a snapshots build read from each source; ``ranges``: where the JVM path's key
-    ranges came from (BuildManifest.ranges)."""
-    manifest = _manifest(job, tasks, time.monotonic() - began)
-    manifest["path"] = path
-    if ranges is not None:
-        manifest["ranges"] = ranges
-    if sources is not None:
-        manifest["sources"] = sources
-    _write_atomically(job.out_dir / BUILD_MANIFEST, json.dumps(manifest, indent=2) + "\n")
-    return manifest
-
-
-def _manifest(job: _Job, tasks: list[dict[str, Any]], duration_s: float) -> dict[str, Any]:
+    """Write the manifest (submit.BuildManifest) made of the tasks' records; ``path``: how the entries were
+    made, "jvm" (_plain_frame) or "python"; ``sources``: what a snapshots build read from each source;
+    ``ranges``: where the JVM path's key ranges came from (BuildManifest.ranges). Returns its document."""
     spec = job.spec
-    per_store: dict[Any, dict[str, Any]] = {s: {"store": s, "rows": 0, "duplicates": 0, "files": [],
-                                                "digest": Digest()} for s in job.stores}
+    per_store = {s: StoreBuild(s, [], 0, 0, Digest()) for s in job.stores}
     files = []
-    for t in sorted(tasks, key=lambda t: (job.store_index[t["store"]], t["files"][0]["file"] if t["files"] else "")):
+    for t in tasks:
         s = per_store[t["store"]]
-        s["rows"] += t["rows"]
-        s["duplicates"] += t["duplicates"]
+        s.rows += t["rows"]
+        s.duplicates += t["duplicates"]
         for f in t["files"]:
-            s["files"].append(f["file"])
-            s["digest"].merge(Digest.from_json(f["digest"]))
-            files.append(f)
-    stores = []
+            built = BuildFile.from_json(f)
+            s.files.append(built.name)
+            s.digest.merge(built.digest)
+            files.append(built)
     for s in per_store.values():
-        s["files"].sort()
-        stores.append({**s, "digest": s["digest"].as_json()})
-    files.sort(key=lambda f: f["file"])
-    out: dict[str, Any] = {"format": 1, "spec_hash": job.spec_hash, "build_id": job.build_id,
-                           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                           "duration_s": round(duration_s, 3), "stores": stores, "files": files}
-    if spec.source == "topic" and spec.ranges is not None:
-        out["offsets"] = {str(p): spec.ranges[p][1] for p in sorted(spec.partitions)}
-    return out
+        s.files.sort()
+    offsets = {p: spec.ranges[p][1] for p in spec.partitions} if spec.source == "topic" and spec.ranges else {}
+    manifest = BuildManifest(job.spec_hash, job.out_dir, list(per_store.values()), sorted(files, key=lambda f: f.name),
+                             offsets, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             round(time.monotonic() - began, 3), path=path, ranges=ranges or "",
+                             sources=sources or [], build_id=job.build_id)
+    doc = manifest.to_dict()
+    _write_atomically(job.out_dir / BUILD_MANIFEST, json.dumps(doc, indent=2) + "\n")
+    return doc
 
 
 def _write_atomically(path: Path, text: str) -> None:

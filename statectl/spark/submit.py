@@ -245,6 +245,23 @@ class BuildManifest:
     ranges: str = ""
     # a snapshots build: per source task what the executors read, {"task", "keys", "digest", "bytes_read"}
     sources: list[dict[str, Any]] = field(default_factory=list)
+    build_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``BUILD-MANIFEST.json`` document (the job writes it; :meth:`read` reads it back)."""
+        out: dict[str, Any] = {
+            "format": 1, "spec_hash": self.spec_hash, "build_id": self.build_id, "created": self.created,
+            "duration_s": self.duration_s,
+            "stores": [{"store": s.store, "rows": s.rows, "duplicates": s.duplicates, "files": s.files,
+                        "digest": s.digest.as_json()} for s in self.stores],
+            "files": [f.to_json() for f in self.files], "path": self.path}
+        if self.offsets:
+            out["offsets"] = {str(p): e for p, e in sorted(self.offsets.items())}
+        if self.ranges:
+            out["ranges"] = self.ranges
+        if self.sources:
+            out["sources"] = self.sources
+        return out
 
     def store(self, store: int | None) -> StoreBuild:
         for s in self.stores:
@@ -278,7 +295,7 @@ class BuildManifest:
                        {int(p): int(e) for p, e in (d.get("offsets") or {}).items()}, str(d.get("created", "")),
                        float(d.get("duration_s", 0.0)), path=str(d.get("path", "python")),
                        ranges=str(d.get("ranges", "")),
-                       sources=list(d.get("sources") or []))
+                       sources=list(d.get("sources") or []), build_id=str(d.get("build_id", "")))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"malformed {BUILD_MANIFEST} in {out_dir}: {e}") from None
 

@@ -145,3 +145,29 @@ def test_the_jsonl_sample_reads_chunks_spread_over_the_files(tmp_path):
     assert {k[:2] for k in keys} == {b"f0", b"f1", b"f2"}
     assert all(len(k) == 9 for k in keys), "whole keys only: lines cut by a chunk's edges are passed over"
     assert _jsonl_sample(_jsonl_job(tmp_path, [tmp_path / "missing.jsonl"]), 10) is None
+
+
+def test_the_job_writes_the_manifest_submit_reads(tmp_path):
+    """One definition of BUILD-MANIFEST.json (submit.BuildManifest): what the job writes reads back whole."""
+    import time
+
+    from statectl.formats.adstore import Digest
+    from statectl.spark.job import _finish
+    from statectl.spark.submit import BuildManifest
+
+    spec = BuildSpec("topic", KeyValueSpec(), layout="partitioned", bootstrap="b:9092", topic="t", partitions=(0, 1),
+                     ranges={0: (0, 5), 1: (2, 2)})
+    job = _Job({"spec": spec.to_dict(), "spec_hash": "h", "build_id": "b1", "out_dir": str(tmp_path)})
+    d = Digest()
+    d.add(b"a", b"1")
+    tasks = [{"store": 1, "rows": 0, "duplicates": 0, "files": []},
+             {"store": 0, "rows": 3, "duplicates": 2, "files": [
+                 {"store": 0, "file": "store-0-0000-0001.sst", "bytes": 9, "rows": 1, "digest": d.as_json(), "key": None},
+                 {"store": 0, "file": "store-0-0000-0000.sst", "bytes": 8, "rows": 2, "digest": d.as_json(), "key": None}]}]
+    doc = _finish(job, tasks, time.monotonic(), "jvm", ranges="parquet-sample")
+    m = BuildManifest.read(tmp_path)
+    assert m.to_dict() == doc
+    assert doc["offsets"] == {"0": 5, "1": 2} and doc["build_id"] == "b1" and doc["path"] == "jvm"
+    assert [(s.store, s.rows, s.duplicates, s.files) for s in m.stores] == \
+        [(0, 3, 2, ["store-0-0000-0000.sst", "store-0-0000-0001.sst"]), (1, 0, 0, [])]
+    assert m.store(0).digest.keys == 2 and [f.name for f in m.files] == m.store(0).files
