@@ -11,6 +11,8 @@
     .venv/bin/python -m tests.bench.adstorebench [--records 2000000]
     # the Parquet figures alone (no broker), each master side by side with the put path, rounds repeated
     .venv/bin/python -m tests.bench.adstorebench --files-only --masters 'local[2],local[1]' --repeat 2
+    # the same rows as JSON lines ({"k": ..., "v": ...} per line)
+    .venv/bin/python -m tests.bench.adstorebench --files-only --format jsonl --repeat 2
 """
 
 from __future__ import annotations
@@ -97,6 +99,11 @@ def _parquet(path: Path, n: int) -> None:
             writer.close()
 
 
+def _jsonl(path: Path, n: int) -> None:
+    with open(path, "w") as fh:
+        fh.writelines(f'{{"k":"{_key(i).decode()}","v":"{_value(i).decode()}"}}\n' for i in range(n))
+
+
 def _ratio(a: float, b: float) -> float:
     return round(a / b, 2) if b else float("nan")
 
@@ -144,8 +151,9 @@ def bench(work: Path, records: int = 2_000_000) -> dict[str, Any]:
     return out
 
 
-def files_bench(work: Path, records: int, masters: list[str], repeat: int) -> dict[str, Any]:
-    """The put path and the Spark path under each of ``masters`` from one Parquet file, ``repeat`` rounds
+def files_bench(work: Path, records: int, masters: list[str], repeat: int, fmt: str = "parquet") -> dict[str, Any]:
+    """The put path and the Spark path under each of ``masters`` from one Parquet (or JSON-lines) file,
+    ``repeat`` rounds
     (each round runs them all, one after the other, so a ratio compares runs made side by side); the
     median of the rounds' ratios: spark_<master>/put (time) and each master's time over the first's."""
     import shutil
@@ -153,8 +161,8 @@ def files_bench(work: Path, records: int, masters: list[str], repeat: int) -> di
 
     work.mkdir(parents=True, exist_ok=True)
     env = _env(work)
-    data = work / "rows.parquet"
-    _parquet(data, records)
+    data = work / f"rows.{fmt}"
+    (_parquet if fmt == "parquet" else _jsonl)(data, records)
     common = ["adstore", "load", "--from-file", str(data), "--key-column", "k", "--value-column", "v", "-o", "json"]
     rounds = []
     for r in range(repeat):
@@ -171,7 +179,7 @@ def files_bench(work: Path, records: int, masters: list[str], repeat: int) -> di
             raise RuntimeError("the Spark path and the put path built different stores")
         rounds.append(got)
         shutil.rmtree(work / "state", ignore_errors=True)
-    out: dict[str, Any] = {"records": records, "rounds": rounds}
+    out: dict[str, Any] = {"records": records, "format": fmt, "rounds": rounds}
     for m in masters:
         out[f"spark_{m}/put"] = round(statistics.median(g[m]["s"] / g["put"]["s"] for g in rounds), 3)
     for m in masters[1:]:
@@ -198,10 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files-only", action="store_true", help="only the Parquet figures: put path vs Spark path")
     p.add_argument("--masters", default="local[2]", help="with --files-only: Spark masters, comma-separated")
     p.add_argument("--repeat", type=int, default=1, help="with --files-only: rounds")
+    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help="with --files-only: the input")
     args = p.parse_args(argv)
     if args.files_only:
         with tempfile.TemporaryDirectory(prefix="adstorebench-", dir=args.work) as tmp:
-            r = files_bench(Path(tmp), args.records, args.masters.split(","), args.repeat)
+            r = files_bench(Path(tmp), args.records, args.masters.split(","), args.repeat, args.format)
         print(json.dumps(r, indent=1))
         return 0
     with tempfile.TemporaryDirectory(prefix="adstorebench-", dir=args.work) as tmp:
