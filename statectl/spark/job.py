@@ -620,19 +620,25 @@ def _plain_frame(spark: Any, job: _Job) -> Any:
 
 def _file_order(df: Any, job: _Job) -> Any:
     """A column: each row's file's place in the dataset's order of files (the put path's), from its
-    ``_metadata.file_path`` (the URIs Spark lists in ``df.inputFiles()``); a file not in spec.files
-    (a dir's listing) comes after them, as in :class:`_FileRows`."""
+    ``_metadata.file_path`` (the URIs Spark lists in ``df.inputFiles()``); files not in spec.files (a
+    dir's listing, when the spec names none) come after them in the order of their URIs, as in
+    :class:`_FileRows`."""
     from pyspark.sql import functions as F
 
     files = list(job.spec.files) or [str(job.spec.path)]
     place = {os.path.abspath(str(f)): i for i, f in enumerate(files)}
+    pairs: list[Any] = []
+    others = len(place)
     # inputFiles() says file:///a%20b where file_path says file:/a%20b: both are matched without "file:/+"
-    uris = sorted(set(df.inputFiles()))
-    pairs = [x for u in uris for x in (F.lit(re.sub(_FILE_SCHEME, "/", u)), F.lit(place.get(_local_path(u), len(place))))]
+    for u in sorted(set(df.inputFiles())):
+        i = place.get(_local_path(u))
+        if i is None:
+            i, others = others, others + 1
+        pairs += [F.lit(re.sub(_FILE_SCHEME, "/", u)), F.lit(i)]
     if not pairs:
         return F.lit(0)
     path = F.regexp_replace(F.col("_metadata.file_path"), _FILE_SCHEME, "/")
-    return F.coalesce(F.element_at(F.create_map(*pairs), path), F.lit(len(place)))
+    return F.coalesce(F.element_at(F.create_map(*pairs), path), F.lit(others))
 
 
 _FILE_SCHEME = "^file:/+"

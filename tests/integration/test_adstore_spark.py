@@ -128,10 +128,12 @@ def test_spark_without_java_exits_13(tmp_path: Path):
     assert not (tmp_path / "state" / "s" / "Partition_0").exists()
 
 
-@pytest.mark.parametrize("case", [0, pytest.param(1, marks=pytest.mark.soak), 2], ids=["parquet", "booleans", "csv"])
+@pytest.mark.parametrize("case", [0, pytest.param(1, marks=pytest.mark.soak), 2, 3],
+                         ids=["parquet", "booleans", "csv", "jsonl"])
 def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path, case: int):
-    """Key and value one plain column each (strings, ints, booleans; CSV: strings with empty fields): the
-    JVM path (cast, range-partition, sort in Spark; SST files written from Arrow batches) builds what the
+    """Key and value one plain column each (strings, ints, booleans; CSV: strings with empty fields; JSON
+    lines: strings, with some numbers, objects and nulls that are made row by row): the JVM path (cast or
+    parse in Arrow, range-partition, sort in Spark; SST files written from Arrow batches) builds what the
     put path builds, duplicates resolved to the last row in file order, across several files. (Booleans
     partitioned in three: make soak, a Spark start-up each.)"""
     import pyarrow as pa
@@ -148,10 +150,17 @@ def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path, 
             "ok": [rng.random() < 0.5 for _ in range(n)]}), data / f"part-{part}.parquet", row_group_size=500)
     csv = tmp_path / "rows.csv"
     csv.write_text("k,v\n" + "".join(f"{rng.randrange(500)},{'' if i % 17 == 0 else f'v{i}'}\n" for i in range(3000)))
+    jsonl = tmp_path / "lines"
+    jsonl.mkdir()
+    for part in range(2):
+        docs = [{"k": f"k{rng.randrange(800)}-é" if i % 400 else rng.randrange(9),
+                 "v": f"v{part}-{i}" if i % 350 else rng.choice([None, {"a": [1, 2.5]}, 7])} for i in range(2500)]
+        (jsonl / f"part-{part}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs) + "\n")
     state = tmp_path / "state"
     cases = [(["--from-file", str(data), "--key-column", "id", "--value-column", "name"], []),
              (["--from-file", str(data), "--key-column", "id", "--value-column", "ok"], ["--partitions", "3"]),
-             (["--from-file", str(csv), "--key-column", "k", "--value-column", "v"], ["--partitions", "2"])]
+             (["--from-file", str(csv), "--key-column", "k", "--value-column", "v"], ["--partitions", "2"]),
+             (["--from-file", str(jsonl), "--key-column", "k", "--value-column", "v"], ["--partitions", "2"])]
     for i, (source, layout) in enumerate(cases):
         if i != case:
             continue

@@ -247,7 +247,15 @@ def test_jsonl_plain_columns_in_arrow_batches_partitioned_in_several_files(tmp_p
     tasks = {(f.store, f.name.rsplit("-", 2)[1]) for f in manifest.files}
     assert len(tasks) == 6, "two write tasks per store"
     assert sum(s.rows for s in manifest.stores) == len(rows)
-    ingest_and_compare(manifest, expected, tmp_path)
+    (tmp_path / "listed").mkdir()
+    ingest_and_compare(manifest, expected, tmp_path / "listed")
+
+    # Without the list of files: the dir's files in name order, the last of them winning.
+    spec = BuildSpec("files", kv, layout="partitioned", partitions_out=3, path=str(data), fmt="jsonl")
+    expected = expected_from_rows([json.loads(line) for f in files for line in f.read_text().splitlines()
+                                   if line.strip()], kv, 3)
+    (tmp_path / "dir").mkdir()
+    ingest_and_compare(run_build(spec, tmp_path / "out-dir", master=MASTER), expected, tmp_path / "dir")
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"k": "a", "v": "1"}\n{"k": "b", "v": "2"} {"k": "c", "v": "3"}\n')
