@@ -648,19 +648,15 @@ def _files_per_store(sc: Any, job: _Job) -> int:
     """The write stage's tasks per store: the executors' cores (``spark.default.parallelism`` when set,
     else Spark's default: every core of local[N], the executors' cores of a cluster) and one task per
     _BYTES_PER_TASK of input, shared among the stores; at least ``files_per_store``."""
-    tasks = max(int(sc.defaultParallelism), -(-_input_bytes(job) // _BYTES_PER_TASK))
-    return max(job.spec.files_per_store, -(-tasks // len(job.stores)))
-
-
-def _input_bytes(job: _Job) -> int:
-    """The size of a files build's dataset (the files the driver can stat)."""
+    spec = job.spec
     size = 0
-    for f in list(job.spec.files) or [str(job.spec.path)]:
+    for f in list(spec.files) or [str(spec.path)]:
         try:
             size += os.path.getsize(_local_path(f))
         except OSError:
             pass
-    return size
+    tasks = max(int(sc.defaultParallelism), -(-size // _BYTES_PER_TASK))
+    return max(spec.files_per_store, -(-tasks // len(job.stores)))
 
 
 def _lay_out(spark: Any, job: _Job, plain: Any) -> tuple[Any, str]:
@@ -1178,10 +1174,6 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         else:
             keyed = _topic_rdd(sc, job) if spec.source == "topic" else _files_rdd(spark, job)
         stores, per_store = len(job.stores), spec.files_per_store
-        if spec.source == "files" and _input_bytes(job) >= _BYTES_PER_TASK:
-            # a big dataset: write tasks that follow the cluster, as on the JVM path (one more pass, over
-            # the cached entries, for the sample of their key ranges)
-            per_store = _files_per_store(sc, job)
         bounds: list[list[bytes]] = []
         if per_store > 1:
             keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)  # read the source once for the sample and the build
