@@ -49,6 +49,14 @@ def _partitions(text: str | None) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def _renamed(ctx: typer.Context, value: list[str] | None) -> None:
+    """The file flags of old (--key-column, --value-column, --value-columns): one vocabulary now names a topic's
+    fields and a file's columns; a script still passing them gets the new name, not a silent change."""
+    if value:
+        raise UsageError("--key-column, --value-column and --value-columns are now --key-field, --value-field and "
+                         "--value-fields (one vocabulary for topics and files)")
+
+
 def _conf(values: list[str] | None) -> dict[str, str]:
     out = {}
     for v in values or []:
@@ -88,10 +96,10 @@ def _conf(values: list[str] | None) -> dict[str, str]:
     "comes; it holds <store>.adstore-dataset.lock (a second loader exits 11) and the store's lock only to change "
     "its versions, so adstore switch (a rollback) works meanwhile.\n\n"
     "Examples:\n\n  statectl adstore load --kafka broker:9092 --topic members-cdc --store members --state-dir /var/samza/state "
-    "--key-field id\n\n  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
-    "--state-dir /var/samza/state --partitions 8\n\n"
-    "  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
-    "--state-dir /var/samza/state --partitions 8 --dry-run\n\n"
+    "--key-field id\n\n  statectl adstore load --from-file /data/members.parquet --key-field id --store members "
+    "--state-dir /var/samza/state --partition-count 8\n\n"
+    "  statectl adstore load --from-file /data/members.parquet --key-field id --store members "
+    "--state-dir /var/samza/state --partition-count 8 --dry-run\n\n"
     + exit_codes_epilog(0, (1, "a record or row that cannot be extracted, an empty dataset, a file changed while "
                                "read, a full disk, brokers unreachable, a Spark job that failed"),
                         (2, "usage, or a target dir adstore load did not make"),
@@ -116,20 +124,26 @@ def load(
                         "a broadcast side input, one store per task; the first is loaded, the others hard-link its "
                         "files (with --job: default every task of the job).", show_default=False)] = None,
     partitions: Annotated[Optional[str], typer.Option(
-        "--partitions", help="Topic: only these partitions (e.g. 0,2,4-7). Files: this many partitioned stores "
-                             "(Kafka's partitioner over the key).", show_default=False)] = None,
-    key_field: Annotated[Optional[str], typer.Option("--key-field", help="Key: this field (a.b.c) of the JSON "
-                                                     "value (default: the record key).", show_default=False)] = None,
-    value_field: Annotated[Optional[str], typer.Option("--value-field", help="Value: this field of the JSON value "
-                                                       "(default: the whole value).", show_default=False)] = None,
-    extractor: Annotated[Optional[str], typer.Option("--extractor", help="module:callable turning a record into "
-                                                     "(key, value), or None to skip it.", show_default=False)] = None,
-    key_column: Annotated[Optional[str], typer.Option("--key-column", help="Files: the key column.",
-                                                      show_default=False)] = None,
-    value_column: Annotated[Optional[str], typer.Option("--value-column", help="Files: the value column (default: a "
-                                                        "JSON object of the other columns).", show_default=False)] = None,
-    value_columns: Annotated[Optional[str], typer.Option("--value-columns", help="Files: the value as a JSON object "
-                                                         "of these columns (a,b,c).", show_default=False)] = None,
+        "--partitions", help="--topic: only these partitions (e.g. 0,2,4-7).", show_default=False)] = None,
+    partition_count: Annotated[Optional[int], typer.Option(
+        "--partition-count", help="--from-file: split the rows into this many stores, task 'Partition k' getting "
+                                  "the keys Kafka's default partitioner sends to partition k (default: one store).",
+        show_default=False, min=1)] = None,
+    key_field: Annotated[Optional[str], typer.Option(
+        "--key-field", help="The key: this field (a.b.c) of the record's JSON value (--topic; default: the record "
+                            "key), or this column (--from-file; required).", show_default=False)] = None,
+    value_field: Annotated[Optional[str], typer.Option(
+        "--value-field", help="The value: this field of the record's JSON value (--topic; default: the whole "
+                              "value), or this column (--from-file; default: a JSON object of the other columns).",
+        show_default=False)] = None,
+    value_fields: Annotated[Optional[str], typer.Option(
+        "--value-fields", help="--from-file: the value is a JSON object of these columns (a,b,c).",
+        show_default=False)] = None,
+    extractor: Annotated[Optional[str], typer.Option("--extractor", help="--topic: module:callable turning a record "
+                                                     "into (key, value), or None to skip it.", show_default=False)] = None,
+    renamed: Annotated[Optional[list[str]], typer.Option(
+        "--key-column", "--value-column", "--value-columns", hidden=True, show_default=False,
+        callback=lambda ctx, param, value: _renamed(ctx, value))] = None,
     key_serde: Annotated[Optional[Literal[SERDES]], typer.Option(
         "--key-serde", help="Topic: the store's key serde: the record key as Samza's serde reads and writes it "
                             "(default: the job's stores.<store>.key.serde with --job, else the bytes as they are).",
@@ -178,8 +192,20 @@ def load(
                          hint="or --job (with --kafka) to take the store's side inputs from the job's config")
     if not s.store:
         raise UsageError("adstore load needs --store")
-    cols = tuple(c.strip() for c in value_columns.split(",") if c.strip()) if value_columns else ()
-    spec = KeyValueSpec(key_field, value_field, extractor, key_column, value_column, cols)
+    cols = tuple(c.strip() for c in value_fields.split(",") if c.strip()) if value_fields else ()
+    if from_file is None:  # one vocabulary: a topic's fields, a file's columns
+        if cols or partition_count is not None:
+            raise UsageError("--value-fields and --partition-count are for --from-file",
+                             hint="a topic's value is --value-field (one field) or the whole record value")
+        spec = KeyValueSpec(key_field, value_field, extractor)
+    else:
+        if partitions is not None:
+            raise UsageError("--partitions selects a topic's partitions; --from-file splits its rows into stores "
+                             "with --partition-count N")
+        if extractor:
+            raise UsageError("--extractor is for --topic; a file row's key and value are --key-field, "
+                             "--value-field or --value-fields")
+        spec = KeyValueSpec(key_column=key_field, value_column=value_field, value_columns=cols)
     store_dir = Path(env.flags.store_dir) if env.flags.store_dir else None
     state_dir = Path(s.state_dir) if s.state_dir else None
     spark_opts = None
@@ -243,15 +269,11 @@ def load(
     if follow or max_age or key_serde or value_serde or tasks:
         raise UsageError("--follow, --max-age, --key-serde, --value-serde and --tasks are for --topic")
     if broadcast:
-        raise UsageError("--broadcast is for --topic: a file dataset builds one store unless --partitions N")
+        raise UsageError("--broadcast is for --topic: a file dataset builds one store unless --partition-count N")
     from statectl.engine.adstore import FileLoadOptions, load_file
 
-    n = None
-    if partitions is not None:
-        if not partitions.isdigit():
-            raise UsageError("--partitions with --from-file is a number of stores")
-        n = int(partitions)
-    fopts = FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir, partitions=n,
+    fopts = FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir,
+                            partitions=partition_count,
                             spec=spec, keep_versions=keep_versions, allow_empty=allow_empty)
     if dry_run:
         from statectl.engine.adstore import plan_file_load
@@ -264,6 +286,7 @@ def load(
         lines.append(f"dry run: would load {plan.source} ({plan.format}, {len(plan.files)} files, {plan.bytes} bytes"
                      + ("" if plan.rows is None else f", {plan.rows} rows") + f") as version {plan.version} of "
                      f"{len(plan.stores)} store(s), built with {plan.built_with}")
+        lines += [f"note: {n}" for n in plan.notes]
         env.emit(plan, "\n".join(lines))
         return
     fr = load_file(fopts, progress=env.progress, spark=spark_opts)

@@ -182,18 +182,18 @@ class TopicLoadOptions:
 def _check_spec(spec: KeyValueSpec, *, topic: bool) -> None:
     if topic:
         if spec.key_column or spec.value_column or spec.value_columns:
-            raise UsageError("--key-column/--value-column are for --from-file; a topic takes --key-field, "
+            raise UsageError("a file's columns (--value-fields) are for --from-file; a topic takes --key-field, "
                              "--value-field or --extractor")
         if spec.extractor and (spec.key_field or spec.value_field):
             raise UsageError("--extractor replaces --key-field/--value-field: pass one or the other")
     else:
         if spec.key_field or spec.value_field or spec.extractor:
-            raise UsageError("--key-field/--value-field/--extractor are for --topic; a file takes --key-column "
-                             "and --value-column or --value-columns")
+            raise UsageError("--extractor is for --topic; a file row's key and value are --key-field, "
+                             "--value-field or --value-fields")
         if not spec.key_column:
-            raise UsageError("--from-file needs --key-column")
+            raise UsageError("--from-file needs --key-field (the key column)")
         if spec.value_column and spec.value_columns:
-            raise UsageError("--value-column and --value-columns exclude each other")
+            raise UsageError("--value-field and --value-fields exclude each other")
 
 
 @dataclass
@@ -1228,9 +1228,9 @@ class FileLoadOptions:
         if self.store_dir is None and self.state_dir is None:
             raise UsageError("adstore load needs --state-dir (or --store-dir)")
         if self.store_dir is not None and self.partitions is not None:
-            raise UsageError("--store-dir names one store; --partitions makes several under --state-dir")
+            raise UsageError("--store-dir names one store; --partition-count makes several under --state-dir")
         if self.partitions is not None and self.partitions < 1:
-            raise UsageError("--partitions must be at least 1")
+            raise UsageError("--partition-count must be at least 1")
         if self.keep_versions < 1:
             raise UsageError("--keep-versions must be at least 1")
         if self.state_dir is not None:  # the names (store, task) checked before anything is written
@@ -1326,13 +1326,26 @@ def plan_file_load(opts: FileLoadOptions, *, spark: SparkOptions | None = None) 
             try:
                 key, _ = opts.spec.row_entry(row)
             except ExtractError as e:
-                raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-column") from None
+                raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-field") from None
             rows[0 if len(dirs) == 1 else partition_of(key, len(dirs))] += 1
         _check_not_empty(ds, sum(rows), opts)
     stores = [PlannedVersion(str(d), number, current_version(d), None if rows is None else rows[k],
                              prunable(d, opts.keep_versions, new=number)) for k, d in enumerate(dirs)]
     return FileLoadPlan(str(ds.path), ds.fmt, [str(f) for f in ds.files], sum(f.stat().st_size for f in ds.files),
-                        None if rows is None else sum(rows), number, "put" if spark is None else "spark", stores)
+                        None if rows is None else sum(rows), number, "put" if spark is None else "spark", stores,
+                        notes=_key_notes(ds, opts))
+
+
+def _key_notes(ds: Any, opts: FileLoadOptions) -> list[str]:
+    """The note of formats.adstore.text_key_note, from the dataset's first row (none for an empty dataset)."""
+    from statectl.formats.adstore import text_key_note
+    from statectl.local.datasets import iter_rows
+
+    column = opts.spec.key_column or ""
+    for _f, _i, row in iter_rows(ds):
+        note = text_key_note(column, row.get(column))
+        return [note] if note else []
+    return []
 
 
 def _file_targets(opts: FileLoadOptions) -> list[Path]:
@@ -1373,6 +1386,8 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
 
     ds = open_dataset(Path(opts.path), opts.fmt)
     dirs = _file_targets(opts)
+    for note in _key_notes(ds, opts):
+        progress.note(note)
     with ExitStack() as locks:
         for d in dirs:
             locks.enter_context(StoreLock(d))
@@ -1475,7 +1490,7 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
             try:
                 key, value = opts.spec.row_entry(row)
             except ExtractError as e:
-                raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-column") from None
+                raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-field") from None
             k = 0 if len(builds) == 1 else partition_of(key, len(builds))
             pending[k].append((key, value))
             n += 1

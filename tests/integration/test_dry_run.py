@@ -250,7 +250,7 @@ def test_adstore_switch_dry_run_is_the_plan_switch_then_carries_out(cli, tmp_pat
     rows1, rows2 = make_rows(3, 100), make_rows(4, 120)
     for n, rows in enumerate((rows1, rows2), 1):
         cli("adstore", "load", "--from-file", str(write_dataset(tmp_path / f"v{n}.csv", "csv", rows)),
-            "--key-column", "id", *where)
+            "--key-field", "id", *where)
     link = state / STORE / "Partition_0"
     assert os.readlink(link).endswith("/2")
     before = tree(state, dir_mtimes=False)
@@ -489,7 +489,7 @@ def test_adstore_load_files_dry_run_is_the_plan_load_then_carries_out(cli, tmp_p
     from tests.tools.standby_helpers import read_store
 
     state = tmp_path / "state"
-    where = ["--store", STORE, "--state-dir", str(state), "--partitions", "3", "--key-column", "id"]
+    where = ["--store", STORE, "--state-dir", str(state), "--partition-count", "3", "--key-field", "id"]
     for n in (1, 2):
         cli("adstore", "load", "--from-file", str(write_dataset(tmp_path / f"v{n}.csv", "csv", make_rows(n, 50))),
             *where)
