@@ -321,8 +321,8 @@ def check_families(job: str, job_id: str, result: Any, *, now: float | None = No
     from prometheus_client.core import GaugeMetricFamily
 
     labels = [job, job_id]
-    count = GaugeMetricFamily(VIOLATIONS, "Tasks placed on the same host as one of their standbys (seed 001, "
-                              "invariant 1).", labels=list(JOB_LABELS))
+    count = GaugeMetricFamily(VIOLATIONS, "Tasks placed on the same host as one of their standbys (a host "
+                              "lost takes both copies).", labels=list(JOB_LABELS))
     count.add_metric(labels, float(len(result.violations)))
     each = GaugeMetricFamily(VIOLATION, "1 for each task placed on the same host as its standby.",
                              labels=[*JOB_LABELS, "task", "standby", "host"])

@@ -17,6 +17,7 @@ SERDES = (*KINDS, *KIND_ALIASES)
 
 if TYPE_CHECKING:
     from statectl.engine.adstore import FileLoadResult, LoadResult
+    from statectl.engine.adstore_dataset import DatasetLoadResult
     from statectl.formats.adstore import KeyValueSpec
 
 app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset, as Samza's side-input stores.",
@@ -179,7 +180,8 @@ def load(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing: --from-file: the "
                                           "version each store gets, its rows (every row's key checked), the versions "
                                           "pruned; --topic: each store created, resumed or rebuilt (and why), and "
-                                          "the offsets it reads. Not yet with --dataset-versions.")] = False,
+                                          "the offsets it reads; --dataset-versions: the versions it would seal "
+                                          "and the markers it would refuse.")] = False,
 ) -> None:
     """Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)."""
     from statectl.formats.adstore import KeyValueSpec
@@ -218,16 +220,13 @@ def load(
                                   s3=env.session.s3_options if through and s.blobstore.startswith("s3://") else None)
     if end_marker is not None and not dataset_versions:
         raise UsageError("--end-marker is for --dataset-versions")
-    if dry_run and dataset_versions:
-        raise UsageError("--dry-run plans a load --from-file or --topic; --dataset-versions has no dry run yet",
-                         hint="'statectl adstore versions' shows the versions sealed so far")
     if dataset_versions:
         topics = list(topic or ())
         if len(topics) > 1 or s.job or tasks:
             raise UsageError("--dataset-versions reads one --topic (no --job, no --tasks)")
         _dataset_versions(env, topics[0] if topics else None, spec, store_dir, state_dir, broadcast=broadcast,
                           partitions=partitions, follow=follow, end_marker=end_marker, keep_versions=keep_versions,
-                          allow_empty=allow_empty, other=bool(from_file or fmt or max_age or spark))
+                          allow_empty=allow_empty, other=bool(from_file or fmt or max_age or spark), dry_run=dry_run)
         return
     if from_file is None:
         if fmt or keep_versions != 2 or allow_empty:
@@ -295,8 +294,9 @@ def load(
 
 def _dataset_versions(env: Env, topic: str | None, spec: KeyValueSpec, store_dir: Path | None, state_dir: Path | None, *,
                       broadcast: bool, partitions: str | None, follow: bool, end_marker: str | None,
-                      keep_versions: int, allow_empty: bool, other: bool) -> None:
-    """adstore load --topic --dataset-versions: exit 3 when a marker was refused (see adstore_dataset)."""
+                      keep_versions: int, allow_empty: bool, other: bool, dry_run: bool) -> None:
+    """adstore load --topic --dataset-versions: exit 3 when a marker was (or, --dry-run, would be) refused (see
+    adstore_dataset)."""
     from statectl.engine.adstore_dataset import DatasetLoadOptions, load_dataset_versions
 
     s = env.settings
@@ -308,25 +308,39 @@ def _dataset_versions(env: Env, topic: str | None, spec: KeyValueSpec, store_dir
     opts = DatasetLoadOptions(s.kafka, topic, s.store, state_dir, broadcast=broadcast, task=s.task,
                               store_dir=store_dir, partitions=_partitions(partitions), spec=spec,
                               end_marker=end_marker, keep_versions=keep_versions, allow_empty=allow_empty,
-                              follow=follow, security=env.session.kafka_security, timeout_s=s.timeout)
+                              follow=follow, security=env.session.kafka_security, timeout_s=s.timeout,
+                              dry_run=dry_run)
     stop, interrupted = stop_on_signals()
     r = load_dataset_versions(opts, stop=stop, progress=env.progress)
-    lines = []
-    for st in r.stores:
-        for v in st.sealed:
-            lines.append(f"{st.store_dir}: dataset version {v.dataset_version} sealed as version {v.version} "
-                         f"({v.records} records, {v.keys} keys, checksum {v.checksum})")
-        lines.append(f"{st.store_dir}: current version {st.version if st.version is not None else '-'}"
-                     + (f" (dataset version {st.dataset_version})" if st.dataset_version is not None else "")
-                     + (f"; {st.pending_records} records of an unfinished version not kept" if st.pending_records
-                        else ""))
-    lines.append(f"sealed {r.versions_sealed} version{'s' if r.versions_sealed != 1 else ''} from {r.records} "
-                 f"records of {r.topic} in {r.duration_s:.1f}s" + (f"; skipped {r.skipped}" if r.skipped else ""))
-    env.emit(r, "\n".join(lines))
+    env.emit(r, _dataset_text(r))
     if interrupted and (interrupted[0] == signal.SIGINT or not r.bootstrapped):
         raise typer.Exit(130)
     if any(st.refused for st in r.stores):
         raise typer.Exit(3)
+
+
+def _dataset_text(r: DatasetLoadResult) -> str:
+    would = "would be " if r.dry_run else ""
+    lines = []
+    for st in r.stores:
+        for v in st.sealed:
+            lines.append(f"{st.store_dir}: dataset version {v.dataset_version} {would}sealed as version {v.version} "
+                         + (f"({v.records} records) and made current" if r.dry_run else
+                            f"({v.records} records, {v.keys} keys, checksum {v.checksum})")
+                         + (f"; {'would delete' if r.dry_run else 'deleted'} versions "
+                            f"{', '.join(map(str, v.deleted_versions))}" if v.deleted_versions else ""))
+        lines.append(f"{st.store_dir}: current version {st.version if st.version is not None else '-'}"
+                     + (f" (dataset version {st.dataset_version})" if st.dataset_version is not None else "")
+                     + (f"; {st.pending_records} records of an unfinished version {'would not be' if r.dry_run else 'not'}"
+                        " kept" if st.pending_records else ""))
+    if r.dry_run:
+        lines.append(f"dry run: would seal {r.versions_sealed} version{'s' if r.versions_sealed != 1 else ''} from "
+                     f"{r.records} records of {r.topic}" + (f"; would skip {r.skipped}" if r.skipped else "")
+                     + (f"; {len(r.refused)} marker(s) would be refused" if r.refused else ""))
+    else:
+        lines.append(f"sealed {r.versions_sealed} version{'s' if r.versions_sealed != 1 else ''} from {r.records} "
+                     f"records of {r.topic} in {r.duration_s:.1f}s" + (f"; skipped {r.skipped}" if r.skipped else ""))
+    return "\n".join(lines)
 
 
 def _topic_text(r: LoadResult) -> str:

@@ -574,6 +574,18 @@ def open_admin(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, security
     return _open(bootstrap, lambda: kafka.KafkaAdminClient(**cfg), security, timeout_s)
 
 
+def topic_names(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                security: KafkaSecurity | None = None) -> set[str]:
+    """The names of every topic on the cluster (metadata only). Errors as the module says."""
+    consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
+    try:
+        return set(consumer.topics())
+    except _errors().KafkaError as e:
+        raise kafka_failure(bootstrap, e, "listing the topics", client=consumer, reach=True) from e
+    finally:
+        consumer.close()
+
+
 def partition_count(consumer: Any, topic: str, bootstrap: str) -> int | None:
     """The number of partitions of ``topic``, or None when it does not exist (metadata only: this never
     creates the topic). AuthError when the brokers' ACLs refuse."""

@@ -170,6 +170,12 @@ def test_with_kafka_a_store_only_the_checkpoint_topic_knows_is_listed_not_unknow
     assert [r["snapshot_id"] for r in rows] == [snapshot_id] and rows[0]["files"] > 0
     r = _run("snapshots", "list", *where, code=10)
     assert f"unknown job '{job}'" in r.stderr
+    # The jobs level: the job only its checkpoint topic knows is listed (its name as the topic spells it).
+    jobs = json.loads(_run("snapshots", "list", "--blobstore", url, "--kafka", tansu.bootstrap, "-o", "json").stdout)
+    mine = [j for j in jobs if j["job"] == job.replace("_", "-")]
+    assert [(j["job_id"], j["stores"], j["tasks"], j["latest_checkpoint_id"]) for j in mine] == [
+        ("1", ["counts", "second"], 2, rows[0]["checkpoint_id"])], jobs
+    assert json.loads(_run("snapshots", "list", "--blobstore", url, "-o", "json").stdout) == []
     # The job's stores and tasks, from its checkpoint topic.
     tasks = json.loads(_run("snapshots", "list", "--blobstore", url, "--job", job, "--kafka", tansu.bootstrap,
                             "-o", "json").stdout)
