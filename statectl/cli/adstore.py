@@ -195,19 +195,17 @@ def load(
     if not s.store:
         raise UsageError("adstore load needs --store")
     cols = tuple(c.strip() for c in value_fields.split(",") if c.strip()) if value_fields else ()
-    if from_file is None:  # one vocabulary: a topic's fields, a file's columns
-        if cols or partition_count is not None:
-            raise UsageError("--value-fields and --partition-count are for --from-file",
-                             hint="a topic's value is --value-field (one field) or the whole record value")
-        spec = KeyValueSpec(key_field, value_field, extractor)
+    # One vocabulary: --key-field/--value-field name a topic's JSON fields or a file's columns; what does not
+    # fit the source is refused by the engine's spec check (adstore._check_spec).
+    if from_file is None:
+        if partition_count is not None:
+            raise UsageError("--partition-count is for --from-file; a topic's stores follow its partitions")
+        spec = KeyValueSpec(key_field, value_field, extractor, value_columns=cols)
     else:
         if partitions is not None:
             raise UsageError("--partitions selects a topic's partitions; --from-file splits its rows into stores "
                              "with --partition-count N")
-        if extractor:
-            raise UsageError("--extractor is for --topic; a file row's key and value are --key-field, "
-                             "--value-field or --value-fields")
-        spec = KeyValueSpec(key_column=key_field, value_column=value_field, value_columns=cols)
+        spec = KeyValueSpec(extractor=extractor, key_column=key_field, value_column=value_field, value_columns=cols)
     store_dir = Path(env.flags.store_dir) if env.flags.store_dir else None
     state_dir = Path(s.state_dir) if s.state_dir else None
     spark_opts = None
@@ -234,8 +232,6 @@ def load(
                              "--allow-empty also for --topic --dataset-versions)")
         from statectl.engine.adstore import TopicLoadOptions, load_topic
 
-        if not s.kafka:
-            raise UsageError("adstore load --topic needs --kafka")
         if follow and spark:
             raise UsageError("--follow applies records one by one: it does not combine with --spark")
         topics = tuple(topic or ())
@@ -303,8 +299,6 @@ def _dataset_versions(env: Env, topic: str | None, spec: KeyValueSpec, store_dir
     if topic is None or other:
         raise UsageError("--dataset-versions reads a --topic; --from-file, --format, --max-age and --spark do not "
                          "combine with it")
-    if not s.kafka:
-        raise UsageError("adstore load --topic needs --kafka")
     opts = DatasetLoadOptions(s.kafka, topic, s.store, state_dir, broadcast=broadcast, task=s.task,
                               store_dir=store_dir, partitions=_partitions(partitions), spec=spec,
                               end_marker=end_marker, keep_versions=keep_versions, allow_empty=allow_empty,

@@ -369,7 +369,7 @@ def test_one_flag_vocabulary_for_topics_and_files(files: Files):
         assert says in error_line(r.stderr), r.stderr
     r = cli(files.tmp, "adstore", "load", "--kafka", "127.0.0.1:9", "--topic", "t", *files.where(),
             "--value-fields", "a,b", code=2)
-    assert "--value-fields and --partition-count are for --from-file" in error_line(r.stderr)
+    assert "a file's columns (--value-fields) are for --from-file" in error_line(r.stderr)
     assert not files.state.exists()
 
 
