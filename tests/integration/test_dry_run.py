@@ -10,34 +10,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from statectl.blobstore import open_blobstore
-from statectl.cli.main import app
 from statectl.local.layout import local_checkpoint_dirs, store_dir
 from tests.integration.test_drain_cli import make_job  # noqa: F401 - the drain tests' job fixture
 from tests.integration.test_standby import procs, world  # noqa: F401 - the standby tests' fixtures
 from tests.integration.test_standby_containers import followers, job  # noqa: F401 - container fixtures
 from tests.tools.genstore import fingerprint, make_store
-
-
-@pytest.fixture
-def cli(tmp_path: Path, monkeypatch):
-    """Run statectl in-process with a clean environment rooted in tmp_path."""
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.chdir(tmp_path)
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0, env: dict | None = None):
-        result = runner.invoke(app, list(args), env=env)
-        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-        return result
-
-    return run
 
 
 class Where:
