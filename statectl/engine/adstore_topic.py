@@ -273,7 +273,6 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
                 except OSError as e:
                     raise _os_error(t.path, e, "swapping in the rebuilt store") from e
                 result.notes += t.staged.notes
-                t.staged.__exit__(None, None, None)
                 t.staged = None
         if spark is not None:
             _remove_build(build_dir)
@@ -292,8 +291,8 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     finally:
         for t in targets:
             _close(t, opts, quietly=True)
-            if t.staged is not None:
-                t.staged.__exit__(None, None, None)
+            if t.staged is not None:  # not committed: its temporary dir goes, the store stays as it was
+                t.staged.abort()
         consumer.close()
         locks.close()
     for t in targets:
@@ -588,7 +587,7 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any, *, dry_run: bool 
         return
     remove_dead_temp_dirs(t.path)
     t.staged = StagedStore(t.path, what="adstore rebuild", disk_full=lambda: _disk_full(t.path), sync="dirs")
-    t.staged.__enter__()
+    t.staged.open()  # committed by load_topic once built, aborted by it on every other way out
 
 
 def _open_problem(path: Path) -> str | None:
@@ -1040,7 +1039,7 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
                 t.load.case, t.load.reason = REBUILT, "--spark builds the whole store"
             t.staged = StagedStore(t.path, what="adstore load --spark", disk_full=lambda t=t: _disk_full(t.path),
                                    sync="dirs")
-            t.staged.__enter__()
+            t.staged.open()
         store = manifest.store(None if opts.broadcast else t.partitions[0])
         failpoints.hit("adstore-ingest")
         ingest_into_new_store(t.staged.path, manifest.paths(store.store))

@@ -341,6 +341,10 @@ class StagedStore:
             staged.commit()      # fsync, atomic swap; the replaced store is then deleted
         result.notes += staged.notes
 
+    A caller whose staged store outlives one block (a load that stages some stores and builds them later)
+    calls what the block calls: ``open()`` (as entering it), then ``commit()``, and ``abort()`` on every
+    way out (as leaving it, without the error translation below; a no-op once committed).
+
     Contract: ``target`` (a resolved path whose parent may not exist yet) is untouched until ``commit()``
     returns, and replaced as a whole by it. Leaving the block without ``commit()``, by an exception or
     not, removes the temporary dir. Inside the block, ENOSPC/EDQUOT (an OSError or a DiskFullError from
@@ -361,7 +365,9 @@ class StagedStore:
         self.notes: list[str] = []
         self.committed = False
 
-    def __enter__(self) -> "StagedStore":
+    def open(self) -> "StagedStore":
+        """Make the empty temporary dir (first removing what dead stagings left beside ``target``). Raises
+        ``disk_full()``, or StatectlError for another OSError."""
         try:
             remove_dead_temp_dirs(self.target)
             self.target.parent.mkdir(parents=True, exist_ok=True)
@@ -369,6 +375,9 @@ class StagedStore:
         except OSError as e:
             raise self._error(e) from e
         return self
+
+    def __enter__(self) -> "StagedStore":
+        return self.open()
 
     def commit(self) -> None:
         """fsync what was built, swap it into place, delete the store it replaced (best effort)."""
@@ -379,11 +388,17 @@ class StagedStore:
         if note:
             self.notes.append(note)
 
+    def abort(self) -> None:
+        """Remove the temporary dir unless ``commit()`` swapped it in (then nothing). Never raises;
+        idempotent: ``target`` stays as it was."""
+        if not self.committed:
+            shutil.rmtree(self.path, ignore_errors=True)
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self.committed:
             return
-        shutil.rmtree(self.path, ignore_errors=True)
+        self.abort()
         if isinstance(exc, OSError):
             raise self._error(exc) from exc
         if isinstance(exc, DiskFullError):  # raised deep in a write, naming a file of the temp dir
