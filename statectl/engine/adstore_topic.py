@@ -50,6 +50,7 @@ from statectl.formats.offsets import (
     read_offsets,
     write_side_input_offsets,
 )
+from statectl.fsutil import fsync_dir
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.local.staged import StagedStore, remove_dead_temp_dirs
@@ -784,11 +785,7 @@ def _create(t: _Target, opts: TopicLoadOptions) -> None:
 
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        fd = os.open(t.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(t.path.parent)
     except OSError as e:
         if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
             raise UsageError(f"{t.path} was filled by another process while this load started: refusing to "

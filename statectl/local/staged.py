@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Callable
 
 from statectl.errors import DiskFullError, LockHeldError, StatectlError, UsageError
+from statectl.fsutil import fsync_dir, fsync_dirs, fsync_tree
 from statectl.progress import ProgressReporter
 from statectl.rocks.store import check_not_held, is_store
 
@@ -216,29 +217,6 @@ def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def fsync_dirs(root: Path) -> None:
-    """fsync every dir under ``root``, children before parents, so that the entries of files made durable
-    one by one (and hard links, whose data is already on disk) survive a power cut. Raises OSError."""
-    for dirpath, _, _ in os.walk(root, topdown=False):
-        _fsync(dirpath)
-
-
-def fsync_tree(root: Path) -> None:
-    """fsync every file, then every dir, under ``root`` (for a tree written by others, e.g. RocksDB), and
-    nothing else: a filesystem-wide sync would also flush, and wait for, what other processes wrote."""
-    for dirpath, _, filenames in os.walk(root, topdown=False):
-        for name in filenames:
-            _fsync(os.path.join(dirpath, name))
-        _fsync(dirpath)
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 _RENAME_EXCHANGE = 2
 
 _AT_FDCWD = -100
@@ -272,11 +250,7 @@ def swap_into_place(tmp: Path, target: Path) -> Path | None:
         old = target.parent / f".{target.name}{OLD_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.rename(target, old)
         os.rename(tmp, target)
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(target.parent)
     return old
 
 
