@@ -286,14 +286,9 @@ def write_textfile(path: Path, families: Iterable[Any]) -> None:
     it was) when it cannot be written."""
     data = render(families)
     path = Path(path)
-    from statectl.fsutil import SYNC_FILE, write_atomic
+    from statectl.fsutil import SYNC_ALL, write_atomic
 
-    write_atomic(path, data, sync=SYNC_FILE, unique=True)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_atomic(path, data, sync=SYNC_ALL, unique=True)
 
 
 def _updated_s(text: str | None) -> float | None:

@@ -16,7 +16,8 @@ from statectl.local.datasets import FORMATS
 SERDES = (*KINDS, *KIND_ALIASES)
 
 if TYPE_CHECKING:
-    from statectl.engine.adstore import FileLoadResult, LoadResult
+    from statectl.engine.adstore_files import FileLoadResult
+    from statectl.engine.adstore_topic import LoadResult
     from statectl.engine.adstore_dataset import DatasetLoadResult
     from statectl.formats.adstore import KeyValueSpec
 
@@ -210,7 +211,7 @@ def load(
     state_dir = Path(s.state_dir) if s.state_dir else None
     spark_opts = None
     if spark:
-        from statectl.engine.adstore import SparkOptions
+        from statectl.engine.adstore_common import SparkOptions
 
         through = stage_through_blobstore or not master.startswith("local")
         spark_opts = SparkOptions(master=master, conf=_conf(spark_conf),
@@ -230,7 +231,7 @@ def load(
         if fmt or keep_versions != 2 or allow_empty:
             raise UsageError("--format, --keep-versions and --allow-empty are for --from-file (--keep-versions and "
                              "--allow-empty also for --topic --dataset-versions)")
-        from statectl.engine.adstore import TopicLoadOptions, load_topic
+        from statectl.engine.adstore_topic import TopicLoadOptions, load_topic
 
         if follow and spark:
             raise UsageError("--follow applies records one by one: it does not combine with --spark")
@@ -242,7 +243,7 @@ def load(
                                 key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id,
                                 tasks=_task_list(tasks))
         if dry_run:
-            from statectl.engine.adstore import plan_topic_load
+            from statectl.engine.adstore_topic import plan_topic_load
 
             tp = plan_topic_load(opts, progress=env.progress, spark=spark_opts)
             lines = [f"{st.store_dir}: would be {st.case}" + (f" ({st.reason})" if st.reason else "")
@@ -265,13 +266,13 @@ def load(
         raise UsageError("--follow, --max-age, --key-serde, --value-serde and --tasks are for --topic")
     if broadcast:
         raise UsageError("--broadcast is for --topic: a file dataset builds one store unless --partition-count N")
-    from statectl.engine.adstore import FileLoadOptions, load_file
+    from statectl.engine.adstore_files import FileLoadOptions, load_file
 
     fopts = FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir,
                             partitions=partition_count,
                             spec=spec, keep_versions=keep_versions, allow_empty=allow_empty)
     if dry_run:
-        from statectl.engine.adstore import plan_file_load
+        from statectl.engine.adstore_files import plan_file_load
 
         plan = plan_file_load(fopts, spark=spark_opts)
         lines = [f"{v.store_dir}: would make version {v.version} current (now {v.previous}), "
@@ -411,7 +412,7 @@ def status_cmd(env: Env) -> None:
 @state_command("task", "store", "state_dir", "store_dir")
 def versions_cmd(env: Env) -> None:
     """The sealed versions of a store loaded from files or --dataset-versions, the current one marked."""
-    from statectl.engine.adstore import versions
+    from statectl.engine.adstore_versions import versions
 
     r = versions(_store(env))
     lines = [f"{'*' if v.current else ' '} {v.version:>4}  {v.created or '-':20}  {v.keys if v.keys is not None else '-':>10} keys"
@@ -436,7 +437,7 @@ def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Make the checks and print which version would "
                                               "become current; change nothing.")] = False) -> None:
     """Point a store at another sealed version atomically (a rollback, or forward again)."""
-    from statectl.engine.adstore import plan_switch, switch_version
+    from statectl.engine.adstore_versions import plan_switch, switch_version
 
     if dry_run:
         p = plan_switch(_store(env), version, quick=quick)

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from statectl import failpoints
-from statectl.engine.adstore import AdstoreExtractError, _check_spec
+from statectl.engine.adstore_common import AdstoreExtractError, _check_spec
 from statectl.errors import DiskFullError, NotFoundError, StatectlError, UsageError, is_disk_full
 from statectl.formats.adstore import MANIFEST, AdRecord, ExtractError, KeyValueSpec, VersionManifest
 from statectl.formats.checkpoint import SSP

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import MANIFEST, VersionManifest
-from statectl.fsutil import SYNC_NONE, fsync_dir, write_atomic
-from statectl.local.staged import fsync_tree, process_alive
+from statectl.fsutil import SYNC_NONE, fsync_dir, fsync_tree, write_atomic
+from statectl.local.staged import process_alive
 
 VERSIONS_SUFFIX = ".versions"
 BUILDING = ".building-"

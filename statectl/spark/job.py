@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator
 from urllib.parse import unquote, urlparse
 
 from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, jsonl_row, partition_of
+from statectl.fsutil import write_atomic
 from statectl.spark.submit import (
     BUILD_MANIFEST,
     ERROR_MARK,
@@ -1012,7 +1013,9 @@ def _finish(job: _Job, tasks: list[dict[str, Any]], began: float, path: str = "p
         manifest["ranges"] = ranges
     if sources is not None:
         manifest["sources"] = sources
-    _write_atomically(job.out_dir / BUILD_MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    # unique: the temporary file is then .BUILD-MANIFEST.json.<pid>.tmp, a name a build dir may hold (what a
+    # kill leaves there must not make the dir look like something else: engine.adstore_common._is_build_dir)
+    write_atomic(job.out_dir / BUILD_MANIFEST, json.dumps(manifest, indent=2) + "\n", unique=True)
     return manifest
 
 
@@ -1040,20 +1043,6 @@ def _manifest(job: _Job, tasks: list[dict[str, Any]], duration_s: float) -> dict
     if spec.source == "topic" and spec.ranges is not None:
         out["offsets"] = {str(p): spec.ranges[p][1] for p in sorted(spec.partitions)}
     return out
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.$]*\.)?[A-Z]\w*(?:Error|Exception)(?:\[[\w.]+\])?: (.+)$")
