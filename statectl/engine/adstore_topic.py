@@ -944,7 +944,7 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
     ridden out (the readers poll nothing meanwhile). The topic deleted and recreated (kafka.tails.TopicWatch,
     asked before each flush) stops the load with a StatectlError, recording nothing more: the stores keep
     the offsets of the old topic, which the next load finds off the new one, and rebuilds."""
-    from statectl.kafka.client import PartitionReader, open_consumer
+    from statectl.kafka.client import OffsetOutOfRange, PartitionReader, open_consumer
     from statectl.kafka.tails import TopicWatch
 
     readers: list[tuple[_Target, Iterator[list[Any]], Any]] = []
@@ -965,7 +965,18 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
         last_flush = time.monotonic()
         while not stop.is_set():
             for t, gen, _ in readers:
-                batch = next(gen)
+                try:
+                    batch = next(gen)
+                except OffsetOutOfRange as e:
+                    # A reader may meet the recreated topic before the watch is asked (its position past the
+                    # new log's end): ask it now, so the error says what happened, as at a flush.
+                    recreated = True
+                    raise next((g for g in (_topic_recreated(w, topic, targets, progress)
+                                            for topic, w in watches.items()) if g is not None),
+                               StatectlError(f"adstore load --follow stopped: {e}; the stores keep the offsets "
+                                             "of what they applied before",
+                                             hint="run the load again: it rebuilds the stores from the topic as "
+                                                  "it is now")) from None
                 if batch:
                     _apply(t, batch, extract, opts, result)
                 if stop.is_set():
