@@ -97,6 +97,7 @@ from statectl.fsutil import fsync_dirs
 from statectl.kafka.client import (
     DEFAULT_TIMEOUT_S,
     KafkaSecurity,
+    LazyConsumer,
     OffsetOutOfRange,
     PartitionReader,
     open_consumer,
@@ -1201,7 +1202,7 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     untouched)."""
     progress = progress or NullProgress()
     began = time.monotonic()
-    with _LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
+    with LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
         plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
                              to_checkpoint=to_checkpoint, state_dir=state_dir, check_restore=check_restore, start=start)
         return _execute_promote(plan, replica, bootstrap, consumer_of(), security=security,
@@ -1216,34 +1217,12 @@ def plan_promote(replica: Replica, active_dir: Path, bootstrap: str, *, security
     the changelog's tail and the job's coordinator stream and checkpoint topic, writing nothing: no follower
     is fenced, nothing is applied, moved or written to Kafka. ``locality``: also plan update_locality (what
     the CLI's promote runs after the move). Raises what ``promote`` raises before it fences the follower."""
-    with _LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
+    with LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
         plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
                              to_checkpoint=to_checkpoint, state_dir=state_dir, check_restore=check_restore, start=None)
     if locality:
         plan.locality = plan_locality(bootstrap, replica.ref, security=security)
     return plan
-
-
-class _LazyConsumer:
-    """The one Kafka consumer of a promote or its plan: opened at the first call (a promote refused by the
-    checks that come first never connects), closed when the block is left."""
-
-    def __init__(self, bootstrap: str, *, timeout_s: float, security: KafkaSecurity | None):
-        self.bootstrap, self.timeout_s, self.security = bootstrap, timeout_s, security
-        self._consumer: Any = None
-
-    def __call__(self) -> Any:
-        if self._consumer is None:
-            self._consumer = open_consumer(self.bootstrap, timeout_s=self.timeout_s, security=self.security)
-        return self._consumer
-
-    def __enter__(self) -> "_LazyConsumer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            consumer.close()
 
 
 def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_of: Callable[[], Any], *,
