@@ -640,7 +640,7 @@ def _open_build(s: _Store) -> None:
 
     b = VersionBuild(s.path)
     with _Chain(s.path):  # the build's number is picked under the lock
-        b.__enter__()
+        b.open()
     s.build = b
     try:
         s.writer = StoreWriter(b.path)
@@ -664,7 +664,7 @@ def _drop_build(s: _Store) -> None:
             pass
         s.writer = None
     if s.build is not None:
-        s.build.__exit__(None, None, None)
+        s.build.close()
         s.build = None
     s.batch = []
     s.records = s.nbytes = 0
@@ -751,7 +751,7 @@ def _seal(s: _Store, opts: DatasetLoadOptions, dv: int, offsets: dict[int, int],
     with _Chain(s.path):
         s.build.seal(manifest)
         number = s.build.number
-        s.build.__exit__(None, None, None)
+        s.build.close()
         s.build = None
         failpoints.hit("adstore-dataset-switch")
         previous = switch(s.path, number, verify=None)  # just built and sealed by this load
