@@ -168,12 +168,9 @@ def cli(tmp_path, monkeypatch):
 
     from statectl.cli.main import app
 
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.chdir(tmp_path)
+    from tests.tools.standby_helpers import isolate_cli
+
+    isolate_cli(tmp_path, monkeypatch)
     runner = CliRunner()
 
     def run(*args: str, code: int = 0, env: dict | None = None):

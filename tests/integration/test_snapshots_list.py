@@ -18,6 +18,7 @@ from statectl.cli.main import app
 from statectl.engine.backup import BackupOptions, backup
 from statectl.local.layout import store_dir
 from tests.tools.genstore import make_store
+from tests.tools.standby_helpers import isolate_cli
 
 REFS = [StoreRef("page-views", "1", "Partition 0", "counts"), StoreRef("page-views", "1", "Partition 1", "counts"),
         StoreRef("page-views", "1", "Partition 0", "totals"), StoreRef("page-views", "2", "Partition 0", "counts"),
@@ -27,12 +28,7 @@ REFS = [StoreRef("page-views", "1", "Partition 0", "counts"), StoreRef("page-vie
 @pytest.fixture(params=["file", "s3"])
 def where(request, tmp_path: Path, monkeypatch) -> tuple[str, object]:
     """(blob store URL, opened store) with the CLI's environment pointed at it."""
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.chdir(tmp_path)
+    isolate_cli(tmp_path, monkeypatch)
     if request.param == "file":
         url = f"file://{tmp_path / 'blobs'}"
         bs = open_blobstore(url)
