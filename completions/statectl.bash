@@ -49,7 +49,7 @@ _statectl_options() {
         'standby failover') REPLY='--kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --metrics-file --host --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'adstore load') REPLY='--kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --tasks --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --dataset-versions --end-marker --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore load') REPLY='--kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --dataset-versions --end-marker --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore status') REPLY='--kafka --job --job-id --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore versions') REPLY='--task --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore switch') REPLY='--task --store --state-dir --store-dir --version --quick --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -462,12 +462,11 @@ _statectl_value() {
                 --format) REPLY='parquet jsonl csv' ;;
                 --tasks) REPLY='@text' ;;
                 --partitions) REPLY='@text' ;;
+                --partition-count) REPLY='@text' ;;
                 --key-field) REPLY='@text' ;;
                 --value-field) REPLY='@text' ;;
+                --value-fields) REPLY='@text' ;;
                 --extractor) REPLY='@text' ;;
-                --key-column) REPLY='@text' ;;
-                --value-column) REPLY='@text' ;;
-                --value-columns) REPLY='@text' ;;
                 --key-serde) REPLY='string json integer long double byte bytebuffer byte-array bytes' ;;
                 --value-serde) REPLY='string json integer long double byte bytebuffer byte-array bytes' ;;
                 --max-age) REPLY='@text' ;;

@@ -81,7 +81,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --key-field --value-field --extractor --key-column --value-column --value-columns --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
         case 'adstore status'
             printf '%s\n' -- --kafka --job --job-id --store --state-dir --store-dir --config --profile --output -o
         case 'adstore versions'
@@ -664,13 +664,12 @@ complete -c statectl -n '__statectl_path adstore load' -l from-file -r -F -d 'Fi
 complete -c statectl -n '__statectl_path adstore load' -l format -x -a 'parquet jsonl csv' -d 'The files\' format (default: from the file names)'
 complete -c statectl -n '__statectl_path adstore load' -l broadcast -d 'One store holding every partition (the store dir of --task, or --store-dir)'
 complete -c statectl -n '__statectl_path adstore load' -l tasks -x -d 'With --broadcast: every one of these tasks (comma-separated) gets the store, as Samza keeps a broadcast side input, one store per task; the first is loaded, the others hard-link its files (with --job: default every task of the job)'
-complete -c statectl -n '__statectl_path adstore load' -l partitions -x -d 'Topic: only these partitions (e.g'
-complete -c statectl -n '__statectl_path adstore load' -l key-field -x -d 'Key: this field (a.b.c) of the JSON value (default: the record key)'
-complete -c statectl -n '__statectl_path adstore load' -l value-field -x -d 'Value: this field of the JSON value (default: the whole value)'
-complete -c statectl -n '__statectl_path adstore load' -l extractor -x -d 'module:callable turning a record into (key, value), or None to skip it'
-complete -c statectl -n '__statectl_path adstore load' -l key-column -x -d 'Files: the key column'
-complete -c statectl -n '__statectl_path adstore load' -l value-column -x -d 'Files: the value column (default: a JSON object of the other columns)'
-complete -c statectl -n '__statectl_path adstore load' -l value-columns -x -d 'Files: the value as a JSON object of these columns (a,b,c)'
+complete -c statectl -n '__statectl_path adstore load' -l partitions -x -d '--topic: only these partitions (e.g'
+complete -c statectl -n '__statectl_path adstore load' -l partition-count -x -d '--from-file: split the rows into this many stores, task \'Partition k\' getting the keys Kafka\'s default partitioner sends to partition k (default: one store)'
+complete -c statectl -n '__statectl_path adstore load' -l key-field -x -d 'The key: this field (a.b.c) of the record\'s JSON value (--topic; default: the record key), or this column (--from-file; required)'
+complete -c statectl -n '__statectl_path adstore load' -l value-field -x -d 'The value: this field of the record\'s JSON value (--topic; default: the whole value), or this column (--from-file; default: a JSON object of the other columns)'
+complete -c statectl -n '__statectl_path adstore load' -l value-fields -x -d '--from-file: the value is a JSON object of these columns (a,b,c)'
+complete -c statectl -n '__statectl_path adstore load' -l extractor -x -d '--topic: module:callable turning a record into (key, value), or None to skip it'
 complete -c statectl -n '__statectl_path adstore load' -l key-serde -x -a 'string json integer long double byte bytebuffer byte-array bytes' -d 'Topic: the store\'s key serde: the record key as Samza\'s serde reads and writes it (default: the job\'s stores.<store>.key.serde with --job, else the bytes as they are)'
 complete -c statectl -n '__statectl_path adstore load' -l value-serde -x -a 'string json integer long double byte bytebuffer byte-array bytes' -d 'Topic: the store\'s value serde (as --key-serde; the job\'s stores.<store>.msg.serde)'
 complete -c statectl -n '__statectl_path adstore load' -l follow -d 'Topic: after the bootstrap, keep applying new records until stopped'
@@ -683,7 +682,7 @@ complete -c statectl -n '__statectl_path adstore load' -l spark-conf -x -d 'KEY=
 complete -c statectl -n '__statectl_path adstore load' -l stage-through-blobstore -d '--spark: the executors hand their SST files over through --blobstore (the default unless the master is local[...])'
 complete -c statectl -n '__statectl_path adstore load' -l dataset-versions -d 'Topic: the topic carries versions of a bounded dataset, each ended by an end-of-dataset marker; each becomes a sealed version, switched to at its marker'
 complete -c statectl -n '__statectl_path adstore load' -l end-marker -x -d '--dataset-versions: a marker is a record with this key (default: a record with the header statectl-end-of-dataset); its value names the dataset version'
-complete -c statectl -n '__statectl_path adstore load' -l dry-run -d 'Print the plan and write nothing: --from-file: the version each store gets, its rows (every row\'s key checked), the versions pruned; --topic: each store created, resumed or rebuilt (and why), and the offsets it reads'
+complete -c statectl -n '__statectl_path adstore load' -l dry-run -d 'Print the plan and write nothing: --from-file: the version each store gets, its rows (every row\'s key checked), the versions pruned; --topic: each store created, resumed or rebuilt (and why), and the offsets it reads; --dataset-versions: the versions it would seal and the markers it would refuse'
 complete -c statectl -n '__statectl_path adstore load' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore load' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path adstore load' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -1,4 +1,4 @@
-"""The one home of statectl's small-file writes: atomic replace of a file, and fsync of a dir.
+"""The one home of statectl's small-file writes: atomic replace of a file, and fsync of a dir or a tree.
 
 Pure OS calls; no statectl imports (the bottom layer: formats, blobstore, local, engine and metrics use it).
 """
@@ -13,6 +13,27 @@ SYNC_ALL, SYNC_FILE, SYNC_NONE = "file+dir", "file", "none"
 
 def fsync_dir(path: Path | str) -> None:
     """fsync the dir ``path`` (its entries: a rename or a new file in it is then on disk). Raises OSError."""
+    _fsync(path)
+
+
+def fsync_dirs(root: Path | str) -> None:
+    """fsync every dir under ``root``, children before parents, so that the entries of files made durable
+    one by one (and hard links, whose data is already on disk) survive a power cut. Raises OSError."""
+    for dirpath, _, _ in os.walk(root, topdown=False):
+        _fsync(dirpath)
+
+
+def fsync_tree(root: Path | str) -> None:
+    """fsync every file, then every dir, under ``root`` (for a tree written by others, e.g. RocksDB), and
+    nothing else: a filesystem-wide sync would also flush, and wait for, what other processes wrote."""
+    for dirpath, _, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            _fsync(os.path.join(dirpath, name))
+        _fsync(dirpath)
+
+
+def _fsync(path: Path | str) -> None:
+    """fsync the file or dir ``path``, opened by its name read-only."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -286,14 +286,9 @@ def write_textfile(path: Path, families: Iterable[Any]) -> None:
     it was) when it cannot be written."""
     data = render(families)
     path = Path(path)
-    from statectl.fsutil import SYNC_FILE, write_atomic
+    from statectl.fsutil import SYNC_ALL, write_atomic
 
-    write_atomic(path, data, sync=SYNC_FILE, unique=True)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_atomic(path, data, sync=SYNC_ALL, unique=True)
 
 
 def _updated_s(text: str | None) -> float | None:
@@ -321,8 +316,8 @@ def check_families(job: str, job_id: str, result: Any, *, now: float | None = No
     from prometheus_client.core import GaugeMetricFamily
 
     labels = [job, job_id]
-    count = GaugeMetricFamily(VIOLATIONS, "Tasks placed on the same host as one of their standbys (seed 001, "
-                              "invariant 1).", labels=list(JOB_LABELS))
+    count = GaugeMetricFamily(VIOLATIONS, "Tasks placed on the same host as one of their standbys (a host "
+                              "lost takes both copies).", labels=list(JOB_LABELS))
     count.add_metric(labels, float(len(result.violations)))
     each = GaugeMetricFamily(VIOLATION, "1 for each task placed on the same host as its standby.",
                              labels=[*JOB_LABELS, "task", "standby", "host"])

@@ -157,3 +157,25 @@ def tansu() -> Iterator[TansuServer]:
         pytest.fail(f"Tansu did not start: {e}", pytrace=False)
     yield server
     server.stop()
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch):
+    """Run statectl in-process (typer's CliRunner) with a clean environment rooted in tmp_path: no STATECTL_*
+    variable, XDG dirs and the working dir under tmp_path. ``cli(*args, code=0, env=None)`` asserts the exit
+    code and returns the result (stdout and stderr apart)."""
+    from typer.testing import CliRunner
+
+    from statectl.cli.main import app
+
+    from tests.tools.standby_helpers import isolate_cli
+
+    isolate_cli(tmp_path, monkeypatch)
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0, env: dict | None = None):
+        result = runner.invoke(app, list(args), env=env)
+        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+        return result
+
+    return run

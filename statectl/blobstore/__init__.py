@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 from urllib.parse import unquote, urlparse
 
 from statectl import defaults
@@ -79,7 +80,8 @@ def file_root(url: str) -> Path | None:
 
 
 def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defaults.RETRIES,
-                   retry_time_s: float = defaults.RETRY_TIME_S, create: bool = True) -> BlobStore:
+                   retry_time_s: float = defaults.RETRY_TIME_S,
+                   create: bool | Literal["on-write"] = True) -> BlobStore:
     """Open the blob store a URL names, wrapped so that transient errors are retried ``retries`` times,
     and no new attempt starts once ``retry_time_s`` seconds have passed since the first, and so that it
     counts its requests (``request_counts()``; every attempt counts, see statectl/blobstore/stats.py).
@@ -89,7 +91,7 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defa
     realpath (symlinks and ``..`` as the OS follows them): the store's ``root`` is the real directory.
     Opening does not touch the network; a missing bucket or bad credentials show on first use. A
     ``file://`` dir that does not exist is made when ``create``, else it is NotFoundError (exit 10) on
-    first use, as a missing bucket.
+    first use, as a missing bucket; ``create="on-write"``: it reads as empty and is made by the first write.
     """
     from statectl.blobstore.retry import RetryingBlobStore
     from statectl.blobstore.stats import StatsBlobStore

@@ -17,7 +17,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from stat import S_ISREG
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator, Literal
 
 from statectl.blobstore.base import STATECTL_PREFIXES, BlobInfo, BlobStore, innermost, key_batches, new_blob_key
 from statectl.fsutil import fsync_dir
@@ -51,16 +51,18 @@ class LocalBlobStore:
     # Any two file:// stores of this host copy each other's files without a client in between.
     copy_domain: tuple[str, ...] = ("file",)
 
-    def __init__(self, root: str | os.PathLike[str], url: str | None = None, *, create: bool = True):
+    def __init__(self, root: str | os.PathLike[str], url: str | None = None, *,
+                 create: bool | Literal["on-write"] = True):
         self.root = Path(os.path.realpath(root))
         if self.root == Path("/"):
             raise UsageError(f"file: the filesystem root cannot be a blob store ({os.fspath(root)} resolves to /)")
         self.url = url or f"file://{self.root}"
         # Without ``create`` the dir must exist: checked on first use (as a missing bucket shows), so that
         # a command's usage errors come first. A mistyped URL must not start a new blob store where nobody
-        # looks (restic separates init).
+        # looks (restic separates init). ``create="on-write"``: a dir that is not there reads as an empty
+        # blob store and is made by the first write (a write makes its parents): a dry run leaves none.
         self._check_root = not create
-        if create:
+        if create is True:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
             except OSError as e:

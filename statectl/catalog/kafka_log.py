@@ -326,6 +326,16 @@ class KafkaCheckpointLogs:
     def latest(self, ref: StoreRef) -> tuple[str, str] | None:
         return self.for_job(ref.job, ref.job_id).latest(ref)
 
+    def jobs(self) -> list[tuple[str, str]]:
+        """(job, job id) of every checkpoint topic on the cluster (formats.checkpoint.job_of_checkpoint_topic),
+        sorted: the jobs a Samza job's own commits make known. Metadata only. Raises StatectlError when the
+        brokers cannot be reached (AuthError when they refuse)."""
+        from statectl.formats.checkpoint import job_of_checkpoint_topic
+        from statectl.kafka.client import topic_names
+
+        topics = topic_names(self.bootstrap, timeout_s=self.timeout_s, security=self.security)
+        return sorted(j for j in map(job_of_checkpoint_topic, topics) if j is not None)
+
     def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
                input_offsets: Mapping[str, str] | None = None,
                markers: Mapping[str, Mapping[str, str]] | None = None) -> None:

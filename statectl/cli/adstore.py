@@ -16,7 +16,9 @@ from statectl.local.datasets import FORMATS
 SERDES = (*KINDS, *KIND_ALIASES)
 
 if TYPE_CHECKING:
-    from statectl.engine.adstore import FileLoadResult, LoadResult
+    from statectl.engine.adstore_files import FileLoadResult
+    from statectl.engine.adstore_topic import LoadResult
+    from statectl.engine.adstore_dataset import DatasetLoadResult
     from statectl.formats.adstore import KeyValueSpec
 
 app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset, as Samza's side-input stores.",
@@ -47,6 +49,14 @@ def _partitions(text: str | None) -> tuple[int, ...] | None:
             raise UsageError(f"--partitions {text!r}: expected numbers and ranges, e.g. 0,2,4-7")
         out += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
     return tuple(out)
+
+
+def _renamed(ctx: typer.Context, value: list[str] | None) -> None:
+    """The file flags of old (--key-column, --value-column, --value-columns): one vocabulary now names a topic's
+    fields and a file's columns; a script still passing them gets the new name, not a silent change."""
+    if value:
+        raise UsageError("--key-column, --value-column and --value-columns are now --key-field, --value-field and "
+                         "--value-fields (one vocabulary for topics and files)")
 
 
 def _conf(values: list[str] | None) -> dict[str, str]:
@@ -88,10 +98,10 @@ def _conf(values: list[str] | None) -> dict[str, str]:
     "comes; it holds <store>.adstore-dataset.lock (a second loader exits 11) and the store's lock only to change "
     "its versions, so adstore switch (a rollback) works meanwhile.\n\n"
     "Examples:\n\n  statectl adstore load --kafka broker:9092 --topic members-cdc --store members --state-dir /var/samza/state "
-    "--key-field id\n\n  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
-    "--state-dir /var/samza/state --partitions 8\n\n"
-    "  statectl adstore load --from-file /data/members.parquet --key-column id --store members "
-    "--state-dir /var/samza/state --partitions 8 --dry-run\n\n"
+    "--key-field id\n\n  statectl adstore load --from-file /data/members.parquet --key-field id --store members "
+    "--state-dir /var/samza/state --partition-count 8\n\n"
+    "  statectl adstore load --from-file /data/members.parquet --key-field id --store members "
+    "--state-dir /var/samza/state --partition-count 8 --dry-run\n\n"
     + exit_codes_epilog(0, (1, "a record or row that cannot be extracted, an empty dataset, a file changed while "
                                "read, a full disk, brokers unreachable, a Spark job that failed"),
                         (2, "usage, or a target dir adstore load did not make"),
@@ -116,20 +126,26 @@ def load(
                         "a broadcast side input, one store per task; the first is loaded, the others hard-link its "
                         "files (with --job: default every task of the job).", show_default=False)] = None,
     partitions: Annotated[Optional[str], typer.Option(
-        "--partitions", help="Topic: only these partitions (e.g. 0,2,4-7). Files: this many partitioned stores "
-                             "(Kafka's partitioner over the key).", show_default=False)] = None,
-    key_field: Annotated[Optional[str], typer.Option("--key-field", help="Key: this field (a.b.c) of the JSON "
-                                                     "value (default: the record key).", show_default=False)] = None,
-    value_field: Annotated[Optional[str], typer.Option("--value-field", help="Value: this field of the JSON value "
-                                                       "(default: the whole value).", show_default=False)] = None,
-    extractor: Annotated[Optional[str], typer.Option("--extractor", help="module:callable turning a record into "
-                                                     "(key, value), or None to skip it.", show_default=False)] = None,
-    key_column: Annotated[Optional[str], typer.Option("--key-column", help="Files: the key column.",
-                                                      show_default=False)] = None,
-    value_column: Annotated[Optional[str], typer.Option("--value-column", help="Files: the value column (default: a "
-                                                        "JSON object of the other columns).", show_default=False)] = None,
-    value_columns: Annotated[Optional[str], typer.Option("--value-columns", help="Files: the value as a JSON object "
-                                                         "of these columns (a,b,c).", show_default=False)] = None,
+        "--partitions", help="--topic: only these partitions (e.g. 0,2,4-7).", show_default=False)] = None,
+    partition_count: Annotated[Optional[int], typer.Option(
+        "--partition-count", help="--from-file: split the rows into this many stores, task 'Partition k' getting "
+                                  "the keys Kafka's default partitioner sends to partition k (default: one store).",
+        show_default=False, min=1)] = None,
+    key_field: Annotated[Optional[str], typer.Option(
+        "--key-field", help="The key: this field (a.b.c) of the record's JSON value (--topic; default: the record "
+                            "key), or this column (--from-file; required).", show_default=False)] = None,
+    value_field: Annotated[Optional[str], typer.Option(
+        "--value-field", help="The value: this field of the record's JSON value (--topic; default: the whole "
+                              "value), or this column (--from-file; default: a JSON object of the other columns).",
+        show_default=False)] = None,
+    value_fields: Annotated[Optional[str], typer.Option(
+        "--value-fields", help="--from-file: the value is a JSON object of these columns (a,b,c).",
+        show_default=False)] = None,
+    extractor: Annotated[Optional[str], typer.Option("--extractor", help="--topic: module:callable turning a record "
+                                                     "into (key, value), or None to skip it.", show_default=False)] = None,
+    renamed: Annotated[Optional[list[str]], typer.Option(
+        "--key-column", "--value-column", "--value-columns", hidden=True, show_default=False,
+        callback=lambda ctx, param, value: _renamed(ctx, value))] = None,
     key_serde: Annotated[Optional[Literal[SERDES]], typer.Option(
         "--key-serde", help="Topic: the store's key serde: the record key as Samza's serde reads and writes it "
                             "(default: the job's stores.<store>.key.serde with --job, else the bytes as they are).",
@@ -165,7 +181,8 @@ def load(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing: --from-file: the "
                                           "version each store gets, its rows (every row's key checked), the versions "
                                           "pruned; --topic: each store created, resumed or rebuilt (and why), and "
-                                          "the offsets it reads. Not yet with --dataset-versions.")] = False,
+                                          "the offsets it reads; --dataset-versions: the versions it would seal "
+                                          "and the markers it would refuse.")] = False,
 ) -> None:
     """Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)."""
     from statectl.formats.adstore import KeyValueSpec
@@ -178,13 +195,23 @@ def load(
                          hint="or --job (with --kafka) to take the store's side inputs from the job's config")
     if not s.store:
         raise UsageError("adstore load needs --store")
-    cols = tuple(c.strip() for c in value_columns.split(",") if c.strip()) if value_columns else ()
-    spec = KeyValueSpec(key_field, value_field, extractor, key_column, value_column, cols)
+    cols = tuple(c.strip() for c in value_fields.split(",") if c.strip()) if value_fields else ()
+    # One vocabulary: --key-field/--value-field name a topic's JSON fields or a file's columns; what does not
+    # fit the source is refused by the engine's spec check (adstore._check_spec).
+    if from_file is None:
+        if partition_count is not None:
+            raise UsageError("--partition-count is for --from-file; a topic's stores follow its partitions")
+        spec = KeyValueSpec(key_field, value_field, extractor, value_columns=cols)
+    else:
+        if partitions is not None:
+            raise UsageError("--partitions selects a topic's partitions; --from-file splits its rows into stores "
+                             "with --partition-count N")
+        spec = KeyValueSpec(extractor=extractor, key_column=key_field, value_column=value_field, value_columns=cols)
     store_dir = Path(env.flags.store_dir) if env.flags.store_dir else None
     state_dir = Path(s.state_dir) if s.state_dir else None
     spark_opts = None
     if spark:
-        from statectl.engine.adstore import SparkOptions
+        from statectl.engine.adstore_common import SparkOptions
 
         through = stage_through_blobstore or not master.startswith("local")
         spark_opts = SparkOptions(master=master, conf=_conf(spark_conf),
@@ -192,25 +219,20 @@ def load(
                                   s3=env.session.s3_options if through and s.blobstore.startswith("s3://") else None)
     if end_marker is not None and not dataset_versions:
         raise UsageError("--end-marker is for --dataset-versions")
-    if dry_run and dataset_versions:
-        raise UsageError("--dry-run plans a load --from-file or --topic; --dataset-versions has no dry run yet",
-                         hint="'statectl adstore versions' shows the versions sealed so far")
     if dataset_versions:
         topics = list(topic or ())
         if len(topics) > 1 or s.job or tasks:
             raise UsageError("--dataset-versions reads one --topic (no --job, no --tasks)")
         _dataset_versions(env, topics[0] if topics else None, spec, store_dir, state_dir, broadcast=broadcast,
                           partitions=partitions, follow=follow, end_marker=end_marker, keep_versions=keep_versions,
-                          allow_empty=allow_empty, other=bool(from_file or fmt or max_age or spark))
+                          allow_empty=allow_empty, other=bool(from_file or fmt or max_age or spark), dry_run=dry_run)
         return
     if from_file is None:
         if fmt or keep_versions != 2 or allow_empty:
             raise UsageError("--format, --keep-versions and --allow-empty are for --from-file (--keep-versions and "
                              "--allow-empty also for --topic --dataset-versions)")
-        from statectl.engine.adstore import TopicLoadOptions, load_topic
+        from statectl.engine.adstore_topic import TopicLoadOptions, load_topic
 
-        if not s.kafka:
-            raise UsageError("adstore load --topic needs --kafka")
         if follow and spark:
             raise UsageError("--follow applies records one by one: it does not combine with --spark")
         topics = tuple(topic or ())
@@ -221,7 +243,7 @@ def load(
                                 key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id,
                                 tasks=_task_list(tasks))
         if dry_run:
-            from statectl.engine.adstore import plan_topic_load
+            from statectl.engine.adstore_topic import plan_topic_load
 
             tp = plan_topic_load(opts, progress=env.progress, spark=spark_opts)
             lines = [f"{st.store_dir}: would be {st.case}" + (f" ({st.reason})" if st.reason else "")
@@ -243,18 +265,14 @@ def load(
     if follow or max_age or key_serde or value_serde or tasks:
         raise UsageError("--follow, --max-age, --key-serde, --value-serde and --tasks are for --topic")
     if broadcast:
-        raise UsageError("--broadcast is for --topic: a file dataset builds one store unless --partitions N")
-    from statectl.engine.adstore import FileLoadOptions, load_file
+        raise UsageError("--broadcast is for --topic: a file dataset builds one store unless --partition-count N")
+    from statectl.engine.adstore_files import FileLoadOptions, load_file
 
-    n = None
-    if partitions is not None:
-        if not partitions.isdigit():
-            raise UsageError("--partitions with --from-file is a number of stores")
-        n = int(partitions)
-    fopts = FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir, partitions=n,
+    fopts = FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir,
+                            partitions=partition_count,
                             spec=spec, keep_versions=keep_versions, allow_empty=allow_empty)
     if dry_run:
-        from statectl.engine.adstore import plan_file_load
+        from statectl.engine.adstore_files import plan_file_load
 
         plan = plan_file_load(fopts, spark=spark_opts)
         lines = [f"{v.store_dir}: would make version {v.version} current (now {v.previous}), "
@@ -264,6 +282,7 @@ def load(
         lines.append(f"dry run: would load {plan.source} ({plan.format}, {len(plan.files)} files, {plan.bytes} bytes"
                      + ("" if plan.rows is None else f", {plan.rows} rows") + f") as version {plan.version} of "
                      f"{len(plan.stores)} store(s), built with {plan.built_with}")
+        lines += [f"note: {n}" for n in plan.notes]
         env.emit(plan, "\n".join(lines))
         return
     fr = load_file(fopts, progress=env.progress, spark=spark_opts)
@@ -272,38 +291,51 @@ def load(
 
 def _dataset_versions(env: Env, topic: str | None, spec: KeyValueSpec, store_dir: Path | None, state_dir: Path | None, *,
                       broadcast: bool, partitions: str | None, follow: bool, end_marker: str | None,
-                      keep_versions: int, allow_empty: bool, other: bool) -> None:
-    """adstore load --topic --dataset-versions: exit 3 when a marker was refused (see adstore_dataset)."""
+                      keep_versions: int, allow_empty: bool, other: bool, dry_run: bool) -> None:
+    """adstore load --topic --dataset-versions: exit 3 when a marker was (or, --dry-run, would be) refused (see
+    adstore_dataset)."""
     from statectl.engine.adstore_dataset import DatasetLoadOptions, load_dataset_versions
 
     s = env.settings
     if topic is None or other:
         raise UsageError("--dataset-versions reads a --topic; --from-file, --format, --max-age and --spark do not "
                          "combine with it")
-    if not s.kafka:
-        raise UsageError("adstore load --topic needs --kafka")
     opts = DatasetLoadOptions(s.kafka, topic, s.store, state_dir, broadcast=broadcast, task=s.task,
                               store_dir=store_dir, partitions=_partitions(partitions), spec=spec,
                               end_marker=end_marker, keep_versions=keep_versions, allow_empty=allow_empty,
-                              follow=follow, security=env.session.kafka_security, timeout_s=s.timeout)
+                              follow=follow, security=env.session.kafka_security, timeout_s=s.timeout,
+                              dry_run=dry_run)
     stop, interrupted = stop_on_signals()
     r = load_dataset_versions(opts, stop=stop, progress=env.progress)
-    lines = []
-    for st in r.stores:
-        for v in st.sealed:
-            lines.append(f"{st.store_dir}: dataset version {v.dataset_version} sealed as version {v.version} "
-                         f"({v.records} records, {v.keys} keys, checksum {v.checksum})")
-        lines.append(f"{st.store_dir}: current version {st.version if st.version is not None else '-'}"
-                     + (f" (dataset version {st.dataset_version})" if st.dataset_version is not None else "")
-                     + (f"; {st.pending_records} records of an unfinished version not kept" if st.pending_records
-                        else ""))
-    lines.append(f"sealed {r.versions_sealed} version{'s' if r.versions_sealed != 1 else ''} from {r.records} "
-                 f"records of {r.topic} in {r.duration_s:.1f}s" + (f"; skipped {r.skipped}" if r.skipped else ""))
-    env.emit(r, "\n".join(lines))
+    env.emit(r, _dataset_text(r))
     if interrupted and (interrupted[0] == signal.SIGINT or not r.bootstrapped):
         raise typer.Exit(130)
     if any(st.refused for st in r.stores):
         raise typer.Exit(3)
+
+
+def _dataset_text(r: DatasetLoadResult) -> str:
+    would = "would be " if r.dry_run else ""
+    lines = []
+    for st in r.stores:
+        for v in st.sealed:
+            lines.append(f"{st.store_dir}: dataset version {v.dataset_version} {would}sealed as version {v.version} "
+                         + (f"({v.records} records) and made current" if r.dry_run else
+                            f"({v.records} records, {v.keys} keys, checksum {v.checksum})")
+                         + (f"; {'would delete' if r.dry_run else 'deleted'} versions "
+                            f"{', '.join(map(str, v.deleted_versions))}" if v.deleted_versions else ""))
+        lines.append(f"{st.store_dir}: current version {st.version if st.version is not None else '-'}"
+                     + (f" (dataset version {st.dataset_version})" if st.dataset_version is not None else "")
+                     + (f"; {st.pending_records} records of an unfinished version {'would not be' if r.dry_run else 'not'}"
+                        " kept" if st.pending_records else ""))
+    if r.dry_run:
+        lines.append(f"dry run: would seal {r.versions_sealed} version{'s' if r.versions_sealed != 1 else ''} from "
+                     f"{r.records} records of {r.topic}" + (f"; would skip {r.skipped}" if r.skipped else "")
+                     + (f"; {len(r.refused)} marker(s) would be refused" if r.refused else ""))
+    else:
+        lines.append(f"sealed {r.versions_sealed} version{'s' if r.versions_sealed != 1 else ''} from {r.records} "
+                     f"records of {r.topic} in {r.duration_s:.1f}s" + (f"; skipped {r.skipped}" if r.skipped else ""))
+    return "\n".join(lines)
 
 
 def _topic_text(r: LoadResult) -> str:
@@ -380,7 +412,7 @@ def status_cmd(env: Env) -> None:
 @state_command("task", "store", "state_dir", "store_dir")
 def versions_cmd(env: Env) -> None:
     """The sealed versions of a store loaded from files or --dataset-versions, the current one marked."""
-    from statectl.engine.adstore import versions
+    from statectl.engine.adstore_versions import versions
 
     r = versions(_store(env))
     lines = [f"{'*' if v.current else ' '} {v.version:>4}  {v.created or '-':20}  {v.keys if v.keys is not None else '-':>10} keys"
@@ -405,7 +437,7 @@ def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Make the checks and print which version would "
                                               "become current; change nothing.")] = False) -> None:
     """Point a store at another sealed version atomically (a rollback, or forward again)."""
-    from statectl.engine.adstore import plan_switch, switch_version
+    from statectl.engine.adstore_versions import plan_switch, switch_version
 
     if dry_run:
         p = plan_switch(_store(env), version, quick=quick)

@@ -188,7 +188,9 @@ def copy(
 
         s3 = replace(session.s3_options, endpoint_url=to_s3_endpoint or s.s3_endpoint)
         target = opened = open_blobstore(to_blobstore or s.blobstore, s3=s3, retries=s.retries,
-                                         retry_time_s=s.retry_time, create=bool(env.flags.create))
+                                         retry_time_s=s.retry_time,
+                                         # a dry run makes no dir: a new one reads as empty
+                                         create=("on-write" if dry_run else True) if env.flags.create else False)
         target_catalog = BlobCheckpointStore(target, session.commit_log)
     try:
         if dry_run:

@@ -47,6 +47,7 @@ the next version: nothing of it is lost), and the load goes on; each refusal is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -56,9 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from statectl import failpoints
-from statectl.engine.adstore import AdstoreExtractError, _check_spec
+from statectl.engine.adstore_common import AdstoreExtractError, _check_spec
 from statectl.errors import DiskFullError, NotFoundError, StatectlError, UsageError, is_disk_full
-from statectl.formats.adstore import AdRecord, ExtractError, KeyValueSpec, VersionManifest
+from statectl.formats.adstore import MANIFEST, AdRecord, ExtractError, KeyValueSpec, VersionManifest
 from statectl.formats.checkpoint import SSP
 from statectl.fsutil import write_atomic
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
@@ -80,7 +81,8 @@ class DatasetLoadOptions:
     the store dir of ``task``). ``end_marker``: the record key of a marker (None: the header
     END_MARKER_HEADER). ``keep_versions``: sealed versions kept per store. ``allow_empty``: a version
     without records is sealed (by default its marker is refused). ``follow``: keep consuming until
-    ``stop``; each marker seals and switches the next version."""
+    ``stop``; each marker seals and switches the next version. ``dry_run``: write nothing and take no lock;
+    the result says what the load would do with the records there now (see load_dataset_versions)."""
 
     bootstrap: str
     topic: str
@@ -98,6 +100,7 @@ class DatasetLoadOptions:
     system: str = "kafka"
     security: KafkaSecurity | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    dry_run: bool = False
 
     def validate(self) -> None:
         if not self.bootstrap:
@@ -130,13 +133,14 @@ class DatasetLoadOptions:
 class SealedVersion:
     """A version this load sealed and made current: its store ``version``, the ``dataset_version`` its
     marker named, its ``records`` (puts and deletes applied), ``keys`` and ``checksum`` (its manifest's),
-    and the marker's offset per partition."""
+    and the marker's offset per partition. A dry run knows no ``keys`` or ``checksum`` (None): it counts
+    records and builds nothing."""
 
     version: int
     dataset_version: int
     records: int
-    keys: int
-    checksum: str
+    keys: int | None
+    checksum: str | None
     offsets: dict[str, int]
     previous: int | None
     deleted_versions: list[int] = field(default_factory=list)
@@ -190,6 +194,7 @@ class DatasetLoadResult:
     refused: list[str] = field(default_factory=list)
     bootstrapped: bool = False
     notes: list[str] = field(default_factory=list)
+    dry_run: bool = False
 
 
 @dataclass
@@ -246,6 +251,38 @@ class _Store:
     records: int = 0  # of the version being built
     nbytes: int = 0
     refused_lines: list[str] = field(default_factory=list)
+    dry: "_DryChain | None" = None  # a dry run's version chain, as the load would leave it
+
+
+@dataclass
+class _DryChain:
+    """A dry run's view of a store's versions (local.versions' rules, nothing written): the number the next
+    build gets, the current version, the versions with a manifest and the sound ones among them."""
+
+    next: int
+    current: int | None
+    sealed: list[int]
+    sound: list[int]
+
+    @classmethod
+    def of(cls, store: Path) -> "_DryChain":
+        from statectl.local.versions import current_version, list_versions, next_number
+
+        versions = list_versions(store)
+        return cls(next_number(store, live_builds_only=True), current_version(store),
+                   [v.number for v in versions if os.path.lexists(v.path / MANIFEST)],
+                   [v.number for v in versions if v.manifest is not None and v.problem is None])
+
+    def seal(self, keep: int) -> tuple[int, int | None, list[int]]:
+        """(number, previous current, versions pruned) of the next version sealed and switched to (prune's
+        rule: the ``keep`` newest sound versions and the current one stay)."""
+        number, previous = self.next, self.current
+        kept = set((self.sound + [number])[-keep:]) | {number}
+        gone = [v for v in self.sealed if v not in kept]
+        self.sealed = [v for v in self.sealed if v in kept] + [number]
+        self.sound = [v for v in self.sound if v in kept] + [number]
+        self.next, self.current = number + 1, number
+        return number, previous, gone
 
 
 def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | None = None,
@@ -261,8 +298,18 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
     the current one is untouched); StatectlError when the recorded offsets fell off the topic or the
     brokers cannot be reached; DiskFullError (exit 1). Bad markers are not errors: they are refused and
     reported in the result (see the module doc). ``stop`` ends the load between batches; a version not yet
-    sealed is dropped then."""
+    sealed is dropped then.
+
+    With ``opts.dry_run`` nothing is written and no lock taken (a load running meanwhile is not waited for):
+    the records there now are read to the end offsets taken at start (``follow`` reads no further) and
+    counted, the markers judged as the load judges them, and the result lists the versions the load would
+    seal (their numbers, previous and pruned versions; ``keys`` and ``checksum`` None) and the markers it
+    would refuse. It raises what the load raises, but LockHeldError and DiskFullError."""
     opts.validate()
+    if opts.dry_run and opts.follow:
+        from dataclasses import replace
+
+        opts = replace(opts, follow=False)
     progress = progress or NullProgress()
     stop = stop or threading.Event()
     began = time.monotonic()
@@ -271,7 +318,7 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
     from statectl.kafka.client import open_consumer, partition_count
     from statectl.local.versions import current_version
 
-    result = DatasetLoadResult(opts.topic, opts.marker_source())
+    result = DatasetLoadResult(opts.topic, opts.marker_source(), dry_run=opts.dry_run)
     consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
     stores: list[_Store] = []
     with ExitStack() as stack:
@@ -291,7 +338,8 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
             if os.path.lexists(path) and not path.is_symlink():
                 raise UsageError(f"{path} is not a versioned adstore")
         for path, _ in layout:
-            stack.enter_context(_loader_lock(path))
+            if not opts.dry_run:
+                stack.enter_context(_loader_lock(path))
         extract = opts.spec.record_extractor() if (opts.spec.extractor or opts.spec.key_field
                                                    or opts.spec.value_field) else None
         try:
@@ -315,7 +363,7 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
                     if part.consumer is not None:
                         part.consumer.close()
     for s in stores:
-        s.load.version = current_version(s.path)
+        s.load.version = s.dry.current if s.dry is not None else current_version(s.path)
         s.load.dataset_version = s.cursor.dataset_version
         s.load.offsets = {SSP(opts.system, opts.topic, p.partition).key(): s.cursor.offsets.get(p.partition)
                           for p in s.parts}
@@ -412,8 +460,10 @@ def _resume(path: Path, ps: list[int], opts: DatasetLoadOptions, consumer: Any,
     from statectl.local.versions import current_version, list_versions, remove_dead_builds, switch
 
     cursor = _read_cursor(path, opts)
-    with _Chain(path):
-        remove_dead_builds(path)
+    dry = _DryChain.of(path) if opts.dry_run else None
+    with contextlib.nullcontext() if dry else _Chain(path):
+        if not dry:
+            remove_dead_builds(path)
         ours = [v for v in list_versions(path) if v.manifest is not None and v.problem is None
                 and v.manifest.extra.get("topic") == opts.topic
                 and v.manifest.extra.get("system", "kafka") == opts.system]
@@ -422,13 +472,18 @@ def _resume(path: Path, ps: list[int], opts: DatasetLoadOptions, consumer: Any,
             m = v.manifest
             assert m is not None
             if current_version(path) != v.number:
-                switch(path, v.number, verify="quick")
+                if dry:
+                    dry.current = v.number
+                else:
+                    switch(path, v.number, verify="quick")
                 progress.note(f"{path}: version {v.number} (dataset version {m.extra.get('dataset_version')}) was "
-                              "sealed by a load stopped before switching to it: switched to it now")
+                              "sealed by a load stopped before switching to it: "
+                              + ("the load would switch to it" if dry else "switched to it now"))
             cursor.offsets.update({int(k.rsplit(".", 1)[1]): int(o) for k, o in m.extra.get("offsets", {}).items()})
             cursor.dataset_version = int(m.extra["dataset_version"])
             cursor.store_version = v.number
-            _write_cursor(path, cursor)
+            if not dry:
+                _write_cursor(path, cursor)
     had = cursor.partitions if cursor.partitions is not None else (sorted(cursor.offsets) or None)
     if had is not None and had != sorted(ps):
         raise UsageError(f"{path} holds dataset versions of partition{'s' if len(had) != 1 else ''} "
@@ -448,7 +503,7 @@ def _resume(path: Path, ps: list[int], opts: DatasetLoadOptions, consumer: Any,
                                 "version is untouched", hint="load into another --store, or move this one away "
                                                               "to start from the topic as it is now") from None
         parts.append(_Part(p, nxt))
-    return _Store(path, parts, DatasetStoreLoad(str(path), list(ps)), cursor)
+    return _Store(path, parts, DatasetStoreLoad(str(path), list(ps)), cursor, dry=dry)
 
 
 def _marker_value(r: Any, opts: DatasetLoadOptions) -> bytes | None:
@@ -568,9 +623,10 @@ def _consume(s: _Store, part: _Part, opts: DatasetLoadOptions, extract: Any, res
 
 
 def _put(s: _Store, key: bytes, value: bytes | None) -> None:
-    if s.build is None:
-        _open_build(s)
-    s.batch.append((key, value))
+    if s.dry is None:  # a dry run counts the record and keeps nothing
+        if s.build is None:
+            _open_build(s)
+        s.batch.append((key, value))
     s.records += 1
     nbytes = len(key) + (len(value) if value is not None else 0)
     s.nbytes += nbytes
@@ -584,7 +640,7 @@ def _open_build(s: _Store) -> None:
 
     b = VersionBuild(s.path)
     with _Chain(s.path):  # the build's number is picked under the lock
-        b.__enter__()
+        b.open()
     s.build = b
     try:
         s.writer = StoreWriter(b.path)
@@ -608,7 +664,7 @@ def _drop_build(s: _Store) -> None:
             pass
         s.writer = None
     if s.build is not None:
-        s.build.__exit__(None, None, None)
+        s.build.close()
         s.build = None
     s.batch = []
     s.records = s.nbytes = 0
@@ -649,14 +705,17 @@ def _end_version(s: _Store, opts: DatasetLoadOptions, progress: ProgressReporter
     if reason is not None:
         refused = RefusedMarker(first, offsets[first], _show(values[first]), reason, s.records)
         s.load.refused.append(refused)
-        line = (f"{s.path}: end-of-dataset marker at {opts.topic} {where} refused: {reason}; "
-                f"{s.records} record{'s' if s.records != 1 else ''} of it dropped, the current version is untouched")
+        would = "would be " if s.dry is not None else ""
+        line = (f"{s.path}: end-of-dataset marker at {opts.topic} {where} {would}refused: {reason}; "
+                f"{s.records} record{'s' if s.records != 1 else ''} of it {would}dropped, the current version is "
+                f"{'left' if would else 'untouched'}")
         progress.note(line)
         s.refused_lines.append(line)
         _drop_build(s)
         s.cursor.offsets.update(offsets)
-        with _Chain(s.path):
-            _write_cursor(s.path, s.cursor)
+        if s.dry is None:
+            with _Chain(s.path):
+                _write_cursor(s.path, s.cursor)
     else:
         _seal(s, opts, parsed[first], offsets, progress)  # type: ignore[arg-type]
     for p in s.parts:
@@ -667,6 +726,15 @@ def _seal(s: _Store, opts: DatasetLoadOptions, dv: int, offsets: dict[int, int],
     from statectl.local.versions import prune, switch
     from statectl.rocks.sst import scan_digest
 
+    if s.dry is not None:
+        number, previous, gone = s.dry.seal(opts.keep_versions)
+        s.cursor.offsets.update(offsets)
+        s.cursor.dataset_version, s.cursor.store_version = dv, number
+        s.load.sealed.append(SealedVersion(number, dv, s.records, None, None,
+                                           {SSP(opts.system, opts.topic, p).key(): o for p, o in sorted(offsets.items())},
+                                           previous, gone))
+        s.records = s.nbytes = 0
+        return
     if s.build is None:
         _open_build(s)  # an empty version (allow_empty)
     _flush(s)
@@ -683,7 +751,7 @@ def _seal(s: _Store, opts: DatasetLoadOptions, dv: int, offsets: dict[int, int],
     with _Chain(s.path):
         s.build.seal(manifest)
         number = s.build.number
-        s.build.__exit__(None, None, None)
+        s.build.close()
         s.build = None
         failpoints.hit("adstore-dataset-switch")
         previous = switch(s.path, number, verify=None)  # just built and sealed by this load

@@ -24,7 +24,7 @@ from statectl.progress import ProgressReporter
 
 
 def from_job(opts: Any, progress: ProgressReporter) -> Any:
-    """``opts`` (engine.adstore.TopicLoadOptions with ``job`` set) completed from the job (see the module
+    """``opts`` (engine.adstore_topic.TopicLoadOptions with ``job`` set) completed from the job (see the module
     doc); ``job`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no tasks, a side input that
     does not exist), ConfigError (exit 2, naming the key: a processor statectl cannot run, a serde it does
     not know, side inputs on several systems, a grouper it cannot map)."""

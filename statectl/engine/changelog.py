@@ -120,20 +120,11 @@ def plan_restore_from_changelog(opts: ChangelogRestoreOptions,
     """The plan of ``restore_from_changelog(opts)``, with its checks, reading the partition's offsets (and
     with ``checkpoint_ref`` the job's checkpoint topic), writing nothing. Raises what it raises before it
     writes."""
-    from statectl.kafka.client import open_consumer
+    from statectl.kafka.client import LazyConsumer
 
     recorder = NoteRecorder(progress)
-    consumers: list[Any] = []
-
-    def consumer_of() -> Any:
-        consumers.append(open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security))
-        return consumers[0]
-
-    try:
+    with LazyConsumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security) as consumer_of:
         plan = _plan(opts, consumer_of, recorder)
-    finally:
-        for c in consumers:
-            c.close()
     plan.notes = recorder.notes
     return plan
 
@@ -182,17 +173,11 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
     progress = progress or NullProgress()
     started = time.monotonic()
 
-    from statectl.kafka.client import PartitionReader, open_consumer
+    from statectl.kafka.client import LazyConsumer, PartitionReader
 
-    consumers: list[Any] = []
-
-    def consumer_of() -> Any:
-        consumers.append(open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security))
-        return consumers[0]
-
-    try:
+    with LazyConsumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security) as consumer_of:
         plan = _plan(opts, consumer_of, progress)
-        consumer = consumers[0]
+        consumer = consumer_of()
         target, stop = Path(plan.target_dir), plan.stop_offset
         reader = PartitionReader(consumer, opts.topic, opts.partition, opts.bootstrap)
         first = reader.seek(plan.first_offset)
@@ -208,9 +193,6 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
                 write_offset_file(staged.path / OFFSET_V2, offsets_json(
                     {SSP(opts.system, opts.topic, opts.partition): str(reader.position - 1)}))
             staged.commit()
-    finally:
-        for c in consumers:
-            c.close()
     for note in staged.notes:
         progress.note(note)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from statectl import defaults
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.commit import commit_snapshot, finish_commit, prepare_commit
-from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
+from statectl.catalog.lease import GC_WAIT_SECONDS, Lease, read_lease
 from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore, now_ms
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
@@ -113,9 +113,14 @@ def plan_copy(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpoi
               progress: ProgressReporter | None = None) -> CopyPlan:
     """The plan of ``copy_snapshot(opts, ...)``, writing nothing anywhere: no reader pin on the source, no
     lease, no cleanup of the target. Raises what ``copy_snapshot`` raises before it writes (bad options, an
-    unknown or damaged snapshot, the target being the source). Idempotent."""
+    unknown or damaged snapshot, the target being the source, a target blob store that is not there). A note
+    says when a backup or gc of the target holds its lease now. Idempotent."""
     progress = _checked(opts, source, target, progress)
     snap = resolve_snapshot(source, source_catalog, opts.source, opts.snapshot)
+    held = read_lease(target, opts.target)  # read first: a target blob store that is not there fails here
+    if held is not None and held.live:
+        progress.note(f"a {held.operation} of the target holds its lease now (pid {held.pid} on {held.host}): "
+                      "the copy would wait for a gc, or exit 11 for anything else")
     plan = _plan(opts, snap, source, target, progress)
     plan.notes = progress.notes
     return plan

@@ -116,9 +116,7 @@ def plan_restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCh
     ``restore`` raises before it writes (unknown snapshot, a refused target, a damaged index, blobs whose
     sizes do not tile a file, too little free space). Idempotent. A restore run later may reuse more or
     fewer local files if the store dir changed meanwhile."""
-    opts.validate()
-    progress = NoteRecorder(progress)
-    target = _checked_target(opts, blobstore, progress)
+    progress, target = _checked(opts, blobstore, progress)
     snap = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot, allow_other_store=opts.from_other_store)
     plan = _plan(opts, target, snap, blobstore, progress)
     plan.notes = progress.notes
@@ -139,16 +137,23 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     the plan ``plan_restore`` computes (made here once the snapshot is pinned), executed as it is.
     """
     with ReaderPin(blobstore, checkpoints, opts.ref, operation="restore") as pin:
-        opts.validate()
-        progress = NoteRecorder(progress)
         started = time.monotonic()
-        target = _checked_target(opts, blobstore, progress)
+        progress, target = _checked(opts, blobstore, progress)
         # A restore only reads the blob store (but for its pin): an interrupted cleanup is finished by the
         # next backup or gc, which hold the store's lease (and a restore may run with read-only credentials).
         pin.progress = progress  # a note that no pin could be written goes into the result
         snap = pin.resolve(opts.snapshot, allow_other_store=opts.from_other_store)
         plan = _plan(opts, target, snap, blobstore, progress)
         return execute_restore(plan, blobstore, opts, progress, started=started)
+
+
+def _checked(opts: RestoreOptions, blobstore: BlobStore,
+             progress: ProgressReporter | None) -> tuple[NoteRecorder, Path]:
+    """The checks restore and plan_restore make before they read the snapshot: the options, then the target
+    (_checked_target). Returns the NoteRecorder their notes go into, and the resolved target."""
+    opts.validate()
+    recorder = NoteRecorder(progress)
+    return recorder, _checked_target(opts, blobstore, recorder)
 
 
 def _checked_target(opts: RestoreOptions, blobstore: BlobStore, progress: ProgressReporter) -> Path:

@@ -77,8 +77,16 @@ def _iso(ms: int) -> str | None:
 
 def list_jobs(checkpoints: BlobCheckpointStore) -> list[JobSummary]:
     """Every job (name and job id) the blob store's catalog holds snapshots of, sorted; an empty list for
-    an empty blob store. One listing of the catalog, no record read."""
+    an empty blob store. One listing of the catalog, no record read. With a commit log that knows jobs (Kafka's
+    checkpoint topics), a job only it knows (committed by a Samza job itself) is listed too, from the latest
+    checkpoint of each of its tasks (its topic read; a job with no blob-store marker is not listed)."""
     tree = CatalogTree.read(checkpoints)
+    jobs = getattr(checkpoints.commit_log, "jobs", None)
+    known = set(tree.jobs())
+    for job, job_id in (jobs() if jobs is not None else ()):
+        if (job, job_id) not in known:
+            for ref, (checkpoint_id, _) in commit_log_latest(checkpoints, job, job_id).items():
+                tree.checkpoints[ref] = [checkpoint_id]
     out = []
     for job, job_id in tree.jobs():
         refs = tree.refs(job, job_id)

@@ -93,9 +93,11 @@ from statectl.formats.offsets import (
     write_offset,
     write_offsets,
 )
+from statectl.fsutil import fsync_dirs
 from statectl.kafka.client import (
     DEFAULT_TIMEOUT_S,
     KafkaSecurity,
+    LazyConsumer,
     OffsetOutOfRange,
     PartitionReader,
     open_consumer,
@@ -112,7 +114,7 @@ from statectl.local.layout import (
     store_dir,
     task_dir_name,
 )
-from statectl.local.staged import discard_old, fsync_dirs, out_of_space, process_alive, swap_into_place
+from statectl.local.staged import discard_old, out_of_space, process_alive, swap_into_place
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.rocks.live import LiveStore
 
@@ -1200,22 +1202,12 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     untouched)."""
     progress = progress or NullProgress()
     began = time.monotonic()
-    consumers: list[Any] = []
-
-    def consumer_of() -> Any:
-        if not consumers:
-            consumers.append(open_consumer(bootstrap, timeout_s=kafka_timeout_s, security=security))
-        return consumers[0]
-
-    try:
+    with LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
         plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
                              to_checkpoint=to_checkpoint, state_dir=state_dir, check_restore=check_restore, start=start)
         return _execute_promote(plan, replica, bootstrap, consumer_of(), security=security,
                                 to_checkpoint=to_checkpoint, timeout_s=timeout_s, on_locality=on_locality,
                                 restart_follower=restart_follower, began=began)
-    finally:
-        for c in consumers:
-            c.close()
 
 
 def plan_promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: KafkaSecurity | None = None,
@@ -1225,19 +1217,9 @@ def plan_promote(replica: Replica, active_dir: Path, bootstrap: str, *, security
     the changelog's tail and the job's coordinator stream and checkpoint topic, writing nothing: no follower
     is fenced, nothing is applied, moved or written to Kafka. ``locality``: also plan update_locality (what
     the CLI's promote runs after the move). Raises what ``promote`` raises before it fences the follower."""
-    consumers: list[Any] = []
-
-    def consumer_of() -> Any:
-        if not consumers:
-            consumers.append(open_consumer(bootstrap, timeout_s=kafka_timeout_s, security=security))
-        return consumers[0]
-
-    try:
+    with LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
         plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
                              to_checkpoint=to_checkpoint, state_dir=state_dir, check_restore=check_restore, start=None)
-    finally:
-        for c in consumers:
-            c.close()
     if locality:
         plan.locality = plan_locality(bootstrap, replica.ref, security=security)
     return plan

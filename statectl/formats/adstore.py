@@ -159,6 +159,19 @@ def field_path(obj: Any, path: str) -> Any:
     return node
 
 
+def text_key_note(column: str, value: Any) -> str | None:
+    """The note a file load gives when its key column holds numbers or booleans (``value``: one row's key):
+    :func:`to_bytes` stores them as their JSON text (``b"42"``), not as Samza's integer or long serde writes
+    a key (4 or 8 bytes, big-endian), so a job reading the store with such a key serde finds none of them."""
+    if isinstance(value, bool):
+        return f"key column {column!r} holds booleans: keys are stored as the text true or false"
+    if isinstance(value, (int, float, decimal.Decimal)):
+        return (f"key column {column!r} holds numbers: keys are stored as their decimal text (42 as the 2 bytes "
+                "'42'), not as Samza's integer or long serde writes them; a job reading the store with such a key "
+                "serde finds none of them")
+    return None
+
+
 # -- topic records ---------------------------------------------------------------------------------
 
 

@@ -54,16 +54,28 @@ class CheckpointFormatError(ValueError):
 # -- topic ---------------------------------------------------------------------------------------
 
 
+CHECKPOINT_TOPIC_PREFIX = "__samza_checkpoint_ver_1_for_"
+
+
 def checkpoint_topic(job: str, job_id: str) -> str:
     """``__samza_checkpoint_ver_1_for_<job>_<job-id>`` with ``_`` replaced by ``-`` in both names.
 
     Raises UsageError when the result is not a legal Kafka topic name.
     """
-    topic = f"__samza_checkpoint_ver_1_for_{job.replace('_', '-')}_{job_id.replace('_', '-')}"
+    topic = f"{CHECKPOINT_TOPIC_PREFIX}{job.replace('_', '-')}_{job_id.replace('_', '-')}"
     if not _TOPIC.fullmatch(topic):
         raise UsageError(f"job {job!r} (id {job_id!r}) gives checkpoint topic {topic!r}, which is not a legal "
                          "Kafka topic name", hint="job names and ids may use letters, digits, '.', '_' and '-'")
     return topic
+
+
+def job_of_checkpoint_topic(topic: str) -> tuple[str, str] | None:
+    """(job, job id) a checkpoint topic belongs to, split at its last ``_`` (a job name's ``_`` reads as the
+    ``-`` the topic spells it with, which names the same topic); None for a topic that is not one."""
+    if not topic.startswith(CHECKPOINT_TOPIC_PREFIX):
+        return None
+    job, sep, job_id = topic[len(CHECKPOINT_TOPIC_PREFIX):].rpartition("_")
+    return (job, job_id) if sep and job and job_id else None
 
 
 # -- checkpoint ids --------------------------------------------------------------------------------

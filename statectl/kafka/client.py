@@ -558,6 +558,29 @@ def open_consumer(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
     return _open(bootstrap, lambda: kafka.KafkaConsumer(**cfg), security, timeout_s)
 
 
+class LazyConsumer:
+    """One consumer (open_consumer) opened at the first call, not before: checks that come first refuse
+    without connecting. ``with LazyConsumer(...) as consumer_of: consumer_of()``; closed when the block is
+    left."""
+
+    def __init__(self, bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, security: KafkaSecurity | None = None):
+        self.bootstrap, self.timeout_s, self.security = bootstrap, timeout_s, security
+        self._consumer: Any = None
+
+    def __call__(self) -> Any:
+        if self._consumer is None:
+            self._consumer = open_consumer(self.bootstrap, timeout_s=self.timeout_s, security=self.security)
+        return self._consumer
+
+    def __enter__(self) -> "LazyConsumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
+
 def open_producer(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                   security: KafkaSecurity | None = None) -> Any:
     """A KafkaProducer with ``acks=all`` that never creates topics. The caller closes it."""
@@ -572,6 +595,18 @@ def open_admin(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, security
     kafka = kafka_module()
     cfg = _common(bootstrap, timeout_s, security)
     return _open(bootstrap, lambda: kafka.KafkaAdminClient(**cfg), security, timeout_s)
+
+
+def topic_names(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                security: KafkaSecurity | None = None) -> set[str]:
+    """The names of every topic on the cluster (metadata only). Errors as the module says."""
+    consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
+    try:
+        return set(consumer.topics())
+    except _errors().KafkaError as e:
+        raise kafka_failure(bootstrap, e, "listing the topics", client=consumer, reach=True) from e
+    finally:
+        consumer.close()
 
 
 def partition_count(consumer: Any, topic: str, bootstrap: str) -> int | None:

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Callable
 
 from statectl.errors import DiskFullError, LockHeldError, StatectlError, UsageError
+from statectl.fsutil import fsync_dir, fsync_dirs, fsync_tree
 from statectl.progress import ProgressReporter
 from statectl.rocks.store import check_not_held, is_store
 
@@ -216,29 +217,6 @@ def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def fsync_dirs(root: Path) -> None:
-    """fsync every dir under ``root``, children before parents, so that the entries of files made durable
-    one by one (and hard links, whose data is already on disk) survive a power cut. Raises OSError."""
-    for dirpath, _, _ in os.walk(root, topdown=False):
-        _fsync(dirpath)
-
-
-def fsync_tree(root: Path) -> None:
-    """fsync every file, then every dir, under ``root`` (for a tree written by others, e.g. RocksDB), and
-    nothing else: a filesystem-wide sync would also flush, and wait for, what other processes wrote."""
-    for dirpath, _, filenames in os.walk(root, topdown=False):
-        for name in filenames:
-            _fsync(os.path.join(dirpath, name))
-        _fsync(dirpath)
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 _RENAME_EXCHANGE = 2
 
 _AT_FDCWD = -100
@@ -272,11 +250,7 @@ def swap_into_place(tmp: Path, target: Path) -> Path | None:
         old = target.parent / f".{target.name}{OLD_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.rename(target, old)
         os.rename(tmp, target)
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(target.parent)
     return old
 
 
@@ -341,6 +315,10 @@ class StagedStore:
             staged.commit()      # fsync, atomic swap; the replaced store is then deleted
         result.notes += staged.notes
 
+    A caller whose staged store outlives one block (a load that stages some stores and builds them later)
+    calls what the block calls: ``open()`` (as entering it), then ``commit()``, and ``abort()`` on every
+    way out (as leaving it, without the error translation below; a no-op once committed).
+
     Contract: ``target`` (a resolved path whose parent may not exist yet) is untouched until ``commit()``
     returns, and replaced as a whole by it. Leaving the block without ``commit()``, by an exception or
     not, removes the temporary dir. Inside the block, ENOSPC/EDQUOT (an OSError or a DiskFullError from
@@ -361,7 +339,9 @@ class StagedStore:
         self.notes: list[str] = []
         self.committed = False
 
-    def __enter__(self) -> "StagedStore":
+    def open(self) -> "StagedStore":
+        """Make the empty temporary dir (first removing what dead stagings left beside ``target``). Raises
+        ``disk_full()``, or StatectlError for another OSError."""
         try:
             remove_dead_temp_dirs(self.target)
             self.target.parent.mkdir(parents=True, exist_ok=True)
@@ -369,6 +349,9 @@ class StagedStore:
         except OSError as e:
             raise self._error(e) from e
         return self
+
+    def __enter__(self) -> "StagedStore":
+        return self.open()
 
     def commit(self) -> None:
         """fsync what was built, swap it into place, delete the store it replaced (best effort)."""
@@ -379,11 +362,17 @@ class StagedStore:
         if note:
             self.notes.append(note)
 
+    def abort(self) -> None:
+        """Remove the temporary dir unless ``commit()`` swapped it in (then nothing). Never raises;
+        idempotent: ``target`` stays as it was."""
+        if not self.committed:
+            shutil.rmtree(self.path, ignore_errors=True)
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self.committed:
             return
-        shutil.rmtree(self.path, ignore_errors=True)
+        self.abort()
         if isinstance(exc, OSError):
             raise self._error(exc) from exc
         if isinstance(exc, DiskFullError):  # raised deep in a write, naming a file of the temp dir

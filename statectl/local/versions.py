@@ -35,8 +35,8 @@ from pathlib import Path
 
 from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import MANIFEST, VersionManifest
-from statectl.fsutil import SYNC_NONE, fsync_dir, write_atomic
-from statectl.local.staged import fsync_tree, process_alive
+from statectl.fsutil import SYNC_NONE, fsync_dir, fsync_tree, write_atomic
+from statectl.local.staged import process_alive
 
 VERSIONS_SUFFIX = ".versions"
 BUILDING = ".building-"
@@ -190,7 +190,8 @@ class VersionBuild:
 
     Leaving the block without ``seal`` removes the dir. The number is one above every version and every
     build in progress (so concurrent builds never collide), and at least ``at_least`` (the stores of one
-    load share a version number)."""
+    load share a version number). A build whose life is not one block (a version of a stream, ended by its
+    marker) calls ``open()`` and ``close()``, which are what the block does."""
 
     def __init__(self, store: Path, *, at_least: int = 1):
         self.store = Path(store)
@@ -201,6 +202,13 @@ class VersionBuild:
         self.sealed: Path | None = None
 
     def __enter__(self) -> "VersionBuild":
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> "VersionBuild":
+        """Pick the number and make the build dir (see the class doc); return self."""
         current_version(self.store)  # refuses a plain store dir before anything is written
         if os.path.islink(self.root):
             raise UsageError(f"{self.root} is a symlink, not the versions dir adstore load made",
@@ -228,7 +236,8 @@ class VersionBuild:
         self.sealed = final
         return final
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
+        """Remove the build dir unless it was sealed (then it is the version dir, kept)."""
         if self.sealed is None:
             shutil.rmtree(self.path, ignore_errors=True)
 

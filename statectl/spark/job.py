@@ -38,6 +38,7 @@ from statectl.formats.adstore import (
     partition_of,
     partitions_of,
 )
+from statectl.fsutil import write_atomic
 from statectl.spark.submit import (
     BUILD_MANIFEST,
     ERROR_MARK,
@@ -1220,22 +1221,10 @@ def _finish(job: _Job, tasks: list[dict[str, Any]], began: float, path: str = "p
                              round(time.monotonic() - began, 3), path=path, ranges=ranges or "",
                              sources=sources or [], build_id=job.build_id)
     doc = manifest.to_dict()
-    _write_atomically(job.out_dir / BUILD_MANIFEST, json.dumps(doc, indent=2) + "\n")
+    # unique: the temporary file is then .BUILD-MANIFEST.json.<pid>.tmp, a name a build dir may hold (what a
+    # kill leaves there must not make the dir look like something else: engine.adstore_common._is_build_dir)
+    write_atomic(job.out_dir / BUILD_MANIFEST, json.dumps(doc, indent=2) + "\n", unique=True)
     return doc
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.$]*\.)?[A-Z]\w*(?:Error|Exception)(?:\[[\w.]+\])?: (.+)$")

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -583,7 +584,8 @@ def spark_command(submit: Path, job_file: Path, master: str, conf: dict[str, str
 def _submit(submit: Path, job_file: Path, out_dir: Path, master: str, conf: dict[str, str],
             timeout_s: float | None, secrets: dict[str, str]) -> None:
     """Run spark-submit in its own process group, its output into the log; kill the group when interrupted
-    (Ctrl-C, SIGTERM) or past ``timeout_s``."""
+    (Ctrl-C, SIGTERM) or past ``timeout_s``; spark-submit gets SIGTERM when statectl dies any other way
+    (where setpriv is installed)."""
     root = str(Path(__file__).resolve().parents[2])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STATECTL_S3_", "STATECTL_KAFKA_"))}
     env.update(secrets)
@@ -593,10 +595,14 @@ def _submit(submit: Path, job_file: Path, out_dir: Path, master: str, conf: dict
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log_path = out_dir / LOG_FILE
     cmd = spark_command(submit, job_file, master, conf)
+    setpriv = shutil.which("setpriv")
+    # A statectl killed outright (SIGKILL, OOM) cannot kill the group: spark-submit is told to get SIGTERM when
+    # its parent dies (Linux's parent-death signal, through util-linux's setpriv, which execs it: same pid).
+    launch = [setpriv, "--pdeathsig", "TERM", "--", *cmd] if setpriv else cmd
     with _sigterm_as_interrupt(), open(log_path, "wb") as log:
         log.write(("$ " + " ".join(cmd) + "\n").encode())
         log.flush()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+        proc = subprocess.Popen(launch, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=out_dir, start_new_session=True)
         try:
             code = proc.wait(timeout=timeout_s)

@@ -137,7 +137,7 @@ def bench(work: Path, records: int = 2_000_000) -> dict[str, Any]:
                    raw_rate=round(records / raw.wall_s), topic_put_vs_raw=_ratio(raw.wall_s, put.wall_s))
     data = work / "rows.parquet"
     _parquet(data, records)
-    common = ["adstore", "load", "--from-file", str(data), "--key-column", "k", "--value-column", "v", "-o", "json"]
+    common = ["adstore", "load", "--from-file", str(data), "--key-field", "k", "--value-field", "v", "-o", "json"]
     fput = run_measured([STATECTL, *common, "--store", "fp", "--state-dir", str(work / "state")], env=env,
                         cwd=work / "fput")
     fsp = run_measured([STATECTL, *common, "--store", "fs", "--state-dir", str(work / "state"), "--spark", "--master",
@@ -163,7 +163,7 @@ def files_bench(work: Path, records: int, masters: list[str], repeat: int, fmt: 
     env = _env(work)
     data = work / f"rows.{fmt}"
     (_parquet if fmt == "parquet" else _jsonl)(data, records)
-    common = ["adstore", "load", "--from-file", str(data), "--key-column", "k", "--value-column", "v", "-o", "json"]
+    common = ["adstore", "load", "--from-file", str(data), "--key-field", "k", "--value-field", "v", "-o", "json"]
     rounds = []
     for r in range(repeat):
         got: dict[str, Any] = {}

@@ -91,7 +91,7 @@ def expected_entries(fmt: str, rows: list[dict[str, Any]], mode: str) -> dict[by
     return out
 
 
-MODES = {"value-column": ["--value-column", "name"], "value-columns": ["--value-columns", "score,name"],
+MODES = {"value-column": ["--value-field", "name"], "value-columns": ["--value-fields", "score,name"],
          "default": []}
 
 
@@ -117,7 +117,7 @@ class Files:
         return ["--store", STORE, "--state-dir", str(self.state)]
 
     def load(self, dataset: Path, *extra: str, code: int = 0) -> subprocess.CompletedProcess:
-        return cli(self.tmp, "adstore", "load", "--from-file", str(dataset), "--key-column", "id", *self.where(),
+        return cli(self.tmp, "adstore", "load", "--from-file", str(dataset), "--key-field", "id", *self.where(),
                    *extra, code=code)
 
     def load_json(self, dataset: Path, *extra: str) -> dict:
@@ -195,7 +195,7 @@ def test_partitioned_by_kafkas_partitioner_from_a_dir(files: Files):
     pq.write_table(pa.Table.from_pylist(rows[250:]), data / "part-00001.parquet")
     (data / "_SUCCESS").write_bytes(b"")
     (data / ".part-00000.parquet.crc").write_bytes(b"junk")
-    r = files.load_json(data, "--partitions", "3", "--value-column", "score")
+    r = files.load_json(data, "--partition-count", "3", "--value-field", "score")
     # an int column as the value: its JSON text
     expected = {row["id"].encode(): b"" if row["score"] is None else str(row["score"]).encode() for row in rows}
     split: list[dict[bytes, bytes]] = [{}, {}, {}]
@@ -274,7 +274,7 @@ def test_a_build_killed_midway_never_becomes_current(files: Files):
     for trial in range(2):
         err = files.tmp / f"killed-{trial}.err"
         with open(err, "wb") as fh:
-            proc = subprocess.Popen([STATECTL, "adstore", "load", "--from-file", str(big), "--key-column", "id",
+            proc = subprocess.Popen([STATECTL, "adstore", "load", "--from-file", str(big), "--key-field", "id",
                                      *files.where()], env=clean_env(files.tmp), cwd=files.tmp,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fh)
         try:
@@ -314,7 +314,7 @@ def test_rows_without_their_key(files: Files):
     nullkey.write_text("id,name\na,1\nb,2\n,3\n")
     r = files.load(nullkey, code=1)
     assert f"{nullkey} row 3" in error_line(r.stderr) and "null" in r.stderr
-    r = files.load(bad, "--partitions", "2", code=1)  # a partitioned build fails: no store gets a version
+    r = files.load(bad, "--partition-count", "2", code=1)  # a partitioned build fails: no store gets a version
     assert f"{bad} row 3" in error_line(r.stderr)
     assert files.current() == 1 and read_store(files.store()) == e1
     assert sorted(p.name for p in files.versions_dir().iterdir()) == ["1"]
@@ -343,6 +343,36 @@ def test_a_plain_store_dir_and_a_missing_dataset(files: Files):
     assert "holds no csv files" in error_line(r.stderr)
 
 
+@pytest.mark.timeout(120)
+def test_integer_keys_are_said_to_be_stored_as_text(files: Files):
+    """An int key column: each key is its decimal text, and the load and its dry run say so (a job with a
+    long key serde would find none of them); a string key column gets no such note."""
+    d = write_dataset(files.tmp / "n.jsonl", "jsonl", [{"id": i, "v": f"x{i}"} for i in (7, 42, 1000)])
+    plan = json.loads(files.load(d, "--dry-run", "-o", "json").stdout)
+    assert any("'id' holds numbers" in n and "decimal text" in n for n in plan["notes"]), plan["notes"]
+    r = files.load(d, "--value-field", "v")
+    assert "note: key column 'id' holds numbers" in r.stderr
+    assert read_store(files.store()) == {b"7": b"x7", b"42": b"x42", b"1000": b"x1000"}
+    s = write_dataset(files.tmp / "s.jsonl", "jsonl", [{"id": "a", "v": "x"}])
+    assert json.loads(files.load(s, "-o", "json").stdout)["notes"] == []
+
+
+def test_one_flag_vocabulary_for_topics_and_files(files: Files):
+    """--key-field/--value-field name a file's columns too; the old file flags and --partitions N on files
+    are refused with the new names (exit 2), leaving nothing behind."""
+    d = write_dataset(files.tmp / "d.csv", "csv", make_rows(3, 10))
+    for extra, says in ((["--key-column", "id"], "--key-column, --value-column and --value-columns are now "
+                         "--key-field, --value-field and --value-fields"),
+                        (["--partitions", "3"], "--partition-count N"),
+                        (["--extractor", "m:f"], "--extractor is for --topic")):
+        r = cli(files.tmp, "adstore", "load", "--from-file", str(d), *files.where(), *extra, code=2)
+        assert says in error_line(r.stderr), r.stderr
+    r = cli(files.tmp, "adstore", "load", "--kafka", "127.0.0.1:9", "--topic", "t", *files.where(),
+            "--value-fields", "a,b", code=2)
+    assert "a file's columns (--value-fields) are for --from-file" in error_line(r.stderr)
+    assert not files.state.exists()
+
+
 # -- the digest computed while writing ---------------------------------------------------------------------
 
 
@@ -357,7 +387,7 @@ def test_the_put_paths_digest_is_the_stores_whatever_the_key_order(tmp_path: Pat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from statectl.engine.adstore import FileLoadOptions, load_file
+    from statectl.engine.adstore_files import FileLoadOptions, load_file
     from statectl.formats.adstore import KeyValueSpec
 
     keys = [f"k{i:05d}" for i in range(500)]

@@ -94,7 +94,7 @@ def test_file_spark_path_equals_put_path(tmp_path: Path, partitioned: bool):
             {"name": rows["name"][i], "score": rows["score"][i], "vip": rows["vip"][i]},
             separators=(",", ":")).encode()
     state = tmp_path / "state"
-    base = ["adstore", "load", "--from-file", str(data), "--key-column", "id", "--state-dir", str(state), "-o", "json"]
+    base = ["adstore", "load", "--from-file", str(data), "--key-field", "id", "--state-dir", str(state), "-o", "json"]
     if not partitioned:
         put = json.loads(cli(tmp_path, *base, "--store", "put").stdout)
         spark = json.loads(cli(tmp_path, *base, "--store", "spark", *SPARK).stdout)
@@ -103,8 +103,8 @@ def test_file_spark_path_equals_put_path(tmp_path: Path, partitioned: bool):
             assert put["stores"][0][field] == spark["stores"][0][field], field
         assert read_store(state / "spark" / "Partition_0") == read_store(state / "put" / "Partition_0") == expected
         return
-    cli(tmp_path, *base, "--store", "pput", "--partitions", "3")
-    cli(tmp_path, *base, "--store", "pspark", "--partitions", "3", *SPARK)
+    cli(tmp_path, *base, "--store", "pput", "--partition-count", "3")
+    cli(tmp_path, *base, "--store", "pspark", "--partition-count", "3", *SPARK)
     got = _stores(state, "pspark")
     assert got == _stores(state, "pput")
     for k in range(3):
@@ -120,7 +120,7 @@ def test_spark_without_java_exits_13(tmp_path: Path):
 
     env = dict(clean_env(tmp_path), PATH="/usr/local/sbin:/nonexistent")
     env.pop("JAVA_HOME", None)
-    p = subprocess.run([STATECTL, "adstore", "load", "--from-file", str(tmp_path / "d.csv"), "--key-column", "id",
+    p = subprocess.run([STATECTL, "adstore", "load", "--from-file", str(tmp_path / "d.csv"), "--key-field", "id",
                         "--store", "s", "--state-dir", str(tmp_path / "state"), "--spark"], env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 13, p.stderr
@@ -157,10 +157,10 @@ def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path, 
                  "v": f"v{part}-{i}" if i % 350 else rng.choice([None, {"a": [1, 2.5]}, 7])} for i in range(2500)]
         (jsonl / f"part-{part}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs) + "\n")
     state = tmp_path / "state"
-    cases = [(["--from-file", str(data), "--key-column", "id", "--value-column", "name"], []),
-             (["--from-file", str(data), "--key-column", "id", "--value-column", "ok"], ["--partitions", "3"]),
-             (["--from-file", str(csv), "--key-column", "k", "--value-column", "v"], ["--partitions", "2"]),
-             (["--from-file", str(jsonl), "--key-column", "k", "--value-column", "v"], ["--partitions", "2"])]
+    cases = [(["--from-file", str(data), "--key-field", "id", "--value-field", "name"], []),
+             (["--from-file", str(data), "--key-field", "id", "--value-field", "ok"], ["--partition-count", "3"]),
+             (["--from-file", str(csv), "--key-field", "k", "--value-field", "v"], ["--partition-count", "2"]),
+             (["--from-file", str(jsonl), "--key-field", "k", "--value-field", "v"], ["--partition-count", "2"])]
     for i, (source, layout) in enumerate(cases):
         if i != case:
             continue
@@ -182,8 +182,8 @@ def test_an_interrupted_ingest_is_re_run_from_the_same_build(tmp_path: Path):
     rows = "".join(f"{i},v{i}\n" for i in range(2000))
     (tmp_path / "d.csv").write_text("k,v\n" + rows)
     state = tmp_path / "state"
-    args = [STATECTL, "adstore", "load", "--from-file", str(tmp_path / "d.csv"), "--key-column", "k", "--value-column",
-            "v", "--store", "s", "--state-dir", str(state), "--partitions", "2", "-o", "json", *SPARK]
+    args = [STATECTL, "adstore", "load", "--from-file", str(tmp_path / "d.csv"), "--key-field", "k", "--value-field",
+            "v", "--store", "s", "--state-dir", str(state), "--partition-count", "2", "-o", "json", *SPARK]
     for fp, code in (("adstore-ingest=1*off->kill", -9), ("adstore-ingest=raise", 1)):
         p = subprocess.run(args, env=dict(clean_env(tmp_path), STATECTL_FAILPOINTS=fp), cwd=tmp_path,
                            capture_output=True, text=True, timeout=300)

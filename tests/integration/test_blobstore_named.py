@@ -6,7 +6,6 @@ took (a note naming the task dirs it left out; --all-tasks takes every one)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,14 @@ from typer.testing import CliRunner
 from statectl.cli.main import app
 from statectl.local.layout import store_dir
 from tests.tools.genstore import fingerprint, make_store
+from tests.tools.standby_helpers import isolate_cli
 
 WHERE = ["--job", "pv", "--store", "counts"]
 
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.chdir(tmp_path)
+    isolate_cli(tmp_path, monkeypatch)
     state = tmp_path / "state"
     for p in range(3):
         make_store(store_dir(state, "counts", f"Partition {p}"), 300 + p, 128, seed=p)

@@ -5,7 +5,6 @@ error cases, where the old store must stay exactly as it was."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import socket
 import subprocess
@@ -14,10 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from statectl import failpoints
-from statectl.cli.main import app
 from statectl.engine.changelog import ChangelogRestoreOptions, restore_from_changelog
 from statectl.errors import DiskFullError, StatectlError
 from statectl.formats.checkpoint import checkpoint_topic
@@ -25,25 +22,6 @@ from tests.tools.genstore import dump_store, fingerprint, make_store
 
 RESULT_FIELDS = {"records", "bytes", "duration_s", "target_dir", "topic", "partition", "end_offset"}
 GROUPER = "org.apache.samza.container.grouper.stream.GroupByPartitionFactory"
-
-
-@pytest.fixture
-def cli(tmp_path: Path, monkeypatch):
-    """Run statectl in-process with a clean environment rooted in tmp_path."""
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.chdir(tmp_path)
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0):
-        result = runner.invoke(app, list(args))
-        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-        return result
-
-    return run
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes | None, bytes | None]], *,

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from statectl.cli.main import app
 from statectl.local.layout import store_dir
 from tests.tools.genstore import fingerprint, make_store
 
@@ -22,25 +19,6 @@ RESTORE_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "target_dir", "fi
 DIFF_FIELDS = {"blobstore", "new", "old", "added", "retained", "removed", "bytes_added", "bytes_removed"}
 LIST_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "created", "files", "bytes", "latest", "problem"}
 VERIFY_FIELDS = {"blobstore", "snapshot_id", "ok", "files", "blobs", "downloaded", "missing", "corrupt"}
-
-
-@pytest.fixture
-def cli(tmp_path: Path, monkeypatch):
-    """Run statectl in-process with a clean environment rooted in tmp_path."""
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.chdir(tmp_path)
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0, env: dict | None = None):
-        result = runner.invoke(app, list(args), env=env)
-        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-        return result
-
-    return run
 
 
 @pytest.fixture

@@ -30,7 +30,6 @@ from statectl.formats.drain import (
 from statectl.kafka.client import create_topic, open_consumer, open_producer, produce
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
-from tests.integration.test_changelog_restore import cli  # noqa: F401 - the shared in-process CLI fixture
 
 STATUS_FIELDS = {"job", "job_id", "run_id", "notifications", "intermediate", "in_flight", "tasks", "duration_s",
                  "notes", "drain_monitor_enabled", "job_breaking", "checkpoint_gaps"}

@@ -10,34 +10,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from statectl.blobstore import open_blobstore
-from statectl.cli.main import app
 from statectl.local.layout import local_checkpoint_dirs, store_dir
 from tests.integration.test_drain_cli import make_job  # noqa: F401 - the drain tests' job fixture
 from tests.integration.test_standby import procs, world  # noqa: F401 - the standby tests' fixtures
 from tests.integration.test_standby_containers import followers, job  # noqa: F401 - container fixtures
 from tests.tools.genstore import fingerprint, make_store
-
-
-@pytest.fixture
-def cli(tmp_path: Path, monkeypatch):
-    """Run statectl in-process with a clean environment rooted in tmp_path."""
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.chdir(tmp_path)
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0, env: dict | None = None):
-        result = runner.invoke(app, list(args), env=env)
-        assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-        return result
-
-    return run
 
 
 class Where:
@@ -213,6 +192,22 @@ def test_copy_dry_run_is_the_plan_copy_then_carries_out(cli, where: Where, tmp_p
         store.close()
 
 
+def test_copy_dry_run_to_a_new_file_blob_store_makes_no_dir(cli, tmp_path: Path):
+    """--to-blobstore file:///new --create --dry-run: the new blob store reads as empty and is not made; the
+    copy then makes it. Without --create the missing dir is exit 10, dry run or not."""
+    state = tmp_path / "state"
+    make_store(store_dir(state, "counts", "Partition 0"), 500, 256, seed=4)
+    src = ["--blobstore", f"file://{tmp_path / 'blobs'}", "--job", "pv", "--store", "counts"]
+    cli("backup", *src, "--state-dir", str(state), "--create")
+    new = tmp_path / "new" / "blobs"
+    to = [*src, "--to-blobstore", f"file://{new}"]
+    plan = json.loads(cli("snapshots", "copy", *to, "--create", "--dry-run", "-o", "json").stdout)
+    assert plan["dry_run"] is True and plan["files"] > 0 and not (tmp_path / "new").exists()
+    assert "does not exist" in cli("snapshots", "copy", *to, "--dry-run", code=10).stderr
+    r = json.loads(cli("snapshots", "copy", *to, "--create", "-o", "json").stdout)
+    assert r["files"] == plan["files"] and r["blobs_copied"] == plan["blobs_copied"] and new.is_dir()
+
+
 def test_copy_dry_run_with_kafka_writes_no_checkpoint(cli, tansu, tmp_path: Path):
     import uuid
 
@@ -250,7 +245,7 @@ def test_adstore_switch_dry_run_is_the_plan_switch_then_carries_out(cli, tmp_pat
     rows1, rows2 = make_rows(3, 100), make_rows(4, 120)
     for n, rows in enumerate((rows1, rows2), 1):
         cli("adstore", "load", "--from-file", str(write_dataset(tmp_path / f"v{n}.csv", "csv", rows)),
-            "--key-column", "id", *where)
+            "--key-field", "id", *where)
     link = state / STORE / "Partition_0"
     assert os.readlink(link).endswith("/2")
     before = tree(state, dir_mtimes=False)
@@ -489,7 +484,7 @@ def test_adstore_load_files_dry_run_is_the_plan_load_then_carries_out(cli, tmp_p
     from tests.tools.standby_helpers import read_store
 
     state = tmp_path / "state"
-    where = ["--store", STORE, "--state-dir", str(state), "--partitions", "3", "--key-column", "id"]
+    where = ["--store", STORE, "--state-dir", str(state), "--partition-count", "3", "--key-field", "id"]
     for n in (1, 2):
         cli("adstore", "load", "--from-file", str(write_dataset(tmp_path / f"v{n}.csv", "csv", make_rows(n, 50))),
             *where)
@@ -524,8 +519,6 @@ def test_adstore_load_files_dry_run_is_the_plan_load_then_carries_out(cli, tmp_p
     (tmp_path / "empty.csv").write_text("id,name\n")
     before = tree(state)
     cli("adstore", "load", "--from-file", str(tmp_path / "empty.csv"), *where, "--dry-run", code=1)
-    cli("adstore", "load", "--topic", "t", "--kafka", "localhost:1", "--store", STORE, "--state-dir", str(state),
-        "--dataset-versions", "--dry-run", code=2)
     assert tree(state) == before
 
 
@@ -626,3 +619,51 @@ def test_standby_promote_dry_run_of_a_blob_store_restored_store(world, procs):
         (plan["promoted_dir"], plan["restore_mode"], plan["checkpoint_id"], plan["locality"]["write"])
     assert store_entries(w) == [pre_dir(w, cp2).name]
     assert _coordinator_records(w.bootstrap, w.job) == records + 1
+
+
+@pytest.mark.timeout(180)
+def test_adstore_load_dataset_versions_dry_run_is_the_plan_load_then_carries_out(tansu, tmp_path: Path):
+    """--dataset-versions --dry-run: the versions the load would seal (numbers, records, previous, pruned)
+    and the markers it would refuse, exit 3 as the load; nothing written, no lock; then the load does that."""
+    from tests.integration.test_adstore_dataset import DatasetTopic, entries
+
+    t = DatasetTopic(tansu.bootstrap, tmp_path)
+    try:
+        t.send(0, entries("one", 300) + [(b"k-0007", None)])
+        t.marker(0, b"1")
+        t.send(0, entries("two", 120, start=200))
+        t.marker(0, b"2")
+
+        def sealed(x: dict) -> list[tuple]:
+            return [(v["version"], v["dataset_version"], v["records"], v["offsets"], v["previous"],
+                     v["deleted_versions"]) for st in x["stores"] for v in st["sealed"]]
+
+        def shape(x: dict) -> tuple:
+            return (sealed(x), x["records"], x["versions_sealed"], x["version"], x["offsets"],
+                    [(r["partition"], r["offset"], r["value"], r["records"]) for st in x["stores"] for r in st["refused"]])
+
+        out = t.load("--dry-run").stdout
+        plan = t.load_json("--dry-run")
+        assert not t.state.exists()  # not even the state dir
+        assert plan["dry_run"] is True and [v["keys"] for st in plan["stores"] for v in st["sealed"]] == [None, None]
+        assert sealed(plan) == [(1, 1, 301, {f"kafka.{t.name}.0": 301}, None, []),
+                                (2, 2, 120, {f"kafka.{t.name}.0": 422}, 1, [])]
+        assert out.splitlines()[-1] == f"dry run: would seal 2 versions from 421 records of {t.name}"
+        r = t.load_json()
+        assert shape(r) == shape(plan) and r["dry_run"] is False and t.current() == 2
+
+        # A stale marker (refused: exit 3 in both) and a third version that prunes version 1.
+        t.send(0, entries("stale", 4))
+        t.marker(0, b"1")
+        t.send(0, entries("three", 10))
+        t.marker(0, b"3")
+        before = tree(t.state, dir_mtimes=False)
+        plan = t.load_json("--dry-run", "--keep-versions", "2", code=3)
+        assert tree(t.state, dir_mtimes=False) == before
+        assert sealed(plan) == [(3, 3, 10, {f"kafka.{t.name}.0": 438}, 2, [1])]
+        assert [(x["offset"], x["records"]) for x in plan["stores"][0]["refused"]] == [(427, 4)]
+        assert "would be refused" in plan["refused"][0]
+        r = t.load_json("--keep-versions", "2", code=3)
+        assert shape(r) == shape(plan) and t.numbers() == [2, 3]
+    finally:
+        t.close()

@@ -150,7 +150,7 @@ class Files:
         return ["--store", STORE, "--state-dir", str(self.state)]
 
     def args(self, dataset: Path, *extra: str) -> list[str]:
-        return ["adstore", "load", "--from-file", str(dataset), "--key-column", "id", *self.where(), *extra]
+        return ["adstore", "load", "--from-file", str(dataset), "--key-field", "id", *self.where(), *extra]
 
     def load(self, dataset: Path, *extra: str, code: int = 0,
              failpoints: str | None = None) -> subprocess.CompletedProcess:
@@ -215,7 +215,7 @@ def test_topic_load_refuses_dirs_it_did_not_make(topic: Topic, tmp_path: Path):
     # a versioned adstore (a link to its current version)
     ds = write_csv(tmp_path / "d.csv", 5)
     state2 = tmp_path / "state2"
-    cli(tmp_path, "adstore", "load", "--from-file", str(ds), "--key-column", "id", "--store", STORE,
+    cli(tmp_path, "adstore", "load", "--from-file", str(ds), "--key-field", "id", "--store", STORE,
         "--state-dir", str(state2))
     before = tree(state2)
     r = cli(tmp_path, "adstore", "load", "--kafka", topic.bootstrap, "--topic", topic.name, "--store", STORE,
@@ -268,8 +268,8 @@ def test_names_that_escape_the_state_dir_are_refused(topic: Topic, tmp_path: Pat
     where = ["--state-dir", str(state), "--store", names["--store"], "--task", names["--task"]]
     for args in (["adstore", "load", "--kafka", topic.bootstrap, "--topic", topic.name, *where],
                  ["adstore", "load", "--kafka", topic.bootstrap, "--topic", topic.name, "--broadcast", *where],
-                 ["adstore", "load", "--from-file", str(ds), "--key-column", "id", *where],
-                 ["adstore", "load", "--from-file", str(ds), "--key-column", "id", "--partitions", "2", *where],
+                 ["adstore", "load", "--from-file", str(ds), "--key-field", "id", *where],
+                 ["adstore", "load", "--from-file", str(ds), "--key-field", "id", "--partition-count", "2", *where],
                  ["adstore", "switch", *where, "--version", "1"]):
         r = run(tmp_path, *args, code=2)
         assert repr(name) in error_line(r.stderr)
@@ -411,7 +411,7 @@ def test_an_empty_dataset_is_refused_unless_allowed(files: Files, tmp_path: Path
     header_only.write_text("id,name\n")
     nothing = tmp_path / "nothing.jsonl"
     nothing.write_text("\n\n")
-    for ds, extra in ((header_only, []), (nothing, []), (header_only, ["--partitions", "2"])):
+    for ds, extra in ((header_only, []), (nothing, []), (header_only, ["--partition-count", "2"])):
         r = files.load(ds, *extra, code=1)
         assert str(ds) in error_line(r.stderr) and "no rows" in r.stderr and "--allow-empty" in hint_line(r.stderr)
         assert files.current() == 1 and files.numbers() == [1] and files.leftovers() == []
@@ -442,7 +442,7 @@ class _Appender(NullProgress):
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("change", ["append", "replace"])
 def test_a_file_changed_while_read_fails_the_load(files: Files, tmp_path: Path, change: str):
-    from statectl.engine.adstore import FileLoadOptions, load_file
+    from statectl.engine.adstore_files import FileLoadOptions, load_file
     from statectl.formats.adstore import KeyValueSpec
 
     files.load(write_csv(tmp_path / "v1.csv", 10))
@@ -501,7 +501,7 @@ def test_a_full_disk_during_a_file_load(files: Files, tmp_path: Path):
     before = read_store(files.store())
     ds = write_csv(tmp_path / "v2.csv", 25_000)
     for fp, extra in (("changelog-apply=raise:ENOSPC", []), ("changelog-apply=1*off->raise:ENOSPC", []),
-                      ("changelog-apply=raise:EDQUOT", ["--partitions", "2"])):
+                      ("changelog-apply=raise:EDQUOT", ["--partition-count", "2"])):
         r = files.load(ds, *extra, code=1, failpoints=fp)
         line = error_line(r.stderr)
         assert "no space left on device" in line and "no new version" in line, r.stderr
@@ -530,7 +530,7 @@ def test_a_full_disk_during_a_topic_load(topic: Topic, tmp_path: Path):
 def test_disk_full_is_a_typed_error_in_process(files: Files, tmp_path: Path):
     """The engine raises DiskFullError (exit 1), for a Python caller too."""
     from statectl import failpoints
-    from statectl.engine.adstore import FileLoadOptions, load_file
+    from statectl.engine.adstore_files import FileLoadOptions, load_file
     from statectl.formats.adstore import KeyValueSpec
 
     ds = write_csv(tmp_path / "d.csv", 100)
@@ -543,7 +543,7 @@ def test_disk_full_is_a_typed_error_in_process(files: Files, tmp_path: Path):
 
 
 def test_old_spark_build_dirs_are_removed_only_when_provably_a_builds(tmp_path: Path):
-    from statectl.engine.adstore import BUILD_LOCK, _remove_old_builds
+    from statectl.engine.adstore_common import BUILD_LOCK, _remove_old_builds
 
     parent = tmp_path / "state" / STORE
     parent.mkdir(parents=True)
@@ -617,7 +617,8 @@ def test_a_file_changed_during_the_spark_build_fails_the_load(files: Files, tmp_
     """The Spark path compares the dataset's files before and after the build: a file rewritten while the
     job runs fails the load, no version is made, and the build's dir is removed (it was built from what
     is no longer there)."""
-    from statectl.engine.adstore import FileLoadOptions, SparkOptions, load_file
+    from statectl.engine.adstore_common import SparkOptions
+    from statectl.engine.adstore_files import FileLoadOptions, load_file
     from statectl.formats.adstore import KeyValueSpec
 
     files.load(write_csv(tmp_path / "v1.csv", 10))

@@ -330,7 +330,7 @@ def test_restore_never_overwrites_a_sealed_adstore_version(world: World):
     members = ["--store", "members", "--state-dir", str(world.state)]
     for n in (1, 2):
         data.write_text("id,name\n" + "".join(f"{i},name-{n}-{i}\n" for i in range(50)))
-        p = world.run("adstore", "load", "--from-file", str(data), "--key-column", "id", *members)
+        p = world.run("adstore", "load", "--from-file", str(data), "--key-field", "id", *members)
         assert p.returncode == 0, p.stderr
     p = world.run("adstore", "switch", "--version", "1", *members)
     assert p.returncode == 0, p.stderr

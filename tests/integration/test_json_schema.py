@@ -7,7 +7,6 @@ breaks this test on purpose (CLI.md: keep them stable, add rather than rename).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 from statectl.cli.main import app
 from statectl.local.layout import store_dir
 from tests.tools.genstore import make_store
+from tests.tools.standby_helpers import isolate_cli
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -68,12 +68,7 @@ def shape(obj: object, like: object) -> object:
 
 @pytest.fixture
 def run(tmp_path: Path, monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.chdir(tmp_path)
+    isolate_cli(tmp_path, monkeypatch)
     runner = CliRunner()
 
     def run(*args: str, code: int = 0):

@@ -18,6 +18,7 @@ from statectl.cli.main import app
 from statectl.engine.backup import BackupOptions, backup
 from statectl.local.layout import store_dir
 from tests.tools.genstore import make_store
+from tests.tools.standby_helpers import isolate_cli
 
 REFS = [StoreRef("page-views", "1", "Partition 0", "counts"), StoreRef("page-views", "1", "Partition 1", "counts"),
         StoreRef("page-views", "1", "Partition 0", "totals"), StoreRef("page-views", "2", "Partition 0", "counts"),
@@ -27,12 +28,7 @@ REFS = [StoreRef("page-views", "1", "Partition 0", "counts"), StoreRef("page-vie
 @pytest.fixture(params=["file", "s3"])
 def where(request, tmp_path: Path, monkeypatch) -> tuple[str, object]:
     """(blob store URL, opened store) with the CLI's environment pointed at it."""
-    for name in list(os.environ):
-        if name.startswith("STATECTL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.chdir(tmp_path)
+    isolate_cli(tmp_path, monkeypatch)
     if request.param == "file":
         url = f"file://{tmp_path / 'blobs'}"
         bs = open_blobstore(url)
@@ -170,6 +166,12 @@ def test_with_kafka_a_store_only_the_checkpoint_topic_knows_is_listed_not_unknow
     assert [r["snapshot_id"] for r in rows] == [snapshot_id] and rows[0]["files"] > 0
     r = _run("snapshots", "list", *where, code=10)
     assert f"unknown job '{job}'" in r.stderr
+    # The jobs level: the job only its checkpoint topic knows is listed (its name as the topic spells it).
+    jobs = json.loads(_run("snapshots", "list", "--blobstore", url, "--kafka", tansu.bootstrap, "-o", "json").stdout)
+    mine = [j for j in jobs if j["job"] == job.replace("_", "-")]
+    assert [(j["job_id"], j["stores"], j["tasks"], j["latest_checkpoint_id"]) for j in mine] == [
+        ("1", ["counts", "second"], 2, rows[0]["checkpoint_id"])], jobs
+    assert json.loads(_run("snapshots", "list", "--blobstore", url, "-o", "json").stdout) == []
     # The job's stores and tasks, from its checkpoint topic.
     tasks = json.loads(_run("snapshots", "list", "--blobstore", url, "--job", job, "--kafka", tansu.bootstrap,
                             "-o", "json").stdout)

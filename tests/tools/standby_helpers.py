@@ -25,6 +25,17 @@ def clean_env(tmp: Path) -> dict[str, str]:
     return dict(env, XDG_CONFIG_HOME=str(tmp / "xdg-config"), XDG_DATA_HOME=str(tmp / "xdg-data"))
 
 
+def isolate_cli(tmp_path: Path, monkeypatch: Any) -> None:
+    """The environment of an in-process statectl run (as clean_env for a subprocess): no STATECTL_* variable,
+    XDG data and config dirs and the working dir under ``tmp_path``."""
+    for name in list(os.environ):
+        if name.startswith("STATECTL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.chdir(tmp_path)
+
+
 def cli(tmp: Path, *args: str, code: int | None = 0, timeout: float = 180) -> subprocess.CompletedProcess:
     """Run ``statectl ARGS`` (a whole process, clean env, cwd ``tmp``); check its exit code unless None."""
     p = subprocess.run([STATECTL, *args], check=False, capture_output=True, text=True, timeout=timeout,

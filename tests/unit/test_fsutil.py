@@ -44,3 +44,18 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
         write_atomic(path, b"new")
     assert path.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_fsync_dirs_and_tree_sync_a_tree_by_name(tmp_path, monkeypatch):
+    from statectl import fsutil
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "f").write_bytes(b"x")
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    fsutil.fsync_dirs(tmp_path)
+    assert synced == [str(tmp_path / "a" / "b"), str(tmp_path / "a"), str(tmp_path)]  # children first
+    synced.clear()
+    fsutil.fsync_tree(tmp_path)
+    assert synced == [str(tmp_path / "a" / "b"), str(tmp_path / "a" / "f"), str(tmp_path / "a"), str(tmp_path)]

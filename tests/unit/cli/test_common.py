@@ -58,11 +58,11 @@ FLAGS = {
                          "--metrics-file", "--replica", "--s3-endpoint", "--state-dir", "--timeout", "--to-checkpoint"},
     "standby check": {"--host", "--job", "--job-id", "--kafka", "--metrics-file"},
     "adstore load": {"--allow-empty", "--blobstore", "--broadcast", "--dataset-versions", "--dry-run", "--end-marker", "--extractor",
-                     "--follow", "--format", "--from-file", "--kafka", "--keep-versions", "--key-column", "--key-field",
+                     "--follow", "--format", "--from-file", "--kafka", "--keep-versions", "--key-field",
                      "--master", "--max-age",
-                     "--partitions", "--s3-endpoint", "--spark", "--spark-conf", "--stage-through-blobstore",
-                     "--state-dir", "--store", "--store-dir", "--task", "--tasks", "--topic", "--value-column",
-                     "--value-columns", "--value-field", "--job", "--job-id", "--key-serde", "--value-serde"},
+                     "--partitions", "--partition-count", "--s3-endpoint", "--spark", "--spark-conf", "--stage-through-blobstore",
+                     "--state-dir", "--store", "--store-dir", "--task", "--tasks", "--topic", "--value-field",
+                     "--value-fields", "--job", "--job-id", "--key-serde", "--value-serde"},
     "adstore status": {"--job", "--job-id", "--kafka", "--state-dir", "--store", "--store-dir"},
     "adstore versions": {"--state-dir", "--store", "--store-dir", "--task"},
     "adstore switch": {"--dry-run", "--state-dir", "--store", "--store-dir", "--quick", "--task", "--version"},
@@ -88,7 +88,7 @@ def _commands() -> dict[str, object]:
 
 def _params(cmd) -> dict[str, object]:
     ctx = cmd.context_class(cmd, info_name="x")
-    return {n: p for p in cmd.get_params(ctx) for n in (*p.opts, *p.secondary_opts)
+    return {n: p for p in cmd.get_params(ctx) if not getattr(p, "hidden", False) for n in (*p.opts, *p.secondary_opts)
             if n.startswith("-") and n not in ("-h", "--help")}
 
 

@@ -56,7 +56,7 @@ def test_cursor_round_trip_and_damage():
 
 @pytest.mark.parametrize("kw, msg", [({"keep_versions": 0}, "--keep-versions"), ({"end_marker": ""}, "--end-marker"),
                                      ({"store_dir": Path("/y")}, "--store-dir"),
-                                     ({"spec_file": True}, "--key-column")])
+                                     ({"spec_file": True}, "--key-field")])
 def test_options_are_checked(kw, msg):
     from statectl.formats.adstore import KeyValueSpec
 

@@ -1,7 +1,5 @@
-"""adstore: read-only (adjunct) stores filled from a topic or a file dataset (seed 003).
-
-From a topic (:func:`load_topic`): partitioned, one store per task (partition k -> ``Partition k``, the
-seed's choice #3), or broadcast, one store holding every partition. Each record becomes an entry as
+"""adstore load from a topic (:func:`load_topic`, seed 003): partitioned, one store per task (partition k ->
+``Partition k``, the seed's choice #3), or broadcast, one store holding every partition. Each record becomes an entry as
 formats.adstore.KeyValueSpec says; a null value deletes. After each flush (the WAL synced) the store's
 ``OFFSET-v2`` and ``SIDE-INPUT-OFFSETS`` record, per partition, the offset of the newest record applied
 (a partition with none yet left out), as TaskSideInputStorageManager writes them: a load resumes after
@@ -11,23 +9,14 @@ Recovery is the seed's table, per store: no store -> create it and bootstrap; a 
 valid (its newest file older than ``max_age``, its offsets off the topic, its offsets file or its files
 damaged) -> rebuild it in a staged dir and swap it in (local.staged); valid -> continue from its offsets.
 Bootstrap reads every partition to the end it had when the load started; ``follow`` then applies new
-records until ``stop`` is set.
+records until ``stop`` is set. With ``spark`` the staged store is built from SST files a Spark job wrote
+(engine.adstore_common).
 
-From a file dataset (:func:`load_file`): a new version is built beside the current one (local.versions),
-sealed with a manifest (rows read, keys, key range, checksum of the entries), and switched to; older
-versions beyond ``keep_versions`` are deleted. With ``spark`` the version (or, from a topic, the staged
-store) is built from SST files a Spark job wrote (statectl.spark), ingested into a new store.
-
-One load per store at a time, from a topic or from files, and ``switch_version`` too: each holds the
-store's local.versions.StoreLock (``<store>.adstore.lock`` beside it; LockHeldError, exit 11, naming the
-holder) for its whole run; the version chain is written only under it.
-
-A load only deletes or replaces a dir it can prove it made. From a topic: a store dir that holds this
-adstore's ``SIDE-INPUT-OFFSETS`` (a damaged one counts: the recovery table rebuilds it), or an empty dir; a
-new store dir appears whole, holding its offsets file from the start. Anything else there (a job's store
-without that file, a dir of other files, a versioned adstore's link, a file) is refused (UsageError) and
-left as it is. A Spark build's dir beside the stores is removed only when its name and every entry in it
-are a build's, and no load holds its lock file.
+A load only deletes or replaces a dir it can prove it made: a store dir that holds this adstore's
+``SIDE-INPUT-OFFSETS`` (a damaged one counts: the recovery table rebuilds it), or an empty dir; a new store
+dir appears whole, holding its offsets file from the start. Anything else there (a job's store without that
+file, a dir of other files, a versioned adstore's link, a file) is refused (UsageError) and left as it is.
+Locks: engine.adstore_common.
 """
 
 from __future__ import annotations
@@ -42,8 +31,17 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from statectl import failpoints
+from statectl.engine.adstore_common import (
+    BUILD_DIR_PREFIX,
+    AdstoreExtractError,
+    SparkOptions,
+    _BuildLock,
+    _check_spec,
+    _remove_build,
+    _remove_old_builds,
+)
 from statectl.errors import DiskFullError, LockHeldError, NotFoundError, StatectlError, UsageError, is_disk_full
-from statectl.formats.adstore import AdRecord, Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
+from statectl.formats.adstore import AdRecord, ExtractError, KeyValueSpec
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import (
     OFFSET_V2,
@@ -52,6 +50,7 @@ from statectl.formats.offsets import (
     read_offsets,
     write_side_input_offsets,
 )
+from statectl.fsutil import fsync_dir
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.local.staged import StagedStore, remove_dead_temp_dirs
@@ -63,34 +62,8 @@ CREATED, RESUMED, REBUILT = "created", "resumed", "rebuilt"
 CLONED = "cloned"  # a broadcast store of another task, hard-linked from the one loaded (TopicLoadOptions.tasks)
 # In a topic's store: the id of the topic (KIP-516) its SIDE-INPUT-OFFSETS are offsets of.
 TOPIC_ID_FILE = "STATECTL-TOPIC-ID"
-BUILD_DIR_PREFIX = ".adstore-build-"  # beside the stores: a Spark build's SST files until they are ingested
-BUILD_LOCK = ".adstore-build.lock"  # in a build dir: flocked by the load using it
-OLD_BUILD_S = 24 * 3600
 HELD_HINT = ("stop the job (or process) that has the store open: adstore load never writes a store another "
              "process holds")
-
-
-class AdstoreExtractError(StatectlError):
-    """A record or row the key/value spec cannot turn into an entry; the message names where it is.
-    What came before it is applied and recorded; it and what follows are not."""
-
-
-class EmptyDatasetError(StatectlError):
-    """A file dataset with no rows (none at all, or a CSV header alone): refused as a version unless
-    ``allow_empty`` (exit 1; nothing is built, nothing becomes current)."""
-
-
-@dataclass(frozen=True)
-class SparkOptions:
-    """The bulk path: spark-submit to ``master`` with ``conf``. ``staging``: "local" (the executors write
-    the SST files beside the stores: local mode, or a filesystem every executor shares) or the URL of a
-    blob store they travel through (``s3`` its S3Options). The build's files stay in a dir beside the
-    stores until every store is swapped in: a load interrupted during the ingest re-runs from them."""
-
-    master: str = "local[*]"
-    conf: dict[str, str] = field(default_factory=dict)
-    staging: str = "local"
-    s3: Any = None
 
 
 @dataclass(frozen=True)
@@ -179,23 +152,6 @@ class TopicLoadOptions:
                                      "--extractor, --key-field or --value-field")
 
 
-def _check_spec(spec: KeyValueSpec, *, topic: bool) -> None:
-    if topic:
-        if spec.key_column or spec.value_column or spec.value_columns:
-            raise UsageError("--key-column/--value-column are for --from-file; a topic takes --key-field, "
-                             "--value-field or --extractor")
-        if spec.extractor and (spec.key_field or spec.value_field):
-            raise UsageError("--extractor replaces --key-field/--value-field: pass one or the other")
-    else:
-        if spec.key_field or spec.value_field or spec.extractor:
-            raise UsageError("--key-field/--value-field/--extractor are for --topic; a file takes --key-column "
-                             "and --value-column or --value-columns")
-        if not spec.key_column:
-            raise UsageError("--from-file needs --key-column")
-        if spec.value_column and spec.value_columns:
-            raise UsageError("--value-column and --value-columns exclude each other")
-
-
 @dataclass
 class StoreLoad:
     """What a load did to one store: ``case`` is created / resumed / rebuilt (``reason`` says why),
@@ -252,9 +208,6 @@ class _Target:
     @property
     def write_path(self) -> Path:
         return self.staged.path if self.staged is not None else self.path
-
-
-# -- from a topic ----------------------------------------------------------------------------------
 
 
 def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
@@ -321,7 +274,6 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
                 except OSError as e:
                     raise _os_error(t.path, e, "swapping in the rebuilt store") from e
                 result.notes += t.staged.notes
-                t.staged.__exit__(None, None, None)
                 t.staged = None
         if spark is not None:
             _remove_build(build_dir)
@@ -340,8 +292,8 @@ def load_topic(opts: TopicLoadOptions, *, stop: threading.Event | None = None,
     finally:
         for t in targets:
             _close(t, opts, quietly=True)
-            if t.staged is not None:
-                t.staged.__exit__(None, None, None)
+            if t.staged is not None:  # not committed: its temporary dir goes, the store stays as it was
+                t.staged.abort()
         consumer.close()
         locks.close()
     for t in targets:
@@ -636,7 +588,7 @@ def _assess(t: _Target, opts: TopicLoadOptions, consumer: Any, *, dry_run: bool 
         return
     remove_dead_temp_dirs(t.path)
     t.staged = StagedStore(t.path, what="adstore rebuild", disk_full=lambda: _disk_full(t.path), sync="dirs")
-    t.staged.__enter__()
+    t.staged.open()  # committed by load_topic once built, aborted by it on every other way out
 
 
 def _open_problem(path: Path) -> str | None:
@@ -833,11 +785,7 @@ def _create(t: _Target, opts: TopicLoadOptions) -> None:
 
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        fd = os.open(t.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(t.path.parent)
     except OSError as e:
         if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
             raise UsageError(f"{t.path} was filled by another process while this load started: refusing to "
@@ -996,7 +944,7 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
     ridden out (the readers poll nothing meanwhile). The topic deleted and recreated (kafka.tails.TopicWatch,
     asked before each flush) stops the load with a StatectlError, recording nothing more: the stores keep
     the offsets of the old topic, which the next load finds off the new one, and rebuilds."""
-    from statectl.kafka.client import PartitionReader, open_consumer
+    from statectl.kafka.client import OffsetOutOfRange, PartitionReader, open_consumer
     from statectl.kafka.tails import TopicWatch
 
     readers: list[tuple[_Target, Iterator[list[Any]], Any]] = []
@@ -1017,7 +965,18 @@ def _follow(targets: list[_Target], opts: TopicLoadOptions, extract: Any, stop: 
         last_flush = time.monotonic()
         while not stop.is_set():
             for t, gen, _ in readers:
-                batch = next(gen)
+                try:
+                    batch = next(gen)
+                except OffsetOutOfRange as e:
+                    # A reader may meet the recreated topic before the watch is asked (its position past the
+                    # new log's end): ask it now, so the error says what happened, as at a flush.
+                    recreated = True
+                    raise next((g for g in (_topic_recreated(w, topic, targets, progress)
+                                            for topic, w in watches.items()) if g is not None),
+                               StatectlError(f"adstore load --follow stopped: {e}; the stores keep the offsets "
+                                             "of what they applied before",
+                                             hint="run the load again: it rebuilds the stores from the topic as "
+                                                  "it is now")) from None
                 if batch:
                     _apply(t, batch, extract, opts, result)
                 if stop.is_set():
@@ -1088,7 +1047,7 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
                 t.load.case, t.load.reason = REBUILT, "--spark builds the whole store"
             t.staged = StagedStore(t.path, what="adstore load --spark", disk_full=lambda t=t: _disk_full(t.path),
                                    sync="dirs")
-            t.staged.__enter__()
+            t.staged.open()
         store = manifest.store(None if opts.broadcast else t.partitions[0])
         failpoints.hit("adstore-ingest")
         ingest_into_new_store(t.staged.path, manifest.paths(store.store))
@@ -1100,573 +1059,6 @@ def _spark_topic(targets: list[_Target], opts: TopicLoadOptions, sp: SparkOption
     return build_dir
 
 
-def _remove_old_builds(ours: Path) -> None:
-    """Remove the dirs other Spark builds left beside ``ours`` (a failed build keeps its log for a while)
-    once nothing in them changed for OLD_BUILD_S: only dirs that are provably a build's (_is_build_dir)
-    and that no load is using (their BUILD_LOCK is free)."""
-    import fcntl
-
-    if not ours.parent.is_dir():
-        return
-    for p in ours.parent.iterdir():
-        if p == ours or not _is_build_dir(p):
-            continue
-        try:
-            newest = max([p.stat().st_mtime] + [f.lstat().st_mtime for f in p.iterdir()])
-        except OSError:
-            continue
-        if time.time() - newest <= OLD_BUILD_S:
-            continue
-        try:
-            fd = os.open(p / BUILD_LOCK, os.O_RDONLY)
-        except FileNotFoundError:
-            fd = None
-        except OSError:
-            continue
-        try:
-            if fd is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # a load is using it
-            _remove_build(p)
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-
-def _is_build_dir(p: Path) -> bool:
-    """Whether ``p`` is provably a dir a Spark build of adstore load made: named ``.adstore-build-<16 hex>``,
-    a real dir (not a link), holding only regular files named as a build names them."""
-    import re
-
-    from statectl.spark.submit import BUILD_MANIFEST, JOB_FILE, LOG_FILE, SST_PREFIX
-
-    if not re.fullmatch(re.escape(BUILD_DIR_PREFIX) + "[0-9a-f]{16}", p.name) or p.is_symlink() or not p.is_dir():
-        return False
-    try:
-        for f in p.iterdir():
-            if f.is_symlink() or not f.is_file():
-                return False
-            if f.name not in (BUILD_MANIFEST, JOB_FILE, LOG_FILE, BUILD_LOCK) and not f.name.startswith(
-                    (SST_PREFIX, f".{SST_PREFIX}", f".{BUILD_MANIFEST}")):
-                return False
-    except OSError:
-        return False
-    return True
-
-
-def _remove_build(p: Path) -> None:
-    """Remove the build dir ``p`` if it is provably a build's (best effort: what stays is removed later)."""
-    import shutil
-
-    if _is_build_dir(p):
-        shutil.rmtree(p, ignore_errors=True)
-
-
-class _BuildLock:
-    """This load uses the build dir: an flock on its BUILD_LOCK, so that no other load's _remove_old_builds
-    removes it meanwhile. Refuses (UsageError) a dir of that name that is not provably a build's."""
-
-    def __init__(self, build_dir: Path):
-        self.build_dir = build_dir
-        self._fd: int | None = None
-
-    def __enter__(self) -> "_BuildLock":
-        import fcntl
-
-        if os.path.lexists(self.build_dir) and not _is_build_dir(self.build_dir):
-            raise UsageError(f"{self.build_dir} is not a build dir adstore load made: refusing to build into it",
-                             hint="move it away")
-        self.build_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.build_dir / BUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LockHeldError(f"the Spark build dir {self.build_dir} is in use by another adstore load",
-                                hint="wait for that load to finish") from None
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
-
-
 def _disk_full(path: Path) -> DiskFullError:
     return DiskFullError(f"no space left on device loading {path}; a store being rebuilt is left as it was",
                          hint=f"free some space in {path.parent}")
-
-
-# -- from a file dataset ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FileLoadOptions:
-    """Load the dataset at ``path`` as a new version of ``store``: broadcast (one store, ``store_dir`` or
-    the store dir of ``task``) or ``partitions`` stores ``Partition k`` (rows by Kafka's partitioner over
-    the key bytes). ``keep_versions``: sealed versions kept per store (the current one always).
-    ``allow_empty``: a dataset without rows makes an empty version (by default it is refused)."""
-
-    path: Path
-    store: str
-    state_dir: Path | None = None
-    fmt: str | None = None
-    task: str = "Partition 0"
-    store_dir: Path | None = None
-    partitions: int | None = None
-    spec: KeyValueSpec = KeyValueSpec()
-    keep_versions: int = 2
-    batch_rows: int = 10_000
-    allow_empty: bool = False
-
-    def validate(self) -> None:
-        if not self.store:
-            raise UsageError("adstore load needs --store")
-        if self.store_dir is None and self.state_dir is None:
-            raise UsageError("adstore load needs --state-dir (or --store-dir)")
-        if self.store_dir is not None and self.partitions is not None:
-            raise UsageError("--store-dir names one store; --partitions makes several under --state-dir")
-        if self.partitions is not None and self.partitions < 1:
-            raise UsageError("--partitions must be at least 1")
-        if self.keep_versions < 1:
-            raise UsageError("--keep-versions must be at least 1")
-        if self.state_dir is not None:  # the names (store, task) checked before anything is written
-            store_dir(Path(self.state_dir), self.store, self.task)
-        _check_spec(self.spec, topic=False)
-
-    def store_dirs(self) -> list[Path]:
-        if self.partitions is None:
-            path = Path(self.store_dir) if self.store_dir is not None else store_dir(Path(self.state_dir),
-                                                                                      self.store, self.task)
-            return [path.absolute()]
-        return [store_dir(Path(self.state_dir), self.store, f"Partition {k}").absolute()
-                for k in range(self.partitions)]
-
-
-@dataclass
-class VersionLoad:
-    store_dir: str
-    version: int
-    rows: int
-    keys: int
-    first_key: str | None
-    last_key: str | None
-    checksum: str
-    previous: int | None
-    deleted_versions: list[int] = field(default_factory=list)
-
-
-@dataclass
-class FileLoadResult:
-    """``rows`` read, ``records`` written (rows, less none: every row is a put), ``version`` made current
-    in every store, and per store its manifest's figures."""
-
-    source: str
-    rows: int
-    records: int
-    bytes: int
-    version: int
-    built_with: str
-    duration_s: float
-    stores: list[VersionLoad] = field(default_factory=list)
-    phases: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class PlannedVersion:
-    """A version a file load makes in one store: ``version`` current instead of ``previous``, ``rows`` of
-    the dataset in it (None: not counted, a Spark build counts them), then ``deleted_versions`` pruned."""
-
-    store_dir: str
-    version: int
-    previous: int | None
-    rows: int | None
-    deleted_versions: list[int] = field(default_factory=list)
-
-
-@dataclass
-class FileLoadPlan:
-    """What ``load_file`` will do, decided with nothing written: read ``files`` (``bytes`` in all) of the
-    dataset, ``rows`` rows (None with --spark: not read here), and make version ``version`` current in every
-    store of ``stores``. ``adstore load --from-file --dry-run`` prints it; ``load_file`` executes it."""
-
-    source: str
-    format: str
-    files: list[str]
-    bytes: int
-    rows: int | None
-    version: int
-    built_with: str
-    stores: list[PlannedVersion]
-    dry_run: bool = True
-    notes: list[str] = field(default_factory=list)
-
-
-def plan_file_load(opts: FileLoadOptions, *, spark: SparkOptions | None = None) -> FileLoadPlan:
-    """The plan of ``load_file(opts, spark=spark)``, with its checks, writing nothing (no lock file, no build
-    dir; builds a killed load left are not removed, and their numbers not counted). Without ``spark`` the
-    dataset is read once, as the load reads it: each row's key extracted and routed to its store, so a row
-    without its key, a malformed or changing file and an empty dataset fail the plan as they fail the load.
-    Raises what ``load_file`` raises before it builds, but LockHeldError."""
-    opts.validate()
-    from statectl.local.datasets import iter_rows, open_dataset
-    from statectl.local.versions import current_version, next_number, prunable
-
-    ds = open_dataset(Path(opts.path), opts.fmt)
-    dirs = _file_targets(opts)
-    number = max(next_number(d, live_builds_only=True) for d in dirs)
-    rows: list[int] | None = None
-    if spark is None:
-        rows = [0] * len(dirs)
-        for f, i, row in iter_rows(ds):
-            try:
-                key, _ = opts.spec.row_entry(row)
-            except ExtractError as e:
-                raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-column") from None
-            rows[0 if len(dirs) == 1 else partition_of(key, len(dirs))] += 1
-        _check_not_empty(ds, sum(rows), opts)
-    stores = [PlannedVersion(str(d), number, current_version(d), None if rows is None else rows[k],
-                             prunable(d, opts.keep_versions, new=number)) for k, d in enumerate(dirs)]
-    return FileLoadPlan(str(ds.path), ds.fmt, [str(f) for f in ds.files], sum(f.stat().st_size for f in ds.files),
-                        None if rows is None else sum(rows), number, "put" if spark is None else "spark", stores)
-
-
-def _file_targets(opts: FileLoadOptions) -> list[Path]:
-    """The store dirs of a file load, each refused unless it is a versioned adstore or not there yet."""
-    from statectl.local.versions import current_version
-
-    dirs = opts.store_dirs()
-    for d in dirs:
-        current_version(d)  # refuses a plain store dir before anything is built
-        if d.exists() and not d.is_symlink():
-            raise UsageError(f"{d} is not a versioned adstore")
-    return dirs
-
-
-def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None,
-              spark: SparkOptions | None = None) -> FileLoadResult:
-    """Build, seal and switch to a new version of every target store from the file dataset (see the
-    module doc). The current versions are untouched until each new one is sealed; a failure leaves no
-    new version behind. Holds every target's StoreLock throughout.
-
-    Raises UsageError for bad options or a target that is a plain store dir; LockHeldError (exit 11)
-    when another adstore load or switch runs on a target; NotFoundError for a missing dataset;
-    AdstoreExtractError for a row without its key; DatasetError for a malformed file, or one that changed
-    (size, mtime or inode) while it was read; EmptyDatasetError (exit 1) for a dataset without rows unless
-    ``opts.allow_empty``; MissingDependencyError (13) for Parquet without pyarrow; DiskFullError (exit 1)
-    when the disk fills (no new version is made).
-
-    With ``spark`` the stores are built by a Spark job (statectl.spark) and ingested; its SST files stay
-    beside the stores until the versions are switched to, so a load interrupted in the ingest re-runs from
-    them; MissingDependencyError (13) without pyspark or Java."""
-    opts.validate()
-    progress = progress or NullProgress()
-    began = time.monotonic()
-    from contextlib import ExitStack
-
-    from statectl.local.datasets import open_dataset
-    from statectl.local.versions import StoreLock
-
-    ds = open_dataset(Path(opts.path), opts.fmt)
-    dirs = _file_targets(opts)
-    with ExitStack() as locks:
-        for d in dirs:
-            locks.enter_context(StoreLock(d))
-        try:
-            result = _load_file_locked(opts, ds, dirs, progress, spark, locks)
-        except (OSError, StatectlError) as e:
-            if not isinstance(e, DiskFullError) and is_disk_full(e):
-                raise DiskFullError(f"no space left on device loading {ds.path} into {dirs[0].parent}; no new "
-                                    "version was made", hint=f"free some space in {dirs[0].parent}") from e
-            raise
-    result.duration_s = round(time.monotonic() - began, 3)
-    result.notes = list(getattr(progress, "notes", []))
-    return result
-
-
-def _load_file_locked(opts: FileLoadOptions, ds: Any, dirs: list[Path], progress: ProgressReporter,
-                      spark: SparkOptions | None, locks: Any) -> FileLoadResult:
-    from contextlib import ExitStack
-
-    from statectl.local.datasets import iter_rows
-    from statectl.local.versions import VersionBuild, next_number, prune, remove_dead_builds, switch
-
-    rows = records = nbytes = 0
-    digests: list[Digest] = []
-    with ExitStack() as stack:
-        for d in dirs:
-            remove_dead_builds(d)
-        number = max(next_number(d) for d in dirs)
-        builds = [stack.enter_context(VersionBuild(d, at_least=number)) for d in dirs]
-        number = max(b.number for b in builds)
-        phases: dict[str, float] = {}
-        build_dir = None
-        if spark is not None:
-            built_with = "spark"
-            build_dir, rows, digests = _spark_files(builds, ds, opts, spark, progress, phases, locks)
-            records = rows
-            _check_not_empty(ds, rows, opts)
-        else:
-            built_with = "put"
-            t0 = time.monotonic()
-            rows, records, nbytes, written = _put_rows(ds, iter_rows(ds), builds, opts, progress)
-            phases["write_s"] = round(time.monotonic() - t0, 3)
-            _check_not_empty(ds, rows, opts)
-            from statectl.rocks.sst import scan_digest
-
-            t0 = time.monotonic()
-            digests = [scan_digest(b.path) if d is None else d for b, d in zip(builds, written)]
-            if any(d is None for d in written):
-                phases["digest_s"] = round(time.monotonic() - t0, 3)
-        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        sealed = []
-        for b, digest in zip(builds, digests):
-            manifest = VersionManifest(b.number, str(ds.path), rows if len(builds) == 1 else digest.keys, digest,
-                                       created, built_with, {"format": ds.fmt})
-            b.seal(manifest)
-            sealed.append((b, digest))
-    result = FileLoadResult(str(ds.path), rows, records, nbytes, number, built_with, 0.0, phases=phases)
-    for b, digest in sealed:
-        previous = switch(b.store, b.number, verify=None)  # just built and sealed by this load
-        gone = prune(b.store, opts.keep_versions)
-        result.stores.append(VersionLoad(str(b.store), b.number, rows if len(sealed) == 1 else digest.keys,
-                                         digest.keys, digest.as_json()["first_key"], digest.as_json()["last_key"],
-                                         digest.as_json()["checksum"], previous, gone))
-    if build_dir is not None:
-        _remove_build(build_dir)
-    return result
-
-
-def _check_not_empty(ds: Any, rows: int, opts: FileLoadOptions) -> None:
-    if rows == 0 and not opts.allow_empty:
-        raise EmptyDatasetError(f"dataset {ds.path} holds no rows: refusing to make an empty version current",
-                                hint="check what wrote it; pass --allow-empty to load an empty store on purpose")
-
-
-def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds: list[Any], opts: FileLoadOptions,
-              progress: ProgressReporter) -> tuple[int, int, int, list[Digest | None]]:
-    """Write every row into its build's store (one store, or the one Kafka's partitioner picks for its
-    key), in WriteBatches of ``batch_rows``; return (rows, records, bytes, digests).
-
-    A store's digest is computed from its batches as they are written, and is exact, when its keys come
-    strictly ascending (a dataset sorted by key: no key can be written twice, and file rows never delete).
-    Otherwise a key may have been overwritten, and knowing which (to take its first value out of the
-    checksum) needs a memory of every key written: that store's digest is None and the caller reads the
-    finished store instead (statectl.rocks.sst.scan_digest)."""
-    from statectl.rocks.writer import StoreWriter
-
-    writers = [StoreWriter(b.path) for b in builds]
-    pending: list[list[tuple[bytes, bytes]]] = [[] for _ in builds]
-    digests = [_SortedDigest() for _ in builds]
-    n = nbytes = 0
-    ok = False
-    progress.start(f"loading {ds.path}", 0, len(ds.files))
-    current_file = None
-    try:
-        for f, i, row in rows:
-            if f is not current_file:
-                if current_file is not None:
-                    progress.file_done()
-                current_file = f
-            try:
-                key, value = opts.spec.row_entry(row)
-            except ExtractError as e:
-                raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-column") from None
-            k = 0 if len(builds) == 1 else partition_of(key, len(builds))
-            pending[k].append((key, value))
-            n += 1
-            nbytes += len(key) + len(value)
-            if len(pending[k]) >= opts.batch_rows:
-                writers[k].apply(pending[k])
-                digests[k].add(pending[k])
-                pending[k] = []
-        for k, w in enumerate(writers):
-            if pending[k]:
-                w.apply(pending[k])
-                digests[k].add(pending[k])
-        if current_file is not None:
-            progress.file_done()
-        ok = True
-    finally:
-        progress.stop()
-        for w in writers:
-            w.close(flush=ok)
-    return n, n, nbytes, [d.digest for d in digests]
-
-
-class _SortedDigest:
-    """The Digest of a store's puts while their keys come strictly ascending; ``digest`` None from the
-    first key that does not (see :func:`_put_rows`)."""
-
-    def __init__(self) -> None:
-        self.digest: Digest | None = Digest()
-        self._last: bytes | None = None
-
-    def add(self, batch: list[tuple[bytes, bytes]]) -> None:
-        import operator
-        from itertools import islice
-
-        if self.digest is None or not batch:
-            return
-        keys = [e[0] for e in batch]
-        ascending = self._last is None or keys[0] > self._last
-        if not (ascending and all(map(operator.lt, keys, islice(keys, 1, None)))):
-            self.digest = None
-            return
-        self.digest.add_sorted(batch)
-        self._last = keys[-1]
-
-
-def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOptions, progress: ProgressReporter,
-                 phases: dict[str, float], locks: Any) -> tuple[Path, int, list[Digest]]:
-    """Build the versions' stores on Spark and ingest them; return (the build's dir, rows, digests).
-    DatasetError (and the build dir removed) when a file of the dataset changed while Spark read it."""
-    from statectl.local.datasets import check_unchanged, stamps
-    from statectl.rocks.sst import ingest_into_new_store
-    from statectl.spark.submit import BuildSpec, run_build
-
-    spec = BuildSpec("files", opts.spec, layout="partitioned" if opts.partitions else "broadcast",
-                     partitions_out=opts.partitions, staging=sp.staging, path=str(Path(ds.path).absolute()),
-                     fmt=ds.fmt, files=tuple(str(Path(f).absolute()) for f in ds.files))
-    build_dir = builds[0].store.parent / f"{BUILD_DIR_PREFIX}{spec.spec_hash()[:16]}"
-    _remove_old_builds(build_dir)
-    locks.enter_context(_BuildLock(build_dir))
-    before = stamps(ds)
-    t0 = time.monotonic()
-    manifest = run_build(spec, build_dir, master=sp.master, conf=sp.conf, progress=progress, s3=sp.s3)
-    phases["build_s"] = round(time.monotonic() - t0, 3)
-    try:
-        check_unchanged(ds, before)
-    except StatectlError:
-        _remove_build(build_dir)  # built from files that are no longer there as they were
-        raise
-    if manifest.path == "jvm":
-        progress.note("the Spark job made the entries in the JVM (a plain key column and value column)")
-    t0 = time.monotonic()
-    for k, b in enumerate(builds):
-        failpoints.hit("adstore-ingest")
-        ingest_into_new_store(b.path, manifest.paths(None if opts.partitions is None else k))
-    phases["ingest_s"] = round(time.monotonic() - t0, 3)
-    return build_dir, manifest.rows, [manifest.store(None if opts.partitions is None else k).digest
-                                      for k in range(len(builds))]
-
-
-# -- versions --------------------------------------------------------------------------------------
-
-
-@dataclass
-class VersionInfo:
-    version: int
-    current: bool
-    created: str | None
-    rows: int | None
-    keys: int | None
-    checksum: str | None
-    built_with: str | None
-    source: str | None
-    problem: str | None = None
-
-
-@dataclass
-class VersionsResult:
-    store_dir: str
-    current: int | None
-    versions: list[VersionInfo] = field(default_factory=list)
-
-
-def versions(store: Path) -> VersionsResult:
-    """The sealed versions of a versioned store, oldest first, each with the ``problem`` the cheap checks
-    find (local.versions.version_problem: a damaged manifest, not a RocksDB store, SST files gone; None:
-    none found; the entries are not read). Read-only, takes no lock. NotFoundError when it has none."""
-    from statectl.local.versions import current_version, list_versions
-
-    store = Path(store).absolute()
-    found = list_versions(store)
-    if not found:
-        raise NotFoundError(f"{store} has no versions", hint="build one with adstore load --from-file")
-    out = VersionsResult(str(store), current_version(store))
-    for v in found:
-        m = v.manifest
-        out.versions.append(VersionInfo(v.number, v.current, m.created if m else None, m.rows if m else None,
-                                        m.digest.keys if m else None, f"{m.digest.checksum:016x}" if m else None,
-                                        m.built_with if m else None, m.source if m else None, v.problem))
-    return out
-
-
-@dataclass
-class SwitchResult:
-    store_dir: str
-    version: int
-    previous: int | None
-
-
-@dataclass
-class SwitchPlan:
-    """What ``switch_version`` will do: make ``version`` of ``store_dir`` current instead of ``previous``,
-    after the check named by ``check`` ("deep": every entry against the manifest; "quick"), which the plan
-    has already passed. ``adstore switch --dry-run`` prints it; ``switch_version`` executes exactly it."""
-
-    store_dir: str
-    version: int
-    previous: int | None
-    check: str
-    dry_run: bool = True
-
-
-def plan_switch(store: Path, version: int | None = None, *, quick: bool = False) -> SwitchPlan:
-    """The plan of ``switch_version(store, version, quick=quick)``, with its checks made (the deep one reads
-    every entry) and nothing written: no lock file, no link (the deep check opens the version read-only,
-    and removes again the config file rocksdict drops into it). Raises what ``switch_version`` raises but
-    LockHeldError. Idempotent."""
-    from statectl.local.versions import current_version, list_versions
-
-    store = Path(store).absolute()
-    if current_version(store) is None and not list_versions(store):
-        raise NotFoundError(f"{store} has no versions", hint="build one with adstore load --from-file")
-    return _plan_switch(store, version, quick)
-
-
-def _plan_switch(store: Path, version: int | None, quick: bool) -> SwitchPlan:
-    from statectl.local.versions import check_switch, current_version, list_versions
-
-    current = current_version(store)
-    if version is None:
-        older = [v.number for v in list_versions(store) if current is not None and v.number < current
-                 and v.manifest is not None]
-        if not older:
-            raise NotFoundError(f"{store} has no version older than its current one ({current}) to roll back to")
-        version = older[-1]
-    check = "quick" if quick else "deep"
-    check_switch(store, version, verify=check)
-    return SwitchPlan(str(store), version, current, check)
-
-
-def switch_version(store: Path, version: int | None = None, *, quick: bool = False) -> SwitchResult:
-    """Make ``version`` current (None: the newest version older than the current one: a rollback), under
-    the store's StoreLock, after checking it against its manifest: every entry read, their count, key range
-    and checksum compared (one read of the whole store, about a million entries a second here); ``quick``:
-    only the cheap checks and that it opens. Raises NotFoundError when there is no such sealed version;
-    StatectlError (exit 1) when it is damaged (nothing is changed); LockHeldError (exit 11) while an adstore
-    load or switch runs on the store; UsageError for a dir that is not a versioned adstore. The switch made
-    is the plan ``plan_switch`` computes, made here under the lock."""
-    from statectl.local.versions import StoreLock, current_version, list_versions
-
-    store = Path(store).absolute()
-    # a plain store dir is refused, a store without versions not found, before the lock file is made
-    if current_version(store) is None and not list_versions(store):
-        raise NotFoundError(f"{store} has no versions", hint="build one with adstore load --from-file")
-    with StoreLock(store):
-        return execute_switch(_plan_switch(store, version, quick))
-
-
-def execute_switch(plan: SwitchPlan) -> SwitchResult:
-    """Point the store at ``plan.version`` (its checks were made by the plan; the caller holds the store's
-    StoreLock). Raises NotFoundError should the version have gone since."""
-    from statectl.local.versions import switch
-
-    previous = switch(Path(plan.store_dir), plan.version, verify=None)
-    return SwitchResult(plan.store_dir, plan.version, previous)

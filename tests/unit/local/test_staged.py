@@ -1,0 +1,47 @@
+import errno
+
+import pytest
+
+from statectl.errors import DiskFullError, StatectlError
+from statectl.local.staged import StagedStore
+
+
+def _staged(target):
+    return StagedStore(target, what="test", disk_full=lambda: DiskFullError(f"full at {target}"), sync="dirs")
+
+
+def test_open_commit_swaps_the_built_dir_in(tmp_path):
+    target = tmp_path / "store"
+    target.mkdir()
+    (target / "old").write_text("old")
+    staged = _staged(target).open()
+    assert staged.path.is_dir() and not any(staged.path.iterdir())
+    (staged.path / "new").write_text("new")
+    staged.commit()
+    staged.abort()  # a no-op once committed
+    assert sorted(p.name for p in target.iterdir()) == ["new"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+def test_abort_removes_the_temp_dir_and_leaves_the_target(tmp_path):
+    target = tmp_path / "store"
+    target.mkdir()
+    (target / "old").write_text("old")
+    staged = _staged(target).open()
+    (staged.path / "new").write_text("new")
+    staged.abort()
+    staged.abort()  # idempotent
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+    assert (target / "old").read_text() == "old"
+
+
+def test_the_block_aborts_and_names_the_target_on_an_os_error(tmp_path):
+    target = tmp_path / "store"
+    with pytest.raises(StatectlError, match="test into .*store failed"):
+        with _staged(target) as staged:
+            raise OSError(errno.EIO, "I/O error")
+    assert not staged.path.exists() and not target.exists()
+    with pytest.raises(DiskFullError, match="full at"):
+        with _staged(target):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert list(tmp_path.iterdir()) == []
