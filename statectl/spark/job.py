@@ -628,21 +628,19 @@ def _file_order(df: Any, job: _Job) -> Any:
 
     files = list(job.spec.files) or [str(job.spec.path)]
     place = {os.path.abspath(str(f)): i for i, f in enumerate(files)}
+    uris = sorted(set(df.inputFiles()))
+    if len(uris) <= 1:  # one file: no look-up per row
+        return F.lit(place.get(_local_path(uris[0]), 0) if uris else 0)
     pairs: list[Any] = []
     others = len(place)
-    # inputFiles() says file:///a%20b where file_path says file:/a%20b: both are matched without "file:/+"
-    for u in sorted(set(df.inputFiles())):
+    for u in uris:
         i = place.get(_local_path(u))
         if i is None:
             i, others = others, others + 1
-        pairs += [F.lit(re.sub(_FILE_SCHEME, "/", u)), F.lit(i)]
-    if not pairs:
-        return F.lit(0)
-    path = F.regexp_replace(F.col("_metadata.file_path"), _FILE_SCHEME, "/")
-    return F.coalesce(F.element_at(F.create_map(*pairs), path), F.lit(others))
-
-
-_FILE_SCHEME = "^file:/+"
+        # inputFiles() says file:///a%20b where _metadata.file_path says file:/a%20b: the map has both
+        for name in dict.fromkeys([u, re.sub("^file:///", "file:/", u)]):
+            pairs += [F.lit(name), F.lit(i)]
+    return F.coalesce(F.element_at(F.create_map(*pairs), F.col("_metadata.file_path")), F.lit(others))
 
 
 def _files_per_store(sc: Any, job: _Job) -> int:
