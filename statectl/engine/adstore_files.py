@@ -389,7 +389,8 @@ def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOpt
         _remove_build(build_dir)  # built from files that are no longer there as they were
         raise
     if manifest.path == "jvm":
-        progress.note("the Spark job made the entries in the JVM (a plain key column and value column)")
+        progress.note("the Spark job made the entries from Arrow batches, not row by row (a plain key column and "
+                      "value column: cast in the JVM; JSON lines parsed by pyarrow)")
     t0 = time.monotonic()
     for k, b in enumerate(builds):
         failpoints.hit("adstore-ingest")

@@ -167,7 +167,7 @@ def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path, 
         base = ["adstore", "load", *source, *layout, "--state-dir", str(state), "-o", "json"]
         put = json.loads(cli(tmp_path, *base, "--store", f"put{i}").stdout)
         spark = json.loads(cli(tmp_path, *base, "--store", f"spark{i}", *SPARK).stdout)
-        assert any("in the JVM" in n for n in spark["notes"]), spark["notes"]
+        assert any("from Arrow batches" in n for n in spark["notes"]), spark["notes"]
         assert [s["checksum"] for s in spark["stores"]] == [s["checksum"] for s in put["stores"]], i
         assert _stores(state, f"spark{i}") == _stores(state, f"put{i}"), i
 
