@@ -51,7 +51,7 @@ def _partitions(text: str | None) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def _renamed(ctx: typer.Context, value: list[str] | None) -> None:
+def _renamed(value: list[str] | None) -> None:
     """The file flags of old (--key-column, --value-column, --value-columns): one vocabulary now names a topic's
     fields and a file's columns; a script still passing them gets the new name, not a silent change."""
     if value:
@@ -145,7 +145,7 @@ def load(
                                                      "into (key, value), or None to skip it.", show_default=False)] = None,
     renamed: Annotated[Optional[list[str]], typer.Option(
         "--key-column", "--value-column", "--value-columns", hidden=True, show_default=False,
-        callback=lambda ctx, param, value: _renamed(ctx, value))] = None,
+        callback=lambda ctx, param, value: _renamed(value))] = None,
     key_serde: Annotated[Optional[Literal[SERDES]], typer.Option(
         "--key-serde", help="Topic: the store's key serde: the record key as Samza's serde reads and writes it "
                             "(default: the job's stores.<store>.key.serde with --job, else the bytes as they are).",
@@ -197,7 +197,7 @@ def load(
         raise UsageError("adstore load needs --store")
     cols = tuple(c.strip() for c in value_fields.split(",") if c.strip()) if value_fields else ()
     # One vocabulary: --key-field/--value-field name a topic's JSON fields or a file's columns; what does not
-    # fit the source is refused by the engine's spec check (adstore._check_spec).
+    # fit the source is refused by the engine's spec check (adstore_common._check_spec).
     if from_file is None:
         if partition_count is not None:
             raise UsageError("--partition-count is for --from-file; a topic's stores follow its partitions")
