@@ -132,7 +132,8 @@ def test_spark_without_java_exits_13(tmp_path: Path):
                          ids=["parquet", "booleans", "csv", "jsonl"])
 def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path, case: int):
     """Key and value one plain column each (strings, ints, booleans; CSV: strings with empty fields; JSON
-    lines: strings, with some numbers, objects and nulls that are made row by row): the JVM path (cast or
+    lines: strings, with some numbers, objects and nulls that are made row by row; keys sharing a beginning,
+    and a few sorting below or above it: the sort key of _with_sort_key): the JVM path (cast or
     parse in Arrow, range-partition, sort in Spark; SST files written from Arrow batches) builds what the
     put path builds, duplicates resolved to the last row in file order, across several files. (Booleans
     partitioned in three: make soak, a Spark start-up each.)"""
@@ -153,7 +154,8 @@ def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path, 
     jsonl = tmp_path / "lines"
     jsonl.mkdir()
     for part in range(2):
-        docs = [{"k": f"k{rng.randrange(800)}-é" if i % 400 else rng.randrange(9),
+        # keys that mostly share a beginning ("key-000"), and some below it (numbers, "key") and above it
+        docs = [{"k": f"key-{rng.randrange(800):06d}-é" if i % 400 else rng.choice([rng.randrange(9), "key", "zz"]),
                  "v": f"v{part}-{i}" if i % 350 else rng.choice([None, {"a": [1, 2.5]}, 7])} for i in range(2500)]
         (jsonl / f"part-{part}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs) + "\n")
     state = tmp_path / "state"

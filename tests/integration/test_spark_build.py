@@ -2,7 +2,7 @@
 from Parquet, CSV, JSON lines and a topic on Tansu, ingested with statectl.rocks.sst and compared key for key
 with the store the put path's rules give (computed here in plain Python with KeyValueSpec and partition_of).
 
-Each spark-submit starts a JVM: the file keeps to a handful of them (5).
+Each spark-submit starts a JVM: the file keeps to a handful of them (5), and one in-process session.
 """
 
 from __future__ import annotations
@@ -406,3 +406,29 @@ def test_a_signal_kills_the_spark_submit_process_group(tmp_path, sig):
         time.sleep(0.1)
     assert not _live_members(group), f"process group {group} outlived statectl"
     assert not (out / "BUILD-MANIFEST.json").exists()  # the job did not build on to its end
+
+
+def test_the_sort_key_sorts_as_the_key_does():
+    """_with_sort_key's sk, in a real Spark: for any partition prefix P, keys that begin with P, keys below
+    and above it, shorter than it, empty, or with 0x00/0xff bytes sort by sk exactly as by their bytes,
+    and sk tells every two keys apart (so sorting by (sk, file order) keeps the last row of a key last)."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from statectl.spark.job import _with_sort_key
+
+    keys = [b"", b"\x00", b"a", b"member", b"member-", b"member-\x00", b"member-\x00\x00", b"member-0",
+            b"member-00000001", b"member-00000001\x00", b"member-00000002", b"member-\xff", b"member.",
+            b"membes", b"mz", b"\xff", b"\xff\xff"]
+    prefixes = [b"member-0000000", b"member-", b"", b"\xff"]
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        rows = [(bytearray(k), pid) for pid in range(len(prefixes)) for k in reversed(keys)]
+        df = spark.createDataFrame(rows, "k binary, pid int").repartition(len(prefixes), "pid")
+        got = _with_sort_key(df, prefixes).sortWithinPartitions("sk").select("k", "sk", "pid").collect()
+    finally:
+        spark.stop()
+    for pid, p in enumerate(prefixes):
+        mine = [r for r in got if r.pid == pid]
+        assert [bytes(r.k) for r in mine] == sorted(keys), p
+        assert len({bytes(r.sk) for r in mine}) == len(keys), p
