@@ -432,3 +432,37 @@ def test_the_sort_key_sorts_as_the_key_does():
         mine = [r for r in got if r.pid == pid]
         assert [bytes(r.k) for r in mine] == sorted(keys), p
         assert len({bytes(r.sk) for r in mine}) == len(keys), p
+
+
+def test_the_class_archive_is_recorded_then_mapped_and_a_cut_one_is_dropped(tmp_path, monkeypatch):
+    """The driver JVM's class archive (submit.ClassArchive) with a real JVM: the first build records it,
+    the next maps it (same entries), and a cut one, which kills the JVM with SIGBUS as it maps it, costs a
+    second run without it, not the build; the archive is then forgotten."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    f = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"k": [f"k{i % 700:04d}" for i in range(2000)], "v": [f"v{i}" for i in range(2000)]}), f)
+    kv = KeyValueSpec(key_column="k", value_column="v")
+    expected = expected_from_rows(pq.read_table(f).to_pylist(), kv, None)
+    spec = BuildSpec("files", kv, layout="broadcast", path=str(f), fmt="parquet", files=(str(f),))
+    archives = lambda: sorted((tmp_path / "cache" / "statectl" / "spark").glob("*"))  # noqa: E731
+
+    first = run_build(spec, tmp_path / "out1", master=MASTER)
+    assert "-XX:ArchiveClassesAtExit=" in (tmp_path / "out1" / LOG_FILE).read_text()
+    jsa, size = archives()
+    assert (jsa.suffix, size.suffix) == (".jsa", ".size") and int(size.read_text()) == jsa.stat().st_size > 0
+    second = run_build(spec, tmp_path / "out2", master=MASTER)
+    log = (tmp_path / "out2" / LOG_FILE).read_text()
+    assert f"-XX:SharedArchiveFile={jsa}" in log and "[cds]" not in log, "mapped, without a warning"
+    assert second.digests == first.digests
+    ingest_and_compare(second, expected, tmp_path / "i2")
+
+    with open(jsa, "r+b") as fh:  # cut, its recorded size kept: what a torn write could leave
+        fh.truncate(jsa.stat().st_size // 2)
+    size.write_text(f"{jsa.stat().st_size}\n")
+    third = run_build(spec, tmp_path / "out3", master=MASTER)
+    assert third.digests == first.digests
+    assert "SharedArchiveFile" not in (tmp_path / "out3" / LOG_FILE).read_text(), "the second run maps none"
+    assert archives() == [], "the cut archive is forgotten"

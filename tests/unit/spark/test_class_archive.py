@@ -1,0 +1,104 @@
+"""statectl.spark.submit.ClassArchive without a JVM: which option a build's driver gets, and what becomes
+of a recorded archive. (A real JVM records, maps and survives a cut archive in
+tests/integration/test_spark_build.py.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from statectl.spark.submit import ClassArchive
+
+OPTS = "spark.driver.extraJavaOptions"
+
+
+@pytest.fixture
+def submit(tmp_path: Path, monkeypatch) -> Path:
+    """A pyspark install's layout (bin/spark-submit beside jars/) and an empty cache dir."""
+    (tmp_path / "pyspark" / "jars").mkdir(parents=True)
+    (tmp_path / "pyspark" / "jars" / "spark-core.jar").write_bytes(b"jar")
+    (tmp_path / "pyspark" / "bin").mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "pyspark" / "bin" / "spark-submit"
+
+
+def _recorded(a: ClassArchive, data: bytes = b"archive") -> None:
+    """What the JVM does with -XX:ArchiveClassesAtExit at its exit."""
+    assert a.recording is not None
+    a.recording.write_bytes(data)
+
+
+def test_the_first_build_records_and_the_next_maps_it(submit):
+    first = ClassArchive(submit, {})
+    assert first.recording is not None and first.path is not None
+    assert first.conf({OPTS: "-Dx=1", "a": "b"}) == {OPTS: f"-XX:ArchiveClassesAtExit={first.recording} -Dx=1",
+                                                      "a": "b"}
+    _recorded(first)
+    first.keep()
+    assert first.path.read_bytes() == b"archive" and first.path.with_suffix(".size").read_text() == "7\n"
+    assert not first.recording.exists()
+    second = ClassArchive(submit, {})
+    assert second.recording is None and second.path == first.path
+    assert second.conf({}) == {OPTS: f"-XX:SharedArchiveFile={first.path}"}
+
+
+def test_an_archive_of_another_size_than_recorded_is_recorded_again(submit):
+    first = ClassArchive(submit, {})
+    _recorded(first)
+    first.keep()
+    with open(first.path, "ab") as fh:  # or cut: the JVM would die of SIGBUS mapping a cut one
+        fh.write(b"x")
+    again = ClassArchive(submit, {})
+    assert again.recording is not None and "ArchiveClassesAtExit" in again.conf({})[OPTS]
+    first.path.with_suffix(".size").unlink()
+    assert ClassArchive(submit, {}).recording is not None, "no size: not used"
+
+
+def test_a_failed_build_keeps_nothing_and_drop_forgets_the_archive(submit):
+    failed = ClassArchive(submit, {})
+    _recorded(failed, b"cut")
+    failed.discard()
+    assert not failed.recording.exists() and not failed.path.exists()
+    ok = ClassArchive(submit, {})
+    _recorded(ok)
+    ok.keep()
+    used = ClassArchive(submit, {})
+    used.drop()
+    assert not used.path.exists() and not used.path.with_suffix(".size").exists()
+    assert ClassArchive(submit, {}).recording is not None
+
+
+@pytest.mark.parametrize("opts", ["-Xshare:off", "-XX:SharedArchiveFile=/mine.jsa", "-XX:ArchiveClassesAtExit=/a"])
+def test_the_users_own_sharing_options_turn_it_off(submit, opts):
+    a = ClassArchive(submit, {OPTS: opts})
+    assert a.path is None and a.recording is None and a.conf({OPTS: opts}) == {OPTS: opts}
+    assert not (submit.parents[2] / "cache").exists()
+
+
+def test_an_unwritable_cache_turns_it_off(submit, monkeypatch, tmp_path):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    a = ClassArchive(submit, {})
+    assert a.path is None and a.conf({}) == {}
+
+
+def test_another_install_has_its_own_archive(submit):
+    first = ClassArchive(submit, {})
+    (submit.parents[1] / "jars" / "spark-sql.jar").write_bytes(b"jar")
+    assert ClassArchive(submit, {}).path != first.path
+
+
+def test_a_recording_left_by_a_killed_statectl_is_removed(submit):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    first = ClassArchive(submit, {})
+    base, name = first.path.parent, first.path.stem
+    orphan = base / f".{name}.{int(gone.stdout)}.1.jsa"
+    alive = base / f".{name}.{os.getpid()}.2.jsa"
+    orphan.write_bytes(b"cut")
+    alive.write_bytes(b"recording")
+    ClassArchive(submit, {})
+    assert not orphan.exists() and alive.exists()
