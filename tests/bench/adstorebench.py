@@ -13,6 +13,8 @@
     .venv/bin/python -m tests.bench.adstorebench --files-only --masters 'local[2],local[1]' --repeat 2
     # the same rows as JSON lines ({"k": ..., "v": ...} per line)
     .venv/bin/python -m tests.bench.adstorebench --files-only --format jsonl --repeat 2
+    # keys in no order, a third of the rows overwriting earlier ones (default: ascending, distinct)
+    .venv/bin/python -m tests.bench.adstorebench --files-only --order shuffled
 """
 
 from __future__ import annotations
@@ -80,7 +82,18 @@ def _produce(bootstrap: str, topic: str, n: int) -> None:
         p.close()
 
 
-def _parquet(path: Path, n: int) -> None:
+def _ids(lo: int, hi: int, n: int, order: str) -> list[int]:
+    """The key numbers of rows lo..hi: ascending and distinct ("sorted": the put path's best case, its SST
+    written as the rows come), or ("shuffled") drawn at random from 0.8 n numbers: keys in no order, about
+    a third of the rows overwriting an earlier one (what an export from a warehouse gives)."""
+    if order == "sorted":
+        return list(range(lo, hi))
+    import numpy as np
+
+    return np.random.default_rng(lo).integers(0, max(1, n * 4 // 5), hi - lo).tolist()
+
+
+def _parquet(path: Path, n: int, order: str = "sorted") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -89,8 +102,8 @@ def _parquet(path: Path, n: int) -> None:
     try:
         for lo in range(0, n, step):
             hi = min(n, lo + step)
-            t = pa.table({"k": [_key(i).decode() for i in range(lo, hi)],
-                          "v": [_value(i).decode() for i in range(lo, hi)]})
+            ids = _ids(lo, hi, n, order)
+            t = pa.table({"k": [_key(i).decode() for i in ids], "v": [_value(i).decode() for i in range(lo, hi)]})
             if writer is None:
                 writer = pq.ParquetWriter(path, t.schema)
             writer.write_table(t)
@@ -99,9 +112,12 @@ def _parquet(path: Path, n: int) -> None:
             writer.close()
 
 
-def _jsonl(path: Path, n: int) -> None:
+def _jsonl(path: Path, n: int, order: str = "sorted") -> None:
     with open(path, "w") as fh:
-        fh.writelines(f'{{"k":"{_key(i).decode()}","v":"{_value(i).decode()}"}}\n' for i in range(n))
+        for lo in range(0, n, 500_000):
+            hi = min(n, lo + 500_000)
+            fh.writelines(f'{{"k":"{_key(k).decode()}","v":"{_value(i).decode()}"}}\n'
+                          for k, i in zip(_ids(lo, hi, n, order), range(lo, hi)))
 
 
 def _ratio(a: float, b: float) -> float:
@@ -151,19 +167,27 @@ def bench(work: Path, records: int = 2_000_000) -> dict[str, Any]:
     return out
 
 
-def files_bench(work: Path, records: int, masters: list[str], repeat: int, fmt: str = "parquet") -> dict[str, Any]:
-    """The put path and the Spark path under each of ``masters`` from one Parquet (or JSON-lines) file,
-    ``repeat`` rounds
-    (each round runs them all, one after the other, so a ratio compares runs made side by side); the
-    median of the rounds' ratios: spark_<master>/put (time) and each master's time over the first's."""
+def files_bench(work: Path, records: int, masters: list[str], repeat: int, fmt: str = "parquet",
+                order: str = "sorted") -> dict[str, Any]:
+    """The put path and the Spark path under each of ``masters`` from one Parquet (or JSON-lines) file of
+    rows in ``order`` (:func:`_ids`), ``repeat`` rounds (each round runs them all, one after the other, so
+    a ratio compares runs made side by side); the median of the rounds' ratios: spark_<master>/put (time)
+    and each master's time over the first's. Before the rounds, one Spark build of 1 000 rows, so the
+    rounds map the driver's class archive (statectl.spark.submit.ClassArchive) as every build but a
+    machine's first does: its time is ``first_build_s`` (recording the archive, when there was none)."""
     import shutil
     import statistics
 
     work.mkdir(parents=True, exist_ok=True)
     env = _env(work)
     data = work / f"rows.{fmt}"
-    (_parquet if fmt == "parquet" else _jsonl)(data, records)
+    write = _parquet if fmt == "parquet" else _jsonl
+    write(data, records, order)
     common = ["adstore", "load", "--from-file", str(data), "--key-field", "k", "--value-field", "v", "-o", "json"]
+    warm = work / f"warm.{fmt}"
+    write(warm, 1000)
+    first = run_measured([STATECTL, *common[:3], str(warm), *common[4:], "--store", "warm", "--state-dir",
+                          str(work / "warm-state"), "--spark", "--master", masters[0]], env=env, cwd=work / "warm")
     rounds = []
     for r in range(repeat):
         got: dict[str, Any] = {}
@@ -179,7 +203,8 @@ def files_bench(work: Path, records: int, masters: list[str], repeat: int, fmt: 
             raise RuntimeError("the Spark path and the put path built different stores")
         rounds.append(got)
         shutil.rmtree(work / "state", ignore_errors=True)
-    out: dict[str, Any] = {"records": records, "format": fmt, "rounds": rounds}
+    out: dict[str, Any] = {"records": records, "format": fmt, "order": order,
+                           "first_build_s": round(first.wall_s, 2), "rounds": rounds}
     for m in masters:
         out[f"spark_{m}/put"] = round(statistics.median(g[m]["s"] / g["put"]["s"] for g in rounds), 3)
     for m in masters[1:]:
@@ -207,10 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--masters", default="local[2]", help="with --files-only: Spark masters, comma-separated")
     p.add_argument("--repeat", type=int, default=1, help="with --files-only: rounds")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help="with --files-only: the input")
+    p.add_argument("--order", choices=("sorted", "shuffled"), default="sorted",
+                   help="with --files-only: keys ascending and distinct, or in no order with repeats")
     args = p.parse_args(argv)
     if args.files_only:
         with tempfile.TemporaryDirectory(prefix="adstorebench-", dir=args.work) as tmp:
-            r = files_bench(Path(tmp), args.records, args.masters.split(","), args.repeat, args.format)
+            r = files_bench(Path(tmp), args.records, args.masters.split(","), args.repeat, args.format, args.order)
         print(json.dumps(r, indent=1))
         return 0
     with tempfile.TemporaryDirectory(prefix="adstorebench-", dir=args.work) as tmp:
