@@ -4,6 +4,8 @@ made into entries per Arrow batch (:class:`_JsonRows`) and their sample."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,54 @@ def test_the_job_writes_the_manifest_submit_reads(tmp_path):
     assert [(s.store, s.rows, s.duplicates, s.files) for s in m.stores] == \
         [(0, 3, 2, ["store-0-0000-0000.sst", "store-0-0000-0001.sst"]), (1, 0, 0, [])]
     assert m.store(0).digest.keys == 2 and [f.name for f in m.files] == m.store(0).files
+
+
+class _Conf:
+    """The SparkConf and RuntimeConfig calls _arrow_batches makes (the real ones: every JVM-path build of
+    the integration tests goes through it)."""
+
+    def __init__(self, given: dict[str, str]):
+        self.given, self.set_ = given, {}
+
+    def contains(self, key: str) -> bool:
+        return key in self.given
+
+    def getConf(self) -> "_Conf":  # noqa: N802 (SparkContext's name)
+        return self
+
+    def set(self, key: str, value: str) -> None:
+        self.set_[key] = value
+
+
+class _Spark:
+    def __init__(self, given: dict[str, str]):
+        self.sparkContext = self.conf = _Conf(given)
+
+
+def test_arrow_batches_are_sized_by_rows_from_the_datasets_average_row(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from statectl.spark.job import _arrow_batches
+
+    small, big = tmp_path / "small.parquet", tmp_path / "big.parquet"
+    pq.write_table(pa.table({"id": list(range(5000)), "v": ["x" * 20] * 5000}), small)
+    pq.write_table(pa.table({"id": list(range(200)), "v": [os.urandom(100_000) for _ in range(200)]}), big,
+                   compression="none")
+    got = {}
+    for f in (small, big):
+        spark = _Spark({})
+        _arrow_batches(spark, _job(tmp_path, [f]))
+        got[f.name] = spark.conf.set_
+    assert got["small.parquet"] == {"spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+                                    "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
+    assert 64 <= int(got["big.parquet"]["spark.sql.execution.arrow.maxRecordsPerBatch"]) <= 90, "~8 MiB of rows"
+    lines = tmp_path / "rows.jsonl"
+    lines.write_text("".join(json.dumps({"k": i, "v": "y" * 4000}) + "\n" for i in range(1000)))
+    spark = _Spark({})
+    _arrow_batches(spark, _jsonl_job(tmp_path, [lines]))
+    assert 2000 <= int(spark.conf.set_["spark.sql.execution.arrow.maxRecordsPerBatch"]) <= 2100
+    for user in ("spark.sql.execution.arrow.maxBytesPerBatch", "spark.sql.execution.arrow.maxRecordsPerBatch"):
+        spark = _Spark({user: "1000"})
+        _arrow_batches(spark, _job(tmp_path, [small]))
+        assert spark.conf.set_ == {}, "the user's own setting stands"
