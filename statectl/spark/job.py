@@ -53,9 +53,9 @@ from statectl.spark.submit import (
 _FILE_COL = "__statectl_file__"
 _BLOCK_COL = "__statectl_block__"
 _SAMPLES_PER_FILE = 64
-_SAMPLE_PER_TASK = 200  # keys sampled per write task for its key range (the JVM path from Parquet)
+_SAMPLE_PER_TASK = 200  # keys sampled per write task for its key range (the JVM path)
 _SAMPLE_ROW_GROUPS = 64  # row groups read for that sample, at most
-_SAMPLE_CHUNK = 256 << 10  # bytes of a JSON-lines file read per chunk of that sample
+_SAMPLE_CHUNK = 256 << 10  # bytes of a JSON-lines or CSV file read per chunk of that sample
 _BYTES_PER_TASK = 128 << 20  # input bytes per write task, at most (Spark's own read split size)
 
 
@@ -662,10 +662,10 @@ def _lay_out(spark: Any, job: _Job, plain: Any) -> tuple[Any, str]:
     """``plain`` shuffled into stores x files_per_store partitions, partition p holding a range of (store,
     k) below partition p + 1's, all rows of a key in one partition. From Parquet the ranges come from a
     sample of the key column of a few row groups read on the driver (:func:`_parquet_sample`), from JSON
-    lines from a few chunks of the files (:func:`_jsonl_sample`): no pass over the input before the one
-    that shuffles it; each row's partition (its ``pid`` column, checked by the writers) is computed in the
-    JVM from those bounds. Otherwise (CSV, or files the driver cannot read) Spark's repartitionByRange
-    samples the input itself (one more read of it). Returns (the frame, where the ranges came from:
+    lines and CSV from a few chunks of the files (:func:`_line_sample`): no pass over the input before the
+    one that shuffles it; each row's partition (its ``pid`` column, checked by the writers) is computed in
+    the JVM from those bounds. Otherwise (files the driver cannot read) Spark's repartitionByRange samples
+    the input itself (one more read of it). Returns (the frame, where the ranges came from:
     BuildManifest.ranges; unless that is "spark-sample", the frame has ``pid`` and the sort key ``sk`` of
     :func:`_with_sort_key`, and each partition holds one store)."""
     from pyspark.sql import functions as F
@@ -674,7 +674,7 @@ def _lay_out(spark: Any, job: _Job, plain: Any) -> tuple[Any, str]:
     stores = len(job.stores)
     per_store = _files_per_store(spark.sparkContext, job)
     parts = stores * per_store
-    sample = {"parquet": _parquet_sample, "jsonl": _jsonl_sample}.get(spec.fmt or "")
+    sample = {"parquet": _parquet_sample, "jsonl": _jsonl_sample, "csv": _csv_sample}.get(spec.fmt or "")
     keys = sample(job, _SAMPLE_PER_TASK * parts) if sample else None
     if keys is None:
         return plain.repartitionByRange(parts, "store", "k"), "spark-sample"
@@ -833,12 +833,49 @@ def _parquet_sample(job: _Job, want: int) -> list[bytes] | None:
 
 def _jsonl_sample(job: _Job, want: int) -> list[bytes] | None:
     """About ``want`` keys (to_bytes of the key column, as the put path makes them) spread over a JSON-lines
-    dataset, from at most _SAMPLE_ROW_GROUPS chunks of _SAMPLE_CHUNK bytes spread over its files, read on
-    the driver (a line cut by a chunk's edges, or one that is not a row with the key, is passed over).
-    None when a file is not a local file (then Spark samples). Only balances the partitions."""
+    dataset (:func:`_line_sample`)."""
     from statectl.formats.adstore import to_bytes
 
     column = job.spec.kv.key_column
+
+    def key(line: bytes) -> bytes | None:
+        row = jsonl_row(line)
+        return to_bytes(row.get(column)) if row is not None else None
+
+    return _line_sample(job, want, lambda path: key)
+
+
+def _csv_sample(job: _Job, want: int) -> list[bytes] | None:
+    """About ``want`` keys (the key column's text as UTF-8, as Spark reads and casts it) spread over a CSV
+    dataset (:func:`_line_sample`); each file's own header names the column. A row whose quoted field holds
+    a newline is cut by the line split and passed over (its field count is wrong): the sample only
+    balances the partitions."""
+    import csv
+
+    column = job.spec.kv.key_column
+
+    def key_of(path: str) -> Any:
+        with open(path, "rb") as fh:
+            header = next(csv.reader([fh.readline().decode("utf-8").rstrip("\r\n")]), [])
+        if column not in header:
+            return None
+        i, n = header.index(column), len(header)
+
+        def key(line: bytes) -> bytes | None:
+            fields = next(csv.reader([line.decode("utf-8").rstrip("\r")]), [])
+            return fields[i].encode("utf-8") if len(fields) == n and fields[i] and fields != header else None
+
+        return key
+
+    return _line_sample(job, want, key_of)
+
+
+def _line_sample(job: _Job, want: int, key_of: Any) -> list[bytes] | None:
+    """About ``want`` keys spread over a dataset of lines (JSON lines, CSV), from at most
+    _SAMPLE_ROW_GROUPS chunks of _SAMPLE_CHUNK bytes spread over its files, read on the driver: ``key_of(path)``
+    gives the file's ``key(line) -> bytes | None`` (None: no such column in the file). A line cut by a
+    chunk's edges, or one that is not a row with the key, is passed over. None when a file is not a local
+    file (then Spark samples). Only balances the partitions; the result does not depend on it."""
     try:
         files = [(p, os.path.getsize(p)) for p in (_local_path(f) for f in list(job.spec.files) or [str(job.spec.path)])]
     except OSError:
@@ -857,21 +894,21 @@ def _jsonl_sample(job: _Job, want: int) -> list[bytes] | None:
             base += size
             if not mine:
                 continue
+            key = key_of(path)
+            if key is None:
+                continue
             with open(path, "rb") as fh:
                 for offset in mine:
                     fh.seek(offset)
                     lines = fh.read(_SAMPLE_CHUNK).split(b"\n")[1 if offset else 0:-1]
-                    got: list[bytes] = []
                     for line in lines[:: max(1, len(lines) // per_chunk)]:
                         try:
-                            row = jsonl_row(line)
-                            key = to_bytes(row.get(column)) if row is not None else None
-                        except (ExtractError, TypeError, ValueError):
+                            got = key(line)
+                        except Exception:  # noqa: BLE001 - a cut or bad line: not in the sample
                             continue
-                        if key is not None:
-                            got.append(key)
-                    keys += got
-    except OSError:
+                        if got is not None:
+                            keys.append(got)
+    except (OSError, UnicodeDecodeError):
         return None
     return keys
 

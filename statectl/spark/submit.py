@@ -241,7 +241,7 @@ class BuildManifest:
     spark_ran: bool = True
     path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns) or "python"
     # the JVM path: where its key ranges came from, "parquet-sample" (the driver read a sample of the key
-    # column), "jsonl-sample" (the driver read a few chunks of the files) or "spark-sample"
+    # column), "jsonl-sample" / "csv-sample" (the driver read a few chunks of the files) or "spark-sample"
     # (repartitionByRange read the input for them). JSON lines on that path: Spark's text reader, the lines
     # parsed per Arrow batch by pyarrow in the executors' Python (not a Python object per row)
     ranges: str = ""

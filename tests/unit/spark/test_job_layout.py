@@ -224,3 +224,24 @@ def test_arrow_batches_are_sized_by_rows_from_the_datasets_average_row(tmp_path)
         spark = _Spark({user: "1000"})
         _arrow_batches(spark, _job(tmp_path, [small]))
         assert spark.conf.set_ == {}, "the user's own setting stands"
+
+
+def test_the_csv_sample_reads_keys_by_each_files_header(tmp_path):
+    from statectl.spark.job import _csv_sample
+
+    a, b, c = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "c.csv"
+    a.write_bytes(b"k,v\r\n" + b"".join(b"a%05d,\"x,\"\"y\"\"\"\r\n" % i for i in range(20_000)))
+    b.write_bytes(b"v,k,w\n" + b"".join(b"1,b%05d,%s\n" % (i, b'"two\nlines"' if i % 10 == 0 else b"w")
+                                         for i in range(20_000)))
+    c.write_bytes(b"other\n" + b"z\n" * 1000)  # no key column: passed over
+    spec = BuildSpec("files", KeyValueSpec(key_column="k", value_column="v"), layout="broadcast",
+                     path=str(tmp_path), fmt="csv", files=(str(a), str(b), str(c)))
+    job = _Job({"spec": spec.to_dict(), "spec_hash": "h", "build_id": "b", "out_dir": str(tmp_path)})
+    keys = _csv_sample(job, 100)
+    assert keys is not None and len(keys) >= 100
+    assert all(k[:1] in (b"a", b"b") and len(k) == 6 for k in keys), "keys only, never a header or a cut row"
+    assert {k[:1] for k in keys} == {b"a", b"b"} and max(keys) > b"b15000", "spread over the files"
+    missing = BuildSpec("files", spec.kv, layout="broadcast", path=str(tmp_path), fmt="csv",
+                        files=(str(tmp_path / "gone.csv"),))
+    assert _csv_sample(_Job({"spec": missing.to_dict(), "spec_hash": "h", "build_id": "b",
+                             "out_dir": str(tmp_path)}), 10) is None, "not readable here: Spark samples"
