@@ -1,4 +1,5 @@
-"""The one home of statectl's small-file writes: atomic replace of a file, and fsync of a dir or a tree.
+"""The one home of statectl's small-file writes (atomic replace of a file, fsync of a dir or a tree) and of
+the check whether a dead writer's leftovers may go (:func:`process_alive`).
 
 Pure OS calls; no statectl imports (the bottom layer: formats, blobstore, local, engine and metrics use it).
 """
@@ -70,3 +71,18 @@ def write_atomic(path: Path | str, data: bytes | str, *, sync: str = SYNC_ALL, u
         raise
     if sync == SYNC_ALL:
         fsync_dir(path.parent)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (a zombie nobody reaped yet counts as gone): whether what it
+    left (a staging dir, a recording named by its pid) may still be in use."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True

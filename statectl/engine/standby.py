@@ -93,7 +93,7 @@ from statectl.formats.offsets import (
     write_offset,
     write_offsets,
 )
-from statectl.fsutil import fsync_dirs
+from statectl.fsutil import fsync_dirs, process_alive
 from statectl.kafka.client import (
     DEFAULT_TIMEOUT_S,
     KafkaSecurity,
@@ -114,7 +114,7 @@ from statectl.local.layout import (
     store_dir,
     task_dir_name,
 )
-from statectl.local.staged import discard_old, out_of_space, process_alive, swap_into_place
+from statectl.local.staged import discard_old, out_of_space, swap_into_place
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.rocks.live import LiveStore
 

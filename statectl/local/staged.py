@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Callable
 
 from statectl.errors import DiskFullError, LockHeldError, StatectlError, UsageError
-from statectl.fsutil import fsync_dir, fsync_dirs, fsync_tree
+from statectl.fsutil import fsync_dir, fsync_dirs, fsync_tree, process_alive
 from statectl.progress import ProgressReporter
 from statectl.rocks.store import check_not_held, is_store
 
@@ -289,20 +289,6 @@ def remove_dead_temp_dirs(target: Path) -> None:
                     _remove(p)
                 except OSError:
                     pass
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs on this host (a zombie nobody reaped yet counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return True
 
 
 class StagedStore:

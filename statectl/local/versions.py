@@ -35,8 +35,7 @@ from pathlib import Path
 
 from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import MANIFEST, VersionManifest
-from statectl.fsutil import SYNC_NONE, fsync_dir, fsync_tree, write_atomic
-from statectl.local.staged import process_alive
+from statectl.fsutil import SYNC_NONE, fsync_dir, fsync_tree, process_alive, write_atomic
 
 VERSIONS_SUFFIX = ".versions"
 BUILDING = ".building-"

@@ -38,7 +38,7 @@ from typing import Any, Iterator
 
 from statectl.errors import BlobNotFoundError, MissingDependencyError, StatectlError, UsageError
 from statectl.formats.adstore import Digest, KeyValueSpec
-from statectl.fsutil import write_atomic
+from statectl.fsutil import process_alive, write_atomic
 from statectl.progress import NullProgress, ProgressReporter
 
 BUILD_MANIFEST = "BUILD-MANIFEST.json"  # in out_dir, written last by the job
@@ -666,12 +666,9 @@ def _remove_orphans(base: Path, name: str) -> None:
     """Remove the recordings (``.<name>.<pid>.<ns>.jsa``) of statectl processes that are gone (killed
     outright while their build recorded)."""
     for f in base.glob(f".{name}.*.jsa"):
-        try:
-            os.kill(int(f.name.split(".")[2]), 0)
-        except (ValueError, IndexError, ProcessLookupError):
+        pid = f.name.split(".")[2]
+        if not (pid.isdigit() and process_alive(int(pid))):
             f.unlink(missing_ok=True)
-        except PermissionError:
-            pass
 
 
 def _file_size(path: Path) -> int | None:
