@@ -176,6 +176,13 @@ class KafkaCheckpointLog:
                 found[task] = cp
         return found, problems
 
+    def task_names(self) -> set[str]:
+        """Every task with a checkpoint (v1 or v2) in the topic, read on to its end: names the job itself
+        wrote. Empty when the topic does not exist."""
+        if not self._refresh():
+            return set()
+        return set(self._tasks(KEY_TYPE_V2)) | set(self._tasks(KEY_TYPE_V1))
+
     def latest_changelog_offset(self, task: str, store: str, *,
                                 changelog_topic: str | None = None) -> tuple[dict, str | None] | None:
         """(changelog SSP, offset) of ``store``'s Kafka changelog in the latest checkpoint of ``task``, or None.

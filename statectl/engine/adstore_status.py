@@ -35,6 +35,7 @@ from statectl.formats.offsets import (
     parse_offsets,
     read_offset_file,
 )
+from statectl.local.layout import store_dir, task_of_dir
 
 # TaskSideInputStorageManager.STORE_DELETE_RETENTION_MS = TimeUnit.DAYS.toMillis(1), not configurable
 STORE_DELETE_RETENTION_MS = 24 * 3600 * 1000
@@ -204,19 +205,17 @@ def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
         path = Path(opts.store_dir).absolute()
         task = None
         if job_ssps is not None:
-            task = next((t for t in job_ssps if path.name == t.replace(" ", "_")), None)
+            task = task_of_dir(path.name, job_ssps)
         if not path.exists() and job_ssps is None:
             raise NotFoundError(f"no store dir {path}")
         dirs.append((path, task))
     elif job_ssps is not None:
-        from statectl.local.layout import store_dir
-
         dirs = [(store_dir(Path(opts.state_dir), opts.store, t).absolute(), t) for t in sorted(job_ssps, key=_task_key)]
     else:
         base = Path(opts.state_dir) / str(opts.store)
         if not base.is_dir():
             raise NotFoundError(f"no store {opts.store} under {opts.state_dir} (no dir {base})")
-        for p in sorted(base.iterdir(), key=lambda p: _task_key(p.name.replace("_", " "))):
+        for p in sorted(base.iterdir(), key=lambda p: _task_key(p.name)):
             if p.is_dir() and not p.is_symlink() and not p.name.startswith(".") and not _CHECKPOINT_DIR.fullmatch(p.name):
                 dirs.append((p.absolute(), None))
     for path, task in dirs:
@@ -232,8 +231,9 @@ def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
     return result
 
 
-def _task_key(task: str) -> tuple[int, str]:
-    m = re.fullmatch(r"Partition (\d+)", task)
+def _task_key(name: str) -> tuple[int, str]:
+    """Sort key of a task or its dir name (``Partition N`` and ``Partition_N`` in N's order)."""
+    m = re.fullmatch(r"Partition[ _](\d+)", name)
     return (int(m.group(1)), "") if m else (1 << 31, task)
 
 

@@ -44,7 +44,7 @@ from statectl.catalog.refs import StoreRef, new_checkpoint_id
 from statectl.catalog.resolve import resolve_snapshot
 from statectl.catalog.commit import finish_commit, prepare_commit
 from statectl.errors import DiskFullError, PartialError, StatectlError, UsageError
-from statectl.local.layout import NEVER_UPLOADED
+from statectl.local.layout import NEVER_UPLOADED, task_dir_name
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
 
@@ -327,7 +327,7 @@ def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: Blo
     t0 = time.monotonic()
     out = []
     for k, task in enumerate(opts.target_tasks):
-        target = work / "stores" / task.replace(" ", "_")
+        target = work / "stores" / task_dir_name(task)
 
         def full(target: Path = target) -> DiskFullError:
             return DiskFullError(f"no space left on device building {target}", hint=f"free space in {work}, "
@@ -634,7 +634,7 @@ def _rescale_key_groups(opts: RescaleOptions, to_job: str, p: Any, snapshots: li
     files_of = [dict(idx.dir_index.walk_present()) for idx in indexes]
     assembled, copied = [], []
     for k, (task, t) in enumerate(zip(opts.target_tasks, p.targets)):
-        out = work / "targets" / task.replace(" ", "_")
+        out = work / "targets" / task_dir_name(task)
         out.mkdir(parents=True)
         number = 0
         listed: list[LiveFile] = []

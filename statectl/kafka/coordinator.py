@@ -30,6 +30,7 @@ from statectl.formats.coordinator import (
     SET_TASK_CONTAINER,
     SET_TASK_MODE,
     CoordinatorFormatError,
+    active_of_standby,
     coordinator_topic,
     decode_changelog_partition,
     decode_container_host,
@@ -142,6 +143,14 @@ class JobModel:
     @property
     def locality(self) -> Locality:
         return Locality(self.container_hosts, self.task_containers, self.task_modes)
+
+    def active_tasks(self) -> set[str]:
+        """Every task the model names (a container or mode assignment, a changelog partition) but its standby
+        tasks: those in mode Standby, and those with no mode named as a standby (``Standby-<task>-<n>``), whose
+        store dir is their active's (StorageManagerUtil.getTaskStoreDir)."""
+        named = set(self.task_containers) | set(self.task_modes) | set(self.changelog_partitions)
+        return {t for t in named if self.task_modes.get(t) != "Standby"
+                and not (t not in self.task_modes and active_of_standby(t) is not None)}
 
 
 class CoordinatorStream:
