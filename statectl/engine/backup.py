@@ -37,6 +37,7 @@ from statectl.local.layout import (
     checkpoint_dir,
     local_checkpoint_dirs,
     task_dirs,
+    task_named_by_dir,
     tasks_of_dir,
 )
 from statectl.parallel import check_parallelism
@@ -239,7 +240,8 @@ class TaskNamer:
     rule): a dir name without ``_`` is its task's name; any other is named by the first of these sources that
     knows a task with that dir, read when first needed: the job model on the job's coordinator stream and
     the job's checkpoint topic (both when the catalog commits to Kafka: --kafka), then the tasks the blob
-    store's catalog holds snapshots of for the job (names an earlier --task, a job or --kafka gave)."""
+    store's catalog holds snapshots of for the job (names an earlier --task, the job's own commits or --kafka
+    gave)."""
 
     def __init__(self, ref: StoreRef, checkpoints: BlobCheckpointStore):
         from statectl.catalog.kafka_log import KafkaCheckpointLogs
@@ -251,16 +253,17 @@ class TaskNamer:
         if isinstance(log, KafkaCheckpointLogs):
             self._sources += [("the job model on its coordinator stream", lambda: _job_model_tasks(log, ref)),
                               ("its checkpoint topic", lambda: log.for_job(ref.job, ref.job_id).task_names())]
-        self._sources.append(("the blob store's catalog", lambda: {r.task for r in checkpoints.refs(ref.job)
-                                                                  if r.job_id == ref.job_id}))
+        self._sources.append(("the blob store's catalog",
+                              lambda: {r.task for r in checkpoints.refs(ref.job) if r.job_id == ref.job_id}))
         self._known: dict[str, set[str]] = {}
 
     def name(self, task_dir: TaskDir) -> str:
         """The task of ``task_dir``. Raises PartialError (its message for ``failures``) when no source knows a
         task with that dir, or the first that does knows two (``a b`` and ``a_b``); errors of the sources as
         they raise them (unreachable brokers, a blob store that does not exist)."""
-        if "_" not in task_dir.name:
-            return task_dir.name
+        named = task_named_by_dir(task_dir.name)
+        if named is not None:
+            return named
         job = f"job {self.ref.job}-{self.ref.job_id}"
         for what, read in self._sources:
             if what not in self._known:
@@ -276,9 +279,9 @@ class TaskNamer:
         raise self._unnamed(task_dir, f"no task of {job} has dir {task_dir.name} in {where_text}")
 
     def _unnamed(self, task_dir: TaskDir, why: str) -> PartialError:
+        kafka = "" if self.kafka else ", or pass --kafka (the job's coordinator stream names its tasks)"
         return PartialError(f"cannot name its task without guessing ('_' in a task dir stands for ' ' or '_'): "
-                            f"{why}; back it up with --store {task_dir.store} --task NAME"
-                            + ("" if self.kafka else ", or pass --kafka (the job's coordinator stream names its tasks)"))
+                            f"{why}; back it up with --store {task_dir.store} --task NAME{kafka}")
 
 
 def _job_model_tasks(log: Any, ref: StoreRef) -> set[str]:

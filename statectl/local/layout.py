@@ -44,6 +44,12 @@ def tasks_of_dir(dir_name: str, tasks: Iterable[str]) -> list[str]:
     return sorted({t for t in tasks if task_dir_name(t) == dir_name})
 
 
+def task_named_by_dir(dir_name: str) -> str | None:
+    """The task a dir name alone names: the name itself when it has no ``'_'`` (Samza's rule changes nothing
+    else); None when it has (see tasks_of_dir), or has a space (no task's dir has one)."""
+    return None if "_" in dir_name or " " in dir_name else dir_name
+
+
 def task_of_dir(dir_name: str, tasks: Iterable[str]) -> str | None:
     """The one task of ``tasks`` whose store dir is named ``dir_name``; None when no task or several have that
     dir (naming one then would be a guess)."""

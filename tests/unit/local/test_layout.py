@@ -13,6 +13,7 @@ from statectl.local.layout import (
     store_dir,
     task_dir_name,
     task_dirs,
+    task_named_by_dir,
     task_of_dir,
     tasks_of_dir,
 )
@@ -101,6 +102,8 @@ def test_tasks_of_dir(dir_name, tasks, found):
 def test_task_of_dir_never_guesses_from_the_name():
     # Samza's GroupByPartition task of Partition_3's dir is 'Partition 3', but only a known name says so.
     assert task_of_dir("Partition_3", []) is None
+    assert task_named_by_dir("Partition_3") is None and task_named_by_dir("Partition 3") is None
+    assert task_named_by_dir("count-3") == "count-3"
     assert task_of_dir("Partition_3", ["Partition 30"]) is None
     assert all(task_of_dir(task_dir_name(t), [t]) == t for t in ["Partition 3", "a_b c", "x"])
 
