@@ -234,7 +234,7 @@ def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
 def _task_key(name: str) -> tuple[int, str]:
     """Sort key of a task or its dir name (``Partition N`` and ``Partition_N`` in N's order)."""
     m = re.fullmatch(r"Partition[ _](\d+)", name)
-    return (int(m.group(1)), "") if m else (1 << 31, task)
+    return (int(m.group(1)), "") if m else (1 << 31, name)
 
 
 def job_side_input_ssps(bootstrap: str, job: str, job_id: str, store: str, *, security: Any = None,
