@@ -40,7 +40,7 @@ def task_dir_name(task: str) -> str:
 def tasks_of_dir(dir_name: str, tasks: Iterable[str]) -> list[str]:
     """The tasks of ``tasks`` whose store dir is named ``dir_name``, sorted. Samza writes both ``' '`` and
     ``'_'`` as ``'_'``, so a dir name with ``'_'`` can be the dir of several names (``a b``, ``a_b``): only
-    names known from elsewhere tell which; a dir name without ``'_'`` is its task's name, unchanged."""
+    names known from elsewhere (the job model, the checkpoint topic, earlier snapshots) tell which."""
     return sorted({t for t in tasks if task_dir_name(t) == dir_name})
 
 
