@@ -26,16 +26,16 @@ from statectl.progress import ProgressReporter
 
 def from_job(opts: Any, progress: ProgressReporter) -> Any:
     """``opts`` (engine.adstore_topic.TopicLoadOptions with ``job`` set) completed from the job (see the module
-    doc); ``job`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no tasks, a side input that
-    does not exist), ConfigError (exit 2, naming the key: a processor statectl cannot run, a serde it does
-    not know, side inputs on several systems, a grouper it cannot map)."""
+    doc); ``job`` and ``zookeeper`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no model in
+    ZooKeeper, no tasks, a side input that does not exist), ConfigError (exit 2, naming the key: a processor
+    statectl cannot run, a serde it does not know, side inputs on several systems, a grouper it cannot map)."""
     from statectl.engine.adstore_status import job_side_input_ssps, job_tasks, read_job_model
     from statectl.formats.sideinputs import processor_keys, side_inputs, side_inputs_key, store_serdes
 
     model = read_job_model(opts.bootstrap, opts.job, opts.job_id, security=opts.security, timeout_s=opts.timeout_s,
                            zookeeper=opts.zookeeper)
     config = model.config
-    changes: dict[str, Any] = {"job": None}
+    changes: dict[str, Any] = {"job": None, "zookeeper": None}
     spec = opts.spec
     custom = bool(spec.extractor or spec.key_field or spec.value_field)
     keys = processor_keys(config, opts.store)
