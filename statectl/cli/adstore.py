@@ -381,7 +381,7 @@ def _store(env: Env) -> Path:
     "gives each task), else from what adstore load recorded in the store.\n\n"
     "Example:\n\n  statectl adstore status --state-dir /var/samza/state --store members --kafka broker:9092 "
     "--job page-views\n\n"
-    + exit_codes_epilog(0, 2, (10, "no such store dir, store or coordinator stream"),
+    + exit_codes_epilog(0, 2, (10, "no such store dir, store, coordinator stream or job model in ZooKeeper"),
                         (14, "the job's next start deletes some store"))))
 @state_command("kafka", "zookeeper", "job", "job_id", "store", "state_dir", "store_dir")
 def status_cmd(env: Env) -> None:

@@ -192,7 +192,7 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     "Example:\n\n  statectl standby follow --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state --metrics-port 9464\n\n"
     + exit_codes_epilog(0, 1, (2, "usage, or the --metrics-port cannot be listened on"),
-                        (10, "no such changelog topic or partition"),
+                        (10, "no such changelog topic or partition, or no job model in ZooKeeper"),
                         (11, "another follower holds the replica, or a process holds its store"), 130)))
 @state_command(*WHERE, "zookeeper", "blobstore", "s3_endpoint")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
