@@ -1728,6 +1728,7 @@ def _mapped_partition(model: JobModel, task: str, problems: list[str]) -> int:
     partition = mapping.get(task)
     if partition is None:
         bad = [p for p in problems if f"{SET_CHANGELOG} {task!r}" in p]
+        # A model that lists its tasks' SSPs (ZooKeeper's) has every task it knows: no set-changelog to miss.
         why = (f"no {SET_CHANGELOG} message for it{': ' + bad[-1] if bad else ''}" if not model.task_ssps else
                f"no such task in its {len(mapping)} task(s)")
         raise NotFoundError(f"{model.where} maps task {task!r} to no changelog partition ({why})",
