@@ -69,11 +69,11 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby'
             printf '%s\n' -- --config --profile --output -o
         case 'standby follow'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --metrics-port --metrics-addr --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --metrics-port --metrics-addr --config --profile --output -o
         case 'standby status'
             printf '%s\n' -- --state-dir --metrics-file --config --profile --output -o
         case 'standby promote'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
         case 'standby failover'
             printf '%s\n' -- --kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --timeout --metrics-file --config --profile --output -o
         case 'standby check'
@@ -81,9 +81,9 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
+            printf '%s\n' -- --kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
         case 'adstore status'
-            printf '%s\n' -- --kafka --job --job-id --store --state-dir --store-dir --config --profile --output -o
+            printf '%s\n' -- --kafka --zookeeper --job --job-id --store --state-dir --store-dir --config --profile --output -o
         case 'adstore versions'
             printf '%s\n' -- --task --store --state-dir --store-dir --config --profile --output -o
         case 'adstore switch'
@@ -542,10 +542,11 @@ complete -c statectl -n '__statectl_path standby follow' -l job-id -x -d 'Job id
 complete -c statectl -n '__statectl_path standby follow' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path standby follow' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path standby follow' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby follow' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path standby follow' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path standby follow' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path standby follow' -l changelog -x -d 'The store\'s changelog, as Samza\'s stores.<store>.changelog names it: <system>.<topic> (split at the first dot, so a topic with dots needs its system: kafka.my.topic), or a bare <topic> on the config\'s job.changelog.system, else job.default.system, else \'kafka\' (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
-complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream; only without one, N of a task named \'Partition N\', with a warning)'
+complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream, or with --zookeeper the task\'s changelog partition in the standalone job\'s model; only without either, N of a task named \'Partition N\', with a warning)'
 complete -c statectl -n '__statectl_path standby follow' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
 complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
 complete -c statectl -n '__statectl_path standby follow' -l container -x -d 'A container of the job (its id in the job model: an active container such as 0, or its standby container <id>-<n>): every store with a changelog of every task the coordinator stream assigns it (--store: only that store); excludes --task, --changelog, --partition and --replica-dir'
@@ -580,10 +581,11 @@ complete -c statectl -n '__statectl_path standby promote' -l job-id -x -d 'Job i
 complete -c statectl -n '__statectl_path standby promote' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path standby promote' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path standby promote' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby promote' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path standby promote' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path standby promote' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path standby promote' -l changelog -x -d 'The store\'s changelog, as Samza\'s stores.<store>.changelog names it: <system>.<topic> (split at the first dot, so a topic with dots needs its system: kafka.my.topic), or a bare <topic> on the config\'s job.changelog.system, else job.default.system, else \'kafka\' (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
-complete -c statectl -n '__statectl_path standby promote' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream; only without one, N of a task named \'Partition N\', with a warning)'
+complete -c statectl -n '__statectl_path standby promote' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream, or with --zookeeper the task\'s changelog partition in the standalone job\'s model; only without either, N of a task named \'Partition N\', with a warning)'
 complete -c statectl -n '__statectl_path standby promote' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
 complete -c statectl -n '__statectl_path standby promote' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
 complete -c statectl -n '__statectl_path standby promote' -l container -x -d 'A container of the job (its id in the job model: an active container such as 0, or its standby container <id>-<n>): every store with a changelog of every task the coordinator stream assigns it (--store: only that store); excludes --task, --changelog, --partition and --replica-dir'
@@ -651,6 +653,7 @@ complete -c statectl -n '__statectl_path adstore' -l debug -d 'Tracebacks for er
 
 # statectl adstore load
 complete -c statectl -n '__statectl_path adstore load' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
+complete -c statectl -n '__statectl_path adstore load' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path adstore load' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path adstore load' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path adstore load' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -693,6 +696,7 @@ complete -c statectl -n '__statectl_path adstore load' -l debug -d 'Tracebacks f
 
 # statectl adstore status
 complete -c statectl -n '__statectl_path adstore status' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
+complete -c statectl -n '__statectl_path adstore status' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path adstore status' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path adstore status' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path adstore status' -l store -x -d 'Store name'

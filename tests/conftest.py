@@ -14,7 +14,7 @@ import pytest
 
 from statectl.blobstore import BlobStore, S3Options, open_blobstore
 
-from tests.servers import SeaweedServer, ServerStartError, TansuServer
+from tests.servers import SeaweedServer, ServerStartError, TansuServer, ZooKeeperServer
 
 # Small, so that tests exercise multipart uploads with blobs of a few MiB (S3's minimum part size).
 TEST_PART_SIZE = 5 * 1024 * 1024
@@ -155,6 +155,20 @@ def tansu() -> Iterator[TansuServer]:
         server = TansuServer().start()
     except ServerStartError as e:
         pytest.fail(f"Tansu did not start: {e}", pytrace=False)
+    yield server
+    server.stop()
+
+
+# -- ZooKeeper: Debian's zookeeper package (tests/servers.py) --------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperServer]:
+    """One standalone ZooKeeper server for the session, on loopback; tests use znodes (chroots) of their own."""
+    try:
+        server = ZooKeeperServer().start()
+    except ServerStartError as e:
+        pytest.fail(f"ZooKeeper did not start: {e}", pytrace=False)
     yield server
     server.stop()
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset, as Samza's side-input stores.",
                   no_args_is_help=True, rich_markup_mode=None)
 
-WHERE = ("kafka", "job", "job_id", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
+WHERE = ("kafka", "zookeeper", "job", "job_id", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
 
 
 def _seconds(value: str | None, flag: str) -> float | None:
@@ -241,7 +241,7 @@ def load(
                                 follow=follow, max_age_s=_seconds(max_age, "--max-age"),
                                 security=env.session.kafka_security, timeout_s=s.timeout, topics=topics[1:],
                                 key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id,
-                                tasks=_task_list(tasks))
+                                tasks=_task_list(tasks), zookeeper=_zookeeper(env))
         if dry_run:
             from statectl.engine.adstore_topic import plan_topic_load
 
@@ -377,12 +377,13 @@ def _store(env: Env) -> Path:
     "(TaskSideInputStorageManager): keep; delete-stale (that file at least one day old, Samza's fixed "
     "STORE_DELETE_RETENTION_MS); delete-mismatched (no offsets, or not exactly the task's side-input SSPs); "
     "create (no dir yet). The task's side-input SSPs come from the job's config and job model with --kafka and "
-    "--job (the job's tasks, GroupByPartition), else from what adstore load recorded in the store.\n\n"
+    "--job (the job's tasks, GroupByPartition; with --zookeeper, the SSPs a standalone job's model in ZooKeeper "
+    "gives each task), else from what adstore load recorded in the store.\n\n"
     "Example:\n\n  statectl adstore status --state-dir /var/samza/state --store members --kafka broker:9092 "
     "--job page-views\n\n"
-    + exit_codes_epilog(0, 2, (10, "no such store dir, store or coordinator stream"),
+    + exit_codes_epilog(0, 2, (10, "no such store dir, store, coordinator stream or job model in ZooKeeper"),
                         (14, "the job's next start deletes some store"))))
-@state_command("kafka", "job", "job_id", "store", "state_dir", "store_dir")
+@state_command("kafka", "zookeeper", "job", "job_id", "store", "state_dir", "store_dir")
 def status_cmd(env: Env) -> None:
     """What Samza's next start does with each side-input store: keep, or delete as stale or mismatched."""
     from statectl.engine.adstore_status import StatusOptions, status
@@ -391,7 +392,7 @@ def status_cmd(env: Env) -> None:
     r = status(StatusOptions(store=s.store, state_dir=Path(s.state_dir) if s.state_dir else None,
                              store_dir=Path(env.flags.store_dir) if env.flags.store_dir else None,
                              bootstrap=s.kafka if s.job else None, job=s.job, job_id=s.job_id,
-                             security=env.session.kafka_security, timeout_s=s.timeout))
+                             security=env.session.kafka_security, timeout_s=s.timeout, zookeeper=_zookeeper(env)))
     lines = []
     for st in r.stores:
         age = f"{st.age_s / 3600:.1f}h" if st.age_s is not None else "-"
@@ -446,6 +447,12 @@ def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
         return
     r = switch_version(_store(env), version, quick=quick)
     env.emit(r, f"{r.store_dir}: version {r.version} is current (was {r.previous})")
+
+
+def _zookeeper(env: Env) -> str | None:
+    """--zookeeper for a load or status of --job; one from the environment or a profile is left out without
+    --job (it names a job's ZooKeeper), one given as a flag is not (the engine refuses it)."""
+    return env.settings.zookeeper if env.settings.job else env.flags.zookeeper
 
 
 def _task_list(text: str | None) -> tuple[str, ...]:

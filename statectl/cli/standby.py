@@ -32,7 +32,8 @@ CHANGELOG = Annotated[Optional[str], typer.Option(
                         "(systems.<system>.samza.factory).", show_default=False)]
 PARTITION = Annotated[Optional[int], typer.Option(
     "--partition", help="Its changelog partition, overriding the job's mapping (default: the task's set-changelog "
-                        "mapping on the coordinator stream; only without one, N of a task named 'Partition N', with "
+                        "mapping on the coordinator stream, or with --zookeeper the task's changelog partition in "
+                        "the standalone job's model; only without either, N of a task named 'Partition N', with "
                         "a warning).", show_default=False)]
 REPLICA = Annotated[int, typer.Option("--replica", help="Replica number n of the standby task Standby-<task>-<n>.")]
 REPLICA_DIR = Annotated[Optional[Path], typer.Option(
@@ -162,7 +163,7 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
             raise UsageError("standby needs --state-dir (or --replica-dir)")
         replica_dir = standby_dir(Path(s.state_dir), ref.store, ref.task, replica)
     where = resolve_changelog(s.kafka, ref, changelog=changelog, partition=partition,
-                              security=session.kafka_security)
+                              security=session.kafka_security, zookeeper=s.zookeeper)
     for note in where.notes:
         env.progress.note(note)
     return Replica(ref, where.topic, where.partition, Path(replica_dir).absolute(), system=where.system)
@@ -191,9 +192,9 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     "Example:\n\n  statectl standby follow --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state --metrics-port 9464\n\n"
     + exit_codes_epilog(0, 1, (2, "usage, or the --metrics-port cannot be listened on"),
-                        (10, "no such changelog topic or partition"),
+                        (10, "no such changelog topic or partition, or no job model in ZooKeeper"),
                         (11, "another follower holds the replica, or a process holds its store"), 130)))
-@state_command(*WHERE, "blobstore", "s3_endpoint")
+@state_command(*WHERE, "zookeeper", "blobstore", "s3_endpoint")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
            replica_dir: REPLICA_DIR = None, container: CONTAINER = None, layout: LAYOUT = "standby-root",
            to_checkpoint: Annotated[bool, typer.Option(
@@ -288,7 +289,7 @@ def _container(env: Env, container: str, replica: int, *, one_store: bool = Fals
         raise UsageError("a container moves whole: --store excludes --container here",
                          hint="leave --store out (every store of the container is promoted)")
     sc = resolve_container(s.kafka, s.job, s.job_id, container, replica=replica, stores=[store] if store else None,
-                           mode=mode,
+                           mode=mode, zookeeper=s.zookeeper,
                            state_dir=Path(s.state_dir), security=env.session.kafka_security)
     for note in sc.notes:
         env.progress.note(note)
@@ -432,7 +433,7 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
                                "or the disk is full"),
                         2, (10, "no replica"), (11, "the active store is held by a running process"),
                         (14, "refused: the job's next start would delete the promoted dir (nothing changed)"))))
-@state_command(*WHERE, "blobstore", "s3_endpoint")
+@state_command(*WHERE, "zookeeper", "blobstore", "s3_endpoint")
 @_counting_failovers
 def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
             replica_dir: REPLICA_DIR = None, container: CONTAINER = None,

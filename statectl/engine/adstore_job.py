@@ -10,8 +10,9 @@ and job model on its coordinator stream, as Samza's SideInputsManager would fill
 - A Java processor (``stores.<s>.side.inputs.processor.factory`` / ``.serialized.instance``, the seed's
   ``adstore.key.value.extractor.factory``) cannot run here: ConfigError naming the key unless the flags say
   what it does (``--extractor``, ``--key-field``, ``--value-field``).
-- Which task dir holds which partitions: the job's active tasks and GroupByPartition
-  (engine.adstore_status.job_side_input_ssps). ``--partitions`` or ``--broadcast`` override.
+- Which task dir holds which partitions: the job's active tasks and GroupByPartition, or the SSPs a
+  standalone job's model in ZooKeeper gives each task (``--zookeeper``; engine.adstore_status
+  .job_side_input_ssps). ``--partitions`` or ``--broadcast`` override.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ from statectl.progress import ProgressReporter
 
 def from_job(opts: Any, progress: ProgressReporter) -> Any:
     """``opts`` (engine.adstore_topic.TopicLoadOptions with ``job`` set) completed from the job (see the module
-    doc); ``job`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no tasks, a side input that
-    does not exist), ConfigError (exit 2, naming the key: a processor statectl cannot run, a serde it does
-    not know, side inputs on several systems, a grouper it cannot map)."""
+    doc); ``job`` and ``zookeeper`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no model in
+    ZooKeeper, no tasks, a side input that does not exist), ConfigError (exit 2, naming the key: a processor
+    statectl cannot run, a serde it does not know, side inputs on several systems, a grouper it cannot map)."""
     from statectl.engine.adstore_status import job_side_input_ssps, job_tasks, read_job_model
     from statectl.formats.sideinputs import processor_keys, side_inputs, side_inputs_key, store_serdes
 
-    model = read_job_model(opts.bootstrap, opts.job, opts.job_id, security=opts.security, timeout_s=opts.timeout_s)
+    model = read_job_model(opts.bootstrap, opts.job, opts.job_id, security=opts.security, timeout_s=opts.timeout_s,
+                           zookeeper=opts.zookeeper)
     config = model.config
-    changes: dict[str, Any] = {"job": None}
+    changes: dict[str, Any] = {"job": None, "zookeeper": None}
     spec = opts.spec
     custom = bool(spec.extractor or spec.key_field or spec.value_field)
     keys = processor_keys(config, opts.store)
@@ -66,7 +68,8 @@ def from_job(opts: Any, progress: ProgressReporter) -> Any:
         config_streams = {ss.stream for ss in streams}
         if not from_flags or set(topics) <= config_streams:
             mapping = job_side_input_ssps(opts.bootstrap, opts.job, opts.job_id, opts.store, security=opts.security,
-                                          timeout_s=opts.timeout_s, config=config, tasks=job_tasks(model))
+                                          timeout_s=opts.timeout_s, config=config, tasks=job_tasks(model),
+                                          task_ssps=model.task_ssps)
             task_ssps = []
             for task, ssps in mapping.items():
                 parts = tuple(sorted((s.stream, s.partition) for s in ssps if s.stream in topics))

@@ -169,7 +169,7 @@ def predict(path: Path, expected: set[SSP] | None, *, task: str | None = None, e
 class StatusOptions:
     """The store dirs: ``store_dir``, or every task dir of ``store`` under ``state_dir``. With ``bootstrap``
     and ``job``: the tasks and their side-input SSPs from the job's coordinator stream and the topics'
-    partition counts."""
+    partition counts, or with ``zookeeper`` from a standalone job's model in ZooKeeper."""
 
     store: str | None = None
     state_dir: Path | None = None
@@ -179,6 +179,7 @@ class StatusOptions:
     job_id: str = "1"
     security: Any = None
     timeout_s: float = 30.0
+    zookeeper: str | None = None
 
     def validate(self) -> None:
         if self.store_dir is None and not (self.state_dir and self.store):
@@ -187,6 +188,8 @@ class StatusOptions:
             raise UsageError("--job needs --kafka (to read the job's coordinator stream)")
         if self.job and not self.store:
             raise UsageError("--job needs --store (the store's side inputs are in the job's config)")
+        if self.zookeeper and not self.job:
+            raise UsageError("--zookeeper needs --job (and --kafka): it holds the model of a standalone job")
 
 
 def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
@@ -199,7 +202,8 @@ def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
     job_ssps: dict[str, set[SSP]] | None = None
     if opts.job:
         job_ssps = job_side_input_ssps(opts.bootstrap or "", opts.job, opts.job_id, opts.store or "",
-                                       security=opts.security, timeout_s=opts.timeout_s, notes=result.notes)
+                                       security=opts.security, timeout_s=opts.timeout_s, notes=result.notes,
+                                       zookeeper=opts.zookeeper)
     dirs: list[tuple[Path, str | None]] = []
     if opts.store_dir is not None:
         path = Path(opts.store_dir).absolute()
@@ -239,25 +243,33 @@ def _task_key(name: str) -> tuple[int, str]:
 
 def job_side_input_ssps(bootstrap: str, job: str, job_id: str, store: str, *, security: Any = None,
                         timeout_s: float = 30.0, notes: list[str] | None = None,
-                        config: Mapping[str, str] | None = None, tasks: list[str] | None = None) -> dict[str, set[SSP]]:
+                        config: Mapping[str, str] | None = None, tasks: list[str] | None = None,
+                        zookeeper: str | None = None,
+                        task_ssps: Mapping[str, frozenset[SSP]] | None = None) -> dict[str, set[SSP]]:
     """Each active task's side-input SSPs of ``store`` from the job: its config and tasks (the job model on
-    the coordinator stream: task -> container assignments, else the changelog partition mapping) and the
-    side-input topics' partition counts on ``bootstrap``. ``config``/``tasks``: already read. Raises
-    NotFoundError (no coordinator stream, no tasks, a side-input topic that does not exist), ConfigError."""
+    the coordinator stream: task -> container assignments, else the changelog partition mapping; with
+    ``zookeeper``, a standalone job's model in ZooKeeper) and, for a model that does not list each task's SSPs,
+    the side-input topics' partition counts on ``bootstrap`` (GroupByPartition). ``config``/``tasks``/
+    ``task_ssps``: already read. Raises NotFoundError (no coordinator stream, no model in ZooKeeper, no tasks,
+    a side-input topic that does not exist), ConfigError."""
     from statectl.formats.jobconfig import SystemStream
-    from statectl.formats.sideinputs import side_inputs, side_inputs_key, task_side_input_ssps
+    from statectl.formats.sideinputs import model_side_input_ssps, side_inputs, side_inputs_key, task_side_input_ssps
 
     if config is None or tasks is None:
-        model = read_job_model(bootstrap, job, job_id, security=security, timeout_s=timeout_s)
+        model = read_job_model(bootstrap, job, job_id, security=security, timeout_s=timeout_s, zookeeper=zookeeper)
         config = model.config if config is None else config
         tasks = job_tasks(model) if tasks is None else tasks
+        task_ssps = model.task_ssps if task_ssps is None else task_ssps
     streams = side_inputs(config, store)
     if not streams:
         raise NotFoundError(f"job {job}-{job_id} has no side inputs for store {store} (no {side_inputs_key(store)} "
                             f"or stores.{store}.adstore.input in its config)", hint="check --store and --job")
     if not tasks:
-        raise NotFoundError(f"the coordinator stream of job {job}-{job_id} names no tasks",
-                            hint="the job writes its task assignments when it first starts")
+        raise NotFoundError(f"the job model of job {job}-{job_id} names no tasks",
+                            hint="the job writes its task assignments when it first starts (a standalone job's "
+                                 "model is in ZooKeeper: pass --zookeeper)")
+    if task_ssps:
+        return model_side_input_ssps(config, store, {t: task_ssps.get(t, frozenset()) for t in tasks})
     counts: dict[SystemStream, int] = {}
     from statectl.kafka.client import open_consumer, partition_count
 
@@ -273,13 +285,14 @@ def job_side_input_ssps(bootstrap: str, job: str, job_id: str, store: str, *, se
     return task_side_input_ssps(config, store, tasks, counts)
 
 
-def read_job_model(bootstrap: str, job: str, job_id: str, *, security: Any = None, timeout_s: float = 30.0) -> Any:
-    """The job model on the job's coordinator stream (NotFoundError when there is none)."""
-    from statectl.kafka.coordinator import CoordinatorStream
+def read_job_model(bootstrap: str, job: str, job_id: str, *, security: Any = None, timeout_s: float = 30.0,
+                   zookeeper: str | None = None) -> Any:
+    """The job model: on the job's coordinator stream (NotFoundError when there is none), or with ``zookeeper``
+    a standalone job's in ZooKeeper (engine.jobmodel.read_job_model)."""
+    from statectl.engine.jobmodel import read_job_model as read
 
-    with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
-        cs.require()
-        return cs.job_model()
+    return read(bootstrap, job, job_id, zookeeper=zookeeper, security=security, timeout_s=timeout_s,
+                required=True)[0]
 
 
 def job_tasks(model: Any) -> list[str]:

@@ -79,7 +79,8 @@ class TopicLoadOptions:
     is older is rebuilt. ``system``: the offsets file's system name. ``key_serde``/``value_serde``: the
     store's serdes (formats.serdes kinds; None: the bytes as they are), applied to the record's own key and
     value as Samza's identity side-inputs processor does. ``job``/``job_id``: take what flags leave unset
-    from the job's config and job model on its coordinator stream (engine.adstore_job.from_job)."""
+    from the job's config and job model on its coordinator stream, or with ``zookeeper`` a standalone job's
+    model in ZooKeeper (engine.adstore_job.from_job)."""
 
     bootstrap: str
     topic: str
@@ -102,6 +103,7 @@ class TopicLoadOptions:
     job: str | None = None
     job_id: str = "1"
     tasks: tuple[str, ...] = ()
+    zookeeper: str | None = None
 
     @property
     def all_topics(self) -> tuple[str, ...]:
@@ -125,6 +127,8 @@ class TopicLoadOptions:
             raise UsageError(f"invalid system name {self.system!r}")
         if self.partitions is not None and any(p < 0 for p in self.partitions):
             raise UsageError("partitions must be 0 or more")
+        if self.zookeeper and not self.job:
+            raise UsageError("--zookeeper needs --job: it holds the model of a standalone job")
         if self.state_dir is not None:  # the names (store, task) checked before anything connects or writes
             store_dir(Path(self.state_dir), self.store, self.task)
             for task, _ in self.task_ssps or ():

@@ -166,8 +166,10 @@ FOLLOWED, PRE_RESTORED, ALL = "changelog", "pre-restore", "all"
 
 def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, replica: int = 0,
                       stores: list[str] | None = None, state_dir: Path, security: KafkaSecurity | None = None,
-                      timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = FOLLOWED) -> StandbyContainer:
-    """The standby of ``container`` from the job's coordinator stream (read once): its tasks, its stores
+                      timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = FOLLOWED,
+                      zookeeper: str | None = None) -> StandbyContainer:
+    """The standby of ``container`` from the job's model (read once: its coordinator stream, or with
+    ``zookeeper`` a standalone job's model in ZooKeeper, engine.jobmodel.read_job_model): its tasks, its stores
     (``stores``: only these), and one replica per task and store. ``mode`` FOLLOWED: the stores with a
     changelog, each replica's dir in the standby root of ``state_dir`` and its changelog partition;
     PRE_RESTORED: the stores the job restores from the blob store, each as its pre-restore's handle
@@ -175,10 +177,11 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
     with no changelog. Reads only. Raises NotFoundError (exit 10) for no coordinator stream, no such
     container, no store to follow (or one of ``stores`` not among them), and resolve_changelog's errors for
     a task whose changelog partition the stream does not map."""
-    with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
-        cs.require()
-        model = cs.job_model()
-        problems = list(cs.problems)
+    from statectl.engine.jobmodel import read_job_model
+
+    model, problems = read_job_model(bootstrap, job, job_id, zookeeper=zookeeper, security=security,
+                                     timeout_s=timeout_s, required=True)
+    assert model is not None  # required: NotFoundError instead
     active, number, tasks = container_of(model, container, replica)
     logged = changelogged_stores(model.config) if mode != PRE_RESTORED else []
     blob = blob_restored_stores(model.config) if mode != FOLLOWED else []
@@ -208,7 +211,7 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
                 replicas.append(prerestore_replica(state_dir, ref))
                 continue
             where = resolve_changelog(bootstrap, ref, security=security, timeout_s=timeout_s, model=model,
-                                      problems=problems, counted=counted)
+                                      problems=problems, counted=counted, zookeeper=zookeeper)
             notes += [n for n in where.notes if n not in notes]
             replicas.append(Replica(ref, where.topic, where.partition,
                                     standby_dir(state_dir, store, task, number).absolute(), system=where.system))

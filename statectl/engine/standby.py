@@ -1601,18 +1601,20 @@ GUESSED_SYSTEM = "kafka"
 def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = None, partition: int | None = None,
                       security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                       model: JobModel | None = None, problems: list[str] | None = None,
-                      counted: set[str] | None = None) -> ChangelogPartition:
-    """The changelog system, topic and partition of ``ref``'s store, as the job's coordinator stream says
-    (read whole, once). Reads only.
+                      counted: set[str] | None = None, zookeeper: str | None = None) -> ChangelogPartition:
+    """The changelog system, topic and partition of ``ref``'s store, as the job's model says (read whole, once:
+    engine.jobmodel.read_job_model, from the coordinator stream, or with ``zookeeper`` a standalone job's model
+    in ZooKeeper with the stream's config). Reads only.
 
     Topic and system: ``changelog`` if given, else ``stores.<store>.changelog`` of the job's config, either
     qualified as Samza's StorageConfig.getChangelogStream does (``<system>.<topic>`` split at the first dot;
     a bare topic is on ``job.changelog.system``, else ``job.default.system``). A bare ``changelog`` whose
     config names neither (or with no coordinator stream) is taken to be on system "kafka", with a note.
     Partition: ``partition`` if given (an override: the mapping is not consulted), else the task's
-    ``set-changelog`` mapping (ChangelogStreamManager; JobModelCalculator gives partitions out in
-    lexicographic task-name order, so ``Partition 10`` of 12 tasks is on partition 2). Only without a
-    coordinator stream is it guessed from a task named ``Partition N``, with a note.
+    changelog partition in the model (the stream's ``set-changelog`` mapping, ChangelogStreamManager; a
+    TaskModel's changelog-partition in ZooKeeper). JobModelCalculator gives partitions out in lexicographic
+    task-name order, so ``Partition 10`` of 12 tasks is on partition 2. Only without a coordinator stream
+    (and no ``zookeeper``) is it guessed from a task named ``Partition N``, with a note.
 
     Raises UsageError (exit 2, before any broker is asked) for a negative ``partition`` or an empty
     ``changelog``, and without a partition for a task that does not say one with no coordinator stream;
@@ -1620,7 +1622,8 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
     ``systems.<system>.samza.factory``) or a bare one the config gives no system; NotFoundError (exit 10)
     when there is no coordinator stream and no ``changelog``, the config names no changelog for the store,
     the mapping has no partition for the task, or the changelog topic has fewer partitions than the mapping
-    names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both).
+    names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both);
+    read_job_model's errors (ZooKeeper unreachable, no model there, a malformed one).
     ``model`` (with the stream's ``problems``): the job model already read (CoordinatorStream.job_model), for
     a caller resolving many stores at once; the stream is then not read again. ``counted``: the topics whose
     partition count was checked against that same model's mapping already (by this caller: the check is
@@ -1641,9 +1644,10 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
     job = f"{ref.job}-{ref.job_id}"
     notes: list[str] = []
     if model is None:
-        with CoordinatorStream(bootstrap, ref.job, ref.job_id, timeout_s=timeout_s, security=security) as cs:
-            model = cs.job_model() if cs.refresh() else None
-            problems = list(cs.problems) if model is not None else []
+        from statectl.engine.jobmodel import read_job_model
+
+        model, problems = read_job_model(bootstrap, ref.job, ref.job_id, zookeeper=zookeeper, security=security,
+                                         timeout_s=timeout_s)
     problems = problems or []
     config = model.config if model is not None else {}
 
@@ -1658,7 +1662,9 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
         except ConfigError as e:
             raise ConfigError(f"the config of job {job}: {e}", hint=e.hint) from None
         if ss is None:
-            raise NotFoundError(f"the config of job {job} names no changelog for store {ref.store!r} ({key})",
+            raise NotFoundError(f"the config of job {job} names no changelog for store {ref.store!r} ({key})"
+                                + ("" if config else f" (it has no config on coordinator stream "
+                                                     f"{coordinator_topic(ref.job, ref.job_id)})"),
                                 hint="pass --changelog")
         where = f"the config of job {job}: {key}={config[key]}"
     else:
@@ -1669,7 +1675,8 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
         else:
             ss = SystemStream(GUESSED_SYSTEM, changelog)
             notes.append(f"taking changelog {changelog!r} to be on system {GUESSED_SYSTEM!r} ("
-                         + ("no coordinator stream" if model is None else f"the config of job {job} defines neither "
+                         + ("no coordinator stream" if model is None else f"no config of job {job} on its coordinator "
+                            "stream" if not config else f"the config of job {job} defines neither "
                             "job.changelog.system nor job.default.system")
                          + f"); pass --changelog <system>.{changelog} if the job names it otherwise")
     if not ss.stream:
@@ -1688,10 +1695,9 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
                          "'Partition 10' is not on partition 10), so pass --partition unless the job has always "
                          "had fewer than 11 tasks")
         else:
-            partition = _mapped_partition(model.changelog_partitions, model.task_modes, ref.task, job, problems)
+            partition = _mapped_partition(model, ref.task, problems)
             if counted is None or ss.stream not in counted:
-                _check_partition_count(bootstrap, ss.stream, model.changelog_partitions, job,
-                                       security=security, timeout_s=timeout_s)
+                _check_partition_count(bootstrap, ss.stream, model, security=security, timeout_s=timeout_s)
                 if counted is not None:
                     counted.add(ss.stream)
     return ChangelogPartition(ss.system, ss.stream, partition, tuple(notes))
@@ -1713,29 +1719,31 @@ def _active_name(task: str, modes: dict[str, str]) -> str:
     return parsed[0] if parsed is not None else task
 
 
-def _mapped_partition(mapping: dict[str, int], modes: dict[str, str], task: str, job: str,
-                      problems: list[str]) -> int:
-    """The task's partition in the job's set-changelog mapping; NotFoundError (exit 10) when it has none;
+def _mapped_partition(model: JobModel, task: str, problems: list[str]) -> int:
+    """The task's partition in the job model's mapping; NotFoundError (exit 10) when it has none;
     StatectlError (exit 1) when another task (not one of its standbys) has it too."""
     from statectl.formats.coordinator import SET_CHANGELOG
 
+    mapping, modes = model.changelog_partitions, model.task_modes
     partition = mapping.get(task)
     if partition is None:
         bad = [p for p in problems if f"{SET_CHANGELOG} {task!r}" in p]
-        raise NotFoundError(f"the coordinator stream of job {job} maps task {task!r} to no changelog partition (no "
-                            f"{SET_CHANGELOG} message for it{': ' + bad[-1] if bad else ''})",
+        # A model that lists its tasks' SSPs (ZooKeeper's) has every task it knows: no set-changelog to miss.
+        why = (f"no {SET_CHANGELOG} message for it{': ' + bad[-1] if bad else ''}" if not model.task_ssps else
+               f"no such task in its {len(mapping)} task(s)")
+        raise NotFoundError(f"{model.where} maps task {task!r} to no changelog partition ({why})",
                             hint="pass --partition with the task's changelog partition")
     me = _active_name(task, modes)
     others = sorted({_active_name(t, modes) for t, p in mapping.items() if p == partition} - {me})
     if others:
-        raise StatectlError(f"the coordinator stream of job {job} maps changelog partition {partition} to both task "
+        raise StatectlError(f"{model.where} maps changelog partition {partition} to both task "
                             f"{me!r} and task {others[0]!r}" + (f" (and {len(others) - 1} more)" if len(others) > 1
                                                                 else "") + ": whose data it holds is unknown",
                             hint="pass --partition if you know the task's changelog partition")
     return partition
 
 
-def _check_partition_count(bootstrap: str, topic: str, mapping: dict[str, int], job: str, *,
+def _check_partition_count(bootstrap: str, topic: str, model: JobModel, *,
                            security: KafkaSecurity | None, timeout_s: float) -> None:
     """NotFoundError (exit 10) when ``topic`` exists with fewer partitions than the mapping names (Samza's
     KafkaSystemAdmin.validateStream refuses such a changelog: the mapping is not this topic's). A missing
@@ -1747,10 +1755,10 @@ def _check_partition_count(bootstrap: str, topic: str, mapping: dict[str, int], 
         n = partition_count(consumer, topic, bootstrap)
     finally:
         consumer.close()
-    task, highest = max(mapping.items(), key=lambda kv: (kv[1], kv[0]))
+    task, highest = max(model.changelog_partitions.items(), key=lambda kv: (kv[1], kv[0]))
     if n is not None and n <= highest:
-        raise NotFoundError(f"changelog topic {topic} has {n} partition{'s' if n != 1 else ''}, but the coordinator "
-                            f"stream of job {job} maps task {task!r} to partition {highest}: the mapping is not "
+        raise NotFoundError(f"changelog topic {topic} has {n} partition{'s' if n != 1 else ''}, but {model.where} "
+                            f"maps task {task!r} to partition {highest}: the mapping is not "
                             "this topic's", hint="check --changelog and the job's stores.<store>.changelog, or pass "
                                                  "--partition")
 
