@@ -794,8 +794,7 @@ def _create(t: _Target, opts: TopicLoadOptions) -> None:
 
 
 def _record(t: _Target, opts: TopicLoadOptions) -> None:
-    """Sync the WAL, then write the offsets (they never claim more than is durable). Run as root, a store
-    written in place (created or resumed) is then its dir's owner's, as a staged one is (StagedStore)."""
+    """Sync the WAL, then write the offsets (they never claim more than is durable), then _give_away."""
     if t.db is None:
         return
     try:
@@ -804,11 +803,17 @@ def _record(t: _Target, opts: TopicLoadOptions) -> None:
         raise _rocks_error(t, e) from e
     try:
         write_side_input_offsets(t.write_path, _offsets_of(t, opts))
-        if t.staged is None:  # a store written in place; a staged one is given away as it is swapped in
-            chown_tree(t.path, owner_of(t.path.parent))
+        _give_away(t)
     except OSError as e:
         raise _os_error(t.path, e, f"writing {OFFSET_V2} and {SIDE_INPUT_OFFSETS}") from e
     t.pending = 0
+
+
+def _give_away(t: _Target) -> None:
+    """Run as root, a store written in place (created or resumed) is its parent dir's owner's, as a staged
+    one is once swapped in (StagedStore): the job's user opens it."""
+    if t.staged is None:
+        chown_tree(t.path, owner_of(t.path.parent))
 
 
 def _close(t: _Target, opts: TopicLoadOptions, *, quietly: bool = False) -> None:
@@ -818,6 +823,7 @@ def _close(t: _Target, opts: TopicLoadOptions, *, quietly: bool = False) -> None
         if not quietly:
             _record(t, opts)
         t.db.close()
+        _give_away(t)  # closing flushes into new files
     except BaseException:
         if not quietly:
             raise

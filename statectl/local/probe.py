@@ -80,10 +80,11 @@ def _check(state_dir: Path | str | None) -> Check:
     detail = f"{path} writable, hard links work, {_size(free)} free{created}"
     mine = (made.st_uid, made.st_gid)
     if os.geteuid() != 0 and dirs is not None and mine != dirs:
+        owner = _names(*dirs).split(":")[0]
         return Check(STATE_DIR, OK, f"{detail}; but the files statectl makes there are {_names(*mine)}'s, not the "
                      f"dir owner's ({_names(*dirs)}): the job may not be able to write or restore them",
-                     f"run statectl as {_names(*dirs).split(':')[0]} (the dir's owner), or as root, which gives "
-                     "what it makes to the dir's owner")
+                     "run statectl as root" if dirs[0] == 0 else
+                     f"run statectl as {owner} (the dir's owner), or as root, which gives what it makes to {owner}")
     return Check(STATE_DIR, OK, detail)
 
 
