@@ -135,9 +135,10 @@ def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobChec
                   target_catalog: BlobCheckpointStore, progress: ProgressReporter | None = None) -> CopyResult:
     """Copy a snapshot of ``opts.source`` (in ``source``) into a new snapshot of ``opts.target`` (in
     ``target``, which may be the same store): every blob to a new blob id, file metadata (but for the
-    owners ``file_owner`` names) and CRCs as they were, snapshot metadata naming the target and a new checkpoint id, no previous snapshot (a copy starts
-    a new chain of the target); committed like a backup, with the target's retention applied. The blobs
-    copied are those of the plan ``plan_copy`` computes (made here once the source is pinned).
+    owners ``file_owner`` names) and CRCs as they were, snapshot metadata naming the target and a new
+    checkpoint id, no previous snapshot (a copy starts a new chain of the target); committed like a backup,
+    with the target's retention applied. The blobs copied are those of the plan ``plan_copy`` computes (made
+    here once the source is pinned).
 
     Blobs are copied server-side when ``target.copy_domain == source.copy_domain`` (one S3 endpoint, any
     buckets; ``file://`` to ``file://``), else streamed through the client (a note says so). The source is

@@ -22,7 +22,8 @@ def test_a_user_whose_files_would_not_be_the_state_dir_owners_is_told(tmp_path, 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     [check] = probe(state)
     assert check.status == "ok"
+    group = grp.getgrgid(nobody.pw_gid).gr_name
     assert check.detail.endswith("; but the files statectl makes there are root:root's, not the dir owner's "
-                                 f"(nobody:{grp.getgrgid(nobody.pw_gid).gr_name}): the job may not be able to write or restore them")
+                                 f"(nobody:{group}): the job may not be able to write or restore them")
     assert check.hint == "run statectl as nobody (the dir's owner), or as root, which gives what it makes to nobody"
     assert list(state.iterdir()) == []
