@@ -285,8 +285,9 @@ def _local_copy(sources: list[Path], rel: str, fi: FileIndex) -> Path | None:
 
 def _note_other_owners(target: Path, files: dict[str, FileIndex], progress: ProgressReporter) -> None:
     """Say so when the snapshot records other owners than the restored store's files have (a backup run as
-    root by an older statectl recorded root for the files its checkpoint made): Samza's own restore of it
-    compares them (DirDiffUtil.areSameFile, blob.store.compare.file.owners.on.restore) and fails."""
+    root by an older statectl recorded root for the files its checkpoint made; a restore into another
+    user's dir): Samza's restore compares them (DirDiffUtil.areSameFile, blob.store.compare.file.owners.
+    on.restore) and fails on a difference."""
     st = target.stat()
     have = (owner_name(st.st_uid), group_name(st.st_gid))
     other = [(rel, fi.file_metadata) for rel, fi in files.items()
@@ -294,8 +295,9 @@ def _note_other_owners(target: Path, files: dict[str, FileIndex], progress: Prog
     if other:
         rel, m = other[0]
         progress.note(f"the snapshot records another owner than the restored files' ({':'.join(have)}) for "
-                      f"{len(other)} of its {len(files)} files, e.g. {rel} ({m.owner}:{m.group}): Samza's own restore "
-                      "of it fails its owner check; back the store up again to record the owners it has now")
+                      f"{len(other)} of its {len(files)} files, e.g. {rel} ({m.owner}:{m.group}): a job running as "
+                      f"{have[0]} fails Samza's owner check restoring it; a new backup of the store records the "
+                      "owners its files have")
 
 
 def _reuse(src: Path, fi: FileIndex, dest: Path, owner: tuple[int, int] | None) -> None:
