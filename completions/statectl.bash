@@ -26,12 +26,12 @@ _statectl_options() {
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'rescale') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --key-groups --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'rescale') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --key-groups --file-owner --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --dry-run --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --dry-run --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -178,6 +178,7 @@ _statectl_value() {
                 --snapshots) REPLY='@text' ;;
                 --work-dir) REPLY='@dir' ;;
                 --key-groups) REPLY='@text' ;;
+                --file-owner) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;
@@ -237,6 +238,7 @@ _statectl_value() {
                 --to-store) REPLY='@text' ;;
                 --to-blobstore) REPLY='@text' ;;
                 --to-s3-endpoint) REPLY='@text' ;;
+                --file-owner) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
                 --kafka) REPLY='@text' ;;

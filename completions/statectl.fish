@@ -35,7 +35,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'doctor'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --config --profile --output -o
         case 'rescale'
-            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --key-groups --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --key-groups --file-owner --config --profile --output -o
         case 'snapshots'
             printf '%s\n' -- --config --profile --output -o
         case 'snapshots list'
@@ -45,7 +45,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'snapshots verify'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --config --profile --output -o
         case 'snapshots copy'
-            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --config --profile --output -o
+            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --config --profile --output -o
         case 'config'
             printf '%s\n' -- --config --profile --output -o
         case 'config show'
@@ -274,6 +274,7 @@ complete -c statectl -n '__statectl_path rescale' -l task-map -x -d 'JSON {"from
 complete -c statectl -n '__statectl_path rescale' -l snapshots -x -d 'JSON {task name: snapshot id} of source snapshots to take instead of the latest'
 complete -c statectl -n '__statectl_path rescale' -l work-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Where the Spark job\'s files and the staged target stores go (default: the temp dir)'
 complete -c statectl -n '__statectl_path rescale' -l key-groups -x -d 'The store\'s keys start with their key group, of G (Flink\'s layout: 1 byte when G <= 128, else 2): files inside a target\'s key groups are copied server-side unread, only the others are rewritten'
+complete -c statectl -n '__statectl_path rescale' -l file-owner -x -d 'The owner and group names the targets\' files are recorded with: the target job\'s user, which Samza\'s restore compares with its restored files\' (default: the source snapshots\')'
 complete -c statectl -n '__statectl_path rescale' -l dry-run -d 'Resolve the source snapshots and print the plan (with --key-groups: the bytes copied server-side and rewritten); run and commit nothing'
 complete -c statectl -n '__statectl_path rescale' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path rescale' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
@@ -355,6 +356,7 @@ complete -c statectl -n '__statectl_path snapshots copy' -l to-store -x -d 'The 
 complete -c statectl -n '__statectl_path snapshots copy' -l to-blobstore -x -d 'The target\'s blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side'
 complete -c statectl -n '__statectl_path snapshots copy' -l to-s3-endpoint -x -d 'The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host'
 complete -c statectl -n '__statectl_path snapshots copy' -l dry-run -d 'Write nothing (no pin, no lease, no blob, no checkpoint); print the plan: the source snapshot, the target and every blob copied, server-side or through this host'
+complete -c statectl -n '__statectl_path snapshots copy' -l file-owner -x -d 'The owner and group names every file of the target is recorded with: the target job\'s user, which Samza\'s restore compares with its restored files\' (default: the source\'s, file by file)'
 complete -c statectl -n '__statectl_path snapshots copy' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots copy' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path snapshots copy' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'

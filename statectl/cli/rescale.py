@@ -71,6 +71,9 @@ def rescale(
         "The store's keys start with their key group, of G (Flink's layout: 1 byte when G <= 128, else 2): "
         "files inside a target's key groups are copied server-side unread, only the others are rewritten."),
         show_default=False)] = None,
+    file_owner: Annotated[Optional[str], typer.Option("--file-owner", metavar="USER:GROUP", help=(
+        "The owner and group names the targets' files are recorded with: the target job's user, which Samza's "
+        "restore compares with its restored files' (default: the source snapshots')."), show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Resolve the source snapshots and print the plan (with "
                                           "--key-groups: the bytes copied server-side and rewritten); run and "
                                           "commit nothing.")] = False,
@@ -92,7 +95,7 @@ def rescale(
                           master=master, conf=_conf(spark_conf), staging=s.blobstore if through else "local",
                           s3=session.s3_options if s.blobstore.startswith("s3://") else None, dry_run=dry_run,
                           work_dir=work_dir, parallelism=s.parallelism, chunk_size=s.chunk_size, ttl_seconds=s.ttl,
-                          keep_last=s.keep_last, grace_seconds=s.grace)
+                          keep_last=s.keep_last, grace_seconds=s.grace, file_owner=file_owner)
     r = run_rescale(opts, session.blobstore, session.catalog, env.progress)
     env.emit(r, _text(r))
 

@@ -61,7 +61,7 @@ from statectl.engine.adstore_common import AdstoreExtractError, _check_spec
 from statectl.errors import DiskFullError, NotFoundError, StatectlError, UsageError, is_disk_full
 from statectl.formats.adstore import MANIFEST, AdRecord, ExtractError, KeyValueSpec, VersionManifest
 from statectl.formats.checkpoint import SSP
-from statectl.fsutil import write_atomic
+from statectl.fsutil import chown_tree, make_dirs, owner_of, write_atomic
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.progress import NullProgress, ProgressReporter
@@ -448,8 +448,10 @@ def _read_cursor(store: Path, opts: DatasetLoadOptions) -> _Cursor:
 
 def _write_cursor(store: Path, cursor: _Cursor) -> None:
     path = cursor_path(store)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    owner = owner_of(store.parent)  # run as root: the job's user's, as local.versions makes the versions dir
+    make_dirs(path.parent, owner)
     write_atomic(path, cursor.to_json())
+    chown_tree(path, owner)
 
 
 def _resume(path: Path, ps: list[int], opts: DatasetLoadOptions, consumer: Any,

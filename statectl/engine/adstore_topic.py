@@ -50,7 +50,7 @@ from statectl.formats.offsets import (
     read_offsets,
     write_side_input_offsets,
 )
-from statectl.fsutil import fsync_dir
+from statectl.fsutil import chown_tree, fsync_dir, make_dirs, owner_of
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.local.staged import StagedStore, remove_dead_temp_dirs
@@ -777,7 +777,7 @@ def _create(t: _Target, opts: TopicLoadOptions) -> None:
         if t.staged is not None:
             write_side_input_offsets(t.write_path, _offsets_of(t, opts))
             return
-        t.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(t.path.parent, owner_of(t.path.parent))
         remove_dead_temp_dirs(t.path)
         tmp = t.path.parent / f".{t.path.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
@@ -798,7 +798,7 @@ def _create(t: _Target, opts: TopicLoadOptions) -> None:
 
 
 def _record(t: _Target, opts: TopicLoadOptions) -> None:
-    """Sync the WAL, then write the offsets (they never claim more than is durable)."""
+    """Sync the WAL, then write the offsets (they never claim more than is durable), then _give_away."""
     if t.db is None:
         return
     try:
@@ -807,9 +807,17 @@ def _record(t: _Target, opts: TopicLoadOptions) -> None:
         raise _rocks_error(t, e) from e
     try:
         write_side_input_offsets(t.write_path, _offsets_of(t, opts))
+        _give_away(t)
     except OSError as e:
         raise _os_error(t.path, e, f"writing {OFFSET_V2} and {SIDE_INPUT_OFFSETS}") from e
     t.pending = 0
+
+
+def _give_away(t: _Target) -> None:
+    """Run as root, a store written in place (created or resumed) is its parent dir's owner's, as a staged
+    one is once swapped in (StagedStore): the job's user opens it."""
+    if t.staged is None:
+        chown_tree(t.path, owner_of(t.path.parent))
 
 
 def _close(t: _Target, opts: TopicLoadOptions, *, quietly: bool = False) -> None:
@@ -819,6 +827,7 @@ def _close(t: _Target, opts: TopicLoadOptions, *, quietly: bool = False) -> None
         if not quietly:
             _record(t, opts)
         t.db.close()
+        _give_away(t)  # closing flushes into new files
     except BaseException:
         if not quietly:
             raise

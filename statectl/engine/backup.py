@@ -7,6 +7,7 @@ delete stale local checkpoint dirs.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from statectl.errors import (
     StatectlError,
     UsageError,
 )
+from statectl.fsutil import chown_tree, owner_of
 from statectl.local.layout import (
     CHECKPOINT_MARK,
     NEVER_UPLOADED,
@@ -146,10 +148,12 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                                      progress=progress)
         made_dir: Path | None = None
         try:
+            adopt = None
             if opts.checkpoint_dir is None:
                 made_dir = source
                 create_checkpoint(opts.store_dir, source)
                 (source / CHECKPOINT_MARK).touch()
+                adopt = _store_owner(opts.store_dir, source / CHECKPOINT_MARK)
             prev_index: SnapshotIndex | None = None
             if prev_record is not None:
                 try:
@@ -158,7 +162,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                     progress.note(f"previous snapshot unusable ({e}); taking a full backup")
                     prev_record = None
 
-            diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED)
+            diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED, adopt=adopt)
             if prev_index is not None:
                 # The new snapshot will reference the blobs of every retained file: make sure they are still
                 # there (one stat each), or a blob deleted behind statectl's back would be carried into every
@@ -169,7 +173,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                     progress.note(f"the latest snapshot of {ref} is damaged ({len(problems)} of its blobs are missing "
                                   f"or the wrong size, e.g. {p.blob_id} of {p.rel}: {p.reason}); taking a full backup")
                     prev_record = prev_index = None
-                    diff = diff_local(source, None, ignore=NEVER_UPLOADED)
+                    diff = diff_local(source, None, ignore=NEVER_UPLOADED, adopt=adopt)
             added = [f for _, f in diff.added()]
             assert all(isinstance(f, LocalFile) for f in added)
             failpoints.hit("before-upload")
@@ -217,6 +221,18 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
         notes=progress.notes,
         blobstore=blobstore.url,
     )
+
+
+def _store_owner(store: Path, mark: Path) -> tuple[int, int] | None:
+    """The owner the files of the checkpoint statectl made of ``store`` are recorded with: the store dir's.
+    Samza records each file's owner and group names (FileMetadata.fromFile) and its restore fails when the
+    restored files' differ (DirDiffUtil.areSameFile, blob.store.compare.file.owners.on.restore): the job's
+    user's, never statectl's. Run as root, the checkpoint's files are that owner's already (rocks.store.
+    create_checkpoint), the ``mark`` now too; as another user than the store's, the files it made are its
+    own and are recorded as the store's (returned: diff_local's ``adopt``); None when nothing is to adopt."""
+    owner = owner_of(store)
+    chown_tree(mark, owner)
+    return owner if os.geteuid() not in (0, owner[0]) else None
 
 
 def _delete_stale_checkpoint_dirs(store: Path, keep: str | None) -> None:

@@ -23,7 +23,7 @@ from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
 from statectl.errors import UsageError
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
-from statectl.snapshot.model import DirIndex, FileBlob, FileIndex, SnapshotIndex, SnapshotMetadata
+from statectl.snapshot.model import DirIndex, FileBlob, FileIndex, SnapshotIndex, SnapshotMetadata, parse_file_owner
 from statectl.transfer.copy import copy_blobs
 from statectl.transfer.download import blob_ranges
 
@@ -31,7 +31,9 @@ from statectl.transfer.download import blob_ranges
 
 @dataclass(frozen=True)
 class CopyOptions:
-    """What to copy where. ``snapshot``: an id, id prefix or checkpoint id of ``source`` (None: the latest)."""
+    """What to copy where. ``snapshot``: an id, id prefix or checkpoint id of ``source`` (None: the latest).
+    ``file_owner``: ``USER:GROUP`` every file of the target is recorded with, the target job's user (None:
+    each file's owner as the source records it); Samza's restore compares them with the restored files'."""
 
     source: StoreRef
     target: StoreRef
@@ -40,9 +42,12 @@ class CopyOptions:
     ttl_seconds: int = defaults.TTL_SECONDS
     keep_last: int = defaults.KEEP_LAST
     grace_seconds: int = defaults.GRACE_SECONDS
+    file_owner: str | None = None
 
     def validate(self) -> None:
         check_parallelism(self.parallelism)
+        if self.file_owner is not None:
+            parse_file_owner(self.file_owner)
         if self.keep_last < 1:
             raise UsageError("--keep-last must be at least 1")
         if self.ttl_seconds < 60:
@@ -129,10 +134,11 @@ def plan_copy(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpoi
 def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpointStore, target: BlobStore,
                   target_catalog: BlobCheckpointStore, progress: ProgressReporter | None = None) -> CopyResult:
     """Copy a snapshot of ``opts.source`` (in ``source``) into a new snapshot of ``opts.target`` (in
-    ``target``, which may be the same store): every blob to a new blob id, file metadata and CRCs as they
-    were, snapshot metadata naming the target and a new checkpoint id, no previous snapshot (a copy starts
-    a new chain of the target); committed like a backup, with the target's retention applied. The blobs
-    copied are those of the plan ``plan_copy`` computes (made here once the source is pinned).
+    ``target``, which may be the same store): every blob to a new blob id, file metadata (but for the
+    owners ``file_owner`` names) and CRCs as they were, snapshot metadata naming the target and a new
+    checkpoint id, no previous snapshot (a copy starts a new chain of the target); committed like a backup,
+    with the target's retention applied. The blobs copied are those of the plan ``plan_copy`` computes (made
+    here once the source is pinned).
 
     Blobs are copied server-side when ``target.copy_domain == source.copy_domain`` (one S3 endpoint, any
     buckets; ``file://`` to ``file://``), else streamed through the client (a note says so). The source is
@@ -213,7 +219,7 @@ def execute_copy(plan: CopyPlan, opts: CopyOptions, source: BlobStore, target: B
         index = SnapshotIndex(
             creation_time_millis=now_ms(),
             snapshot_metadata=SnapshotMetadata(checkpoint_id, t.job, t.job_id, t.task, t.store),
-            dir_index=_renamed(plan.snapshot.index.without_removed().dir_index, mapping),
+            dir_index=_owned(_renamed(plan.snapshot.index.without_removed().dir_index, mapping), opts.file_owner),
             prev_snapshot_index_blob_id=None,
         )
         index_id, record = commit_snapshot(target, target_catalog, lease, t, index, ttl_seconds=opts.ttl_seconds,
@@ -241,3 +247,7 @@ def _renamed(d: DirIndex, mapping: dict[str, str]) -> DirIndex:
 
     return replace(d, files_present=tuple(file(f) for f in d.files_present),
                    sub_dirs_present=tuple(_renamed(s, mapping) for s in d.sub_dirs_present))
+
+
+def _owned(d: DirIndex, file_owner: str | None) -> DirIndex:
+    return d if file_owner is None else d.with_owner(*parse_file_owner(file_owner))

@@ -47,6 +47,7 @@ from statectl.errors import DiskFullError, PartialError, StatectlError, UsageErr
 from statectl.local.layout import NEVER_UPLOADED, task_dir_name
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
+from statectl.snapshot.model import files_owner, parse_file_owner
 
 WHAT = "rescale"
 
@@ -64,7 +65,9 @@ class RescaleOptions:
     (toPositive(murmur2(key)) % partitions). ``key_groups``: the store's keys carry key-group prefixes
     (Flink's layout, statectl.formats.keygroups) of this many groups: the key-group path (module doc). ``dry_run``: resolve the sources and report the plan, run
     nothing. ``work_dir``: where the Spark job's files and the staged target stores go (a temporary dir
-    in it, removed at the end; default the system's temp dir)."""
+    in it, removed at the end; default the system's temp dir). ``file_owner``: ``USER:GROUP`` every file
+    of the targets is recorded with, the target job's user (None: the sources', snapshot.model.files_owner),
+    never the user statectl runs as: Samza's restore compares them with its restored files'."""
 
     store: str
     job: str
@@ -89,6 +92,7 @@ class RescaleOptions:
     keep_last: int = defaults.KEEP_LAST
     grace_seconds: int = defaults.GRACE_SECONDS
     timeout_s: float | None = None
+    file_owner: str | None = None
 
     @property
     def source_tasks(self) -> list[str]:
@@ -136,6 +140,8 @@ class RescaleOptions:
         if self.ttl_seconds < 60:
             raise UsageError("--ttl must be at least a minute")
         check_parallelism(self.parallelism)
+        if self.file_owner is not None:
+            parse_file_owner(self.file_owner)
 
 
 @dataclass
@@ -192,6 +198,7 @@ class RescaleResult:
     duration_s: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    file_owner: str = ""  # USER:GROUP the targets' files are recorded with ("": the sources have no files)
 
 
 def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
@@ -233,6 +240,8 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         indexes.append(snap.index)
         result.sources.append(SourceInfo(task, snap.index_blob_id, snap.index.snapshot_metadata.checkpoint_id,
                                          len(files), sum(f["size"] for f in files)))
+    owner = parse_file_owner(opts.file_owner) if opts.file_owner else files_owner([i.dir_index for i in indexes])
+    result.file_owner = ":".join(owner) if owner else ""
     kg_plan = None
     if opts.key_groups is not None:
         kg_plan = _plan_key_groups(opts, indexes, blobstore, result)
@@ -443,6 +452,8 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
 
                 dir_index = replace(dir_index, files_present=tuple(sorted(dir_index.files_present + tuple(extra),
                                                                           key=lambda f: f.file_name)))
+            if result.file_owner:  # the staged stores' files are the user's statectl runs as
+                dir_index = dir_index.with_owner(*parse_file_owner(result.file_owner))
             index = SnapshotIndex(creation_time_millis=now_ms(),
                                   snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task,
                                                                      ref.store),

@@ -33,7 +33,7 @@ from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs
 from statectl.local.staged import StagedStore, check_free_space, check_target, note_if_linked, resolve_target
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
-from statectl.snapshot.diff import LocalFile, same_local_file
+from statectl.snapshot.diff import LocalFile, group_name, owner_name, same_local_file
 from statectl.snapshot.model import FileIndex
 from statectl.transfer.download import DownloadItem, blob_ranges, download_files
 from statectl.transfer.verify import check_blobs
@@ -209,13 +209,14 @@ def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOption
             (tmp / rel_dir).mkdir()
         for f, fi in files:
             if f.action == "reuse":
-                _reuse(Path(f.source), fi, tmp / f.path)
+                _reuse(Path(f.source), fi, tmp / f.path, staged.owner)
         to_download = [DownloadItem(f.path, tmp / f.path, fi) for f, fi in files if f.action == "download"]
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
                                           range_size=opts.range_size, progress=progress)
         staged.commit()  # the downloads and copies fsynced their files: "dirs" is enough
     for note in staged.notes:
         progress.note(note)
+    _note_other_owners(target, by_path, progress)
 
     return RestoreResult(
         snapshot_id=plan.snapshot_id,
@@ -282,9 +283,28 @@ def _local_copy(sources: list[Path], rel: str, fi: FileIndex) -> Path | None:
             return src
     return None
 
-def _reuse(src: Path, fi: FileIndex, dest: Path) -> None:
-    """Hard-link (immutable files: their data is on disk already) or copy and fsync (the rest) ``src``."""
-    if fi.file_name.endswith(IMMUTABLE_SUFFIXES):
+def _note_other_owners(target: Path, files: dict[str, FileIndex], progress: ProgressReporter) -> None:
+    """Say so when the snapshot records other owners than the restored store's files have (a backup run as
+    root by an older statectl recorded root for the files its checkpoint made; a restore into another
+    user's dir): Samza's restore compares them (DirDiffUtil.areSameFile, blob.store.compare.file.owners.
+    on.restore) and fails on a difference."""
+    st = target.stat()
+    have = (owner_name(st.st_uid), group_name(st.st_gid))
+    other = [(rel, fi.file_metadata) for rel, fi in files.items()
+             if (fi.file_metadata.owner, fi.file_metadata.group) != have]
+    if other:
+        rel, m = other[0]
+        progress.note(f"the snapshot records another owner than the restored files' ({':'.join(have)}) for "
+                      f"{len(other)} of its {len(files)} files, e.g. {rel} ({m.owner}:{m.group}): a job running as "
+                      f"{have[0]} fails Samza's owner check restoring it; a new backup of the store records the "
+                      "owners its files have")
+
+
+def _reuse(src: Path, fi: FileIndex, dest: Path, owner: tuple[int, int] | None) -> None:
+    """Hard-link (immutable files: their data is on disk already) or copy and fsync (the rest) ``src``. Run
+    as root, only a file of ``owner`` is linked: the new store's files are given to it, and a link shares
+    its owner with the file it links."""
+    if fi.file_name.endswith(IMMUTABLE_SUFFIXES) and (os.geteuid() != 0 or _owner(src) == owner):
         try:
             os.link(src, dest)
             return
@@ -298,3 +318,8 @@ def _reuse(src: Path, fi: FileIndex, dest: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _owner(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_uid, st.st_gid

@@ -93,7 +93,7 @@ from statectl.formats.offsets import (
     write_offset,
     write_offsets,
 )
-from statectl.fsutil import fsync_dirs, process_alive
+from statectl.fsutil import chown_tree, fsync_dirs, make_dirs, owner_of, process_alive
 from statectl.kafka.client import (
     DEFAULT_TIMEOUT_S,
     KafkaSecurity,
@@ -1300,9 +1300,13 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
                         lambda: _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint),
                         began + timeout_s, result)
                 result.caught_up_offset = position
+                # Run as root, the job's user must own what it starts on: the store replaced's owner, or
+                # the state dir's (local.staged.StagedStore's rule).
+                owner = owner_of(target_dir if not in_place and os.path.lexists(target_dir) else target_dir.parent)
+                chown_tree(replica.replica_dir, owner)
                 fsync_dirs(replica.replica_dir)
                 if not in_place:  # the store's dir need not exist: the replica is not in it
-                    target_dir.parent.mkdir(parents=True, exist_ok=True)
+                    make_dirs(target_dir.parent, owner)
                 old = None if in_place else swap_into_place(replica.replica_dir, target_dir)
                 if in_place:
                     result.notes.append(f"{active_dir} held the replica already (--layout active-path): nothing moved")

@@ -20,6 +20,9 @@ version chain (build numbers, switch, prune) is written only under it.
 Only what this module provably made is ever deleted: a version dir (``<n>``, a real dir, with a manifest
 file, sealed by a build), a build dir (``.building-<n>-<pid>-<8 hex>``, a real dir) whose process is gone.
 A symlink, or a dir of another name, in ``S.versions`` is left alone.
+
+Run as root, everything a load makes here (the lock file, the versions dir, a version, the link ``S``)
+belongs to the owner of the store's parent dir (fsutil.owner_of): the job's user, who opens it.
 """
 
 from __future__ import annotations
@@ -35,7 +38,16 @@ from pathlib import Path
 
 from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import MANIFEST, VersionManifest
-from statectl.fsutil import SYNC_NONE, fsync_dir, fsync_tree, process_alive, write_atomic
+from statectl.fsutil import (
+    SYNC_NONE,
+    chown_tree,
+    fsync_dir,
+    fsync_tree,
+    make_dirs,
+    owner_of,
+    process_alive,
+    write_atomic,
+)
 
 VERSIONS_SUFFIX = ".versions"
 BUILDING = ".building-"
@@ -68,8 +80,10 @@ class StoreLock:
         self._fd: int | None = None
 
     def __enter__(self) -> "StoreLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        owner = owner_of(self.path.parent)
+        make_dirs(self.path.parent, owner)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        chown_tree(self.path, owner)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -199,6 +213,7 @@ class VersionBuild:
         self.number = 0
         self.path = Path()
         self.sealed: Path | None = None
+        self.owner = (os.geteuid(), os.getegid())  # open() sets the store's
 
     def __enter__(self) -> "VersionBuild":
         return self.open()
@@ -212,7 +227,8 @@ class VersionBuild:
         if os.path.islink(self.root):
             raise UsageError(f"{self.root} is a symlink, not the versions dir adstore load made",
                              hint="move it away, or load into another --store")
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.owner = owner_of(self.store.parent)
+        make_dirs(self.root, self.owner)
         remove_dead_builds(self.store)
         for _ in range(100):
             self.number = max(next_number(self.store), self.at_least)
@@ -228,6 +244,7 @@ class VersionBuild:
         if manifest.version != self.number:
             raise ValueError(f"manifest of version {manifest.version} sealing build {self.number}")
         write_atomic(self.path / MANIFEST, manifest.to_json(), sync=SYNC_NONE)
+        chown_tree(self.path, self.owner)
         fsync_tree(self.path)
         final = self.root / str(self.number)
         os.rename(self.path, final)
@@ -254,6 +271,7 @@ def switch(store: Path, number: int, *, verify: str | None = "deep") -> int | No
     link = store.with_name(f".{store.name}.link-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     os.symlink(f"{versions_dir(store).name}/{number}", link)
     try:
+        chown_tree(link, owner_of(store.parent))
         os.replace(link, store)
     except OSError:
         link.unlink(missing_ok=True)
