@@ -439,14 +439,18 @@ def test_two_promotes_of_one_replica_one_wins_and_the_other_exits_11(world: Worl
     caught_up(w, f)
     assert f.terminate() == 0, f.describe()
     w.writer.send(random_records(random.Random(307), 300))  # a tail: the first promote is still applying it
-    first = promote_proc(w, env=dict(clean_env(w.tmp), STATECTL_FAILPOINTS="standby-apply=sleep:3"))
+    # The first promote applies the tail slowly (each batch 15 s): the second one meets it mid-way.
+    first = promote_proc(w, "--timeout", "300s",
+                         env=dict(clean_env(w.tmp), STATECTL_FAILPOINTS="standby-apply=sleep:15"))
     wait_until(lambda: lock_pid(w.lock_file) == first.pid or first.poll() is not None, 60,
                "the first promote holds the replica")
-    p = cli(w.tmp, "standby", "promote", *w.where(), code=None)
-    out, err = first.communicate(timeout=120)
+    second = [cli(w.tmp, "standby", "promote", *w.where(), *dry, code=None) for dry in (["--dry-run"], [])]
+    assert first.poll() is None, "the first promote ended before the second ran: no overlap to judge"
+    out, err = first.communicate(timeout=280)
     assert first.returncode == 0, err
-    assert p.returncode == 11, (p.returncode, p.stderr)
-    assert f"pid {first.pid}" in one_error(p.stderr), p.stderr
+    for p in second:
+        assert p.returncode == 11, (p.returncode, p.stderr)
+        assert f"pid {first.pid}" in one_error(p.stderr), p.stderr
     assert read_store(w.active) == w.writer.state()
     assert not w.replica.exists() and not w.status_file.exists()
     assert status_rows(w) == []  # no follower started, no replica bootstrapped again
@@ -463,16 +467,20 @@ def test_two_failovers_of_one_container_one_wins_and_the_other_exits_11(job: Job
             j.writer(s, task).send(records(800, 40, start=900))
     start_offset = j.end()
     locks = [standby_dir(j.state, s, t) for s in STORES for t in CONTAINER0]
-    first = subprocess.Popen([STATECTL, "standby", "failover", "--container", "0", *j.flags()], cwd=j.tmp,
-                             env=dict(clean_env(j.tmp), STATECTL_FAILPOINTS="standby-apply=sleep:3"),
+    first = subprocess.Popen([STATECTL, "standby", "failover", "--container", "0", *j.flags(), "--timeout", "300s"],
+                             cwd=j.tmp,
+                             env=dict(clean_env(j.tmp), STATECTL_FAILPOINTS="standby-apply=sleep:15"),
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_until(lambda: any(lock_pid(p.with_name(p.name + ".standby.lock")) == first.pid for p in locks)
                or first.poll() is not None, 60, "the first failover promotes")
-    p = cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), code=None)
-    _, err = first.communicate(timeout=180)
+    second = [cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), *dry, code=None)
+              for dry in (["--dry-run"], [])]
+    assert first.poll() is None, "the first failover ended before the second ran: no overlap to judge"
+    _, err = first.communicate(timeout=280)
     assert first.returncode == 0, err
-    assert p.returncode == 11, (p.returncode, p.stderr)
-    assert f"pid {first.pid}" in one_error(p.stderr), p.stderr
+    for p in second:
+        assert p.returncode == 11, (p.returncode, p.stderr)
+        assert f"pid {first.pid}" in one_error(p.stderr), p.stderr
     assert_locality_messages(j, start_offset)
     assert_promoted(j)
     assert not list((j.state / ".statectl-standby").rglob("*.standby.json"))  # nothing followed again
