@@ -53,7 +53,7 @@ FLAGS = {
     "standby status": {"--state-dir", "--metrics-file"},
     "standby promote": {"--active-dir", "--blobstore", "--changelog", "--job", "--job-id", "--kafka", "--partition",
                         "--replica", "--replica-dir", "--s3-endpoint", "--state-dir", "--store", "--task", "--timeout",
-                        "--to-checkpoint", "--metrics-file", "--container", "--dry-run"},
+                        "--to-checkpoint", "--metrics-file", "--container", "--dry-run", "--non-transactional-restore"},
     "standby failover": {"--blobstore", "--container", "--dry-run", "--host", "--job", "--job-id", "--kafka",
                          "--metrics-file", "--replica", "--s3-endpoint", "--state-dir", "--timeout", "--to-checkpoint"},
     "standby check": {"--host", "--job", "--job-id", "--kafka", "--metrics-file"},
