@@ -45,6 +45,7 @@ from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
 from statectl.engine.standby import (
     FENCE_TIMEOUT_S,
+    FOLLOWER,
     PROMOTER,
     FollowResult,
     FollowStatus,
@@ -325,7 +326,7 @@ def check_here(anchor: Replica, bootstrap: str, *, security: KafkaSecurity | Non
                          hint="pre-restore on a host that runs no active of this task") from None
 
 
-def _lock(anchor: Replica, wait_s: float = 0.0, role: str = "follow") -> ReplicaLock:
+def _lock(anchor: Replica, wait_s: float = 0.0, role: str = FOLLOWER) -> ReplicaLock:
     try:
         return ReplicaLock(anchor, wait_s=wait_s, role=role)
     except LockHeldError as e:
