@@ -162,7 +162,8 @@ def test_a_job_with_a_bounded_source_ends_by_itself(broker, tmp_path: Path, jobs
     assert "reached the end of its inputs and stopped" in out and "restarting" not in out
     assert_ended_cleanly(broker, tmp_path, job.blobstore, bounds)
 
-    # The next run (a new run id) reads on from the checkpoints to the new ends, and ends again.
+    # The next run (a new run id: in BATCH mode a checkpoint topic of its own, KafkaUtil.getCheckpointTopic)
+    # processes the sources to their new ends, and ends again.
     more = {0: 50 + 40, 1: 40, 2: 40, 3: 50 + 40}
     produce(broker, {p: 40 for p in range(4)})
     second = Job(broker, tmp_path, config=BOUNDED)
