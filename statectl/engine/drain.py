@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -47,6 +48,7 @@ from statectl.formats.jobconfig import JobConfigError, get_int
 from statectl.formats.drain import DRAIN, DRAIN_NAMESPACE, DrainFormatError, DrainNotification, decode_control, java_uuid
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, kafka_module, open_consumer, partition_count
 from statectl.kafka.coordinator import BadNotification, CoordinatorStream, NotificationRecord
+from statectl.kafka.systems import system_brokers
 from statectl.kafka.tails import read_tails
 
 PENDING = "pending"
@@ -240,12 +242,23 @@ class _Job:
         self.checkpoints = KafkaCheckpointLog(target.bootstrap, target.job, target.job_id,
                                               timeout_s=target.timeout_s, security=target.security)
         self._consumer = None
+        self._elsewhere: dict[str, Any] = {}  # other clusters' brokers -> a consumer there
 
     def consumer(self):
         if self._consumer is None:
             self._consumer = open_consumer(self.target.bootstrap, timeout_s=self.target.timeout_s,
                                            security=self.target.security)
         return self._consumer
+
+    def consumer_of(self, system: str, config: dict[str, str]) -> tuple[Any, str]:
+        """A consumer on the brokers of the job's ``system`` (kafka.systems.system_brokers), and those brokers."""
+        where = system_brokers(config, system, self.target.bootstrap, self.target.security)
+        if not where.elsewhere:
+            return self.consumer(), self.target.bootstrap
+        if where.bootstrap not in self._elsewhere:
+            self._elsewhere[where.bootstrap] = open_consumer(where.bootstrap, timeout_s=self.target.timeout_s,
+                                                             security=where.security)
+        return self._elsewhere[where.bootstrap], where.bootstrap
 
     def run_id(self, *, required: bool) -> str | None:
         run_id = self.target.run_id or self.coordinator.run_id()
@@ -256,8 +269,9 @@ class _Job:
         return run_id
 
     def close(self) -> None:
-        for closer in (self.coordinator.close, self.checkpoints.close,
-                       lambda: self._consumer.close() if self._consumer is not None else None):
+        closers = [self.coordinator.close, self.checkpoints.close,
+                   lambda: self._consumer.close() if self._consumer is not None else None]
+        for closer in closers + [c.close for c in self._elsewhere.values()]:
             try:
                 closer()
             except Exception:  # noqa: BLE001 - closing is best effort; the result stands
@@ -399,13 +413,13 @@ def _status(job: _Job) -> DrainStatus:
         result.job_breaking = [_job_breaking(b) for b in job.coordinator.bad_notifications()]
         tails = []
         for system, topic in _intermediate_streams(config):
-            consumer = job.consumer()
-            count = partition_count(consumer, topic, target.bootstrap)
+            consumer, bootstrap = job.consumer_of(system, config)
+            count = partition_count(consumer, topic, bootstrap)
             if count is None:
                 result.notes.append(f"intermediate stream {topic} does not exist (yet)")
                 continue
             tails += [(system, topic, t) for _, t in sorted(read_tails(consumer, topic, list(range(count)),
-                                                                       target.bootstrap, last=TAIL_RECORDS).items())]
+                                                                       bootstrap, last=TAIL_RECORDS).items())]
         checkpoints = latest.result()
     result.notes += checkpoint_notes
     result.tasks = len(checkpoints)
@@ -570,7 +584,7 @@ def checkpoint_gaps(job: _Job, notified_ms: int, run_id: str, checkpoints: dict[
             out.gaps.append(f"intermediate {i.stream}[{i.partition}]: {i.in_flight} messages in flight")
     out.gaps += _tasks_not_done(checkpoints, checkpointed_ms, intermediate_keys, evidence.senders.get(run_id, {}),
                                 config, now_ms)
-    backlog = _backlog(job, checkpoints, tasks, intermediate_keys, notified_ms, notes)
+    backlog = _backlog(job, checkpoints, tasks, intermediate_keys, notified_ms, notes, config)
     if out.gaps:
         out.gaps += [f"task {b.task}: input {b.stream}[{b.partition}] checkpointed to "
                      f"{'?' if b.next_offset is None else b.next_offset}, but {b.notified_offset} records were "
@@ -605,10 +619,10 @@ def _tasks_not_done(checkpoints: dict[str, CheckpointV2], checkpointed_ms: dict[
 
 
 def _backlog(job: _Job, checkpoints: dict[str, CheckpointV2], tasks: list[str], intermediate_keys: set[str],
-             notified_ms: int, notes: list[str]) -> list[LeftBehind]:
-    """The source records written before the notification that the tasks' latest checkpoints do not cover
-    (a source this cluster does not have: a note)."""
-    sources: dict[str, dict[int, tuple[str, int | None]]] = {}  # topic -> partition -> (task, next offset)
+             notified_ms: int, notes: list[str], config: dict[str, str]) -> list[LeftBehind]:
+    """The source records written before the notification that the tasks' latest checkpoints do not cover,
+    each source read on the brokers of its system (kafka.systems; a source that is not there: a note)."""
+    sources: dict[tuple[str, str], dict[int, tuple[str, int | None]]] = {}  # (system, topic) -> partition -> ..
     for task in tasks:
         cp = checkpoints.get(task)
         for ssp, offset in (cp.input_offsets.items() if cp is not None else ()):
@@ -618,13 +632,13 @@ def _backlog(job: _Job, checkpoints: dict[str, CheckpointV2], tasks: list[str], 
             if len(parts) < 3 or not parts[-1].isdigit():
                 notes.append(f"task {task}: input {ssp!r} is not system.stream.partition: not checked")
                 continue
-            sources.setdefault(".".join(parts[1:-1]), {})[int(parts[-1])] = (task, _next_offset(offset))
+            sources.setdefault((parts[0], ".".join(parts[1:-1])), {})[int(parts[-1])] = (task, _next_offset(offset))
     out = []
-    for topic, partitions in sorted(sources.items()):
-        at = _offsets_at(job, topic, sorted(partitions), notified_ms, notes)
+    for (system, topic), partitions in sorted(sources.items()):
+        consumer, bootstrap = job.consumer_of(system, config)
+        at = _offsets_at(consumer, bootstrap, topic, sorted(partitions), notified_ms, notes)
         if at is None:
-            notes.append(f"input stream {topic} is not on {job.target.bootstrap}: what the drain left of it is "
-                         "not known")
+            notes.append(f"input stream {topic} is not on {bootstrap}: what the drain left of it is not known")
             continue
         for p, (task, next_offset) in sorted(partitions.items()):
             if next_offset is None or next_offset < at[p]:
@@ -632,16 +646,16 @@ def _backlog(job: _Job, checkpoints: dict[str, CheckpointV2], tasks: list[str], 
     return out
 
 
-def _offsets_at(job: _Job, topic: str, partitions: list[int], ms: int, notes: list[str]) -> dict[int, int] | None:
-    """Per partition of ``topic``, the offset of its first record written at or after ``ms`` (its true end
-    when there is none); None when the topic does not exist."""
+def _offsets_at(consumer: Any, bootstrap: str, topic: str, partitions: list[int], ms: int,
+                notes: list[str]) -> dict[int, int] | None:
+    """Per partition of ``topic`` (on ``bootstrap``), the offset of its first record written at or after ``ms``
+    (its true end when there is none); None when the topic does not exist."""
     kafka = kafka_module()
-    consumer = job.consumer()
-    count = partition_count(consumer, topic, job.target.bootstrap)
+    count = partition_count(consumer, topic, bootstrap)
     if count is None:
         return None
     present = [p for p in partitions if p < count]
-    ends = {p: t.end for p, t in read_tails(consumer, topic, present, job.target.bootstrap).items()}
+    ends = {p: t.end for p, t in read_tails(consumer, topic, present, bootstrap).items()}
     tps = {p: kafka.TopicPartition(topic, p) for p in present}
     try:
         found = consumer.offsets_for_times({tp: ms for tp in tps.values()})

@@ -851,3 +851,23 @@ def test_without_intermediate_streams_only_a_stopped_job_has_drained(cli, tansu,
     assert [(b["stream"], b["partition"], b["next_offset"], b["records"]) for b in w["left_behind"]] == [
         (source, 0, 3, 2)]
     assert any("stopped committing" in note for note in w["notes"]), w["notes"]
+
+
+@pytest.mark.timeout(180)
+def test_a_source_on_another_cluster_is_checked_there(cli, tansu, tansu_other, make_job):
+    """What a drain left behind of a source on another cluster is read on that system's brokers
+    (systems.<system>.consumer.bootstrap.servers), not looked for on --kafka."""
+    source = tansu_other.create_topic(partitions=1)
+    for i in range(6):
+        put_one(tansu_other.bootstrap, source, 0, b"in%d" % i)
+    job = make_job(config={"task.commit.ms": "200", "task.commit.max.delay.ms": "100",
+                           "systems.east.consumer.bootstrap.servers": tansu_other.bootstrap})
+    n = job.notify()
+    time.sleep(0.05)
+    with KafkaCheckpointLog(tansu.bootstrap, job.name, "1") as log:
+        log.commit_offsets("Partition 0", f"{now_ms()}-1", {f"east.{source}.0": "1"})
+    w = json.loads(cli("drain", "wait", *job.args, "--timeout", "60", "--poll", "0.2", "-o", "json").stdout)
+    assert (w["drained"], w["uuids"]) == (True, [n.uuid])
+    assert [(b["stream"], b["next_offset"], b["notified_offset"], b["records"]) for b in w["left_behind"]] == [
+        (source, 2, 6, 4)]
+    assert not any("not on" in note for note in w["notes"]), w["notes"]
