@@ -345,3 +345,31 @@ def test_a_batch_applications_checkpoint_topic_carries_its_run_id(tansu, job):
         with KafkaCheckpointLog(tansu.bootstrap, job, "1") as log:
             assert log.topic == plain.name
             assert log.latest(ref(job, "second")) == (SEED_CID, "blob-second")
+
+
+def test_a_copy_into_a_job_without_checkpoints_names_that_jobs_grouper(tansu, job, tmp_path):
+    """snapshots copy --to-job commits the copy into the target job's (empty) checkpoint topic: its key names
+    the target job's configured grouper, which its KafkaCheckpointManager checks."""
+    from statectl.blobstore import open_blobstore
+    from statectl.catalog.kafka_log import KafkaCheckpointLogs
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.engine.backup import BackupOptions, backup
+    from statectl.engine.copy import CopyOptions, copy_snapshot
+    from statectl.local.layout import store_dir
+    from tests.tools.genstore import make_store
+
+    src = StoreRef(job, "1", "Partition 0", "counts")
+    dst_job = f"staging_{uuid.uuid4().hex[:8]}"
+    write_job_config(tansu.bootstrap, dst_job, {"job.systemstreampartition.grouper.factory": GROUP_BY_SSP})
+    dst = StoreRef(dst_job, "1", "SystemStreamPartition [kafka, PageViews, 0]", "counts")
+    sdir = store_dir(tmp_path / "state", src.store, src.task)
+    make_store(sdir, 50, 64, seed=2)
+    bs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    cps = BlobCheckpointStore(bs, KafkaCheckpointLogs(tansu.bootstrap))
+    try:
+        backup(BackupOptions(src, sdir), bs, cps)
+        copy_snapshot(CopyOptions(src, dst), bs, cps, bs, cps)
+    finally:
+        cps.close()
+    keys = [json.loads(k) for _, k, _ in Topic(tansu.bootstrap, dst_job).records()]
+    assert [k["systemstreampartition-grouper-factory"] for k in keys] == [GROUP_BY_SSP]
