@@ -159,6 +159,17 @@ def tansu() -> Iterator[TansuServer]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def tansu_other() -> Iterator[TansuServer]:
+    """A second Tansu broker: another Kafka cluster, for a job whose systems are on several clusters."""
+    try:
+        server = TansuServer().start()
+    except ServerStartError as e:
+        pytest.fail(f"Tansu did not start: {e}", pytrace=False)
+    yield server
+    server.stop()
+
+
 # -- ZooKeeper: Debian's zookeeper package (tests/servers.py) --------------------------------------------------
 
 

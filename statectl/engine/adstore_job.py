@@ -13,6 +13,9 @@ and job model on its coordinator stream, as Samza's SideInputsManager would fill
 - Which task dir holds which partitions: the job's active tasks and GroupByPartition, or the SSPs a
   standalone job's model in ZooKeeper gives each task (``--zookeeper``; engine.adstore_status
   .job_side_input_ssps). ``--partitions`` or ``--broadcast`` override.
+- Where: the side inputs are read on the brokers the job's config gives their system
+  (``systems.<system>.consumer.bootstrap.servers``, with that system's consumer security: kafka.systems),
+  which may be another cluster than the job's coordinator stream (``--kafka``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def from_job(opts: Any, progress: ProgressReporter) -> Any:
     statectl cannot run, a serde it does not know, side inputs on several systems, a grouper it cannot map)."""
     from statectl.engine.adstore_status import job_side_input_ssps, job_tasks, read_job_model
     from statectl.formats.sideinputs import processor_keys, side_inputs, side_inputs_key, store_serdes
+    from statectl.kafka.systems import system_brokers
 
     model = read_job_model(opts.bootstrap, opts.job, opts.job_id, security=opts.security, timeout_s=opts.timeout_s,
                            zookeeper=opts.zookeeper)
@@ -63,6 +67,11 @@ def from_job(opts: Any, progress: ProgressReporter) -> Any:
         changes["topic"] = streams[0].stream
         changes["topics"] = tuple(ss.stream for ss in streams)
         changes["system"] = systems[0]
+        brokers = system_brokers(config, systems[0], opts.bootstrap, opts.security)
+        if brokers.elsewhere:
+            progress.note(f"reading the side inputs of store {opts.store} on {brokers.bootstrap}, the brokers of "
+                          f"system {systems[0]} ({brokers.key} in the config of job {opts.job}-{opts.job_id})")
+            changes.update(bootstrap=brokers.bootstrap, security=brokers.security)
     if opts.partitions is None and not opts.broadcast and opts.state_dir is not None:
         topics = changes.get("topics") or opts.all_topics
         config_streams = {ss.stream for ss in streams}

@@ -272,16 +272,18 @@ def job_side_input_ssps(bootstrap: str, job: str, job_id: str, store: str, *, se
         return model_side_input_ssps(config, store, {t: task_ssps.get(t, frozenset()) for t in tasks})
     counts: dict[SystemStream, int] = {}
     from statectl.kafka.client import open_consumer, partition_count
+    from statectl.kafka.systems import system_brokers
 
-    consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
-    try:
-        for ss in streams:
-            n = partition_count(consumer, ss.stream, bootstrap)
-            if n is None:
-                raise NotFoundError(f"side input {ss} of store {store} does not exist on {bootstrap}")
-            counts[ss] = n
-    finally:
-        consumer.close()
+    for ss in streams:  # each on the brokers of its system (another cluster, when the config says so)
+        where = system_brokers(config, ss.system, bootstrap, security)
+        consumer = open_consumer(where.bootstrap, timeout_s=timeout_s, security=where.security)
+        try:
+            n = partition_count(consumer, ss.stream, where.bootstrap)
+        finally:
+            consumer.close()
+        if n is None:
+            raise NotFoundError(f"side input {ss} of store {store} does not exist on {where.bootstrap}")
+        counts[ss] = n
     return task_side_input_ssps(config, store, tasks, counts)
 
 
