@@ -186,6 +186,10 @@ class StatusOptions:
             raise UsageError("--job needs --kafka (to read the job's coordinator stream)")
         if self.job and not self.store:
             raise UsageError("--job needs --store (the store's side inputs are in the job's config)")
+        if self.store:
+            from statectl.local.layout import check_name
+
+            check_name("store", self.store)
 
 
 def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
