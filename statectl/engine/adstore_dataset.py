@@ -349,8 +349,8 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
             _run(stores, opts, extract, stop, progress, result)
         except ExtractError as e:
             raise UsageError(str(e)) from None
-        except OSError as e:
-            if is_disk_full(e):
+        except Exception as e:  # RocksDB's own "IO error: No space left on device" is no OSError
+            if is_disk_full(e) and not isinstance(e, DiskFullError):
                 raise DiskFullError(f"no space left on device loading {opts.topic} into {layout[0][0].parent}; the "
                                     "version being built is dropped, the current one is untouched",
                                     hint=f"free some space in {layout[0][0].parent}") from e

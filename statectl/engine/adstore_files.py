@@ -217,16 +217,16 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
     dirs = _file_targets(opts)
     for note in _key_notes(ds, opts):
         progress.note(note)
-    with ExitStack() as locks:
-        for d in dirs:
-            locks.enter_context(StoreLock(d))
-        try:
+    try:
+        with ExitStack() as locks:
+            for d in dirs:
+                locks.enter_context(StoreLock(d))
             result = _load_file_locked(opts, ds, dirs, progress, spark, locks)
-        except (OSError, StatectlError) as e:
-            if not isinstance(e, DiskFullError) and is_disk_full(e):
-                raise DiskFullError(f"no space left on device loading {ds.path} into {dirs[0].parent}; no new "
-                                    "version was made", hint=f"free some space in {dirs[0].parent}") from e
-            raise
+    except Exception as e:  # RocksDB's own "IO error: No space left on device" is no OSError
+        if not isinstance(e, DiskFullError) and is_disk_full(e):
+            raise DiskFullError(f"no space left on device loading {ds.path} into {dirs[0].parent}; no new "
+                                "version was made", hint=f"free some space in {dirs[0].parent}") from e
+        raise
     result.duration_s = round(time.monotonic() - began, 3)
     result.notes = list(getattr(progress, "notes", []))
     return result
