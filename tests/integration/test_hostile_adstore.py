@@ -301,10 +301,17 @@ def test_switch_refuses_a_damaged_version_and_versions_reports_it(files: Files, 
     r = cli(tmp_path, "adstore", "switch", *files.where(), "--version", "1", "--quick", code=1)
     assert files.current() == 3
 
-    # version 2 changed under its manifest (an entry added): the cheap checks see nothing, switch does
+    # version 2 changed under its manifest (an entry added): the cheap checks (--quick) see nothing; versions,
+    # as switch, reads every entry and names it
     write_rocks(v2, {b"intruder": b"x"})
-    assert json.loads(cli(tmp_path, "adstore", "versions", *files.where(), "-o", "json").stdout)["versions"][1][
-        "problem"] is None
+    assert json.loads(cli(tmp_path, "adstore", "versions", *files.where(), "--quick", "-o", "json").stdout)[
+        "versions"][1]["problem"] is None
+    before = tree(files.state)
+    r = json.loads(cli(tmp_path, "adstore", "versions", *files.where(), "-o", "json").stdout)
+    problems = {v["version"]: v["problem"] for v in r["versions"]}
+    assert problems[3] is None and "damaged" in problems[1]
+    assert problems[2].startswith(f"damaged: it holds {len(v2_entries) + 1} keys") and "manifest says" in problems[2]
+    assert tree(files.state) == before  # read-only: no config file left in a version
     r = cli(tmp_path, "adstore", "switch", *files.where(), code=1)  # the rollback to 2
     assert "version 2" in error_line(r.stderr) and f"{len(v2_entries) + 1} keys" in r.stderr
     assert files.current() == 3
