@@ -118,6 +118,11 @@ class BlobStore(Protocol):
     def remove_ttl(self, key: str) -> None:
         """Make the object permanent. Idempotent. Raises BlobNotFoundError if it is gone."""
 
+    # What the store is, whatever URL spelled it: stores with equal ``identity`` hold the same objects. A
+    # ``file://`` store: ("file", the real path of its dir); an S3 store: ("s3", its endpoint, bucket and key
+    # prefix, normalised: "s3://b/p/", "s3://b//p" and "s3://b/p" are one store). Compare this, never URLs.
+    identity: tuple[str, ...]
+
     # Stores with equal ``copy_domain`` can copy each other's objects server-side (``copy(source=...)``):
     # for S3 the endpoint and credentials (any bucket of one endpoint), for ``file://`` the host's files.
     copy_domain: tuple[str, ...]

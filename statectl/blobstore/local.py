@@ -68,6 +68,11 @@ class LocalBlobStore:
             except OSError as e:
                 raise BlobStoreError(f"file: cannot create blob store dir {self.root}: {e.strerror}") from e
 
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """("file", the real path of the dir): every spelling of it (``/./``, ``..``, a symlink) is one store."""
+        return ("file", str(self.root))
+
     def _require_root(self) -> None:
         """NotFoundError (exit 10) when the store was opened without ``create`` and its dir is not there."""
         if self._check_root:

@@ -165,6 +165,10 @@ class RetryingBlobStore:
     def copy_domain(self) -> tuple[str, ...]:
         return self.inner.copy_domain
 
+    @property
+    def identity(self) -> tuple[str, ...]:
+        return self.inner.identity
+
     def byte_counts(self) -> dict[str, int]:
         """The wrapped store's payload byte counts (``sent``, ``received``), or {} if it keeps none."""
         counts = getattr(self.inner, "byte_counts", None)

@@ -56,6 +56,10 @@ class StatsBlobStore:
     def copy_domain(self) -> tuple[str, ...]:
         return self.inner.copy_domain
 
+    @property
+    def identity(self) -> tuple[str, ...]:
+        return self.inner.identity
+
     def byte_counts(self) -> dict[str, int]:
         """Payload bytes so far that went through this client: ``sent`` (put, put_at bodies) and
         ``received`` (get, read_at bodies). A server-side copy moves none. Attempts that failed count what

@@ -170,8 +170,9 @@ def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobChec
 def _checked(opts: CopyOptions, source: BlobStore, target: BlobStore,
              progress: ProgressReporter | None) -> NoteRecorder:
     opts.validate()
-    if opts.source == opts.target and source.url == target.url:
-        raise UsageError("the target of a copy is the source store itself",
+    if opts.source == opts.target and source.identity == target.identity:
+        same = "" if source.url == target.url else f" ({target.url} is {source.url})"
+        raise UsageError(f"the target of a copy is the source store itself{same}",
                          hint="name another job, task or store with --to-job/--to-task/--to-store")
     progress = NoteRecorder(progress)
     if not _same_domain(source, target):

@@ -98,6 +98,32 @@ def test_put_from_short_source_fails_and_leaves_nothing(blobstore: BlobStore, ha
     assert list(blobstore.list()) == []
 
 
+def test_another_spelling_of_the_url_is_the_same_store(blobstore: BlobStore, request: pytest.FixtureRequest) -> None:
+    """``identity`` is what the store holds, not how its URL is written: what one spelling wrote, the other
+    reads; a sibling is another store."""
+    url = blobstore.url
+    s3 = request.getfixturevalue("s3_options") if url.startswith("s3://") else None
+    if s3:
+        bucket_end = url.index("/", len("s3://"))
+        spellings = [url + "/", url[:bucket_end] + "/" + url[bucket_end:]]
+    else:
+        path = url[len("file://"):]
+        spellings = [url + "/", f"file://{os.path.dirname(path)}/./{os.path.basename(path)}"]
+    key = put_bytes(blobstore, b"one store")
+    for spelling in spellings:
+        other = open_blobstore(spelling, s3=s3)
+        try:
+            assert other.identity == blobstore.identity, spelling
+            assert get_bytes(other, key) == b"one store", spelling
+        finally:
+            other.close()
+    sibling = open_blobstore(url.rstrip("/") + "-sibling", s3=s3)
+    try:
+        assert sibling.identity != blobstore.identity
+    finally:
+        sibling.close()
+
+
 def test_ranged_get(blobstore: BlobStore) -> None:
     data = bytes(range(256)) * 40
     key = put_bytes(blobstore, data)
