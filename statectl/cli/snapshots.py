@@ -182,7 +182,7 @@ def copy(
                        ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace)
     target, target_catalog = session.blobstore, session.catalog
     opened = None
-    if (to_blobstore and to_blobstore != s.blobstore) or to_s3_endpoint:
+    if to_blobstore or to_s3_endpoint:  # the engine tells the source store under another name (identity)
         from statectl.blobstore import open_blobstore
         from statectl.catalog.records import BlobCheckpointStore
 
