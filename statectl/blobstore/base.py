@@ -138,6 +138,14 @@ class BlobStore(Protocol):
         BlobNotFoundError when the source object is missing; the source is never changed.
         """
 
+    def check_writable(self, key: str) -> None:
+        """Raise what a write of ``key`` would raise for want of the right to write (AuthError: credentials
+        that can read but not write; BlobStoreError: a dir this user cannot write, a read-only mount;
+        NotFoundError: no such bucket, or a dir ``create`` does not make), writing nothing: a dry run
+        refuses what the command would. Idempotent. S3: a PUT conditional on an etag no object has, which
+        the store authorizes before it answers 412 or 404; ``file://``: the first dir on the key's path
+        that exists, asked with access(2)."""
+
     def stat(self, key: str) -> BlobInfo:
         """Size, mtime and TTL of one object. Raises BlobNotFoundError."""
 

@@ -190,6 +190,17 @@ class LocalBlobStore:
         finally:
             os.close(fd)
 
+    def check_writable(self, key: str) -> None:
+        path = self._path(key)
+        where = path.parent
+        while not where.exists() and where != where.parent:  # what a write makes, it makes in here
+            where = where.parent
+        if not where.is_dir():
+            raise BlobStoreError(f"file: write {path}: cannot create {path.parent}: {where} is not a directory")
+        if not os.access(where, os.W_OK | os.X_OK):
+            why = "a read-only file system" if _read_only_mount(where) else "permission denied"
+            raise BlobStoreError(f"file: write {path}: cannot write to {where} ({why})")
+
     def read_at(self, key: str) -> tuple[bytes, str]:
         path = self._path(key)
         try:
@@ -398,3 +409,8 @@ def _copy_in_kernel(src: BinaryIO, dst: BinaryIO) -> None:
     shutil.copyfileobj(src, dst, COPY_BUF)
 
 
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

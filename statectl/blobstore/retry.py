@@ -174,6 +174,9 @@ class RetryingBlobStore:
         counts = getattr(self.inner, "byte_counts", None)
         return counts() if counts is not None else {}
 
+    def check_writable(self, key: str) -> None:
+        return self._call(f"check write {key}", lambda: self.inner.check_writable(key))
+
     def stat(self, key: str) -> BlobInfo:
         return self._call(f"stat {key}", lambda: self.inner.stat(key))
 

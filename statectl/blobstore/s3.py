@@ -695,6 +695,16 @@ class S3BlobStore:
             raise self._error("put", key, e) from e
         return resp["ETag"]
 
+    def check_writable(self, key: str) -> None:
+        # Beside ``key`` (a bucket policy on its prefix applies alike), never on it: a store that ignored
+        # If-Match would write the probe, which is then deleted, and never clobber what ``key`` holds.
+        probe = f"{key}.statectl-write-check-{os.urandom(4).hex()}"
+        try:
+            self.put_at(probe, b"", if_match='"statectl-no-such-etag"')
+        except (PreconditionFailedError, BlobNotFoundError):
+            return
+        self.delete([probe])
+
     def read_at(self, key: str) -> tuple[bytes, str]:
         try:
             with self._deadline("get", key):

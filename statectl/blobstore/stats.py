@@ -2,7 +2,7 @@
 
 A kind is the protocol operation: ``put``, ``put_at``, ``read_at``, ``get``, ``stat``, ``remove_ttl``,
 ``copy``, ``delete`` (one per ``delete_batch`` keys, as S3 sends DeleteObjects), ``list`` (one per listing,
-however many pages it streams) and ``sweep_debris``. Beneath RetryingBlobStore (as ``open_blobstore``
+however many pages it streams), ``sweep_debris`` and ``check_writable``. Beneath RetryingBlobStore (as ``open_blobstore``
 stacks them) every attempt counts: the figures are the requests the store saw. A call counts when it is
 made, whether it succeeds or not.
 """
@@ -102,6 +102,10 @@ class StatsBlobStore:
              size: int | None = None) -> str:
         self._count("copy")
         return self.inner.copy(key, ttl_seconds=ttl_seconds, source=source, size=size)
+
+    def check_writable(self, key: str) -> None:
+        self._count("check_writable")
+        self.inner.check_writable(key)
 
     def stat(self, key: str) -> BlobInfo:
         self._count("stat")

@@ -140,13 +140,16 @@ def plan_file_load(opts: FileLoadOptions, *, spark: SparkOptions | None = None) 
     dir; builds a killed load left are not removed, and their numbers not counted). Without ``spark`` the
     dataset is read once, as the load reads it: each row's key extracted and routed to its store, so a row
     without its key, a malformed or changing file and an empty dataset fail the plan as they fail the load.
-    Raises what ``load_file`` raises before it builds, but LockHeldError."""
+    Raises what ``load_file`` raises before it builds (LockHeldError too: another load or switch runs on a
+    store; no lock is taken)."""
     opts.validate()
     from statectl.local.datasets import iter_rows, open_dataset
-    from statectl.local.versions import current_version, next_number, prunable
+    from statectl.local.versions import StoreLock, current_version, next_number, prunable
 
     ds = open_dataset(Path(opts.path), opts.fmt)
     dirs = _file_targets(opts)
+    for d in dirs:
+        StoreLock(d).check_free()
     number = max(next_number(d, live_builds_only=True) for d in dirs)
     rows: list[int] | None = None
     if spark is None:

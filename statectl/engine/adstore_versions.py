@@ -80,13 +80,14 @@ class SwitchPlan:
 def plan_switch(store: Path, version: int | None = None, *, quick: bool = False) -> SwitchPlan:
     """The plan of ``switch_version(store, version, quick=quick)``, with its checks made (the deep one reads
     every entry) and nothing written: no lock file, no link (the deep check opens the version read-only,
-    and removes again the config file rocksdict drops into it). Raises what ``switch_version`` raises but
-    LockHeldError. Idempotent."""
-    from statectl.local.versions import current_version, list_versions
+    and removes again the config file rocksdict drops into it). Raises what ``switch_version`` raises
+    (LockHeldError too: another load or switch runs on the store; no lock is taken). Idempotent."""
+    from statectl.local.versions import StoreLock, current_version, list_versions
 
     store = Path(store).absolute()
     if current_version(store) is None and not list_versions(store):
         raise NotFoundError(f"{store} has no versions", hint="build one with adstore load --from-file")
+    StoreLock(store).check_free()
     return _plan_switch(store, version, quick)
 
 
