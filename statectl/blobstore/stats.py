@@ -2,9 +2,9 @@
 
 A kind is the protocol operation: ``put``, ``put_at``, ``read_at``, ``get``, ``stat``, ``remove_ttl``,
 ``copy``, ``delete`` (one per ``delete_batch`` keys, as S3 sends DeleteObjects), ``list`` (one per listing,
-however many pages it streams), ``sweep_debris`` and ``check_writable``. Beneath RetryingBlobStore (as ``open_blobstore``
-stacks them) every attempt counts: the figures are the requests the store saw. A call counts when it is
-made, whether it succeeds or not.
+however many pages it streams), ``sweep_debris`` and ``check_writable``. Beneath RetryingBlobStore (as
+``open_blobstore`` stacks them) every attempt counts: the figures are the requests the store saw. A call
+counts when it is made, whether it succeeds or not.
 """
 
 from __future__ import annotations

@@ -432,3 +432,30 @@ def test_drain_cancel(cli, tansu, make_job, kind: str):  # noqa: F811 - make_job
         case.args += ["--uuid", str(uuid.uuid4()), "--bad"]
         case.code, case.words = 2, "--uuid"
     check(cli, case)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", ["no-topic", "no-partition", "target-held", "target-not-a-store"])
+def test_restore_from_a_changelog(cli, tansu, tmp_path: Path, kind: str):
+    from statectl.kafka.client import create_topic
+
+    topic = f"parity-changelog-{uuid.uuid4().hex[:8]}"
+    assert create_topic(tansu.bootstrap, topic, partitions=1)
+    target = tmp_path / "target"
+    case = Case(["restore", "--from-changelog", topic, "--partition", "0", "--kafka", tansu.bootstrap,
+                 "--target-dir", str(target)], 0, lambda: tree(tmp_path, dir_mtimes=False))
+    if kind == "no-topic":
+        case.args[2] = "no-such-" + topic
+        case.code, case.words = 10, "no-such-"
+    elif kind == "no-partition":
+        case.args[4] = "3"
+        case.code = 10
+    elif kind == "target-held":
+        make_store(target, 10, 10, seed=5)
+        case.cleanup.append(hold_store(target))
+        case.code, case.words = 11, str(target)
+    elif kind == "target-not-a-store":
+        target.mkdir()
+        (target / "notes.txt").write_text("not a store")
+        case.code, case.words = 2, str(target)
+    check(cli, case)

@@ -2,7 +2,8 @@
 RocksDB: dirs it did not make (a job's store, a folder of files, a versioned adstore, a file) are never
 replaced; names that would reach outside the state dir; damaged versions never made current; concurrent
 loads and switches on one store (one at a time, exit 11 naming the holder); empty datasets and files
-changing while read; a store held by a job (adstore's own hint); a full disk (failpoints, and a real one: a small tmpfs)."""
+changing while read; a store held by a job (adstore's own hint); a full disk (failpoints, and a real one:
+a small tmpfs)."""
 
 from __future__ import annotations
 
