@@ -718,6 +718,7 @@ complete -c statectl -n '__statectl_path adstore versions' -l task -x -d 'Task n
 complete -c statectl -n '__statectl_path adstore versions' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path adstore versions' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
 complete -c statectl -n '__statectl_path adstore versions' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
+complete -c statectl -n '__statectl_path adstore versions' -l quick -d 'Only the cheap checks: the manifest, a RocksDB store with its files; not every entry against the manifest'
 complete -c statectl -n '__statectl_path adstore versions' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore versions' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path adstore versions' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

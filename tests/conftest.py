@@ -185,6 +185,32 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
 
 
 @pytest.fixture
+def small_disk(tmp_path) -> Iterator:
+    """``small_disk(mib)``: a dir on a tmpfs of that many MiB, mounted for the test (a real full disk: the
+    writes of RocksDB and of statectl fail with ENOSPC); unmounted at the end. Needs root; a mount that
+    fails as root fails the test."""
+    import subprocess
+
+    mounted: list[str] = []
+
+    def make(mib: int = 2):
+        if os.geteuid() != 0:
+            pytest.skip("a real full disk needs root to mount a tmpfs (the failpoint tests cover the rest)")
+        d = tmp_path / f"small-disk-{len(mounted)}"
+        d.mkdir()
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(d)], capture_output=True,
+                           text=True)
+        if p.returncode != 0:
+            pytest.fail(f"cannot mount a {mib} MiB tmpfs at {d}: {p.stderr.strip()}")
+        mounted.append(str(d))
+        return d
+
+    yield make
+    for d in mounted:
+        subprocess.run(["umount", "--lazy", d], check=False)
+
+
+@pytest.fixture
 def cli(tmp_path, monkeypatch):
     """Run statectl in-process (typer's CliRunner) with a clean environment rooted in tmp_path: no STATECTL_*
     variable, XDG dirs and the working dir under tmp_path. ``cli(*args, code=0, env=None)`` asserts the exit

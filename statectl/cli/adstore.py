@@ -406,16 +406,21 @@ def status_cmd(env: Env) -> None:
         raise typer.Exit(EXIT_DISCARDED)
 
 
-@app.command("versions", epilog="A version's problem (a damaged manifest, not a RocksDB store, its SST files gone) "
-             "shows instead of its source; these checks are cheap (adstore switch reads every entry).\n\n"
+@app.command("versions", epilog="A version's problem (a damaged manifest, not a RocksDB store, its SST files gone, "
+             "entries that do not match its manifest) shows instead of its source. Each version is checked as "
+             "adstore switch checks it: every entry read and their count, key range and checksum compared with "
+             "its manifest (one read of every version, about a million entries a second); --quick makes only "
+             "the cheap checks.\n\n"
              "Example:\n\n  statectl adstore versions --state-dir /var/samza/state --store members "
              "--task 'Partition 3'\n\n" + exit_codes_epilog(0, 2, (10, "no versions")))
 @state_command("task", "store", "state_dir", "store_dir")
-def versions_cmd(env: Env) -> None:
+def versions_cmd(env: Env, quick: Annotated[bool, typer.Option(
+        "--quick", help="Only the cheap checks: the manifest, a RocksDB store with its files; not every entry "
+                        "against the manifest.")] = False) -> None:
     """The sealed versions of a store loaded from files or --dataset-versions, the current one marked."""
     from statectl.engine.adstore_versions import versions
 
-    r = versions(_store(env))
+    r = versions(_store(env), quick=quick)
     lines = [f"{'*' if v.current else ' '} {v.version:>4}  {v.created or '-':20}  {v.keys if v.keys is not None else '-':>10} keys"
              f"  {v.built_with or '-':5}  {v.problem or v.source or ''}" for v in r.versions]
     env.emit(r, "\n".join(lines))

@@ -133,7 +133,7 @@ def wait(
              "  statectl drain cancel --kafka broker:9092 --job page-views --bad --all-stale\n"
              "  statectl drain cancel --kafka broker:9092 --job page-views --dry-run\n\n"
              + exit_codes_epilog(0, (1, "the job already acts on it: a drain cannot be undone"), 2,
-                                 (10, "nothing to cancel")))
+                                 (10, "nothing to cancel, or no run id found and none given")))
 @state_command(*JOB)
 def cancel(
     env: Env,

@@ -190,6 +190,10 @@ class StatusOptions:
             raise UsageError("--job needs --store (the store's side inputs are in the job's config)")
         if self.zookeeper and not self.job:
             raise UsageError("--zookeeper needs --job (and --kafka): it holds the model of a standalone job")
+        if self.store:
+            from statectl.local.layout import check_name
+
+            check_name("store", self.store)
 
 
 def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:

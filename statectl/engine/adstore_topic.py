@@ -377,9 +377,10 @@ def plan_topic_load(opts: TopicLoadOptions, *, progress: ProgressReporter | None
     resumed / rebuilt, and why), reading the stores and the topics, writing nothing: no lock file, no
     staged dir, no offsets. Where the load opens a store to see that it is sound, the plan opens it
     read-only (its config file rocksdict drops is removed again). Raises what ``load_topic`` raises
-    before it writes, but LockHeldError for another load (no lock is taken)."""
+    before it writes (LockHeldError too: another load of a store runs; no lock is taken)."""
     from statectl.kafka.client import open_consumer
     from statectl.kafka.tails import read_tails
+    from statectl.local.versions import StoreLock
 
     opts.validate()
     recorder = NoteRecorder(progress)
@@ -392,6 +393,8 @@ def plan_topic_load(opts: TopicLoadOptions, *, progress: ProgressReporter | None
     consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
     try:
         targets, clones = _prepare(opts, consumer)
+        for t in targets + clones:
+            StoreLock(t.path).check_free()
         for t in targets:
             _assess(t, opts, consumer, dry_run=True)
             if t.load.reason:

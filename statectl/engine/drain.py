@@ -714,6 +714,10 @@ def plan_cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = Fal
 def _plan_cancel(job: _Job, uuid: str | None, bad: bool, all_stale: bool) -> DrainCancelPlan:
     target = job.target
     st = _status(job)
+    if st.run_id is None and (all_stale or not bad):
+        # Without the current run every notification reads as another run's: --all-stale would withdraw the
+        # current drain, and nothing tells a pending notification of the current run from a stale one.
+        job.run_id(required=True)
     plan = DrainCancelPlan(st.run_id, job.coordinator.topic, [], notes=list(st.notes))
     if bad or all_stale:
         stale = [n for n in st.notifications if n.state == STALE] if all_stale else []
@@ -760,7 +764,9 @@ def cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = False,
     written are those of the plan ``plan_cancel`` computes.
 
     Raises DrainIrrevocableError (exit 1), writing nothing, when the job already acts on a pending one
-    (state ``seen``): a drain cannot be undone; NotFoundError (exit 10) when there is nothing to cancel.
+    (state ``seen``): a drain cannot be undone; NotFoundError (exit 10) when there is nothing to cancel, or
+    when the current run is unknown (no ``target.run_id``, and no readable ``app.run.id``) for anything
+    but ``bad`` alone: the notification of the run given or found is never withdrawn as a stale one.
     A job that reads a notification between this check and the tombstone drains anyway (Samza's
     DrainMonitor acts on the first notification it sees): the result's note says to check with status."""
     if uuid is not None and (bad or all_stale):

@@ -87,17 +87,9 @@ class StoreLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            pid = _lock_pid(fd)
-            for _ in range(10):  # a holder that has just taken the lock writes its pid right after
-                if pid:
-                    break
-                time.sleep(0.02)
-                pid = _lock_pid(fd)
+            error = self._held(fd)
             os.close(fd)
-            who = f"process {pid}" if pid else "another process"
-            raise LockHeldError(f"store {self.store} is locked by {who}, an adstore load or switch (it holds "
-                                f"{self.path.name})", hint="wait for it to finish, or stop it: one adstore load "
-                                                            "or switch runs per store at a time") from None
+            raise error from None
         except BaseException:
             os.close(fd)
             raise
@@ -105,6 +97,33 @@ class StoreLock:
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
         return self
+
+    def check_free(self) -> None:
+        """Raise the LockHeldError entering would raise, taking nothing: no lock file is made or written (a
+        dry run's check). A shared flock is tried and let go at once, so dry runs never stop each other;
+        a load or switch that starts in that instant may find the store held (exit 11) and can run again."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # never locked
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise self._held(fd) from None
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def _held(self, fd: int) -> LockHeldError:
+        pid = _lock_pid(fd)
+        for _ in range(10):  # a holder that has just taken the lock writes its pid right after
+            if pid:
+                break
+            time.sleep(0.02)
+            pid = _lock_pid(fd)
+        who = f"process {pid}" if pid else "another process"
+        return LockHeldError(f"store {self.store} is locked by {who}, an adstore load or switch (it holds "
+                             f"{self.path.name})", hint="wait for it to finish, or stop it: one adstore load "
+                                                         "or switch runs per store at a time")
 
     def __exit__(self, *exc: object) -> None:
         fd, self._fd = self._fd, None

@@ -751,6 +751,36 @@ def test_a_notification_under_another_key_is_shown_and_cancelled(cli, make_job):
     assert job.stream.namespace_values(DRAIN_NAMESPACE)["other-key"] is None
 
 
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("run_id", ["missing", "blank", "malformed"])
+def test_cancel_without_a_known_run_refuses_as_start_does_and_withdraws_nothing(cli, make_job, run_id):
+    """No readable app.run.id: every notification would read as another run's, the current drain included.
+    cancel (--all-stale, the default, --dry-run too) refuses as start does (exit 10, pass --run-id), writing
+    nothing; with --run-id, --all-stale withdraws the other runs' only; --bad alone needs no run."""
+    from statectl.formats.coordinator import SET_CONFIG
+
+    job = make_job(run_id=None)
+    if run_id == "blank":
+        job.stream.refresh()
+        job.stream.write_config({**job.stream.config(), "app.run.id": ""})
+    elif run_id == "malformed":
+        job.stream.put(SET_CONFIG, "app.run.id", b"\x00 not the JSON of a set-config message")
+    current = json.loads(cli("drain", "start", *job.args, "--run-id", RUN, "-o", "json").stdout)["uuid"]
+    old = job.notify("OLD-RUN")
+    records = job.records()
+    for extra in (["--all-stale"], ["--all-stale", "--dry-run"], [], ["--dry-run"], ["--all-stale", "--bad"]):
+        r = cli("drain", "cancel", *job.args, *extra, code=10)
+        assert "no run id" in error_line(r) and "pass --run-id" in r.stderr.splitlines()[1], (extra, r.stderr)
+        assert job.records() == records, extra
+    assert "record Samza cannot read" in error_line(cli("drain", "cancel", *job.args, "--bad", code=10))
+
+    c = json.loads(cli("drain", "cancel", *job.args, "--all-stale", "--run-id", RUN, "-o", "json").stdout)
+    assert c["cancelled"] == [old.uuid]
+    job.stream.refresh()
+    values = job.stream.namespace_values(DRAIN_NAMESPACE)
+    assert values[old.uuid] is None and values[current] is not None
+
+
 @pytest.mark.timeout(120)
 def test_cancel_all_stale_removes_other_runs_notifications(cli, make_job):
     job = make_job()

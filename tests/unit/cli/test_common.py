@@ -66,7 +66,7 @@ FLAGS = {
                      "--state-dir", "--store", "--store-dir", "--task", "--tasks", "--topic", "--value-field",
                      "--value-fields", "--job", "--job-id", "--key-serde", "--value-serde", "--zookeeper"},
     "adstore status": {"--job", "--job-id", "--kafka", "--state-dir", "--store", "--store-dir", "--zookeeper"},
-    "adstore versions": {"--state-dir", "--store", "--store-dir", "--task"},
+    "adstore versions": {"--quick", "--state-dir", "--store", "--store-dir", "--task"},
     "adstore switch": {"--dry-run", "--state-dir", "--store", "--store-dir", "--quick", "--task", "--version"},
     "rescale": {"--blobstore", "--chunk-size", "--dry-run", "--file-owner", "--from", "--grace", "--job", "--job-id",
                 "--kafka",

@@ -136,3 +136,26 @@ def test_task_dirs(tmp_path):
                    ("counts", "count-Partition_2", True), ("totals", "Partition_0", True)]
     assert [d.name for d in task_dirs(state, store="totals")] == ["Partition_0"]
     assert task_dirs(state, store="nope") == []
+@pytest.mark.parametrize("name,words", [
+    ("a\nb", "control character"), ("tab\there", "control character"), ("esc\x1b[31m", "control character"),
+    ("del\x7f", "control character"), ("c1\x85", "control character"), (" ", "blank"), ("\u3000 ", "blank"),
+    ("x" * 201, "too long"), ("é" * 101, "too long"),  # 202 bytes in UTF-8
+    ("a b" * 60, "too long"),  # 180 bytes, 300 once URL-quoted (each space is %20)
+])
+def test_check_name_refuses_control_characters_blank_and_too_long_names(name, words):
+    from statectl.errors import UsageError
+    from statectl.local.layout import check_name
+
+    with pytest.raises(UsageError) as e:
+        check_name("task", name)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["x" * 200, "é" * 39, "Partition 0", "ünïcödé store", "a.b-c_d"])
+def test_check_name_takes_names_that_fit(name, tmp_path: Path):
+    from statectl.local.layout import check_name
+
+    check_name("store", name)
+    # the longest additions statectl makes still fit a file name
+    (tmp_path / f".{task_dir_name(name)}.statectl-restore-4194304-0123abcd").mkdir()
+    (tmp_path / f"Standby-{task_dir_name(name)}-9-1718035261042-382917").mkdir()
