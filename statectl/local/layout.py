@@ -33,15 +33,39 @@ def task_dir_name(task: str) -> str:
     return task.replace(" ", "_")
 
 
+# The longest name, in bytes, a command accepts: a path segment may have 255 (NAME_MAX), and statectl and
+# Samza add to a name what the longest of them adds: a staged dir ``.<task dir>.statectl-restore-<pid>-<8 hex>``,
+# a standby replica's ``Standby-<task>-<n>``, a checkpoint dir ``<task dir>-<checkpoint id>``. In a blob store a
+# name is a key segment URL-quoted (catalog.records, catalog.pins, catalog.lease), and a ``file://`` store adds
+# ``.json``, ``.lock`` and ``.tmp-`` marks to it: its quoted form gets at most MAX_QUOTED_NAME_BYTES.
+MAX_NAME_BYTES = 200
+MAX_QUOTED_NAME_BYTES = 235
+
+
 def check_name(what: str, value: str) -> None:
     """Raise UsageError (exit 2) unless ``value`` can name one directory or blob key segment inside its
-    parent: not empty, no ``/`` or NUL, not ``.`` or ``..``. Every store, task and job name a command
-    turns into a path goes through this (store_dir, catalog.refs.StoreRef), so no name reaches outside
-    the state dir or the blob store prefix."""
+    parent: not empty or blank, no ``/``, not ``.`` or ``..``, no control character (NUL, newline, ESC,
+    ...: a name that turns every later error line, log and listing into a trap), at most MAX_NAME_BYTES
+    bytes in UTF-8 and MAX_QUOTED_NAME_BYTES URL-quoted. Every store, task and job name a command turns
+    into a path goes through this (store_dir, catalog.refs.StoreRef), so no name reaches outside the
+    state dir or the blob store prefix, and none fails later as a file name too long."""
+    from urllib.parse import quote
+
+    flag = f"--{what.replace(' ', '-')}"
     if not value:
-        raise UsageError(f"--{what.replace(' ', '-')} is required")
+        raise UsageError(f"{flag} is required")
+    if not value.strip():
+        raise UsageError(f"invalid {what} {value!r}: it is blank")
     if "\x00" in value or "/" in value or value in (".", ".."):
         raise UsageError(f"invalid {what} {value!r}: '/', NUL, '.' and '..' are not allowed")
+    if not value.isprintable():
+        raise UsageError(f"invalid {what} {value!r}: it contains a control character (a newline, tab, ESC, ...)",
+                         hint=f"pass {flag} with printable characters only")
+    size, quoted = len(value.encode("utf-8", "surrogatepass")), len(quote(value, safe=""))
+    if size > MAX_NAME_BYTES or quoted > MAX_QUOTED_NAME_BYTES:
+        raise UsageError(f"invalid {what} {value[:40]!r}... ({len(value)} characters): too long for a file name "
+                         f"(at most {MAX_NAME_BYTES} bytes, {MAX_QUOTED_NAME_BYTES} once URL-quoted as blob keys "
+                         f"spell it; this is {size} bytes, {quoted} quoted)")
 
 
 def store_dir(state_dir: Path, store: str, task: str) -> Path:
