@@ -61,11 +61,15 @@ class RescaleOptions:
     """Re-partition ``store`` of ``job`` from ``from_tasks`` source tasks into ``to_tasks`` target tasks of
     ``to_job`` (default: ``job``). ``sources``/``targets``: the task names (default ``Partition k``);
     ``snapshots``: task -> snapshot id (checkpoint id or index blob id; default the latest).
-    ``partitioner``: ``module:callable`` f(key: bytes, partitions: int) -> int, None for Kafka's default
-    (toPositive(murmur2(key)) % partitions). ``key_groups``: the store's keys carry key-group prefixes
-    (Flink's layout, statectl.formats.keygroups) of this many groups: the key-group path (module doc). ``dry_run``: resolve the sources and report the plan, run
-    nothing. ``work_dir``: where the Spark job's files and the staged target stores go (a temporary dir
-    in it, removed at the end; default the system's temp dir)."""
+    ``partitioner``: ``module:callable`` f(key: bytes, partitions: int) -> int, None (or ``murmur2``) for
+    Kafka's default (toPositive(murmur2(key)) % partitions); ``from_partitioner``: the one that placed the
+    sources' keys (default: ``partitioner``). ``key_groups``: the store's keys carry key-group prefixes
+    (Flink's layout, statectl.formats.keygroups) of this many groups: the key-group path (module doc).
+    ``ignore_other_tasks``: rescale although the store has snapshots of tasks besides the sources
+    (statectl.engine.rescale_layout). ``again``: a new rescale whatever the blob store records of this one
+    (statectl.engine.rescale_rerun). ``dry_run``: make every check that needs no Spark job and report the
+    plan; write nothing. ``work_dir``: where the Spark job's files and the staged target stores go (a
+    temporary dir in it, removed at the end; default the system's temp dir)."""
 
     store: str
     job: str
@@ -77,7 +81,10 @@ class RescaleOptions:
     targets: tuple[str, ...] = ()
     snapshots: dict[str, str] = field(default_factory=dict)
     partitioner: str | None = None
+    from_partitioner: str | None = None
     key_groups: int | None = None
+    ignore_other_tasks: bool = False
+    again: bool = False
     master: str = "local[*]"
     conf: dict[str, str] = field(default_factory=dict)
     staging: str = "local"  # or the blob store URL the executors hand their SST files over through
@@ -99,6 +106,11 @@ class RescaleOptions:
     def target_tasks(self) -> list[str]:
         return list(self.targets) or [f"Partition {k}" for k in range(self.to_tasks)]
 
+    @property
+    def source_partitioner(self) -> str | None:
+        """The partitioner that placed the sources' keys."""
+        return self.from_partitioner or self.partitioner
+
     def validate(self) -> None:
         """UsageError for options that cannot be run."""
         if not self.store or not self.job:
@@ -109,34 +121,50 @@ class RescaleOptions:
             raise UsageError(f"the task map names {len(self.sources)} source tasks, --from says {self.from_tasks}")
         if self.targets and len(self.targets) != self.to_tasks:
             raise UsageError(f"the task map names {len(self.targets)} target tasks, --to says {self.to_tasks}")
-        for what, names in (("source", self.source_tasks), ("target", self.target_tasks)):
-            if len(set(names)) != len(names) or not all(names):
-                raise UsageError(f"the {what} task names must be distinct and not empty")
+        self._validate_names()
         unknown = sorted(set(self.snapshots) - set(self.source_tasks))
         if unknown:
             raise UsageError(f"--snapshots names task {unknown[0]!r}, which is not a source task")
         if (self.to_job or self.job) == self.job and self.from_tasks == self.to_tasks and not self.targets:
             raise UsageError("--from equals --to within one job: nothing to rescale")
+        self._validate_routing()
+        if self.keep_last < 1:
+            raise UsageError("--keep-last must be at least 1")
+        if self.ttl_seconds < 60:
+            raise UsageError("--ttl must be at least a minute")
+        check_parallelism(self.parallelism)
+
+    def _validate_names(self) -> None:
+        """Every task name must name a store dir and a catalog key segment, as --task must (check_name)."""
+        from statectl.local.layout import check_name
+
+        if self.to_job is not None:
+            check_name("to job", self.to_job)
+        for what, names in (("source", self.source_tasks), ("target", self.target_tasks)):
+            if len(set(names)) != len(names) or not all(names):
+                raise UsageError(f"the {what} task names must be distinct and not empty")
+            for name in names:
+                try:
+                    check_name("task", name)
+                except UsageError as e:
+                    raise UsageError(f"--task-map: {what} task: {e}") from None
+
+    def _validate_routing(self) -> None:
+        import re
+
         if self.key_groups is not None:
             from statectl.formats.keygroups import check_key_groups
 
-            if self.partitioner is not None:
+            if self.partitioner is not None or self.from_partitioner is not None:
                 raise UsageError("--key-groups and --partitioner exclude each other: a key-group store routes "
                                  "every key by its key-group prefix")
             try:
                 check_key_groups(self.key_groups)
             except ValueError as e:
                 raise UsageError(f"--key-groups: {e}") from None
-        if self.partitioner is not None:
-            import re
-
-            if not re.fullmatch(r"[\w.]+:[\w.]+", self.partitioner):
-                raise UsageError(f"--partitioner {self.partitioner!r}: expected module:callable")
-        if self.keep_last < 1:
-            raise UsageError("--keep-last must be at least 1")
-        if self.ttl_seconds < 60:
-            raise UsageError("--ttl must be at least a minute")
-        check_parallelism(self.parallelism)
+        for flag, name in (("--partitioner", self.partitioner), ("--from-partitioner", self.from_partitioner)):
+            if name is not None and name != "murmur2" and not re.fullmatch(r"[\w.]+:[\w.]+", name):
+                raise UsageError(f"{flag} {name!r}: expected module:callable (or murmur2)")
 
 
 @dataclass
@@ -193,23 +221,35 @@ class RescaleResult:
     duration_s: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # This command run again (statectl.engine.rescale_rerun): "done" (nothing to do, nothing written) or
+    # "finished" (it committed the targets a cut commit left); "" for a new rescale.
+    rerun: str = ""
 
 
 def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
             progress: ProgressReporter | None = None) -> RescaleResult:
     """Re-partition the source snapshots into new target snapshots and commit them (see the module doc).
 
-    Raises UsageError for bad options; SnapshotNotFoundError (exit 10) for a source task without a snapshot
-    (or without the named one); MissingDependencyError (13) without pyspark or Java; StatectlError (exit 1)
-    when the Spark job fails, e.g. on a damaged source snapshot (a file whose CRC32 or size differs from
-    its index); VerificationError (exit 1) when the targets do not hold exactly the sources' entries, each
-    in its partitioner's task; LockHeldError (11) when a backup of a target store is running; PartialError
-    (exit 3) when the commit of a target fails after others were committed (the commit step takes
-    milliseconds: a broker or blob store failing right then). In every
-    failure before the commit nothing is committed and the sources are untouched; the uploads made so far
-    carry a TTL (gc reclaims them). Not idempotent: each successful run commits M new snapshots.
+    Raises UsageError for bad options (a partitioner that does not import among them); SnapshotNotFoundError
+    (exit 10) for a source task without a snapshot (or without the named one); LayoutError (exit 1) when the
+    sources are not the layout the options say (statectl.engine.rescale_layout); RecordedRescaleError
+    (exit 1) when what the blob store records of this rescale, or of another one into the target store,
+    forbids it (statectl.engine.rescale_rerun); MissingDependencyError (13) without pyspark or Java;
+    StatectlError (exit 1) when the Spark job fails, e.g. on a damaged source snapshot (a file whose CRC32 or
+    size differs from its index) or a source key outside its task; VerificationError (exit 1) when the
+    targets do not hold exactly the sources' entries, each in its partitioner's task; LockHeldError (11) when
+    a backup of a target store is running; PartialError (exit 3) when the commit of a target fails after
+    others were committed (the commit step takes milliseconds: a broker or blob store failing right then).
+    In every failure before the commit nothing is committed and the sources are untouched; the uploads made
+    so far carry a TTL (gc reclaims them). A dry run makes every check but the Spark job's and writes nothing.
+
+    Idempotent as a command: the rescale is recorded before its first commit, and the same rescale run again
+    commits what a cut commit left, or, done, does nothing (statectl.engine.rescale_rerun).
     """
+    from statectl.engine import rescale_rerun as rerun
+
     opts.validate()
+    _check_partitioners(opts)
     if opts.key_groups is not None:
         from dataclasses import replace
 
@@ -222,6 +262,60 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     result = RescaleResult(opts.store, opts.job, to_job, opts.from_tasks, opts.to_tasks, 0,
                            opts.partitioner or "murmur2", [], [], dry_run=opts.dry_run, key_groups=opts.key_groups)
     t0 = time.monotonic()
+    snapshots, indexes = _resolve(opts, blobstore, checkpoints, result)
+    found = rerun.check_recorded(opts, blobstore, checkpoints, [s.snapshot_id for s in result.sources])
+    if found.record is not None:
+        rerun.finish(opts, found, blobstore, checkpoints, result, progress)
+        return _ended(result, progress, began)
+    manifests = _check_layout(opts, blobstore, checkpoints, indexes, found.leftovers)
+    kg_plan = None
+    if opts.key_groups is not None:
+        from statectl.engine.rescale_keygroups import plan_key_groups
+
+        kg_plan = plan_key_groups(opts, manifests, indexes, result)
+    result.phases["resolve_s"] = round(time.monotonic() - t0, 3)
+    if opts.dry_run:
+        if not result.targets:
+            result.targets = [TargetInfo(t, 0) for t in opts.target_tasks]
+        return _ended(result, progress, began)
+
+    recorder = rerun.Recorder(blobstore, opts, found.etag)
+    with _WorkDir(opts.work_dir) as work:
+        if kg_plan is None:
+            stores, manifest = _build(opts, snapshots, blobstore, work, result, progress)
+            _verify(opts, stores, manifest, result)
+            _upload_and_commit(opts, to_job, stores, blobstore, checkpoints, result, progress, recorder)
+        else:
+            from statectl.engine.rescale_keygroups import rescale_key_groups
+
+            rescale_key_groups(opts, to_job, kg_plan, snapshots, manifests, indexes, blobstore, checkpoints, work,
+                               result, progress, recorder)
+    return _ended(result, progress, began)
+
+
+def _ended(result: RescaleResult, progress: NoteRecorder, began: float) -> RescaleResult:
+    result.notes = progress.notes
+    result.duration_s = round(time.monotonic() - began, 3)
+    return result
+
+
+def _check_partitioners(opts: RescaleOptions) -> None:
+    """UsageError for a partitioner that does not import here, before anything runs: statectl's own
+    verification routes every key with it too."""
+    from statectl.spark.job import BuildError, load_partitioner
+
+    for flag, name in (("--partitioner", opts.partitioner), ("--from-partitioner", opts.from_partitioner)):
+        try:
+            load_partitioner(name)
+        except BuildError as e:
+            raise UsageError(f"{flag}: {e}", hint="it must import where statectl runs and where the executors run "
+                                                  "(e.g. through PYTHONPATH); nothing was run") from None
+
+
+def _resolve(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+             result: RescaleResult) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Resolve every source's snapshot (the latest, or the one --snapshots names) into ``result.sources``;
+    return them as BuildSpec.snapshots holds them, and their indexes."""
     snapshots = []
     indexes = []
     for task in opts.source_tasks:
@@ -234,32 +328,28 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         indexes.append(snap.index)
         result.sources.append(SourceInfo(task, snap.index_blob_id, snap.index.snapshot_metadata.checkpoint_id,
                                          len(files), sum(f["size"] for f in files)))
-    kg_plan = None
-    if opts.key_groups is not None:
-        from statectl.engine.rescale_keygroups import plan_key_groups
+    return snapshots, indexes
 
-        kg_plan = plan_key_groups(opts, indexes, blobstore, result)
-    result.phases["resolve_s"] = round(time.monotonic() - t0, 3)
-    if opts.dry_run:
-        if not result.targets:
-            result.targets = [TargetInfo(t, 0) for t in opts.target_tasks]
-        result.notes = progress.notes
-        result.duration_s = round(time.monotonic() - began, 3)
-        return result
 
-    with _WorkDir(opts.work_dir) as work:
-        if kg_plan is None:
-            stores, manifest = _build(opts, snapshots, blobstore, work, result, progress)
-            _verify(opts, stores, manifest, result)
-            _upload_and_commit(opts, to_job, stores, blobstore, checkpoints, result, progress)
-        else:
-            from statectl.engine.rescale_keygroups import rescale_key_groups
+def _check_layout(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore, indexes: list[Any],
+                  leftovers: dict[str, str]) -> list[Any]:
+    """The checks of statectl.engine.rescale_layout; return the sources' MANIFESTs."""
+    from statectl.engine.rescale_layout import (
+        check_hash_layout,
+        check_key_group_layout,
+        check_other_tasks,
+        source_manifest,
+    )
 
-            rescale_key_groups(opts, to_job, kg_plan, snapshots, indexes, blobstore, checkpoints, work, result,
-                                progress)
-    result.notes = progress.notes
-    result.duration_s = round(time.monotonic() - began, 3)
-    return result
+    tasks = opts.source_tasks
+    if not opts.ignore_other_tasks:
+        check_other_tasks(checkpoints, opts.job, opts.job_id, opts.store, tasks, leftovers)
+    manifests = [source_manifest(blobstore, index, task) for index, task in zip(indexes, tasks)]
+    if opts.key_groups is None:
+        check_hash_layout(manifests, tasks, opts.source_partitioner)
+    else:
+        check_key_group_layout(manifests, tasks, opts.key_groups)
+    return manifests
 
 
 WORK_PREFIX = "statectl-rescale-"
@@ -315,8 +405,11 @@ def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: Blo
     from statectl.rocks.sst import ingest_into_new_store
     from statectl.spark.submit import BuildSpec, run_build
 
+    hashed = opts.key_groups is None
     spec = BuildSpec("snapshots", layout="partitioned", partitions_out=opts.to_tasks, snapshots=tuple(snapshots),
-                     source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging)
+                     source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging,
+                     partitions_in=opts.from_tasks if hashed else None,
+                     source_partitioner=opts.source_partitioner if hashed else None)
     t0 = time.monotonic()
     manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
                          timeout_s=opts.timeout_s, s3=opts.s3)
@@ -411,10 +504,11 @@ def _verify(opts: RescaleOptions, stores: list[Path], manifest: Any, result: Res
 
 def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], blobstore: BlobStore,
                        checkpoints: BlobCheckpointStore, result: RescaleResult, progress: ProgressReporter,
-                       copied: list[list[Any]] | None = None) -> None:
-    """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then commit all
-    M checkpoint records and run backup's post-commit cleanup for each. ``copied``: per target, FileIndexes
-    of blobs already copied into the blob store (TTL'd) that its snapshot lists besides the uploads."""
+                       recorder: Any, copied: list[list[Any]] | None = None) -> None:
+    """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then record the
+    rescale (``recorder``: rescale_rerun.Recorder), commit all M checkpoint records and run backup's
+    post-commit cleanup for each. ``copied``: per target, FileIndexes of blobs already copied into the blob
+    store (TTL'd) that its snapshot lists besides the uploads."""
     from statectl.catalog.index import read_index
     from statectl.errors import CorruptSnapshotError
     from statectl.snapshot.diff import build_dir_index, diff_local
@@ -426,14 +520,7 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
     refs = [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
     pending = []
     with ExitStack() as stack:
-        leases = []
-        for ref in refs:
-            lease = stack.enter_context(Lease(blobstore, ref, operation=WHAT, wait_for_gc=GC_WAIT_SECONDS))
-            if lease.notice:
-                progress.note(lease.notice)
-            leases.append(lease)
-            # as backup does: an interrupted commit of this target left a cleanup pending: finish it first
-            prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds, progress=progress)
+        leases = _take_leases(stack, opts, blobstore, checkpoints, refs, progress)
         markers = changelog_markers(checkpoints, refs)
         for ref, path, info in zip(refs, stores, result.targets):
             checkpoint_id = new_checkpoint_id()
@@ -468,33 +555,69 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
             # The commit's cleanup keeps every older snapshot of the target (within one job: the source of
             # its task, kept for a roll-back); the next backup of the task applies its own --keep-last.
             keep = max(opts.keep_last, 1 + len(checkpoints.list(ref)))
-            pending.append((ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis,
-                                                  keep_last=keep), index, uploaded))
+            pending.append(_PendingTarget(ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis,
+                                                                keep_last=keep), index,
+                                          [b.blob_id for fi in uploaded for b in fi.blobs]))
         result.phases["upload_s"] = round(time.monotonic() - t0, 3)
-        failpoints.hit("rescale-before-commit")
-        for lease in leases:
-            lease.check()  # fencing: never commit after a backup took a target over
-        t0 = time.monotonic()
-        done: list[str] = []
-        for (ref, record, index, uploaded), extra in zip(pending, markers):
-            try:
-                failpoints.hit("rescale-commit")
-                checkpoints.commit(ref, record, markers=extra)
-            except StatectlError as e:
-                if not done:
-                    raise
-                raise PartialError(
-                    f"rescale committed {len(done)} of {len(pending)} targets ({', '.join(done)}), then the commit "
-                    f"of {ref.task} failed: {e}",
-                    hint="the targets are all uploaded and verified: run the same rescale again (it commits a new "
-                         "set), or restore the committed tasks' previous snapshots") from e
-            done.append(ref.task)
-        result.committed = True
-        for ref, record, index, uploaded in pending:
-            finish_commit(blobstore, checkpoints, ref, record, index,
-                          new_blob_ids=[b.blob_id for fi in uploaded for b in fi.blobs],
-                          grace_seconds=opts.grace_seconds, progress=progress, what=WHAT)
-        result.phases["commit_s"] = round(time.monotonic() - t0, 3)
+        _commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress)
+
+
+def _take_leases(stack: ExitStack, opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+                 refs: list[StoreRef], progress: ProgressReporter) -> list[Lease]:
+    """Take the lease of every target store (held until ``stack`` closes), finishing the cleanup an
+    interrupted commit of it left pending, as backup does."""
+    leases = []
+    for ref in refs:
+        lease = stack.enter_context(Lease(blobstore, ref, operation=WHAT, wait_for_gc=GC_WAIT_SECONDS))
+        if lease.notice:
+            progress.note(lease.notice)
+        leases.append(lease)
+        prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds, progress=progress)
+    return leases
+
+
+@dataclass
+class _PendingTarget:
+    """A target snapshot uploaded and checked, to commit: its record, index and the blob ids whose TTLs go."""
+
+    ref: StoreRef
+    record: CheckpointRecord
+    index: Any
+    blob_ids: list[str]
+
+
+def _commit_targets(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+                    leases: list[Lease], pending: list[_PendingTarget], markers: list[Any], recorder: Any,
+                    result: RescaleResult, progress: ProgressReporter, committed_before: int = 0) -> None:
+    """Holding every target's lease: record the rescale, commit the targets in order, mark the record done,
+    then run the post-commit cleanups. PartialError (exit 3) when a commit fails after another target of the
+    rescale was committed (``committed_before``: by an earlier run)."""
+    failpoints.hit("rescale-before-commit")
+    for lease in leases:
+        lease.check()  # fencing: never commit after a backup took a target over
+    recorder.committing(checkpoints, [p.ref for p in pending], result)
+    t0 = time.monotonic()
+    done: list[str] = []
+    total = committed_before + len(pending)
+    for p, extra in zip(pending, markers):
+        try:
+            failpoints.hit("rescale-commit")
+            checkpoints.commit(p.ref, p.record, markers=extra)
+        except StatectlError as e:
+            if not done and not committed_before:
+                raise
+            raise PartialError(
+                f"rescale committed {committed_before + len(done)} of {total} targets"
+                + (f" ({', '.join(done)})" if done else "") + f", then the commit of {p.ref.task} failed: {e}",
+                hint="the rescale is recorded: run the same command again; it commits the remaining targets from "
+                     "their uploads (no Spark job)") from e
+        done.append(p.ref.task)
+    result.committed = True
+    recorder.done(progress)
+    for p in pending:
+        finish_commit(blobstore, checkpoints, p.ref, p.record, p.index, new_blob_ids=p.blob_ids,
+                      grace_seconds=opts.grace_seconds, progress=progress, what=WHAT)
+    result.phases["commit_s"] = round(time.monotonic() - t0, 3)
 
 
 def changelog_markers(checkpoints: BlobCheckpointStore, refs: list[StoreRef]) -> list[dict[str, dict[str, str]] | None]:

@@ -23,53 +23,14 @@ from statectl.engine.rescale import (
 from statectl.progress import ProgressReporter
 
 
-def _file_bytes(blobstore: BlobStore, fi: Any) -> bytes:
-    """A small file of a snapshot (CURRENT, a MANIFEST), read whole from its blobs."""
-    import io
-
-    buf = io.BytesIO()
-    for b in sorted(fi.blobs, key=lambda b: b.offset):
-        blobstore.get(b.blob_id, buf)
-    return buf.getvalue()
-
-
-def _source_manifest(blobstore: BlobStore, index: Any, task: str) -> Any:
-    """The source's live files from its snapshot's MANIFEST, each checked against the index (present, same
-    size); None when the snapshot has a non-empty WAL (the source is read whole). CorruptSnapshotError
-    (exit 1) when the MANIFEST is damaged or names a file the snapshot lacks."""
-    from statectl.errors import CorruptSnapshotError
-    from statectl.rocks.manifest import ManifestError, read_manifest
-
-    files = dict(index.dir_index.walk_present())
-    if any(rel.endswith(".log") and fi.file_metadata.size > 0 for rel, fi in files.items()):
-        return None
-    try:
-        current = _file_bytes(blobstore, files["CURRENT"]).decode().strip()
-        if not current.startswith("MANIFEST-") or current not in files:
-            raise ManifestError(f"CURRENT names {current!r}, which the snapshot does not hold")
-        m = read_manifest(_file_bytes(blobstore, files[current]))
-    except (KeyError, UnicodeDecodeError) as e:
-        raise CorruptSnapshotError(f"the snapshot of {task} is not a RocksDB store: no {e}",
-                                   hint="nothing was uploaded or committed") from None
-    except ManifestError as e:
-        raise CorruptSnapshotError(f"the snapshot of {task}: {e}", hint="nothing was uploaded or committed") from None
-    for f in m.files.values():
-        fi = files.get(f.name)
-        if fi is None or fi.file_metadata.size != f.size:
-            raise CorruptSnapshotError(f"the snapshot of {task} is damaged: its MANIFEST lists {f.name} of {f.size} "
-                                       "bytes, its index " + ("does not hold it" if fi is None else
-                                                              f"says {fi.file_metadata.size} bytes"),
-                                       hint="nothing was uploaded or committed")
-    return m
-
-
-def plan_key_groups(opts: RescaleOptions, indexes: list[Any], blobstore: BlobStore, result: RescaleResult) -> Any:
-    """Read every source's MANIFEST and plan the copies and reads (rescale_plan.plan); the plan's figures go
-    into ``result`` (a dry run reports them)."""
+def plan_key_groups(opts: RescaleOptions, manifests: list[Any], indexes: list[Any], result: RescaleResult) -> Any:
+    """Plan the copies and reads (rescale_plan.plan) from every source's MANIFEST (a source with a non-empty
+    WAL is read whole); the plan's figures go into ``result`` (a dry run reports them)."""
+    from statectl.engine.rescale_layout import has_wal
     from statectl.engine.rescale_plan import plan
 
-    manifests = [_source_manifest(blobstore, index, src.task) for index, src in zip(indexes, result.sources)]
-    p = plan(manifests, opts.from_tasks, opts.to_tasks, opts.key_groups or 0)
+    p = plan([None if has_wal(index) else m for m, index in zip(manifests, indexes)], opts.from_tasks,
+             opts.to_tasks, opts.key_groups or 0)
     result.targets = [TargetInfo(task, 0, files_copied=len(t.copies), bytes_copied=t.bytes_copied,
                                  files_read=len(t.reads) + sum(result.sources[i].files for i in t.whole),
                                  bytes_read=sum(f.size for f in t.reads) + sum(result.sources[i].bytes for i in t.whole))
@@ -123,8 +84,9 @@ def _read_sources(opts: RescaleOptions, p: Any, snapshots: list[dict[str, Any]],
 
 
 def rescale_key_groups(opts: RescaleOptions, to_job: str, p: Any, snapshots: list[dict[str, Any]],
-                        indexes: list[Any], blobstore: BlobStore, checkpoints: BlobCheckpointStore, work: Path,
-                        result: RescaleResult, progress: ProgressReporter) -> None:
+                       manifests: list[Any], indexes: list[Any], blobstore: BlobStore,
+                       checkpoints: BlobCheckpointStore, work: Path, result: RescaleResult,
+                       progress: ProgressReporter, recorder: Any) -> None:
     """The key-group path: the executors rewrite the read files' keys into one partial store per target
     (the hash path's job, on sources cut down to their read files), verified as the hash path verifies;
     each target is then its partial store's files plus the copied files, under a MANIFEST written for them;
@@ -138,8 +100,7 @@ def rescale_key_groups(opts: RescaleOptions, to_job: str, p: Any, snapshots: lis
     from statectl.transfer.copy import copy_blobs
     from statectl.transfer.download import blob_ranges
 
-    manifests_of = [None if i in p.whole else _source_manifest(blobstore, idx, result.sources[i].task)
-                    for i, idx in enumerate(indexes)]
+    manifests_of = [None if i in p.whole else m for i, m in enumerate(manifests)]
     partial: list[Path | None] = [None] * opts.to_tasks
     temp: list[str] = []
     try:
@@ -199,4 +160,4 @@ def rescale_key_groups(opts: RescaleOptions, to_job: str, p: Any, snapshots: lis
         result.targets[k].files = len(listed)
         assembled.append(out)
     result.verified = True
-    _upload_and_commit(opts, to_job, assembled, blobstore, checkpoints, result, progress, copied=copied)
+    _upload_and_commit(opts, to_job, assembled, blobstore, checkpoints, result, progress, recorder, copied=copied)
