@@ -411,8 +411,12 @@ def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: Blo
                      partitions_in=opts.from_tasks if hashed else None,
                      source_partitioner=opts.source_partitioner if hashed else None)
     t0 = time.monotonic()
-    manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
-                         timeout_s=opts.timeout_s, s3=opts.s3)
+    try:
+        manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
+                             timeout_s=opts.timeout_s, s3=opts.s3)
+    except StatectlError as e:
+        _keep_log(e, work / "build")
+        raise
     result.phases["spark_s"] = round(time.monotonic() - t0, 3)
     by_task = {s["task"]: s for s in manifest.sources}
     for src in result.sources:
@@ -437,6 +441,25 @@ def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: Blo
         out.append(target)
     result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
     return out, manifest
+
+
+def _keep_log(e: StatectlError, build: Path) -> None:
+    """The Spark job's log that ``e``'s hint names lives in the work dir, which goes when the rescale ends: keep
+    a copy beside the work dir and name that instead."""
+    import os
+
+    from statectl.spark.submit import LOG_FILE
+
+    log = build / LOG_FILE
+    if not e.hint or str(log) not in e.hint or not log.is_file():
+        return
+    kept = build.parent.parent / f"{WORK_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{LOG_FILE}"
+    try:
+        shutil.copyfile(log, kept)
+    except OSError:
+        e.hint = None
+        return
+    e.hint = e.hint.replace(str(log), str(kept))
 
 
 def _verify(opts: RescaleOptions, stores: list[Path], manifest: Any, result: RescaleResult) -> None:

@@ -46,8 +46,8 @@ def check_other_tasks(checkpoints: BlobCheckpointStore, job: str, job_id: str, s
             others.append(ref.task)
     if others:
         shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-        raise LayoutError(f"store {store} of {job} has snapshots of {len(others)} tasks besides the {len(sources)} "
-                          f"sources ({shown}): the rescale would leave their state out",
+        raise LayoutError(f"store {store} of {job} has snapshots of {len(others)} task{'s' * (len(others) > 1)} "
+                          f"besides the {len(sources)} of --from ({shown}): the rescale would leave their state out",
                           hint="give --from the number of tasks that wrote the snapshots (with --task-map, name them "
                                "all); if those tasks' snapshots are left over from an earlier scale-in, pass "
                                "--ignore-other-tasks")
