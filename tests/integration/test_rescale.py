@@ -252,7 +252,8 @@ def test_rescale_usage_and_not_found(tmp_path: Path):
 
 def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
     """--partitioner module:callable, importable in the executors and in statectl (PYTHONPATH): 2 -> 2 into
-    another job, every key where that function sends it."""
+    another job, every key where that function sends it; the sources' keys were placed by murmur2
+    (--from-partitioner), which their layout check follows."""
     import zlib
 
     (tmp_path / "jobparts").mkdir()
@@ -262,7 +263,8 @@ def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
     expected = _make_sources(tmp_path, blobs, "murmur", 2, 3)
     env = dict(clean_env(tmp_path), PYTHONPATH=str(tmp_path / "jobparts"))
     p = subprocess.run([STATECTL, "rescale", "--blobstore", blobs, "--job", "murmur", "--to-job", "crc", "--store",
-                        STORE, "--from", "2", "--to", "2", "--partitioner", "route:by_crc", "--work-dir",
+                        STORE, "--from", "2", "--to", "2", "--partitioner", "route:by_crc", "--from-partitioner",
+                        "murmur2", "--work-dir",
                         str(tmp_path), *SPARK, "-o", "json"], env=env, cwd=tmp_path, capture_output=True, text=True,
                        timeout=300, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr
