@@ -79,7 +79,7 @@ def check_recorded(opts: RescaleOptions, blobstore: BlobStore, checkpoints: Blob
     rec, etag = read_rescale(blobstore, to_job, opts.job_id, opts.store)
     own = rec if to_job == opts.job else read_rescale(blobstore, opts.job, opts.job_id, opts.store)[0]
     leftovers = {}
-    if own is not None and own.state == DONE and own.rescale.get("to_job") == opts.job:
+    if own is not None and own.state == DONE and own.rescale.get("job") == own.rescale.get("to_job") == opts.job:
         made = {t.task for t in own.targets}
         leftovers = {s.task: s.snapshot_id for s in own.sources if s.task not in made}
     found = Recorded(None, etag, leftovers=leftovers)

@@ -202,6 +202,10 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
         cli(tmp_path, "snapshots", "verify", before[task][0], "--download", "--blobstore", blobs, "--job", "job4",
             "--store", STORE, "--task", task)
     assert not list(tmp_path.glob("statectl-rescale-*")), "the work dir outlived the rescale"
+    # Partition 2 and 3 are what the recorded scale-in left behind, not state: a rescale --from 2 may go on
+    dry = json.loads(cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "job4", "--store", STORE, "--from", "2",
+                         "--to", "3", "--to-job", "job3", "--dry-run", "-o", "json").stdout)
+    assert [s["snapshot_id"] for s in dry["sources"]] == [t["snapshot_id"] for t in r["targets"]]
 
     named = tmp_path / "snapshots.json"
     named.write_text(json.dumps({task: ids[0] for task, ids in before.items()}))
