@@ -195,11 +195,12 @@ def finish(opts: RescaleOptions, found: Recorded, blobstore: BlobStore, checkpoi
         return
     result.rerun = "finished"
     tasks = ", ".join(ref.task for ref in refs)
+    targets = [rec.targets[k] for k in found.pending]
+    pending = [_uploaded(opts, blobstore, checkpoints, ref, t) for ref, t in zip(refs, targets)]
     if opts.dry_run:
         progress.note(f"this rescale's commit was cut (recorded {when}): would commit {tasks} from its uploads")
         return
     progress.note(f"this rescale's commit was cut (recorded {when}): committing {tasks} from its uploads")
-    targets = [rec.targets[k] for k in found.pending]
     with ExitStack() as stack:
         leases = _take_leases(stack, opts, blobstore, checkpoints, refs, progress)
         for ref, t in zip(refs, targets):  # under the leases now: nothing else commits there
@@ -207,15 +208,15 @@ def finish(opts: RescaleOptions, found: Recorded, blobstore: BlobStore, checkpoi
                 raise RecordedRescaleError(f"target {ref.task} got a new snapshot while this rescale was checked",
                                            hint="nothing was written; run it again")
         markers = changelog_markers(checkpoints, refs)
-        pending = [_uploaded(opts, blobstore, checkpoints, ref, t) for ref, t in zip(refs, targets)]
         _commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress,
                         committed_before=len(rec.targets) - len(refs))
 
 
 def _uploaded(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
               t: RecordedSnapshot) -> _PendingTarget:
-    """A recorded target's uploaded snapshot, every blob checked, ready to commit. RecordedRescaleError when
-    its blobs are gone (gc reclaims uploads nothing committed once their grace or TTL ran out)."""
+    """A recorded target's uploaded snapshot, every blob checked, ready to commit (reads only).
+    RecordedRescaleError when its blobs are gone (gc reclaims uploads nothing committed once their grace or
+    TTL ran out)."""
     from statectl.catalog.index import read_index
     from statectl.transfer.verify import check_blobs
 
@@ -230,8 +231,10 @@ def _uploaded(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheck
     if problems:
         raise RecordedRescaleError(f"the snapshot this rescale uploaded for {ref.task} ({t.snapshot_id}) is no longer "
                                    f"whole: {first}",
-                                   hint="nothing more was committed; gc reclaims uncommitted uploads: rescale the "
-                                        "recorded sources afresh (--again, and --snapshots FILE naming them)")
+                                   hint="nothing more was committed (gc reclaims uploads nothing committed): rescale "
+                                        "the sources it read afresh, with --again and --snapshots FILE naming them "
+                                        f"(the record {rescale_key(ref.job, ref.job_id, ref.store)} lists them)"
+                                        + (", and --ignore-other-tasks" if ref.job == opts.job else ""))
     keep = max(opts.keep_last, 1 + len(checkpoints.list(ref)))
     record = CheckpointRecord(t.checkpoint_id, t.snapshot_id, index.creation_time_millis, keep_last=keep)
     return _PendingTarget(ref, record, index, [b.blob_id for _, fi in present for b in fi.blobs])

@@ -271,6 +271,8 @@ def test_a_cut_commit_is_recorded_and_the_same_rescale_run_again_commits_the_res
     from statectl.catalog.records import BlobCheckpointStore
     from statectl.catalog.refs import StoreRef
     from statectl.catalog.rescales import COMMITTING, DONE, read_rescale
+    from dataclasses import replace
+
     from statectl.engine.rescale_rerun import RecordedRescaleError, check_recorded, finish
     from statectl.progress import NullProgress
 
@@ -289,6 +291,10 @@ def test_a_cut_commit_is_recorded_and_the_same_rescale_run_again_commits_the_res
         check_recorded(o, blobs, catalog, ["blobs/00/src0", "blobs/00/other"])
     found = check_recorded(o, blobs, catalog, ["blobs/00/src0", "blobs/00/src1"])
     assert found.record is not None and found.pending == [1]
+    dry = _result()
+    finish(replace(o, dry_run=True), found, blobs, catalog, dry, NullProgress())
+    assert dry.rerun == "finished" and not dry.committed
+    assert catalog.latest(StoreRef("dst", "1", "Partition 1", "s")) is None
     again = _result()
     finish(o, found, blobs, catalog, again, NullProgress())
     assert again.rerun == "finished" and again.committed
@@ -300,4 +306,28 @@ def test_a_cut_commit_is_recorded_and_the_same_rescale_run_again_commits_the_res
     done = _result()
     finish(o, found, blobs, catalog, done, NullProgress())
     assert done.rerun == "done" and done.targets[1].snapshot_id == r.targets[1].snapshot_id
+    blobs.close()
+
+
+def test_a_cut_rescale_whose_uploads_are_gone_is_refused_dry_run_too(tmp_path: Path):
+    """gc reclaims uploads nothing committed: run again, the rescale cannot finish from them and says how to
+    redo it; the dry run reads the same blobs and refuses the same."""
+    from dataclasses import replace
+
+    from statectl.catalog.index import read_index
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.engine.rescale_rerun import RecordedRescaleError, check_recorded, finish
+    from statectl.progress import NullProgress
+
+    r, _, _ = _upload(tmp_path, "rescale-commit=1*off->raise")
+    blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    catalog = BlobCheckpointStore(blobs)
+    index = read_index(blobs, r.targets[1].snapshot_id)
+    blobs.delete([next(b.blob_id for _, fi in index.dir_index.walk_present() for b in fi.blobs)])
+    o = opts(to_tasks=2, to_job="dst")
+    for dry_run in (True, False):
+        found = check_recorded(o, blobs, catalog, ["blobs/00/src0", "blobs/00/src1"])
+        with pytest.raises(RecordedRescaleError, match="for Partition 1 .* is no longer whole") as e:
+            finish(replace(o, dry_run=dry_run), found, blobs, catalog, _result(), NullProgress())
+        assert "--again and --snapshots FILE" in e.value.hint and "rescales/dst/1/s.json" in e.value.hint
     blobs.close()
