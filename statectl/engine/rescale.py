@@ -39,18 +39,15 @@ from typing import Any
 from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import write_index
-from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
 from statectl.catalog.resolve import resolve_snapshot
-from statectl.catalog.commit import finish_commit, prepare_commit
-from statectl.errors import DiskFullError, PartialError, StatectlError, UsageError
+from statectl.engine.rescale_commit import WHAT, PendingTarget, changelog_markers, commit_targets, take_leases
+from statectl.engine.rescale_layout import check_sources
+from statectl.errors import DiskFullError, StatectlError, UsageError
 from statectl.local.layout import NEVER_UPLOADED
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
-
-WHAT = "rescale"
-
 
 class VerificationError(StatectlError):
     """The targets do not hold what the sources held (exit 1); nothing was committed."""
@@ -267,7 +264,7 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     if found.record is not None:
         rerun.finish(opts, found, blobstore, checkpoints, result, progress)
         return _ended(result, progress, began)
-    manifests = _check_layout(opts, blobstore, checkpoints, indexes, found.leftovers)
+    manifests = check_sources(opts, blobstore, checkpoints, indexes, found.leftovers)
     kg_plan = None
     if opts.key_groups is not None:
         from statectl.engine.rescale_keygroups import plan_key_groups
@@ -329,27 +326,6 @@ def _resolve(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckp
         result.sources.append(SourceInfo(task, snap.index_blob_id, snap.index.snapshot_metadata.checkpoint_id,
                                          len(files), sum(f["size"] for f in files)))
     return snapshots, indexes
-
-
-def _check_layout(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore, indexes: list[Any],
-                  leftovers: dict[str, str]) -> list[Any]:
-    """The checks of statectl.engine.rescale_layout; return the sources' MANIFESTs."""
-    from statectl.engine.rescale_layout import (
-        check_hash_layout,
-        check_key_group_layout,
-        check_other_tasks,
-        source_manifest,
-    )
-
-    tasks = opts.source_tasks
-    if not opts.ignore_other_tasks:
-        check_other_tasks(checkpoints, opts.job, opts.job_id, opts.store, tasks, leftovers)
-    manifests = [source_manifest(blobstore, index, task) for index, task in zip(indexes, tasks)]
-    if opts.key_groups is None:
-        check_hash_layout(manifests, tasks, opts.source_partitioner)
-    else:
-        check_key_group_layout(manifests, tasks, opts.key_groups)
-    return manifests
 
 
 WORK_PREFIX = "statectl-rescale-"
@@ -543,7 +519,7 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
     refs = [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
     pending = []
     with ExitStack() as stack:
-        leases = _take_leases(stack, opts, blobstore, checkpoints, refs, progress)
+        leases = take_leases(stack, opts, blobstore, checkpoints, refs, progress)
         markers = changelog_markers(checkpoints, refs)
         for ref, path, info in zip(refs, stores, result.targets):
             checkpoint_id = new_checkpoint_id()
@@ -578,111 +554,11 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
             # The commit's cleanup keeps every older snapshot of the target (within one job: the source of
             # its task, kept for a roll-back); the next backup of the task applies its own --keep-last.
             keep = max(opts.keep_last, 1 + len(checkpoints.list(ref)))
-            pending.append(_PendingTarget(ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis,
+            pending.append(PendingTarget(ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis,
                                                                 keep_last=keep), index,
-                                          [b.blob_id for fi in uploaded for b in fi.blobs]))
+                                         [b.blob_id for fi in uploaded for b in fi.blobs]))
         result.phases["upload_s"] = round(time.monotonic() - t0, 3)
-        _commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress)
-
-
-def _take_leases(stack: ExitStack, opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-                 refs: list[StoreRef], progress: ProgressReporter) -> list[Lease]:
-    """Take the lease of every target store (held until ``stack`` closes), finishing the cleanup an
-    interrupted commit of it left pending, as backup does."""
-    leases = []
-    for ref in refs:
-        lease = stack.enter_context(Lease(blobstore, ref, operation=WHAT, wait_for_gc=GC_WAIT_SECONDS))
-        if lease.notice:
-            progress.note(lease.notice)
-        leases.append(lease)
-        prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds, progress=progress)
-    return leases
-
-
-@dataclass
-class _PendingTarget:
-    """A target snapshot uploaded and checked, to commit: its record, index and the blob ids whose TTLs go."""
-
-    ref: StoreRef
-    record: CheckpointRecord
-    index: Any
-    blob_ids: list[str]
-
-
-def _commit_targets(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-                    leases: list[Lease], pending: list[_PendingTarget], markers: list[Any], recorder: Any,
-                    result: RescaleResult, progress: ProgressReporter, committed_before: int = 0) -> None:
-    """Holding every target's lease: record the rescale, commit the targets in order, mark the record done,
-    then run the post-commit cleanups. PartialError (exit 3) when a commit fails after another target of the
-    rescale was committed (``committed_before``: by an earlier run)."""
-    failpoints.hit("rescale-before-commit")
-    for lease in leases:
-        lease.check()  # fencing: never commit after a backup took a target over
-    recorder.committing(checkpoints, [p.ref for p in pending], result)
-    t0 = time.monotonic()
-    done: list[str] = []
-    total = committed_before + len(pending)
-    for p, extra in zip(pending, markers):
-        try:
-            failpoints.hit("rescale-commit")
-            checkpoints.commit(p.ref, p.record, markers=extra)
-        except StatectlError as e:
-            if not done and not committed_before:
-                raise
-            raise PartialError(
-                f"rescale committed {committed_before + len(done)} of {total} targets"
-                + (f" ({', '.join(done)})" if done else "") + f", then the commit of {p.ref.task} failed: {e}",
-                hint="the rescale is recorded: run the same command again; it commits the remaining targets from "
-                     "their uploads (no Spark job)") from e
-        done.append(p.ref.task)
-    result.committed = True
-    recorder.done(progress)
-    for p in pending:
-        finish_commit(blobstore, checkpoints, p.ref, p.record, p.index, new_blob_ids=p.blob_ids,
-                      grace_seconds=opts.grace_seconds, progress=progress, what=WHAT)
-    result.phases["commit_s"] = round(time.monotonic() - t0, 3)
-
-
-def changelog_markers(checkpoints: BlobCheckpointStore, refs: list[StoreRef]) -> list[dict[str, dict[str, str]] | None]:
-    """Per target, the markers its commit adds besides the blob-store one. With a Kafka checkpoint topic:
-    when the target task's latest checkpoint names a changelog position for the store (the old
-    partitioning's), a marker for the same changelog stream, partition k (the task's place), with no
-    offset, so that the job does not replay the old partition's changelog from there onto the new state.
-    None otherwise (the commit leaves the task's other markers and input offsets as they are). Read once,
-    before anything is uploaded."""
-    log = checkpoints.commit_log
-    if log is None or not refs:
-        return [None] * len(refs)
-    from statectl.errors import SnapshotNotFoundError
-    from statectl.formats.checkpoint import (
-        KAFKA_CHANGELOG_FACTORY,
-        SSP,
-        CheckpointFormatError,
-        KafkaChangelogMarker,
-        decode_changelog_marker,
-        encode_changelog_marker,
-    )
-
-    job_log = log.for_job(refs[0].job, refs[0].job_id) if hasattr(log, "for_job") else log
-    try:
-        latest, _problems = job_log.latest_checkpoints()
-    except SnapshotNotFoundError:
-        return [None] * len(refs)  # no checkpoint topic yet: the first commit creates it
-    out: list[dict[str, dict[str, str]] | None] = []
-    for k, ref in enumerate(refs):
-        base = latest.get(ref.task)
-        old = (base.state_checkpoint_markers if base else {}).get(KAFKA_CHANGELOG_FACTORY, {}).get(ref.store)
-        if old is None:
-            out.append(None)
-            continue
-        try:
-            ssp = decode_changelog_marker(old).ssp
-        except CheckpointFormatError as e:
-            raise StatectlError(f"the latest checkpoint of {ref} has a changelog marker statectl cannot read: {e}",
-                                hint="nothing was uploaded or committed") from None
-        marker = KafkaChangelogMarker(SSP(ssp.system, ssp.stream, k, ssp.key_bucket), None)
-        out.append({KAFKA_CHANGELOG_FACTORY: {ref.store: encode_changelog_marker(marker)}})
-    return out
+        commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress)
 
 
 def load_snapshots_file(path: Path) -> dict[str, str]:

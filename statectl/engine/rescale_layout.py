@@ -153,3 +153,18 @@ def check_key_group_layout(manifests: list[Any], tasks: list[str], groups: int) 
                                        "snapshots, --key-groups the store's number of key groups (Flink's max "
                                        "parallelism); is this store already rescaled? (see 'statectl snapshots "
                                        "list')")
+
+
+def check_sources(opts: Any, blobstore: BlobStore, checkpoints: BlobCheckpointStore, indexes: list[Any],
+                  leftovers: dict[str, str]) -> list[Any]:
+    """Every check above for a rescale's options (engine.rescale.RescaleOptions) and its sources' indexes;
+    ``leftovers`` as check_other_tasks takes them. Returns the sources' MANIFESTs."""
+    tasks = opts.source_tasks
+    if not opts.ignore_other_tasks:
+        check_other_tasks(checkpoints, opts.job, opts.job_id, opts.store, tasks, leftovers)
+    manifests = [source_manifest(blobstore, index, task) for index, task in zip(indexes, tasks)]
+    if opts.key_groups is None:
+        check_hash_layout(manifests, tasks, opts.source_partitioner)
+    else:
+        check_key_group_layout(manifests, tasks, opts.key_groups)
+    return manifests

@@ -31,16 +31,8 @@ from statectl.catalog.rescales import (
     rescale_key,
     write_rescale,
 )
-from statectl.engine.rescale import (
-    RescaleOptions,
-    RescaleResult,
-    SourceInfo,
-    TargetInfo,
-    _commit_targets,
-    _PendingTarget,
-    _take_leases,
-    changelog_markers,
-)
+from statectl.engine.rescale import RescaleOptions, RescaleResult, SourceInfo, TargetInfo
+from statectl.engine.rescale_commit import PendingTarget, changelog_markers, commit_targets, take_leases
 from statectl.engine.rescale_layout import latest_id
 from statectl.errors import BlobNotFoundError, PreconditionFailedError, StatectlError
 from statectl.progress import ProgressReporter
@@ -202,18 +194,18 @@ def finish(opts: RescaleOptions, found: Recorded, blobstore: BlobStore, checkpoi
         return
     progress.note(f"this rescale's commit was cut (recorded {when}): committing {tasks} from its uploads")
     with ExitStack() as stack:
-        leases = _take_leases(stack, opts, blobstore, checkpoints, refs, progress)
+        leases = take_leases(stack, opts, blobstore, checkpoints, refs, progress)
         for ref, t in zip(refs, targets):  # under the leases now: nothing else commits there
             if latest_id(checkpoints, ref) != t.before:
                 raise RecordedRescaleError(f"target {ref.task} got a new snapshot while this rescale was checked",
                                            hint="nothing was written; run it again")
         markers = changelog_markers(checkpoints, refs)
-        _commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress,
-                        committed_before=len(rec.targets) - len(refs))
+        commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress,
+                       committed_before=len(rec.targets) - len(refs))
 
 
 def _uploaded(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,
-              t: RecordedSnapshot) -> _PendingTarget:
+              t: RecordedSnapshot) -> PendingTarget:
     """A recorded target's uploaded snapshot, every blob checked, ready to commit (reads only).
     RecordedRescaleError when its blobs are gone (gc reclaims uploads nothing committed once their grace or
     TTL ran out)."""
@@ -237,4 +229,4 @@ def _uploaded(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheck
                                         + (", and --ignore-other-tasks" if ref.job == opts.job else ""))
     keep = max(opts.keep_last, 1 + len(checkpoints.list(ref)))
     record = CheckpointRecord(t.checkpoint_id, t.snapshot_id, index.creation_time_millis, keep_last=keep)
-    return _PendingTarget(ref, record, index, [b.blob_id for _, fi in present for b in fi.blobs])
+    return PendingTarget(ref, record, index, [b.blob_id for _, fi in present for b in fi.blobs])
