@@ -276,6 +276,10 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         kg_plan = plan_key_groups(opts, manifests, indexes, result)
     result.phases["resolve_s"] = round(time.monotonic() - t0, 3)
     if opts.dry_run:
+        if kg_plan is None or kg_plan.whole or kg_plan.reads:  # the run's Spark job checks this before it starts
+            from statectl.spark.submit import check_spark
+
+            check_spark(WHAT)
         if not result.targets:
             result.targets = [TargetInfo(t, 0) for t in opts.target_tasks]
         return _ended(result, progress, began)

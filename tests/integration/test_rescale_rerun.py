@@ -172,6 +172,12 @@ def test_refusals_before_writing_exit_the_same_with_dry_run(tmp_path: Path):
     _same_code_dry(tmp_path, base + ["--from", "2", "--to", "3", "--from-partitioner", "no_such_module:route"], 2,
                    "--from-partitioner")
     assert not (tmp_path / "work").exists()
+    # no Java: the Spark job could not start
+    for extra in (["--dry-run"], []):
+        p = subprocess.run([STATECTL, *base, "--from", "2", "--to", "3", "--to-job", "par3", *extra],
+                           env=dict(clean_env(tmp_path), JAVA_HOME=str(tmp_path)), cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300, stdin=subprocess.DEVNULL)
+        assert p.returncode == 13 and "needs Java" in p.stderr, (extra, p.returncode, p.stderr)
     # --from 1 of a store of two tasks: the rescale would leave Partition 1 out
     _same_code_dry(tmp_path, base + ["--from", "1", "--to", "2", "--to-job", "par2"], 1, "Partition 1",
                    "besides the 1 of --from")
