@@ -41,8 +41,9 @@ EPILOG = (
     "  statectl rescale --job sessions --store window-state --from 4 --to 8 --key-groups 128 --dry-run\n\n"
     "  statectl rescale --job page-views --store counts --from 2 --to 3 --master yarn "
     "--partitioner mylib.parts:route\n\n"
-    + exit_codes_epilog(0, (1, "failure: a damaged source snapshot, the Spark job failed, or the verification "
-                               "failed (nothing committed)"), 2,
+    + exit_codes_epilog(0, (1, "failure: the sources are not the --from layout or not what the recorded rescale "
+                               "read, a damaged source snapshot, the Spark job failed, or the verification failed "
+                               "(nothing committed)"), 2,
                         (3, "the commit of a target failed after others were committed (it says which; run the "
                             "same command again)"),
                         (10, "a source task has no snapshot"),
