@@ -65,6 +65,14 @@ class RescaleRecord:
                    str(doc["state"]), int(doc["created_ms"]))
 
 
+class MalformedRescaleRecord(StatectlError):
+    """A rescale record that is not one (exit 1); ``etag``: its etag, for a write that replaces it."""
+
+    def __init__(self, message: str, *, hint: str | None = None, etag: str = ""):
+        super().__init__(message, hint=hint)
+        self.etag = etag
+
+
 def rescale_key(job: str, job_id: str, store: str) -> str:
     """The key of the record of the latest rescale into ``store`` of ``job``."""
     return RESCALE_PREFIX + "/".join(quote(p, safe="") for p in (job, job_id, store)) + ".json"
@@ -72,7 +80,7 @@ def rescale_key(job: str, job_id: str, store: str) -> str:
 
 def read_rescale(blobstore: BlobStore, job: str, job_id: str, store: str) -> tuple[RescaleRecord | None, str | None]:
     """The record of the latest rescale into ``store`` of ``job`` and its etag (for ``write_rescale``), or
-    (None, None). StatectlError (exit 1) for a record that is not one."""
+    (None, None). MalformedRescaleRecord (exit 1) for a record that is not one."""
     key = rescale_key(job, job_id, store)
     try:
         data, etag = blobstore.read_at(key)
@@ -81,8 +89,9 @@ def read_rescale(blobstore: BlobStore, job: str, job_id: str, store: str) -> tup
     try:
         return RescaleRecord.from_json(data), etag
     except (ValueError, KeyError, TypeError) as e:
-        raise StatectlError(f"the rescale record {key} in {blobstore.url} is malformed: {e}",
-                            hint="nothing was written; --again starts the rescale afresh and replaces it") from None
+        raise MalformedRescaleRecord(f"the rescale record {key} in {blobstore.url} is malformed: {e}",
+                                     hint="nothing was written; --again starts the rescale afresh and replaces it",
+                                     etag=etag) from None
 
 
 def write_rescale(blobstore: BlobStore, record: RescaleRecord, *, etag: str | None) -> str:

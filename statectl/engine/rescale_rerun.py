@@ -25,6 +25,7 @@ from statectl.catalog.refs import StoreRef
 from statectl.catalog.rescales import (
     COMMITTING,
     DONE,
+    MalformedRescaleRecord,
     RecordedSnapshot,
     RescaleRecord,
     read_rescale,
@@ -68,8 +69,16 @@ def check_recorded(opts: RescaleOptions, blobstore: BlobStore, checkpoints: Blob
     """Read the record of the target store and decide (module doc); ``sources_now``: the snapshot ids the
     sources resolve to now. RecordedRescaleError when it forbids this run. Writes nothing."""
     to_job = opts.to_job or opts.job
-    rec, etag = read_rescale(blobstore, to_job, opts.job_id, opts.store)
-    own = rec if to_job == opts.job else read_rescale(blobstore, opts.job, opts.job_id, opts.store)[0]
+    try:
+        rec, etag = read_rescale(blobstore, to_job, opts.job_id, opts.store)
+    except MalformedRescaleRecord as e:
+        if not opts.again:
+            raise
+        rec, etag = None, e.etag
+    try:
+        own = rec if to_job == opts.job else read_rescale(blobstore, opts.job, opts.job_id, opts.store)[0]
+    except MalformedRescaleRecord:
+        own = None  # what it says of the sources' store is unknown: no task of it is taken for a left-over
     leftovers = {}
     if own is not None and own.state == DONE and own.rescale.get("job") == own.rescale.get("to_job") == opts.job:
         made = {t.task for t in own.targets}

@@ -331,3 +331,18 @@ def test_a_cut_rescale_whose_uploads_are_gone_is_refused_dry_run_too(tmp_path: P
             finish(replace(o, dry_run=dry_run), found, blobs, catalog, _result(), NullProgress())
         assert "--again and --snapshots FILE" in e.value.hint and "rescales/dst/1/s.json" in e.value.hint
     blobs.close()
+
+
+def test_a_malformed_record_is_refused_unless_again_replaces_it(tmp_path: Path):
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.catalog.rescales import MalformedRescaleRecord, rescale_key
+    from statectl.engine.rescale_rerun import check_recorded
+
+    blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    catalog = BlobCheckpointStore(blobs)
+    etag = blobs.put_at(rescale_key("j", "1", "s"), b'{"rescale": 1}')
+    with pytest.raises(MalformedRescaleRecord, match="rescales/j/1/s.json .* is malformed"):
+        check_recorded(opts(), blobs, catalog, ["a", "b"])
+    found = check_recorded(opts(again=True), blobs, catalog, ["a", "b"])
+    assert found.record is None and found.etag == etag  # the new record replaces it, conditionally
+    blobs.close()
