@@ -35,7 +35,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'doctor'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --config --profile --output -o
         case 'rescale'
-            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --key-groups --file-owner --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --from-partitioner --task-map --snapshots --work-dir --key-groups --file-owner --config --profile --output -o
         case 'snapshots'
             printf '%s\n' -- --config --profile --output -o
         case 'snapshots list'
@@ -270,12 +270,15 @@ complete -c statectl -n '__statectl_path rescale' -l to-job -x -d 'The job the n
 complete -c statectl -n '__statectl_path rescale' -l master -x -d 'Spark master: local[*], yarn, k8s://..., spark://..'
 complete -c statectl -n '__statectl_path rescale' -l spark-conf -x -d 'KEY=VALUE for spark-submit (repeatable)'
 complete -c statectl -n '__statectl_path rescale' -l partitioner -x -d 'f(key: bytes, partitions: int) -> int, importable where the executors and statectl run (its verification routes every key again); default: Kafka\'s murmur2 partitioner'
+complete -c statectl -n '__statectl_path rescale' -l from-partitioner -x -d 'The partitioner that placed the sources\' keys, when not --partitioner (murmur2: Kafka\'s); every source key must route to its own task by it'
 complete -c statectl -n '__statectl_path rescale' -l task-map -x -d 'JSON {"from": [source task names], "to": [target task names]} instead of Partition k'
 complete -c statectl -n '__statectl_path rescale' -l snapshots -x -d 'JSON {task name: snapshot id} of source snapshots to take instead of the latest'
 complete -c statectl -n '__statectl_path rescale' -l work-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Where the Spark job\'s files and the staged target stores go (default: the temp dir)'
 complete -c statectl -n '__statectl_path rescale' -l key-groups -x -d 'The store\'s keys start with their key group, of G (Flink\'s layout: 1 byte when G <= 128, else 2): files inside a target\'s key groups are copied server-side unread, only the others are rewritten'
+complete -c statectl -n '__statectl_path rescale' -l ignore-other-tasks -d 'Rescale although the store has snapshots of tasks besides the sources (left over from an earlier scale-in that statectl did not record)'
+complete -c statectl -n '__statectl_path rescale' -l again -d 'A new rescale, whatever the blob store records of this one (done, or cut in its commit) or of another one into the target store'
 complete -c statectl -n '__statectl_path rescale' -l file-owner -x -d 'The owner and group names the targets\' files are recorded with: the target job\'s user, which Samza\'s restore compares with its restored files\' (default: the source snapshots\')'
-complete -c statectl -n '__statectl_path rescale' -l dry-run -d 'Resolve the source snapshots and print the plan (with --key-groups: the bytes copied server-side and rewritten); run and commit nothing'
+complete -c statectl -n '__statectl_path rescale' -l dry-run -d 'Make every check but the executors\' and print the plan (with --key-groups: the bytes copied server-side and rewritten; run again: what is left to commit); run and commit nothing'
 complete -c statectl -n '__statectl_path rescale' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path rescale' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path rescale' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -14,10 +14,10 @@ from typing import BinaryIO, Iterable, Iterator, Protocol, runtime_checkable
 from statectl import defaults
 
 BLOB_PREFIX = "blobs/"
-# Every top-level prefix statectl writes under (data blobs, the catalog, leases, doctor's probes). The
-# blob store may share its dir or bucket with other things: whatever walks a store to remove leftovers
-# touches these prefixes only. A new prefix in statectl/engine must be added here (a test checks).
-STATECTL_PREFIXES = (BLOB_PREFIX, "checkpoints/", "leases/", "doctor/", "pins/")
+# Every top-level prefix statectl writes under (data blobs, the catalog, leases, doctor's probes, reader
+# pins, rescale records). The blob store may share its dir or bucket with other things: whatever walks a
+# store to remove leftovers touches these prefixes only. A new prefix in statectl/engine must be added here (a test checks).
+STATECTL_PREFIXES = (BLOB_PREFIX, "checkpoints/", "leases/", "doctor/", "pins/", "rescales/")
 DEFAULT_TTL_SECONDS = defaults.TTL_SECONDS
 
 

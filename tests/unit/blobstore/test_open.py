@@ -60,8 +60,10 @@ def test_every_engine_prefix_is_a_statectl_prefix():
     from statectl.engine.doctor import DOCTOR_PREFIX
     from statectl.catalog.lease import LEASE_PREFIX
     from statectl.catalog.pins import PIN_PREFIX
+    from statectl.catalog.rescales import RESCALE_PREFIX
 
-    assert {BLOB_PREFIX, CHECKPOINT_PREFIX, LEASE_PREFIX, DOCTOR_PREFIX, PIN_PREFIX} == set(STATECTL_PREFIXES)
+    assert {BLOB_PREFIX, CHECKPOINT_PREFIX, LEASE_PREFIX, DOCTOR_PREFIX, PIN_PREFIX, RESCALE_PREFIX} == \
+        set(STATECTL_PREFIXES)
     assert all(p.endswith("/") and p.count("/") == 1 for p in STATECTL_PREFIXES)
 
 

@@ -68,8 +68,8 @@ FLAGS = {
     "adstore status": {"--job", "--job-id", "--kafka", "--state-dir", "--store", "--store-dir", "--zookeeper"},
     "adstore versions": {"--quick", "--state-dir", "--store", "--store-dir", "--task"},
     "adstore switch": {"--dry-run", "--state-dir", "--store", "--store-dir", "--quick", "--task", "--version"},
-    "rescale": {"--blobstore", "--chunk-size", "--dry-run", "--file-owner", "--from", "--grace", "--job", "--job-id",
-                "--kafka",
+    "rescale": {"--again", "--blobstore", "--chunk-size", "--dry-run", "--file-owner", "--from", "--from-partitioner", "--grace",
+                "--ignore-other-tasks", "--job", "--job-id", "--kafka",
                 "--keep-last", "--key-groups", "--master", "--parallelism", "--partitioner", "--s3-endpoint", "--snapshots",
                 "--spark-conf", "--store", "--task-map", "--to", "--to-job", "--ttl", "--work-dir", "-j"},
 }
