@@ -248,7 +248,7 @@ def test_standby_promote_as_root_gives_the_store_to_the_state_dir_owner(tansu, t
         writer.send(random_records(random.Random(5), 100))  # the promote's catch-up writes these
         r = json.loads(cli(tmp_path, "standby", "promote", "--kafka", tansu.bootstrap, "--job", job, "--task", TASK,
                            "--store", STORE, "--state-dir", str(state), "--changelog", topic, "--partition", "0",
-                           "-o", "json").stdout)
+                           "--non-transactional-restore", "-o", "json").stdout)
     finally:
         writer.close()
     active = store_dir(state, STORE, TASK)
@@ -310,8 +310,20 @@ def test_adstore_load_from_a_file_as_root_leaves_the_state_dir_owners(tmp_path: 
 def test_rescale_as_root_records_the_sources_owner_or_the_one_given(tmp_path: Path):
     blobs = f"file://{tmp_path / 'blobs'}"
     state = tmp_path / "state"
-    for p in range(2):
-        make_store(store_dir(state, STORE, f"Partition {p}"), 1500, 128, seed=10 + p, start=1500 * p, sst_mb=1)
+    from rocksdict import Options, Rdict
+
+    from statectl.formats.adstore import partition_of
+
+    keys = [b"k%012d" % i for i in range(3000)]
+    for p in range(2):  # a 2-way murmur2 layout, as the job wrote it: rescale checks that
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        db = Rdict(str(store_dir(state, STORE, f"Partition {p}")), opts)
+        for k in keys:
+            if partition_of(k, 2) == p:
+                db[k] = k * 10
+        db.flush()
+        db.close()
         (store_dir(state, STORE, f"Partition {p}") / "rocksdict-config.json").unlink(missing_ok=True)
     give_to_job_user(state)
     for p in range(2):
