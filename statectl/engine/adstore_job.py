@@ -12,6 +12,8 @@ and job model on its coordinator stream, as Samza's SideInputsManager would fill
   what it does (``--extractor``, ``--key-field``, ``--value-field``).
 - Which task dir holds which partitions: the job's active tasks and GroupByPartition
   (engine.adstore_status.job_side_input_ssps). ``--partitions`` or ``--broadcast`` override.
+- Whether the job's next start deletes the whole state dir, the loaded stores with it (no checkpoint for the
+  container's active tasks: engine.adstore_status.checkpoint_wipes): a note after the load.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def from_job(opts: Any, progress: ProgressReporter) -> Any:
     doc); ``job`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no tasks, a side input that
     does not exist), ConfigError (exit 2, naming the key: a processor statectl cannot run, a serde it does
     not know, side inputs on several systems, a grouper it cannot map)."""
-    from statectl.engine.adstore_status import job_side_input_ssps, job_tasks, read_job_model
+    from statectl.engine.adstore_status import checkpoint_wipes, job_side_input_ssps, job_tasks, read_job_model
     from statectl.formats.sideinputs import processor_keys, side_inputs, side_inputs_key, store_serdes
 
     model = read_job_model(opts.bootstrap, opts.job, opts.job_id, security=opts.security, timeout_s=opts.timeout_s)
@@ -87,6 +89,10 @@ def from_job(opts: Any, progress: ProgressReporter) -> Any:
         parts = changes["task_ssps"][0][1]
         changes.update(task_ssps=None, broadcast=True, tasks=tasks, task=tasks[0],
                        partitions=tuple(sorted({p for _, p in parts})))
+    if opts.state_dir is not None:
+        wipes = checkpoint_wipes(opts.bootstrap, opts.job, opts.job_id, model, security=opts.security,
+                                 timeout_s=opts.timeout_s)
+        changes["wiped_tasks"] = tuple(sorted(wipes.items()))
     out = dataclasses.replace(opts, **changes)
     out.validate()
     return out
