@@ -64,6 +64,8 @@ FLAGS = {
                      "--state-dir", "--store", "--store-dir", "--task", "--tasks", "--topic", "--value-field",
                      "--value-fields", "--job", "--job-id", "--key-serde", "--value-serde"},
     "adstore status": {"--job", "--job-id", "--kafka", "--state-dir", "--store", "--store-dir"},
+    "adstore seal-checkpoint": {"--dry-run", "--grouper-factory", "--job", "--job-id", "--kafka", "--state-dir",
+                                "--store", "--tasks"},
     "adstore versions": {"--state-dir", "--store", "--store-dir", "--task"},
     "adstore switch": {"--dry-run", "--state-dir", "--store", "--store-dir", "--quick", "--task", "--version"},
     "rescale": {"--blobstore", "--chunk-size", "--dry-run", "--from", "--grace", "--job", "--job-id", "--kafka",
