@@ -52,7 +52,7 @@ EXIT_CODES: tuple[ExitCode, ...] = (
                                           "drain monitor); adstore status: the job's next start deletes some "
                                           "side-input store (stale, mismatched, or its container reads no "
                                           "checkpoint); adstore seal-checkpoint: a checkpoint would not keep "
-                                          "the stores)."),
+                                          "the stores."),
     ExitCode(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C); nothing is left half-written."),
 )
 

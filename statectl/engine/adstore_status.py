@@ -372,8 +372,9 @@ def _wiped_tasks(model: Any, tasks: list[str], has: set[str], detail: Callable[[
             wiping[c] = (f"{who} runs only standby tasks: it reads no checkpoint and deletes the whole state dir at "
                          "every start (ContainerStorageManager)")
         elif not set(active) & has:
-            wiping[c] = (f"{who} reads no checkpoint for any of its active tasks ({_names(sorted(active, key=_task_key))}"
-                         f": {detail(active)}): it deletes the whole state dir at start (ContainerStorageManager)")
+            named = _names(sorted(active, key=_task_key))
+            wiping[c] = (f"{who} reads no checkpoint for any of its active tasks ({named}: {detail(active)}): it "
+                         "deletes the whole state dir at start (ContainerStorageManager)")
     hosts = model.container_hosts
     out: dict[str, str] = {}
     for c, active in containers.items():

@@ -466,8 +466,8 @@ def _warn_deleted(targets: list[_Target], opts: TopicLoadOptions, progress: Prog
         if st.deleted:
             progress.note(f"{t.path}: Samza's next start would delete this store ({st.action}: {st.reason})")
     if any(t.load.task in wiped for t in targets):
-        progress.note("to keep the stores, give the job's tasks a first checkpoint before it starts: statectl "
-                      "adstore seal-checkpoint (see its --help)")
+        progress.note("a job that has not started keeps the stores when its tasks have a first checkpoint: "
+                      "statectl adstore seal-checkpoint (see its --help)")
 
 
 def _ssps_of(t: _Target, opts: TopicLoadOptions) -> set[SSP]:

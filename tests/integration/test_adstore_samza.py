@@ -187,7 +187,8 @@ def write_job(bootstrap: str, job: str, config: dict[str, str], tasks: list[str]
     from statectl.kafka.coordinator import CoordinatorStream
 
     if checkpoints:
-        config = {**config, "task.checkpoint.factory": "org.apache.samza.checkpoint.kafka.KafkaCheckpointManagerFactory"}
+        factory = "org.apache.samza.checkpoint.kafka.KafkaCheckpointManagerFactory"
+        config = {**config, "task.checkpoint.factory": factory}
         create_topic(bootstrap, checkpoint_topic(job, "1"), partitions=1)
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
         grouper = "org.apache.samza.container.grouper.stream.GroupByPartitionFactory"
