@@ -35,7 +35,10 @@ test: install-dev test-tools
 
 # zsh and fish (syntax checks of the completion scripts) and man-db (man page rendering): a few MB from
 # Debian; without them (not root, no apt) those checks in tests/unit/cli/test_docs.py skip or degrade.
+# zookeeper: the server the --zookeeper tests start (tests/servers.py); without it they fail, never skip.
 test-tools:
+	@test -f /usr/share/java/zookeeper.jar || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends zookeeper >/dev/null)
 	@command -v zsh >/dev/null && command -v fish >/dev/null && command -v man >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			zsh fish man-db >/dev/null) || echo "note: could not install zsh, fish, man-db; their checks will skip"

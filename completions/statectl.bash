@@ -26,12 +26,12 @@ _statectl_options() {
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'rescale') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --key-groups --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'rescale') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --from-partitioner --task-map --snapshots --work-dir --key-groups --ignore-other-tasks --again --file-owner --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --dry-run --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --dry-run --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -43,16 +43,16 @@ _statectl_options() {
         'drain wait') REPLY='--kafka --job --job-id --timeout --uuid --run-id --poll --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --bad --all-stale --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --pre-restore --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --pre-restore --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby status') REPLY='--state-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --to-checkpoint --active-dir --metrics-file --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --to-checkpoint --active-dir --metrics-file --dry-run --non-transactional-restore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby failover') REPLY='--kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --metrics-file --host --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'adstore load') REPLY='--kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --dataset-versions --end-marker --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'adstore status') REPLY='--kafka --job --job-id --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore load') REPLY='--kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --dataset-versions --end-marker --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore status') REPLY='--kafka --zookeeper --job --job-id --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore seal-checkpoint') REPLY='--kafka --job --job-id --store --state-dir --tasks --grouper-factory --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'adstore versions') REPLY='--task --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore versions') REPLY='--task --store --state-dir --store-dir --quick --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore switch') REPLY='--task --store --state-dir --store-dir --version --quick --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         *) REPLY='' ;;
     esac
@@ -175,10 +175,12 @@ _statectl_value() {
                 --master) REPLY='@text' ;;
                 --spark-conf) REPLY='@text' ;;
                 --partitioner) REPLY='@text' ;;
+                --from-partitioner) REPLY='@text' ;;
                 --task-map) REPLY='@text' ;;
                 --snapshots) REPLY='@text' ;;
                 --work-dir) REPLY='@dir' ;;
                 --key-groups) REPLY='@text' ;;
+                --file-owner) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;
@@ -238,6 +240,7 @@ _statectl_value() {
                 --to-store) REPLY='@text' ;;
                 --to-blobstore) REPLY='@text' ;;
                 --to-s3-endpoint) REPLY='@text' ;;
+                --file-owner) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
                 --kafka) REPLY='@text' ;;
@@ -369,6 +372,7 @@ _statectl_value() {
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
+                --zookeeper) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
                 --changelog) REPLY='@text' ;;
@@ -399,6 +403,7 @@ _statectl_value() {
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
+                --zookeeper) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
                 --changelog) REPLY='@text' ;;
@@ -450,6 +455,7 @@ _statectl_value() {
         'adstore load')
             case $2 in
                 --kafka) REPLY='@text' ;;
+                --zookeeper) REPLY='@text' ;;
                 --job) REPLY='@text' ;;
                 --job-id) REPLY='@text' ;;
                 --task) REPLY='@text' ;;
@@ -482,6 +488,7 @@ _statectl_value() {
         'adstore status')
             case $2 in
                 --kafka) REPLY='@text' ;;
+                --zookeeper) REPLY='@text' ;;
                 --job) REPLY='@text' ;;
                 --job-id) REPLY='@text' ;;
                 --store) REPLY='@text' ;;

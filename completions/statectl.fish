@@ -35,7 +35,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'doctor'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --config --profile --output -o
         case 'rescale'
-            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --task-map --snapshots --work-dir --key-groups --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --from-partitioner --task-map --snapshots --work-dir --key-groups --file-owner --config --profile --output -o
         case 'snapshots'
             printf '%s\n' -- --config --profile --output -o
         case 'snapshots list'
@@ -45,7 +45,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'snapshots verify'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --config --profile --output -o
         case 'snapshots copy'
-            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --config --profile --output -o
+            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --config --profile --output -o
         case 'config'
             printf '%s\n' -- --config --profile --output -o
         case 'config show'
@@ -69,11 +69,11 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby'
             printf '%s\n' -- --config --profile --output -o
         case 'standby follow'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --metrics-port --metrics-addr --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --metrics-port --metrics-addr --config --profile --output -o
         case 'standby status'
             printf '%s\n' -- --state-dir --metrics-file --config --profile --output -o
         case 'standby promote'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
         case 'standby failover'
             printf '%s\n' -- --kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --timeout --metrics-file --config --profile --output -o
         case 'standby check'
@@ -81,9 +81,9 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
+            printf '%s\n' -- --kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
         case 'adstore status'
-            printf '%s\n' -- --kafka --job --job-id --store --state-dir --store-dir --config --profile --output -o
+            printf '%s\n' -- --kafka --zookeeper --job --job-id --store --state-dir --store-dir --config --profile --output -o
         case 'adstore seal-checkpoint'
             printf '%s\n' -- --kafka --job --job-id --store --state-dir --tasks --grouper-factory --config --profile --output -o
         case 'adstore versions'
@@ -272,11 +272,15 @@ complete -c statectl -n '__statectl_path rescale' -l to-job -x -d 'The job the n
 complete -c statectl -n '__statectl_path rescale' -l master -x -d 'Spark master: local[*], yarn, k8s://..., spark://..'
 complete -c statectl -n '__statectl_path rescale' -l spark-conf -x -d 'KEY=VALUE for spark-submit (repeatable)'
 complete -c statectl -n '__statectl_path rescale' -l partitioner -x -d 'f(key: bytes, partitions: int) -> int, importable where the executors and statectl run (its verification routes every key again); default: Kafka\'s murmur2 partitioner'
+complete -c statectl -n '__statectl_path rescale' -l from-partitioner -x -d 'The partitioner that placed the sources\' keys, when not --partitioner (murmur2: Kafka\'s); every source key must route to its own task by it'
 complete -c statectl -n '__statectl_path rescale' -l task-map -x -d 'JSON {"from": [source task names], "to": [target task names]} instead of Partition k'
 complete -c statectl -n '__statectl_path rescale' -l snapshots -x -d 'JSON {task name: snapshot id} of source snapshots to take instead of the latest'
 complete -c statectl -n '__statectl_path rescale' -l work-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Where the Spark job\'s files and the staged target stores go (default: the temp dir)'
 complete -c statectl -n '__statectl_path rescale' -l key-groups -x -d 'The store\'s keys start with their key group, of G (Flink\'s layout: 1 byte when G <= 128, else 2): files inside a target\'s key groups are copied server-side unread, only the others are rewritten'
-complete -c statectl -n '__statectl_path rescale' -l dry-run -d 'Resolve the source snapshots and print the plan (with --key-groups: the bytes copied server-side and rewritten); run and commit nothing'
+complete -c statectl -n '__statectl_path rescale' -l ignore-other-tasks -d 'Rescale although the store has snapshots of tasks besides the sources (left over from an earlier scale-in that statectl did not record)'
+complete -c statectl -n '__statectl_path rescale' -l again -d 'A new rescale, whatever the blob store records of this one (done, or cut in its commit) or of another one into the target store'
+complete -c statectl -n '__statectl_path rescale' -l file-owner -x -d 'The owner and group names the targets\' files are recorded with: the target job\'s user, which Samza\'s restore compares with its restored files\' (default: the source snapshots\')'
+complete -c statectl -n '__statectl_path rescale' -l dry-run -d 'Make every check but the executors\' and print the plan (with --key-groups: the bytes copied server-side and rewritten; run again: what is left to commit); run and commit nothing'
 complete -c statectl -n '__statectl_path rescale' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path rescale' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path rescale' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -357,6 +361,7 @@ complete -c statectl -n '__statectl_path snapshots copy' -l to-store -x -d 'The 
 complete -c statectl -n '__statectl_path snapshots copy' -l to-blobstore -x -d 'The target\'s blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side'
 complete -c statectl -n '__statectl_path snapshots copy' -l to-s3-endpoint -x -d 'The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host'
 complete -c statectl -n '__statectl_path snapshots copy' -l dry-run -d 'Write nothing (no pin, no lease, no blob, no checkpoint); print the plan: the source snapshot, the target and every blob copied, server-side or through this host'
+complete -c statectl -n '__statectl_path snapshots copy' -l file-owner -x -d 'The owner and group names every file of the target is recorded with: the target job\'s user, which Samza\'s restore compares with its restored files\' (default: the source\'s, file by file)'
 complete -c statectl -n '__statectl_path snapshots copy' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots copy' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path snapshots copy' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
@@ -544,10 +549,11 @@ complete -c statectl -n '__statectl_path standby follow' -l job-id -x -d 'Job id
 complete -c statectl -n '__statectl_path standby follow' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path standby follow' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path standby follow' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby follow' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path standby follow' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path standby follow' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path standby follow' -l changelog -x -d 'The store\'s changelog, as Samza\'s stores.<store>.changelog names it: <system>.<topic> (split at the first dot, so a topic with dots needs its system: kafka.my.topic), or a bare <topic> on the config\'s job.changelog.system, else job.default.system, else \'kafka\' (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
-complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream; only without one, N of a task named \'Partition N\', with a warning)'
+complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream, or with --zookeeper the task\'s changelog partition in the standalone job\'s model; only without either, N of a task named \'Partition N\', with a warning)'
 complete -c statectl -n '__statectl_path standby follow' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
 complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
 complete -c statectl -n '__statectl_path standby follow' -l container -x -d 'A container of the job (its id in the job model: an active container such as 0, or its standby container <id>-<n>): every store with a changelog of every task the coordinator stream assigns it (--store: only that store); excludes --task, --changelog, --partition and --replica-dir'
@@ -582,10 +588,11 @@ complete -c statectl -n '__statectl_path standby promote' -l job-id -x -d 'Job i
 complete -c statectl -n '__statectl_path standby promote' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path standby promote' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path standby promote' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby promote' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path standby promote' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path standby promote' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path standby promote' -l changelog -x -d 'The store\'s changelog, as Samza\'s stores.<store>.changelog names it: <system>.<topic> (split at the first dot, so a topic with dots needs its system: kafka.my.topic), or a bare <topic> on the config\'s job.changelog.system, else job.default.system, else \'kafka\' (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
-complete -c statectl -n '__statectl_path standby promote' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream; only without one, N of a task named \'Partition N\', with a warning)'
+complete -c statectl -n '__statectl_path standby promote' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream, or with --zookeeper the task\'s changelog partition in the standalone job\'s model; only without either, N of a task named \'Partition N\', with a warning)'
 complete -c statectl -n '__statectl_path standby promote' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
 complete -c statectl -n '__statectl_path standby promote' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
 complete -c statectl -n '__statectl_path standby promote' -l container -x -d 'A container of the job (its id in the job model: an active container such as 0, or its standby container <id>-<n>): every store with a changelog of every task the coordinator stream assigns it (--store: only that store); excludes --task, --changelog, --partition and --replica-dir'
@@ -594,6 +601,7 @@ complete -c statectl -n '__statectl_path standby promote' -l to-checkpoint -d 'C
 complete -c statectl -n '__statectl_path standby promote' -l active-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The active store dir (default: <state-dir>/<store>/<task>)'
 complete -c statectl -n '__statectl_path standby promote' -l metrics-file -r -F -d 'Write the failover counters of the promotes run on this host to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
 complete -c statectl -n '__statectl_path standby promote' -l dry-run -d 'Make the checks and print the plan: the follower stopped, the offsets caught up to, where the replica goes and the container placement written; change nothing'
+complete -c statectl -n '__statectl_path standby promote' -l non-transactional-restore -d 'The job restores the store non-transactionally (task.transactional.state.restore.enabled=false, standby tasks or async commit): needed only when its config cannot be read (no coordinator stream, or no config on it), where promote otherwise refuses (exit 14); with a config that says another restore, exit 2'
 complete -c statectl -n '__statectl_path standby promote' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby promote' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path standby promote' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -654,6 +662,7 @@ complete -c statectl -n '__statectl_path adstore' -l debug -d 'Tracebacks for er
 
 # statectl adstore load
 complete -c statectl -n '__statectl_path adstore load' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
+complete -c statectl -n '__statectl_path adstore load' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path adstore load' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path adstore load' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path adstore load' -l task -x -d 'Task name (default \'Partition 0\')'
@@ -696,6 +705,7 @@ complete -c statectl -n '__statectl_path adstore load' -l debug -d 'Tracebacks f
 
 # statectl adstore status
 complete -c statectl -n '__statectl_path adstore status' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
+complete -c statectl -n '__statectl_path adstore status' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path adstore status' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path adstore status' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path adstore status' -l store -x -d 'Store name'
@@ -731,6 +741,7 @@ complete -c statectl -n '__statectl_path adstore versions' -l task -x -d 'Task n
 complete -c statectl -n '__statectl_path adstore versions' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path adstore versions' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
 complete -c statectl -n '__statectl_path adstore versions' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
+complete -c statectl -n '__statectl_path adstore versions' -l quick -d 'Only the cheap checks: the manifest, a RocksDB store with its files; not every entry against the manifest'
 complete -c statectl -n '__statectl_path adstore versions' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path adstore versions' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path adstore versions' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

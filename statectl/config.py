@@ -145,6 +145,12 @@ def _username(v: Any) -> str:
     return v
 
 
+def _zookeeper(v: Any) -> str:
+    from statectl.zookeeper.client import check_connect
+
+    return check_connect(_str(v))
+
+
 def _bool(v: Any) -> bool:
     if isinstance(v, bool):
         return v
@@ -190,6 +196,8 @@ KEYS: dict[str, Key] = {
     "kafka_ssl_password": Key(_secret, secret=True, help="password of the client certificate's private key"),
     "kafka_ssl_check_hostname": Key(_bool, True, help="check that a broker's certificate names the host "
                                                       "connected to"),
+    "zookeeper": Key(_zookeeper, help="ZooKeeper of a standalone job (its zk.connect): host:port[,host:port]"
+                                      "[/chroot]"),
     "job": Key(_str),
     "job_id": Key(_str, defaults.JOB_ID),
     "task": Key(_str, defaults.TASK),

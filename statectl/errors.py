@@ -186,17 +186,27 @@ class DiskFullError(StatectlError):
     """The local disk ran out of space; nothing existing was changed."""
 
 
-def is_disk_full(e: BaseException) -> bool:
-    """Whether ``e`` says the disk is full: a DiskFullError, an OSError ENOSPC/EDQUOT, or RocksDB's own
-    error for it ("IO error: No space left on device", or the quota's), which is no OSError."""
+def is_disk_full(e: BaseException | None) -> bool:
+    """Whether ``e``, or an error it was raised from or while handling, says the disk is full: a
+    DiskFullError, an OSError ENOSPC/EDQUOT, or RocksDB's own error for it ("IO error: No space left on
+    device", or the quota's), which is no OSError. (A store whose write hit a full disk may fail its close
+    with another error, raised while the first is handled.)"""
     import errno
 
-    if isinstance(e, DiskFullError):
-        return True
-    if isinstance(e, OSError):
-        return e.errno in (errno.ENOSPC, errno.EDQUOT)
-    text = str(e).lower()
-    return "no space left on device" in text or "disk quota exceeded" in text
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, DiskFullError):
+            return True
+        if isinstance(e, OSError):
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                return True
+        else:
+            text = str(e).lower()
+            if "no space left on device" in text or "disk quota exceeded" in text:
+                return True
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    return False
 
 
 class LeaseLostError(StatectlError):

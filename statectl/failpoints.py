@@ -42,7 +42,8 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
 - adstore load --spark: ``adstore-ingest`` (before each store's SST files are ingested).
 - rescale: ``rescale-ingest`` (before each target's SST files are ingested), ``rescale-uploaded`` (after each
   target's index is uploaded, TTL'd), ``rescale-before-commit`` (every target uploaded and verified,
-  nothing committed), ``rescale-commit`` (before each target's checkpoint record).
+  nothing recorded or committed), ``rescale-commit`` (before each target's checkpoint record: the rescale
+  is recorded).
 - adstore load --dataset-versions: ``adstore-apply`` (each write batch into a version being built),
   ``adstore-seal`` (before a version's manifest is written), ``adstore-dataset-switch`` (after the seal,
   before the switch).

@@ -1,5 +1,6 @@
-"""The one home of statectl's small-file writes (atomic replace of a file, fsync of a dir or a tree) and of
-the check whether a dead writer's leftovers may go (:func:`process_alive`).
+"""The one home of statectl's small-file writes (atomic replace of a file, fsync of a dir or a tree), of
+the owners of what statectl makes in a state dir (:func:`owner_of`, :func:`chown_tree`, :func:`make_dirs`)
+and of the check whether a dead writer's leftovers may go (:func:`process_alive`).
 
 Pure OS calls; no statectl imports (the bottom layer: formats, blobstore, local, engine and metrics use it).
 """
@@ -7,6 +8,7 @@ Pure OS calls; no statectl imports (the bottom layer: formats, blobstore, local,
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 SYNC_ALL, SYNC_FILE, SYNC_NONE = "file+dir", "file", "none"
@@ -86,3 +88,60 @@ def process_alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return True
+
+
+def owner_of(path: Path | str) -> tuple[int, int]:
+    """The (uid, gid) that what statectl makes at ``path`` should have: those of ``path`` (following links:
+    the store a restore replaces), or, where it does not exist, of its nearest existing parent (the state
+    dir). Raises OSError when not even ``/`` can be stat'ed."""
+    p = Path(path).absolute()
+    while True:
+        try:
+            st = os.stat(p)
+        except (FileNotFoundError, NotADirectoryError):
+            if p == p.parent:
+                raise
+            p = p.parent
+            continue
+        return st.st_uid, st.st_gid
+
+
+def chown_tree(root: Path | str, owner: tuple[int, int]) -> None:
+    """Give ``root`` and everything under it to ``owner`` (uid, gid), links themselves and never what they
+    point to, where owned otherwise: so that a job running as that user can write and delete what statectl,
+    run as root, made in its state dir, and Samza's restore, which compares the owner and group names of a
+    store's files with its snapshot's (DirDiffUtil.areSameFile), finds them. Run as any other user it does
+    nothing: it cannot give files away (doctor says when its files would be another user's than the state
+    dir's). Idempotent; raises OSError."""
+    if os.geteuid() != 0:
+        return
+    uid, gid = owner
+    root = os.fspath(root)
+    if not _chown_entry(root, uid, gid):
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            _chown_entry(os.path.join(dirpath, name), uid, gid)
+
+
+def _chown_entry(path: str, uid: int, gid: int) -> bool:
+    """lchown ``path`` unless it is owned so already; whether it is a dir (not a link to one)."""
+    st = os.lstat(path)
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        os.lchown(path, uid, gid)
+    return stat.S_ISDIR(st.st_mode)
+
+
+def make_dirs(path: Path | str, owner: tuple[int, int]) -> None:
+    """``mkdir -p path``: the dirs it makes are given to ``owner`` (:func:`chown_tree`: when run as root).
+    Raises OSError."""
+    path = Path(path)
+    made = []
+    p = path
+    while not os.path.lexists(p) and p != p.parent:
+        made.append(p)
+        p = p.parent
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        for d in reversed(made):
+            _chown_entry(os.fspath(d), *owner)

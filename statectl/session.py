@@ -102,11 +102,12 @@ class Session:
         (made on first use) or the Session was made with ``create_blobstore`` (the CLI's --create): a
         mistyped URL must not start a new blob store where nobody looks."""
         if self._blobstore is None:
-            from statectl.blobstore import default_blobstore_url, open_blobstore
+            from statectl.blobstore import default_blobstore_url, file_root, open_blobstore
 
             s = self.settings
+            # The embedded default under any spelling of its dir (file_root: the real path, as identity says).
             create = (self.create_blobstore or s.source("blobstore") == "default"
-                      or s.blobstore == default_blobstore_url())
+                      or file_root(s.blobstore) == file_root(default_blobstore_url()))
             self._blobstore = open_blobstore(s.blobstore, retries=s.retries, retry_time_s=s.retry_time,
                                              s3=self.s3_options, create=create)
         return self._blobstore

@@ -14,7 +14,7 @@ import pytest
 
 from statectl.blobstore import BlobStore, S3Options, open_blobstore
 
-from tests.servers import SeaweedServer, ServerStartError, TansuServer
+from tests.servers import SeaweedServer, ServerStartError, TansuServer, ZooKeeperServer
 
 # Small, so that tests exercise multipart uploads with blobs of a few MiB (S3's minimum part size).
 TEST_PART_SIZE = 5 * 1024 * 1024
@@ -157,6 +157,57 @@ def tansu() -> Iterator[TansuServer]:
         pytest.fail(f"Tansu did not start: {e}", pytrace=False)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def tansu_other() -> Iterator[TansuServer]:
+    """A second Tansu broker: another Kafka cluster, for a job whose systems are on several clusters."""
+    try:
+        server = TansuServer().start()
+    except ServerStartError as e:
+        pytest.fail(f"Tansu did not start: {e}", pytrace=False)
+    yield server
+    server.stop()
+
+
+# -- ZooKeeper: Debian's zookeeper package (tests/servers.py) --------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperServer]:
+    """One standalone ZooKeeper server for the session, on loopback; tests use znodes (chroots) of their own."""
+    try:
+        server = ZooKeeperServer().start()
+    except ServerStartError as e:
+        pytest.fail(f"ZooKeeper did not start: {e}", pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator:
+    """``small_disk(mib)``: a dir on a tmpfs of that many MiB, mounted for the test (a real full disk: the
+    writes of RocksDB and of statectl fail with ENOSPC); unmounted at the end. Needs root; a mount that
+    fails as root fails the test."""
+    import subprocess
+
+    mounted: list[str] = []
+
+    def make(mib: int = 2):
+        if os.geteuid() != 0:
+            pytest.skip("a real full disk needs root to mount a tmpfs (the failpoint tests cover the rest)")
+        d = tmp_path / f"small-disk-{len(mounted)}"
+        d.mkdir()
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(d)], capture_output=True,
+                           text=True)
+        if p.returncode != 0:
+            pytest.fail(f"cannot mount a {mib} MiB tmpfs at {d}: {p.stderr.strip()}")
+        mounted.append(str(d))
+        return d
+
+    yield make
+    for d in mounted:
+        subprocess.run(["umount", "--lazy", d], check=False)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ own temporary directory, chosen per start, and leaves nothing behind when stoppe
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
@@ -441,3 +442,148 @@ class TansuServer:
     def __repr__(self) -> str:
         state = "running" if self._proc is not None else "stopped"
         return f"TansuServer(127.0.0.1:{self.port or '?'}, {state})"
+
+
+# -- ZooKeeper: Debian's zookeeper package -----------------------------------------------------------------
+
+__all__ += ["ZooKeeperServer", "find_zookeeper_jar"]
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")  # its manifest's Class-Path names the jars it needs
+_QUIET = logging.getLogger("tests.servers.kazoo")  # kazoo logs each refused connection while the server starts
+_QUIET.propagate = False
+_QUIET.addHandler(logging.NullHandler())
+
+
+def find_zookeeper_jar() -> Path:
+    """The ZooKeeper server jar of Debian's ``zookeeper`` package (``make test-tools`` installs it)."""
+    if not ZOOKEEPER_JAR.is_file():
+        raise ServerStartError(f"no {ZOOKEEPER_JAR}: install Debian's zookeeper package (make test-tools, or "
+                               "apt-get install zookeeper)")
+    if shutil.which("java") is None:
+        raise ServerStartError("no java on PATH: Debian's zookeeper package depends on one (default-jre)")
+    return ZOOKEEPER_JAR
+
+
+class ZooKeeperServer:
+    """A standalone ZooKeeper server (ZooKeeperServerMain) on a free loopback port, with its own data dir and
+    no admin server. ``connect`` is the ``HOST:PORT`` for kazoo or ``statectl --zookeeper``. Ready when a kazoo
+    client lists ``/``. Use as a context manager, or call ``start()`` and ``stop()``."""
+
+    STOP_GRACE = 5.0
+
+    def __init__(self, *, startup_timeout: float = 60.0):
+        self.startup_timeout = startup_timeout
+        self.port = 0
+        self.dir: Path | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    @property
+    def connect(self) -> str:
+        if self._proc is None:
+            raise RuntimeError("ZooKeeperServer not started")
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "ZooKeeperServer":
+        """Start the server and wait until a client can read ``/``. Raises ServerStartError (with the tail of
+        its log) if it exits or is not ready within ``startup_timeout`` s; a lost port race is retried."""
+        if self._proc is not None:
+            raise RuntimeError("ZooKeeperServer already started")
+        jar = find_zookeeper_jar()
+        for attempt in range(3):
+            try:
+                self._start_once(jar)
+                return self
+            except ServerStartError as e:
+                self.stop()
+                if "in use" not in str(e).lower() or attempt == 2:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, jar: Path) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="statectl-zk-"))
+        (self.port,) = _pick_ports(1)
+        (self.dir / "data").mkdir()
+        config = self.dir / "zoo.cfg"
+        config.write_text(f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
+                          "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n")
+        args = ["java", "-Xmx256m", "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true",
+                f"-Dzookeeper.log.dir={self.dir}", "-cp", f"{jar}:/usr/share/java/slf4j-simple.jar",
+                "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)]
+        self._log = open(self.dir / "server.log", "wb")
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                                      cwd=self.dir, start_new_session=True)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        from kazoo.client import KazooClient
+
+        assert self._proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        last: Exception | None = None
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise ServerStartError(f"zookeeper exited with code {code} during start\n{self.log_tail()}")
+            client = KazooClient(hosts=self.connect, timeout=4.0, logger=_QUIET)
+            try:
+                client.start(timeout=2.0)
+                client.get_children("/")
+                return
+            except Exception as e:  # not listening yet
+                last = e
+            finally:
+                client.stop()
+                client.close()
+            if time.monotonic() > deadline:
+                raise ServerStartError(f"zookeeper at {self.connect} not ready after {self.startup_timeout:.0f} s "
+                                       f"(last error: {last!r})\n{self.log_tail()}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``STOP_GRACE`` s) and remove its dir. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=self.STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def __enter__(self) -> "ZooKeeperServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client(self) -> Any:
+        """A started kazoo client of the server; the caller stops and closes it."""
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=self.connect, timeout=10.0, logger=_QUIET)
+        client.start(timeout=10.0)
+        return client
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server's combined stdout/stderr."""
+        if self.dir is None:
+            return "(no server log)"
+        try:
+            text = (self.dir / "server.log").read_text(errors="replace")
+        except OSError:
+            return "(no server log)"
+        return "--- zookeeper log (tail) ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    def __repr__(self) -> str:
+        state = "running" if self._proc is not None else "stopped"
+        return f"ZooKeeperServer(127.0.0.1:{self.port or '?'}, {state})"

@@ -14,10 +14,10 @@ from typing import BinaryIO, Iterable, Iterator, Protocol, runtime_checkable
 from statectl import defaults
 
 BLOB_PREFIX = "blobs/"
-# Every top-level prefix statectl writes under (data blobs, the catalog, leases, doctor's probes). The
-# blob store may share its dir or bucket with other things: whatever walks a store to remove leftovers
-# touches these prefixes only. A new prefix in statectl/engine must be added here (a test checks).
-STATECTL_PREFIXES = (BLOB_PREFIX, "checkpoints/", "leases/", "doctor/", "pins/")
+# Every top-level prefix statectl writes under (data blobs, the catalog, leases, doctor's probes, reader
+# pins, rescale records). The blob store may share its dir or bucket with other things: whatever walks a
+# store to remove leftovers touches these prefixes only. A new prefix in statectl/engine must be added here (a test checks).
+STATECTL_PREFIXES = (BLOB_PREFIX, "checkpoints/", "leases/", "doctor/", "pins/", "rescales/")
 DEFAULT_TTL_SECONDS = defaults.TTL_SECONDS
 
 
@@ -118,6 +118,11 @@ class BlobStore(Protocol):
     def remove_ttl(self, key: str) -> None:
         """Make the object permanent. Idempotent. Raises BlobNotFoundError if it is gone."""
 
+    # What the store is, whatever URL spelled it: stores with equal ``identity`` hold the same objects. A
+    # ``file://`` store: ("file", the real path of its dir); an S3 store: ("s3", its endpoint, bucket and key
+    # prefix, normalised: "s3://b/p/", "s3://b//p" and "s3://b/p" are one store). Compare this, never URLs.
+    identity: tuple[str, ...]
+
     # Stores with equal ``copy_domain`` can copy each other's objects server-side (``copy(source=...)``):
     # for S3 the endpoint and credentials (any bucket of one endpoint), for ``file://`` the host's files.
     copy_domain: tuple[str, ...]
@@ -132,6 +137,14 @@ class BlobStore(Protocol):
         whatever TTL the source has. The copy becomes visible whole or not at all. Raises
         BlobNotFoundError when the source object is missing; the source is never changed.
         """
+
+    def check_writable(self, key: str) -> None:
+        """Raise what a write of ``key`` would raise for want of the right to write (AuthError: credentials
+        that can read but not write; BlobStoreError: a dir this user cannot write, a read-only mount;
+        NotFoundError: no such bucket, or a dir ``create`` does not make), writing nothing: a dry run
+        refuses what the command would. Idempotent. S3: a PUT conditional on an etag no object has, which
+        the store authorizes before it answers 412 or 404; ``file://``: the first dir on the key's path
+        that exists, asked with access(2)."""
 
     def stat(self, key: str) -> BlobInfo:
         """Size, mtime and TTL of one object. Raises BlobNotFoundError."""

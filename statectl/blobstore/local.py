@@ -68,6 +68,11 @@ class LocalBlobStore:
             except OSError as e:
                 raise BlobStoreError(f"file: cannot create blob store dir {self.root}: {e.strerror}") from e
 
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """("file", the real path of the dir): every spelling of it (``/./``, ``..``, a symlink) is one store."""
+        return ("file", str(self.root))
+
     def _require_root(self) -> None:
         """NotFoundError (exit 10) when the store was opened without ``create`` and its dir is not there."""
         if self._check_root:
@@ -184,6 +189,17 @@ class LocalBlobStore:
             yield
         finally:
             os.close(fd)
+
+    def check_writable(self, key: str) -> None:
+        path = self._path(key)
+        where = path.parent
+        while not where.exists() and where != where.parent:  # what a write makes, it makes in here
+            where = where.parent
+        if not where.is_dir():
+            raise BlobStoreError(f"file: write {path}: cannot create {path.parent}: {where} is not a directory")
+        if not os.access(where, os.W_OK | os.X_OK):
+            why = "a read-only file system" if _read_only_mount(where) else "permission denied"
+            raise BlobStoreError(f"file: write {path}: cannot write to {where} ({why})")
 
     def read_at(self, key: str) -> tuple[bytes, str]:
         path = self._path(key)
@@ -393,3 +409,8 @@ def _copy_in_kernel(src: BinaryIO, dst: BinaryIO) -> None:
     shutil.copyfileobj(src, dst, COPY_BUF)
 
 
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

@@ -165,10 +165,17 @@ class RetryingBlobStore:
     def copy_domain(self) -> tuple[str, ...]:
         return self.inner.copy_domain
 
+    @property
+    def identity(self) -> tuple[str, ...]:
+        return self.inner.identity
+
     def byte_counts(self) -> dict[str, int]:
         """The wrapped store's payload byte counts (``sent``, ``received``), or {} if it keeps none."""
         counts = getattr(self.inner, "byte_counts", None)
         return counts() if counts is not None else {}
+
+    def check_writable(self, key: str) -> None:
+        return self._call(f"check write {key}", lambda: self.inner.check_writable(key))
 
     def stat(self, key: str) -> BlobInfo:
         return self._call(f"stat {key}", lambda: self.inner.stat(key))

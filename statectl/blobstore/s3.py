@@ -430,6 +430,26 @@ def _mask_resolved_credentials(session: Any) -> None:
         redact.add_secrets([frozen.secret_key, frozen.token])
 
 
+def endpoint_identity(endpoint_url: str | None) -> str:
+    """An endpoint URL as a comparable string: scheme and host in lower case, the scheme's default port and a
+    trailing ``/`` dropped ("" for none: AWS, where a bucket name is global)."""
+    if not endpoint_url:
+        return ""
+    u = urlparse(endpoint_url.strip())
+    scheme, netloc = u.scheme.lower(), u.netloc.lower()
+    default = {"http": ":80", "https": ":443"}.get(scheme)
+    if default and netloc.endswith(default):
+        netloc = netloc[:-len(default)]
+    return f"{scheme}://{netloc}{u.path.rstrip('/')}"
+
+
+def normalised_prefix(prefix: str) -> str:
+    """A key prefix without empty or ``.`` segments ("a//b/./c/" -> "a/b/c"). An S3-compatible store that
+    keeps a directory tree (SeaweedFS) files "a//b/k" as "a/b/k"; AWS keeps them apart, so two stores this
+    calls one may be two there: comparing them errs on the side of "the same store"."""
+    return "/".join(p for p in prefix.split("/") if p not in ("", "."))
+
+
 class S3BlobStore:
     """BlobStore on an S3 bucket under a key prefix."""
 
@@ -456,6 +476,8 @@ class S3BlobStore:
         # Which stores this one can CopyObject from: one endpoint, one set of credentials.
         self.copy_domain = ("s3", options.endpoint_url or "", options.region or "", options.profile or "",
                             options.access_key_id or "")
+        # The credentials are no part of what the store is: two identities reading one bucket read one store.
+        self.identity = ("s3", endpoint_identity(options.endpoint_url), bucket, normalised_prefix(prefix))
         self.timeout_s = options.timeout_s
         session = botocore.session.Session(profile=options.profile)
         loopback = bool(options.endpoint_url) and urlparse(options.endpoint_url).hostname in _LOOPBACK
@@ -672,6 +694,16 @@ class S3BlobStore:
                                               "the object changed since it was read") from e
             raise self._error("put", key, e) from e
         return resp["ETag"]
+
+    def check_writable(self, key: str) -> None:
+        # Beside ``key`` (a bucket policy on its prefix applies alike), never on it: a store that ignored
+        # If-Match would write the probe, which is then deleted, and never clobber what ``key`` holds.
+        probe = f"{key}.statectl-write-check-{os.urandom(4).hex()}"
+        try:
+            self.put_at(probe, b"", if_match='"statectl-no-such-etag"')
+        except (PreconditionFailedError, BlobNotFoundError):
+            return
+        self.delete([probe])
 
     def read_at(self, key: str) -> tuple[bytes, str]:
         try:

@@ -2,9 +2,9 @@
 
 A kind is the protocol operation: ``put``, ``put_at``, ``read_at``, ``get``, ``stat``, ``remove_ttl``,
 ``copy``, ``delete`` (one per ``delete_batch`` keys, as S3 sends DeleteObjects), ``list`` (one per listing,
-however many pages it streams) and ``sweep_debris``. Beneath RetryingBlobStore (as ``open_blobstore``
-stacks them) every attempt counts: the figures are the requests the store saw. A call counts when it is
-made, whether it succeeds or not.
+however many pages it streams), ``sweep_debris`` and ``check_writable``. Beneath RetryingBlobStore (as
+``open_blobstore`` stacks them) every attempt counts: the figures are the requests the store saw. A call
+counts when it is made, whether it succeeds or not.
 """
 
 from __future__ import annotations
@@ -56,6 +56,10 @@ class StatsBlobStore:
     def copy_domain(self) -> tuple[str, ...]:
         return self.inner.copy_domain
 
+    @property
+    def identity(self) -> tuple[str, ...]:
+        return self.inner.identity
+
     def byte_counts(self) -> dict[str, int]:
         """Payload bytes so far that went through this client: ``sent`` (put, put_at bodies) and
         ``received`` (get, read_at bodies). A server-side copy moves none. Attempts that failed count what
@@ -98,6 +102,10 @@ class StatsBlobStore:
              size: int | None = None) -> str:
         self._count("copy")
         return self.inner.copy(key, ttl_seconds=ttl_seconds, source=source, size=size)
+
+    def check_writable(self, key: str) -> None:
+        self._count("check_writable")
+        self.inner.check_writable(key)
 
     def stat(self, key: str) -> BlobInfo:
         self._count("stat")

@@ -9,6 +9,13 @@ first checkpoints of :meth:`KafkaCheckpointLog.write_first` (adstore seal-checkp
 
 The topic is read incrementally (kafka.compacted.CompactedTopic): each call reads on from where the
 previous one stopped, as Samza's KafkaCheckpointManager does.
+
+Two things come from the job's config (its coordinator stream's ``set-config`` messages, read once when
+first needed, unless the caller hands the config in): a BATCH application's checkpoint topic carries
+``-<app.run.id>`` (KafkaUtil.getCheckpointTopic through StreamManager.createUniqueNameForBatch), and the
+keys statectl writes name the job's ``job.systemstreampartition.grouper.factory`` (KafkaCheckpointManager
+writes JobConfig.getSystemStreamPartitionGrouperFactory into every key and refuses to read a key naming
+another one).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from statectl.formats.checkpoint import (
     parse_checkpoint_id,
     split_changelog_offset,
 )
+from statectl.formats.jobconfig import batch_suffix
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, create_topic, open_producer, produce
 from statectl.kafka.compacted import CompactedTopic
 
@@ -55,6 +63,9 @@ CHECKPOINT_PARTITION = 0
 # What Samza's KafkaCheckpointManager asks for when it creates the topic.
 CHECKPOINT_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "26214400"}
 
+# JobConfig.SSP_GROUPER_FACTORY (default GroupByPartitionFactory).
+GROUPER_CONFIG = "job.systemstreampartition.grouper.factory"
+
 # A Samza job writes v2 checkpoints only with task.checkpoint.write.versions including 2, and reads them
 # (restores from the snapshots they name) only with task.checkpoint.read.versions including 2 (TaskConfig).
 V2_HINT = ("statectl keeps snapshots in v2 checkpoints: set task.checkpoint.write.versions=1,2 and "
@@ -64,24 +75,50 @@ V2_HINT = ("statectl keeps snapshots in v2 checkpoints: set task.checkpoint.writ
 class KafkaCheckpointLog:
     """Latest checkpoints of a job's tasks in its Samza checkpoint topic, and commits of new ones.
 
+    ``config``: the job's config when the caller has it (None: read from the job's coordinator stream on
+    ``bootstrap`` when first needed; no coordinator stream, or one without config, is an empty config).
     Not thread-safe. ``close()`` releases the connections; the object can be used again after it (it
     reconnects and re-reads the topic).
     """
 
     def __init__(self, bootstrap: str, job: str, job_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 security: KafkaSecurity | None = None):
+                 security: KafkaSecurity | None = None, config: Mapping[str, str] | None = None):
         self.bootstrap = bootstrap
         self.job = job
         self.job_id = job_id
-        self.topic = checkpoint_topic(job, job_id)
+        self._base_topic = checkpoint_topic(job, job_id)  # validates the names before any I/O
         self.timeout_s = timeout_s
         self.security = security
+        self._config = dict(config) if config is not None else None
         self._producer: Any = None
+        self._topic_reader: CompactedTopic[CheckpointKey] | None = None
+
+    @property
+    def topic(self) -> str:
+        """The checkpoint topic: ``__samza_checkpoint_ver_1_for_<job>_<job-id>``, with ``-<app.run.id>`` for a
+        BATCH application (reads the job's config the first time)."""
+        return self._base_topic + batch_suffix(self.job_config())
+
+    def job_config(self) -> dict[str, str]:
+        """The job's config: the one given, else its coordinator stream's set-config (read once; empty when
+        the stream does not exist). Raises StatectlError when the brokers cannot be reached."""
+        if self._config is None:
+            from statectl.kafka.coordinator import CoordinatorStream
+
+            with CoordinatorStream(self.bootstrap, self.job, self.job_id, timeout_s=self.timeout_s,
+                                   security=self.security) as cs:
+                self._config = cs.config() if cs.refresh() else {}
+        return self._config
+
+    @property
+    def _topic(self) -> CompactedTopic[CheckpointKey]:
         # (task, key type) -> its last record; keys that are not checkpoint keys (Samza would fail on them)
         # are counted in skipped_records.
-        self._topic: CompactedTopic[CheckpointKey] = CompactedTopic(
-            bootstrap, self.topic, CHECKPOINT_PARTITION, decode=decode_key, ident=lambda k: (k.task, k.type),
-            timeout_s=timeout_s, security=security)
+        if self._topic_reader is None:
+            self._topic_reader = CompactedTopic(
+                self.bootstrap, self.topic, CHECKPOINT_PARTITION, decode=decode_key,
+                ident=lambda k: (k.task, k.type), timeout_s=self.timeout_s, security=self.security)
+        return self._topic_reader
 
     @property
     def skipped_records(self) -> int:
@@ -157,7 +194,7 @@ class KafkaCheckpointLog:
             merged.setdefault(factory, {}).update(stores)
         offsets = dict(input_offsets) if input_offsets is not None else (dict(base.input_offsets) if base else {})
         cp = CheckpointV2(checkpoint_id, offsets, merged)
-        key = CheckpointKey(task, KEY_TYPE_V2, self._grouper(task))
+        key = CheckpointKey(task, KEY_TYPE_V2, self.grouper_factory(task))
         produce(self._producer_client(), self.topic, CHECKPOINT_PARTITION, encode_key(key), encode_v2(cp),
                 self.bootstrap, timeout_s=max(30.0, self.timeout_s))
 
@@ -203,14 +240,14 @@ class KafkaCheckpointLog:
         both versions (the empty one of the other version would then be what a job reading it takes)."""
         from statectl.formats.checkpoint import encode_v1
 
-        if not self._refresh():
-            create_topic(self.bootstrap, self.topic, partitions=1, configs=CHECKPOINT_TOPIC_CONFIGS,
-                         security=self.security, timeout_s=self.timeout_s)
-            self._refresh()
         try:
             parse_checkpoint_id(checkpoint_id)
         except CheckpointFormatError as e:
             raise UsageError(str(e)) from None
+        if not self._refresh():
+            create_topic(self.bootstrap, self.topic, partitions=1, configs=CHECKPOINT_TOPIC_CONFIGS,
+                         security=self.security, timeout_s=self.timeout_s)
+            self._refresh()
         known = {t for t, _ in self._latest}
         written, skipped, ours = [], [], set()
         start = max((rec.offset for rec in self._latest.values()), default=-1) + 1
@@ -263,6 +300,13 @@ class KafkaCheckpointLog:
                                 "takes statectl's empty checkpoint (inputs from their default offsets)",
                                 hint="let the job commit again (every task.commit.ms) before it restarts")
 
+    def task_names(self) -> set[str]:
+        """Every task with a checkpoint (v1 or v2) in the topic, read on to its end: names the job itself
+        wrote. Empty when the topic does not exist."""
+        if not self._refresh():
+            return set()
+        return set(self._tasks(KEY_TYPE_V2)) | set(self._tasks(KEY_TYPE_V1))
+
     def latest_changelog_offset(self, task: str, store: str, *,
                                 changelog_topic: str | None = None) -> tuple[dict, str | None] | None:
         """(changelog SSP, offset) of ``store``'s Kafka changelog in the latest checkpoint of ``task``, or None.
@@ -306,7 +350,8 @@ class KafkaCheckpointLog:
         producer, self._producer = self._producer, None
         if producer is not None:
             producer.close()
-        self._topic.close()
+        if self._topic_reader is not None:
+            self._topic_reader.close()
 
     def __enter__(self) -> "KafkaCheckpointLog":
         return self
@@ -344,8 +389,16 @@ class KafkaCheckpointLog:
             raise CorruptSnapshotError(f"latest v1 checkpoint of task {task!r} in {self.topic} (offset "
                                        f"{rec.offset}) is malformed: {e}") from None
 
-    def _grouper(self, task: str) -> str:
-        """The SSP grouper factory the job's own keys for ``task`` name (Samza checks it on read)."""
+    def grouper_factory(self, task: str = "") -> str:
+        """The SSP grouper factory to name in a key of ``task``: the job's configured one, as Samza's
+        KafkaCheckpointManager writes and checks it (JobConfig.getSystemStreamPartitionGrouperFactory:
+        the key's value, else GroupByPartitionFactory); without a config, the one the job's own keys name
+        (the task's first, else any task's); GroupByPartitionFactory when there are none."""
+        config = self.job_config()
+        if config:
+            value = config.get(GROUPER_CONFIG)
+            return GROUP_BY_PARTITION_FACTORY if value is None else value
+        self._refresh()
         for key_type in (KEY_TYPE_V2, KEY_TYPE_V1):
             rec = self._latest.get((task, key_type))
             if rec is not None:

@@ -172,16 +172,25 @@ class Lease:
 
     def _read_only(self, e: AuthError) -> AuthError:
         """``e`` said plainly when the credentials can read but not write (a read-only identity), else ``e``."""
+        return _read_only(self.blobstore, self.key, self.operation, f"taking the lease of {self.ref}", e)
+
+    def preflight(self) -> str | None:
+        """What ``acquire`` would refuse, found with nothing written (a dry run's check): AuthError when the
+        credentials cannot write the lease (BlobStore.check_writable), LockHeldError naming the holder when
+        another live process that is not a gc holds it. Returns a note when a gc holds it (``acquire``
+        would wait up to ``wait_for_gc`` for it), else None."""
+        check_can_write(self.blobstore, self.key, self.operation, f"taking the lease of {self.ref}")
         try:
-            self.blobstore.read_at(self.key)
+            data, _ = self.blobstore.read_at(self.key)
         except BlobNotFoundError:
-            pass
-        except StatectlError:
-            return e  # they cannot read either: wrong or missing credentials, which ``e`` says
-        return AuthError(f"the credentials can read {self.blobstore.url} but not write to it: a {self.operation} "
-                         f"needs write access (taking the lease of {self.ref}: {e})",
-                         hint="restore, diff and snapshots work with read-only credentials; "
-                              f"run the {self.operation} with credentials that can write")
+            return None
+        rec = _record(data)
+        if not _live(rec):
+            return None
+        if rec.fields.get("operation") != "gc" or not self.wait_for_gc:
+            raise self._held_error(rec.fields, 0.0)
+        return (f"a gc of {self.ref} holds its lease now (pid {rec.fields.get('pid')} on {rec.fields.get('host')}): "
+                f"the {self.operation} would wait up to {self.wait_for_gc:.0f}s for it")
 
     def _held_error(self, holder: dict, waited: float) -> LockHeldError:
         after = f"; waited {waited:.0f}s for it" if waited else ""
@@ -273,6 +282,29 @@ def _inspect(key: str, data: bytes, etag: str, slack: float = 0.0) -> tuple[Leas
                      local_alive=not rec.problem and here and pid is not None and not _dead_here(holder),
                      started_s=_started(holder), etag=etag)
     return info, rec.problem
+
+def check_can_write(blobstore: BlobStore, key: str, operation: str, doing: str) -> None:
+    """Raise the AuthError ``operation`` would meet writing ``key`` (said plainly for credentials that can
+    read but not write), or what else BlobStore.check_writable raises; write nothing. ``doing``: what that
+    write is, for the message."""
+    try:
+        blobstore.check_writable(key)
+    except AuthError as e:
+        raise _read_only(blobstore, key, operation, doing, e) from e
+
+
+def _read_only(blobstore: BlobStore, key: str, operation: str, doing: str, e: AuthError) -> AuthError:
+    try:
+        blobstore.read_at(key)
+    except BlobNotFoundError:
+        pass
+    except StatectlError:
+        return e  # they cannot read either: wrong or missing credentials, which ``e`` says
+    return AuthError(f"the credentials can read {blobstore.url} but not write to it: a {operation} needs write "
+                     f"access ({doing}: {e})",
+                     hint="restore, diff and snapshots work with read-only credentials; "
+                          f"run the {operation} with credentials that can write")
+
 
 def _info(key: str, data: bytes, etag: str, slack: float = 0.0) -> LeaseInfo:
     return _inspect(key, data, etag, slack)[0]

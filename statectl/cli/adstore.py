@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset, as Samza's side-input stores.",
                   no_args_is_help=True, rich_markup_mode=None)
 
-WHERE = ("kafka", "job", "job_id", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
+WHERE = ("kafka", "zookeeper", "job", "job_id", "task", "store", "state_dir", "store_dir", "blobstore", "s3_endpoint")
 
 
 def _seconds(value: str | None, flag: str) -> float | None:
@@ -241,7 +241,7 @@ def load(
                                 follow=follow, max_age_s=_seconds(max_age, "--max-age"),
                                 security=env.session.kafka_security, timeout_s=s.timeout, topics=topics[1:],
                                 key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id,
-                                tasks=_task_list(tasks))
+                                tasks=_task_list(tasks), zookeeper=_zookeeper(env))
         if dry_run:
             from statectl.engine.adstore_topic import plan_topic_load
 
@@ -377,18 +377,20 @@ def _store(env: Env) -> Path:
     "(TaskSideInputStorageManager): keep; delete-stale (that file at least one day old, Samza's fixed "
     "STORE_DELETE_RETENTION_MS); delete-mismatched (no offsets, or not exactly the task's side-input SSPs); "
     "create (no dir yet). The task's side-input SSPs come from the job's config and job model with --kafka and "
-    "--job (the job's tasks, GroupByPartition), else from what adstore load recorded in the store.\n\n"
+    "--job (the job's tasks, GroupByPartition; with --zookeeper, the SSPs a standalone job's model in ZooKeeper "
+    "gives each task), else from what adstore load recorded in the store.\n\n"
     "With --job, the job's checkpoint topic too: a container that reads no checkpoint for any of its active tasks "
     "(of the versions task.checkpoint.read.versions names, 1 by default) deletes the whole state dir at start "
-    "(ContainerStorageManager), so does a container of standby tasks only, and one without "
-    "task.checkpoint.factory: delete-no-checkpoint for the stores of its tasks, and of the tasks of a container "
-    "that last ran on the same host. adstore seal-checkpoint gives a job that has not started its first "
-    "checkpoints.\n\n"
+    "(ContainerStorageManager), so does a container of standby tasks only, one without task.checkpoint.factory, "
+    "and every container of a new run of a BATCH application (a new app.run.id: a new, empty checkpoint topic): "
+    "delete-no-checkpoint for the stores of its tasks, and of the tasks of a container that last ran on the same "
+    "host. The containers are the job model's (--zookeeper: a standalone job's processors). adstore "
+    "seal-checkpoint gives a job that has not started its first checkpoints.\n\n"
     "Example:\n\n  statectl adstore status --state-dir /var/samza/state --store members --kafka broker:9092 "
     "--job page-views\n\n"
-    + exit_codes_epilog(0, 2, (10, "no such store dir, store or coordinator stream"),
+    + exit_codes_epilog(0, 2, (10, "no such store dir, store, coordinator stream or job model in ZooKeeper"),
                         (14, "the job's next start deletes some store"))))
-@state_command("kafka", "job", "job_id", "store", "state_dir", "store_dir")
+@state_command("kafka", "zookeeper", "job", "job_id", "store", "state_dir", "store_dir")
 def status_cmd(env: Env) -> None:
     """What Samza's next start does with each side-input store: keep, or delete (stale, mismatched, no checkpoint)."""
     from statectl.engine.adstore_status import StatusOptions, status
@@ -397,7 +399,7 @@ def status_cmd(env: Env) -> None:
     r = status(StatusOptions(store=s.store, state_dir=Path(s.state_dir) if s.state_dir else None,
                              store_dir=Path(env.flags.store_dir) if env.flags.store_dir else None,
                              bootstrap=s.kafka if s.job else None, job=s.job, job_id=s.job_id,
-                             security=env.session.kafka_security, timeout_s=s.timeout))
+                             security=env.session.kafka_security, timeout_s=s.timeout, zookeeper=_zookeeper(env)))
     lines = []
     for st in r.stores:
         age = f"{st.age_s / 3600:.1f}h" if st.age_s is not None else "-"
@@ -422,9 +424,11 @@ def status_cmd(env: Env) -> None:
     "The tasks: the job's on its coordinator stream; for a job without one, --tasks (every task of the job: a "
     "container whose tasks all lack a checkpoint still deletes the state dir), else the store dirs' "
     "Partition_N. The checkpoint keys name the job's SSP grouper factory (its config's "
-    "job.systemstreampartition.grouper.factory, else --grouper-factory, else GroupByPartitionFactory). Refused "
+    "job.systemstreampartition.grouper.factory, else --grouper-factory, else the one the job's keys in the topic "
+    "name, else GroupByPartitionFactory). Refused "
     "(exit 14, nothing written) when a checkpoint would not keep the stores: the job has no "
-    "task.checkpoint.factory or keeps checkpoints outside Kafka, it is a BATCH run, or a store is stale or "
+    "task.checkpoint.factory or keeps checkpoints outside Kafka, it is a BATCH application with an app.run.id "
+    "(each run gets a new one and reads a new checkpoint topic named after it), or a store is stale or "
     "mismatched.\n\n"
     "Example:\n\n  statectl adstore load --kafka broker:9092 --topic members-cdc --store members "
     "--state-dir /var/samza/state\n\n  statectl adstore seal-checkpoint --kafka broker:9092 --job page-views "
@@ -461,16 +465,21 @@ def seal_cmd(env: Env, tasks: Annotated[Optional[str], typer.Option(
     env.emit(r, "\n".join(lines))
 
 
-@app.command("versions", epilog="A version's problem (a damaged manifest, not a RocksDB store, its SST files gone) "
-             "shows instead of its source; these checks are cheap (adstore switch reads every entry).\n\n"
+@app.command("versions", epilog="A version's problem (a damaged manifest, not a RocksDB store, its SST files gone, "
+             "entries that do not match its manifest) shows instead of its source. Each version is checked as "
+             "adstore switch checks it: every entry read and their count, key range and checksum compared with "
+             "its manifest (one read of every version, about a million entries a second); --quick makes only "
+             "the cheap checks.\n\n"
              "Example:\n\n  statectl adstore versions --state-dir /var/samza/state --store members "
              "--task 'Partition 3'\n\n" + exit_codes_epilog(0, 2, (10, "no versions")))
 @state_command("task", "store", "state_dir", "store_dir")
-def versions_cmd(env: Env) -> None:
+def versions_cmd(env: Env, quick: Annotated[bool, typer.Option(
+        "--quick", help="Only the cheap checks: the manifest, a RocksDB store with its files; not every entry "
+                        "against the manifest.")] = False) -> None:
     """The sealed versions of a store loaded from files or --dataset-versions, the current one marked."""
     from statectl.engine.adstore_versions import versions
 
-    r = versions(_store(env))
+    r = versions(_store(env), quick=quick)
     lines = [f"{'*' if v.current else ' '} {v.version:>4}  {v.created or '-':20}  {v.keys if v.keys is not None else '-':>10} keys"
              f"  {v.built_with or '-':5}  {v.problem or v.source or ''}" for v in r.versions]
     env.emit(r, "\n".join(lines))
@@ -502,6 +511,12 @@ def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
         return
     r = switch_version(_store(env), version, quick=quick)
     env.emit(r, f"{r.store_dir}: version {r.version} is current (was {r.previous})")
+
+
+def _zookeeper(env: Env) -> str | None:
+    """--zookeeper for a load or status of --job; one from the environment or a profile is left out without
+    --job (it names a job's ZooKeeper), one given as a flag is not (the engine refuses it)."""
+    return env.settings.zookeeper if env.settings.job else env.flags.zookeeper
 
 
 def _task_list(text: str | None) -> tuple[str, ...]:

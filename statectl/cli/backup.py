@@ -19,7 +19,7 @@ EPILOG = (
     "--state-dir /var/samza/state --all   # a new file:// blob store\n\n"
     "  statectl backup --job page-views --store-dir state/counts/Partition_0 "
     "--checkpoint-dir state/counts/Partition_0-1700000000000-123  # the job holds the store\n\n"
-    + exit_codes_epilog(0, 1, (3, "some stores failed (--all, --all-tasks)"),
+    + exit_codes_epilog(0, 1, (3, "--all, --all-tasks: a store failed, was damaged, or its task could not be named"),
                         (10, "no such store dir, or a file:// blob store dir that does not exist without --create"),
                         (11, "store held by a running process"))
 )
@@ -36,7 +36,12 @@ def backup(
 
     One store dir is one task's store: --store with --task (default 'Partition 0') under --state-dir, or
     --store-dir. A note names the store's other task dirs this leaves out; --all-tasks backs up every task
-    of --store, --all every store. Each result names its task and the blob store it went to."""
+    of --store, --all every store. Each result names its task and the blob store it went to.
+
+    --all and --all-tasks never guess a task from its dir name: Samza writes ' ' as '_', so a dir name with
+    '_' is named by the job model or checkpoint topic (--kafka), else by the tasks the blob store already
+    holds snapshots of for the job (an earlier backup with --task). A dir none of them names, and a damaged
+    store (no CURRENT), are listed as failures (exit 3)."""
     from statectl.engine.backup import BackupOptions, backup_all
     from statectl.engine.backup import backup as run_backup
 

@@ -42,6 +42,9 @@ class Flags:
     s3_endpoint: Optional[str] = _flag("--s3-endpoint", help="Endpoint URL of an S3-compatible store.")
     kafka: Optional[str] = _flag("--kafka", help="Kafka bootstrap servers (host:port[,host:port]) of the job: its "
                                                  "checkpoint and coordinator topics, changelogs and inputs.")
+    zookeeper: Optional[str] = _flag("--zookeeper", help="ZooKeeper of a standalone job (host:port[,host:port]"
+                                                         "[/chroot], its zk.connect): its job model (tasks, "
+                                                         "containers, changelog partitions) is read there.")
     job: Optional[str] = _flag("--job", help="Job name.")
     job_id: Optional[str] = _flag("--job-id", help="Job id (default {default}).")
     task: Optional[str] = _flag("--task", help="Task name (default '{default}').")

@@ -93,9 +93,10 @@ def status(env: Env, run_id: RUN_ID = None) -> None:
 @app.command("wait", epilog="Exits 0 once the job has drained, found by either signal: 'cleared' (the job's "
              "coordinator tombstoned the notification, as Samza's YARN coordinator does; then its final "
              "checkpoints must have consumed every intermediate partition to its end), or 'checkpoints' (for "
-             "standalone jobs, which never clear it: every task checkpointed after the notification, covering "
-             "all input written before it, every intermediate partition holding a drain message of the run and "
-             "consumed to its end).\n\n"
+             "standalone jobs, which never clear it: every task checkpointed after the notification, every "
+             "intermediate partition holding a drain message of the run and consumed to its end, every other "
+             "task stopped committing). A drained job stopped fetching its sources: the source records it had "
+             "not read are reported as left behind.\n\n"
              "Example:\n\n  statectl drain wait --kafka broker:9092 --job page-views --timeout 600\n\n"
              + exit_codes_epilog(0, (1, "timed out, or the job stopped with messages still in flight"), 2,
                                  (10, "no notification to wait for")))
@@ -109,6 +110,7 @@ def wait(
 ) -> None:
     """Block until the job has drained: the notification cleared, or its checkpoints showing the drain."""
     from statectl.config import parse_seconds
+    from statectl.engine.drain import left_behind_text
     from statectl.engine.drain import wait as run_wait
 
     seconds = parse_seconds(timeout, "--timeout")
@@ -119,8 +121,9 @@ def wait(
     for note in r.notes:
         env.progress.note(note)
     how = "cleared" if r.signal == "cleared" else "shown drained by the job's checkpoints"
+    left = f", {left_behind_text(r.left_behind)}" if r.left_behind else ""
     env.emit(r, f"drained ({r.signal}): run {r.run_id}, notification {', '.join(r.uuids)} {how}, "
-                f"{len(r.intermediate)} intermediate partitions consumed to their end, {r.waited_s:.1f}s")
+                f"{len(r.intermediate)} intermediate partitions consumed to their end{left}, {r.waited_s:.1f}s")
 
 
 @app.command("cancel", epilog="--bad tombstones the records of the drain namespace Samza cannot read (what status "
@@ -130,7 +133,7 @@ def wait(
              "  statectl drain cancel --kafka broker:9092 --job page-views --bad --all-stale\n"
              "  statectl drain cancel --kafka broker:9092 --job page-views --dry-run\n\n"
              + exit_codes_epilog(0, (1, "the job already acts on it: a drain cannot be undone"), 2,
-                                 (10, "nothing to cancel")))
+                                 (10, "nothing to cancel, or no run id found and none given")))
 @state_command(*JOB)
 def cancel(
     env: Env,
@@ -170,6 +173,8 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 def _status_text(r: DrainStatus) -> str:
+    from statectl.engine.drain import left_behind_text
+
     lines = [f"job {r.job}-{r.job_id}, run {r.run_id or '(none)'}"]
     lines.append("drain monitor: enabled" if r.drain_monitor_enabled else
                  "drain monitor: OFF (job.drain-monitor.enabled is not true: the job ignores drain notifications)")
@@ -187,6 +192,8 @@ def _status_text(r: DrainStatus) -> str:
     if r.job_breaking:
         lines.append("  Samza's DrainMonitor throws on these: the job's containers fail at start; "
                      "remove them with 'statectl drain cancel --bad'")
+    if r.left_behind:
+        lines.append(f"the drain completed with {left_behind_text(r.left_behind)}")
     if r.checkpoint_gaps:
         lines.append("not drained by its checkpoints yet: " + "; ".join(r.checkpoint_gaps[:4])
                      + (f" and {len(r.checkpoint_gaps) - 4} more" if len(r.checkpoint_gaps) > 4 else ""))

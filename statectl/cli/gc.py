@@ -12,7 +12,8 @@ EPILOG = (
     "Examples:\n\n"
     "  statectl gc --blobstore s3://backups/samza --dry-run     # what would go, and why\n\n"
     "  statectl gc --blobstore s3://backups/samza --keep-last 24 --grace 6h -o json\n\n"
-    + exit_codes_epilog(0, (1, "failure (nothing is deleted that a retained snapshot needs)"), 2, 12)
+    + exit_codes_epilog(0, (1, "failure (nothing is deleted that a retained snapshot needs)"), 2,
+                        (12, "credentials that cannot write, --dry-run too"))
 )
 
 

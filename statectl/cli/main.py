@@ -70,12 +70,13 @@ class StatectlGroup(TyperGroup):
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         if ctx.parent is None:
             args = hoist_global_options(list(args))
+        words = list(args)  # click's parser consumes ``args``
         try:
             return super().parse_args(ctx, args)
         except ClickUsageError as e:
             if _shows_help(e):
                 raise
-            raise _usage_exit(e) from None
+            raise _usage_exit(e, ctx, words) from None
 
     def invoke(self, ctx: typer.Context):
         try:
@@ -109,15 +110,19 @@ class StatectlGroup(TyperGroup):
             raise typer.Exit(EXIT_FAILURE) from None
 
 
-def _json_error(ctx: typer.Context, message: str, hint: str | None, code: int) -> None:
+def _json_error(ctx: typer.Context, message: str, hint: str | None, code: int, args: list[str] | None = None) -> None:
     """Under ``--output json``, the error as the command's one JSON document on stdout too (a script that
     parses stdout gets ``{"error": ..., "hint": ..., "exit_code": ...}`` rather than nothing); the
     ``Error:`` line on stderr stays for people. The output setting is the one the command resolved (flag,
-    STATECTL_OUTPUT, profile), or, when the error came before that, the flag or the environment's."""
-    g = ctx.find_root().obj
+    STATECTL_OUTPUT, profile), or, when the error came before that, the flag or the environment's: an
+    unknown command is found before the global options are taken in, so the flag is read from what was
+    parsed of the command line (``args``: the words, when even that failed)."""
+    root = ctx.find_root()
+    g = root.obj
     if getattr(g, "result_written", False):  # the result is the document (diff: different, verify: problems)
         return
-    output = getattr(g, "resolved_output", None) or getattr(g, "output", None) or os.environ.get("STATECTL_OUTPUT")
+    output = (getattr(g, "resolved_output", None) or getattr(g, "output", None) or root.params.get("output")
+              or _output_flag(args or []) or os.environ.get("STATECTL_OUTPUT"))
     if output != "json":
         return
     import json
@@ -127,7 +132,8 @@ def _json_error(ctx: typer.Context, message: str, hint: str | None, code: int) -
     sys.stdout.flush()
 
 
-def _usage_exit(e: typer.TyperException, ctx: typer.Context | None = None) -> typer.Exit:
+def _usage_exit(e: typer.TyperException, ctx: typer.Context | None = None,
+                args: list[str] | None = None) -> typer.Exit:
     """A bad flag or argument, said in the same one-line form as every other error (click would
     print a usage banner first)."""
     _stderr(f"Error: {e.format_message()}")
@@ -136,8 +142,22 @@ def _usage_exit(e: typer.TyperException, ctx: typer.Context | None = None) -> ty
     if hint:
         _stderr(f"Hint: {hint}")
     if ctx is not None:
-        _json_error(ctx, e.format_message(), hint, e.exit_code)
+        _json_error(ctx, e.format_message(), hint, e.exit_code, args)
     return typer.Exit(e.exit_code)
+
+
+def _output_flag(args: list[str]) -> str | None:
+    """The value of the last ``--output``/``-o`` among the options in front of ``args`` (where
+    hoist_global_options put the global ones), or None."""
+    found, i = None, 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        if args[i].startswith("--output="):
+            found = args[i].split("=", 1)[1]
+        elif args[i] in _GLOBAL_WITH_VALUE:
+            found = args[i + 1] if args[i] in ("--output", "-o") and i + 1 < len(args) else found
+            i += 1
+        i += 1
+    return found
 
 
 def _debug(ctx: typer.Context) -> bool:

@@ -160,7 +160,8 @@ def copy(
     to_store: Annotated[Optional[str], typer.Option("--to-store", help="The target's store (default: --store).", show_default=False)] = None,
     to_blobstore: Annotated[Optional[str], typer.Option("--to-blobstore", help="The target's blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side.", show_default=False)] = None,
     to_s3_endpoint: Annotated[Optional[str], typer.Option("--to-s3-endpoint", help="The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host.", show_default=False)] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (no pin, no lease, no blob, no checkpoint); print the plan: the source snapshot, the target and every blob copied, server-side or through this host.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (no pin, no lease, no blob, no checkpoint); print the plan: the source snapshot, the target and every blob copied, server-side or through this host. It fails as the copy would: a missing source blob, credentials that cannot write the target, its lease held.")] = False,
+    file_owner: Annotated[Optional[str], typer.Option("--file-owner", metavar="USER:GROUP", help="The owner and group names every file of the target is recorded with: the target job's user, which Samza's restore compares with its restored files' (default: the source's, file by file).", show_default=False)] = None,
     *,
     env: Env,
 ) -> None:
@@ -179,10 +180,10 @@ def copy(
     target_ref = replace(source_ref, job=to_job or source_ref.job, job_id=to_job_id or source_ref.job_id,
                          task=to_task or source_ref.task, store=to_store or source_ref.store)
     opts = CopyOptions(source=source_ref, target=target_ref, snapshot=snapshot, parallelism=s.parallelism,
-                       ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace)
+                       ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace, file_owner=file_owner)
     target, target_catalog = session.blobstore, session.catalog
     opened = None
-    if (to_blobstore and to_blobstore != s.blobstore) or to_s3_endpoint:
+    if to_blobstore or to_s3_endpoint:  # the engine tells the source store under another name (identity)
         from statectl.blobstore import open_blobstore
         from statectl.catalog.records import BlobCheckpointStore
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import signal
 import sys
 import threading
@@ -32,7 +31,8 @@ CHANGELOG = Annotated[Optional[str], typer.Option(
                         "(systems.<system>.samza.factory).", show_default=False)]
 PARTITION = Annotated[Optional[int], typer.Option(
     "--partition", help="Its changelog partition, overriding the job's mapping (default: the task's set-changelog "
-                        "mapping on the coordinator stream; only without one, N of a task named 'Partition N', with "
+                        "mapping on the coordinator stream, or with --zookeeper the task's changelog partition in "
+                        "the standalone job's model; only without either, N of a task named 'Partition N', with "
                         "a warning).", show_default=False)]
 REPLICA = Annotated[int, typer.Option("--replica", help="Replica number n of the standby task Standby-<task>-<n>.")]
 REPLICA_DIR = Annotated[Optional[Path], typer.Option(
@@ -162,7 +162,7 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
             raise UsageError("standby needs --state-dir (or --replica-dir)")
         replica_dir = standby_dir(Path(s.state_dir), ref.store, ref.task, replica)
     where = resolve_changelog(s.kafka, ref, changelog=changelog, partition=partition,
-                              security=session.kafka_security)
+                              security=session.kafka_security, zookeeper=s.zookeeper)
     for note in where.notes:
         env.progress.note(note)
     return Replica(ref, where.topic, where.partition, Path(replica_dir).absolute(), system=where.system)
@@ -191,9 +191,9 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     "Example:\n\n  statectl standby follow --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state --metrics-port 9464\n\n"
     + exit_codes_epilog(0, 1, (2, "usage, or the --metrics-port cannot be listened on"),
-                        (10, "no such changelog topic or partition"),
+                        (10, "no such changelog topic or partition, or no job model in ZooKeeper"),
                         (11, "another follower holds the replica, or a process holds its store"), 130)))
-@state_command(*WHERE, "blobstore", "s3_endpoint")
+@state_command(*WHERE, "zookeeper", "blobstore", "s3_endpoint")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
            replica_dir: REPLICA_DIR = None, container: CONTAINER = None, layout: LAYOUT = "standby-root",
            to_checkpoint: Annotated[bool, typer.Option(
@@ -243,14 +243,53 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
     rep, legacy = _layout(env, rep, layout, replica, replica_dir)
     seed = seeder(rep)
 
+    settings = _follower_settings(env, changelog=f"{rep.system}.{rep.changelog}", partition=rep.partition,
+                                  replica=replica, replica_dir=replica_dir, layout=layout, to_checkpoint=to_checkpoint,
+                                  metrics_port=metrics_port, metrics_addr=metrics_addr)
     metrics = _serve_metrics(env, [rep], metrics_port, metrics_addr)
     r, interrupted = _following(env, metrics, lambda stop, on_status: run_follow(
         rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop, on_status=on_status,
-        progress=env.progress, argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
+        progress=env.progress, settings=settings,
         state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None,
         legacy_dir=legacy, active_path=layout == "active-path", to_checkpoint=to_checkpoint))
     _followed(env, r, f"stopped following {r.replica_dir}: applied {r.records_applied} records, now at changelog "
                       f"offset {r.applied_offset}", interrupted)
+
+
+def _follower_settings(env: Env, *, container: str | None = None, changelog: str | None = None,
+                       partition: int | None = None, replica: int = 0, replica_dir: Path | None = None,
+                       layout: str = "standby-root", to_checkpoint: bool = False, pre_restore: bool = False,
+                       metrics_port: int | None = None, metrics_addr: str | None = None) -> Any:
+    """What this follower runs with, for its status file (engine.follower.FollowerSettings): the effective
+    settings, wherever each came from (flags, STATECTL_*, a profile), and its options; never a secret (a
+    URL's password is left out: the restarted follower reads secrets from its config file or environment)."""
+    from statectl.config import KEYS
+    from statectl.engine.follower import ENV_SETTINGS, FollowerSettings
+
+    s = env.settings
+    others = {name: str(KEYS[name].show(getattr(s, name))) for name in ENV_SETTINGS
+              if getattr(s, name) is not None and s.source(name) != "default"}
+    return FollowerSettings(
+        s.kafka, s.job, s.job_id, state_dir=str(Path(s.state_dir).absolute()) if s.state_dir else None,
+        zookeeper=s.zookeeper,
+        task=None if container is not None else s.task,
+        store=getattr(env.flags, "store", None) if container is not None else s.store, container=container,
+        changelog=changelog, partition=partition, replica=replica,
+        replica_dir=str(Path(replica_dir).absolute()) if replica_dir is not None else None, layout=layout,
+        to_checkpoint=to_checkpoint, pre_restore=pre_restore, blobstore=_without_password(s.blobstore),
+        s3_endpoint=_without_password(s.s3_endpoint), metrics_port=metrics_port,
+        metrics_addr=metrics_addr if metrics_port is not None else None,
+        config_file=str(Path(s.config_file).absolute()) if s.config_file else None,
+        profile=s.profile if s.config_file and s.profile != "default" else None, settings=others)
+
+
+def _without_password(url: str | None) -> str | None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url) if url else None
+    if parts is None or parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{parts.netloc.rsplit('@', 1)[1]}"))
 
 
 def _followed(env: Env, result: Any, text: str, interrupted: list[int]) -> None:
@@ -288,7 +327,7 @@ def _container(env: Env, container: str, replica: int, *, one_store: bool = Fals
         raise UsageError("a container moves whole: --store excludes --container here",
                          hint="leave --store out (every store of the container is promoted)")
     sc = resolve_container(s.kafka, s.job, s.job_id, container, replica=replica, stores=[store] if store else None,
-                           mode=mode,
+                           mode=mode, zookeeper=s.zookeeper,
                            state_dir=Path(s.state_dir), security=env.session.kafka_security)
     for note in sc.notes:
         env.progress.note(note)
@@ -317,8 +356,10 @@ def _follow_container(env: Env, container: str, replica: int, layout: str, to_ch
     s = env.settings
     r, interrupted = _following(env, metrics, lambda stop, on_status: follow_container(
         sc, s.kafka, security=env.session.kafka_security, seed_of=seeder, stop=stop, on_status=on_status,
-        progress=env.progress, argv=[sys.executable, "-m", "statectl", *sys.argv[1:]], cwd=os.getcwd(),
-        state_dir=Path(s.state_dir).absolute(), legacy_dirs=legacy, active_path=layout == "active-path",
+        progress=env.progress, state_dir=Path(s.state_dir).absolute(), legacy_dirs=legacy,
+        settings=_follower_settings(env, container=container, replica=replica, layout=layout,
+                                    to_checkpoint=to_checkpoint, pre_restore=pre_restore, metrics_port=metrics_port,
+                                    metrics_addr=metrics_addr), active_path=layout == "active-path",
         to_checkpoint=to_checkpoint, pre_restore=pre_restore,
         blobstore=env.session.blobstore if pre_restore else None,
         catalog=env.session.catalog if pre_restore else None))
@@ -411,9 +452,15 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
     "--pre-restore' follower and checks its <active dir>-<checkpoint id> is the latest checkpoint's and identical to "
     "its snapshot (Samza's rule), bringing it there incrementally within --timeout when it is behind; the next start "
     "renames it into the store dir; without a pre-restored dir, exit 14. clean.on.container.start, or "
-    "transactional restore without a checkpointed changelog offset: exit 14. Without the job's coordinator stream: "
-    "as non-transactional, with a note that the restore mode could not be checked. JSON's restore_mode says which "
-    "applied. --active-dir must not exist, be empty, or be a RocksDB store (not another store's dir in the state "
+    "transactional restore without a checkpointed changelog offset: exit 14. Without the job's config (no "
+    "coordinator stream, or no config on it) nothing says the start keeps the dir: exit 14, unless "
+    "--non-transactional-restore says the job restores the store non-transactionally (restore_mode unchecked). "
+    "JSON's restore_mode says which applied. A replica whose changelog was deleted and recreated since its follower "
+    "recorded the topic id is refused (exit 1, nothing changed): 'standby follow' re-seeds it. One promote (or "
+    "failover) of a replica at a time: another exits 11 naming it, and stops nothing. A promote that fails after "
+    "stopping the follower starts it again from the settings it recorded (never a command line from a file), "
+    "and its error says whether it came back, or the command that starts it. --active-dir must not exist, be "
+    "empty, or be a RocksDB store (not another store's dir in the state "
     "dir, nor a versioned adstore): else exit 2, before the follower is fenced. Without --replica-dir it takes the "
     "task's replica wherever it is: in the standby root, in the active store dir (--layout active-path: caught up "
     "there, nothing moved under non-transactional restore), or where an older statectl kept it "
@@ -429,10 +476,13 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
     "  statectl standby promote --kafka broker:9092 --job page-views --task 'Partition 0' --store counts "
     "--state-dir /var/samza/state --dry-run\n\n"
     + exit_codes_epilog(0, (1, "could not catch up within --timeout (the replica and follower are as they were), "
-                               "or the disk is full"),
-                        2, (10, "no replica"), (11, "the active store is held by a running process"),
-                        (14, "refused: the job's next start would delete the promoted dir (nothing changed)"))))
-@state_command(*WHERE, "blobstore", "s3_endpoint")
+                               "the changelog was recreated since the replica was followed, or the disk is full"),
+                        2, (10, "no replica"),
+                        (11, "the active store is held by a running process, another promote of the replica runs, or "
+                             "its follower runs where this host cannot stop it"),
+                        (14, "refused: the job's next start would delete the promoted dir, or its restore mode is "
+                             "not known (nothing changed)"))))
+@state_command(*WHERE, "zookeeper", "blobstore", "s3_endpoint")
 @_counting_failovers
 def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
             replica_dir: REPLICA_DIR = None, container: CONTAINER = None,
@@ -444,7 +494,15 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
             metrics_file: _metrics_file("the failover counters of the promotes run on this host") = None,
             dry_run: Annotated[bool, typer.Option("--dry-run", help="Make the checks and print the plan: the "
                                                   "follower stopped, the offsets caught up to, where the replica goes "
-                                                  "and the container placement written; change nothing.")] = False,
+                                                  "and the container placement written; change nothing. Exits as "
+                                                  "the promote would.")] = False,
+            non_transactional_restore: Annotated[bool, typer.Option(
+                "--non-transactional-restore", help="The job restores the store non-transactionally "
+                                                    "(task.transactional.state.restore.enabled=false, standby tasks or "
+                                                    "async commit): needed only when its config cannot be read (no "
+                                                    "coordinator stream, or no config on it), where promote otherwise "
+                                                    "refuses (exit 14); with a config that says another restore, exit "
+                                                    "2.")] = False,
             ) -> None:
     """Make a replica what the job's next start restores from: fence its follower, catch up, move it in; then
     point the task's container at this host on the job's coordinator stream (its placement), unless that
@@ -454,16 +512,24 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     from statectl.engine.standby import promote as run_promote
     from statectl.local.layout import store_dir
 
+    seconds = parse_seconds(timeout, "--timeout")  # dry run or not: a bad value is the same usage error
     if container is not None:
         _no_single_task_flags(env, "promote", changelog, partition, replica_dir)
         if active_dir is not None:
             raise UsageError("promote --container puts each store in its task's store dir: --active-dir excludes it")
+        if non_transactional_restore:
+            raise UsageError("--non-transactional-restore excludes --container: a container's promote reads each "
+                             "store's restore from the job's config")
         return _run_failover(env, container, replica, None, dry_run, timeout, to_checkpoint,
                              _metrics_path(metrics_file), locality=False)
-    if not dry_run and _promote_pre_restored(env, timeout, replica_dir, active_dir, changelog, partition, replica):
-        return
-    if dry_run and _restores_from_blob_store(env, replica_dir, active_dir, changelog, partition, replica):
+    if _restores_from_blob_store(env, replica_dir, active_dir, changelog, partition, replica):
         from statectl.engine.prerestore import plan_promote_pre_restored
+
+        if non_transactional_restore:
+            raise UsageError("--non-transactional-restore: the job's config restores the store from the blob store",
+                             hint="leave --non-transactional-restore out: the job's config decides")
+        if not dry_run:
+            return _promote_pre_restored(env, seconds)
 
         session = env.session
         p = plan_promote_pre_restored(session.ref(), Path(env.settings.state_dir).absolute(), env.settings.kafka,
@@ -487,15 +553,17 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     security = env.session.kafka_security
     if dry_run:
         p = plan_promote(rep, Path(active_dir).absolute(), s.kafka, security=security, to_checkpoint=to_checkpoint,
-                         state_dir=Path(s.state_dir) if s.state_dir else None)
+                         state_dir=Path(s.state_dir) if s.state_dir else None,
+                         assume_non_transactional=non_transactional_restore)
         for note in p.notes:
             env.progress.note(note)
         env.emit(p, _promote_plan_text(p))
         return
-    r = run_promote(rep, Path(active_dir).absolute(), s.kafka, security=security,
-                    timeout_s=parse_seconds(timeout, "--timeout"), to_checkpoint=to_checkpoint,
+    r = run_promote(rep, Path(active_dir).absolute(), s.kafka, security=security, timeout_s=seconds,
+                    to_checkpoint=to_checkpoint,
                     on_locality=lambda: update_locality(s.kafka, rep.ref, security=security), progress=env.progress,
-                    state_dir=Path(s.state_dir) if s.state_dir else None)
+                    state_dir=Path(s.state_dir) if s.state_dir else None,
+                    assume_non_transactional=non_transactional_restore)
     for note in r.notes:
         env.progress.note(note)
     env.emit(r, f"promoted {rep.replica_dir} to {r.promoted_dir} at changelog offset {r.caught_up_offset} "
@@ -553,16 +621,21 @@ def _restores_from_blob_store(env: Env, replica_dir: Path | None, active_dir: Pa
     "pre-restore (follow --container <id> --pre-restore, with --blobstore): none kept here is exit 14, before "
     "anything is written. Each step is journaled in <state-dir>/.statectl-standby/failover/: a failover "
     "interrupted at any step is finished by running the same command again; steps done before say "
-    "done-earlier. --dry-run checks the same and shows each step and the messages it would write, changing "
-    "nothing. --metrics-file counts each store's promote in statectl_standby_failovers_total.\n\n"
+    "done-earlier. Another promote or failover of one of its replicas at the same time exits 11 naming it, "
+    "stopping nothing; a changelog deleted and recreated since a replica's follower recorded its topic id is exit 1, "
+    "before anything is written. --dry-run makes the same checks, the standby host's too, exits as the failover "
+    "would, and shows each step and the messages it would write, changing nothing. --metrics-file counts each "
+    "store's promote in statectl_standby_failovers_total.\n\n"
     "Example:\n\n  statectl standby failover --kafka broker:9092 --job page-views --container 0 "
     "--state-dir /var/samza/state --dry-run\n\n"
     + exit_codes_epilog(0, (1, "a store could not be caught up within --timeout, or the disk is full (the stores "
-                               "promoted stay promoted: run again to finish)"),
+                               "promoted stay promoted: run again to finish); a changelog recreated since its replica "
+                               "was followed (nothing written)"),
                         (2, "usage, or this host is not the standby container's host"),
                         (10, "no coordinator stream, no such container, no replica here, or no locality mapping of "
                              "the standby container (pass --host)"),
-                        (11, "a process holds a task's active state"),
+                        (11, "a process holds a task's active state, another promote or failover of a replica runs, "
+                             "or a follower runs where this host cannot stop it"),
                         (14, "refused: the job's next start would delete a promoted dir (nothing changed)"))))
 @state_command("kafka", "job", "job_id", "state_dir", "blobstore", "s3_endpoint")
 def failover(env: Env,
@@ -725,24 +798,19 @@ def _follow_pre_restored(env: Env, to_checkpoint: bool, layout: str, replica_dir
     metrics = _serve_metrics(env, [prerestore_replica(state, ref)], metrics_port, metrics_addr)
     r, interrupted = _following(env, metrics, lambda stop, on_status: follow_pre_restored(
         ref, state, s.kafka, session.blobstore, session.catalog, security=session.kafka_security, stop=stop,
-        on_status=on_status, progress=env.progress, argv=[sys.executable, "-m", "statectl", *sys.argv[1:]],
-        cwd=os.getcwd()))
+        on_status=on_status, progress=env.progress,
+        settings=_follower_settings(env, pre_restore=True, metrics_port=metrics_port, metrics_addr=metrics_addr)))
     _followed(env, r, f"stopped pre-restoring: {r.replica_dir or 'no snapshot pre-restored'} ({r.records_applied} "
                       "files downloaded)", interrupted)
 
 
-def _promote_pre_restored(env: Env, timeout: str, replica_dir: Path | None, active_dir: Path | None,
-                          changelog: str | None, partition: int | None, replica: int) -> bool:
-    """promote of a store the job restores from the blob store (engine.prerestore): done, and True; False for
-    any other store, and for flags the changelog promote refuses before asking a broker (it goes on as before)."""
+def _promote_pre_restored(env: Env, seconds: float) -> None:
+    """promote of a store the job restores from the blob store (engine.prerestore; _restores_from_blob_store
+    says which)."""
     s, session = env.settings, env.session
-    from statectl.config import parse_seconds
     from statectl.engine.prerestore import promote_pre_restored
     from statectl.engine.standby import update_locality
 
-    seconds = parse_seconds(timeout, "--timeout") if s.kafka and s.state_dir else 0.0
-    if not _restores_from_blob_store(env, replica_dir, active_dir, changelog, partition, replica):
-        return False
     ref = session.ref()
     security = session.kafka_security
     r = promote_pre_restored(ref, Path(s.state_dir).absolute(), s.kafka, session.blobstore, session.catalog,
@@ -752,4 +820,3 @@ def _promote_pre_restored(env: Env, timeout: str, replica_dir: Path | None, acti
         env.progress.note(note)
     env.emit(r, f"promoted the pre-restored {r.promoted_dir} (checkpoint {r.checkpoint_id}, blob-store restore: the "
                 f"job's next start renames it into the store dir) in {r.duration_s:.2f}s")
-    return True

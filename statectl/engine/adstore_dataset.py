@@ -61,7 +61,7 @@ from statectl.engine.adstore_common import AdstoreExtractError, _check_spec
 from statectl.errors import DiskFullError, NotFoundError, StatectlError, UsageError, is_disk_full
 from statectl.formats.adstore import MANIFEST, AdRecord, ExtractError, KeyValueSpec, VersionManifest
 from statectl.formats.checkpoint import SSP
-from statectl.fsutil import write_atomic
+from statectl.fsutil import chown_tree, make_dirs, owner_of, write_atomic
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.progress import NullProgress, ProgressReporter
@@ -304,7 +304,8 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
     the records there now are read to the end offsets taken at start (``follow`` reads no further) and
     counted, the markers judged as the load judges them, and the result lists the versions the load would
     seal (their numbers, previous and pruned versions; ``keys`` and ``checksum`` None) and the markers it
-    would refuse. It raises what the load raises, but LockHeldError and DiskFullError."""
+    would refuse. It raises what the load raises (LockHeldError too: another loader of a store runs), but
+    DiskFullError."""
     opts.validate()
     if opts.dry_run and opts.follow:
         from dataclasses import replace
@@ -338,7 +339,9 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
             if os.path.lexists(path) and not path.is_symlink():
                 raise UsageError(f"{path} is not a versioned adstore")
         for path, _ in layout:
-            if not opts.dry_run:
+            if opts.dry_run:
+                _loader_lock(path).check_free()  # as the load would refuse, taking nothing
+            else:
                 stack.enter_context(_loader_lock(path))
         extract = opts.spec.record_extractor() if (opts.spec.extractor or opts.spec.key_field
                                                    or opts.spec.value_field) else None
@@ -349,8 +352,8 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
             _run(stores, opts, extract, stop, progress, result)
         except ExtractError as e:
             raise UsageError(str(e)) from None
-        except OSError as e:
-            if is_disk_full(e):
+        except Exception as e:  # RocksDB's own "IO error: No space left on device" is no OSError
+            if is_disk_full(e) and not isinstance(e, DiskFullError):
                 raise DiskFullError(f"no space left on device loading {opts.topic} into {layout[0][0].parent}; the "
                                     "version being built is dropped, the current one is untouched",
                                     hint=f"free some space in {layout[0][0].parent}") from e
@@ -448,8 +451,10 @@ def _read_cursor(store: Path, opts: DatasetLoadOptions) -> _Cursor:
 
 def _write_cursor(store: Path, cursor: _Cursor) -> None:
     path = cursor_path(store)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    owner = owner_of(store.parent)  # run as root: the job's user's, as local.versions makes the versions dir
+    make_dirs(path.parent, owner)
     write_atomic(path, cursor.to_json())
+    chown_tree(path, owner)
 
 
 def _resume(path: Path, ps: list[int], opts: DatasetLoadOptions, consumer: Any,

@@ -140,13 +140,16 @@ def plan_file_load(opts: FileLoadOptions, *, spark: SparkOptions | None = None) 
     dir; builds a killed load left are not removed, and their numbers not counted). Without ``spark`` the
     dataset is read once, as the load reads it: each row's key extracted and routed to its store, so a row
     without its key, a malformed or changing file and an empty dataset fail the plan as they fail the load.
-    Raises what ``load_file`` raises before it builds, but LockHeldError."""
+    Raises what ``load_file`` raises before it builds (LockHeldError too: another load or switch runs on a
+    store; no lock is taken)."""
     opts.validate()
     from statectl.local.datasets import iter_rows, open_dataset
-    from statectl.local.versions import current_version, next_number, prunable
+    from statectl.local.versions import StoreLock, current_version, next_number, prunable
 
     ds = open_dataset(Path(opts.path), opts.fmt)
     dirs = _file_targets(opts)
+    for d in dirs:
+        StoreLock(d).check_free()
     number = max(next_number(d, live_builds_only=True) for d in dirs)
     rows: list[int] | None = None
     if spark is None:
@@ -217,16 +220,16 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
     dirs = _file_targets(opts)
     for note in _key_notes(ds, opts):
         progress.note(note)
-    with ExitStack() as locks:
-        for d in dirs:
-            locks.enter_context(StoreLock(d))
-        try:
+    try:
+        with ExitStack() as locks:
+            for d in dirs:
+                locks.enter_context(StoreLock(d))
             result = _load_file_locked(opts, ds, dirs, progress, spark, locks)
-        except (OSError, StatectlError) as e:
-            if not isinstance(e, DiskFullError) and is_disk_full(e):
-                raise DiskFullError(f"no space left on device loading {ds.path} into {dirs[0].parent}; no new "
-                                    "version was made", hint=f"free some space in {dirs[0].parent}") from e
-            raise
+    except Exception as e:  # RocksDB's own "IO error: No space left on device" is no OSError
+        if not isinstance(e, DiskFullError) and is_disk_full(e):
+            raise DiskFullError(f"no space left on device loading {ds.path} into {dirs[0].parent}; no new "
+                                "version was made", hint=f"free some space in {dirs[0].parent}") from e
+        raise
     result.duration_s = round(time.monotonic() - began, 3)
     result.notes = list(getattr(progress, "notes", []))
     return result

@@ -10,8 +10,12 @@ and job model on its coordinator stream, as Samza's SideInputsManager would fill
 - A Java processor (``stores.<s>.side.inputs.processor.factory`` / ``.serialized.instance``, the seed's
   ``adstore.key.value.extractor.factory``) cannot run here: ConfigError naming the key unless the flags say
   what it does (``--extractor``, ``--key-field``, ``--value-field``).
-- Which task dir holds which partitions: the job's active tasks and GroupByPartition
-  (engine.adstore_status.job_side_input_ssps). ``--partitions`` or ``--broadcast`` override.
+- Which task dir holds which partitions: the job's active tasks and GroupByPartition, or the SSPs a
+  standalone job's model in ZooKeeper gives each task (``--zookeeper``; engine.adstore_status
+  .job_side_input_ssps). ``--partitions`` or ``--broadcast`` override.
+- Where: the side inputs are read on the brokers the job's config gives their system
+  (``systems.<system>.consumer.bootstrap.servers``, with that system's consumer security: kafka.systems),
+  which may be another cluster than the job's coordinator stream (``--kafka``).
 - Whether the job's next start deletes the whole state dir, the loaded stores with it (no checkpoint for the
   container's active tasks: engine.adstore_status.checkpoint_wipes): a note after the load.
 """
@@ -27,15 +31,17 @@ from statectl.progress import ProgressReporter
 
 def from_job(opts: Any, progress: ProgressReporter) -> Any:
     """``opts`` (engine.adstore_topic.TopicLoadOptions with ``job`` set) completed from the job (see the module
-    doc); ``job`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no tasks, a side input that
-    does not exist), ConfigError (exit 2, naming the key: a processor statectl cannot run, a serde it does
-    not know, side inputs on several systems, a grouper it cannot map)."""
+    doc); ``job`` and ``zookeeper`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no model in
+    ZooKeeper, no tasks, a side input that does not exist), ConfigError (exit 2, naming the key: a processor
+    statectl cannot run, a serde it does not know, side inputs on several systems, a grouper it cannot map)."""
     from statectl.engine.adstore_status import checkpoint_wipes, job_side_input_ssps, job_tasks, read_job_model
     from statectl.formats.sideinputs import processor_keys, side_inputs, side_inputs_key, store_serdes
+    from statectl.kafka.systems import system_brokers
 
-    model = read_job_model(opts.bootstrap, opts.job, opts.job_id, security=opts.security, timeout_s=opts.timeout_s)
+    model = read_job_model(opts.bootstrap, opts.job, opts.job_id, security=opts.security, timeout_s=opts.timeout_s,
+                           zookeeper=opts.zookeeper)
     config = model.config
-    changes: dict[str, Any] = {"job": None}
+    changes: dict[str, Any] = {"job": None, "zookeeper": None}
     spec = opts.spec
     custom = bool(spec.extractor or spec.key_field or spec.value_field)
     keys = processor_keys(config, opts.store)
@@ -63,12 +69,18 @@ def from_job(opts: Any, progress: ProgressReporter) -> Any:
         changes["topic"] = streams[0].stream
         changes["topics"] = tuple(ss.stream for ss in streams)
         changes["system"] = systems[0]
+        brokers = system_brokers(config, systems[0], opts.bootstrap, opts.security)
+        if brokers.elsewhere:
+            progress.note(f"reading the side inputs of store {opts.store} on {brokers.bootstrap}, the brokers of "
+                          f"system {systems[0]} ({brokers.key} in the config of job {opts.job}-{opts.job_id})")
+            changes.update(bootstrap=brokers.bootstrap, security=brokers.security)
     if opts.partitions is None and not opts.broadcast and opts.state_dir is not None:
         topics = changes.get("topics") or opts.all_topics
         config_streams = {ss.stream for ss in streams}
         if not from_flags or set(topics) <= config_streams:
             mapping = job_side_input_ssps(opts.bootstrap, opts.job, opts.job_id, opts.store, security=opts.security,
-                                          timeout_s=opts.timeout_s, config=config, tasks=job_tasks(model))
+                                          timeout_s=opts.timeout_s, config=config, tasks=job_tasks(model),
+                                          task_ssps=model.task_ssps)
             task_ssps = []
             for task, ssps in mapping.items():
                 parts = tuple(sorted((s.stream, s.partition) for s in ssps if s.stream in topics))

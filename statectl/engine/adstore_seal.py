@@ -11,12 +11,14 @@ The checkpoint written is empty: a v1 and a v2 record per task (KafkaCheckpointM
 task.checkpoint.read.versions, 1 by default), no input offsets (OffsetManager starts the inputs where it starts
 them without a checkpoint), no state markers (the restore managers do what they do for a new store), keyed with
 the job's SSP grouper factory (KafkaCheckpointManager fails the start on another one). A task with any record
-in the topic is never written to (catalog.kafka_log.KafkaCheckpointLog.write_first).
+in the topic is never written to (catalog.kafka_log.KafkaCheckpointLog.write_first). The topic and the grouper
+are the checkpoint log's, from the job's config on its coordinator stream (read once, here, with the model).
 
 The tasks: the job's active tasks on its coordinator stream; for a job that never started (no tasks there),
-``tasks`` or the store dirs' ``Partition_N``. Refused (DiscardedError, exit 14, nothing written) when the job's
-start would not keep the stores anyway: no task.checkpoint.factory, checkpoints outside Kafka, a BATCH run,
-or a store the start deletes as stale or mismatched.
+``tasks`` or the store dirs' ``Partition_N``. Refused (DiscardedError, exit 14,
+nothing written) when the job's start would not keep the stores anyway: no task.checkpoint.factory,
+checkpoints outside Kafka, a BATCH application with a run id (every run reads a new checkpoint topic:
+engine.adstore_status.new_run_topic), or a store the start deletes as stale or mismatched.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from statectl.engine.adstore_status import (
     StatusOptions,
     StoreStatus,
     job_tasks,
+    new_run_topic,
     status,
 )
 from statectl.errors import DiscardedError, UsageError
-from statectl.formats.sideinputs import GROUP_BY_PARTITION, GROUPER
+from statectl.formats.sideinputs import GROUPER
+from statectl.local.layout import check_name
 
 KAFKA_FACTORY_HINT = f"set {CHECKPOINT_FACTORY}={KAFKA_CHECKPOINT_FACTORY} in the job's config"
 
@@ -64,6 +68,9 @@ class SealOptions:
             raise UsageError("adstore seal-checkpoint needs --kafka and --job (the job's checkpoint topic)")
         if not (self.store and self.state_dir):
             raise UsageError("adstore seal-checkpoint needs --store and --state-dir (the stores it is to keep)")
+        check_name("store", self.store)
+        for task in self.tasks:
+            check_name("task", task)
 
 
 @dataclass
@@ -100,14 +107,14 @@ def seal_checkpoint(opts: SealOptions) -> SealResult:
     status_opts = StatusOptions(store=opts.store, state_dir=opts.state_dir, bootstrap=opts.bootstrap if with_job
                                 else None, job=opts.job if with_job else None, job_id=opts.job_id,
                                 security=opts.security, timeout_s=opts.timeout_s)
-    if config is not None:
-        _check_config(config, opts)
-    before = status(status_opts)
-    _check_stores(before.stores)
-    tasks, tasks_from = _tasks(opts, model, before.stores)
-    grouper = _grouper(opts, config)
     with KafkaCheckpointLog(opts.bootstrap, opts.job, opts.job_id, timeout_s=opts.timeout_s,
-                            security=opts.security) as log:
+                            security=opts.security, config=config or {}) as log:
+        if config is not None:
+            _check_config(config, opts, log.topic)
+        before = status(status_opts)
+        _check_stores(before.stores)
+        tasks, tasks_from = _tasks(opts, model, before.stores)
+        grouper = _grouper(opts, config, log)
         result = SealResult(opts.job, opts.job_id, log.topic, grouper, tasks_from, dry_run=opts.dry_run)
         if opts.dry_run:
             known = log.task_key_types() or {}
@@ -138,7 +145,7 @@ def _job_model(opts: SealOptions) -> Any:
         return cs.job_model() if cs.refresh() else None
 
 
-def _check_config(config: dict[str, str], opts: SealOptions) -> None:
+def _check_config(config: dict[str, str], opts: SealOptions, topic: str) -> None:
     """DiscardedError unless the job's start reads checkpoints from the Kafka topic this writes to."""
     factory = (config.get(CHECKPOINT_FACTORY) or "").strip()
     job = f"job {opts.job}-{opts.job_id}"
@@ -150,10 +157,10 @@ def _check_config(config: dict[str, str], opts: SealOptions) -> None:
         raise DiscardedError(f"{job} keeps its checkpoints with {CHECKPOINT_FACTORY}={factory}, not in a Kafka "
                              "checkpoint topic: statectl cannot give its tasks a first checkpoint",
                              hint="give every task a checkpoint there before the job's first start")
-    if (config.get("app.mode") or "").upper() == "BATCH":
-        raise DiscardedError(f"{job} is a BATCH application: each run reads the checkpoint topic of its own "
-                             "app.run.id, so a checkpoint written now is not the next run's",
-                             hint="run it as a STREAM application, or load the stores after each run starts")
+    batch = new_run_topic(config)
+    if batch:
+        raise DiscardedError(f"{job}: {batch}, so a checkpoint written now (in {topic}, this run's) is not in the "
+                             "topic the next run reads", hint="run it as a STREAM application")
 
 
 def _check_stores(stores: list[StoreStatus]) -> None:
@@ -187,12 +194,13 @@ def _tasks(opts: SealOptions, model: Any, stores: list[StoreStatus]) -> tuple[li
     return tasks, "store dirs"
 
 
-def _grouper(opts: SealOptions, config: dict[str, str] | None) -> str:
-    """The job's SSP grouper factory (JobConfig.getSystemStreamPartitionGrouperFactory), which the checkpoint
-    keys must name."""
-    if config is None:
-        return opts.grouper_factory or GROUP_BY_PARTITION
-    grouper = config.get(GROUPER) or GROUP_BY_PARTITION
+def _grouper(opts: SealOptions, config: dict[str, str] | None, log: Any) -> str:
+    """The SSP grouper factory the checkpoint keys must name: --grouper-factory for a job without a config on
+    its coordinator stream, else the checkpoint log's (the config's; without one, the one the job's own keys
+    in the topic name, else GroupByPartitionFactory). --grouper-factory may not contradict the job's config."""
+    if config is None and opts.grouper_factory:
+        return opts.grouper_factory
+    grouper = log.grouper_factory()
     if opts.grouper_factory and opts.grouper_factory != grouper:
         raise UsageError(f"--grouper-factory {opts.grouper_factory}: the job's config says {GROUPER}={grouper}")
     return grouper

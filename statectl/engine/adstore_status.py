@@ -1,4 +1,4 @@
-"""adstore status: what a Samza job's next start does with each side-input store dir (issue 19).
+"""adstore status: what a Samza job's next start does with each side-input store dir.
 
 TaskSideInputStorageManager.initializeStoreDirectories deletes a side-input store dir unless it is valid
 (isValidSideInputStore): not stale and with a valid offset file.
@@ -19,7 +19,9 @@ Before any of that, the whole state dir can go (:func:`checkpoint_wipes`, with t
 in the logged store base dir (ContainerStorageManagerUtil.getStoreDirPath), and a container that reads no
 checkpoint for any of its active tasks deletes every entry of that dir (ContainerStorageManager.restoreStores
 -> clearLoggedStores): a new job, a cleared checkpoint topic, no task.checkpoint.factory, a container of standby
-tasks only. Such a store is delete-no-checkpoint. Read-only; takes no lock.
+tasks only, a new run of a BATCH application. Such a store is delete-no-checkpoint. The containers and their
+tasks are the job model's: the coordinator stream's, or with ``zookeeper`` a standalone job's in ZooKeeper.
+Read-only; takes no lock.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from statectl.formats.offsets import (
     parse_offsets,
     read_offset_file,
 )
+from statectl.local.layout import store_dir, task_of_dir
 
 # TaskSideInputStorageManager.STORE_DELETE_RETENTION_MS = TimeUnit.DAYS.toMillis(1), not configurable
 STORE_DELETE_RETENTION_MS = 24 * 3600 * 1000
@@ -179,7 +182,7 @@ def predict(path: Path, expected: set[SSP] | None, *, task: str | None = None, e
 class StatusOptions:
     """The store dirs: ``store_dir``, or every task dir of ``store`` under ``state_dir``. With ``bootstrap``
     and ``job``: the tasks and their side-input SSPs from the job's coordinator stream and the topics'
-    partition counts."""
+    partition counts, or with ``zookeeper`` from a standalone job's model in ZooKeeper."""
 
     store: str | None = None
     state_dir: Path | None = None
@@ -189,6 +192,7 @@ class StatusOptions:
     job_id: str = "1"
     security: Any = None
     timeout_s: float = 30.0
+    zookeeper: str | None = None
 
     def validate(self) -> None:
         if self.store_dir is None and not (self.state_dir and self.store):
@@ -197,6 +201,12 @@ class StatusOptions:
             raise UsageError("--job needs --kafka (to read the job's coordinator stream)")
         if self.job and not self.store:
             raise UsageError("--job needs --store (the store's side inputs are in the job's config)")
+        if self.zookeeper and not self.job:
+            raise UsageError("--zookeeper needs --job (and --kafka): it holds the model of a standalone job")
+        if self.store:
+            from statectl.local.layout import check_name
+
+            check_name("store", self.store)
 
 
 def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
@@ -210,10 +220,10 @@ def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
     wipes: dict[str, str] = {}
     if opts.job:
         model = read_job_model(opts.bootstrap or "", opts.job, opts.job_id, security=opts.security,
-                               timeout_s=opts.timeout_s)
+                               timeout_s=opts.timeout_s, zookeeper=opts.zookeeper)
         job_ssps = job_side_input_ssps(opts.bootstrap or "", opts.job, opts.job_id, opts.store or "",
                                        security=opts.security, timeout_s=opts.timeout_s, notes=result.notes,
-                                       config=model.config, tasks=job_tasks(model))
+                                       config=model.config, tasks=job_tasks(model), task_ssps=model.task_ssps)
         wipes = checkpoint_wipes(opts.bootstrap or "", opts.job, opts.job_id, model, security=opts.security,
                                  timeout_s=opts.timeout_s, notes=result.notes)
     else:
@@ -224,19 +234,17 @@ def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
         path = Path(opts.store_dir).absolute()
         task = None
         if job_ssps is not None:
-            task = next((t for t in job_ssps if path.name == t.replace(" ", "_")), None)
+            task = task_of_dir(path.name, job_ssps)
         if not path.exists() and job_ssps is None:
             raise NotFoundError(f"no store dir {path}")
         dirs.append((path, task))
     elif job_ssps is not None:
-        from statectl.local.layout import store_dir
-
         dirs = [(store_dir(Path(opts.state_dir), opts.store, t).absolute(), t) for t in sorted(job_ssps, key=_task_key)]
     else:
         base = Path(opts.state_dir) / str(opts.store)
         if not base.is_dir():
             raise NotFoundError(f"no store {opts.store} under {opts.state_dir} (no dir {base})")
-        for p in sorted(base.iterdir(), key=lambda p: _task_key(p.name.replace("_", " "))):
+        for p in sorted(base.iterdir(), key=lambda p: _task_key(p.name)):
             if p.is_dir() and not p.is_symlink() and not p.name.startswith(".") and not _CHECKPOINT_DIR.fullmatch(p.name):
                 dirs.append((p.absolute(), None))
     for path, task in dirs:
@@ -254,44 +262,55 @@ def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
     return result
 
 
-def _task_key(task: str) -> tuple[int, str]:
-    m = re.fullmatch(r"Partition (\d+)", task)
-    return (int(m.group(1)), "") if m else (1 << 31, task)
+def _task_key(name: str) -> tuple[int, str]:
+    """Sort key of a task or its dir name (``Partition N`` and ``Partition_N`` in N's order)."""
+    m = re.fullmatch(r"Partition[ _](\d+)", name)
+    return (int(m.group(1)), "") if m else (1 << 31, name)
 
 
 def job_side_input_ssps(bootstrap: str, job: str, job_id: str, store: str, *, security: Any = None,
                         timeout_s: float = 30.0, notes: list[str] | None = None,
-                        config: Mapping[str, str] | None = None, tasks: list[str] | None = None) -> dict[str, set[SSP]]:
+                        config: Mapping[str, str] | None = None, tasks: list[str] | None = None,
+                        zookeeper: str | None = None,
+                        task_ssps: Mapping[str, frozenset[SSP]] | None = None) -> dict[str, set[SSP]]:
     """Each active task's side-input SSPs of ``store`` from the job: its config and tasks (the job model on
-    the coordinator stream: task -> container assignments, else the changelog partition mapping) and the
-    side-input topics' partition counts on ``bootstrap``. ``config``/``tasks``: already read. Raises
-    NotFoundError (no coordinator stream, no tasks, a side-input topic that does not exist), ConfigError."""
+    the coordinator stream: task -> container assignments, else the changelog partition mapping; with
+    ``zookeeper``, a standalone job's model in ZooKeeper) and, for a model that does not list each task's SSPs,
+    the side-input topics' partition counts on ``bootstrap`` (GroupByPartition). ``config``/``tasks``/
+    ``task_ssps``: already read. Raises NotFoundError (no coordinator stream, no model in ZooKeeper, no tasks,
+    a side-input topic that does not exist), ConfigError."""
     from statectl.formats.jobconfig import SystemStream
-    from statectl.formats.sideinputs import side_inputs, side_inputs_key, task_side_input_ssps
+    from statectl.formats.sideinputs import model_side_input_ssps, side_inputs, side_inputs_key, task_side_input_ssps
 
     if config is None or tasks is None:
-        model = read_job_model(bootstrap, job, job_id, security=security, timeout_s=timeout_s)
+        model = read_job_model(bootstrap, job, job_id, security=security, timeout_s=timeout_s, zookeeper=zookeeper)
         config = model.config if config is None else config
         tasks = job_tasks(model) if tasks is None else tasks
+        task_ssps = model.task_ssps if task_ssps is None else task_ssps
     streams = side_inputs(config, store)
     if not streams:
         raise NotFoundError(f"job {job}-{job_id} has no side inputs for store {store} (no {side_inputs_key(store)} "
                             f"or stores.{store}.adstore.input in its config)", hint="check --store and --job")
     if not tasks:
-        raise NotFoundError(f"the coordinator stream of job {job}-{job_id} names no tasks",
-                            hint="the job writes its task assignments when it first starts")
+        raise NotFoundError(f"the job model of job {job}-{job_id} names no tasks",
+                            hint="the job writes its task assignments when it first starts (a standalone job's "
+                                 "model is in ZooKeeper: pass --zookeeper)")
+    if task_ssps:
+        return model_side_input_ssps(config, store, {t: task_ssps.get(t, frozenset()) for t in tasks})
     counts: dict[SystemStream, int] = {}
     from statectl.kafka.client import open_consumer, partition_count
+    from statectl.kafka.systems import system_brokers
 
-    consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
-    try:
-        for ss in streams:
-            n = partition_count(consumer, ss.stream, bootstrap)
-            if n is None:
-                raise NotFoundError(f"side input {ss} of store {store} does not exist on {bootstrap}")
-            counts[ss] = n
-    finally:
-        consumer.close()
+    for ss in streams:  # each on the brokers of its system (another cluster, when the config says so)
+        where = system_brokers(config, ss.system, bootstrap, security)
+        consumer = open_consumer(where.bootstrap, timeout_s=timeout_s, security=where.security)
+        try:
+            n = partition_count(consumer, ss.stream, where.bootstrap)
+        finally:
+            consumer.close()
+        if n is None:
+            raise NotFoundError(f"side input {ss} of store {store} does not exist on {where.bootstrap}")
+        counts[ss] = n
     return task_side_input_ssps(config, store, tasks, counts)
 
 
@@ -315,8 +334,13 @@ def checkpoint_wipes(bootstrap: str, job: str, job_id: str, model: Any, *, secur
     (ContainerStorageManager.restoreStores; KafkaCheckpointManager.readLastCheckpoint: the task's latest live
     record of a version in task.checkpoint.read.versions), or another container that does so last ran on its
     host (the job's locality), where containers share the dir (job.logged.store.base.dir, LOGGED_STORE_BASE_DIR).
-    Empty when statectl cannot tell: checkpoints outside Kafka, or a BATCH run (a note says so). Raises
-    ConfigError for a read-versions value Samza cannot parse; StatectlError when the brokers cannot be reached."""
+    Every active task of a BATCH application with a run id: each run reads a checkpoint topic of its own, empty
+    when it starts (:func:`new_run_topic`). Empty when statectl cannot tell: checkpoints outside Kafka (a note
+    says so). The checkpoint topic is read with the model's config (catalog.kafka_log). Raises ConfigError for a
+    read-versions value Samza cannot parse; StatectlError when the brokers cannot be reached."""
+    from statectl.catalog.kafka_log import KafkaCheckpointLog
+    from statectl.formats.checkpoint import KEY_TYPE_V1, KEY_TYPE_V2
+
     notes = notes if notes is not None else []
     config, tasks = model.config, job_tasks(model)
     factory = (config.get(CHECKPOINT_FACTORY) or "").strip()
@@ -324,19 +348,17 @@ def checkpoint_wipes(bootstrap: str, job: str, job_id: str, model: Any, *, secur
         why = (f"the job has no {CHECKPOINT_FACTORY}: each container reads no checkpoint and deletes the whole "
                "state dir at every start (ContainerStorageManager)")
         return {t: why for t in tasks}
-    unchecked = ("a container that reads no checkpoint for any of its active tasks deletes the whole state dir at "
-                 "start: not checked")
     if factory != KAFKA_CHECKPOINT_FACTORY:
-        notes.append(f"{CHECKPOINT_FACTORY}={factory}: statectl reads only Kafka checkpoint topics; {unchecked}")
+        notes.append(f"{CHECKPOINT_FACTORY}={factory}: statectl reads only Kafka checkpoint topics; a container "
+                     "that reads no checkpoint for any of its active tasks deletes the whole state dir at start: "
+                     "not checked")
         return {}
-    if (config.get("app.mode") or "").upper() == "BATCH":
-        notes.append(f"app.mode=BATCH: each run reads the checkpoint topic of its own app.run.id; {unchecked}")
-        return {}
-    from statectl.catalog.kafka_log import KafkaCheckpointLog
-    from statectl.formats.checkpoint import KEY_TYPE_V1, KEY_TYPE_V2
-
-    versions = checkpoint_read_versions(config)
-    with KafkaCheckpointLog(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as log:
+    versions, batch = checkpoint_read_versions(config), new_run_topic(config)
+    with KafkaCheckpointLog(bootstrap, job, job_id, timeout_s=timeout_s, security=security, config=config) as log:
+        if batch:
+            why = (f"{batch}, with no checkpoint when the run starts (this run's is {log.topic}): "
+                   "its containers read none and delete the whole state dir (ContainerStorageManager)")
+            return {t: why for t in tasks}
         kinds = log.task_key_types()
         topic = log.topic
     version_of = {KEY_TYPE_V1: 1, KEY_TYPE_V2: 2}
@@ -354,6 +376,18 @@ def checkpoint_wipes(bootstrap: str, job: str, job_id: str, model: Any, *, secur
         return f"none in {topic}"
 
     return _wiped_tasks(model, tasks, has, detail)
+
+
+def new_run_topic(config: Mapping[str, str]) -> str | None:
+    """Why each run of the job reads a checkpoint topic no earlier run wrote, or None: a BATCH application with
+    an app.run.id names its checkpoint topic after it (StreamManager.createUniqueNameForBatch), and every run
+    gets a new one (RemoteJobPlanner.prepareJobs; a standalone job's RunIdGenerator when its first processor
+    joins), the previous run's topic cleared (StreamManager.clearStreamsFromPreviousRun)."""
+    from statectl.formats.jobconfig import batch_suffix
+
+    if not batch_suffix(config):
+        return None
+    return "app.mode=BATCH: each run of the job gets a new app.run.id and a checkpoint topic named after it"
 
 
 def _wiped_tasks(model: Any, tasks: list[str], has: set[str], detail: Callable[[list[str]], str]) -> dict[str, str]:
@@ -393,13 +427,14 @@ def _names(tasks: list[str], limit: int = 3) -> str:
     return ", ".join(tasks[:limit]) + (f" and {len(tasks) - limit} more" if len(tasks) > limit else "")
 
 
-def read_job_model(bootstrap: str, job: str, job_id: str, *, security: Any = None, timeout_s: float = 30.0) -> Any:
-    """The job model on the job's coordinator stream (NotFoundError when there is none)."""
-    from statectl.kafka.coordinator import CoordinatorStream
+def read_job_model(bootstrap: str, job: str, job_id: str, *, security: Any = None, timeout_s: float = 30.0,
+                   zookeeper: str | None = None) -> Any:
+    """The job model: on the job's coordinator stream (NotFoundError when there is none), or with ``zookeeper``
+    a standalone job's in ZooKeeper (engine.jobmodel.read_job_model)."""
+    from statectl.engine.jobmodel import read_job_model as read
 
-    with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
-        cs.require()
-        return cs.job_model()
+    return read(bootstrap, job, job_id, zookeeper=zookeeper, security=security, timeout_s=timeout_s,
+                required=True)[0]
 
 
 def job_tasks(model: Any) -> list[str]:

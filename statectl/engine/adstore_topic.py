@@ -50,7 +50,7 @@ from statectl.formats.offsets import (
     read_offsets,
     write_side_input_offsets,
 )
-from statectl.fsutil import fsync_dir
+from statectl.fsutil import chown_tree, fsync_dir, make_dirs, owner_of
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, OffsetOutOfRange
 from statectl.local.layout import store_dir
 from statectl.local.staged import StagedStore, remove_dead_temp_dirs
@@ -79,7 +79,8 @@ class TopicLoadOptions:
     is older is rebuilt. ``system``: the offsets file's system name. ``key_serde``/``value_serde``: the
     store's serdes (formats.serdes kinds; None: the bytes as they are), applied to the record's own key and
     value as Samza's identity side-inputs processor does. ``job``/``job_id``: take what flags leave unset
-    from the job's config and job model on its coordinator stream (engine.adstore_job.from_job)."""
+    from the job's config and job model on its coordinator stream, or with ``zookeeper`` a standalone job's
+    model in ZooKeeper (engine.adstore_job.from_job)."""
 
     bootstrap: str
     topic: str
@@ -102,6 +103,7 @@ class TopicLoadOptions:
     job: str | None = None
     job_id: str = "1"
     tasks: tuple[str, ...] = ()
+    zookeeper: str | None = None
     wiped_tasks: tuple[tuple[str, str], ...] = ()  # with the job: task -> why its start deletes the state dir
 
     @property
@@ -126,6 +128,8 @@ class TopicLoadOptions:
             raise UsageError(f"invalid system name {self.system!r}")
         if self.partitions is not None and any(p < 0 for p in self.partitions):
             raise UsageError("partitions must be 0 or more")
+        if self.zookeeper and not self.job:
+            raise UsageError("--zookeeper needs --job: it holds the model of a standalone job")
         if self.state_dir is not None:  # the names (store, task) checked before anything connects or writes
             store_dir(Path(self.state_dir), self.store, self.task)
             for task, _ in self.task_ssps or ():
@@ -374,9 +378,10 @@ def plan_topic_load(opts: TopicLoadOptions, *, progress: ProgressReporter | None
     resumed / rebuilt, and why), reading the stores and the topics, writing nothing: no lock file, no
     staged dir, no offsets. Where the load opens a store to see that it is sound, the plan opens it
     read-only (its config file rocksdict drops is removed again). Raises what ``load_topic`` raises
-    before it writes, but LockHeldError for another load (no lock is taken)."""
+    before it writes (LockHeldError too: another load of a store runs; no lock is taken)."""
     from statectl.kafka.client import open_consumer
     from statectl.kafka.tails import read_tails
+    from statectl.local.versions import StoreLock
 
     opts.validate()
     recorder = NoteRecorder(progress)
@@ -389,6 +394,8 @@ def plan_topic_load(opts: TopicLoadOptions, *, progress: ProgressReporter | None
     consumer = open_consumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
     try:
         targets, clones = _prepare(opts, consumer)
+        for t in targets + clones:
+            StoreLock(t.path).check_free()
         for t in targets:
             _assess(t, opts, consumer, dry_run=True)
             if t.load.reason:
@@ -781,7 +788,7 @@ def _create(t: _Target, opts: TopicLoadOptions) -> None:
         if t.staged is not None:
             write_side_input_offsets(t.write_path, _offsets_of(t, opts))
             return
-        t.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(t.path.parent, owner_of(t.path.parent))
         remove_dead_temp_dirs(t.path)
         tmp = t.path.parent / f".{t.path.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
@@ -802,7 +809,7 @@ def _create(t: _Target, opts: TopicLoadOptions) -> None:
 
 
 def _record(t: _Target, opts: TopicLoadOptions) -> None:
-    """Sync the WAL, then write the offsets (they never claim more than is durable)."""
+    """Sync the WAL, then write the offsets (they never claim more than is durable), then _give_away."""
     if t.db is None:
         return
     try:
@@ -811,9 +818,17 @@ def _record(t: _Target, opts: TopicLoadOptions) -> None:
         raise _rocks_error(t, e) from e
     try:
         write_side_input_offsets(t.write_path, _offsets_of(t, opts))
+        _give_away(t)
     except OSError as e:
         raise _os_error(t.path, e, f"writing {OFFSET_V2} and {SIDE_INPUT_OFFSETS}") from e
     t.pending = 0
+
+
+def _give_away(t: _Target) -> None:
+    """Run as root, a store written in place (created or resumed) is its parent dir's owner's, as a staged
+    one is once swapped in (StagedStore): the job's user opens it."""
+    if t.staged is None:
+        chown_tree(t.path, owner_of(t.path.parent))
 
 
 def _close(t: _Target, opts: TopicLoadOptions, *, quietly: bool = False) -> None:
@@ -823,6 +838,7 @@ def _close(t: _Target, opts: TopicLoadOptions, *, quietly: bool = False) -> None
         if not quietly:
             _record(t, opts)
         t.db.close()
+        _give_away(t)  # closing flushes into new files
     except BaseException:
         if not quietly:
             raise

@@ -31,11 +31,15 @@ class VersionsResult:
     versions: list[VersionInfo] = field(default_factory=list)
 
 
-def versions(store: Path) -> VersionsResult:
-    """The sealed versions of a versioned store, oldest first, each with the ``problem`` the cheap checks
-    find (local.versions.version_problem: a damaged manifest, not a RocksDB store, SST files gone; None:
-    none found; the entries are not read). Read-only, takes no lock. NotFoundError when it has none."""
-    from statectl.local.versions import current_version, list_versions
+def versions(store: Path, *, quick: bool = False) -> VersionsResult:
+    """The sealed versions of a versioned store, oldest first, each with the ``problem`` the checks of
+    ``adstore switch`` find (local.versions.version_problem; None: none found): by default every entry of
+    every version read and compared with its manifest (count, key range, checksum: one read of each
+    version), so a version that no longer matches its manifest is named, as switch would refuse it;
+    ``quick``: only the cheap checks (a damaged manifest, not a RocksDB store, SST files gone). Read-only
+    (a version is opened read-only; the config file rocksdict drops into it is removed again), takes no
+    lock. NotFoundError when it has none."""
+    from statectl.local.versions import current_version, list_versions, version_problem
 
     store = Path(store).absolute()
     found = list_versions(store)
@@ -44,9 +48,12 @@ def versions(store: Path) -> VersionsResult:
     out = VersionsResult(str(store), current_version(store))
     for v in found:
         m = v.manifest
+        problem = v.problem
+        if problem is None and m is not None and not quick:
+            problem = version_problem(v.path, m, v.number, deep=True)
         out.versions.append(VersionInfo(v.number, v.current, m.created if m else None, m.rows if m else None,
                                         m.digest.keys if m else None, f"{m.digest.checksum:016x}" if m else None,
-                                        m.built_with if m else None, m.source if m else None, v.problem))
+                                        m.built_with if m else None, m.source if m else None, problem))
     return out
 
 
@@ -73,13 +80,14 @@ class SwitchPlan:
 def plan_switch(store: Path, version: int | None = None, *, quick: bool = False) -> SwitchPlan:
     """The plan of ``switch_version(store, version, quick=quick)``, with its checks made (the deep one reads
     every entry) and nothing written: no lock file, no link (the deep check opens the version read-only,
-    and removes again the config file rocksdict drops into it). Raises what ``switch_version`` raises but
-    LockHeldError. Idempotent."""
-    from statectl.local.versions import current_version, list_versions
+    and removes again the config file rocksdict drops into it). Raises what ``switch_version`` raises
+    (LockHeldError too: another load or switch runs on the store; no lock is taken). Idempotent."""
+    from statectl.local.versions import StoreLock, current_version, list_versions
 
     store = Path(store).absolute()
     if current_version(store) is None and not list_versions(store):
         raise NotFoundError(f"{store} has no versions", hint="build one with adstore load --from-file")
+    StoreLock(store).check_free()
     return _plan_switch(store, version, quick)
 
 

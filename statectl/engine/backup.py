@@ -7,10 +7,13 @@ delete stale local checkpoint dirs.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
@@ -21,12 +24,24 @@ from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id
 from statectl.catalog.commit import commit_snapshot, finish_commit, prepare_commit
 from statectl.errors import (
     CorruptSnapshotError,
+    NotAStoreError,
     NotFoundError,
+    PartialError,
     SnapshotNotFoundError,
     StatectlError,
     UsageError,
 )
-from statectl.local.layout import CHECKPOINT_MARK, NEVER_UPLOADED, checkpoint_dir, local_checkpoint_dirs
+from statectl.fsutil import chown_tree, owner_of
+from statectl.local.layout import (
+    CHECKPOINT_MARK,
+    NEVER_UPLOADED,
+    TaskDir,
+    checkpoint_dir,
+    local_checkpoint_dirs,
+    task_dirs,
+    task_named_by_dir,
+    tasks_of_dir,
+)
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
 from statectl.rocks.store import (
@@ -133,10 +148,12 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                                      progress=progress)
         made_dir: Path | None = None
         try:
+            adopt = None
             if opts.checkpoint_dir is None:
                 made_dir = source
                 create_checkpoint(opts.store_dir, source)
                 (source / CHECKPOINT_MARK).touch()
+                adopt = _store_owner(opts.store_dir, source / CHECKPOINT_MARK)
             prev_index: SnapshotIndex | None = None
             if prev_record is not None:
                 try:
@@ -145,7 +162,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                     progress.note(f"previous snapshot unusable ({e}); taking a full backup")
                     prev_record = None
 
-            diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED)
+            diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED, adopt=adopt)
             if prev_index is not None:
                 # The new snapshot will reference the blobs of every retained file: make sure they are still
                 # there (one stat each), or a blob deleted behind statectl's back would be carried into every
@@ -156,7 +173,7 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
                     progress.note(f"the latest snapshot of {ref} is damaged ({len(problems)} of its blobs are missing "
                                   f"or the wrong size, e.g. {p.blob_id} of {p.rel}: {p.reason}); taking a full backup")
                     prev_record = prev_index = None
-                    diff = diff_local(source, None, ignore=NEVER_UPLOADED)
+                    diff = diff_local(source, None, ignore=NEVER_UPLOADED, adopt=adopt)
             added = [f for _, f in diff.added()]
             assert all(isinstance(f, LocalFile) for f in added)
             failpoints.hit("before-upload")
@@ -182,12 +199,12 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     if made_dir is not None:
         _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
     if opts.state_dir is not None and Path(opts.state_dir).is_dir():
-        others = [task for store, task, path in discover_stores(Path(opts.state_dir), store=ref.store)
-                  if path.resolve() != Path(opts.store_dir).resolve()]
+        others = [d.name for d in task_dirs(Path(opts.state_dir), store=ref.store)
+                  if not d.damaged and d.path.resolve() != Path(opts.store_dir).resolve()]
         if others:
             progress.note(f"backed up task {ref.task!r} of store {ref.store} only; {len(others)} other task "
                           f"dir{'s' if len(others) > 1 else ''} of the store under {opts.state_dir} not backed up: "
-                          f"{', '.join(task_name(t) for t in others)} (--all-tasks backs up every one)")
+                          f"{', '.join(others)} (--all-tasks backs up every one)")
 
     present = list(dir_index.walk_present())
     return BackupResult(
@@ -206,6 +223,18 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     )
 
 
+def _store_owner(store: Path, mark: Path) -> tuple[int, int] | None:
+    """The owner the files of the checkpoint statectl made of ``store`` are recorded with: the store dir's.
+    Samza records each file's owner and group names (FileMetadata.fromFile) and its restore fails when the
+    restored files' differ (DirDiffUtil.areSameFile, blob.store.compare.file.owners.on.restore): the job's
+    user's, never statectl's. Run as root, the checkpoint's files are that owner's already (rocks.store.
+    create_checkpoint), the ``mark`` now too; as another user than the store's, the files it made are its
+    own and are recorded as the store's (returned: diff_local's ``adopt``); None when nothing is to adopt."""
+    owner = owner_of(store)
+    chown_tree(mark, owner)
+    return owner if os.geteuid() not in (0, owner[0]) else None
+
+
 def _delete_stale_checkpoint_dirs(store: Path, keep: str | None) -> None:
     """Delete the checkpoint dirs beside ``store`` that a backup made (they carry CHECKPOINT_MARK), but
     ``keep``. A checkpoint dir without the mark is the job's (Samza restores from its latest one at its
@@ -222,61 +251,100 @@ class BackupAllResult:
     blobstore: str = ""
 
 
-def task_name(task_dir: str) -> str:
-    """The task a task dir holds: ``Partition_N`` -> ``Partition N``, any other dir name as it is."""
-    return task_dir.replace("_", " ") if task_dir.startswith("Partition_") else task_dir
+class TaskNamer:
+    """Names the task of each task dir of job ``ref.job``-``ref.job_id`` without guessing (local.layout's
+    rule): a dir name without ``_`` is its task's name; any other is named by the first of these sources that
+    knows a task with that dir, read when first needed: the job model on the job's coordinator stream and
+    the job's checkpoint topic (both when the catalog commits to Kafka: --kafka), then the tasks the blob
+    store's catalog holds snapshots of for the job (names an earlier --task, the job's own commits or --kafka
+    gave)."""
+
+    def __init__(self, ref: StoreRef, checkpoints: BlobCheckpointStore):
+        from statectl.catalog.kafka_log import KafkaCheckpointLogs
+
+        self.ref = ref
+        log = checkpoints.commit_log
+        self.kafka = isinstance(log, KafkaCheckpointLogs)
+        self._sources: list[tuple[str, Callable[[], set[str]]]] = []
+        if isinstance(log, KafkaCheckpointLogs):
+            self._sources += [("the job model on its coordinator stream", lambda: _job_model_tasks(log, ref)),
+                              ("its checkpoint topic", lambda: log.for_job(ref.job, ref.job_id).task_names())]
+        self._sources.append(("the blob store's catalog",
+                              lambda: {r.task for r in checkpoints.refs(ref.job) if r.job_id == ref.job_id}))
+        self._known: dict[str, set[str]] = {}
+
+    def name(self, task_dir: TaskDir) -> str:
+        """The task of ``task_dir``. Raises PartialError (its message for ``failures``) when no source knows a
+        task with that dir, or the first that does knows two (``a b`` and ``a_b``); errors of the sources as
+        they raise them (unreachable brokers, a blob store that does not exist)."""
+        named = task_named_by_dir(task_dir.name)
+        if named is not None:
+            return named
+        job = f"job {self.ref.job}-{self.ref.job_id}"
+        for what, read in self._sources:
+            if what not in self._known:
+                self._known[what] = read()
+            found = tasks_of_dir(task_dir.name, self._known[what])
+            if len(found) == 1:
+                return found[0]
+            if found:
+                raise self._unnamed(task_dir, f"tasks {' and '.join(map(repr, found))} of {job} both have dir "
+                                              f"{task_dir.name} in {what}")
+        where = [what for what, _ in self._sources]
+        where_text = ", ".join(where[:-1]) + " or " + where[-1] if len(where) > 1 else where[0]
+        raise self._unnamed(task_dir, f"no task of {job} has dir {task_dir.name} in {where_text}")
+
+    def _unnamed(self, task_dir: TaskDir, why: str) -> PartialError:
+        kafka = "" if self.kafka else ", or pass --kafka (the job's coordinator stream names its tasks)"
+        return PartialError(f"cannot name its task without guessing ('_' in a task dir stands for ' ' or '_'): "
+                            f"{why}; back it up with --store {task_dir.store} --task NAME{kafka}")
 
 
-def discover_stores(state_dir: Path, store: str | None = None) -> list[tuple[str, str, Path]]:
-    """(store, task dir name, path) of every RocksDB store under ``<state-dir>/<store>/<task>`` (only of
-    ``store`` when given), sorted.
+def _job_model_tasks(log: Any, ref: StoreRef) -> set[str]:
+    """The active tasks of the job model on the job's coordinator stream; none when there is no stream."""
+    from statectl.kafka.coordinator import CoordinatorStream
 
-    Checkpoint dirs (``<task>-<checkpointId>``) and non-store dirs are skipped. NotFoundError when
-    ``state_dir`` is not a dir.
-    """
-    from statectl.formats.checkpoint import is_canonical_checkpoint_id
-    from statectl.rocks.store import is_store
-
-    if not state_dir.is_dir():
-        raise NotFoundError(f"state dir {state_dir} does not exist")
-    out = []
-    stores = [state_dir / store] if store is not None else sorted(p for p in state_dir.iterdir() if p.is_dir())
-    for store_path in stores:
-        if not store_path.is_dir():
-            continue
-        for task in sorted(p for p in store_path.iterdir() if p.is_dir()):
-            tail = task.name.rsplit("-", 2)
-            if len(tail) == 3 and is_canonical_checkpoint_id(f"{tail[1]}-{tail[2]}"):
-                continue
-            if is_store(task):
-                out.append((store_path.name, task.name, task))
-    return out
+    with CoordinatorStream(log.bootstrap, ref.job, ref.job_id, timeout_s=log.timeout_s, security=log.security) as cs:
+        return cs.job_model().active_tasks() if cs.refresh() else set()
 
 
 def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
                progress: ProgressReporter | None = None, *, store: str | None = None) -> BackupAllResult:
     """Back up every store under ``state_dir`` (every task dir of ``store`` only, when given: backup
-    --all-tasks); the task name is the task dir name with ``_`` -> space when it looks like
-    ``Partition_N``, else the dir name. A store that fails does not stop the others: its error is listed in
-    ``failures`` (the CLI exits 3 then); when every store failed with the same error, that error is raised.
+    --all-tasks), each under the task a TaskNamer names. A dir it cannot name, a damaged store (store files
+    but no CURRENT) and a store that fails are listed in ``failures`` and do not stop the others (the CLI
+    exits 3 then); when every store failed in its backup with the same error, that error is raised.
     NotFoundError when there is no store to back up."""
     from dataclasses import replace
 
-    stores = discover_stores(state_dir, store=store)
-    if not stores:
+    if not state_dir.is_dir():
+        raise NotFoundError(f"state dir {state_dir} does not exist")
+    found = task_dirs(state_dir, store=store)
+    if not found:
         if store is not None:
             raise NotFoundError(f"no RocksDB task dirs of store {store} under {state_dir}",
                                 hint=f"the layout is <state-dir>/<store>/<task>: {state_dir / store}/<task>")
         raise NotFoundError(f"no RocksDB stores under {state_dir}", hint="the layout is <state-dir>/<store>/<task>")
-    results, failures, errors = [], [], []
-    for store_name, task_dir, path in stores:
-        ref = StoreRef(base.ref.job, base.ref.job_id, task_name(task_dir), store_name)
+    # Every dir is named before any is backed up: a source that cannot be read stops the run before an upload.
+    namer = TaskNamer(base.ref, checkpoints)
+    todo: list[tuple[TaskDir, StoreRef]] = []
+    failures: list[tuple[str, str]] = []
+    for d in found:
         try:
-            results.append(backup(replace(base, ref=ref, store_dir=path, checkpoint_dir=None, state_dir=None),
+            if d.damaged:
+                raise NotAStoreError("a damaged store (RocksDB's or Samza's files, but no CURRENT naming a "
+                                     "MANIFEST): not backed up")
+            todo.append((d, StoreRef(base.ref.job, base.ref.job_id, namer.name(d), d.store)))
+        except (NotAStoreError, PartialError) as e:
+            failures.append((str(d.path), str(e)))
+    results, errors = [], []
+    for d, ref in todo:
+        try:
+            results.append(backup(replace(base, ref=ref, store_dir=d.path, checkpoint_dir=None, state_dir=None),
                                   blobstore, checkpoints, progress))
         except StatectlError as e:
-            failures.append((str(path), str(e)))
+            failures.append((str(d.path), str(e)))
             errors.append(e)
-    if failures and not results and len({(type(e), str(e)) for e in errors}) == 1:
+    if failures and not results and len(errors) == len(failures) and len({(type(e), str(e)) for e in errors}) == 1:
         raise errors[0]  # every store failed for one reason (a missing blob store, bad credentials): say it once
     return BackupAllResult(results, failures, blobstore.url)

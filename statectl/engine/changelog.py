@@ -8,6 +8,10 @@ swapped into place exactly as a snapshot restore does (statectl.local.staged.Sta
 half-written, and on any error it is left as it was and the temporary dir removed. The new store carries
 the ``OFFSET-v2`` file Samza writes after a flush (the offset of the last record read, for
 ``<system>.<topic>.<partition>``): without it Samza treats a logged store as invalid and deletes it.
+
+With ``checkpoint_ref`` (a job), the changelog is read where the job's config puts its system
+(``systems.<system>.consumer.bootstrap.servers`` and the system's consumer security, kafka.systems): a
+changelog on another cluster than the job's checkpoint topic is read there.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from statectl.catalog.refs import StoreRef
 from statectl.errors import DiskFullError, SnapshotNotFoundError, StatectlError, UsageError
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import OFFSET_V2, offsets_json, write_offset_file
-from statectl.kafka.client import KafkaSecurity
+from statectl.kafka.client import KafkaSecurity, LazyConsumer
 from statectl.local.staged import StagedStore, check_target, note_if_linked, resolve_target
 from statectl.progress import NoteRecorder, NullProgress, ProgressReporter
 
@@ -120,13 +124,36 @@ def plan_restore_from_changelog(opts: ChangelogRestoreOptions,
     """The plan of ``restore_from_changelog(opts)``, with its checks, reading the partition's offsets (and
     with ``checkpoint_ref`` the job's checkpoint topic), writing nothing. Raises what it raises before it
     writes."""
-    from statectl.kafka.client import LazyConsumer
-
     recorder = NoteRecorder(progress)
-    with LazyConsumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security) as consumer_of:
+    with _ChangelogConsumer(opts, recorder) as consumer_of:
         plan = _plan(opts, consumer_of, recorder)
     plan.notes = recorder.notes
     return plan
+
+
+class _ChangelogConsumer(LazyConsumer):
+    """A LazyConsumer on the brokers the changelog is on, found at the first call: with ``checkpoint_ref``,
+    where the job's config puts ``opts.system`` (kafka.systems.system_brokers), else ``opts.bootstrap``."""
+
+    def __init__(self, opts: ChangelogRestoreOptions, progress: ProgressReporter):
+        super().__init__(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security)
+        self.opts, self.progress, self._resolved = opts, progress, False
+
+    def __call__(self) -> Any:
+        if not self._resolved and self.opts.checkpoint_ref is not None:
+            from statectl.catalog.kafka_log import KafkaCheckpointLog
+            from statectl.kafka.systems import system_brokers
+
+            ref, opts = self.opts.checkpoint_ref, self.opts
+            with KafkaCheckpointLog(opts.bootstrap, ref.job, ref.job_id, timeout_s=opts.timeout_s,
+                                    security=opts.security) as log:
+                brokers = system_brokers(log.job_config(), opts.system, opts.bootstrap, opts.security)
+            if brokers.elsewhere:
+                self.progress.note(f"reading changelog {opts.topic} on {brokers.bootstrap}, the brokers of system "
+                                   f"{opts.system} ({brokers.key} in the config of job {ref.job}-{ref.job_id})")
+            self.bootstrap, self.security = brokers.bootstrap, brokers.security
+        self._resolved = True
+        return super().__call__()
 
 
 def _plan(opts: ChangelogRestoreOptions, consumer_of: Any, progress: ProgressReporter) -> ChangelogRestorePlan:
@@ -146,8 +173,8 @@ def _plan(opts: ChangelogRestoreOptions, consumer_of: Any, progress: ProgressRep
         progress.note(f"replaying {opts.topic}[{opts.partition}] below offset {stop}, as the latest checkpoint "
                       f"of {opts.checkpoint_ref} records")
     consumer = consumer_of()
-    require_partition(consumer, opts.topic, opts.partition, opts.bootstrap)
-    tail = read_tails(consumer, opts.topic, [opts.partition], opts.bootstrap)[opts.partition]
+    require_partition(consumer, opts.topic, opts.partition, consumer_of.bootstrap)
+    tail = read_tails(consumer, opts.topic, [opts.partition], consumer_of.bootstrap)[opts.partition]
     first = tail.beginning if opts.start_offset is None else max(opts.start_offset, tail.beginning)
     upto = tail.end if stop is None else min(stop, tail.end)
     if stop is not None and stop > tail.end:
@@ -173,13 +200,13 @@ def restore_from_changelog(opts: ChangelogRestoreOptions,
     progress = progress or NullProgress()
     started = time.monotonic()
 
-    from statectl.kafka.client import LazyConsumer, PartitionReader
+    from statectl.kafka.client import PartitionReader
 
-    with LazyConsumer(opts.bootstrap, timeout_s=opts.timeout_s, security=opts.security) as consumer_of:
+    with _ChangelogConsumer(opts, progress) as consumer_of:
         plan = _plan(opts, consumer_of, progress)
         consumer = consumer_of()
         target, stop = Path(plan.target_dir), plan.stop_offset
-        reader = PartitionReader(consumer, opts.topic, opts.partition, opts.bootstrap)
+        reader = PartitionReader(consumer, opts.topic, opts.partition, consumer_of.bootstrap)
         first = reader.seek(plan.first_offset)
         with StagedStore(target, what="restore from changelog", disk_full=lambda: _disk_full(target)) as staged:
             records, nbytes = _replay(reader, staged.path, stop, opts, progress)

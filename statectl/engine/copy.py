@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from statectl import defaults
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.commit import commit_snapshot, finish_commit, prepare_commit
-from statectl.catalog.lease import GC_WAIT_SECONDS, Lease, read_lease
+from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore, now_ms
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
@@ -23,15 +23,18 @@ from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
 from statectl.errors import UsageError
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
-from statectl.snapshot.model import DirIndex, FileBlob, FileIndex, SnapshotIndex, SnapshotMetadata
+from statectl.snapshot.model import DirIndex, FileBlob, FileIndex, SnapshotIndex, SnapshotMetadata, parse_file_owner
 from statectl.transfer.copy import copy_blobs
 from statectl.transfer.download import blob_ranges
+from statectl.transfer.verify import require_blobs
 
 
 
 @dataclass(frozen=True)
 class CopyOptions:
-    """What to copy where. ``snapshot``: an id, id prefix or checkpoint id of ``source`` (None: the latest)."""
+    """What to copy where. ``snapshot``: an id, id prefix or checkpoint id of ``source`` (None: the latest).
+    ``file_owner``: ``USER:GROUP`` every file of the target is recorded with, the target job's user (None:
+    each file's owner as the source records it); Samza's restore compares them with the restored files'."""
 
     source: StoreRef
     target: StoreRef
@@ -40,9 +43,12 @@ class CopyOptions:
     ttl_seconds: int = defaults.TTL_SECONDS
     keep_last: int = defaults.KEEP_LAST
     grace_seconds: int = defaults.GRACE_SECONDS
+    file_owner: str | None = None
 
     def validate(self) -> None:
         check_parallelism(self.parallelism)
+        if self.file_owner is not None:
+            parse_file_owner(self.file_owner)
         if self.keep_last < 1:
             raise UsageError("--keep-last must be at least 1")
         if self.ttl_seconds < 60:
@@ -112,16 +118,16 @@ class CopyPlan:
 def plan_copy(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpointStore, target: BlobStore,
               progress: ProgressReporter | None = None) -> CopyPlan:
     """The plan of ``copy_snapshot(opts, ...)``, writing nothing anywhere: no reader pin on the source, no
-    lease, no cleanup of the target. Raises what ``copy_snapshot`` raises before it writes (bad options, an
-    unknown or damaged snapshot, the target being the source, a target blob store that is not there). A note
-    says when a backup or gc of the target holds its lease now. Idempotent."""
+    lease, no cleanup of the target. Raises what ``copy_snapshot`` raises before it copies, in its order (bad
+    options, the target being the source, an unknown or damaged snapshot, a missing source blob, a target
+    blob store that is not there, credentials that cannot write it, its lease held by a backup or another
+    copy); a note says when a gc holds the target's lease (the copy would wait for it). Idempotent."""
     progress = _checked(opts, source, target, progress)
     snap = resolve_snapshot(source, source_catalog, opts.source, opts.snapshot)
-    held = read_lease(target, opts.target)  # read first: a target blob store that is not there fails here
-    if held is not None and held.live:
-        progress.note(f"a {held.operation} of the target holds its lease now (pid {held.pid} on {held.host}): "
-                      "the copy would wait for a gc, or exit 11 for anything else")
     plan = _plan(opts, snap, source, target, progress)
+    notice = Lease(target, opts.target, operation="copy", wait_for_gc=GC_WAIT_SECONDS).preflight()
+    if notice:
+        progress.note(notice)
     plan.notes = progress.notes
     return plan
 
@@ -129,19 +135,22 @@ def plan_copy(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpoi
 def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpointStore, target: BlobStore,
                   target_catalog: BlobCheckpointStore, progress: ProgressReporter | None = None) -> CopyResult:
     """Copy a snapshot of ``opts.source`` (in ``source``) into a new snapshot of ``opts.target`` (in
-    ``target``, which may be the same store): every blob to a new blob id, file metadata and CRCs as they
-    were, snapshot metadata naming the target and a new checkpoint id, no previous snapshot (a copy starts
-    a new chain of the target); committed like a backup, with the target's retention applied. The blobs
-    copied are those of the plan ``plan_copy`` computes (made here once the source is pinned).
+    ``target``, which may be the same store): every blob to a new blob id, file metadata (but for the
+    owners ``file_owner`` names) and CRCs as they were, snapshot metadata naming the target and a new
+    checkpoint id, no previous snapshot (a copy starts a new chain of the target); committed like a backup,
+    with the target's retention applied. The blobs copied are those of the plan ``plan_copy`` computes (made
+    here once the source is pinned).
 
     Blobs are copied server-side when ``target.copy_domain == source.copy_domain`` (one S3 endpoint, any
     buckets; ``file://`` to ``file://``), else streamed through the client (a note says so). The source is
     pinned while it is read (catalog.pins) and never written to but for that pin.
 
     Raises SnapshotNotFoundError (exit 10) for an unknown snapshot, CorruptSnapshotError (exit 1) when a
-    blob of the source is missing, AuthError (12), BlobStoreError (1) after retries, LockHeldError (11)
-    when a backup of the target runs, UsageError for the target being the source. Anything that fails
-    before the commit leaves only TTL'd copies (gc reclaims them) and the target's latest snapshot as it was.
+    blob of the source is missing or of another size (every one is stat'ed before the target is written
+    to), AuthError (12), BlobStoreError (1) after retries, LockHeldError (11) when a backup of the target
+    runs, UsageError for the target being the source (by identity: any spelling of its URL). Anything that
+    fails once copying began leaves only TTL'd copies (gc reclaims them) and the target's latest snapshot
+    as it was.
     """
     progress = _checked(opts, source, target, progress)
     started = time.monotonic()
@@ -170,8 +179,9 @@ def copy_snapshot(opts: CopyOptions, source: BlobStore, source_catalog: BlobChec
 def _checked(opts: CopyOptions, source: BlobStore, target: BlobStore,
              progress: ProgressReporter | None) -> NoteRecorder:
     opts.validate()
-    if opts.source == opts.target and source.url == target.url:
-        raise UsageError("the target of a copy is the source store itself",
+    if opts.source == opts.target and source.identity == target.identity:
+        same = "" if source.url == target.url else f" ({target.url} is {source.url})"
+        raise UsageError(f"the target of a copy is the source store itself{same}",
                          hint="name another job, task or store with --to-job/--to-task/--to-store")
     progress = NoteRecorder(progress)
     if not _same_domain(source, target):
@@ -183,6 +193,8 @@ def _checked(opts: CopyOptions, source: BlobStore, target: BlobStore,
 def _plan(opts: CopyOptions, snap: ResolvedSnapshot, source: BlobStore, target: BlobStore,
           progress: ProgressReporter) -> CopyPlan:
     files = list(snap.index.dir_index.walk_present())
+    # Every source blob there with its size before the target is written to (a lease, the first copies).
+    require_blobs(source, files, opts.parallelism)
     blobs = [PlannedBlob(blob_id, length, rel)
              for rel, fi in files for blob_id, _, length in blob_ranges(fi, f"file {rel}")]
     t = opts.target
@@ -213,7 +225,7 @@ def execute_copy(plan: CopyPlan, opts: CopyOptions, source: BlobStore, target: B
         index = SnapshotIndex(
             creation_time_millis=now_ms(),
             snapshot_metadata=SnapshotMetadata(checkpoint_id, t.job, t.job_id, t.task, t.store),
-            dir_index=_renamed(plan.snapshot.index.without_removed().dir_index, mapping),
+            dir_index=_owned(_renamed(plan.snapshot.index.without_removed().dir_index, mapping), opts.file_owner),
             prev_snapshot_index_blob_id=None,
         )
         index_id, record = commit_snapshot(target, target_catalog, lease, t, index, ttl_seconds=opts.ttl_seconds,
@@ -241,3 +253,7 @@ def _renamed(d: DirIndex, mapping: dict[str, str]) -> DirIndex:
 
     return replace(d, files_present=tuple(file(f) for f in d.files_present),
                    sub_dirs_present=tuple(_renamed(s, mapping) for s in d.sub_dirs_present))
+
+
+def _owned(d: DirIndex, file_owner: str | None) -> DirIndex:
+    return d if file_owner is None else d.with_owner(*parse_file_owner(file_owner))

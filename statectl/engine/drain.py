@@ -16,7 +16,9 @@ A notification's state:
 - ``drained``: not tombstoned, but the job's checkpoints show that it drained (signal ``checkpoints``,
   see :func:`checkpoint_gaps`): only Samza's cluster-based (YARN) coordinator runs DrainUtils.cleanup
   after a clean drain (ClusterBasedJobCoordinator.cleanupDrainNotifications); ZkJobCoordinator and
-  PassthroughJobCoordinator (standalone jobs) never delete a notification;
+  PassthroughJobCoordinator (standalone jobs) never delete a notification. A drained job stopped
+  fetching its sources when it saw the notification: the source records it had not fetched are left
+  behind (``left_behind``), not processed;
 - ``stale``: its run id is not the job's current one (a redeploy made it moot).
 
 Samza's containers run a DrainMonitor only with ``job.drain-monitor.enabled=true`` (JobConfig, default
@@ -35,15 +37,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.errors import DiscardedError, NotFoundError, StatectlError, UsageError
 from statectl.formats.checkpoint import CheckpointV2, parse_checkpoint_id
+from statectl.formats.jobconfig import JobConfigError, get_int
 from statectl.formats.drain import DRAIN, DRAIN_NAMESPACE, DrainFormatError, DrainNotification, decode_control, java_uuid
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, kafka_module, open_consumer, partition_count
 from statectl.kafka.coordinator import BadNotification, CoordinatorStream, NotificationRecord
+from statectl.kafka.systems import system_brokers
 from statectl.kafka.tails import read_tails
 
 PENDING = "pending"
@@ -55,6 +60,12 @@ STALE = "stale"
 # How a notification was found complete: tombstoned (by the job's cleanup), or shown by its checkpoints.
 SIGNAL_CLEARED = "cleared"
 SIGNAL_CHECKPOINTS = "checkpoints"
+
+# TaskConfig.COMMIT_MS and COMMIT_MAX_DELAY_MS, with their defaults.
+COMMIT_MS = "task.commit.ms"
+DEFAULT_COMMIT_MS = 60_000
+COMMIT_MAX_DELAY_MS = "task.commit.max.delay.ms"
+DEFAULT_COMMIT_MAX_DELAY_MS = 60_000
 
 # JobConfig.DRAIN_MONITOR_ENABLED (default false).
 DRAIN_MONITOR_ENABLED = "job.drain-monitor.enabled"
@@ -150,6 +161,23 @@ class InFlight:
 
 
 @dataclass
+class LeftBehind:
+    """Source input a drained job did not process: on ``stream[partition]``, read by ``task``, the records
+    from ``next_offset`` (its final checkpoint's offset + 1; None: no offset checkpointed) up to
+    ``notified_offset`` (the partition's offset when the notification was written): ``records`` of them.
+    Samza's drain stops fetching sources (SystemConsumers.drain: its refresh polls only the intermediate
+    systems) and processes only what it had fetched, so a job lagging its sources leaves that backlog
+    to its next deployment."""
+
+    stream: str
+    partition: int
+    task: str
+    next_offset: int | None
+    notified_offset: int
+    records: int
+
+
+@dataclass
 class DrainStatus:
     job: str
     job_id: str
@@ -163,6 +191,7 @@ class DrainStatus:
     drain_monitor_enabled: bool = False
     job_breaking: list[JobBreaking] = field(default_factory=list)
     checkpoint_gaps: list[str] = field(default_factory=list)
+    left_behind: list[LeftBehind] = field(default_factory=list)
 
     def pending(self, uuid: str | None = None) -> list[NoticeState]:
         """The notifications for the current run not cleared yet (``uuid``: just that one)."""
@@ -199,6 +228,7 @@ class DrainWaitResult:
     waited_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     signal: str = SIGNAL_CLEARED
+    left_behind: list[LeftBehind] = field(default_factory=list)
 
 
 class _Job:
@@ -212,12 +242,23 @@ class _Job:
         self.checkpoints = KafkaCheckpointLog(target.bootstrap, target.job, target.job_id,
                                               timeout_s=target.timeout_s, security=target.security)
         self._consumer = None
+        self._elsewhere: dict[str, Any] = {}  # other clusters' brokers -> a consumer there
 
     def consumer(self):
         if self._consumer is None:
             self._consumer = open_consumer(self.target.bootstrap, timeout_s=self.target.timeout_s,
                                            security=self.target.security)
         return self._consumer
+
+    def consumer_of(self, system: str, config: dict[str, str]) -> tuple[Any, str]:
+        """A consumer on the brokers of the job's ``system`` (kafka.systems.system_brokers), and those brokers."""
+        where = system_brokers(config, system, self.target.bootstrap, self.target.security)
+        if not where.elsewhere:
+            return self.consumer(), self.target.bootstrap
+        if where.bootstrap not in self._elsewhere:
+            self._elsewhere[where.bootstrap] = open_consumer(where.bootstrap, timeout_s=self.target.timeout_s,
+                                                             security=where.security)
+        return self._elsewhere[where.bootstrap], where.bootstrap
 
     def run_id(self, *, required: bool) -> str | None:
         run_id = self.target.run_id or self.coordinator.run_id()
@@ -228,8 +269,9 @@ class _Job:
         return run_id
 
     def close(self) -> None:
-        for closer in (self.coordinator.close, self.checkpoints.close,
-                       lambda: self._consumer.close() if self._consumer is not None else None):
+        closers = [self.coordinator.close, self.checkpoints.close,
+                   lambda: self._consumer.close() if self._consumer is not None else None]
+        for closer in closers + [c.close for c in self._elsewhere.values()]:
             try:
                 closer()
             except Exception:  # noqa: BLE001 - closing is best effort; the result stands
@@ -371,13 +413,13 @@ def _status(job: _Job) -> DrainStatus:
         result.job_breaking = [_job_breaking(b) for b in job.coordinator.bad_notifications()]
         tails = []
         for system, topic in _intermediate_streams(config):
-            consumer = job.consumer()
-            count = partition_count(consumer, topic, target.bootstrap)
+            consumer, bootstrap = job.consumer_of(system, config)
+            count = partition_count(consumer, topic, bootstrap)
             if count is None:
                 result.notes.append(f"intermediate stream {topic} does not exist (yet)")
                 continue
             tails += [(system, topic, t) for _, t in sorted(read_tails(consumer, topic, list(range(count)),
-                                                                       target.bootstrap, last=TAIL_RECORDS).items())]
+                                                                       bootstrap, last=TAIL_RECORDS).items())]
         checkpoints = latest.result()
     result.notes += checkpoint_notes
     result.tasks = len(checkpoints)
@@ -404,6 +446,7 @@ def _status(job: _Job) -> DrainStatus:
         result.intermediate.append(InFlight(topic, p, tail.end, task, next_offset, max(0, tail.end - start)))
     result.in_flight = sum(i.in_flight for i in result.intermediate)
 
+    now_ms = int(time.time() * 1000)
     newest_checkpoint_ms = max((parse_checkpoint_id(cp.checkpoint_id)[0] for cp in checkpoints.values()),
                                default=0)
     intermediate_keys = {f"{system}.{topic}.{t.partition}" for system, topic, t in tails}
@@ -411,17 +454,18 @@ def _status(job: _Job) -> DrainStatus:
         state = _state(rec, run_id, drain_runs, bool(result.intermediate), newest_checkpoint_ms)
         signal = SIGNAL_CLEARED if state == CLEARED else None
         if state in (PENDING, SEEN) and rec.timestamp_ms >= 0 and run_id is not None:
-            gaps = checkpoint_gaps(job, rec.timestamp_ms, run_id, checkpoints, result.intermediate,
-                                   intermediate_keys, evidence, result.notes)
-            if gaps:
-                result.checkpoint_gaps = gaps
+            found = checkpoint_gaps(job, rec.timestamp_ms, run_id, checkpoints, result.intermediate,
+                                    intermediate_keys, evidence, result.notes, config=config, now_ms=now_ms)
+            if found.gaps:
+                result.checkpoint_gaps = found.gaps
             else:
                 state, signal = DRAINED, SIGNAL_CHECKPOINTS
+                result.left_behind = found.left_behind
                 if not result.intermediate:
                     result.notes.append(
-                        f"drain notification {rec.uuid}: the job has no intermediate streams, so its final commit "
-                        "looks like any commit made after the notification; one made before the job saw it "
-                        "(within job.drain-monitor.poll.interval.ms) may have been taken for it")
+                        f"drain notification {rec.uuid}: the job has no intermediate streams, so its drain shows "
+                        "only as its tasks having stopped committing after it; a job stopped otherwise (killed, "
+                        "failed) after the notification looks the same")
         if rec.miskeyed and not rec.cleared:
             result.notes.append(
                 f"drain notification {rec.uuid} (run {rec.run_id}) is stored under key {_clip(rec.stored_key)!r}, "
@@ -467,89 +511,151 @@ class _DrainEvidence:
             sent[task] = max(sent.get(task, -1), written_ms)
 
 
+def quiet_ms(config: dict[str, str]) -> int | None:
+    """The longest a running task goes without a checkpoint: ``task.commit.ms`` (RunLoop commits every task
+    at that rate; TaskConfig default 60000) plus ``task.commit.max.delay.ms`` (TaskInstance.commit skips a
+    commit while the previous one is in flight for up to that long; default 60000). None when periodic
+    commits are off (``task.commit.ms`` <= 0: RunLoop schedules none) or a value is not a number (Samza
+    would not start): then silence says nothing."""
+    try:
+        commit_ms = get_int(config, COMMIT_MS, DEFAULT_COMMIT_MS)
+        delay_ms = get_int(config, COMMIT_MAX_DELAY_MS, DEFAULT_COMMIT_MAX_DELAY_MS)
+    except JobConfigError:
+        return None
+    return commit_ms + max(0, delay_ms) if commit_ms > 0 else None
+
+
+@dataclass
+class _Drained:
+    """What the checkpoints say of a drain: ``gaps`` (empty: it completed) and, once complete, the source
+    input it left behind."""
+
+    gaps: list[str] = field(default_factory=list)
+    left_behind: list[LeftBehind] = field(default_factory=list)
+
+
 def checkpoint_gaps(job: _Job, notified_ms: int, run_id: str, checkpoints: dict[str, CheckpointV2],
                     intermediate: list[InFlight], intermediate_keys: set[str], evidence: _DrainEvidence,
-                    notes: list[str]) -> list[str]:
+                    notes: list[str], *, config: dict[str, str], now_ms: int) -> _Drained:
     """What the job's checkpoints do not show yet of a drain of run ``run_id`` requested by a notification
-    written at ``notified_ms`` (its record's timestamp); empty: they show it complete. The completion
-    signal that needs no DrainUtils.cleanup (standalone jobs never run it). The rule, from seed 004 and
-    how Samza commits on drain (a task whose inputs are all drained commits, then shuts down; a container
-    stops fetching its sources once its DrainMonitor saw the notification, and processes what it had
-    fetched first):
+    written at ``notified_ms`` (its record's timestamp); no gaps: they show it complete. The completion
+    signal that needs no DrainUtils.cleanup (standalone jobs never run it). The rule, from how Samza drains
+    (a container stops fetching its sources once its DrainMonitor saw the notification and processes what
+    it had fetched; a task whose inputs have all drained commits, then shuts down, and never commits again):
 
     1. the tasks: the active tasks of the job model on the coordinator stream (set-task-container-assignment,
        standby tasks left out), or without one, every task with a v2 checkpoint; there is at least one;
     2. every task's latest v2 checkpoint was written (its checkpoint id's time) after the notification;
-    3. every source partition a task's checkpoint names is covered up to the notification: the next
-       offset the checkpoint gives (offset + 1) is at least the partition's offset at ``notified_ms``
-       (the first record written at or after it, by ListOffsets by timestamp; the end when there is none):
-       every input record written before the notification was processed and committed. A job that lags
-       its sources when it drains leaves older input unprocessed: then only ``cleared`` completes it;
-    4. every partition of every intermediate stream holds a drain message of ``run_id`` and is consumed
+    3. every partition of every intermediate stream holds a drain message of ``run_id`` and is consumed
        to its end (nothing in flight);
-    5. every task that sent a drain message of ``run_id`` (a producer to an intermediate stream, named
-       in it) checkpointed at or after it wrote that message (both times from that task's clock).
+    4. every task is shown done: one that sent a drain message of ``run_id`` (a producer to an
+       intermediate stream, named in it) checkpointed at or after it wrote that message (both times from
+       that task's clock); one that reads intermediate partitions is done by rule 3; any other task
+       stopped: its latest checkpoint is older than :func:`quiet_ms` (``now_ms`` against the checkpoint
+       id's time). Without intermediate streams that is the only sign: an ordinary commit after the
+       notification is not a drain until the task stops committing.
 
-    The times of checkpoint ids and of the notification come from different hosts' clocks; skew shifts
-    rule 2. A source stream this cluster does not have cannot be checked: a gap (only ``cleared`` completes
-    such a job).
+    Then the source partitions the checkpoints name are compared with their offsets at ``notified_ms``
+    (the first record written at or after it, by ListOffsets by timestamp; the end when there is none):
+    what a complete drain did not process is ``left_behind``; while it is not complete, each shortfall is
+    a gap too (the job may still be catching up). The times of checkpoint ids, the notification and
+    ``now_ms`` come from different hosts' clocks; skew shifts rules 2 and 4.
     Reads only; errors as kafka.client says."""
-    gaps: list[str] = []
+    out = _Drained()
     model = job.coordinator.locality()
     active = sorted(t for t in model.task_containers if model.task_modes.get(t, "Active") != "Standby")
     tasks = active or sorted(checkpoints)
     if not tasks:
-        return ["no task has a checkpoint yet"]
+        return _Drained(["no task has a checkpoint yet"])
     checkpointed_ms: dict[str, int] = {}
-    sources: dict[str, dict[int, tuple[str, int | None]]] = {}  # topic -> partition -> (task, next offset)
     for task in tasks:
         cp = checkpoints.get(task)
         if cp is None:
-            gaps.append(f"task {task}: no checkpoint")
+            out.gaps.append(f"task {task}: no checkpoint")
             continue
-        ms = parse_checkpoint_id(cp.checkpoint_id)[0]
-        checkpointed_ms[task] = ms
-        if ms <= notified_ms:
-            gaps.append(f"task {task}: latest checkpoint {cp.checkpoint_id} is not newer than the notification")
-        for ssp, offset in cp.input_offsets.items():
+        checkpointed_ms[task] = parse_checkpoint_id(cp.checkpoint_id)[0]
+        if checkpointed_ms[task] <= notified_ms:
+            out.gaps.append(f"task {task}: latest checkpoint {cp.checkpoint_id} is not newer than the notification")
+    drained = evidence.partitions.get(run_id, set())
+    for i in intermediate:
+        if (i.stream, i.partition) not in drained:
+            out.gaps.append(f"intermediate {i.stream}[{i.partition}]: no drain message of run {run_id}")
+        elif i.in_flight:
+            out.gaps.append(f"intermediate {i.stream}[{i.partition}]: {i.in_flight} messages in flight")
+    out.gaps += _tasks_not_done(checkpoints, checkpointed_ms, intermediate_keys, evidence.senders.get(run_id, {}),
+                                config, now_ms)
+    backlog = _backlog(job, checkpoints, tasks, intermediate_keys, notified_ms, notes, config)
+    if out.gaps:
+        out.gaps += [f"task {b.task}: input {b.stream}[{b.partition}] checkpointed to "
+                     f"{'?' if b.next_offset is None else b.next_offset}, but {b.notified_offset} records were "
+                     "written before the notification" for b in backlog]
+    else:
+        out.left_behind = backlog
+    return out
+
+
+def _tasks_not_done(checkpoints: dict[str, CheckpointV2], checkpointed_ms: dict[str, int],
+                    intermediate_keys: set[str], senders: dict[str, int], config: dict[str, str],
+                    now_ms: int) -> list[str]:
+    """Rule 4 of :func:`checkpoint_gaps`: a gap for each task (with a checkpoint after the notification)
+    not shown done."""
+    gaps = []
+    quiet = quiet_ms(config)
+    for task, ms in sorted(checkpointed_ms.items()):
+        if task in senders:
+            if ms < senders[task]:
+                gaps.append(f"task {task}: no checkpoint since it sent its drain message")
+            continue
+        if any(ssp in intermediate_keys for ssp in checkpoints[task].input_offsets):
+            continue
+        if quiet is None:
+            gaps.append(f"task {task}: {COMMIT_MS}={config.get(COMMIT_MS)!r} commits nothing periodically, so "
+                        "its checkpoints cannot show that it stopped")
+        elif now_ms - ms < quiet:
+            gaps.append(f"task {task}: checkpointed {max(0, now_ms - ms) / 1000:.1f}s ago; a running task "
+                        f"checkpoints at least every {quiet / 1000:g}s ({COMMIT_MS} + {COMMIT_MAX_DELAY_MS}): "
+                        "not shown stopped yet")
+    return gaps
+
+
+def _backlog(job: _Job, checkpoints: dict[str, CheckpointV2], tasks: list[str], intermediate_keys: set[str],
+             notified_ms: int, notes: list[str], config: dict[str, str]) -> list[LeftBehind]:
+    """The source records written before the notification that the tasks' latest checkpoints do not cover,
+    each source read on the brokers of its system (kafka.systems; a source that is not there: a note)."""
+    sources: dict[tuple[str, str], dict[int, tuple[str, int | None]]] = {}  # (system, topic) -> partition -> ..
+    for task in tasks:
+        cp = checkpoints.get(task)
+        for ssp, offset in (cp.input_offsets.items() if cp is not None else ()):
             if ssp in intermediate_keys:
                 continue
             parts = ssp.split(".")
             if len(parts) < 3 or not parts[-1].isdigit():
                 notes.append(f"task {task}: input {ssp!r} is not system.stream.partition: not checked")
                 continue
-            sources.setdefault(".".join(parts[1:-1]), {})[int(parts[-1])] = (task, _next_offset(offset))
-    for topic, partitions in sorted(sources.items()):
-        at = _offsets_at(job, topic, sorted(partitions), notified_ms, notes)
-        if at is None:  # not verifiable: no drain is claimed on it
-            gaps.append(f"input stream {topic} is not on {job.target.bootstrap}: its offsets cannot be checked")
+            sources.setdefault((parts[0], ".".join(parts[1:-1])), {})[int(parts[-1])] = (task, _next_offset(offset))
+    out = []
+    for (system, topic), partitions in sorted(sources.items()):
+        consumer, bootstrap = job.consumer_of(system, config)
+        at = _offsets_at(consumer, bootstrap, topic, sorted(partitions), notified_ms, notes)
+        if at is None:
+            notes.append(f"input stream {topic} is not on {bootstrap}: what the drain left of it is not known")
             continue
         for p, (task, next_offset) in sorted(partitions.items()):
             if next_offset is None or next_offset < at[p]:
-                gaps.append(f"task {task}: input {topic}[{p}] checkpointed to {'?' if next_offset is None else next_offset}"
-                            f", but {at[p]} records were written before the notification")
-    drained = evidence.partitions.get(run_id, set())
-    for i in intermediate:
-        if (i.stream, i.partition) not in drained:
-            gaps.append(f"intermediate {i.stream}[{i.partition}]: no drain message of run {run_id}")
-        elif i.in_flight:
-            gaps.append(f"intermediate {i.stream}[{i.partition}]: {i.in_flight} messages in flight")
-    for task, sent_ms in sorted(evidence.senders.get(run_id, {}).items()):
-        if task in checkpointed_ms and checkpointed_ms[task] < sent_ms:
-            gaps.append(f"task {task}: no checkpoint since it sent its drain message")
-    return gaps
+                out.append(LeftBehind(topic, p, task, next_offset, at[p], at[p] - (next_offset or 0)))
+    return out
 
 
-def _offsets_at(job: _Job, topic: str, partitions: list[int], ms: int, notes: list[str]) -> dict[int, int] | None:
-    """Per partition of ``topic``, the offset of its first record written at or after ``ms`` (its true end
-    when there is none); None when the topic does not exist."""
+def _offsets_at(consumer: Any, bootstrap: str, topic: str, partitions: list[int], ms: int,
+                notes: list[str]) -> dict[int, int] | None:
+    """Per partition of ``topic`` (on ``bootstrap``), the offset of its first record written at or after ``ms``
+    (its true end when there is none); None when the topic does not exist."""
     kafka = kafka_module()
-    consumer = job.consumer()
-    count = partition_count(consumer, topic, job.target.bootstrap)
+    count = partition_count(consumer, topic, bootstrap)
     if count is None:
         return None
     present = [p for p in partitions if p < count]
-    ends = {p: t.end for p, t in read_tails(consumer, topic, present, job.target.bootstrap).items()}
+    ends = {p: t.end for p, t in read_tails(consumer, topic, present, bootstrap).items()}
     tps = {p: kafka.TopicPartition(topic, p) for p in present}
     try:
         found = consumer.offsets_for_times({tp: ms for tp in tps.values()})
@@ -608,6 +714,10 @@ def plan_cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = Fal
 def _plan_cancel(job: _Job, uuid: str | None, bad: bool, all_stale: bool) -> DrainCancelPlan:
     target = job.target
     st = _status(job)
+    if st.run_id is None and (all_stale or not bad):
+        # Without the current run every notification reads as another run's: --all-stale would withdraw the
+        # current drain, and nothing tells a pending notification of the current run from a stale one.
+        job.run_id(required=True)
     plan = DrainCancelPlan(st.run_id, job.coordinator.topic, [], notes=list(st.notes))
     if bad or all_stale:
         stale = [n for n in st.notifications if n.state == STALE] if all_stale else []
@@ -654,7 +764,9 @@ def cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = False,
     written are those of the plan ``plan_cancel`` computes.
 
     Raises DrainIrrevocableError (exit 1), writing nothing, when the job already acts on a pending one
-    (state ``seen``): a drain cannot be undone; NotFoundError (exit 10) when there is nothing to cancel.
+    (state ``seen``): a drain cannot be undone; NotFoundError (exit 10) when there is nothing to cancel, or
+    when the current run is unknown (no ``target.run_id``, and no readable ``app.run.id``) for anything
+    but ``bad`` alone: the notification of the run given or found is never withdrawn as a stale one.
     A job that reads a notification between this check and the tombstone drains anyway (Samza's
     DrainMonitor acts on the first notification it sees): the result's note says to check with status."""
     if uuid is not None and (bad or all_stale):
@@ -753,13 +865,24 @@ def wait(target: DrainTarget, *, timeout_s: float, uuid: str | None = None, poll
 
 
 def _verify(st: DrainStatus, uuids: list[str], waited_s: float, signal: str) -> DrainWaitResult:
-    result = DrainWaitResult(st.run_id, True, uuids, st.in_flight, st.intermediate, waited_s, list(st.notes), signal)
+    result = DrainWaitResult(st.run_id, True, uuids, st.in_flight, st.intermediate, waited_s, list(st.notes), signal,
+                             list(st.left_behind))
+    if st.left_behind:
+        result.notes.append(f"the drain completed with {left_behind_text(st.left_behind)}: the job stopped fetching "
+                            "its sources when it saw the notification; its next deployment reads them")
     if st.in_flight:
         raise DrainIncompleteError(f"job {st.job}-{st.job_id} stopped with messages still in flight: "
                                    + _describe(st),
                                    hint="its final checkpoints do not cover its intermediate streams; they are "
                                         "reprocessed when it restarts")
     return result
+
+
+def left_behind_text(left: list[LeftBehind], limit: int = 8) -> str:
+    """``N source records left behind (t[0] 5, t[1] 3 ...)``: what a drain did not process, per partition."""
+    shown = ", ".join(f"{b.stream}[{b.partition}] {b.records}" for b in left[:limit])
+    more = f" and {len(left) - limit} more partitions" if len(left) > limit else ""
+    return f"{sum(b.records for b in left)} source records left behind ({shown}{more})"
 
 
 def _describe(st: DrainStatus) -> str:

@@ -24,13 +24,18 @@ kill at any step finishes what was begun and redoes nothing:
    next start keeps it);
 6. report.
 
-Before step 2 writes anything, every replica is checked: it exists on this host (or a journal says it
-was promoted), its follower made it, the dir it goes to may be replaced and no process holds the active
-state (LockHeldError, exit 11), and the job's next start keeps what promote makes (DiscardedError, exit 14).
+Before anything is read, the failover takes every replica's PromoteLock (engine.standby): a second
+failover or a promote of one of them exits 11 naming the first, and signals nothing. Before step 2 writes
+anything, every replica is checked: it exists on this host (or a journal says it was promoted), its
+follower made it and can be stopped from here, its changelog is the topic its follower followed (not
+deleted and recreated since: exit 1), the dir it goes to may be replaced and no process holds the active
+state (LockHeldError, exit 11), and the job's next start keeps what promote makes (DiscardedError, exit
+14). ``--dry-run`` makes every one of these checks, and the standby host's, and exits as the failover would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -50,17 +55,22 @@ from statectl.engine.standby import (
     FollowResult,
     FollowStatus,
     NextStart,
+    PromoteLock,
     PromoteResult,
     Replica,
     Seeder,
     _check_own_files,
     _fence,
+    _follower_to_fence,
     _locked,
     _active_name,
     check_active_dir,
     check_active_path,
+    check_changelog_identity,
+    check_not_promoting,
     check_replica_dir,
     follow,
+    kept_by_next_start,
     latest_checkpoints,
     lock_holder,
     locate_replica,
@@ -70,6 +80,7 @@ from statectl.engine.standby import (
     resolve_changelog,
     standby_dir,
 )
+from statectl.engine.follower import FollowerSettings
 from statectl.errors import DiscardedError, LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.coordinator import active_of_standby, coordinator_topic
 from statectl.formats.jobconfig import store_changelog_key
@@ -166,8 +177,10 @@ FOLLOWED, PRE_RESTORED, ALL = "changelog", "pre-restore", "all"
 
 def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, replica: int = 0,
                       stores: list[str] | None = None, state_dir: Path, security: KafkaSecurity | None = None,
-                      timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = FOLLOWED) -> StandbyContainer:
-    """The standby of ``container`` from the job's coordinator stream (read once): its tasks, its stores
+                      timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = FOLLOWED,
+                      zookeeper: str | None = None) -> StandbyContainer:
+    """The standby of ``container`` from the job's model (read once: its coordinator stream, or with
+    ``zookeeper`` a standalone job's model in ZooKeeper, engine.jobmodel.read_job_model): its tasks, its stores
     (``stores``: only these), and one replica per task and store. ``mode`` FOLLOWED: the stores with a
     changelog, each replica's dir in the standby root of ``state_dir`` and its changelog partition;
     PRE_RESTORED: the stores the job restores from the blob store, each as its pre-restore's handle
@@ -175,10 +188,11 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
     with no changelog. Reads only. Raises NotFoundError (exit 10) for no coordinator stream, no such
     container, no store to follow (or one of ``stores`` not among them), and resolve_changelog's errors for
     a task whose changelog partition the stream does not map."""
-    with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
-        cs.require()
-        model = cs.job_model()
-        problems = list(cs.problems)
+    from statectl.engine.jobmodel import read_job_model
+
+    model, problems = read_job_model(bootstrap, job, job_id, zookeeper=zookeeper, security=security,
+                                     timeout_s=timeout_s, required=True)
+    assert model is not None  # required: NotFoundError instead
     active, number, tasks = container_of(model, container, replica)
     logged = changelogged_stores(model.config) if mode != PRE_RESTORED else []
     blob = blob_restored_stores(model.config) if mode != FOLLOWED else []
@@ -208,7 +222,7 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
                 replicas.append(prerestore_replica(state_dir, ref))
                 continue
             where = resolve_changelog(bootstrap, ref, security=security, timeout_s=timeout_s, model=model,
-                                      problems=problems, counted=counted)
+                                      problems=problems, counted=counted, zookeeper=zookeeper)
             notes += [n for n in where.notes if n not in notes]
             replicas.append(Replica(ref, where.topic, where.partition,
                                     standby_dir(state_dir, store, task, number).absolute(), system=where.system))
@@ -235,8 +249,8 @@ class ContainerFollowResult:
 def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSecurity | None = None,
                      seed_of: Callable[[Replica], Seeder | None] | None = None, stop: threading.Event | None = None,
                      on_status: Callable[[FollowStatus], None] | None = None,
-                     progress: ProgressReporter | None = None, argv: list[str] | None = None,
-                     cwd: str | None = None, state_dir: Path | None = None,
+                     progress: ProgressReporter | None = None, settings: FollowerSettings | None = None,
+                     state_dir: Path | None = None,
                      legacy_dirs: dict[Path, Path] | None = None, active_path: bool = False,
                      to_checkpoint: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, pre_restore: bool = False,
                      blobstore: Any = None, catalog: Any = None) -> ContainerFollowResult:
@@ -276,12 +290,12 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
         try:
             if pre_restore:
                 r = follow_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
-                                        stop=stop, on_status=on_status, progress=progress, argv=argv, cwd=cwd)
+                                        stop=stop, on_status=on_status, progress=progress, settings=settings)
                 with guard:
                     results[i] = r
                 return
             r = follow(rep, bootstrap, security=security, seed=seed_of(rep) if seed_of else None, stop=stop,
-                       on_status=on_status, progress=progress, argv=argv, cwd=cwd, state_dir=state_dir,
+                       on_status=on_status, progress=progress, settings=settings, state_dir=state_dir,
                        timeout_s=timeout_s, legacy_dir=(legacy_dirs or {}).get(rep.replica_dir),
                        active_path=active_path, to_checkpoint=to_checkpoint, container=sc.container)
             with guard:
@@ -390,40 +404,50 @@ def _plan(sc: StandbyContainer, bootstrap: str, state_dir: Path, journal: Journa
           security: KafkaSecurity | None, progress: ProgressReporter) -> list[Planned]:
     """Check every replica before anything is changed (see the module doc): raise as promote would, for
     the first one that cannot be promoted."""
-    out = []
+    from statectl.kafka.client import LazyConsumer
+
     checkpoints = latest_checkpoints(bootstrap, sc.replicas[0].ref, security) if sc.replicas else {}
-    for rep in sc.replicas:
-        done = journal.promoted.get(_key(rep)) if journal is not None else None
-        active = store_dir(state_dir, rep.ref.store, rep.ref.task).absolute()
-        if done is not None and done.get("status") != "promoting":
-            out.append(Planned(rep, active, None, done))
-            continue
-        if _restores_from_blob_store(sc, rep, checkpoints):
-            pointed = journal is not None and "point-active-locality" in journal.steps
-            out.append(_plan_pre_restored(sc, rep, active, done, bootstrap, state_dir, security, pointed))
-            continue
-        rep, found = locate_replica(rep, state_dir, sc.replica)
-        if found:
-            progress.note(found)
-        if done is not None and not (rep.replica_dir / OFFSET_V2).exists() and _landed(rep, Path(done["target"])):
-            # killed between the promote's rename and its journal record: the store is where it was going
-            done = dict(done, status="promoted", promoted_dir=done["target"])
-            out.append(Planned(rep, active, None, done))
-            continue
-        if not (rep.replica_dir / OFFSET_V2).exists():
-            raise NotFoundError(f"no replica of task {rep.ref.task!r} store {rep.ref.store!r} of container "
-                                f"{sc.container} on this host (no {rep.replica_dir / OFFSET_V2})",
-                                hint=f"follow it here first: statectl standby follow --container {sc.container}")
-        if not made_by_follower(rep):
-            raise UsageError(f"refusing to promote {rep.replica_dir}: statectl's follower did not make it")
-        in_place = rep.files_dir is not None and os.path.realpath(rep.replica_dir) == os.path.realpath(active)
-        if not in_place:
-            check_active_dir(rep, active, state_dir)  # LockHeldError (exit 11) when the active state is held
-        start = next_start(rep, bootstrap, security=security, config=sc.config, checkpoints=checkpoints)
-        if start.mode == RESTORE_TRANSACTIONAL and start.checkpoint_id is None:  # pragma: no cover - next_start refuses
-            raise StatectlError(f"no checkpoint id for {rep.replica_dir}")
-        out.append(Planned(rep, active, start))
-    return out
+    with LazyConsumer(bootstrap, security=security) as consumer_of:
+        topic_ids: dict[str, str | None] = {}
+        return [_plan_one(sc, rep, bootstrap, state_dir, journal, security, progress, checkpoints,
+                          lambda rep: check_changelog_identity(rep, consumer_of(), bootstrap, topic_ids=topic_ids))
+                for rep in sc.replicas]
+
+
+def _plan_one(sc: StandbyContainer, rep: Replica, bootstrap: str, state_dir: Path, journal: Journal | None,
+              security: KafkaSecurity | None, progress: ProgressReporter, checkpoints: dict[str, Any],
+              check_identity: Callable[[Replica], None]) -> Planned:
+    """One replica of :func:`_plan`."""
+    done = journal.promoted.get(_key(rep)) if journal is not None else None
+    active = store_dir(state_dir, rep.ref.store, rep.ref.task).absolute()
+    if done is not None and done.get("status") != "promoting":
+        return Planned(rep, active, None, done)
+    if _restores_from_blob_store(sc, rep, checkpoints):
+        pointed = journal is not None and "point-active-locality" in journal.steps
+        return _plan_pre_restored(sc, rep, active, done, bootstrap, state_dir, security, pointed)
+    rep, found = locate_replica(rep, state_dir, sc.replica)
+    if found:
+        progress.note(found)
+    if done is not None and not (rep.replica_dir / OFFSET_V2).exists() and _landed(rep, Path(done["target"])):
+        # killed between the promote's rename and its journal record: the store is where it was going
+        done = dict(done, status="promoted", promoted_dir=done["target"])
+        return Planned(rep, active, None, done)
+    if not (rep.replica_dir / OFFSET_V2).exists():
+        raise NotFoundError(f"no replica of task {rep.ref.task!r} store {rep.ref.store!r} of container "
+                            f"{sc.container} on this host (no {rep.replica_dir / OFFSET_V2})",
+                            hint=f"follow it here first: statectl standby follow --container {sc.container}")
+    if not made_by_follower(rep):
+        raise UsageError(f"refusing to promote {rep.replica_dir}: statectl's follower did not make it")
+    _follower_to_fence(rep)  # LockHeldError for one this host cannot stop: before anything is written
+    check_identity(rep)
+    in_place = rep.files_dir is not None and os.path.realpath(rep.replica_dir) == os.path.realpath(active)
+    if not in_place:
+        check_active_dir(rep, active, state_dir)  # LockHeldError (exit 11) when the active state is held
+    start = kept_by_next_start(next_start(rep, bootstrap, security=security, config=sc.config,
+                                          checkpoints=checkpoints), rep)
+    if start.mode == RESTORE_TRANSACTIONAL and start.checkpoint_id is None:  # pragma: no cover - next_start refuses
+        raise StatectlError(f"no checkpoint id for {rep.replica_dir}")
+    return Planned(rep, active, start)
 
 
 def _promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: Journal,
@@ -462,11 +486,12 @@ def _promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: 
                                      "promoted, which needs the blob store", hint="pass --blobstore")
                 r = promote_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
                                          timeout_s=timeout_s, progress=progress, restart_follower=False,
-                                         check_locality=False)  # checked before this failover pointed it here
+                                         check_locality=False,  # checked before this failover pointed it here
+                                         promote_lock=False)  # the failover holds it
             else:
                 r = promote(rep, p.active_dir, bootstrap, security=security, timeout_s=timeout_s,
                             to_checkpoint=to_checkpoint, progress=progress, state_dir=state_dir,
-                            restart_follower=False, start=p.start)
+                            restart_follower=False, start=p.start, promote_lock=False)  # the failover holds it
         except BaseException as e:  # noqa: BLE001 - re-raised once every promote ended
             with guard:
                 errors.append(e)
@@ -521,6 +546,7 @@ def _plan_pre_restored(sc: StandbyContainer, rep: Replica, active: Path, done: d
             hint=f"keep its snapshots pre-restored here: statectl standby follow --container {sc.container} "
                  "--pre-restore")
     check_here(anchor, None if pointed else bootstrap, security=security)
+    _follower_to_fence(anchor)
     return Planned(anchor, active, None, done, blob=True)
 
 
@@ -590,9 +616,27 @@ def failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, *, security:
     Raises NotFoundError (exit 10) when the standby container has no locality mapping and no journal
     names its host, or a replica is missing here; UsageError (exit 2) when the standby host is not this
     host; LockHeldError (exit 11) when a process holds a task's active state (before anything is
-    written); DiscardedError (exit 14) when the job's next start would delete what promote makes (before
-    anything is written); promote's errors for a store that fails (the stores promoted stay promoted, the
-    journal says which: rerun to finish)."""
+    written), or another promote or failover of one of its replicas runs, or a follower this host cannot stop
+    holds one (before anything is written); StatectlError (exit 1) when a changelog was deleted and recreated
+    since a replica's follower recorded its topic id (before anything is written); DiscardedError (exit 14)
+    when the job's next start would delete what promote makes (before anything is written); promote's errors
+    for a store that fails (the stores promoted stay promoted, the journal says which: rerun to finish).
+    ``dry_run`` raises what the failover raises before it writes, with the same exit codes."""
+    if dry_run:
+        for rep in sc.replicas:
+            check_not_promoting(rep)
+        return _failover(sc, bootstrap, state_dir, security, host, True, timeout_s, to_checkpoint, locality,
+                         progress, blobstore, catalog)
+    with contextlib.ExitStack() as held:  # in one order: of two failovers of a container, the first to start wins
+        for rep in sorted(sc.replicas, key=lambda r: str(r.promote_lock_path)):
+            held.enter_context(PromoteLock(rep))
+        return _failover(sc, bootstrap, state_dir, security, host, False, timeout_s, to_checkpoint, locality,
+                         progress, blobstore, catalog)
+
+
+def _failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, security: KafkaSecurity | None,
+              host: str | None, dry_run: bool, timeout_s: float, to_checkpoint: bool, locality: bool,
+              progress: ProgressReporter | None, blobstore: Any, catalog: Any) -> FailoverResult:
     progress = progress or NullProgress()
     began = time.monotonic()
     me = host or socket.gethostname()
@@ -634,7 +678,7 @@ def failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, *, security:
         else:
             steps.append(Step("find-standby-host", "done" if not dry_run else "planned",
                               f"standby container {sc.standby_container} is on {standby_host}"))
-        if standby_host not in ({me} if host else {me, socket.getfqdn()}) and not dry_run:
+        if standby_host not in ({me} if host else {me, socket.getfqdn()}):
             raise UsageError(f"the standby container {sc.standby_container} of container {sc.container} is on host "
                              f"{standby_host}, not this host ({me}): failover runs where its replicas are",
                              hint=f"run it on {standby_host}, or pass --host if the job's locality names this host "

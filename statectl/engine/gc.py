@@ -33,7 +33,7 @@ from typing import Any, Iterable
 from statectl import defaults
 from statectl.blobstore.base import BLOB_PREFIX, BlobStore
 from statectl.catalog.index import read_index, snapshot_blob_ids
-from statectl.catalog.lease import CLOCK_SLACK_SECONDS, Lease, live_leases, read_lease
+from statectl.catalog.lease import CLOCK_SLACK_SECONDS, LEASE_PREFIX, Lease, check_can_write, live_leases, read_lease
 from statectl.catalog.pins import pinned_index_ids, read_pins, stale_pins
 from statectl.catalog.records import COMMITTED, EXPIRED, PENDING, BlobCheckpointStore, CheckpointRecord, iso_utc, now_ms
 from statectl.catalog.refs import StoreRef
@@ -124,11 +124,15 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
     deletes a blob that a committed snapshot kept by retention references, nor one a live backup may
     still commit, nor one younger than the grace period unless its TTL ran out.
 
-    Raises UsageError for bad options, BlobStoreError / AuthError for blob store failures. A retained
+    Raises UsageError for bad options, AuthError (exit 12) at once for credentials that cannot write, with
+    ``dry_run`` too (BlobStore.check_writable), BlobStoreError / AuthError for blob store failures. A retained
     snapshot whose index is malformed suspends the sweep of unreferenced blobs (what it references is
     unknown) with a note; everything else goes on. Idempotent; safe to run while backups run and alongside another gc.
     """
     opts.validate()
+    # Credentials that cannot write are refused at once, dry run or not: a gc writes (leases, deletes), and a
+    # dry run exits as the gc would.
+    check_can_write(blobstore, f"{LEASE_PREFIX}gc", "gc", "taking the stores' leases and deleting blobs")
     progress = progress or NullProgress()
     started_wall = time.time()
     started = time.monotonic()

@@ -45,18 +45,24 @@ from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
 from statectl.engine.standby import (
     FENCE_TIMEOUT_S,
+    FOLLOWER,
+    PROMOTER,
     FollowResult,
     FollowStatus,
+    PromoteLock,
     PromotePlan,
     PromoteResult,
     Replica,
     ReplicaLock,
     _fence,
+    _follower_to_fence,
     _restart,
     _write_status,
     check_active_path,
+    check_not_promoting,
     read_status,
 )
+from statectl.engine.follower import FollowerSettings
 from statectl.errors import (
     DiscardedError,
     DiskFullError,
@@ -320,9 +326,9 @@ def check_here(anchor: Replica, bootstrap: str, *, security: KafkaSecurity | Non
                          hint="pre-restore on a host that runs no active of this task") from None
 
 
-def _lock(anchor: Replica, wait_s: float = 0.0) -> ReplicaLock:
+def _lock(anchor: Replica, wait_s: float = 0.0, role: str = FOLLOWER) -> ReplicaLock:
     try:
-        return ReplicaLock(anchor, wait_s=wait_s)
+        return ReplicaLock(anchor, wait_s=wait_s, role=role)
     except LockHeldError as e:
         raise LockHeldError(str(e).replace(f"replica {anchor.replica_dir}",
                                            f"the pre-restore of store {anchor.ref.store!r} of task "
@@ -348,8 +354,7 @@ def follow_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstor
                         stop: threading.Event | None = None,
                         on_status: Callable[[FollowStatus], None] | None = None,
                         progress: ProgressReporter | None = None, status_every_s: float = 1.0,
-                        poll_s: float = POLL_S, argv: list[str] | None = None,
-                        cwd: str | None = None) -> FollowResult:
+                        poll_s: float = POLL_S, settings: FollowerSettings | None = None) -> FollowResult:
     """Keep the latest snapshot of ``ref``'s store pre-restored as the checkpoint dir Samza's next start
     reuses, until ``stop`` is set (see the module doc); return what was done (``records_applied``: files
     downloaded; ``applied_offset``: None). Each snapshot's dir is built aside and renamed in (a kill leaves no
@@ -373,7 +378,7 @@ def follow_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstor
         with _lock(anchor):
             previous = _own_status(anchor)
             status = FollowStatus(previous.replica_dir if previous else "", anchor.changelog, 0, os.getpid(),
-                                  socket.gethostname(), argv=list(argv or []), cwd=cwd or os.getcwd(),
+                                  socket.gethostname(), follower=settings,
                                   job=ref.job, job_id=ref.job_id, task=ref.task, store=ref.store,
                                   layout=PRE_RESTORED,
                                   checkpoint_id=previous.checkpoint_id if previous else None,
@@ -509,6 +514,7 @@ def _plan_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstore
                              "downloads the snapshot whatever is here (BlobStoreRestoreManager.shouldRestore)",
                              hint=f"unset stores.{ref.store}.clean.on.container.start, then promote again")
     check_here(anchor, bootstrap if check_locality else None, security=security)
+    _follower_to_fence(anchor)  # LockHeldError for one this host cannot stop, before anything changes
     with KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security) as log:
         latest = log.latest(ref)
     if latest is None:
@@ -528,6 +534,7 @@ def plan_promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, bl
     update_locality. Raises what promote_pre_restored raises before it fences the follower."""
     from statectl.engine.standby import _locked, lock_holder, plan_locality
 
+    check_not_promoting(prerestore_replica(state_dir, ref))
     plan = _plan_pre_restored(ref, state_dir, bootstrap, blobstore, security=security, check_locality=True)
     anchor = plan.anchor
     owned = sorted(_owned(plan.status))
@@ -548,7 +555,7 @@ def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobsto
                          catalog: BlobCheckpointStore, *, security: KafkaSecurity | None = None,
                          timeout_s: float = 60.0, on_locality: Callable[[], tuple[bool, str | None]] | None = None,
                          progress: ProgressReporter | None = None, restart_follower: bool = True,
-                         check_locality: bool = True) -> PromoteResult:
+                         check_locality: bool = True, promote_lock: bool = True) -> PromoteResult:
     """Promote the pre-restored dir of a job that restores ``ref``'s store from the blob store (call it when
     restores_from_blob_store says so): fence its follower (Invariant 2: nothing is promoted while it runs),
     make sure ``<store dir>-<checkpointId>`` of the task's latest checkpoint is there and identical to its
@@ -557,7 +564,8 @@ def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobsto
     the store dir (BlobStoreRestoreManager). The active store dir is never touched. ``on_locality`` as
     standby.promote; ``restart_follower`` as standby.promote (False: a container's failover);
     ``check_locality`` False: the job's locality may place the task here already (a failover pointed it
-    here), only the store's LOCK is checked. Result:
+    here), only the store's LOCK is checked. ``promote_lock`` False: the caller holds the store's PromoteLock
+    (a failover); else it is taken first (LockHeldError, exit 11, while another promote runs). Result:
     ``restore_mode`` "blob-store", ``promoted_dir`` the checkpoint dir,
     ``checkpoint_id``, ``records_applied`` the files downloaded.
 
@@ -568,7 +576,17 @@ def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobsto
     StatectlError (exit 1) when the dir cannot be brought to the snapshot within ``timeout_s`` or is not
     identical to it afterwards, and DiskFullError when the disk fills: the follower is then started again and
     its dirs are as they were."""
-    progress = progress or NullProgress()
+    import contextlib
+
+    with PromoteLock(prerestore_replica(state_dir, ref)) if promote_lock else contextlib.nullcontext():
+        return _promote_pre_restored(ref, state_dir, bootstrap, blobstore, catalog, security, timeout_s, on_locality,
+                                     progress or NullProgress(), restart_follower, check_locality)
+
+
+def _promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstore: BlobStore,
+                          catalog: BlobCheckpointStore, security: KafkaSecurity | None, timeout_s: float,
+                          on_locality: Callable[[], tuple[bool, str | None]] | None, progress: ProgressReporter,
+                          restart_follower: bool, check_locality: bool) -> PromoteResult:
     began = time.monotonic()
     plan = _plan_pre_restored(ref, state_dir, bootstrap, blobstore, security=security, check_locality=check_locality)
     anchor, before, blob_id, index = plan.anchor, plan.status, plan.snapshot_id, plan.index
@@ -577,7 +595,7 @@ def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobsto
     deadline = began + timeout_s
     was_following = _fence(anchor)
     try:
-        with _lock(anchor, wait_s=FENCE_TIMEOUT_S):
+        with _lock(anchor, wait_s=FENCE_TIMEOUT_S, role=PROMOTER):
             status = _own_status(anchor) or before
             kept = replace(status)
             try:
@@ -606,9 +624,11 @@ def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobsto
             # Only now: until here the status file is what proves the dirs statectl's own.
             anchor.status_path.unlink(missing_ok=True)
         anchor.lock_path.unlink(missing_ok=True)
-    except Exception:
-        if restart_follower:
-            _restart(before, was_following)  # once the lock is released: the follower takes it again
+        anchor.log_path.unlink(missing_ok=True)
+    except Exception as e:
+        if restart_follower and was_following:  # once the lock is released: the follower takes it again
+            said = _restart(anchor, before, bootstrap)
+            e.args = (f"{e}; {said}", *e.args[1:]) if isinstance(e, StatectlError) else e.args
         raise
     caught = ("was the latest checkpoint's already" if made.downloaded == 0 and made.reused == 0
               else f"brought to it: {made.downloaded} files downloaded, {made.reused} reused")

@@ -1,23 +1,28 @@
-"""rescale: re-partition the snapshots of a store's N tasks into M tasks on Spark (issue 20).
+"""rescale: re-partition the snapshots of a store's N tasks into M tasks on Spark.
 
-Two paths. Hash-partitioned stores (below). Key-group stores (``key_groups``, statectl.engine.rescale_plan):
-each source's MANIFEST gives its files' key ranges; the files inside a target's key groups are copied
-server-side into the target's snapshot unread (statectl.transfer.copy), the others go through the hash
-path's Spark job cut down to them (their keys rewritten into per-target partial stores, verified as
-below), and each target's snapshot is its copies plus its partial store's files under a MANIFEST written
-for them (statectl.rocks.manifest), uploaded and committed as below.
+Two paths. Hash-partitioned stores (below). Key-group stores (``key_groups``, statectl.engine.rescale_keygroups,
+planned by statectl.engine.rescale_plan): each source's MANIFEST gives its files' key ranges; the files
+inside a target's key groups are copied server-side into the target's snapshot unread
+(statectl.transfer.copy), the others go through the hash path's Spark job cut down to them (their keys
+rewritten into per-target partial stores, verified as below), and each target's snapshot is its copies plus
+its partial store's files under a MANIFEST written for them (statectl.rocks.manifest), uploaded and
+committed as below.
 
 The hash path:
 
-resolve the source snapshots (latest, or named) -> a Spark job (statectl.spark, source "snapshots"): the
-executors read each source snapshot from the blob store (CRC32-checked while it streams), emit (target,
-key, value) with the job's partitioner, partition by target, sort, and write SST files -> ingest each
-target's files into a staged store -> verify (key count and order-independent content hash of the targets
-equal the sources'; every key in the task the partitioner names) -> upload the M new snapshots with TTLs,
-as backup does, and check their blobs -> commit the M checkpoint records -> post-commit cleanup (the TTLs
-go; catalog.commit's prepare_commit and finish_commit, as backup and snapshots copy use them). Nothing is committed before every target is uploaded and verified: a failure or a kill before that
-leaves the sources as they were and only TTL'd blobs behind (gc reclaims them). The source snapshots are
-only read.
+resolve the source snapshots (latest, or named) -> what the blob store records of this rescale: done, or
+cut in its commit, it is finished there (statectl.engine.rescale_rerun) -> check that the sources are the
+--from layout (statectl.engine.rescale_layout) -> a Spark job (statectl.spark, source "snapshots"): the
+executors read each source snapshot from the blob store (CRC32-checked while it streams), check that each
+key belongs to its source's task, emit (target, key, value) with the job's partitioner, partition by
+target, sort, and write SST files -> ingest each target's files into a staged store -> verify (key count
+and order-independent content hash of the targets equal the sources'; every key in the task the
+partitioner names) -> upload the M new snapshots with TTLs, as backup does, and check their blobs ->
+record the rescale -> commit the M checkpoint records -> post-commit cleanup (the TTLs go;
+catalog.commit's prepare_commit and finish_commit, as backup and snapshots copy use them;
+statectl.engine.rescale_commit). Nothing is committed before every target is uploaded and verified: a
+failure or a kill before that leaves the sources as they were and only TTL'd blobs behind (gc reclaims
+them). The source snapshots are only read.
 
 The new checkpoints carry no changelog position: the old partitioning's changelog offsets mean nothing for
 the new tasks. With a Kafka checkpoint topic, a target task whose latest checkpoint names a changelog
@@ -38,18 +43,16 @@ from typing import Any
 from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import write_index
-from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
 from statectl.catalog.resolve import resolve_snapshot
-from statectl.catalog.commit import finish_commit, prepare_commit
-from statectl.errors import DiskFullError, PartialError, StatectlError, UsageError
-from statectl.local.layout import NEVER_UPLOADED
+from statectl.engine.rescale_commit import WHAT, PendingTarget, changelog_markers, commit_targets, take_leases
+from statectl.engine.rescale_layout import check_sources
+from statectl.errors import DiskFullError, StatectlError, UsageError
+from statectl.local.layout import NEVER_UPLOADED, task_dir_name
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
-
-WHAT = "rescale"
-
+from statectl.snapshot.model import files_owner, parse_file_owner
 
 class VerificationError(StatectlError):
     """The targets do not hold what the sources held (exit 1); nothing was committed."""
@@ -60,11 +63,17 @@ class RescaleOptions:
     """Re-partition ``store`` of ``job`` from ``from_tasks`` source tasks into ``to_tasks`` target tasks of
     ``to_job`` (default: ``job``). ``sources``/``targets``: the task names (default ``Partition k``);
     ``snapshots``: task -> snapshot id (checkpoint id or index blob id; default the latest).
-    ``partitioner``: ``module:callable`` f(key: bytes, partitions: int) -> int, None for Kafka's default
-    (toPositive(murmur2(key)) % partitions). ``key_groups``: the store's keys carry key-group prefixes
-    (Flink's layout, statectl.formats.keygroups) of this many groups: the key-group path (module doc). ``dry_run``: resolve the sources and report the plan, run
-    nothing. ``work_dir``: where the Spark job's files and the staged target stores go (a temporary dir
-    in it, removed at the end; default the system's temp dir)."""
+    ``partitioner``: ``module:callable`` f(key: bytes, partitions: int) -> int, None (or ``murmur2``) for
+    Kafka's default (toPositive(murmur2(key)) % partitions); ``from_partitioner``: the one that placed the
+    sources' keys (default: ``partitioner``). ``key_groups``: the store's keys carry key-group prefixes
+    (Flink's layout, statectl.formats.keygroups) of this many groups: the key-group path (module doc).
+    ``ignore_other_tasks``: rescale although the store has snapshots of tasks besides the sources
+    (statectl.engine.rescale_layout). ``again``: a new rescale whatever the blob store records of this one
+    (statectl.engine.rescale_rerun). ``dry_run``: make every check that needs no Spark job and report the
+    plan; write nothing. ``work_dir``: where the Spark job's files and the staged target stores go (a
+    temporary dir in it, removed at the end; default the system's temp dir). ``file_owner``: ``USER:GROUP``
+    the targets' files are recorded with (None: the sources', snapshot.model.files_owner): Samza's restore
+    compares them with its restored files'."""
 
     store: str
     job: str
@@ -76,7 +85,10 @@ class RescaleOptions:
     targets: tuple[str, ...] = ()
     snapshots: dict[str, str] = field(default_factory=dict)
     partitioner: str | None = None
+    from_partitioner: str | None = None
     key_groups: int | None = None
+    ignore_other_tasks: bool = False
+    again: bool = False
     master: str = "local[*]"
     conf: dict[str, str] = field(default_factory=dict)
     staging: str = "local"  # or the blob store URL the executors hand their SST files over through
@@ -89,6 +101,7 @@ class RescaleOptions:
     keep_last: int = defaults.KEEP_LAST
     grace_seconds: int = defaults.GRACE_SECONDS
     timeout_s: float | None = None
+    file_owner: str | None = None
 
     @property
     def source_tasks(self) -> list[str]:
@@ -97,6 +110,11 @@ class RescaleOptions:
     @property
     def target_tasks(self) -> list[str]:
         return list(self.targets) or [f"Partition {k}" for k in range(self.to_tasks)]
+
+    @property
+    def source_partitioner(self) -> str | None:
+        """The partitioner that placed the sources' keys."""
+        return self.from_partitioner or self.partitioner
 
     def validate(self) -> None:
         """UsageError for options that cannot be run."""
@@ -108,34 +126,52 @@ class RescaleOptions:
             raise UsageError(f"the task map names {len(self.sources)} source tasks, --from says {self.from_tasks}")
         if self.targets and len(self.targets) != self.to_tasks:
             raise UsageError(f"the task map names {len(self.targets)} target tasks, --to says {self.to_tasks}")
-        for what, names in (("source", self.source_tasks), ("target", self.target_tasks)):
-            if len(set(names)) != len(names) or not all(names):
-                raise UsageError(f"the {what} task names must be distinct and not empty")
+        self._validate_names()
         unknown = sorted(set(self.snapshots) - set(self.source_tasks))
         if unknown:
             raise UsageError(f"--snapshots names task {unknown[0]!r}, which is not a source task")
         if (self.to_job or self.job) == self.job and self.from_tasks == self.to_tasks and not self.targets:
             raise UsageError("--from equals --to within one job: nothing to rescale")
+        self._validate_routing()
+        if self.keep_last < 1:
+            raise UsageError("--keep-last must be at least 1")
+        if self.ttl_seconds < 60:
+            raise UsageError("--ttl must be at least a minute")
+        check_parallelism(self.parallelism)
+        if self.file_owner is not None:
+            parse_file_owner(self.file_owner)
+
+    def _validate_names(self) -> None:
+        """Every task name must name a store dir and a catalog key segment, as --task must (check_name)."""
+        from statectl.local.layout import check_name
+
+        if self.to_job is not None:
+            check_name("to job", self.to_job)
+        for what, names in (("source", self.source_tasks), ("target", self.target_tasks)):
+            if len(set(names)) != len(names) or not all(names):
+                raise UsageError(f"the {what} task names must be distinct and not empty")
+            for name in names:
+                try:
+                    check_name("task", name)
+                except UsageError as e:
+                    raise UsageError(f"--task-map: {what} task: {e}") from None
+
+    def _validate_routing(self) -> None:
+        import re
+
         if self.key_groups is not None:
             from statectl.formats.keygroups import check_key_groups
 
-            if self.partitioner is not None:
+            if self.partitioner is not None or self.from_partitioner is not None:
                 raise UsageError("--key-groups and --partitioner exclude each other: a key-group store routes "
                                  "every key by its key-group prefix")
             try:
                 check_key_groups(self.key_groups)
             except ValueError as e:
                 raise UsageError(f"--key-groups: {e}") from None
-        if self.partitioner is not None:
-            import re
-
-            if not re.fullmatch(r"[\w.]+:[\w.]+", self.partitioner):
-                raise UsageError(f"--partitioner {self.partitioner!r}: expected module:callable")
-        if self.keep_last < 1:
-            raise UsageError("--keep-last must be at least 1")
-        if self.ttl_seconds < 60:
-            raise UsageError("--ttl must be at least a minute")
-        check_parallelism(self.parallelism)
+        for flag, name in (("--partitioner", self.partitioner), ("--from-partitioner", self.from_partitioner)):
+            if name is not None and name != "murmur2" and not re.fullmatch(r"[\w.]+:[\w.]+", name):
+                raise UsageError(f"{flag} {name!r}: expected module:callable (or murmur2)")
 
 
 @dataclass
@@ -192,23 +228,36 @@ class RescaleResult:
     duration_s: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    file_owner: str = ""  # USER:GROUP the targets' files are recorded with ("": the sources have no files)
+    # This command run again (statectl.engine.rescale_rerun): "done" (nothing to do, nothing written) or
+    # "finished" (it committed the targets a cut commit left); "" for a new rescale.
+    rerun: str = ""
 
 
 def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
             progress: ProgressReporter | None = None) -> RescaleResult:
     """Re-partition the source snapshots into new target snapshots and commit them (see the module doc).
 
-    Raises UsageError for bad options; SnapshotNotFoundError (exit 10) for a source task without a snapshot
-    (or without the named one); MissingDependencyError (13) without pyspark or Java; StatectlError (exit 1)
-    when the Spark job fails, e.g. on a damaged source snapshot (a file whose CRC32 or size differs from
-    its index); VerificationError (exit 1) when the targets do not hold exactly the sources' entries, each
-    in its partitioner's task; LockHeldError (11) when a backup of a target store is running; PartialError
-    (exit 3) when the commit of a target fails after others were committed (the commit step takes
-    milliseconds: a broker or blob store failing right then). In every
-    failure before the commit nothing is committed and the sources are untouched; the uploads made so far
-    carry a TTL (gc reclaims them). Not idempotent: each successful run commits M new snapshots.
+    Raises UsageError for bad options (a partitioner that does not import among them); SnapshotNotFoundError
+    (exit 10) for a source task without a snapshot (or without the named one); LayoutError (exit 1) when the
+    sources are not the layout the options say (statectl.engine.rescale_layout); RecordedRescaleError
+    (exit 1) when what the blob store records of this rescale, or of another one into the target store,
+    forbids it (statectl.engine.rescale_rerun); MissingDependencyError (13) without pyspark or Java;
+    StatectlError (exit 1) when the Spark job fails, e.g. on a damaged source snapshot (a file whose CRC32 or
+    size differs from its index) or a source key outside its task; VerificationError (exit 1) when the
+    targets do not hold exactly the sources' entries, each in its partitioner's task; LockHeldError (11) when
+    a backup of a target store is running; PartialError (exit 3) when the commit of a target fails after
+    others were committed (the commit step takes milliseconds: a broker or blob store failing right then).
+    In every failure before the commit nothing is committed and the sources are untouched; the uploads made
+    so far carry a TTL (gc reclaims them). A dry run makes every check but the Spark job's and writes nothing.
+
+    Idempotent as a command: the rescale is recorded before its first commit, and the same rescale run again
+    commits what a cut commit left, or, done, does nothing (statectl.engine.rescale_rerun).
     """
+    from statectl.engine import rescale_rerun as rerun
+
     opts.validate()
+    _check_partitioners(opts)
     if opts.key_groups is not None:
         from dataclasses import replace
 
@@ -221,6 +270,64 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     result = RescaleResult(opts.store, opts.job, to_job, opts.from_tasks, opts.to_tasks, 0,
                            opts.partitioner or "murmur2", [], [], dry_run=opts.dry_run, key_groups=opts.key_groups)
     t0 = time.monotonic()
+    snapshots, indexes = _resolve(opts, blobstore, checkpoints, result)
+    found = rerun.check_recorded(opts, blobstore, checkpoints, [s.snapshot_id for s in result.sources])
+    if found.record is not None:
+        rerun.finish(opts, found, blobstore, checkpoints, result, progress)
+        return _ended(result, progress, began)
+    manifests = check_sources(opts, blobstore, checkpoints, indexes, found.leftovers)
+    kg_plan = None
+    if opts.key_groups is not None:
+        from statectl.engine.rescale_keygroups import plan_key_groups
+
+        kg_plan = plan_key_groups(opts, manifests, indexes, result)
+    result.phases["resolve_s"] = round(time.monotonic() - t0, 3)
+    if opts.dry_run:
+        if kg_plan is None or kg_plan.whole or kg_plan.reads:  # the run's Spark job checks this before it starts
+            from statectl.spark.submit import check_spark
+
+            check_spark(WHAT)
+        if not result.targets:
+            result.targets = [TargetInfo(t, 0) for t in opts.target_tasks]
+        return _ended(result, progress, began)
+
+    recorder = rerun.Recorder(blobstore, opts, found.etag)
+    with _WorkDir(opts.work_dir) as work:
+        if kg_plan is None:
+            stores, manifest = _build(opts, snapshots, blobstore, work, result, progress)
+            _verify(opts, stores, manifest, result)
+            _upload_and_commit(opts, to_job, stores, blobstore, checkpoints, result, progress, recorder)
+        else:
+            from statectl.engine.rescale_keygroups import rescale_key_groups
+
+            rescale_key_groups(opts, to_job, kg_plan, snapshots, manifests, indexes, blobstore, checkpoints, work,
+                               result, progress, recorder)
+    return _ended(result, progress, began)
+
+
+def _ended(result: RescaleResult, progress: NoteRecorder, began: float) -> RescaleResult:
+    result.notes = progress.notes
+    result.duration_s = round(time.monotonic() - began, 3)
+    return result
+
+
+def _check_partitioners(opts: RescaleOptions) -> None:
+    """UsageError for a partitioner that does not import here, before anything runs: statectl's own
+    verification routes every key with it too."""
+    from statectl.spark.job import BuildError, load_partitioner
+
+    for flag, name in (("--partitioner", opts.partitioner), ("--from-partitioner", opts.from_partitioner)):
+        try:
+            load_partitioner(name)
+        except BuildError as e:
+            raise UsageError(f"{flag}: {e}", hint="it must import where statectl runs and where the executors run "
+                                                  "(e.g. through PYTHONPATH); nothing was run") from None
+
+
+def _resolve(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+             result: RescaleResult) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Resolve every source's snapshot (the latest, or the one --snapshots names) into ``result.sources``;
+    return them as BuildSpec.snapshots holds them, and their indexes."""
     snapshots = []
     indexes = []
     for task in opts.source_tasks:
@@ -233,28 +340,9 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         indexes.append(snap.index)
         result.sources.append(SourceInfo(task, snap.index_blob_id, snap.index.snapshot_metadata.checkpoint_id,
                                          len(files), sum(f["size"] for f in files)))
-    kg_plan = None
-    if opts.key_groups is not None:
-        kg_plan = _plan_key_groups(opts, indexes, blobstore, result)
-    result.phases["resolve_s"] = round(time.monotonic() - t0, 3)
-    if opts.dry_run:
-        if not result.targets:
-            result.targets = [TargetInfo(t, 0) for t in opts.target_tasks]
-        result.notes = progress.notes
-        result.duration_s = round(time.monotonic() - began, 3)
-        return result
-
-    with _WorkDir(opts.work_dir) as work:
-        if kg_plan is None:
-            stores, manifest = _build(opts, snapshots, blobstore, work, result, progress)
-            _verify(opts, stores, manifest, result)
-            _upload_and_commit(opts, to_job, stores, blobstore, checkpoints, result, progress)
-        else:
-            _rescale_key_groups(opts, to_job, kg_plan, snapshots, indexes, blobstore, checkpoints, work, result,
-                                progress)
-    result.notes = progress.notes
-    result.duration_s = round(time.monotonic() - began, 3)
-    return result
+    owner = parse_file_owner(opts.file_owner) if opts.file_owner else files_owner([i.dir_index for i in indexes])
+    result.file_owner = ":".join(owner) if owner else ""
+    return snapshots, indexes
 
 
 WORK_PREFIX = "statectl-rescale-"
@@ -310,11 +398,18 @@ def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: Blo
     from statectl.rocks.sst import ingest_into_new_store
     from statectl.spark.submit import BuildSpec, run_build
 
+    hashed = opts.key_groups is None
     spec = BuildSpec("snapshots", layout="partitioned", partitions_out=opts.to_tasks, snapshots=tuple(snapshots),
-                     source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging)
+                     source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging,
+                     partitions_in=opts.from_tasks if hashed else None,
+                     source_partitioner=opts.source_partitioner if hashed else None)
     t0 = time.monotonic()
-    manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
-                         timeout_s=opts.timeout_s, s3=opts.s3)
+    try:
+        manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
+                             timeout_s=opts.timeout_s, s3=opts.s3)
+    except StatectlError as e:
+        _keep_log(e, work / "build")
+        raise
     result.phases["spark_s"] = round(time.monotonic() - t0, 3)
     by_task = {s["task"]: s for s in manifest.sources}
     for src in result.sources:
@@ -327,7 +422,7 @@ def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: Blo
     t0 = time.monotonic()
     out = []
     for k, task in enumerate(opts.target_tasks):
-        target = work / "stores" / task.replace(" ", "_")
+        target = work / "stores" / task_dir_name(task)
 
         def full(target: Path = target) -> DiskFullError:
             return DiskFullError(f"no space left on device building {target}", hint=f"free space in {work}, "
@@ -339,6 +434,25 @@ def _build(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: Blo
         out.append(target)
     result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
     return out, manifest
+
+
+def _keep_log(e: StatectlError, build: Path) -> None:
+    """The Spark job's log that ``e``'s hint names lives in the work dir, which goes when the rescale ends: keep
+    a copy beside the work dir and name that instead."""
+    import os
+
+    from statectl.spark.submit import LOG_FILE
+
+    log = build / LOG_FILE
+    if not e.hint or str(log) not in e.hint or not log.is_file():
+        return
+    kept = build.parent.parent / f"{WORK_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{LOG_FILE}"
+    try:
+        shutil.copyfile(log, kept)
+    except OSError:
+        e.hint = None
+        return
+    e.hint = e.hint.replace(str(log), str(kept))
 
 
 def _verify(opts: RescaleOptions, stores: list[Path], manifest: Any, result: RescaleResult) -> None:
@@ -406,10 +520,11 @@ def _verify(opts: RescaleOptions, stores: list[Path], manifest: Any, result: Res
 
 def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], blobstore: BlobStore,
                        checkpoints: BlobCheckpointStore, result: RescaleResult, progress: ProgressReporter,
-                       copied: list[list[Any]] | None = None) -> None:
-    """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then commit all
-    M checkpoint records and run backup's post-commit cleanup for each. ``copied``: per target, FileIndexes
-    of blobs already copied into the blob store (TTL'd) that its snapshot lists besides the uploads."""
+                       recorder: Any, copied: list[list[Any]] | None = None) -> None:
+    """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then record the
+    rescale (``recorder``: rescale_rerun.Recorder), commit all M checkpoint records and run backup's
+    post-commit cleanup for each. ``copied``: per target, FileIndexes of blobs already copied into the blob
+    store (TTL'd) that its snapshot lists besides the uploads."""
     from statectl.catalog.index import read_index
     from statectl.errors import CorruptSnapshotError
     from statectl.snapshot.diff import build_dir_index, diff_local
@@ -421,14 +536,7 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
     refs = [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
     pending = []
     with ExitStack() as stack:
-        leases = []
-        for ref in refs:
-            lease = stack.enter_context(Lease(blobstore, ref, operation=WHAT, wait_for_gc=GC_WAIT_SECONDS))
-            if lease.notice:
-                progress.note(lease.notice)
-            leases.append(lease)
-            # as backup does: an interrupted commit of this target left a cleanup pending: finish it first
-            prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds, progress=progress)
+        leases = take_leases(stack, opts, blobstore, checkpoints, refs, progress)
         markers = changelog_markers(checkpoints, refs)
         for ref, path, info in zip(refs, stores, result.targets):
             checkpoint_id = new_checkpoint_id()
@@ -443,6 +551,8 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
 
                 dir_index = replace(dir_index, files_present=tuple(sorted(dir_index.files_present + tuple(extra),
                                                                           key=lambda f: f.file_name)))
+            if result.file_owner:  # the staged stores' files are the user's statectl runs as
+                dir_index = dir_index.with_owner(*parse_file_owner(result.file_owner))
             index = SnapshotIndex(creation_time_millis=now_ms(),
                                   snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task,
                                                                      ref.store),
@@ -463,257 +573,11 @@ def _upload_and_commit(opts: RescaleOptions, to_job: str, stores: list[Path], bl
             # The commit's cleanup keeps every older snapshot of the target (within one job: the source of
             # its task, kept for a roll-back); the next backup of the task applies its own --keep-last.
             keep = max(opts.keep_last, 1 + len(checkpoints.list(ref)))
-            pending.append((ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis,
-                                                  keep_last=keep), index, uploaded))
+            pending.append(PendingTarget(ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis,
+                                                                keep_last=keep), index,
+                                         [b.blob_id for fi in uploaded for b in fi.blobs]))
         result.phases["upload_s"] = round(time.monotonic() - t0, 3)
-        failpoints.hit("rescale-before-commit")
-        for lease in leases:
-            lease.check()  # fencing: never commit after a backup took a target over
-        t0 = time.monotonic()
-        done: list[str] = []
-        for (ref, record, index, uploaded), extra in zip(pending, markers):
-            try:
-                failpoints.hit("rescale-commit")
-                checkpoints.commit(ref, record, markers=extra)
-            except StatectlError as e:
-                if not done:
-                    raise
-                raise PartialError(
-                    f"rescale committed {len(done)} of {len(pending)} targets ({', '.join(done)}), then the commit "
-                    f"of {ref.task} failed: {e}",
-                    hint="the targets are all uploaded and verified: run the same rescale again (it commits a new "
-                         "set), or restore the committed tasks' previous snapshots") from e
-            done.append(ref.task)
-        result.committed = True
-        for ref, record, index, uploaded in pending:
-            finish_commit(blobstore, checkpoints, ref, record, index,
-                          new_blob_ids=[b.blob_id for fi in uploaded for b in fi.blobs],
-                          grace_seconds=opts.grace_seconds, progress=progress, what=WHAT)
-        result.phases["commit_s"] = round(time.monotonic() - t0, 3)
-
-
-# -- the key-group path (statectl.engine.rescale_plan) ------------------------------------------------------
-
-
-def _file_bytes(blobstore: BlobStore, fi: Any) -> bytes:
-    """A small file of a snapshot (CURRENT, a MANIFEST), read whole from its blobs."""
-    import io
-
-    buf = io.BytesIO()
-    for b in sorted(fi.blobs, key=lambda b: b.offset):
-        blobstore.get(b.blob_id, buf)
-    return buf.getvalue()
-
-
-def _source_manifest(blobstore: BlobStore, index: Any, task: str) -> Any:
-    """The source's live files from its snapshot's MANIFEST, each checked against the index (present, same
-    size); None when the snapshot has a non-empty WAL (the source is read whole). CorruptSnapshotError
-    (exit 1) when the MANIFEST is damaged or names a file the snapshot lacks."""
-    from statectl.errors import CorruptSnapshotError
-    from statectl.rocks.manifest import ManifestError, read_manifest
-
-    files = dict(index.dir_index.walk_present())
-    if any(rel.endswith(".log") and fi.file_metadata.size > 0 for rel, fi in files.items()):
-        return None
-    try:
-        current = _file_bytes(blobstore, files["CURRENT"]).decode().strip()
-        if not current.startswith("MANIFEST-") or current not in files:
-            raise ManifestError(f"CURRENT names {current!r}, which the snapshot does not hold")
-        m = read_manifest(_file_bytes(blobstore, files[current]))
-    except (KeyError, UnicodeDecodeError) as e:
-        raise CorruptSnapshotError(f"the snapshot of {task} is not a RocksDB store: no {e}",
-                                   hint="nothing was uploaded or committed") from None
-    except ManifestError as e:
-        raise CorruptSnapshotError(f"the snapshot of {task}: {e}", hint="nothing was uploaded or committed") from None
-    for f in m.files.values():
-        fi = files.get(f.name)
-        if fi is None or fi.file_metadata.size != f.size:
-            raise CorruptSnapshotError(f"the snapshot of {task} is damaged: its MANIFEST lists {f.name} of {f.size} "
-                                       "bytes, its index " + ("does not hold it" if fi is None else
-                                                              f"says {fi.file_metadata.size} bytes"),
-                                       hint="nothing was uploaded or committed")
-    return m
-
-
-def _plan_key_groups(opts: RescaleOptions, indexes: list[Any], blobstore: BlobStore, result: RescaleResult) -> Any:
-    """Read every source's MANIFEST and plan the copies and reads (rescale_plan.plan); the plan's figures go
-    into ``result`` (a dry run reports them)."""
-    from statectl.engine.rescale_plan import plan
-
-    manifests = [_source_manifest(blobstore, index, src.task) for index, src in zip(indexes, result.sources)]
-    p = plan(manifests, opts.from_tasks, opts.to_tasks, opts.key_groups or 0)
-    result.targets = [TargetInfo(task, 0, files_copied=len(t.copies), bytes_copied=t.bytes_copied,
-                                 files_read=len(t.reads) + sum(result.sources[i].files for i in t.whole),
-                                 bytes_read=sum(f.size for f in t.reads) + sum(result.sources[i].bytes for i in t.whole))
-                      for task, t in zip(opts.target_tasks, p.targets)]
-    result.bytes_copied = p.bytes_copied
-    result.files_copied = sum(len(t.copies) for t in p.targets)
-    result.files_rewritten = sum(len(fs) for fs in p.reads.values()) + sum(result.sources[i].files for i in p.whole)
-    result.bytes_rewritten = p.bytes_read({i: s.bytes for i, s in enumerate(result.sources)})
-    return p
-
-
-def _read_sources(opts: RescaleOptions, p: Any, snapshots: list[dict[str, Any]], manifests_of: list[Any],
-                  blobstore: BlobStore) -> tuple[list[dict[str, Any]], list[str]]:
-    """The sources the executors read, as BuildSpec.snapshots: a whole source as it is; any other its read
-    files with a MANIFEST (and CURRENT) that lists only them at their levels, uploaded as TTL'd blobs, so
-    that RocksDB opens exactly those files. Also the ids of those blobs."""
-    import io
-    import zlib
-
-    from statectl.rocks.manifest import manifest_bytes
-
-    out, temp = [], []
-
-    def put(data: bytes) -> dict[str, Any]:
-        blob = blobstore.put(io.BytesIO(data), size=len(data), ttl_seconds=opts.ttl_seconds)
-        temp.append(blob)
-        return {"size": len(data), "checksum": zlib.crc32(data), "blobs": [[blob, 0]]}
-
-    from statectl.formats.keygroups import task_range
-
-    for i, snap in enumerate(snapshots):
-        # a source contributes the keys of its own key groups only (as Flink clips a restored store to its
-        # key-group range): what a file holds beyond them is another task's, or deleted there
-        groups = list(task_range(i, opts.from_tasks, p.groups))
-        if i in p.whole:
-            out.append({**snap, "groups": groups})
-            continue
-        reads = p.reads.get(i)
-        if not reads:
-            continue
-        m = manifests_of[i]
-        by_path = {f["path"]: f for f in snap["files"]}
-        number = m.next_file_number
-        data = manifest_bytes([f.file for f in reads], next_file_number=number + 1, last_sequence=m.last_sequence,
-                              comparator=m.comparator)
-        name = f"MANIFEST-{number:06d}"
-        files = [by_path[f.file.name] for f in reads]
-        files += [{"path": name, **put(data)}, {"path": "CURRENT", **put(name.encode() + b"\n")}]
-        out.append({"task": snap["task"], "snapshot": snap["snapshot"], "files": files, "groups": groups})
-    return out, temp
-
-
-def _rescale_key_groups(opts: RescaleOptions, to_job: str, p: Any, snapshots: list[dict[str, Any]],
-                        indexes: list[Any], blobstore: BlobStore, checkpoints: BlobCheckpointStore, work: Path,
-                        result: RescaleResult, progress: ProgressReporter) -> None:
-    """The key-group path: the executors rewrite the read files' keys into one partial store per target
-    (the hash path's job, on sources cut down to their read files), verified as the hash path verifies;
-    each target is then its partial store's files plus the copied files, under a MANIFEST written for them;
-    the copies are made server-side (TTL'd) and the whole is uploaded and committed as the hash path
-    commits."""
-    import os
-    from dataclasses import replace as dc_replace
-
-    from statectl.engine.rescale_plan import check_target, partial_level
-    from statectl.rocks.manifest import LiveFile, manifest_bytes, read_store_manifest, write_store_files
-    from statectl.transfer.copy import copy_blobs
-    from statectl.transfer.download import blob_ranges
-
-    manifests_of = [None if i in p.whole else _source_manifest(blobstore, idx, result.sources[i].task)
-                    for i, idx in enumerate(indexes)]
-    partial: list[Path | None] = [None] * opts.to_tasks
-    temp: list[str] = []
-    try:
-        if p.whole or p.reads:
-            sources, temp = _read_sources(opts, p, snapshots, manifests_of, blobstore)
-            keep = result.sources
-            result.sources = [s for s in keep if any(src["task"] == s.task for src in sources)]
-            try:
-                stores, manifest = _build(opts, sources, blobstore, work, result, progress)
-                _verify(opts, stores, manifest, result)
-            finally:
-                result.sources = keep
-            partial = list(stores)
-        else:
-            result.verified = True
-    finally:
-        if temp:
-            blobstore.delete(temp)
-    last_sequence = max((m.last_sequence for m in manifests_of if m is not None), default=0)
-    files_of = [dict(idx.dir_index.walk_present()) for idx in indexes]
-    assembled, copied = [], []
-    for k, (task, t) in enumerate(zip(opts.target_tasks, p.targets)):
-        out = work / "targets" / task.replace(" ", "_")
-        out.mkdir(parents=True)
-        number = 0
-        listed: list[LiveFile] = []
-        copies = []
-        jobs: list[tuple[str, int]] = []
-        for epoch, sf in enumerate(sorted(t.copies, key=lambda sf: (sf.file.epoch, sf.file.largest_seqno,
-                                                                    sf.source, sf.file.number)), start=2):
-            number += 1
-            listed.append(dc_replace(sf.file, number=number, epoch=epoch))
-            fi = files_of[sf.source][sf.file.name]
-            copies.append((fi, f"{number:06d}.sst"))
-            jobs += [(blob_id, length) for blob_id, _, length in blob_ranges(fi, f"file {sf.file.name}")]
-        new_ids = copy_blobs(jobs, blobstore, blobstore, True, ttl_seconds=opts.ttl_seconds,
-                             parallelism=opts.parallelism, progress=progress) if jobs else []
-        ids = iter(new_ids)
-        copied.append([dc_replace(fi, file_name=name, blobs=tuple(dc_replace(b, blob_id=next(ids)) for b in fi.blobs))
-                       for fi, name in copies])
-        if partial[k] is not None:
-            pm = read_store_manifest(partial[k])
-            mine = pm.live_files
-            level = partial_level(listed, [(f.smallest_key, f.largest_key) for f in mine])
-            for f in mine:
-                number += 1
-                os.link(partial[k] / f.name, out / f"{number:06d}.sst")
-                listed.append(dc_replace(f, number=number, level=level, epoch=1))
-                last_sequence = max(last_sequence, f.largest_seqno)
-        problems = check_target(listed, t.first, t.last, p.groups)
-        if problems:
-            raise VerificationError(f"rescale verification failed, nothing was committed: target {task}: {problems[0]}",
-                                    hint="the source snapshots are untouched")
-        number += 1
-        write_store_files(out, manifest_bytes(listed, next_file_number=number + 1, last_sequence=last_sequence),
-                          number)
-        result.targets[k].files = len(listed)
-        assembled.append(out)
-    result.verified = True
-    _upload_and_commit(opts, to_job, assembled, blobstore, checkpoints, result, progress, copied=copied)
-
-
-def changelog_markers(checkpoints: BlobCheckpointStore, refs: list[StoreRef]) -> list[dict[str, dict[str, str]] | None]:
-    """Per target, the markers its commit adds besides the blob-store one. With a Kafka checkpoint topic:
-    when the target task's latest checkpoint names a changelog position for the store (the old
-    partitioning's), a marker for the same changelog stream, partition k (the task's place), with no
-    offset, so that the job does not replay the old partition's changelog from there onto the new state.
-    None otherwise (the commit leaves the task's other markers and input offsets as they are). Read once,
-    before anything is uploaded."""
-    log = checkpoints.commit_log
-    if log is None or not refs:
-        return [None] * len(refs)
-    from statectl.errors import SnapshotNotFoundError
-    from statectl.formats.checkpoint import (
-        KAFKA_CHANGELOG_FACTORY,
-        SSP,
-        CheckpointFormatError,
-        KafkaChangelogMarker,
-        decode_changelog_marker,
-        encode_changelog_marker,
-    )
-
-    job_log = log.for_job(refs[0].job, refs[0].job_id) if hasattr(log, "for_job") else log
-    try:
-        latest, _problems = job_log.latest_checkpoints()
-    except SnapshotNotFoundError:
-        return [None] * len(refs)  # no checkpoint topic yet: the first commit creates it
-    out: list[dict[str, dict[str, str]] | None] = []
-    for k, ref in enumerate(refs):
-        base = latest.get(ref.task)
-        old = (base.state_checkpoint_markers if base else {}).get(KAFKA_CHANGELOG_FACTORY, {}).get(ref.store)
-        if old is None:
-            out.append(None)
-            continue
-        try:
-            ssp = decode_changelog_marker(old).ssp
-        except CheckpointFormatError as e:
-            raise StatectlError(f"the latest checkpoint of {ref} has a changelog marker statectl cannot read: {e}",
-                                hint="nothing was uploaded or committed") from None
-        marker = KafkaChangelogMarker(SSP(ssp.system, ssp.stream, k, ssp.key_bucket), None)
-        out.append({KAFKA_CHANGELOG_FACTORY: {ref.store: encode_changelog_marker(marker)}})
-    return out
+        commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress)
 
 
 def load_snapshots_file(path: Path) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The plan of a key-group rescale (seed 002: ClipDB + IngestDB, on snapshots): which source files go into
+"""The plan of a key-group rescale (ClipDB + IngestDB, on snapshots): which source files go into
 a target snapshot by server-side copy, unread, and which are read and rewritten by the executors.
 
 Each source task ``i`` of ``N`` owns key groups O_i, each target ``t`` of ``M`` owns R_t

@@ -23,20 +23,15 @@ from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
 from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
-from statectl.errors import (
-    ChecksumMismatchError,
-    CorruptSnapshotError,
-    DiskFullError,
-    UsageError,
-)
+from statectl.errors import DiskFullError, UsageError
 from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs
 from statectl.local.staged import StagedStore, check_free_space, check_target, note_if_linked, resolve_target
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
-from statectl.snapshot.diff import LocalFile, same_local_file
+from statectl.snapshot.diff import LocalFile, group_name, owner_name, same_local_file
 from statectl.snapshot.model import FileIndex
 from statectl.transfer.download import DownloadItem, blob_ranges, download_files
-from statectl.transfer.verify import check_blobs
+from statectl.transfer.verify import require_blobs
 
 DEFAULT_RANGE_SIZE = 16 * 1024 * 1024
 
@@ -114,11 +109,12 @@ def plan_restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCh
                  progress: ProgressReporter | None = None) -> RestorePlan:
     """The plan of ``restore(opts)``, writing nothing anywhere: no reader pin, no temporary dir. Raises what
     ``restore`` raises before it writes (unknown snapshot, a refused target, a damaged index, blobs whose
-    sizes do not tile a file, too little free space). Idempotent. A restore run later may reuse more or
+    sizes do not tile a file, too little free space), and what it would raise downloading: a blob missing
+    or of another size (every blob to download is stat'ed). Idempotent. A restore run later may reuse more or
     fewer local files if the store dir changed meanwhile."""
     progress, target = _checked(opts, blobstore, progress)
     snap = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot, allow_other_store=opts.from_other_store)
-    plan = _plan(opts, target, snap, blobstore, progress)
+    plan = _plan(opts, target, snap, blobstore, progress, dry_run=True)
     plan.notes = progress.notes
     return plan
 
@@ -166,7 +162,7 @@ def _checked_target(opts: RestoreOptions, blobstore: BlobStore, progress: Progre
 
 
 def _plan(opts: RestoreOptions, target: Path, snap: ResolvedSnapshot, blobstore: BlobStore,
-          progress: ProgressReporter) -> RestorePlan:
+          progress: ProgressReporter, *, dry_run: bool = False) -> RestorePlan:
     index = snap.index
     checkpoint_id = index.snapshot_metadata.checkpoint_id
     if snapshot_owner(index) != str(opts.ref):
@@ -177,7 +173,10 @@ def _plan(opts: RestoreOptions, target: Path, snap: ResolvedSnapshot, blobstore:
     sources = _reuse_sources(opts.store_dir.absolute(), target, checkpoint_id)
     local = {rel: src for rel, fi in files if (src := _local_copy(sources, rel, fi)) is not None}
     to_fetch = [(rel, fi) for rel, fi in files if rel not in local]
-    check_blob_sizes(blobstore, to_fetch, opts.range_size, opts.parallelism)  # before touching the disk
+    # Before touching the disk: the blobs of every file larger than one download range (which a restore
+    # preallocates: a size no blob backs, 10**15 bytes, is refused here, not on a full disk); smaller files
+    # show a missing or wrong blob as they download. A dry run stats every blob: it downloads none.
+    require_blobs(blobstore, to_fetch, opts.parallelism, larger_than=0 if dry_run else opts.range_size)
     check_free_space(target, sum(fi.size for _, fi in to_fetch))
     planned = [PlannedFile(rel, fi.size, "reuse", str(local[rel])) if rel in local
                else PlannedFile(rel, fi.size, "download") for rel, fi in files]
@@ -209,13 +208,14 @@ def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOption
             (tmp / rel_dir).mkdir()
         for f, fi in files:
             if f.action == "reuse":
-                _reuse(Path(f.source), fi, tmp / f.path)
+                _reuse(Path(f.source), fi, tmp / f.path, staged.owner)
         to_download = [DownloadItem(f.path, tmp / f.path, fi) for f, fi in files if f.action == "download"]
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
                                           range_size=opts.range_size, progress=progress)
         staged.commit()  # the downloads and copies fsynced their files: "dirs" is enough
     for note in staged.notes:
         progress.note(note)
+    _note_other_owners(target, by_path, progress)
 
     return RestoreResult(
         snapshot_id=plan.snapshot_id,
@@ -236,27 +236,6 @@ def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullErro
     return DiskFullError(f"no space left on device restoring into {target}; the old store is untouched",
                          hint=f"the snapshot needs up to {need} bytes free in {target.parent}; free some space, "
                               "or restore elsewhere with --target-dir")
-
-def check_blob_sizes(blobstore: BlobStore, files: list[tuple[str, FileIndex]], range_size: int,
-                     parallelism: int) -> None:
-    """Check that the blobs tile every file as the index says, before anything is written.
-
-    Every file's blob offsets must tile its size (blob_ranges). The blobs of every file larger than one
-    download range (the files a restore preallocates and fetches in parallel ranges) are stat'ed, so that
-    a size claim no blob backs (an index saying 10**15 bytes) is a CorruptSnapshotError at once, instead of
-    a plan of billions of ranges or a preallocation that fills the disk. Smaller files are neither
-    preallocated nor stat'ed: their one open-ended range shows a wrong size as it downloads.
-    """
-    for rel, fi in files:
-        blob_ranges(fi, f"file {rel}")
-    problems = check_blobs(blobstore, [(rel, fi) for rel, fi in files if fi.size > range_size], parallelism)
-    for p in problems:
-        if p.missing:
-            raise CorruptSnapshotError(f"blob {p.blob_id} of {p.rel} is missing from {blobstore.url}",
-                                       hint="run 'statectl snapshots verify' to list every missing blob")
-        raise ChecksumMismatchError(f"blob {p.blob_id} of {p.rel}: {p.reason}",
-                                    hint="the snapshot's index or blobs are damaged; restore an older snapshot "
-                                         "with --snapshot")
 
 def _reuse_sources(store_dir: Path, target: Path, checkpoint_id: str) -> list[Path]:
     """Local dirs whose identical files can stand in for downloads, best first: the checkpoint dir
@@ -282,9 +261,28 @@ def _local_copy(sources: list[Path], rel: str, fi: FileIndex) -> Path | None:
             return src
     return None
 
-def _reuse(src: Path, fi: FileIndex, dest: Path) -> None:
-    """Hard-link (immutable files: their data is on disk already) or copy and fsync (the rest) ``src``."""
-    if fi.file_name.endswith(IMMUTABLE_SUFFIXES):
+def _note_other_owners(target: Path, files: dict[str, FileIndex], progress: ProgressReporter) -> None:
+    """Say so when the snapshot records other owners than the restored store's files have (a backup run as
+    root by an older statectl recorded root for the files its checkpoint made; a restore into another
+    user's dir): Samza's restore compares them (DirDiffUtil.areSameFile, blob.store.compare.file.owners.
+    on.restore) and fails on a difference."""
+    st = target.stat()
+    have = (owner_name(st.st_uid), group_name(st.st_gid))
+    other = [(rel, fi.file_metadata) for rel, fi in files.items()
+             if (fi.file_metadata.owner, fi.file_metadata.group) != have]
+    if other:
+        rel, m = other[0]
+        progress.note(f"the snapshot records another owner than the restored files' ({':'.join(have)}) for "
+                      f"{len(other)} of its {len(files)} files, e.g. {rel} ({m.owner}:{m.group}): a job running as "
+                      f"{have[0]} fails Samza's owner check restoring it; a new backup of the store records the "
+                      "owners its files have")
+
+
+def _reuse(src: Path, fi: FileIndex, dest: Path, owner: tuple[int, int] | None) -> None:
+    """Hard-link (immutable files: their data is on disk already) or copy and fsync (the rest) ``src``. Run
+    as root, only a file of ``owner`` is linked: the new store's files are given to it, and a link shares
+    its owner with the file it links."""
+    if fi.file_name.endswith(IMMUTABLE_SUFFIXES) and (os.geteuid() != 0 or _owner(src) == owner):
         try:
             os.link(src, dest)
             return
@@ -298,3 +296,8 @@ def _reuse(src: Path, fi: FileIndex, dest: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _owner(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_uid, st.st_gid

@@ -21,6 +21,7 @@ from statectl.errors import (
     NotFoundError,
     SnapshotNotFoundError,
 )
+from statectl.local.layout import check_name
 from statectl.parallel import check_parallelism, run_parallel
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.snapshot.model import SnapshotIndex, parse_index
@@ -103,7 +104,11 @@ def list_tasks(checkpoints: BlobCheckpointStore, job: str, job_id: str, store: s
     given), sorted by store then task, each with its committed snapshots (one catalog record read per
     snapshot). Raises SnapshotNotFoundError (exit 10) naming the nearest names when the catalog holds
     nothing of the job, job id, store or task. With Kafka, stores only the job's checkpoint topic knows
-    (committed by a Samza job) are listed too, with their latest checkpoint (``snapshots`` 1)."""
+    (committed by a Samza job) are listed too, with their latest checkpoint (``snapshots`` 1). Raises
+    UsageError for a name no store of a snapshot can have (local.layout.check_name)."""
+    for what, name in (("job", job), ("job id", job_id), ("store", store), ("task", task)):
+        if name is not None:
+            check_name(what, name)
     tree = CatalogTree.read(checkpoints, job)
     in_log = {ref: found for ref, found in commit_log_latest(checkpoints, job, job_id).items()
               if (store is None or ref.store == store) and (task is None or ref.task == task)}

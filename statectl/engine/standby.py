@@ -24,16 +24,20 @@ free, and the job's locality does not place the task's container here), and only
 empty, statectl's, or a store whose OFFSET-v2 names the same changelog partition (Samza's standby's);
 the lock and status files stay in the standby root.
 
-One follower per replica: it holds ``<replica>.standby.lock`` (flock) for its life and describes itself
-in ``<replica>.standby.json`` (pid, changelog, applied offset, lag, its command line and cwd, the
-changelog's topic id), which ``status`` reads; both beside the replica (in the standby root for
-``--layout active-path``). That status file, written before anything is seeded and
-naming the replica dir, is also what proves the dir statectl's: follow seeds, wipes and re-seeds only a
-replica dir that does not exist, is empty, or has it; never the task's active store dir, another store,
-a dir of plain files. The changelog deleted and recreated (kafka.tails.TopicWatch) re-seeds the replica
-from the new one; brokers that stop answering are ridden out.
+One follower per replica: it holds ``<replica>.standby.lock`` (flock) for its life and describes itself in
+``<replica>.standby.json`` (pid, changelog, applied offset, lag, the settings it runs with as typed fields
+(engine.follower: never a command line), the changelog's topic id), which ``status`` reads; both beside the replica
+(in the standby root for ``--layout active-path``). That status file, written before anything is seeded and naming
+the replica dir, is also what proves the dir statectl's: follow seeds, wipes and re-seeds only a replica dir that
+does not exist, is empty, or has it; never the task's active store dir, another store, a dir of plain files. The
+changelog deleted and recreated (kafka.tails.TopicWatch) re-seeds the replica from the new one; brokers that stop
+answering are ridden out.
 
-promote: fence the follower (SIGTERM, then wait until its lock is free), catch up to the changelog's
+promote: one at a time per replica (``<replica>.standby.promote.lock``, taken before anything else: a second
+promote or failover of the replica exits 11 naming the first, and never signals it); refuse a replica whose
+changelog was deleted and recreated since its follower recorded the topic id (its offset names a record of
+the old topic: the follower re-seeds it); fence the follower (SIGTERM, then wait until its lock is free;
+only a follower, never a promote holding the replica), catch up to the changelog's
 end (or to the active's last checkpointed changelog offset), flush, write the offset files, and swap the
 replica into the active store dir with one atomic rename (local.staged); the old active dir is kept
 aside until the swap is done. The active dir replaced must not exist, be empty, or be a RocksDB store
@@ -45,11 +49,15 @@ checkpoint): under the default transactional restore the start deletes the activ
 checkpoint dir at the offset it restores to, so the replica is caught up exactly to that offset and renamed
 to ``<active dir>-<checkpointId>``; what the start would delete anyway (the blob-store backend, a replica
 past that offset) is refused with DiscardedError (exit 14), nothing changed. ``follow --to-checkpoint``
-keeps a replica at or behind the task's latest checkpointed changelog offset for that.
+keeps a replica at or behind the task's latest checkpointed changelog offset for that. Without the job's
+config (``unchecked``) nothing says the start keeps the dir: refused (exit 14) unless the caller says the
+job restores the store non-transactionally. A promote that fails after fencing the follower starts it
+again from its recorded settings (engine.follower) and says whether it came back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -58,11 +66,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from statectl import failpoints
+from statectl.engine.follower import FollowerSettings
+from statectl.engine.follower import restart as restart_process
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.refs import StoreRef
 from statectl.errors import (
@@ -93,7 +103,7 @@ from statectl.formats.offsets import (
     write_offset,
     write_offsets,
 )
-from statectl.fsutil import fsync_dirs, process_alive
+from statectl.fsutil import chown_tree, fsync_dirs, make_dirs, owner_of, process_alive
 from statectl.kafka.client import (
     DEFAULT_TIMEOUT_S,
     KafkaSecurity,
@@ -105,7 +115,7 @@ from statectl.kafka.client import (
 )
 from statectl.formats.coordinator import active_of_standby, coordinator_topic
 from statectl.kafka.coordinator import CoordinatorStream, JobModel, Locality
-from statectl.kafka.tails import Tail, TopicRecreated, TopicWatch, check_in_range, read_tails
+from statectl.kafka.tails import Tail, TopicRecreated, TopicWatch, check_in_range, read_tails, topic_identity
 from statectl.local.layout import (
     STANDBY_ROOT,
     checkpoint_dir,
@@ -120,6 +130,9 @@ from statectl.rocks.live import LiveStore
 
 LOCK_SUFFIX = ".standby.lock"
 STATUS_SUFFIX = ".standby.json"
+PROMOTE_LOCK_SUFFIX = ".standby.promote.lock"
+LOG_SUFFIX = ".standby.log"  # the stderr of a follower a failed promote started again
+FOLLOWER, PROMOTER = "follow", "promote"  # who holds a replica's lock, as its lock file says
 FLUSH_RECORDS = 50_000  # flush and record the offset at least this often...
 FLUSH_SECONDS = 1.0     # ...and at least this often while records come
 FLUSH_AT_END_S = 0.05   # caught up with the end the broker reported: flush now, not after an empty poll
@@ -173,6 +186,14 @@ class Replica:
     def status_path(self) -> Path:
         return (self.files_dir or self.replica_dir.parent) / (self.replica_dir.name + STATUS_SUFFIX)
 
+    @property
+    def promote_lock_path(self) -> Path:
+        return (self.files_dir or self.replica_dir.parent) / (self.replica_dir.name + PROMOTE_LOCK_SUFFIX)
+
+    @property
+    def log_path(self) -> Path:
+        return (self.files_dir or self.replica_dir.parent) / (self.replica_dir.name + LOG_SUFFIX)
+
     # Where the lock and status files live: beside the replica dir (None), or, for a replica in the
     # active's store dir (--layout active-path), in the standby root, out of reach of Samza's clean-ups.
     files_dir: Path | None = None
@@ -196,8 +217,7 @@ class FollowStatus:
     records_applied: int = 0
     seeded_from: str | None = None  # a snapshot id, "changelog" (bootstrapped) or None (resumed)
     updated: float = 0.0
-    argv: list[str] = field(default_factory=list)
-    cwd: str | None = None  # where argv ran: a failed promote restarts the follower there (relative paths)
+    follower: FollowerSettings | None = None  # what it runs with: a failed promote starts it again from these
     topic_id: str | None = None  # the changelog's topic id when the follower started (None: not reported)
     checkpoint_offset: int | None = None  # --to-checkpoint: the task's checkpointed changelog offset it stops at
     # Whose replica it is (None in a status file an older statectl wrote): the labels of its metrics.
@@ -306,29 +326,66 @@ class ReplicaStatus:
 # -- the lock --------------------------------------------------------------------------------------
 
 
+def _flock(path: Path, wait_s: float = 0.0) -> int | None:
+    """An fd holding an exclusive flock on ``path`` (made if missing, its dir too), or None when another
+    process holds it for ``wait_s``. The fd is of the file ``path`` names once locked: a holder that unlinked
+    the file when done does not leave a lock on a file no one else sees."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+            continue
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _write_holder(fd: int, role: str) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()} {role}".encode(), 0)
+
+
+def _holder(path: Path) -> tuple[int | None, str | None, str]:
+    """(pid, host, role) the holder of lock file ``path`` wrote ((None, None, FOLLOWER) when unknown; a lock
+    file an older statectl wrote names no role: its follower's)."""
+    try:
+        words = path.read_text().split(" ")
+        return int(words[0]), words[1], words[2] if len(words) > 2 else FOLLOWER
+    except (OSError, ValueError, IndexError):
+        return None, None, FOLLOWER
+
+
+def _who(path: Path) -> str:
+    pid, host, _ = _holder(path)
+    return f"pid {pid} on {host}" if pid else "another process"
+
+
 class ReplicaLock:
     """The one-follower-per-replica lock (flock on ``<replica>.standby.lock``; the kernel drops it when
-    its holder dies). Raises LockHeldError (exit 11) naming the holder when taken."""
+    its holder dies), held by its follower, or by the promote that fenced it (``role``), as the file says.
+    Raises LockHeldError (exit 11) naming the holder when taken."""
 
-    def __init__(self, replica: Replica, *, wait_s: float = 0.0):
+    def __init__(self, replica: Replica, *, wait_s: float = 0.0, role: str = FOLLOWER):
         self.replica = replica
-        replica.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(replica.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(self._fd)
-                    pid, host = lock_holder(replica)
-                    who = f"pid {pid} on {host}" if pid else "another process"
-                    raise LockHeldError(f"replica {replica.replica_dir} is followed by {who}",
-                                        hint="stop that follower first, or promote the replica (which fences it)")
-                time.sleep(0.05)
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"{os.getpid()} {socket.gethostname()}".encode(), 0)
+        fd = _flock(replica.lock_path, wait_s)
+        if fd is None:
+            promoting = _holder(replica.lock_path)[2] == PROMOTER
+            raise LockHeldError(f"replica {replica.replica_dir} is {'being promoted' if promoting else 'followed'} by "
+                                f"{_who(replica.lock_path)}",
+                                hint="let that promote end" if promoting else
+                                "stop that follower first, or promote the replica (which fences it)")
+        self._fd: int | None = fd
+        _write_holder(fd, role)
 
     def release(self) -> None:
         if self._fd is not None:
@@ -345,17 +402,65 @@ class ReplicaLock:
 
 def lock_holder(replica: Replica) -> tuple[int | None, str | None]:
     """(pid, host) its holder wrote into the replica's lock file ((None, None) when unknown)."""
-    try:
-        pid, host = replica.lock_path.read_text().split(" ", 1)
-        return int(pid), host
-    except (OSError, ValueError):
-        return None, None
+    return _holder(replica.lock_path)[:2]
+
+
+class PromoteLock:
+    """One promote or failover of a replica at a time: an flock on ``<replica>.standby.promote.lock``, taken
+    before the follower is fenced and held until the promote ends, then the file removed. Nothing is taken
+    for a replica whose dir of lock files does not exist (there is no replica to promote). Raises
+    LockHeldError (exit 11) naming the holder."""
+
+    def __init__(self, replica: Replica):
+        path = replica.promote_lock_path
+        self._path, self._fd = path, None
+        if not path.parent.is_dir():
+            return
+        fd = _flock(path)
+        if fd is None:
+            raise promoting_error(replica)
+        self._fd = fd
+        _write_holder(fd, PROMOTER)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self._path.unlink(missing_ok=True)  # while held: a waiter then finds the file gone and retries
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> PromoteLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def promoting_error(replica: Replica) -> LockHeldError:
+    return LockHeldError(f"replica {replica.replica_dir} is being promoted by {_who(replica.promote_lock_path)}",
+                         hint="let that promote (or failover) end, then see 'statectl standby status'")
+
+
+def check_not_promoting(replica: Replica) -> None:
+    """LockHeldError (exit 11) naming the holder when a promote or failover of ``replica`` runs. Reads only."""
+    if _locked(replica.promote_lock_path):
+        raise promoting_error(replica)
+
+
+def _status_from_json(obj: Any) -> FollowStatus:
+    """A status file's FollowStatus: keys it does not know (an older statectl's command line) ignored, the
+    follower's settings checked (engine.follower: None when they are not what a follower records).
+    TypeError for a file that is not one."""
+    if not isinstance(obj, dict):
+        raise TypeError("not a status")
+    known = {f.name for f in fields(FollowStatus)}
+    values = {k: v for k, v in obj.items() if k in known}
+    values["follower"] = FollowerSettings.from_json(values.get("follower"))
+    return FollowStatus(**values)
 
 
 def read_status(replica: Replica) -> FollowStatus | None:
     try:
-        obj = json.loads(replica.status_path.read_text())
-        return FollowStatus(**obj)
+        return _status_from_json(json.loads(replica.status_path.read_text()))
     except (OSError, ValueError, TypeError):
         return None
 
@@ -463,8 +568,6 @@ def active_path_replica(replica: Replica, state_dir: Path) -> Replica:
     """``replica`` (in the standby root) kept instead in the task's active store dir, as a Samza standby
     keeps it (StorageManagerUtil.getTaskStoreDir maps ``Standby-X-n`` to ``X``); its lock and status files
     stay where ``replica``'s are, in the standby root."""
-    from dataclasses import replace
-
     active = store_dir(state_dir, replica.ref.store, replica.ref.task).absolute()
     return replace(replica, replica_dir=active, files_dir=replica.lock_path.parent)
 
@@ -506,8 +609,6 @@ def relocate_legacy(replica: Replica, legacy_dir: Path) -> str | None:
     (local.staged.swap_into_place): a kill at any point leaves either place whole, and the next call
     finishes the move. Call it holding ``replica``'s lock. Raises LockHeldError (exit 11) when a follower
     holds the old replica; OSError when the rename fails."""
-    from dataclasses import replace
-
     old = replace(replica, replica_dir=Path(legacy_dir).absolute(), files_dir=None)
     target = replica.replica_dir
     if not os.path.lexists(old.replica_dir):
@@ -552,8 +653,6 @@ def locate_replica(replica: Replica, state_dir: Path, number: int = 0) -> tuple[
     follower with ``--layout active-path`` made it); else ``replica`` when its dir exists; else the one an
     older statectl kept at legacy_standby_dir, with a note; else ``replica`` (promote says there is none).
     Reads only."""
-    from dataclasses import replace
-
     st = read_status(replica)
     if st is not None:
         in_place = active_path_replica(replica, state_dir)
@@ -699,22 +798,21 @@ def _snapshot_position(replica: Replica, bootstrap: str,
 def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None = None,
            seed: Seeder | None = None, stop: threading.Event | None = None, on_status: Callable[[FollowStatus], None] | None = None,
            progress: ProgressReporter | None = None, status_every_s: float = 1.0,
-           argv: list[str] | None = None, cwd: str | None = None, state_dir: Path | None = None,
+           settings: FollowerSettings | None = None, state_dir: Path | None = None,
            timeout_s: float = DEFAULT_TIMEOUT_S, legacy_dir: Path | None = None,
            active_path: bool = False, to_checkpoint: bool = False, container: str | None = None) -> FollowResult:
     """Keep ``replica`` current until ``stop`` is set (see the module doc); return what was done.
-    ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the changelog). ``argv``
-    and ``cwd`` (default: this process's) are recorded in the status file: a promote that fails starts the
-    follower again with them. ``state_dir``: the job's state dir, whose active store dir of the task is
-    never a replica, unless ``active_path`` (``replica`` from active_path_replica; check_active_path must
-    pass). ``legacy_dir``: where an older statectl kept this replica by default; a replica there is moved
-    into ``replica.replica_dir`` first (relocate_legacy), which a note says. ``to_checkpoint``: apply the
-    changelog only up to the task's latest checkpointed changelog offset (its Kafka changelog marker, read
-    from the job's checkpoint topic as new checkpoints come), so that a promote under Samza's transactional
-    restore finds the replica at or behind the offset the job restores to; nothing is applied while the task
-    has no such checkpoint, and a replica already past it waits until a checkpoint passes it (notes say so).
-    ``container``: the active container this replica is followed for (follow --container), recorded in the
-    status file.
+    ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the changelog). ``settings``
+    (what the follower runs with) are recorded in the status file: a promote that fails starts the follower again
+    from them (None: it says the command instead). ``state_dir``: the job's state dir, whose active store dir of the
+    task is never a replica, unless ``active_path`` (``replica`` from active_path_replica; check_active_path must
+    pass). ``legacy_dir``: where an older statectl kept this replica by default; a replica there is moved into
+    ``replica.replica_dir`` first (relocate_legacy), which a note says. ``to_checkpoint``: apply the changelog only
+    up to the task's latest checkpointed changelog offset (its Kafka changelog marker, read from the job's
+    checkpoint topic as new checkpoints come), so that a promote under Samza's transactional restore finds the
+    replica at or behind the offset the job restores to; nothing is applied while the task has no such checkpoint,
+    and a replica already past it waits until a checkpoint passes it (notes say so). ``container``: the active
+    container this replica is followed for (follow --container), recorded in the status file.
 
     The changelog deleted and recreated under a running follower (a new topic id, another partition count,
     or its end now before the replica's offset) re-seeds the replica from the new changelog; so does a
@@ -750,7 +848,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                     progress.note(moved)
             run = _Following(replica, bootstrap, security, seed, stop, on_status, progress, status_every_s, consumer,
                              tail_consumer, result)
-            run.start(argv, cwd, container)
+            run.start(settings, container)
             cap = run.cap = _CheckpointCap(replica, bootstrap, security) if to_checkpoint else None
             run.loop()
     except Exception as e:
@@ -784,7 +882,7 @@ class _Following:
         self.watch: TopicWatch | None = None
         self.changelog_only = False  # after the changelog was recreated, a snapshot's position means nothing
 
-    def start(self, argv: list[str] | None, cwd: str | None, container: str | None) -> None:
+    def start(self, settings: FollowerSettings | None, container: str | None) -> None:
         """The status file, written from the start ('standby status' sees it; it proves the dir ours); a
         changelog recreated since the follower that wrote the previous one re-seeds the replica."""
         replica, result = self.replica, self.result
@@ -792,7 +890,7 @@ class _Following:
         self.watch = TopicWatch(self.tail_consumer, replica.changelog, self.bootstrap)
         self.status = status = FollowStatus(
             str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(), socket.gethostname(),
-            argv=list(argv or []), cwd=cwd or os.getcwd(), topic_id=self.watch.topic_id, job=replica.ref.job,
+            follower=settings, topic_id=self.watch.topic_id, job=replica.ref.job,
             job_id=replica.ref.job_id, task=replica.ref.task, store=replica.ref.store, container=container)
         if (previous is not None and previous.changelog == replica.changelog and previous.topic_id
                 and self.watch.topic_id and previous.topic_id != self.watch.topic_id
@@ -1045,6 +1143,30 @@ class NextStart:
     checkpointed_offset: int | None = None
     min_compaction_lag_ms: int = jobconfig.DEFAULT_MIN_COMPACTION_LAG_MS
     delete_retention_ms: int = jobconfig.DEFAULT_DELETE_RETENTION_MS
+    assumed: bool = False  # ``unchecked``, taken as non-transactional on the caller's word
+
+
+def kept_by_next_start(start: NextStart, replica: Replica, assume_non_transactional: bool = False) -> NextStart:
+    """``start``, once it is known that the job's next start keeps what promote makes there. An ``unchecked``
+    one (no config to read) is refused with DiscardedError (exit 14): the job's default, transactional
+    restore deletes the dir; unless ``assume_non_transactional``, the caller's word that the job restores the
+    store non-transactionally (then ``assumed``). UsageError (exit 2) for that word when the config says
+    another restore. Pure."""
+    if start.mode == RESTORE_UNCHECKED:
+        if assume_non_transactional:
+            return replace(start, assumed=True)
+        raise DiscardedError(
+            f"refusing to promote the replica of store {replica.ref.store!r} of task {replica.ref.task!r}: how the "
+            f"job's next start restores it is not known ({start.why}), and Samza's default, transactional "
+            "restore deletes the promoted dir",
+            hint="promote once the job's config is on its coordinator stream, or pass --non-transactional-restore "
+                 "if the job restores the store non-transactionally (task.transactional.state.restore.enabled="
+                 "false, standby tasks or async commit)")
+    if assume_non_transactional and start.mode != RESTORE_NON_TRANSACTIONAL:
+        raise UsageError(f"--non-transactional-restore: the job's config says {start.mode} restore"
+                         + (f" ({start.why})" if start.why else ""),
+                         hint="leave --non-transactional-restore out: the job's config decides")
+    return start
 
 
 def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None = None,
@@ -1167,24 +1289,33 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
             timeout_s: float = 60.0, to_checkpoint: bool = False,
             on_locality: Callable[[], tuple[bool, str | None]] | None = None, progress: ProgressReporter | None = None,
             kafka_timeout_s: float = DEFAULT_TIMEOUT_S, state_dir: Path | None = None,
-            check_restore: bool = True, restart_follower: bool = True,
-            start: NextStart | None = None) -> PromoteResult:
+            restart_follower: bool = True, start: NextStart | None = None,
+            assume_non_transactional: bool = False, promote_lock: bool = True) -> PromoteResult:
     """Fence the follower, catch the replica up, and put it where the job's next start keeps it (see the
     module doc). ``on_locality`` (after the move) updates the job's locality and returns whether it did, and
     a note (or None). ``state_dir``: the job's state dir, whose other stores are never replaced.
-    ``restart_follower``: start a follower this promote fenced again when it fails (False for a container's
-    promote, which leaves the fenced container follower stopped: Invariant 2). ``start``: next_start's answer
-    when the caller has it already (a container's promote checks every store first).
+    ``restart_follower``: start a follower this promote fenced again when it fails, from its recorded
+    settings, the error saying whether it came back (False for a container's promote, which leaves the
+    fenced container follower stopped: Invariant 2). ``start``: next_start's answer when the caller has it
+    already (a container's promote checks every store first). ``promote_lock`` False: the caller holds the
+    replica's PromoteLock (a failover holds its container's).
 
     Where it goes depends on how the job's next start restores the store (next_start, from the job's
-    config on its coordinator stream, unless ``check_restore`` is False; ``result.restore_mode`` says which):
-    non-transactional restore, or no coordinator stream (``unchecked``, with a note): caught up to the
-    changelog's end (``to_checkpoint``: to the active's last checkpointed changelog offset) and swapped into
-    ``active_dir``. Transactional restore: caught up exactly to the offset getStoreActions restores to (the
-    task's checkpointed changelog offset; the newest when the checkpoint is older than 0.9 x
-    min.compaction.lag.ms) and renamed to ``<active_dir>-<checkpoint id>`` of the task's latest checkpoint,
-    with the offset files Samza reads there (``OFFSET-v2``, ``OFFSET``); ``active_dir`` is left as it is (the
-    start deletes it). That dir must not exist or be empty (else UsageError, exit 2).
+    config on its coordinator stream; ``result.restore_mode`` says which): non-transactional restore, or no config
+    to read (``unchecked``: only with ``assume_non_transactional``, the caller's word that the job restores the
+    store non-transactionally, with a note): caught up to the changelog's end (``to_checkpoint``: to the active's
+    last checkpointed changelog offset) and swapped into ``active_dir``. Transactional restore: caught up exactly to
+    the offset getStoreActions restores to (the task's checkpointed changelog offset; the newest when the checkpoint
+    is older than 0.9 x min.compaction.lag.ms) and renamed to ``<active_dir>-<checkpoint id>`` of the task's latest
+    checkpoint, with the offset files Samza reads there (``OFFSET-v2``, ``OFFSET``); ``active_dir`` is left as it is
+    (the start deletes it). That dir must not exist or be empty (else UsageError, exit 2).
+
+    Raises LockHeldError (exit 11) naming the holder, before anything else, when another promote or failover
+    of the replica runs (PromoteLock), or a follower this host cannot stop holds it. StatectlError (exit 1),
+    nothing changed, when the changelog was deleted and recreated since the follower recorded its topic id
+    (check_changelog_identity). DiscardedError (exit 14) without the job's config unless
+    ``assume_non_transactional``; UsageError (exit 2) for ``assume_non_transactional`` when the config says
+    another restore.
 
     The replica must be one statectl's follower made (made_by_follower), and the active dir it replaces
     must not exist, be empty, or be a RocksDB store (not another store's dir in
@@ -1202,9 +1333,11 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     untouched)."""
     progress = progress or NullProgress()
     began = time.monotonic()
-    with LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
+    with (PromoteLock(replica) if promote_lock else contextlib.nullcontext()), \
+            LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
         plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
-                             to_checkpoint=to_checkpoint, state_dir=state_dir, check_restore=check_restore, start=start)
+                             to_checkpoint=to_checkpoint, state_dir=state_dir, start=start,
+                             assume_non_transactional=assume_non_transactional)
         return _execute_promote(plan, replica, bootstrap, consumer_of(), security=security,
                                 to_checkpoint=to_checkpoint, timeout_s=timeout_s, on_locality=on_locality,
                                 restart_follower=restart_follower, began=began)
@@ -1212,22 +1345,26 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
 
 def plan_promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: KafkaSecurity | None = None,
                  to_checkpoint: bool = False, kafka_timeout_s: float = DEFAULT_TIMEOUT_S,
-                 state_dir: Path | None = None, check_restore: bool = True, locality: bool = True) -> PromotePlan:
+                 state_dir: Path | None = None, locality: bool = True,
+                 assume_non_transactional: bool = False) -> PromotePlan:
     """The plan of ``promote(replica, active_dir, bootstrap, ...)`` with the same checks, reading the replica,
     the changelog's tail and the job's coordinator stream and checkpoint topic, writing nothing: no follower
     is fenced, nothing is applied, moved or written to Kafka. ``locality``: also plan update_locality (what
-    the CLI's promote runs after the move). Raises what ``promote`` raises before it fences the follower."""
+    the CLI's promote runs after the move). Raises what ``promote`` raises before it fences the follower,
+    with the same exit codes (a promote that runs: LockHeldError)."""
+    check_not_promoting(replica)
     with LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
         plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
-                             to_checkpoint=to_checkpoint, state_dir=state_dir, check_restore=check_restore, start=None)
+                             to_checkpoint=to_checkpoint, state_dir=state_dir, start=None,
+                             assume_non_transactional=assume_non_transactional)
     if locality:
         plan.locality = plan_locality(bootstrap, replica.ref, security=security)
     return plan
 
 
 def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_of: Callable[[], Any], *,
-                  security: KafkaSecurity | None, to_checkpoint: bool, state_dir: Path | None, check_restore: bool,
-                  start: NextStart | None) -> PromotePlan:
+                  security: KafkaSecurity | None, to_checkpoint: bool, state_dir: Path | None,
+                  start: NextStart | None, assume_non_transactional: bool) -> PromotePlan:
     if not (replica.replica_dir / OFFSET_V2).exists():
         raise NotFoundError(f"no replica at {replica.replica_dir} (no {OFFSET_V2})",
                             hint="start one with 'statectl standby follow'")
@@ -1235,9 +1372,11 @@ def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_o
         raise UsageError(f"refusing to promote {replica.replica_dir}: statectl's follower did not make it (no "
                          f"{replica.replica_dir.name}{STATUS_SUFFIX} beside it naming it)",
                          hint="promote a replica 'statectl standby follow' keeps (leave --replica-dir out)")
+    fence_pid = _follower_to_fence(replica)
+    check_changelog_identity(replica, consumer_of(), bootstrap)
     if start is None:
-        start = (next_start(replica, bootstrap, security=security) if check_restore
-                 else NextStart(RESTORE_UNCHECKED, "not checked (check_restore=False)"))
+        start = next_start(replica, bootstrap, security=security)
+    start = kept_by_next_start(start, replica, assume_non_transactional)
     transactional = start.mode == RESTORE_TRANSACTIONAL
     # A replica kept in the active's store dir (--layout active-path) is promoted where it is: no move. Its
     # store's LOCK is checked when the catch-up opens it, once its own follower is fenced.
@@ -1256,7 +1395,6 @@ def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_o
         _check_not_ahead(replica, target, start)  # before the follower is fenced: nothing changes
     else:
         target = _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint)
-    fence_pid = lock_holder(replica)[0] if _locked(replica.lock_path) else None
     return PromotePlan(
         replica_dir=str(replica.replica_dir), promoted_dir=str(target_dir), active_dir=str(active_dir),
         restore_mode=start.mode, checkpoint_id=start.checkpoint_id if transactional else None,
@@ -1282,7 +1420,8 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
         before = read_status(replica)
         was_following = _fence(replica)
         try:
-            with ReplicaLock(replica, wait_s=FENCE_TIMEOUT_S):
+            with ReplicaLock(replica, wait_s=FENCE_TIMEOUT_S, role=PROMOTER):
+                _still_promotable(replica, consumer, bootstrap)
                 if transactional:
                     try:
                         _check_not_ahead(replica, target, start)  # the follower may have applied more meanwhile
@@ -1300,9 +1439,13 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
                         lambda: _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint),
                         began + timeout_s, result)
                 result.caught_up_offset = position
+                # Run as root, the job's user must own what it starts on: the store replaced's owner, or
+                # the state dir's (local.staged.StagedStore's rule).
+                owner = owner_of(target_dir if not in_place and os.path.lexists(target_dir) else target_dir.parent)
+                chown_tree(replica.replica_dir, owner)
                 fsync_dirs(replica.replica_dir)
                 if not in_place:  # the store's dir need not exist: the replica is not in it
-                    target_dir.parent.mkdir(parents=True, exist_ok=True)
+                    make_dirs(target_dir.parent, owner)
                 old = None if in_place else swap_into_place(replica.replica_dir, target_dir)
                 if in_place:
                     result.notes.append(f"{active_dir} held the replica already (--layout active-path): nothing moved")
@@ -1313,10 +1456,12 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
                 if note:
                     result.notes.append(note)
             replica.lock_path.unlink(missing_ok=True)
+            replica.log_path.unlink(missing_ok=True)
         except _NotPromoted as e:
-            if restart_follower:
-                _restart(before, was_following)  # once the lock is released: the follower takes it again
-            raise e.exit_as(str(e), hint=e.hint) from None
+            said = str(e)
+            if restart_follower and was_following:  # once the lock is released: the follower takes it again
+                said += "; " + _restart(replica, before, bootstrap)
+            raise e.exit_as(said, hint=e.hint) from None
     except Exception as e:
         full = _disk_full(replica, e, "promoting")
         if full is None or full is e:
@@ -1341,9 +1486,24 @@ def _restore_note(start: NextStart, replica: Replica, active_dir: Path, target_d
                 "dir for stale and deletes it")
     if start.mode == RESTORE_NON_TRANSACTIONAL:
         return f"non-transactional restore ({start.why}): the job's next start reuses {target_dir}"
+    if start.assumed:
+        return (f"could not check how the job's next start restores the store ({start.why}): {target_dir} is kept "
+                "if, as --non-transactional-restore says, the job restores it non-transactionally")
     return (f"could not check how the job's next start restores the store ({start.why}): it keeps {target_dir} only "
             "under non-transactional restore from the Kafka changelog (task.transactional.state.restore.enabled="
             "false, standby tasks or async commit); the default transactional restore deletes it")
+
+
+def _still_promotable(replica: Replica, consumer: Any, bootstrap: str) -> None:
+    """Raise _NotPromoted unless the replica, as its fenced follower left it, is what the plan checked: its
+    offset file there (a follower fenced mid re-seed has none), its changelog the topic it followed."""
+    if not (replica.replica_dir / OFFSET_V2).exists():
+        raise _NotPromoted(f"cannot promote {replica.replica_dir}: its follower was re-seeding it (no {OFFSET_V2}); "
+                           "the active dir is untouched", hint="let the follower seed it, then promote")
+    try:
+        check_changelog_identity(replica, consumer, bootstrap)
+    except StatectlError as e:
+        raise _NotPromoted(str(e), hint=e.hint) from None
 
 
 def _tail(consumer: Any, replica: Replica, bootstrap: str) -> Tail:
@@ -1460,15 +1620,28 @@ def _catch_up_target(replica: Replica, bootstrap: str, security: KafkaSecurity |
     return tail.end - 1 if tail.end > tail.beginning else None
 
 
-def _fence(replica: Replica) -> bool:
-    """Stop the replica's follower on this host (SIGTERM) and wait until it has; True if one was running.
-    A follower is running when the replica's lock is held; its status file names its pid."""
+def _follower_to_fence(replica: Replica) -> int | None:
+    """The pid of the follower :func:`_fence` stops (None: none runs). Raises LockHeldError (exit 11) when the
+    replica's lock is held by a promote, or by a follower this host cannot stop (on another host, gone, or
+    this process). Reads only."""
     if not _locked(replica.lock_path):
-        return False
-    pid, host = lock_holder(replica)
+        return None
+    pid, host, role = _holder(replica.lock_path)
+    if role == PROMOTER:
+        raise LockHeldError(f"replica {replica.replica_dir} is being promoted by pid {pid} on {host}",
+                            hint="let that promote end, then see 'statectl standby status'")
     if pid is None or host != socket.gethostname() or pid == os.getpid() or not process_alive(pid):
         raise LockHeldError(f"replica {replica.replica_dir} is held by a follower this host cannot stop "
                             f"(pid {pid} on {host})", hint="stop that follower, then promote again")
+    return pid
+
+
+def _fence(replica: Replica) -> bool:
+    """Stop the replica's follower on this host (SIGTERM) and wait until it has; True if one was running.
+    Only a follower (:func:`_follower_to_fence`), never a promote that holds the replica."""
+    pid = _follower_to_fence(replica)
+    if pid is None:
+        return False
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + FENCE_TIMEOUT_S
     while process_alive(pid):
@@ -1479,16 +1652,71 @@ def _fence(replica: Replica) -> bool:
     return True
 
 
-def _restart(status: FollowStatus | None, was_following: bool) -> None:
-    """Start the follower a failed promote fenced again, with the command line it ran with, in the dir it
-    ran in (its relative paths mean what they meant to it)."""
-    if was_following and status is not None and status.argv:
-        import subprocess
+def _restart(replica: Replica, status: FollowStatus | None, bootstrap: str) -> str:
+    """Start the follower a failed promote fenced again, from the settings its status file records, checked
+    against the replica (engine.follower.restart); return the sentence that says whether it came back, or
+    the command that starts it (built from the replica's own fields when the file records none that fit)."""
+    settings = status.follower if status is not None else None
+    why = "its status file records no settings" if settings is None else _not_its(settings, replica)
+    if settings is None or why is not None:
+        ref = replica.ref
+        where: dict[str, Any] = (
+            {"pre_restore": True, "state_dir": str(replica.replica_dir.parents[1])}  # engine.prerestore's anchor
+            if status is not None and status.layout == "pre-restored" else
+            {"changelog": f"{replica.system}.{replica.changelog}", "partition": replica.partition,
+             "replica_dir": str(replica.replica_dir)})
+        command = FollowerSettings(bootstrap, ref.job, ref.job_id, task=ref.task, store=ref.store, **where).command()
+        return f"its follower was stopped and is not started again ({why}): start it with: {command}"
 
-        if status.cwd is not None and not os.path.isdir(status.cwd):
-            return  # started elsewhere, its relative paths would name other dirs
-        subprocess.Popen(status.argv, cwd=status.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
+    def following(pid: int) -> bool:
+        return _locked(replica.lock_path) and lock_holder(replica) == (pid, socket.gethostname())
+
+    return restart_process(settings, cwd=replica.lock_path.parent, log=replica.log_path, following=following)
+
+
+def _not_its(settings: FollowerSettings, replica: Replica) -> str | None:
+    """Why ``settings`` do not start ``replica``'s follower (None: they do): they must name its job, task (or
+    a container), store and changelog partition, and its dir (or the state dir it is in)."""
+    ref = replica.ref
+    if (settings.job, settings.job_id) != (ref.job, ref.job_id) or settings.store not in (None, ref.store) or (
+            settings.store is None and settings.container is None):
+        return "its settings name another job or store"
+    if settings.container is None and settings.task != ref.task:
+        return "its settings name another task"
+    if settings.changelog is not None and (settings.changelog, settings.partition) != (
+            f"{replica.system}.{replica.changelog}", replica.partition):
+        return "its settings name another changelog partition"
+    where = os.path.realpath(replica.replica_dir)
+    if settings.replica_dir is not None:
+        return None if os.path.realpath(settings.replica_dir) == where else "its settings name another replica dir"
+    if settings.state_dir is None or not where.startswith(os.path.realpath(settings.state_dir) + os.sep):
+        return "its settings name another state dir"
+    return None
+
+
+def check_changelog_identity(replica: Replica, consumer: Any, bootstrap: str, status: FollowStatus | None = None,
+                             *, topic_ids: dict[str, str | None] | None = None) -> None:
+    """Raise StatectlError (exit 1) when the changelog's topic id is not the one the replica's follower
+    recorded (its status file): the changelog was deleted and recreated since, and the replica's offset names
+    a record of the old topic, whatever the new one holds there. Nothing is known (and nothing raised) when
+    the follower recorded no id or the brokers report none (kafka.tails.topic_identity). ``topic_ids``: a
+    cache of ids by topic, for a caller checking many replicas. Reads only."""
+    status = status if status is not None else read_status(replica)
+    if status is None or not status.topic_id or status.changelog != replica.changelog:
+        return
+    if topic_ids is not None and replica.changelog in topic_ids:
+        now = topic_ids[replica.changelog]
+    else:
+        now = topic_identity(consumer, replica.changelog, bootstrap)[0]
+        if topic_ids is not None:
+            topic_ids[replica.changelog] = now
+    if now is None or now == status.topic_id:
+        return
+    raise StatectlError(f"refusing to promote {replica.replica_dir}: changelog {replica.changelog} was deleted and "
+                        f"recreated since the replica was followed (topic id {status.topic_id}, now {now}): its "
+                        "records and offset are the old topic's",
+                        hint="run 'statectl standby follow' for it (it re-seeds the replica from the new changelog), "
+                             "then promote")
 
 
 # -- status ----------------------------------------------------------------------------------------
@@ -1513,7 +1741,8 @@ def replicas(state_dir: Path) -> list[ReplicaStatus]:
     out = []
     for path, in_root in found:
         try:
-            st = FollowStatus(**json.loads(path.read_text()))
+            obj = json.loads(path.read_text())
+            st = _status_from_json(obj)
         except (OSError, ValueError, TypeError):
             continue
         name = path.name[:-len(STATUS_SUFFIX)]
@@ -1535,17 +1764,22 @@ def replicas(state_dir: Path) -> list[ReplicaStatus]:
             row.layout = "standby-root" if beside else "active-path"
         elif active_of_standby(name) is not None:
             row.layout = "old"
-            row.move_command = _move_command(st, shlex, following)
+            row.move_command = _move_command(st, obj.get("argv"), shlex, following)
         else:
             row.layout = "replica-dir"
         out.append(row)
     return out
 
 
-def _move_command(st: FollowStatus, shlex: Any, following: bool) -> str:
+def _move_command(st: FollowStatus, argv: Any, shlex: Any, following: bool) -> str:
     """What moves an old-layout replica into the standby root: its follower's own command (without
-    --replica-dir: the default dir is what moves it), run by this statectl once that follower stopped."""
-    args = list(st.argv)
+    --replica-dir: the default dir is what moves it), run by this statectl once that follower stopped. The
+    command is shown, never run: from its recorded settings, else from the command line an older statectl's
+    follower recorded (``argv``), as statectl's arguments only."""
+    if st.follower is not None:
+        command = st.follower.command(replica_dir=False)
+        return f"stop its follower (pid {st.pid}), then: {command}" if following else command
+    args = [a for a in argv if isinstance(a, str)] if isinstance(argv, list) else []
     if args[1:3] == ["-m", "statectl"]:
         args = args[3:]
     elif args:
@@ -1601,18 +1835,20 @@ GUESSED_SYSTEM = "kafka"
 def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = None, partition: int | None = None,
                       security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                       model: JobModel | None = None, problems: list[str] | None = None,
-                      counted: set[str] | None = None) -> ChangelogPartition:
-    """The changelog system, topic and partition of ``ref``'s store, as the job's coordinator stream says
-    (read whole, once). Reads only.
+                      counted: set[str] | None = None, zookeeper: str | None = None) -> ChangelogPartition:
+    """The changelog system, topic and partition of ``ref``'s store, as the job's model says (read whole, once:
+    engine.jobmodel.read_job_model, from the coordinator stream, or with ``zookeeper`` a standalone job's model
+    in ZooKeeper with the stream's config). Reads only.
 
     Topic and system: ``changelog`` if given, else ``stores.<store>.changelog`` of the job's config, either
     qualified as Samza's StorageConfig.getChangelogStream does (``<system>.<topic>`` split at the first dot;
     a bare topic is on ``job.changelog.system``, else ``job.default.system``). A bare ``changelog`` whose
     config names neither (or with no coordinator stream) is taken to be on system "kafka", with a note.
     Partition: ``partition`` if given (an override: the mapping is not consulted), else the task's
-    ``set-changelog`` mapping (ChangelogStreamManager; JobModelCalculator gives partitions out in
-    lexicographic task-name order, so ``Partition 10`` of 12 tasks is on partition 2). Only without a
-    coordinator stream is it guessed from a task named ``Partition N``, with a note.
+    changelog partition in the model (the stream's ``set-changelog`` mapping, ChangelogStreamManager; a
+    TaskModel's changelog-partition in ZooKeeper). JobModelCalculator gives partitions out in lexicographic
+    task-name order, so ``Partition 10`` of 12 tasks is on partition 2. Only without a coordinator stream
+    (and no ``zookeeper``) is it guessed from a task named ``Partition N``, with a note.
 
     Raises UsageError (exit 2, before any broker is asked) for a negative ``partition`` or an empty
     ``changelog``, and without a partition for a task that does not say one with no coordinator stream;
@@ -1620,7 +1856,8 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
     ``systems.<system>.samza.factory``) or a bare one the config gives no system; NotFoundError (exit 10)
     when there is no coordinator stream and no ``changelog``, the config names no changelog for the store,
     the mapping has no partition for the task, or the changelog topic has fewer partitions than the mapping
-    names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both).
+    names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both);
+    read_job_model's errors (ZooKeeper unreachable, no model there, a malformed one).
     ``model`` (with the stream's ``problems``): the job model already read (CoordinatorStream.job_model), for
     a caller resolving many stores at once; the stream is then not read again. ``counted``: the topics whose
     partition count was checked against that same model's mapping already (by this caller: the check is
@@ -1641,9 +1878,10 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
     job = f"{ref.job}-{ref.job_id}"
     notes: list[str] = []
     if model is None:
-        with CoordinatorStream(bootstrap, ref.job, ref.job_id, timeout_s=timeout_s, security=security) as cs:
-            model = cs.job_model() if cs.refresh() else None
-            problems = list(cs.problems) if model is not None else []
+        from statectl.engine.jobmodel import read_job_model
+
+        model, problems = read_job_model(bootstrap, ref.job, ref.job_id, zookeeper=zookeeper, security=security,
+                                         timeout_s=timeout_s)
     problems = problems or []
     config = model.config if model is not None else {}
 
@@ -1658,7 +1896,9 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
         except ConfigError as e:
             raise ConfigError(f"the config of job {job}: {e}", hint=e.hint) from None
         if ss is None:
-            raise NotFoundError(f"the config of job {job} names no changelog for store {ref.store!r} ({key})",
+            raise NotFoundError(f"the config of job {job} names no changelog for store {ref.store!r} ({key})"
+                                + ("" if config else f" (it has no config on coordinator stream "
+                                                     f"{coordinator_topic(ref.job, ref.job_id)})"),
                                 hint="pass --changelog")
         where = f"the config of job {job}: {key}={config[key]}"
     else:
@@ -1669,7 +1909,8 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
         else:
             ss = SystemStream(GUESSED_SYSTEM, changelog)
             notes.append(f"taking changelog {changelog!r} to be on system {GUESSED_SYSTEM!r} ("
-                         + ("no coordinator stream" if model is None else f"the config of job {job} defines neither "
+                         + ("no coordinator stream" if model is None else f"no config of job {job} on its coordinator "
+                            "stream" if not config else f"the config of job {job} defines neither "
                             "job.changelog.system nor job.default.system")
                          + f"); pass --changelog <system>.{changelog} if the job names it otherwise")
     if not ss.stream:
@@ -1688,10 +1929,9 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
                          "'Partition 10' is not on partition 10), so pass --partition unless the job has always "
                          "had fewer than 11 tasks")
         else:
-            partition = _mapped_partition(model.changelog_partitions, model.task_modes, ref.task, job, problems)
+            partition = _mapped_partition(model, ref.task, problems)
             if counted is None or ss.stream not in counted:
-                _check_partition_count(bootstrap, ss.stream, model.changelog_partitions, job,
-                                       security=security, timeout_s=timeout_s)
+                _check_partition_count(bootstrap, ss.stream, model, security=security, timeout_s=timeout_s)
                 if counted is not None:
                     counted.add(ss.stream)
     return ChangelogPartition(ss.system, ss.stream, partition, tuple(notes))
@@ -1713,29 +1953,31 @@ def _active_name(task: str, modes: dict[str, str]) -> str:
     return parsed[0] if parsed is not None else task
 
 
-def _mapped_partition(mapping: dict[str, int], modes: dict[str, str], task: str, job: str,
-                      problems: list[str]) -> int:
-    """The task's partition in the job's set-changelog mapping; NotFoundError (exit 10) when it has none;
+def _mapped_partition(model: JobModel, task: str, problems: list[str]) -> int:
+    """The task's partition in the job model's mapping; NotFoundError (exit 10) when it has none;
     StatectlError (exit 1) when another task (not one of its standbys) has it too."""
     from statectl.formats.coordinator import SET_CHANGELOG
 
+    mapping, modes = model.changelog_partitions, model.task_modes
     partition = mapping.get(task)
     if partition is None:
         bad = [p for p in problems if f"{SET_CHANGELOG} {task!r}" in p]
-        raise NotFoundError(f"the coordinator stream of job {job} maps task {task!r} to no changelog partition (no "
-                            f"{SET_CHANGELOG} message for it{': ' + bad[-1] if bad else ''})",
+        # A model that lists its tasks' SSPs (ZooKeeper's) has every task it knows: no set-changelog to miss.
+        why = (f"no {SET_CHANGELOG} message for it{': ' + bad[-1] if bad else ''}" if not model.task_ssps else
+               f"no such task in its {len(mapping)} task(s)")
+        raise NotFoundError(f"{model.where} maps task {task!r} to no changelog partition ({why})",
                             hint="pass --partition with the task's changelog partition")
     me = _active_name(task, modes)
     others = sorted({_active_name(t, modes) for t, p in mapping.items() if p == partition} - {me})
     if others:
-        raise StatectlError(f"the coordinator stream of job {job} maps changelog partition {partition} to both task "
+        raise StatectlError(f"{model.where} maps changelog partition {partition} to both task "
                             f"{me!r} and task {others[0]!r}" + (f" (and {len(others) - 1} more)" if len(others) > 1
                                                                 else "") + ": whose data it holds is unknown",
                             hint="pass --partition if you know the task's changelog partition")
     return partition
 
 
-def _check_partition_count(bootstrap: str, topic: str, mapping: dict[str, int], job: str, *,
+def _check_partition_count(bootstrap: str, topic: str, model: JobModel, *,
                            security: KafkaSecurity | None, timeout_s: float) -> None:
     """NotFoundError (exit 10) when ``topic`` exists with fewer partitions than the mapping names (Samza's
     KafkaSystemAdmin.validateStream refuses such a changelog: the mapping is not this topic's). A missing
@@ -1747,10 +1989,10 @@ def _check_partition_count(bootstrap: str, topic: str, mapping: dict[str, int], 
         n = partition_count(consumer, topic, bootstrap)
     finally:
         consumer.close()
-    task, highest = max(mapping.items(), key=lambda kv: (kv[1], kv[0]))
+    task, highest = max(model.changelog_partitions.items(), key=lambda kv: (kv[1], kv[0]))
     if n is not None and n <= highest:
-        raise NotFoundError(f"changelog topic {topic} has {n} partition{'s' if n != 1 else ''}, but the coordinator "
-                            f"stream of job {job} maps task {task!r} to partition {highest}: the mapping is not "
+        raise NotFoundError(f"changelog topic {topic} has {n} partition{'s' if n != 1 else ''}, but {model.where} "
+                            f"maps task {task!r} to partition {highest}: the mapping is not "
                             "this topic's", hint="check --changelog and the job's stores.<store>.changelog, or pass "
                                                  "--partition")
 

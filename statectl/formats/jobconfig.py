@@ -94,7 +94,7 @@ def qualify_stream(value: str, config: dict[str, str], *, where: str) -> SystemS
     return SystemStream(system, value)
 
 
-def _batch_suffix(config: dict[str, str]) -> str:
+def batch_suffix(config: Mapping[str, str]) -> str:
     """``-<app.run.id>`` for a BATCH application with a run id (StreamManager.createUniqueNameForBatch), else ""."""
     mode = config.get(APP_MODE, "STREAM")
     run_id = config.get(APP_RUN_ID)
@@ -111,7 +111,7 @@ def changelog_stream(config: dict[str, str], store: str) -> SystemStream | None:
     if value is None:
         return None
     ss = qualify_stream(value, config, where=f"{key}={value}")
-    return SystemStream(ss.system, ss.stream + _batch_suffix(config))
+    return SystemStream(ss.system, ss.stream + batch_suffix(config))
 
 
 def system_factory(config: dict[str, str], system: str) -> str | None:

@@ -11,7 +11,9 @@
 - Which task holds which partitions (:func:`task_side_input_ssps`): the job's SSP grouper
   (GroupByPartition, Samza's default: task ``Partition k`` gets partition k of every input stream; the
   SSPs of ``task.broadcast.inputs`` go to every task, TaskConfig.getBroadcastSystemStreamPartitions), then
-  SideInputsManager.getTaskSideInputSSPs keeps each task's SSPs of the store's side-input streams.
+  SideInputsManager.getTaskSideInputSSPs keeps each task's SSPs of the store's side-input streams. A job
+  model that lists each task's SSPs (a standalone job's, in ZooKeeper) says it itself, whatever the
+  grouper (:func:`model_side_input_ssps`).
 """
 
 from __future__ import annotations
@@ -157,4 +159,18 @@ def task_side_input_ssps(config: Mapping[str, str], store: str, tasks: Iterable[
         k = int(m.group(1))
         ssps = {SSP(ss.system, ss.stream, k) for ss in streams if k < partition_counts.get(ss, 0)}
         out[task] = {s for s in ssps if s not in bcast} | bcast
+    return out
+
+
+def model_side_input_ssps(config: Mapping[str, str], store: str,
+                          task_ssps: Mapping[str, Iterable[SSP]]) -> dict[str, set[SSP]]:
+    """Each task's side-input SSPs of ``store`` from the SSPs its job model gives it (``task_ssps``: task ->
+    SSPs, the grouper's work, broadcast ones included), as SideInputsManager.getTaskSideInputSSPs keeps them:
+    those of the store's side-input streams. ConfigError (exit 2) for key buckets, as task_side_input_ssps."""
+    streams = set(side_inputs(config, store))
+    out = {t: {s for s in ssps if SystemStream(s.system, s.stream) in streams} for t, ssps in task_ssps.items()}
+    bucketed = sorted(t for t, ssps in out.items() if any(s.key_bucket >= 0 for s in ssps))
+    if bucketed:
+        raise ConfigError(f"task {bucketed[0]!r} of the job model reads side inputs of store {store} by key bucket: "
+                          "key buckets are not supported by adstore load")
     return out

@@ -30,6 +30,7 @@ from statectl.formats.coordinator import (
     SET_TASK_CONTAINER,
     SET_TASK_MODE,
     CoordinatorFormatError,
+    active_of_standby,
     coordinator_topic,
     decode_changelog_partition,
     decode_container_host,
@@ -52,6 +53,7 @@ from statectl.formats.drain import (
     encode_notification,
     java_uuid,
 )
+from statectl.formats.jobmodel import JobModel, Locality
 from statectl.kafka.client import (
     DEFAULT_TIMEOUT_S,
     KafkaSecurity,
@@ -113,37 +115,6 @@ class BadNotification:
     why: str
 
 
-@dataclass(frozen=True)
-class Locality:
-    """The job's locality and task assignments as the coordinator stream holds them (deleted and malformed
-    entries left out). ``container_hosts``: container (processor) id -> the host name it last ran on
-    (LocalityManager; actives ``"0"``.. and standbys ``"0-0"``..); ``task_containers``: task name ->
-    container id; ``task_modes``: task name -> "Active" or "Standby" (TaskAssignmentManager)."""
-
-    container_hosts: dict[str, str]
-    task_containers: dict[str, str]
-    task_modes: dict[str, str]
-
-
-@dataclass(frozen=True)
-class JobModel:
-    """What the coordinator stream says about the job, read once (deleted and malformed entries left out):
-    ``config`` (set-config), ``changelog_partitions`` (set-changelog: task name -> changelog partition, as
-    ChangelogStreamManager.readPartitionMapping reads it; standby tasks share their active's partition), and
-    the locality: ``container_hosts``, ``task_containers``, ``task_modes`` (see :class:`Locality`). Not
-    Samza's serialized JobModel: the parts of it the job keeps on its coordinator stream."""
-
-    config: dict[str, str]
-    changelog_partitions: dict[str, int]
-    container_hosts: dict[str, str]
-    task_containers: dict[str, str]
-    task_modes: dict[str, str]
-
-    @property
-    def locality(self) -> Locality:
-        return Locality(self.container_hosts, self.task_containers, self.task_modes)
-
-
 class CoordinatorStream:
     """The coordinator stream of job ``job``-``job_id`` on ``bootstrap``.
 
@@ -171,9 +142,14 @@ class CoordinatorStream:
     def require(self) -> None:
         """Read on to the end; raise NotFoundError (exit 10) naming the topic when it does not exist."""
         if not self.refresh():
-            raise NotFoundError(f"coordinator stream {self.topic} of job {self.job}-{self.job_id} does not exist "
-                                f"on {self.bootstrap}",
-                                hint="check --job and --job-id; the job creates it when it first starts")
+            raise self.missing()
+
+    def missing(self) -> NotFoundError:
+        """The error for a stream that does not exist (require raises it)."""
+        return NotFoundError(f"coordinator stream {self.topic} of job {self.job}-{self.job_id} does not exist on "
+                             f"{self.bootstrap}", hint="check --job and --job-id; the job creates it when it first "
+                                                       "starts (a standalone job's model is in ZooKeeper: pass "
+                                                       "--zookeeper)")
 
     @property
     def problems(self) -> list[str]:
@@ -226,7 +202,12 @@ class CoordinatorStream:
         loc = self.locality()
         return JobModel(config=self.config(), changelog_partitions=self.changelog_partitions(),
                         container_hosts=loc.container_hosts, task_containers=loc.task_containers,
-                        task_modes=loc.task_modes)
+                        task_modes=loc.task_modes, where=f"the coordinator stream of job {self.job}-{self.job_id}")
+
+    def read_job_model(self) -> JobModel | None:
+        """The job model, read on to the end of the stream (None: the stream does not exist): the
+        formats.jobmodel.JobModelSource of a job whose model is on its coordinator stream."""
+        return self.job_model() if self.refresh() else None
 
     def run_id(self) -> str | None:
         """The job's current run id (``app.run.id``), or None when it has none."""

@@ -55,6 +55,8 @@ def probe(bootstrap: str | None, *, job: str | None = None, job_id: str = "1", t
         from statectl.formats.coordinator import coordinator_topic
 
         checkpoint, coordinator = checkpoint_topic(job, job_id), coordinator_topic(job, job_id)
+        if coordinator in topics:  # a BATCH application's checkpoint topic carries its run id
+            checkpoint += _batch_suffix(bootstrap, job, job_id, timeout_s, security)
         checkpoint_check = _topic_check(consumer, CHECKPOINT_TOPIC, checkpoint, topics, bootstrap,
                                         "check --job and --job-id; the topic appears with the job's first "
                                         "checkpoint or the first statectl backup with --kafka")
@@ -133,3 +135,17 @@ def _checkpoint_versions(exists: Check, topic: str, bootstrap: str, timeout_s: f
 def _names(tasks: list[str], limit: int = 3) -> str:
     shown = ", ".join(repr(t) for t in tasks[:limit])
     return shown + (f" and {len(tasks) - limit} more" if len(tasks) > limit else "")
+
+
+def _batch_suffix(bootstrap: str, job: str, job_id: str, timeout_s: float, security: Any) -> str:
+    """``-<app.run.id>`` when the job's config (its coordinator stream) makes it a BATCH application
+    (KafkaUtil.getCheckpointTopic); "" otherwise, and when the stream cannot be read."""
+    from statectl.errors import StatectlError
+    from statectl.formats.jobconfig import batch_suffix
+    from statectl.kafka.coordinator import CoordinatorStream
+
+    try:
+        with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
+            return batch_suffix(cs.config()) if cs.refresh() else ""
+    except StatectlError:
+        return ""

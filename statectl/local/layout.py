@@ -1,8 +1,11 @@
 """Where a store lives locally (FORMATS.md "Local store directory"): store dirs, checkpoint dirs beside
-them, and the files Samza or RocksDB keep there that are not part of a snapshot."""
+them, and the files Samza or RocksDB keep there that are not part of a snapshot; the one mapping between a
+task's name and its store dir's name, both ways; the task dirs found under a state dir."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from statectl.errors import UsageError
@@ -29,19 +32,64 @@ def is_info_log(name: str) -> bool:
 
 
 def task_dir_name(task: str) -> str:
-    """Samza's store sub-dir name for a task: spaces replaced by underscores."""
+    """Samza's store sub-dir name for a task: spaces replaced by underscores (StorageManagerUtil.getTaskStoreDir:
+    ``(storeName + File.separator + taskName).replace(' ', '_')``)."""
     return task.replace(" ", "_")
+
+
+def tasks_of_dir(dir_name: str, tasks: Iterable[str]) -> list[str]:
+    """The tasks of ``tasks`` whose store dir is named ``dir_name``, sorted. Samza writes both ``' '`` and
+    ``'_'`` as ``'_'``, so a dir name with ``'_'`` can be the dir of several names (``a b``, ``a_b``): only
+    names known from elsewhere (the job model, the checkpoint topic, earlier snapshots) tell which."""
+    return sorted({t for t in tasks if task_dir_name(t) == dir_name})
+
+
+def task_named_by_dir(dir_name: str) -> str | None:
+    """The task a dir name alone names: the name itself when it has no ``'_'`` (Samza's rule changes nothing
+    else); None when it has (see tasks_of_dir), or has a space (no task's dir has one)."""
+    return None if "_" in dir_name or " " in dir_name else dir_name
+
+
+def task_of_dir(dir_name: str, tasks: Iterable[str]) -> str | None:
+    """The one task of ``tasks`` whose store dir is named ``dir_name``; None when no task or several have that
+    dir (naming one then would be a guess)."""
+    found = tasks_of_dir(dir_name, tasks)
+    return found[0] if len(found) == 1 else None
+
+
+# The longest name, in bytes, a command accepts: a path segment may have 255 (NAME_MAX), and statectl and
+# Samza add to a name what the longest of them adds: a staged dir ``.<task dir>.statectl-restore-<pid>-<8 hex>``,
+# a standby replica's ``Standby-<task>-<n>``, a checkpoint dir ``<task dir>-<checkpoint id>``. In a blob store a
+# name is a key segment URL-quoted (catalog.records, catalog.pins, catalog.lease), and a ``file://`` store adds
+# ``.json``, ``.lock`` and ``.tmp-`` marks to it: its quoted form gets at most MAX_QUOTED_NAME_BYTES.
+MAX_NAME_BYTES = 200
+MAX_QUOTED_NAME_BYTES = 235
 
 
 def check_name(what: str, value: str) -> None:
     """Raise UsageError (exit 2) unless ``value`` can name one directory or blob key segment inside its
-    parent: not empty, no ``/`` or NUL, not ``.`` or ``..``. Every store, task and job name a command
-    turns into a path goes through this (store_dir, catalog.refs.StoreRef), so no name reaches outside
-    the state dir or the blob store prefix."""
+    parent: not empty or blank, no ``/``, not ``.`` or ``..``, no control character (NUL, newline, ESC,
+    ...: a name that turns every later error line, log and listing into a trap), at most MAX_NAME_BYTES
+    bytes in UTF-8 and MAX_QUOTED_NAME_BYTES URL-quoted. Every store, task and job name a command turns
+    into a path goes through this (store_dir, catalog.refs.StoreRef), so no name reaches outside the
+    state dir or the blob store prefix, and none fails later as a file name too long."""
+    from urllib.parse import quote
+
+    flag = f"--{what.replace(' ', '-')}"
     if not value:
-        raise UsageError(f"--{what.replace(' ', '-')} is required")
+        raise UsageError(f"{flag} is required")
+    if not value.strip():
+        raise UsageError(f"invalid {what} {value!r}: it is blank")
     if "\x00" in value or "/" in value or value in (".", ".."):
         raise UsageError(f"invalid {what} {value!r}: '/', NUL, '.' and '..' are not allowed")
+    if not value.isprintable():
+        raise UsageError(f"invalid {what} {value!r}: it contains a control character (a newline, tab, ESC, ...)",
+                         hint=f"pass {flag} with printable characters only")
+    size, quoted = len(value.encode("utf-8", "surrogatepass")), len(quote(value, safe=""))
+    if size > MAX_NAME_BYTES or quoted > MAX_QUOTED_NAME_BYTES:
+        raise UsageError(f"invalid {what} {value[:40]!r}... ({len(value)} characters): too long for a file name "
+                         f"(at most {MAX_NAME_BYTES} bytes, {MAX_QUOTED_NAME_BYTES} once URL-quoted as blob keys "
+                         f"spell it; this is {size} bytes, {quoted} quoted)")
 
 
 def store_dir(state_dir: Path, store: str, task: str) -> Path:
@@ -95,3 +143,53 @@ def local_checkpoint_dirs(store: Path) -> dict[str, Path]:
         if p.name.startswith(prefix) and is_canonical_checkpoint_id(p.name[len(prefix):]) and p.is_dir():
             out[p.name[len(prefix):]] = p
     return out
+
+
+# Files RocksDB or Samza write into a store dir: a task dir holding one of them but no CURRENT naming a
+# MANIFEST is a damaged store (say so), not a foreign dir (skip it).
+_STORE_FILE_PREFIXES = ("MANIFEST-", "OPTIONS-", "LOG.old.")
+_STORE_FILE_SUFFIXES = (".sst", ".log", ".blob")
+_STORE_FILES = OFFSET_FILES | {"CURRENT", "IDENTITY", "LOCK", "LOG"}
+
+
+@dataclass(frozen=True)
+class TaskDir:
+    """A task's store dir ``<state-dir>/<store>/<name>``; ``damaged``: it holds RocksDB's or Samza's files
+    but is not a RocksDB store (no CURRENT naming a MANIFEST)."""
+
+    store: str
+    name: str
+    path: Path
+    damaged: bool = False
+
+
+def task_dirs(state_dir: Path, store: str | None = None) -> list[TaskDir]:
+    """Every task dir under ``<state-dir>/<store>/<task dir>`` (only of ``store`` when given), sorted: RocksDB
+    stores, and damaged ones. Left out: checkpoint dirs (``<task dir>-<checkpointId>``), dot dirs (statectl's
+    standby root, staged restores, builds) and dirs with no store file at all. Reads only."""
+    from statectl.rocks.store import is_store
+
+    out = []
+    stores = [state_dir / store] if store is not None else sorted(state_dir.iterdir())
+    for store_path in stores:
+        if store_path.name.startswith(".") or not store_path.is_dir():
+            continue
+        for path in sorted(store_path.iterdir()):
+            tail = path.name.rsplit("-", 2)
+            if (path.name.startswith(".") or not path.is_dir()
+                    or (len(tail) == 3 and is_canonical_checkpoint_id(f"{tail[1]}-{tail[2]}"))):
+                continue
+            if is_store(path):
+                out.append(TaskDir(store_path.name, path.name, path))
+            elif _holds_store_files(path):
+                out.append(TaskDir(store_path.name, path.name, path, damaged=True))
+    return out
+
+
+def _holds_store_files(path: Path) -> bool:
+    try:
+        names = [p.name for p in path.iterdir()]
+    except OSError:
+        return False
+    return any(n in _STORE_FILES or n.startswith(_STORE_FILE_PREFIXES) or n.endswith(_STORE_FILE_SUFFIXES)
+               for n in names)

@@ -1,5 +1,6 @@
 """The state dir's probe for ``statectl doctor``: it exists or can be created, takes a file and a hard link
-to it (RocksDB checkpoints and restores hard-link files), and how much room is left."""
+to it (RocksDB checkpoints and restores hard-link files), how much room is left, and whether the files
+statectl makes there are the dir owner's (run as root they are given to it: fsutil.chown_tree)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+from statectl.fsutil import owner_of
 from statectl.probe import FAIL, OK, SKIP, Check
 
 STATE_DIR = "state dir"
@@ -34,6 +36,10 @@ def _check(state_dir: Path | str | None) -> Check:
     if missing and not p.is_dir():
         return Check(STATE_DIR, FAIL, f"{path} does not exist and cannot be created: {p} is not a directory",
                      "pass the job's state base dir as --state-dir")
+    try:
+        dirs: tuple[int, int] | None = owner_of(path)  # before the probe makes any missing dir
+    except OSError:
+        dirs = None
     probe_file = path / f".statectl-doctor-{uuid.uuid4().hex[:12]}"
     link = probe_file.with_name(probe_file.name + ".link")
     step = "create"
@@ -47,6 +53,7 @@ def _check(state_dir: Path | str | None) -> Check:
             os.fsync(f.fileno())
         step = "link"
         os.link(probe_file, link)
+        made = os.stat(probe_file)
         free = shutil.disk_usage(path).free
     except OSError as e:
         reason = e.strerror or str(e)
@@ -70,7 +77,21 @@ def _check(state_dir: Path | str | None) -> Check:
             except OSError:
                 break
     created = " (does not exist yet; can be created)" if missing else ""
-    return Check(STATE_DIR, OK, f"{path} writable, hard links work, {_size(free)} free{created}")
+    detail = f"{path} writable, hard links work, {_size(free)} free{created}"
+    mine = (made.st_uid, made.st_gid)
+    if os.geteuid() != 0 and dirs is not None and mine != dirs:
+        owner = _names(*dirs).split(":")[0]
+        return Check(STATE_DIR, OK, f"{detail}; but the files statectl makes there are {_names(*mine)}'s, not the "
+                     f"dir owner's ({_names(*dirs)}): the job may not be able to write or restore them",
+                     "run statectl as root" if dirs[0] == 0 else
+                     f"run statectl as {owner} (the dir's owner), or as root, which gives what it makes to {owner}")
+    return Check(STATE_DIR, OK, detail)
+
+
+def _names(uid: int, gid: int) -> str:
+    from statectl.snapshot.diff import group_name, owner_name
+
+    return f"{owner_name(uid)}:{group_name(gid)}"
 
 
 def _size(n: int) -> str:

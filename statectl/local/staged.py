@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Callable
 
 from statectl.errors import DiskFullError, LockHeldError, StatectlError, UsageError
-from statectl.fsutil import fsync_dir, fsync_dirs, fsync_tree, process_alive
+from statectl.fsutil import chown_tree, fsync_dir, fsync_dirs, fsync_tree, make_dirs, owner_of, process_alive
 from statectl.progress import ProgressReporter
 from statectl.rocks.store import check_not_held, is_store
 
@@ -312,9 +312,15 @@ class StagedStore:
     OSError becomes a StatectlError "<what> into <target> failed: ...". ``sync="tree"`` fsyncs every file
     and dir before the swap; ``sync="dirs"`` only the dirs (for builders whose writes fsync their files).
     Deleting the replaced store is best effort: a failure is a note in ``notes``, never an error.
+
+    Owners: run as root, every file and dir the store holds when it is swapped in, and every parent of
+    ``target`` ``open()`` makes, belong to ``owner``, by default (fsutil.owner_of) the owner of the store
+    replaced, or where there is none of the nearest existing parent (the state dir): the job's user, who
+    must write and delete them. As another user they are that user's (fsutil.chown_tree).
     """
 
-    def __init__(self, target: Path, *, what: str, disk_full: Callable[[], DiskFullError], sync: str = "tree"):
+    def __init__(self, target: Path, *, what: str, disk_full: Callable[[], DiskFullError], sync: str = "tree",
+                 owner: tuple[int, int] | None = None):
         if sync not in ("tree", "dirs"):
             raise ValueError(f"sync must be 'tree' or 'dirs', not {sync!r}")
         self.target = Path(target)
@@ -324,13 +330,16 @@ class StagedStore:
         self.path = self.target.parent / f".{self.target.name}{TMP_INFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.notes: list[str] = []
         self.committed = False
+        self.owner = owner
 
     def open(self) -> "StagedStore":
         """Make the empty temporary dir (first removing what dead stagings left beside ``target``). Raises
         ``disk_full()``, or StatectlError for another OSError."""
         try:
+            if self.owner is None:
+                self.owner = owner_of(self.target)
             remove_dead_temp_dirs(self.target)
-            self.target.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.target.parent, self.owner)
             self.path.mkdir()
         except OSError as e:
             raise self._error(e) from e
@@ -340,7 +349,10 @@ class StagedStore:
         return self.open()
 
     def commit(self) -> None:
-        """fsync what was built, swap it into place, delete the store it replaced (best effort)."""
+        """Give what was built to ``owner``, fsync it, swap it into place, delete the store it replaced (best
+        effort)."""
+        assert self.owner is not None, "commit() before open()"
+        chown_tree(self.path, self.owner)
         (fsync_tree if self.sync == "tree" else fsync_dirs)(self.path)
         old = swap_into_place(self.path, self.target)
         self.committed = True  # the swap is the commit: from here on the new store is in place

@@ -20,6 +20,9 @@ version chain (build numbers, switch, prune) is written only under it.
 Only what this module provably made is ever deleted: a version dir (``<n>``, a real dir, with a manifest
 file, sealed by a build), a build dir (``.building-<n>-<pid>-<8 hex>``, a real dir) whose process is gone.
 A symlink, or a dir of another name, in ``S.versions`` is left alone.
+
+Run as root, everything a load makes here (the lock file, the versions dir, a version, the link ``S``)
+belongs to the owner of the store's parent dir (fsutil.owner_of): the job's user, who opens it.
 """
 
 from __future__ import annotations
@@ -35,7 +38,16 @@ from pathlib import Path
 
 from statectl.errors import LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import MANIFEST, VersionManifest
-from statectl.fsutil import SYNC_NONE, fsync_dir, fsync_tree, process_alive, write_atomic
+from statectl.fsutil import (
+    SYNC_NONE,
+    chown_tree,
+    fsync_dir,
+    fsync_tree,
+    make_dirs,
+    owner_of,
+    process_alive,
+    write_atomic,
+)
 
 VERSIONS_SUFFIX = ".versions"
 BUILDING = ".building-"
@@ -68,22 +80,16 @@ class StoreLock:
         self._fd: int | None = None
 
     def __enter__(self) -> "StoreLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        owner = owner_of(self.path.parent)
+        make_dirs(self.path.parent, owner)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        chown_tree(self.path, owner)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            pid = _lock_pid(fd)
-            for _ in range(10):  # a holder that has just taken the lock writes its pid right after
-                if pid:
-                    break
-                time.sleep(0.02)
-                pid = _lock_pid(fd)
+            error = self._held(fd)
             os.close(fd)
-            who = f"process {pid}" if pid else "another process"
-            raise LockHeldError(f"store {self.store} is locked by {who}, an adstore load or switch (it holds "
-                                f"{self.path.name})", hint="wait for it to finish, or stop it: one adstore load "
-                                                            "or switch runs per store at a time") from None
+            raise error from None
         except BaseException:
             os.close(fd)
             raise
@@ -91,6 +97,33 @@ class StoreLock:
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
         return self
+
+    def check_free(self) -> None:
+        """Raise the LockHeldError entering would raise, taking nothing: no lock file is made or written (a
+        dry run's check). A shared flock is tried and let go at once, so dry runs never stop each other;
+        a load or switch that starts in that instant may find the store held (exit 11) and can run again."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # never locked
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise self._held(fd) from None
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def _held(self, fd: int) -> LockHeldError:
+        pid = _lock_pid(fd)
+        for _ in range(10):  # a holder that has just taken the lock writes its pid right after
+            if pid:
+                break
+            time.sleep(0.02)
+            pid = _lock_pid(fd)
+        who = f"process {pid}" if pid else "another process"
+        return LockHeldError(f"store {self.store} is locked by {who}, an adstore load or switch (it holds "
+                             f"{self.path.name})", hint="wait for it to finish, or stop it: one adstore load "
+                                                         "or switch runs per store at a time")
 
     def __exit__(self, *exc: object) -> None:
         fd, self._fd = self._fd, None
@@ -199,6 +232,7 @@ class VersionBuild:
         self.number = 0
         self.path = Path()
         self.sealed: Path | None = None
+        self.owner = (os.geteuid(), os.getegid())  # open() sets the store's
 
     def __enter__(self) -> "VersionBuild":
         return self.open()
@@ -212,7 +246,8 @@ class VersionBuild:
         if os.path.islink(self.root):
             raise UsageError(f"{self.root} is a symlink, not the versions dir adstore load made",
                              hint="move it away, or load into another --store")
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.owner = owner_of(self.store.parent)
+        make_dirs(self.root, self.owner)
         remove_dead_builds(self.store)
         for _ in range(100):
             self.number = max(next_number(self.store), self.at_least)
@@ -228,6 +263,7 @@ class VersionBuild:
         if manifest.version != self.number:
             raise ValueError(f"manifest of version {manifest.version} sealing build {self.number}")
         write_atomic(self.path / MANIFEST, manifest.to_json(), sync=SYNC_NONE)
+        chown_tree(self.path, self.owner)
         fsync_tree(self.path)
         final = self.root / str(self.number)
         os.rename(self.path, final)
@@ -254,6 +290,7 @@ def switch(store: Path, number: int, *, verify: str | None = "deep") -> int | No
     link = store.with_name(f".{store.name}.link-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     os.symlink(f"{versions_dir(store).name}/{number}", link)
     try:
+        chown_tree(link, owner_of(store.parent))
         os.replace(link, store)
     except OSError:
         link.unlink(missing_ok=True)

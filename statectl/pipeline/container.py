@@ -79,11 +79,14 @@ from statectl.formats.drain import (
     watermark_message,
     aggregate_partition,
 )
+from statectl.formats.jobconfig import JobConfigError, get_int
 from statectl.kafka.client import open_consumer, open_producer, partition_count
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
 from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs, store_dir
 from statectl.pipeline.control import (
+    WATERMARK_IDLE_TIMEOUT,
+    WATERMARK_QUORUM,
     DrainMonitor,
     DrainStates,
     EndOfStreamStates,
@@ -226,7 +229,9 @@ class Container:
 
     def start(self) -> None:
         self.coordinator.require()
-        self.job = with_config(self.job, self.coordinator.config())  # the deployment's timings
+        config = self.coordinator.config()
+        self.job = with_config(self.job, config)  # the deployment's timings
+        watermark_rules = _watermark_rules(config)
         self.consumer = open_consumer(self.rt.bootstrap, security=self.security)
         self.producer = open_producer(self.rt.bootstrap, security=self.security)
         for topic in {*self.stage.inputs, *self.stage.intermediate_outputs}:
@@ -242,7 +247,8 @@ class Container:
             name = task_name(self.stage.name, p)
             inputs = [SSP(SYSTEM, t, p) for t in self.stage.inputs if p < self.partitions[t]]
             task = _Task(name, p, inputs, drain=DrainStates(inputs, expected),
-                         eos=EndOfStreamStates(inputs, expected), watermarks=WatermarkStates(inputs, expected))
+                         eos=EndOfStreamStates(inputs, expected),
+                         watermarks=WatermarkStates(inputs, expected, **watermark_rules))
             cp = latest.get(name)
             if cp is not None:
                 task.processed = {ssp.key(): cp.input_offsets[ssp.key()] for ssp in inputs
@@ -416,9 +422,10 @@ class Container:
                 return
             if task.eos.producer_ended(ssp, message.task_name):
                 # EndOfStreamStates complete: the aggregating task broadcasts (OperatorImpl.aggregateEndOfStream)
-                self._broadcast(ssp.stream, encode_control(end_of_stream_message(None)), exclude=None)
+                self._aggregated(task, ssp, encode_control(end_of_stream_message(None)), task.eos.mark_ended)
             elif self._drain_complete(task, ssp):
-                self._broadcast(ssp.stream, encode_control(drain_message(None, self.rt.run_id)), exclude=None)
+                self._aggregated(task, ssp, encode_control(drain_message(None, self.rt.run_id)),
+                                 task.drain.mark_drained)
             return
         if message.type != DRAIN:
             return
@@ -431,7 +438,17 @@ class Container:
             return
         task.drain.producer_drained(ssp, message.task_name)
         if self._drain_complete(task, ssp):
-            self._broadcast(ssp.stream, encode_control(drain_message(None, self.rt.run_id)), exclude=None)
+            self._aggregated(task, ssp, encode_control(drain_message(None, self.rt.run_id)), task.drain.mark_drained)
+
+    def _aggregated(self, task: _Task, ssp: SSP, value: bytes, mark: Callable[[SSP], None]) -> None:
+        """Every producer of ``ssp`` (an aggregate partition) has sent its drain or end of stream: broadcast
+        ``value`` (no task name) to the stream's other partitions (OperatorImpl.aggregateDrainMessages and
+        aggregateEndOfStream, through ControlMessageSender.broadcastToOtherPartitions) and take ``ssp`` as
+        ended here (``mark``), as Samza's DrainStates and EndOfStreamStates do once the count is complete."""
+        self._broadcast(ssp.stream, value, exclude=ssp.partition)
+        mark(ssp)
+        self._pause(ssp)
+        self._maybe_finish(task)
 
     def _drain_complete(self, task: _Task, ssp: SSP) -> bool:
         """Every producer of ``ssp`` has drained or ended its stream, and at least one drained (a producer
@@ -583,7 +600,15 @@ class Container:
             task.saved_states = (task.drain.export(), task.eos.export())
             for ssp in task.inputs:
                 offset = task.processed.get(ssp.key())
-                if self.job.is_intermediate(ssp.stream) and offset is not None:
+                if not self.job.is_intermediate(ssp.stream):
+                    continue
+                # An aggregate partition whose producers had all sent theirs before the last commit: its
+                # broadcast went out then (to the other partitions only), so it ended here then.
+                if task.eos.complete(ssp):
+                    task.eos.mark_ended(ssp)
+                elif self._drain_complete(task, ssp):
+                    task.drain.mark_drained(ssp)
+                elif offset is not None:
                     kind = self._broadcast_at(ssp, int(offset))
                     if kind == DRAIN:
                         task.drain.mark_drained(ssp)
@@ -706,3 +731,16 @@ class Container:
 def _advance(store: _Store, offset: int) -> None:
     if store.changelog_offset is None or offset > store.changelog_offset:
         store.changelog_offset = offset
+
+
+def _watermark_rules(config: dict[str, str]) -> dict[str, Any]:
+    """WatermarkStates' idle timeout and quorum from the job's config (TaskConfig.getWatermarkIdleTimeoutMs,
+    getWatermarkQuorumSizePercentage); a value that is not a number fails the container's start, as Samza's
+    getLong / getDouble do."""
+    try:
+        idle = get_int(config, WATERMARK_IDLE_TIMEOUT, -1)
+        quorum = float(config.get(WATERMARK_QUORUM, "0.5"))
+    except (JobConfigError, ValueError) as e:
+        raise StatectlError(f"the job's config: {e}", hint=f"{WATERMARK_IDLE_TIMEOUT} takes milliseconds, "
+                                                           f"{WATERMARK_QUORUM} a fraction") from None
+    return {"idle_timeout_ms": idle, "quorum_pct": quorum}

@@ -7,22 +7,22 @@ malformed records are skipped with a note, never a crash.
 
 DrainStates, as the seed's class: per input partition of a task, which upstream (producer) tasks have
 sent their drain message. Every upstream task sends its drain message to ONE aggregate partition of an
-intermediate stream (``formats.drain.aggregate_partition``); when that partition has them all, the
-task reading it broadcasts a drain message with no task name to the stream's partitions, and a
-partition is drained once that broadcast is read on it. One difference from Samza, so that a task
-killed in the middle of a drain and restarted finds its way: the aggregating task writes the broadcast
-to its own partition too (Samza's reader takes a message with no task name as "drained" there as well),
-and never twice to a partition whose last message is already that broadcast. The sets of producers
-seen are saved to the coordinator stream before each commit (``statectl-drain-states-v1``), so that a
-restarted aggregating task does not wait for drain messages it read before its checkpoint.
+intermediate stream (``formats.drain.aggregate_partition``); when that partition has them all, it is
+drained, and the task reading it broadcasts a drain message with no task name to the stream's other
+partitions (ControlMessageSender.broadcastToOtherPartitions), each drained once that broadcast is read
+on it. A broadcast is never written twice to a partition whose last message is already that broadcast
+(a task killed in the middle of a drain broadcasts again when restarted). The sets of producers seen
+are saved to the coordinator stream before each commit (``statectl-drain-states-v1``), so that a
+restarted aggregating task does not wait for drain messages it read before its checkpoint: a saved
+complete set is a drained partition.
 
 End of stream (Samza's EndOfStreamMessage, sent once a task has consumed a bounded input to its end)
 travels the same way and is counted by the same class (EndStates, one instance per kind), saved in the
 same record (``endOfStream`` beside ``producers``). Unlike a drain it needs no notification and carries
 no run id; the bounds of a run (RunBounds) say where its bounded sources end.
 
-WatermarkStates does the same for watermarks (the minimum over the producer tasks); a drain sends a
-watermark of Long.MAX_VALUE first, which fires every window.
+WatermarkStates does the same for watermarks (the minimum over the producer tasks, with Samza's idle
+timeout and quorum); a drain sends a watermark of Long.MAX_VALUE first, which fires every window.
 """
 
 from __future__ import annotations
@@ -173,27 +173,57 @@ DrainStates = EndStates
 EndOfStreamStates = EndStates
 
 
-class WatermarkStates:
-    """Watermarks of one task's input partitions: a partition's watermark is the minimum of the latest
-    ones of all its producer tasks (a message with no task name sets it directly); the task's is the
-    minimum over its intermediate partitions. -1: none yet."""
+# TaskConfig.WATERMARK_IDLE_TIMEOUT_MS (default -1: off) and WATERMARK_QUORUM_SIZE_PERCENTAGE (default 0.5).
+# Samza's key for the quorum is spelled with a comma, and Samza reads only that spelling.
+WATERMARK_IDLE_TIMEOUT = "task.watermark.idle.timeout.ms"
+WATERMARK_QUORUM = "task.watermark.quorum.size,percentage"
 
-    def __init__(self, ssps: list[SSP], expected: dict[str, int]):
+
+class WatermarkStates:
+    """Watermarks of one task's input partitions, as Samza's WatermarkStates: a partition's watermark is
+    the minimum of the latest ones of its producer tasks once every producer has sent one (a message with
+    no task name sets it directly); the task's is the minimum over its partitions. -1: none yet.
+
+    ``idle_timeout_ms`` > 0 (``task.watermark.idle.timeout.ms``) lets a partition advance without its idle
+    producers: once that long has passed since this object was made, it may advance with only a quorum
+    (``int(producers * quorum_pct)``, ``task.watermark.quorum.size,percentage``) having sent one; and when the
+    minimum over all producers would not advance it, the minimum over the producers heard from within the
+    timeout is taken instead, if they are a quorum. A producer's watermark never goes back (a lower one is
+    ignored, not counted as activity). ``clock``: milliseconds now (time.time by default)."""
+
+    def __init__(self, ssps: list[SSP], expected: dict[str, int], *, idle_timeout_ms: int = -1,
+                 quorum_pct: float = 0.5, clock: Callable[[], int] | None = None):
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self._idle_ms = idle_timeout_ms
         self._expected = {ssp: expected.get(ssp.stream, 0) for ssp in ssps}
+        self._quorum = {ssp: int(n * quorum_pct) for ssp, n in self._expected.items()}
         self._by_task: dict[SSP, dict[str, int]] = {ssp: {} for ssp in ssps}
+        self._heard: dict[SSP, dict[str, int]] = {ssp: {} for ssp in ssps}  # producer -> when its last one came
         self._wm: dict[SSP, int] = {ssp: -1 for ssp in ssps}
+        self._created = self._clock()
 
     def update(self, ssp: SSP, task_name: str | None, timestamp: int) -> bool:
         """Record a watermark message; True when ``ssp``'s watermark advanced."""
-        before = self._wm[ssp]
+        before, now = self._wm[ssp], self._clock()
+        seen, heard = self._by_task[ssp], self._heard[ssp]
+        if task_name is not None and seen.get(task_name, -1) <= timestamp:
+            seen[task_name], heard[task_name] = timestamp, now
         if task_name is None:
             self._wm[ssp] = max(before, timestamp)
-        else:
-            seen = self._by_task[ssp]
-            seen[task_name] = max(seen.get(task_name, -1), timestamp)
-            if len(seen) >= self._expected[ssp] > 0:
-                self._wm[ssp] = max(before, min(seen.values()))
+        elif self._can_update(ssp, now):
+            low = min(seen.values(), default=timestamp)
+            if low <= before and self._idle_ms > 0:
+                active = [seen[t] for t, at in heard.items() if at > now - self._idle_ms]
+                low = min(active) if active and len(active) >= self._quorum[ssp] else -1
+            self._wm[ssp] = max(before, low)
         return self._wm[ssp] > before
+
+    def _can_update(self, ssp: SSP, now: int) -> bool:
+        """WatermarkState.canUpdateWatermark: every producer has sent one, or (idle timeout on) the timeout has
+        passed since the start and a quorum has."""
+        n = len(self._by_task[ssp])
+        return n == self._expected[ssp] or (self._idle_ms > 0 and now - self._created >= self._idle_ms
+                                            and n >= self._quorum[ssp])
 
     def watermark(self, ssp: SSP) -> int:
         return self._wm[ssp]

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from statectl.formats.checkpoint import BLOB_STORE_FACTORY, checkpoint_topic
+from statectl.formats.checkpoint import BLOB_STORE_FACTORY
 from statectl.formats.coordinator import RUN_ID_CONFIG
+from statectl.pipeline.control import WATERMARK_IDLE_TIMEOUT, WATERMARK_QUORUM
 
 SYSTEM = "kafka"
 BLOB_STORE_FACTORY_CONFIG = BLOB_STORE_FACTORY
@@ -81,10 +82,6 @@ class JobSpec:
     def changelog_topic(self, store: str) -> str:
         return f"{self.name}-{self.job_id}-{store}-changelog".replace("_", "-")
 
-    @property
-    def checkpoint_topic(self) -> str:
-        return checkpoint_topic(self.name, self.job_id)
-
     def config(self, run_id: str) -> dict[str, str]:
         """The job's config as Samza's JobRunner would publish it to the coordinator stream."""
         cfg = {
@@ -150,10 +147,12 @@ def bounded_topic(key: str) -> str | None:
 
 def settable(key: str) -> bool:
     """Whether a deployment may set ``key`` (``run --config KEY=VALUE``)."""
-    return key in TIMINGS or key == DRAIN_CALLBACK_TIMEOUT or bounded_topic(key) is not None
+    return (key in TIMINGS or key in (DRAIN_CALLBACK_TIMEOUT, WATERMARK_IDLE_TIMEOUT, WATERMARK_QUORUM)
+            or bounded_topic(key) is not None)
 
 
-SETTABLE_HELP = f"{', '.join(sorted(TIMINGS))}, {DRAIN_CALLBACK_TIMEOUT}, streams.<source>.samza.bounded"
+SETTABLE_HELP = (f"{', '.join(sorted(TIMINGS))}, {DRAIN_CALLBACK_TIMEOUT}, {WATERMARK_IDLE_TIMEOUT}, "
+                 f"{WATERMARK_QUORUM}, streams.<source>.samza.bounded")
 
 
 def with_config(job: JobSpec, config: dict[str, str]) -> JobSpec:

@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 
 from statectl.errors import LockHeldError, MissingDependencyError, NotAStoreError, NotFoundError, StatectlError
+from statectl.fsutil import chown_tree, owner_of
 
 ROCKSDICT_CONFIG = "rocksdict-config.json"
 
@@ -102,7 +103,10 @@ def create_checkpoint(store_dir: Path, checkpoint_dir: Path) -> None:
     """Make a RocksDB checkpoint of ``store_dir`` in ``checkpoint_dir`` (which must not exist).
 
     The store is opened read-write (taking its LOCK, so no one else opens it meanwhile), flushed,
-    checkpointed (SST files hard-linked, metadata copied) and closed. Raises LockHeldError when the
+    checkpointed (SST files hard-linked, metadata copied) and closed. Run as root, what the open and the
+    checkpoint made (a new MANIFEST, OPTIONS, CURRENT, logs, a flushed SST; the checkpoint's copies) is
+    then given to the owner of ``store_dir`` (fsutil.chown_tree): the job's user, who must write the store
+    and whose restore compares the checkpoint's owners with its snapshot's. Raises LockHeldError when the
     store is held by another process; NotAStoreError when it is not a store.
     """
     require_store(store_dir)
@@ -129,6 +133,9 @@ def create_checkpoint(store_dir: Path, checkpoint_dir: Path) -> None:
             # rocksdict drops its own config file into every dir it opens; a Samza store has none.
             (store_dir / ROCKSDICT_CONFIG).unlink(missing_ok=True)
             (checkpoint_dir / ROCKSDICT_CONFIG).unlink(missing_ok=True)
+    owner = owner_of(store_dir)
+    chown_tree(store_dir, owner)
+    chown_tree(checkpoint_dir, owner)
 
 
 def open_readonly(store_dir: Path):

@@ -193,8 +193,9 @@ def same_indexed_file(new: FileIndex, old: FileIndex) -> bool:
     )
 
 
-def scan_local(path: Path) -> tuple[dict[str, LocalFile], dict[str, Path]]:
-    """Regular files and sub-dirs of one local directory, by name.
+def scan_local(path: Path, adopt: tuple[int, int] | None = None) -> tuple[dict[str, LocalFile], dict[str, Path]]:
+    """Regular files and sub-dirs of one local directory, by name. ``adopt`` (uid, gid): the files this
+    process's user owns are taken as that owner's (see :func:`diff_local`).
 
     Raises StatectlError for entries that are neither (symlinks, sockets, devices): a RocksDB store
     holds none, and following them could read or write outside the store.
@@ -211,7 +212,9 @@ def scan_local(path: Path) -> tuple[dict[str, LocalFile], dict[str, Path]]:
                     raise StatectlError(f"cannot back up {p}: a Samza index cannot record a file whose name is "
                                         "only whitespace", hint="RocksDB never makes such names: move the file "
                                         "out of the store dir")
-                files[entry.name] = LocalFile.from_stat(p, st)
+                files[entry.name] = f = LocalFile.from_stat(p, st)
+                if adopt is not None and f.uid == os.geteuid():
+                    f.uid, f.gid = adopt
             elif stat.S_ISDIR(st.st_mode):
                 dirs[entry.name] = p
             else:
@@ -242,23 +245,25 @@ Ignore = Union[frozenset, Callable[[str], bool]]
 
 
 def diff_local(local_dir: Path, remote: DirIndex | None, *, same: Callable[[LocalFile, FileIndex], bool] = same_local_file,
-               ignore: Ignore = frozenset()) -> DirDiff:
+               ignore: Ignore = frozenset(), adopt: tuple[int, int] | None = None) -> DirDiff:
     """Diff a local directory against a snapshot's DirIndex (None: no previous snapshot).
 
     File names in ``ignore`` (a set, or a predicate on the name) are left out on both sides, in the
     root dir and below. ``files_added`` are LocalFiles. A retained entry is the previous entry (name,
     blobs, checksum) with the local file's metadata (:attr:`LocalFile.metadata`); removed entries and
     removed sub-dirs are the previous ones, made writable by :func:`writable_removed` (the same objects
-    when they already are). Raises StatectlError for an entry no Samza index can hold (see scan_local).
+    when they already are). ``adopt`` (uid, gid): the files this process's user owns are compared and
+    recorded as that owner's (a checkpoint statectl made of a store of another user, when it cannot give
+    the files it made away). Raises StatectlError for an entry no Samza index can hold (see scan_local).
     """
     skip = ignore if callable(ignore) else ignore.__contains__
-    return _diff_local(Path(local_dir), remote or _EMPTY, ROOT_DIR_NAME, same, skip)
+    return _diff_local(Path(local_dir), remote or _EMPTY, ROOT_DIR_NAME, same, skip, adopt)
 
 
-def _diff_local(path: Path, remote: DirIndex, name: str, same, ignore) -> DirDiff:
-    files, dirs = scan_local(path)
+def _diff_local(path: Path, remote: DirIndex, name: str, same, ignore, adopt) -> DirDiff:
+    files, dirs = scan_local(path, adopt)
     return _diff_entries(name, files, dirs, remote, same, ignore,
-                         lambda sub, old, sub_name: _diff_local(sub, old, sub_name, same, ignore),
+                         lambda sub, old, sub_name: _diff_local(sub, old, sub_name, same, ignore, adopt),
                          _refreshed, writable_removed, _writable_removed_dir)
 
 

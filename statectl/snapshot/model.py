@@ -26,7 +26,7 @@ import stat
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
-from statectl.errors import IndexFormatError, UnsafePathError
+from statectl.errors import IndexFormatError, UnsafePathError, UsageError
 from statectl.formats.checkpoint import CheckpointFormatError, parse_checkpoint_id
 from statectl.formats.jackson import to_json
 from statectl.formats.java import java_is_blank
@@ -104,6 +104,37 @@ class DirIndex:
     @property
     def total_size(self) -> int:
         return sum(f.size for _, f in self.walk_present())
+
+    def with_owner(self, owner: str, group: str) -> "DirIndex":
+        """This dir with every present file, here and below, recorded as ``owner``'s and ``group``'s (the
+        names Samza's restore compares with the restored files': DirDiffUtil.areSameFile); removed entries
+        as they are."""
+        def file(f: FileIndex) -> FileIndex:
+            return replace(f, file_metadata=replace(f.file_metadata, owner=owner, group=group))
+
+        return replace(self, files_present=tuple(map(file, self.files_present)),
+                       sub_dirs_present=tuple(d.with_owner(owner, group) for d in self.sub_dirs_present))
+
+
+def parse_file_owner(text: str) -> tuple[str, str]:
+    """``USER:GROUP`` (names, as the target job's host knows them) -> (user, group). UsageError (exit 2)
+    unless both are there and neither is blank nor holds a ``:``."""
+    user, sep, group = text.partition(":")
+    if not sep or java_is_blank(user) or java_is_blank(group) or ":" in group or text != text.strip():
+        raise UsageError(f"--file-owner {text!r}: expected USER:GROUP, the names of the target job's user and group")
+    return user, group
+
+
+def files_owner(dirs: list[DirIndex]) -> tuple[str, str] | None:
+    """The owner and group most present files of ``dirs`` are recorded with, counting only their ``.sst``
+    files where there are any (RocksDB writes those as the job's user; a backup an older statectl ran as
+    root recorded root for the files its own checkpoint made); None when there are no files."""
+    from collections import Counter
+
+    files = [f for d in dirs for _, f in d.walk_present()]
+    ssts = [f for f in files if f.file_name.endswith(".sst")] or files
+    counts = Counter((f.file_metadata.owner, f.file_metadata.group) for f in ssts)
+    return counts.most_common(1)[0][0] if counts else None
 
 
 def _all_files(d: DirIndex) -> Iterator[FileIndex]:

@@ -245,8 +245,8 @@ def _topic_rdd(sc: Any, job: _Job) -> Any:
 def load_partitioner(name: str | None) -> Any:
     """``module:callable`` -> the callable f(key: bytes, partitions: int) -> int; ``keygroups:G`` -> the task
     of the key's key-group prefix (statectl.formats.keygroups); None -> Kafka's default partitioner
-    (toPositive(murmur2(key)) % partitions). BuildError when it cannot be imported."""
-    if not name:
+    (toPositive(murmur2(key)) % partitions), as is ``murmur2``. BuildError when it cannot be imported."""
+    if not name or name == "murmur2":
         return partition_of
     from statectl.formats.keygroups import parse_partitioner
 
@@ -346,6 +346,7 @@ class _ReadSnapshots:
         spec = self.job.spec
         m = spec.partitions_out or 1
         route = load_partitioner(spec.partitioner)
+        placed = _placed_check(spec)
         blobs = self.job.blobstore(spec.source_store)
         try:
             for i, source in items:
@@ -375,10 +376,13 @@ class _ReadSnapshots:
                             end = group_bound(last + 1, groups)
                         else:
                             cursor.seek_to_first()
+                        check = placed if end is None else None
                         while cursor.valid():
                             key, value = cursor.key(), cursor.value()
                             if end is not None and key >= end:
                                 break
+                            if check is not None:
+                                check(key, i, source)
                             digest.add(key, value)
                             try:
                                 target = route(key, m)
@@ -398,6 +402,27 @@ class _ReadSnapshots:
                     shutil.rmtree(work, ignore_errors=True)
         finally:
             blobs.close()
+
+
+def _placed_check(spec: BuildSpec) -> Any:
+    """f(key, i, source) raising BuildError when ``key`` of source ``i`` does not route to task i under
+    (spec.source_partitioner, spec.partitions_in): the sources are not the layout the rescale assumes, and
+    the targets would hold a mix of two partitionings. None when the spec asks for no such check."""
+    n = spec.partitions_in
+    if not n:
+        return None
+    route_in = load_partitioner(spec.source_partitioner)
+    name = spec.source_partitioner or "murmur2"
+
+    def check(key: bytes, i: int, source: dict[str, Any]) -> None:
+        try:
+            j = route_in(key, n)
+        except Exception as e:
+            raise BuildError(f"partitioner {name}: {_one_line(e)}") from None
+        if j != i:
+            raise BuildError(f"the sources are not a {n}-way layout by {name}: key {key[:40]!r} of {source['task']} "
+                             f"(snapshot {source['snapshot']}) belongs to task {j} of {n}, not {i}; nothing was written")
+    return check
 
 
 def _app_dir() -> str | None:

@@ -100,9 +100,13 @@ class BuildSpec:
     # murmur2 partitioner). ``snapshots``: per source task {"task", "snapshot", "files": [{"path", "size",
     # "checksum", "blobs": [[blob id, offset], ...]}], "groups": [first, last] (optional, with a keygroups:G
     # partitioner: only the keys of those key groups are read)}, read by the executors from ``source_store``.
+    # ``partitions_in``: every key of source i (one without "groups") must route to i under
+    # (``source_partitioner``, partitions_in): the sources are the layout the rescale assumes.
     snapshots: tuple[dict[str, Any], ...] = ()
     source_store: str | None = None
     partitioner: str | None = None
+    partitions_in: int | None = None
+    source_partitioner: str | None = None
 
     def validate(self) -> None:
         """Raise UsageError for a spec that cannot be built."""
@@ -128,8 +132,9 @@ class BuildSpec:
                 raise UsageError("a snapshots build needs source snapshots and the blob store they are in")
             if self.layout != "partitioned" or self.partitions_out is None or self.partitions_out < 1:
                 raise UsageError("a snapshots build is partitioned, into partitions_out of at least 1")
-            if self.partitioner is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.partitioner):
-                raise UsageError(f"partitioner {self.partitioner!r}: expected module:callable")
+            for name in (self.partitioner, self.source_partitioner):
+                if name not in (None, "murmur2") and not re.fullmatch(r"[\w.]+:[\w.]+", name):
+                    raise UsageError(f"partitioner {name!r}: expected module:callable")
         else:
             if not self.bootstrap or not self.topic:
                 raise UsageError("a topic build needs bootstrap and topic")

@@ -80,7 +80,8 @@ def _promote(bootstrap: str, work: Path, gib: float) -> float:
     t0 = time.monotonic()
     r = subprocess.run([STATECTL, "standby", "promote", "--kafka", bootstrap, "--job", "bench", "--task", "Partition 0",
                         "--store", "s", "--changelog", topic, "--partition", "0", "--replica-dir", str(replica),
-                        "--active-dir", str(active), "-o", "json"], capture_output=True, text=True, env=_env(work))
+                        "--active-dir", str(active), "--non-transactional-restore", "-o", "json"],
+                       capture_output=True, text=True, env=_env(work))
     wall = time.monotonic() - t0
     if r.returncode != 0:
         raise RuntimeError(f"promote failed: {r.stderr}")

@@ -419,3 +419,21 @@ def test_switch_rolls_back_while_follow_runs_and_a_second_loader_exits_11(datase
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
+
+
+@pytest.mark.timeout(240)
+def test_a_really_full_disk_drops_the_version_being_built_and_keeps_the_current_one(dataset, small_disk):
+    """The state dir on a 2 MiB tmpfs: RocksDB's own "IO error: No space left on device" (no OSError) is the
+    disk-full error (exit 1), not an unexpected one."""
+    t = dataset()
+    t.state = small_disk(2)
+    t.send(0, entries("one", 10))
+    t.marker(0, b"1")
+    t.load()
+    t.send(0, [(b"k-%06d" % i, os.urandom(40)) for i in range(60_000)])  # more than the disk holds
+    t.marker(0, b"2")
+    r = t.load(code=1)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and "no space left on device" in errors[0], r.stderr
+    assert "unexpected" not in r.stderr
+    assert t.current() == 1 and t.numbers() == [1] and read_store(t.store()) == as_dict(entries("one", 10))

@@ -334,3 +334,42 @@ def test_two_topics_into_one_store_killed_and_resumed_per_ssp(tansu, tmp_path: P
     assert read_store(s0) == {**apply_records(wa[0].records()), **apply_records(wb[0].records())}
     assert out["stores"][0]["offsets"] == {f"kafka.{a}.0": wa[0].last_offset, f"kafka.{b}.0": wb[0].last_offset}
     assert status(tmp_path, "--state-dir", str(state))["deleted"] == 0
+
+
+# -- side inputs on another cluster ------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_side_inputs_on_another_cluster_are_read_there(tansu, tansu_other, tmp_path: Path, writers):
+    """KafkaConsumerConfig: a system's consumer reads from systems.<system>.consumer.bootstrap.servers; the
+    job's coordinator stream stays on --kafka."""
+    topic, ws = new_topic(tansu_other.bootstrap, 2)
+    writers += ws
+    for p in range(2):
+        ws[p].send([(f"r{p}-{i}".encode(), f"v{i}".encode()) for i in range(7)])
+    assert topic not in tansu.topics()
+    job = f"job-{uuid.uuid4().hex[:6]}"
+    config = {"systems.remote.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory",
+              "systems.remote.consumer.bootstrap.servers": tansu_other.bootstrap,
+              f"stores.{STORE}.side.inputs": f"remote.{topic}"}
+    write_job(tansu.bootstrap, job, config, ["Partition 0", "Partition 1"])
+    state = tmp_path / "state"
+    r = load(tmp_path, tansu.bootstrap, "--job", job, "--state-dir", str(state), "-o", "json")
+    out = json.loads(r.stdout)
+    assert tansu_other.bootstrap in r.stderr and "systems.remote.consumer.bootstrap.servers" in r.stderr
+    assert {s["task"]: sorted(s["offsets"]) for s in out["stores"]} == {
+        f"Partition {p}": [f"remote.{topic}.{p}"] for p in range(2)}
+    for p in range(2):
+        store = state / STORE / f"Partition_{p}"
+        assert read_store(store) == apply_records(ws[p].records())
+        assert read_offsets(store / OFFSET_V2) == {SSP("remote", topic, p): str(ws[p].last_offset)}
+    st = status(tmp_path, "--kafka", tansu.bootstrap, "--job", job, "--state-dir", str(state))
+    assert [s["action"] for s in st["stores"]] == ["keep", "keep"]
+
+    # The system's consumer security applies there: a keystore statectl cannot read is a one-line error.
+    job2 = f"job-{uuid.uuid4().hex[:6]}"
+    write_job(tansu.bootstrap, job2, {**config, "systems.remote.consumer.security.protocol": "SSL",
+                                      "systems.remote.consumer.ssl.truststore.location": "/etc/trust.jks"},
+              ["Partition 0", "Partition 1"])
+    r = load(tmp_path, tansu.bootstrap, "--job", job2, "--state-dir", str(tmp_path / "s2"), code=2)
+    assert "systems.remote.consumer.ssl.truststore.location is a JKS store" in error_line(r.stderr)

@@ -98,6 +98,42 @@ def test_put_from_short_source_fails_and_leaves_nothing(blobstore: BlobStore, ha
     assert list(blobstore.list()) == []
 
 
+def test_another_spelling_of_the_url_is_the_same_store(blobstore: BlobStore, request: pytest.FixtureRequest) -> None:
+    """``identity`` is what the store holds, not how its URL is written: what one spelling wrote, the other
+    reads; a sibling is another store."""
+    url = blobstore.url
+    s3 = request.getfixturevalue("s3_options") if url.startswith("s3://") else None
+    if s3:
+        bucket_end = url.index("/", len("s3://"))
+        spellings = [url + "/", url[:bucket_end] + "/" + url[bucket_end:]]
+    else:
+        path = url[len("file://"):]
+        spellings = [url + "/", f"file://{os.path.dirname(path)}/./{os.path.basename(path)}"]
+    key = put_bytes(blobstore, b"one store")
+    for spelling in spellings:
+        other = open_blobstore(spelling, s3=s3)
+        try:
+            assert other.identity == blobstore.identity, spelling
+            assert get_bytes(other, key) == b"one store", spelling
+        finally:
+            other.close()
+    sibling = open_blobstore(url.rstrip("/") + "-sibling", s3=s3)
+    try:
+        assert sibling.identity != blobstore.identity
+    finally:
+        sibling.close()
+
+
+def test_check_writable_passes_where_a_write_would_and_writes_nothing(blobstore: BlobStore) -> None:
+    key = put_bytes(blobstore, b"there")
+    blobstore.put_at("leases/j/1/t/s.json", b"{}")
+    before = {i.key: (i.size, i.modified_at) for i in blobstore.list("")}
+    for probe in ("leases/j/1/t/s.json", "leases/new/dir/x.json", key, "checkpoints/a"):
+        blobstore.check_writable(probe)
+    assert {i.key: (i.size, i.modified_at) for i in blobstore.list("")} == before
+    assert blobstore.read_at("leases/j/1/t/s.json")[0] == b"{}"
+
+
 def test_ranged_get(blobstore: BlobStore) -> None:
     data = bytes(range(256)) * 40
     key = put_bytes(blobstore, data)
@@ -474,6 +510,26 @@ def test_s3_large_put_is_multipart_with_ttl_tags(seaweed, s3_url: str, s3_option
     store.remove_ttl(key)
     assert seaweed.client.get_object_tagging(Bucket=bucket, Key=prefix + key)["TagSet"] == []
     store.close()
+
+
+def test_s3_check_writable_refuses_an_identity_that_can_only_read(seaweed_auth) -> None:
+    """The read-only identity (Read, List): a conditional PUT that could not land is still AccessDenied (the
+    store authorizes before it compares the etag): AuthError, nothing written; the admin passes."""
+    bucket = seaweed_auth.make_bucket()
+    opts = dict(endpoint_url=seaweed_auth.endpoint, region="us-east-1")
+    rw = open_blobstore(f"s3://{bucket}/p", s3=S3Options(**opts, access_key_id="AK", secret_access_key="SK"))
+    ro = open_blobstore(f"s3://{bucket}/p", s3=S3Options(**opts, access_key_id=seaweed_auth.readonly_access_key,
+                                                         secret_access_key=seaweed_auth.readonly_secret_key))
+    try:
+        rw.check_writable("leases/x.json")
+        with pytest.raises(AuthError) as e:
+            ro.check_writable("leases/x.json")
+        assert e.value.exit_code == 12 and "AccessDenied" in str(e.value)
+        assert seaweed_auth.client.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+        assert rw.request_counts().get("check_writable") == 1
+    finally:
+        rw.close()
+        ro.close()
 
 
 @pytest.mark.parametrize("access_key, secret_key, code", [("AK", "wrong-secret", "SignatureDoesNotMatch"),

@@ -53,6 +53,8 @@ def test_every_result_names_its_blob_store(url: str, env: Path, tmp_path: Path):
     assert b["blobstore"] == url and b["task"] == "Partition 0"
     text = _run("backup", *WHERE, "--blobstore", url, "--state-dir", str(state)).stdout
     assert f"of counts/Partition 0 in {url}: " in text
+    for task in ("Partition 1", "Partition 2"):  # the blob store then knows the task of each Partition_N dir
+        _run("backup", *WHERE, "--blobstore", url, "--state-dir", str(state), "--task", task)
     docs = {
         "backup --all": ["backup", "--all", "--job", "pv", "--state-dir", str(state)],
         "restore": ["restore", *WHERE, "--target-dir", str(tmp_path / "r")],
@@ -126,13 +128,19 @@ def test_backup_says_which_tasks_it_took(env: Path):
     doc = json.loads(r.stdout)
     assert doc["task"] == "Partition 0"
     note = ("backed up task 'Partition 0' of store counts only; 2 other task dirs of the store under "
-            f"{state} not backed up: Partition 1, Partition 2 (--all-tasks backs up every one)")
+            f"{state} not backed up: Partition_1, Partition_2 (--all-tasks backs up every one)")
     assert doc["notes"] == [note]
     # An explicit --store-dir names one dir: nothing to say about the others.
     doc = json.loads(_run("backup", *WHERE, "--store-dir", str(store_dir(state, "counts", "Partition 1")),
                           "--task", "Partition 1", "-o", "json").stdout)
     assert doc["notes"] == []
 
+    # Partition_2's task is not known yet (the blob store has snapshots of 'Partition 0' and 'Partition 1'):
+    # --all-tasks says so (exit 3) and backs up the others.
+    doc = json.loads(_run("backup", *WHERE, "--state-dir", str(state), "--all-tasks", "-o", "json", code=3).stdout)
+    assert [x["task"] for x in doc["results"]] == ["Partition 0", "Partition 1"]
+    assert [p for p, _ in doc["failures"]] == [str(store_dir(state, "counts", "Partition 2"))]
+    _run("backup", *WHERE, "--state-dir", str(state), "--task", "Partition 2")
     doc = json.loads(_run("backup", *WHERE, "--state-dir", str(state), "--all-tasks", "-o", "json").stdout)
     assert [(x["store"], x["task"], x["notes"]) for x in doc["results"]] == [
         ("counts", f"Partition {p}", []) for p in range(3)]

@@ -346,3 +346,38 @@ def test_replay_never_replaces_the_file_blob_store_even_with_force(cli, tansu, c
         assert "blob store" in p.stderr
     assert (blobs / "blobs" / "ab" / "abcdef").read_bytes() == b"a backup's blob"
     assert no_temp_dirs(blobs.parent)
+
+
+def test_a_changelog_on_another_cluster_is_read_where_the_jobs_config_puts_its_system(cli, tansu, tansu_other,
+                                                                                      tmp_path: Path):
+    """The job's coordinator stream and checkpoint topic are on --kafka; its changelog system's consumer reads
+    from systems.<system>.consumer.bootstrap.servers (KafkaConsumerConfig.getKafkaSystemConsumerConfig)."""
+    from statectl.kafka.coordinator import CoordinatorStream
+
+    records = changelog_records(5)
+    topic = tansu_other.create_topic(partitions=1)
+    produce(tansu_other.bootstrap, topic, [(0, k, v) for k, v in records])
+    stop = 400
+    job = f"pv_{uuid.uuid4().hex[:8]}"
+    with CoordinatorStream(tansu.bootstrap, job, "1") as cs:
+        cs.create()
+        cs.write_config({"job.name": job, "job.id": "1", "stores.counts.changelog": f"east.{topic}",
+                         "systems.east.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory",
+                         "systems.east.producer.bootstrap.servers": tansu_other.bootstrap})
+    marker = (f'{{"version":1,"changelog-ssp":{{"system":"east","partition":0,"stream":"{topic}",'
+              f'"keyBucket":-1}},"changelog-offset":"{stop - 1}"}}')
+    value = json.dumps({"checkpoint-id": "1700000000000-1", "input-offsets": {},
+                        "state-checkpoint-markers": {
+                            "org.apache.samza.storage.KafkaChangelogStateBackendFactory": {"counts": marker}}},
+                       separators=(",", ":")).encode()
+    key = (f'{{"systemstreampartition-grouper-factory":"{GROUPER}","taskName":"Partition 0",'
+           f'"type":"checkpoint-v2"}}').encode()
+    produce(tansu.bootstrap, tansu.create_topic(checkpoint_topic(job, "1")), [(0, key, value)])
+    assert topic not in tansu.topics()
+    target = tmp_path / "t"
+    r = cli("restore", "--from-changelog", topic, "--partition", "0", "--system", "east", "--kafka", tansu.bootstrap,
+            "--job", job, "--store", "counts", "--task", "Partition 0", "--to-checkpoint", "--target-dir",
+            str(target), "-o", "json")
+    assert json.loads(r.stdout)["records"] == stop
+    assert tansu_other.bootstrap in r.stderr and "systems.east.producer.bootstrap.servers" in r.stderr
+    assert dump_store(target) == apply(records[:stop])

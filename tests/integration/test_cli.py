@@ -75,7 +75,20 @@ def test_text_output_is_the_result_only(cli, state: Path):
     assert listing[1].split()[:3] == ["SNAPSHOT", "CHECKPOINT", "CREATED"] and len(listing) == 3
 
 
+def name_tasks(cli, state: Path) -> None:
+    """Back up each store of ``state`` once with its --task: the blob store then knows which task each
+    ``Partition_N`` dir holds ('_' alone does not say)."""
+    cli("backup", "--job", "pv", "--store", "counts", "--task", "Partition 0", "--state-dir", str(state))
+    cli("backup", "--job", "pv", "--store", "totals", "--task", "Partition 1", "--state-dir", str(state))
+
+
 def test_backup_all_backs_up_every_store(cli, state: Path, tmp_path: Path):
+    # Into an empty blob store, without --kafka, no source names the task of a dir with '_': exit 3, both named.
+    r = cli("backup", "--all", "--job", "pv", "--state-dir", str(state), "-o", "json", code=3)
+    res = json.loads(r.stdout)
+    assert res["results"] == [] and [p for p, _ in res["failures"]] == [
+        str(store_dir(state, "counts", "Partition 0")), str(store_dir(state, "totals", "Partition 1"))]
+    name_tasks(cli, state)
     res = json.loads(cli("backup", "--all", "--job", "pv", "--state-dir", str(state), "-o", "json").stdout)
     assert res["failures"] == []
     assert sorted((r["store"], r["task"]) for r in res["results"]) == [("counts", "Partition 0"),
@@ -89,6 +102,7 @@ def test_backup_all_backs_up_every_store(cli, state: Path, tmp_path: Path):
 
 
 def test_backup_all_partial_failure_exits_3(cli, state: Path):
+    name_tasks(cli, state)
     bad = state / "broken" / "Partition_0"
     bad.mkdir(parents=True)
     (bad / "CURRENT").write_text("MANIFEST-000001\n")

@@ -446,3 +446,21 @@ def test_a_bad_config_file_is_a_usage_error(doctor, tmp_path: Path):
     proc = doctor("--config", str(config))
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert proc.stderr.startswith(f"Error: {config}: [default] key 'retries'")
+
+
+def test_a_batch_applications_checkpoint_topic_is_the_one_with_its_run_id(doctor, tansu, tmp_path: Path):
+    """KafkaUtil.getCheckpointTopic: app.mode=BATCH with an app.run.id suffixes the topic with the run id."""
+    from statectl.kafka.coordinator import CoordinatorStream
+
+    job = f"doctor_batch_{uuid.uuid4().hex[:8]}"
+    checkpoint, _ = samza_topics(job)
+    with CoordinatorStream(tansu.bootstrap, job, "1") as cs:
+        cs.create()
+        cs.write_config({"job.name": job, "app.mode": "BATCH", "app.run.id": "r-42"})
+    tansu.create_topic(checkpoint)  # the STREAM-mode name: not this job's
+    args = ("--blobstore", f"file://{tmp_path / 'b'}", "--kafka", tansu.bootstrap, "--job", job, "-o", "json")
+    checks = as_json(doctor(*args), 1)
+    assert checks["checkpoint topic"]["detail"] == f"topic {checkpoint}-r-42 does not exist on {tansu.bootstrap}"
+    tansu.create_topic(f"{checkpoint}-r-42")
+    checks = as_json(doctor(*args), 0)
+    assert checks["checkpoint topic"]["detail"] == f"topic {checkpoint}-r-42 exists (1 partition)"

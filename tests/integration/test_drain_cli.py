@@ -32,12 +32,14 @@ from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
 
 STATUS_FIELDS = {"job", "job_id", "run_id", "notifications", "intermediate", "in_flight", "tasks", "duration_s",
-                 "notes", "drain_monitor_enabled", "job_breaking", "checkpoint_gaps"}
+                 "notes", "drain_monitor_enabled", "job_breaking", "checkpoint_gaps", "left_behind"}
+LEFT_BEHIND_FIELDS = {"stream", "partition", "task", "next_offset", "notified_offset", "records"}
 NOTICE_FIELDS = {"uuid", "run_id", "drain_mode", "state", "offset", "written", "key", "signal"}
 BREAKING_FIELDS = {"offset", "key", "bytes", "why", "written"}
 IN_FLIGHT_FIELDS = {"stream", "partition", "end_offset", "task", "next_offset", "in_flight"}
 START_FIELDS = {"uuid", "run_id", "created", "offset", "duration_s", "notes", "drain_monitor_enabled"}
-WAIT_FIELDS = {"run_id", "drained", "uuids", "in_flight", "intermediate", "waited_s", "notes", "signal"}
+WAIT_FIELDS = {"run_id", "drained", "uuids", "in_flight", "intermediate", "waited_s", "notes", "signal",
+               "left_behind"}
 CANCEL_FIELDS = {"run_id", "cancelled", "duration_s", "notes", "bad_removed"}
 
 
@@ -74,11 +76,12 @@ class Job:
     """A job that never ran: its coordinator stream and checkpoint topic, written as Samza would."""
 
     def __init__(self, bootstrap: str, *, run_id: str | None = RUN, intermediate: str | None = None,
-                 partitions: int = 2, monitor: str | None = "true"):
+                 partitions: int = 2, monitor: str | None = "true", config: dict[str, str] | None = None):
         self.bootstrap = bootstrap
         self.name = f"drain_cli_{uuid.uuid4().hex[:10]}"
         self.stream = CoordinatorStream(bootstrap, self.name, "1")
         self.stream.create()
+        config_extra = config
         config = {"job.name": self.name, "job.id": "1"}
         if monitor is not None:
             config["job.drain-monitor.enabled"] = monitor
@@ -90,7 +93,7 @@ class Job:
                            "streams.shuffle.samza.physical.name": intermediate,
                            "streams.shuffle.samza.system": "kafka"})
             create_topic(bootstrap, intermediate, partitions=partitions)
-        self.stream.write_config(config)
+        self.stream.write_config({**config, **(config_extra or {})})
         self._log: KafkaCheckpointLog | None = None
 
     @property
@@ -748,6 +751,36 @@ def test_a_notification_under_another_key_is_shown_and_cancelled(cli, make_job):
     assert job.stream.namespace_values(DRAIN_NAMESPACE)["other-key"] is None
 
 
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("run_id", ["missing", "blank", "malformed"])
+def test_cancel_without_a_known_run_refuses_as_start_does_and_withdraws_nothing(cli, make_job, run_id):
+    """No readable app.run.id: every notification would read as another run's, the current drain included.
+    cancel (--all-stale, the default, --dry-run too) refuses as start does (exit 10, pass --run-id), writing
+    nothing; with --run-id, --all-stale withdraws the other runs' only; --bad alone needs no run."""
+    from statectl.formats.coordinator import SET_CONFIG
+
+    job = make_job(run_id=None)
+    if run_id == "blank":
+        job.stream.refresh()
+        job.stream.write_config({**job.stream.config(), "app.run.id": ""})
+    elif run_id == "malformed":
+        job.stream.put(SET_CONFIG, "app.run.id", b"\x00 not the JSON of a set-config message")
+    current = json.loads(cli("drain", "start", *job.args, "--run-id", RUN, "-o", "json").stdout)["uuid"]
+    old = job.notify("OLD-RUN")
+    records = job.records()
+    for extra in (["--all-stale"], ["--all-stale", "--dry-run"], [], ["--dry-run"], ["--all-stale", "--bad"]):
+        r = cli("drain", "cancel", *job.args, *extra, code=10)
+        assert "no run id" in error_line(r) and "pass --run-id" in r.stderr.splitlines()[1], (extra, r.stderr)
+        assert job.records() == records, extra
+    assert "record Samza cannot read" in error_line(cli("drain", "cancel", *job.args, "--bad", code=10))
+
+    c = json.loads(cli("drain", "cancel", *job.args, "--all-stale", "--run-id", RUN, "-o", "json").stdout)
+    assert c["cancelled"] == [old.uuid]
+    job.stream.refresh()
+    values = job.stream.namespace_values(DRAIN_NAMESPACE)
+    assert values[old.uuid] is None and values[current] is not None
+
+
 @pytest.mark.timeout(120)
 def test_cancel_all_stale_removes_other_runs_notifications(cli, make_job):
     job = make_job()
@@ -764,3 +797,107 @@ def test_cancel_all_stale_removes_other_runs_notifications(cli, make_job):
     assert {x["uuid"]: x["state"] for x in st["notifications"]} == {ours.uuid: "pending", old.uuid: "cleared",
                                                                       w: "cleared"}
     assert "notification of another run" in error_line(cli("drain", "cancel", *job.args, "--all-stale", code=10))
+
+
+# -- standalone jobs: a drain leaves the source backlog behind; only a stopped job has drained ------------
+
+
+@pytest.mark.timeout(240)
+def test_a_job_lagging_its_sources_drains_and_leaves_the_backlog_behind(cli, tansu, make_job):
+    """Samza's drain stops fetching sources (SystemConsumers.drain) and processes only what was fetched: a
+    job that lagged its sources drains with their backlog unprocessed. wait says so instead of waiting for
+    input the job never reads."""
+    from statectl.formats.drain import aggregate_partition
+
+    topic, source = intermediate_topic(), f"drain-src-{uuid.uuid4().hex[:8]}"
+    job = make_job(intermediate=topic)
+    create_topic(tansu.bootstrap, source, partitions=2)
+    for p in (0, 1):
+        for i in range(10):
+            put_one(tansu.bootstrap, source, p, b"in%d" % i)
+    fill(tansu, topic, {0: 3, 1: 2})
+    time.sleep(0.05)
+    n = job.notify()
+    time.sleep(0.05)
+    agg = aggregate_partition(topic, 2)
+    for p in (0, 1):
+        put_one(tansu.bootstrap, topic, agg, encode_control(drain_message(f"parse-Partition {p}", RUN)))
+    put_one(tansu.bootstrap, topic, 1 - agg, encode_control(drain_message(None, RUN)))
+    time.sleep(0.05)
+    log = KafkaCheckpointLog(tansu.bootstrap, job.name, "1")
+    try:  # the parse tasks had processed 4 and 7 of their 10 records when they drained
+        log.commit_offsets("parse-Partition 0", f"{now_ms()}-1", {f"kafka.{source}.0": "3"})
+        log.commit_offsets("parse-Partition 1", f"{now_ms()}-1", {f"kafka.{source}.1": "6"})
+        st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+        ends = {i["partition"]: i["end_offset"] for i in st["intermediate"]}
+        for p in (0, 1):
+            log.commit_offsets(f"count-Partition {p}", f"{now_ms()}-1", {f"kafka.{topic}.{p}": str(ends[p] - 1)})
+    finally:
+        log.close()
+
+    w = json.loads(cli("drain", "wait", *job.args, "--timeout", "30", "--poll", "0.5", "-o", "json").stdout)
+    assert set(w) == WAIT_FIELDS
+    assert (w["drained"], w["signal"], w["uuids"]) == (True, "checkpoints", [n.uuid])
+    assert all(set(b) == LEFT_BEHIND_FIELDS for b in w["left_behind"])
+    assert [(b["stream"], b["partition"], b["task"], b["next_offset"], b["notified_offset"], b["records"])
+            for b in w["left_behind"]] == [(source, 0, "parse-Partition 0", 4, 10, 6),
+                                           (source, 1, "parse-Partition 1", 7, 10, 3)]
+    text = cli("drain", "wait", *job.args, "--timeout", "30").stdout
+    assert "9 source records left behind" in text and f"{source}[0] 6" in text, text
+    st = json.loads(cli("drain", "status", *job.args, "-o", "json").stdout)
+    assert [(x["state"], x["signal"]) for x in st["notifications"]] == [("drained", "checkpoints")]
+    assert st["checkpoint_gaps"] == [] and [b["records"] for b in st["left_behind"]] == [6, 3]
+
+
+@pytest.mark.timeout(240)
+def test_without_intermediate_streams_only_a_stopped_job_has_drained(cli, tansu, make_job):
+    """A job without intermediate streams sends no drain message anywhere: an ordinary commit after the
+    notification is no drain; a drained task stops committing (a running one commits every task.commit.ms,
+    a commit deferred at most task.commit.max.delay.ms), and then the drain is complete, with whatever the
+    job had not fetched of its sources left behind."""
+    source = f"drain-src-{uuid.uuid4().hex[:8]}"
+    create_topic(tansu.bootstrap, source, partitions=1)
+    for i in range(5):
+        put_one(tansu.bootstrap, source, 0, b"in%d" % i)
+
+    running = make_job()  # the defaults: a commit at least every 120 s while it runs
+    n = running.notify()
+    time.sleep(0.05)
+    with KafkaCheckpointLog(tansu.bootstrap, running.name, "1") as log:  # caught up: covers every record
+        log.commit_offsets("Partition 0", f"{now_ms()}-1", {f"kafka.{source}.0": "4"})
+    st = json.loads(cli("drain", "status", *running.args, "-o", "json").stdout)
+    assert [(x["uuid"], x["state"]) for x in st["notifications"]] == [(n.uuid, "seen")]
+    assert any("not shown stopped yet" in g for g in st["checkpoint_gaps"]), st["checkpoint_gaps"]
+    r = cli("drain", "wait", *running.args, "--timeout", "2", "--poll", "0.5", code=1)
+    assert "not shown stopped yet" in error_line(r)
+
+    stopped = make_job(config={"task.commit.ms": "200", "task.commit.max.delay.ms": "100"})
+    n = stopped.notify()
+    time.sleep(0.05)
+    with KafkaCheckpointLog(tansu.bootstrap, stopped.name, "1") as log:  # its final commit: 2 records behind
+        log.commit_offsets("Partition 0", f"{now_ms()}-1", {f"kafka.{source}.0": "2"})
+    w = json.loads(cli("drain", "wait", *stopped.args, "--timeout", "60", "--poll", "0.2", "-o", "json").stdout)
+    assert (w["drained"], w["signal"], w["uuids"]) == (True, "checkpoints", [n.uuid])
+    assert [(b["stream"], b["partition"], b["next_offset"], b["records"]) for b in w["left_behind"]] == [
+        (source, 0, 3, 2)]
+    assert any("stopped committing" in note for note in w["notes"]), w["notes"]
+
+
+@pytest.mark.timeout(180)
+def test_a_source_on_another_cluster_is_checked_there(cli, tansu, tansu_other, make_job):
+    """What a drain left behind of a source on another cluster is read on that system's brokers
+    (systems.<system>.consumer.bootstrap.servers), not looked for on --kafka."""
+    source = tansu_other.create_topic(partitions=1)
+    for i in range(6):
+        put_one(tansu_other.bootstrap, source, 0, b"in%d" % i)
+    job = make_job(config={"task.commit.ms": "200", "task.commit.max.delay.ms": "100",
+                           "systems.east.consumer.bootstrap.servers": tansu_other.bootstrap})
+    n = job.notify()
+    time.sleep(0.05)
+    with KafkaCheckpointLog(tansu.bootstrap, job.name, "1") as log:
+        log.commit_offsets("Partition 0", f"{now_ms()}-1", {f"east.{source}.0": "1"})
+    w = json.loads(cli("drain", "wait", *job.args, "--timeout", "60", "--poll", "0.2", "-o", "json").stdout)
+    assert (w["drained"], w["uuids"]) == (True, [n.uuid])
+    assert [(b["stream"], b["next_offset"], b["notified_offset"], b["records"]) for b in w["left_behind"]] == [
+        (source, 2, 6, 4)]
+    assert not any("not on" in note for note in w["notes"]), w["notes"]

@@ -2,7 +2,8 @@
 RocksDB: dirs it did not make (a job's store, a folder of files, a versioned adstore, a file) are never
 replaced; names that would reach outside the state dir; damaged versions never made current; concurrent
 loads and switches on one store (one at a time, exit 11 naming the holder); empty datasets and files
-changing while read; a store held by a job (adstore's own hint); a full disk (failpoints)."""
+changing while read; a store held by a job (adstore's own hint); a full disk (failpoints, and a real one:
+a small tmpfs)."""
 
 from __future__ import annotations
 
@@ -301,10 +302,17 @@ def test_switch_refuses_a_damaged_version_and_versions_reports_it(files: Files, 
     r = cli(tmp_path, "adstore", "switch", *files.where(), "--version", "1", "--quick", code=1)
     assert files.current() == 3
 
-    # version 2 changed under its manifest (an entry added): the cheap checks see nothing, switch does
+    # version 2 changed under its manifest (an entry added): the cheap checks (--quick) see nothing; versions,
+    # as switch, reads every entry and names it
     write_rocks(v2, {b"intruder": b"x"})
-    assert json.loads(cli(tmp_path, "adstore", "versions", *files.where(), "-o", "json").stdout)["versions"][1][
-        "problem"] is None
+    assert json.loads(cli(tmp_path, "adstore", "versions", *files.where(), "--quick", "-o", "json").stdout)[
+        "versions"][1]["problem"] is None
+    before = tree(files.state)
+    r = json.loads(cli(tmp_path, "adstore", "versions", *files.where(), "-o", "json").stdout)
+    problems = {v["version"]: v["problem"] for v in r["versions"]}
+    assert problems[3] is None and "damaged" in problems[1]
+    assert problems[2].startswith(f"damaged: it holds {len(v2_entries) + 1} keys") and "manifest says" in problems[2]
+    assert tree(files.state) == before  # read-only: no config file left in a version
     r = cli(tmp_path, "adstore", "switch", *files.where(), code=1)  # the rollback to 2
     assert "version 2" in error_line(r.stderr) and f"{len(v2_entries) + 1} keys" in r.stderr
     assert files.current() == 3
@@ -525,6 +533,29 @@ def test_a_full_disk_during_a_topic_load(topic: Topic, tmp_path: Path):
     r = run(tmp_path, *topic.args(), failpoints="adstore-apply=raise:ENOSPC", code=1)
     assert "no space left on device" in error_line(r.stderr) and "left as it was" in r.stderr
     assert tree(topic.state, locks=False) == before
+
+
+@pytest.mark.timeout(180)
+def test_a_really_full_disk_during_a_file_load(small_disk, tmp_path: Path):
+    """The state dir on a 2 MiB tmpfs: RocksDB's own "IO error: No space left on device" (no OSError) is the
+    disk-full error (exit 1), not an unexpected one; the current version stays, no build is left behind."""
+    files = Files(tmp_path)
+    files.state = small_disk(2)
+    files.load(write_csv(tmp_path / "v1.csv", 10))
+    before = read_store(files.store())
+    big = tmp_path / "v2.csv"
+    with open(big, "w") as f:  # 4 MiB that do not compress
+        f.write("id,name\n" + "".join(f"id-{i:07d},{os.urandom(20).hex()}\n" for i in range(70_000)))
+    for extra in ([], ["--partition-count", "2"]):
+        r = files.load(big, *extra, code=1)
+        line = error_line(r.stderr)
+        assert "no space left on device" in line and "no new version" in line, r.stderr
+        if not extra:
+            assert files.current() == 1 and files.numbers() == [1] and files.leftovers() == []
+            assert read_store(files.store()) == before
+    assert sorted(p.name for p in (files.state / STORE).iterdir() if not p.name.endswith(".adstore.lock")) == [
+        "Partition_0", "Partition_0.versions", "Partition_1.versions"]
+    assert list((files.state / STORE / "Partition_1.versions").iterdir()) == []
 
 
 def test_disk_full_is_a_typed_error_in_process(files: Files, tmp_path: Path):

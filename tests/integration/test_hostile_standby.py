@@ -21,6 +21,7 @@ from statectl.formats.offsets import OFFSET_V2, SIDE_INPUT_OFFSETS, write_offset
 from statectl.formats.checkpoint import SSP
 from tests.integration.test_bad_input import small_tmpfs  # noqa: F401 - a fixture: a 4 MiB tmpfs (root only)
 from tests.integration.test_standby import (  # noqa: F401 - world and procs are fixtures
+    NT,
     STORE,
     TASK,
     World,
@@ -138,7 +139,7 @@ def test_a_promoted_replica_is_not_a_replica_any_more(world: World, procs):
     w.writer.send(random_records(random.Random(103), 150))
     f = start(w, procs)
     caught_up(w, f)
-    cli(w.tmp, "standby", "promote", *w.where())
+    cli(w.tmp, "standby", "promote", *w.where(), NT)
     assert f.wait(60) == 0, f.describe()
     promoted = read_store(w.active)
     assert promoted == w.writer.state()
@@ -170,7 +171,7 @@ def test_promote_refuses_an_active_dir_that_is_not_its_to_replace(world: World, 
 
     for target, what in ((docs, "not empty"), (other, "another store's dir"), (versioned, "versioned adstore"),
                          (w.replica, "into itself")):
-        p = cli(w.tmp, "standby", "promote", *w.where(), "--active-dir", str(target), code=2)
+        p = cli(w.tmp, "standby", "promote", *w.where(), NT, "--active-dir", str(target), code=2)
         line = one_error(p.stderr)
         assert what in line and "restore" not in line, p.stderr
         assert "--target-dir" not in p.stderr and "--force" not in p.stderr, p.stderr
@@ -185,7 +186,8 @@ def test_promote_refuses_an_active_dir_that_is_not_its_to_replace(world: World, 
     # The active store of the task, an empty dir, a new dir: promoted.
     empty = w.tmp / "empty-active"
     empty.mkdir()
-    r = json.loads(cli(w.tmp, "standby", "promote", *w.where(), "--active-dir", str(empty), "-o", "json").stdout)
+    r = json.loads(cli(w.tmp, "standby", "promote", *w.where(), NT, "--active-dir", str(empty), "-o",
+                       "json").stdout)
     assert r["promoted_dir"] == str(empty) and read_store(empty) == w.writer.state()
     assert f.wait(60) == 0, f.describe()
 
@@ -216,7 +218,7 @@ def test_promote_over_a_held_active_store_exits_11_with_its_own_hint(world: Worl
     before = fingerprint(w.active)
     db = rocksdict.Rdict(str(w.active), rocksdict.Options(raw_mode=True))  # the job holds its store
     try:
-        p = cli(w.tmp, "standby", "promote", *w.where(), code=11)
+        p = cli(w.tmp, "standby", "promote", *w.where(), NT, code=11)
     finally:
         db.close()
     assert str(w.active) in one_error(p.stderr)
@@ -257,7 +259,7 @@ def test_a_failed_promote_restarts_the_follower_in_its_own_dir(world: World, pro
     last = max(o for o, _, _ in bulk.log)
     elsewhere = w.tmp / "ops-shell"
     elsewhere.mkdir()
-    proc = subprocess.Popen([STATECTL, "standby", "promote", *w.where(), "--timeout", "0.001s"],
+    proc = subprocess.Popen([STATECTL, "standby", "promote", *w.where(), NT, "--timeout", "0.001s"],
                             env=clean_env(w.tmp), cwd=elsewhere, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, text=True)
     try:
@@ -277,7 +279,7 @@ def test_a_failed_promote_restarts_the_follower_in_its_own_dir(world: World, pro
 
     pid = wait_until(restarted, 60, f"the follower of {w.replica} is started again")
     procs[1].append(pid)
-    assert json.loads(w.status_file.read_text())["cwd"] == str(w.tmp)
+    assert json.loads(w.status_file.read_text())["follower"]["state_dir"] == str(w.state)  # absolute: "state" in w.tmp
     caught_up(w, upto=last)
     assert not (elsewhere / "state").exists(), list(elsewhere.rglob("*"))
 
@@ -468,12 +470,13 @@ def test_a_full_disk_stops_the_follower_with_disk_full_and_nothing_half_written(
     make_store(w.active, 100, 32, sst_mb=1)
     before = fingerprint(w.active)
     w.writer.send(random_records(random.Random(118), 50))
-    p = subprocess.run([STATECTL, "standby", "promote", *w.where()], env=follower_env(w.tmp, "standby-apply=raise:ENOSPC"),
+    p = subprocess.run([STATECTL, "standby", "promote", *w.where(), NT],
+                       env=follower_env(w.tmp, "standby-apply=raise:ENOSPC"),
                        cwd=w.tmp, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert p.returncode == 1, (p.returncode, p.stderr)
     assert "no space left on device" in one_error(p.stderr), p.stderr
     assert fingerprint(w.active) == before
-    r = json.loads(cli(w.tmp, "standby", "promote", *w.where(), "-o", "json").stdout)
+    r = json.loads(cli(w.tmp, "standby", "promote", *w.where(), NT, "-o", "json").stdout)
     assert r["caught_up_offset"] == w.writer.last_offset
     assert read_store(w.active) == w.writer.state() == apply_records(w.writer.records())
 

@@ -130,6 +130,10 @@ def test_every_error_under_json_output_is_one_json_document_on_stdout(tmp_path: 
         (["-o", "json", "standby", "follow", "--store", "s", "--state-dir", str(state)], 2),
         (["-o", "json", "drain", "start"], 2),
         (["restore", "--bogus-flag", "-o", "json"], 2),
+        (["-o", "json", "bogus-command"], 2),  # an unknown command is found before -o is taken in
+        (["bogus-command", "--output=json"], 2),
+        (["-o", "json", "--bogus-flag"], 2),
+        (["-o", "json", "snapshots", "bogus-command"], 2),
         (["-o", "json", "adstore", "load", "--topic", "t", "--store", "../../escape", "--kafka", "127.0.0.1:1",
           "--state-dir", str(state)], 2),
     ]

@@ -275,3 +275,101 @@ def test_other_jobs_are_other_topics(tansu, job, log):
 
     with pytest.raises(UsageError):
         log.latest(StoreRef(job, "2", "Partition 0", "second"))
+
+
+# -- the job's config: its grouper in new keys, a BATCH application's topic ---------------------------------
+
+GROUP_BY_SSP = "org.apache.samza.container.grouper.stream.GroupBySystemStreamPartitionFactory"
+
+
+def write_job_config(bootstrap: str, job: str, config: dict[str, str]) -> None:
+    from statectl.kafka.coordinator import CoordinatorStream
+
+    with CoordinatorStream(bootstrap, job, "1") as cs:
+        cs.create()
+        cs.write_config({"job.name": job, "job.id": "1", **config})
+
+
+def test_keys_written_into_an_empty_topic_name_the_jobs_configured_grouper(tansu, job, tmp_path):
+    """KafkaCheckpointManager writes (and checks on read) JobConfig's grouper factory: a first backup of a
+    job grouping by SSP must not write GroupByPartition keys the job then refuses."""
+    from statectl.blobstore import open_blobstore
+    from statectl.catalog.kafka_log import KafkaCheckpointLogs
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.engine.backup import BackupOptions, backup
+    from statectl.local.layout import store_dir
+    from tests.tools.genstore import make_store
+
+    write_job_config(tansu.bootstrap, job, {"job.systemstreampartition.grouper.factory": GROUP_BY_SSP})
+    task = "SystemStreamPartition [kafka, PageViews, 0]"
+    r = StoreRef(job, "1", task, "counts")
+    sdir = store_dir(tmp_path / "state", r.store, r.task)
+    make_store(sdir, 50, 64, seed=1)
+    bs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    cps = BlobCheckpointStore(bs, KafkaCheckpointLogs(tansu.bootstrap))
+    try:
+        backup(BackupOptions(r, sdir), bs, cps)  # the topic does not exist yet: created, first key written
+    finally:
+        cps.close()
+    keys = [json.loads(k) for _, k, _ in Topic(tansu.bootstrap, job).records()]
+    assert keys == [{"systemstreampartition-grouper-factory": GROUP_BY_SSP, "taskName": task,
+                     "type": "checkpoint-v2"}]
+
+    # A config without the key: JobConfig's default, even where other keys of the topic name another.
+    other = f"pv_{uuid.uuid4().hex[:10]}"
+    write_job_config(tansu.bootstrap, other, {})
+    Topic(tansu.bootstrap, other).create(tansu).produce((samza_key("Partition 0", grouper=GROUP_BY_SSP), SEED_V2))
+    with KafkaCheckpointLog(tansu.bootstrap, other, "1") as log:
+        log.commit_offsets("Partition 1", "1700000000001-1", {"kafka.PageViews.1": "5"})
+    keys = [json.loads(k) for _, k, _ in Topic(tansu.bootstrap, other).records()]
+    assert keys[-1]["systemstreampartition-grouper-factory"] == GROUPER
+
+
+def test_a_batch_applications_checkpoint_topic_carries_its_run_id(tansu, job):
+    """KafkaUtil.getCheckpointTopic -> StreamManager.createUniqueNameForBatch: app.mode=BATCH (any case) with
+    an app.run.id gives __samza_checkpoint_ver_1_for_<job>_<id>-<run id>; the unsuffixed topic is not read."""
+    write_job_config(tansu.bootstrap, job, {"app.mode": "batch", "app.run.id": "1700000000000-run7"})
+    plain = Topic(tansu.bootstrap, job).create(tansu)
+    plain.produce((samza_key("Partition 0"), SEED_V2))  # a STREAM-mode leftover: not this run's
+    batch = Topic(tansu.bootstrap, job)
+    batch.name = checkpoint_topic(job, "1") + "-1700000000000-run7"
+    batch.create(tansu).produce((samza_key("Partition 0"), SEED_V2.replace(b"blob-second", b"blob-batch")))
+    with KafkaCheckpointLog(tansu.bootstrap, job, "1") as log:
+        assert log.topic == batch.name
+        assert log.latest(ref(job, "second")) == (SEED_CID, "blob-batch")
+        log.commit_offsets("Partition 1", "1700000000001-1", {"kafka.PageViews.1": "5"})
+    assert len(batch.records()) == 2 and len(plain.records()) == 1
+    # STREAM mode (the default), or BATCH without a run id: no suffix.
+    for config in ({"app.mode": "STREAM", "app.run.id": "r"}, {"app.mode": "BATCH"}):
+        write_job_config(tansu.bootstrap, job, config)
+        with KafkaCheckpointLog(tansu.bootstrap, job, "1") as log:
+            assert log.topic == plain.name
+            assert log.latest(ref(job, "second")) == (SEED_CID, "blob-second")
+
+
+def test_a_copy_into_a_job_without_checkpoints_names_that_jobs_grouper(tansu, job, tmp_path):
+    """snapshots copy --to-job commits the copy into the target job's (empty) checkpoint topic: its key names
+    the target job's configured grouper, which its KafkaCheckpointManager checks."""
+    from statectl.blobstore import open_blobstore
+    from statectl.catalog.kafka_log import KafkaCheckpointLogs
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.engine.backup import BackupOptions, backup
+    from statectl.engine.copy import CopyOptions, copy_snapshot
+    from statectl.local.layout import store_dir
+    from tests.tools.genstore import make_store
+
+    src = StoreRef(job, "1", "Partition 0", "counts")
+    dst_job = f"staging_{uuid.uuid4().hex[:8]}"
+    write_job_config(tansu.bootstrap, dst_job, {"job.systemstreampartition.grouper.factory": GROUP_BY_SSP})
+    dst = StoreRef(dst_job, "1", "SystemStreamPartition [kafka, PageViews, 0]", "counts")
+    sdir = store_dir(tmp_path / "state", src.store, src.task)
+    make_store(sdir, 50, 64, seed=2)
+    bs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    cps = BlobCheckpointStore(bs, KafkaCheckpointLogs(tansu.bootstrap))
+    try:
+        backup(BackupOptions(src, sdir), bs, cps)
+        copy_snapshot(CopyOptions(src, dst), bs, cps, bs, cps)
+    finally:
+        cps.close()
+    keys = [json.loads(k) for _, k, _ in Topic(tansu.bootstrap, dst_job).records()]
+    assert [k["systemstreampartition-grouper-factory"] for k in keys] == [GROUP_BY_SSP]

@@ -58,9 +58,9 @@ def _records(client, bucket: str) -> list[dict]:
 
 def test_read_only_credentials_with_a_half_done_cleanup_and_gc(tmp_path: Path, seaweed_auth):
     """A backup killed half way through its cleanup (the older snapshot marked expired, some of its blobs
-    gone): the read-only identity restores, diffs, lists, shows, verifies and dry-runs gc, and writes
-    nothing, not even a reader pin (a note says so); its backup and gc fail with exit 12; a gc that can
-    write then finishes the cleanup."""
+    gone): the read-only identity restores, diffs, lists, shows and verifies, and writes nothing, not even a
+    reader pin (a note says so); its backup and gc fail with exit 12, and so does its gc --dry-run (a dry run
+    exits as the command would); a gc that can write then finishes the cleanup."""
     world = make_world(tmp_path, keys=400)
     bucket = seaweed_auth.make_bucket()
     url = f"s3://{bucket}/statectl"
@@ -92,7 +92,11 @@ def test_read_only_credentials_with_a_half_done_cleanup_and_gc(tmp_path: Path, s
                  ["snapshots", "verify", "--download", *WHERE, "--blobstore", url]):
         p = world.run(*args, env=ro)
         assert p.returncode == 0, (args, p.stderr)
-    p = world.run("gc", "--dry-run", "--blobstore", url, env=ro)
+    # A dry run exits as the gc would: 12, before it reads anything (the plan of a gc these credentials
+    # could not run is no plan); the identity that can write dry-runs it.
+    line = assert_error(world.run("gc", "--dry-run", "--blobstore", url, env=ro), 12, bucket)
+    assert "access denied" in line and "not write" in line, line
+    p = world.run("gc", "--dry-run", "--blobstore", url, env=rw)
     assert p.returncode == 0, p.stderr
     assert "retention of page-views-1/Partition 0/counts: " in p.stdout, p.stdout
     assert bucket_listing(seaweed_auth.client, bucket) == listing

@@ -202,6 +202,10 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
         cli(tmp_path, "snapshots", "verify", before[task][0], "--download", "--blobstore", blobs, "--job", "job4",
             "--store", STORE, "--task", task)
     assert not list(tmp_path.glob("statectl-rescale-*")), "the work dir outlived the rescale"
+    # Partition 2 and 3 are what the recorded scale-in left behind, not state: a rescale --from 2 may go on
+    dry = json.loads(cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "job4", "--store", STORE, "--from", "2",
+                         "--to", "3", "--to-job", "job3", "--dry-run", "-o", "json").stdout)
+    assert [s["snapshot_id"] for s in dry["sources"]] == [t["snapshot_id"] for t in r["targets"]]
 
     named = tmp_path / "snapshots.json"
     named.write_text(json.dumps({task: ids[0] for task, ids in before.items()}))
@@ -252,7 +256,8 @@ def test_rescale_usage_and_not_found(tmp_path: Path):
 
 def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
     """--partitioner module:callable, importable in the executors and in statectl (PYTHONPATH): 2 -> 2 into
-    another job, every key where that function sends it."""
+    another job, every key where that function sends it; the sources' keys were placed by murmur2
+    (--from-partitioner), which their layout check follows."""
     import zlib
 
     (tmp_path / "jobparts").mkdir()
@@ -262,7 +267,8 @@ def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
     expected = _make_sources(tmp_path, blobs, "murmur", 2, 3)
     env = dict(clean_env(tmp_path), PYTHONPATH=str(tmp_path / "jobparts"))
     p = subprocess.run([STATECTL, "rescale", "--blobstore", blobs, "--job", "murmur", "--to-job", "crc", "--store",
-                        STORE, "--from", "2", "--to", "2", "--partitioner", "route:by_crc", "--work-dir",
+                        STORE, "--from", "2", "--to", "2", "--partitioner", "route:by_crc", "--from-partitioner",
+                        "murmur2", "--work-dir",
                         str(tmp_path), *SPARK, "-o", "json"], env=env, cwd=tmp_path, capture_output=True, text=True,
                        timeout=300, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr

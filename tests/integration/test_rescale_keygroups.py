@@ -24,12 +24,13 @@ def _key(group: int, i: int) -> bytes:
     return bytes([group]) + b"user-%05d" % i
 
 
-def _make_sources(tmp: Path, blobs: str, job: str, n: int, foreign: bool = False) -> dict[bytes, bytes]:
+def _make_sources(tmp: Path, blobs: str, job: str, n: int, foreign: bool = False,
+                  groups: int = GROUPS) -> dict[bytes, bytes]:
     """N key-group stores: a bulk-loaded base (one SST file per 3 key groups, at the bottom level), then
     overwrites and deletions in two key groups flushed into L0 (inside a target of 4 -> 8), and in the two
     key groups around the middle of each source (a boundary of 4 -> 8); backed up. ``foreign``: a last
     flush also holds a key of the task before's last key group, which is not the source's to give (Flink
-    clips it away). Returns the content the sources own."""
+    clips it away). ``groups``: the store's number of key groups. Returns the content the sources own."""
     import rocksdict
 
     from statectl.formats.keygroups import task_range
@@ -38,7 +39,7 @@ def _make_sources(tmp: Path, blobs: str, job: str, n: int, foreign: bool = False
     rng = random.Random(3)
     expected: dict[bytes, bytes] = {}
     for p in range(n):
-        first, last = task_range(p, n, GROUPS)
+        first, last = task_range(p, n, groups)
         path = tmp / "state" / STORE / f"Partition_{p}"
         path.parent.mkdir(parents=True, exist_ok=True)
         ssts = []
@@ -53,8 +54,8 @@ def _make_sources(tmp: Path, blobs: str, job: str, n: int, foreign: bool = False
         ingest_into_new_store(path, ssts)
         db = rocksdict.Rdict(str(path), rocksdict.Options(raw_mode=True))
         mid = (first + last + 1) // 2
-        for groups in ((first + 5, first + 6), (mid - 1, mid)):
-            for g in groups:
+        for pair in ((first + 5, first + 6), (mid - 1, mid)):
+            for g in pair:
                 for i in range(0, 150, 4):
                     db[_key(g, i)] = v = b"new-" + rng.randbytes(8)
                     expected[_key(g, i)] = v

@@ -284,3 +284,46 @@ def test_copy_domains(tmp_path: Path, seaweed, s3_options):
     assert s3.copy_domain != a.copy_domain
     with pytest.raises(UsageError, match="stream"):
         s3.copy(key, ttl_seconds=600, source=a, size=1000)
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_a_copy_onto_its_source_by_another_spelling_is_refused(backend, sdir: Path, tmp_path: Path, request):
+    """--to-blobstore names the source store in another way (a trailing or doubled slash, ``/./``, a symlink
+    to the dir, the endpoint with a trailing slash): the same store (exit 2), nothing written; before, it made
+    a new snapshot of the source itself and --keep-last retired the source's own."""
+    if backend == "s3":
+        seaweed, opts = request.getfixturevalue("seaweed"), request.getfixturevalue("s3_options")
+        bucket = seaweed.make_bucket()
+        url = f"s3://{bucket}/p"
+        spellings = [([f"s3://{bucket}/p/"], []), ([f"s3://{bucket}//p"], []),
+                     ([url], ["--to-s3-endpoint", opts.endpoint_url + "/"])]
+        bs = open_blobstore(url, s3=opts)
+    else:
+        opts = None
+        (tmp_path / "fb").mkdir()
+        (tmp_path / "ln").symlink_to(tmp_path / "fb")
+        url = f"file://{tmp_path}/fb"
+        spellings = [([f"file://{tmp_path}/./fb"], []), ([f"file://{tmp_path}/ln"], []),
+                     ([f"file://{tmp_path}/fb/"], [])]
+        bs = open_blobstore(url)
+    try:
+        _backup(bs, sdir)
+        listing = {i.key: i.size for i in bs.list("")}
+        for (to,), extra in spellings:
+            for dry in ([], ["--dry-run"]):
+                args = _copy_args(url, to, *extra, *dry, "--keep-last", "1")
+                # the source's own job, task and store: only the blob store is named again
+                args = args[:args.index("--to-job")] + args[args.index("-j"):]
+                p = subprocess.run(args, capture_output=True, text=True, env=_cli_env(tmp_path, opts), timeout=120)
+                assert p.returncode == 2, (to, extra, dry, p.stdout, p.stderr)
+                assert "the target of a copy is the source store itself" in p.stderr, p.stderr
+                assert {i.key: i.size for i in bs.list("")} == listing, (to, extra, dry)
+        # another prefix of the same bucket (or a sibling dir) is another store: the copy goes ahead
+        sibling = f"{url}-2"
+        args = _copy_args(url, sibling, "--create")
+        args = args[:args.index("--to-job")] + args[args.index("-j"):]
+        p = subprocess.run(args, capture_output=True, text=True, env=_cli_env(tmp_path, opts), timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert {i.key: i.size for i in bs.list("")} == listing
+    finally:
+        bs.close()

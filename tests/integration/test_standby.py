@@ -55,6 +55,9 @@ from tests.tools.standby_helpers import (
 
 STORE = "counts"
 TASK = "Partition 0"
+# A world's job has no config on Kafka unless a test writes one: promote then takes the operator's word that
+# the job restores the store non-transactionally.
+NT = "--non-transactional-restore"
 
 
 @dataclass
@@ -614,7 +617,7 @@ def test_promote_with_the_follower_killed_replaces_an_old_active_store(world: Wo
     make_store(w.active, 500, 64, sst_mb=1)  # the old active store on this host
     old = read_store(w.active)
     assert old and old != w.writer.state()
-    r = json.loads(cli(w.tmp, "standby", "promote", *w.where(), "-o", "json").stdout)
+    r = json.loads(cli(w.tmp, "standby", "promote", *w.where(), NT, "-o", "json").stdout)
     assert r["caught_up_offset"] == last and r["records_applied"] == m
     assert r["replaced_active"] is True and r["locality_updated"] is False  # the job has no coordinator stream
     assert read_store(w.active) == w.reference_store() == w.writer.state()
@@ -644,7 +647,7 @@ def test_promote_that_times_out_leaves_the_active_untouched_and_the_replica_cons
         if active_exists:
             make_store(w.active, 200, 32, sst_mb=1)
             before = fingerprint(w.active)
-        p = cli(w.tmp, "standby", "promote", *w.where(), "--timeout", "0.001s", code=1)
+        p = cli(w.tmp, "standby", "promote", *w.where(), NT, "--timeout", "0.001s", code=1)
         assert "timed out" in p.stderr and "Traceback" not in p.stderr, p.stderr
         if active_exists:
             assert fingerprint(w.active) == before
@@ -658,7 +661,8 @@ def test_promote_that_times_out_leaves_the_active_untouched_and_the_replica_cons
         # No follower was running, so none was started again.
         assert not any(row["following"] for row in status_rows(w))
 
-    r = json.loads(cli(w.tmp, "standby", "promote", *w.where(), "--timeout", "120s", "-o", "json").stdout)
+    r = json.loads(cli(w.tmp, "standby", "promote", *w.where(), NT, "--timeout", "120s", "-o",
+                       "json").stdout)
     assert r["caught_up_offset"] == last and r["records_applied"] == last - offset
     assert r["replaced_active"] is True
     assert read_store(w.active) == apply_records(records) == w.reference_store()
@@ -682,7 +686,7 @@ def test_promote_that_times_out_starts_the_fenced_follower_again(world: World, p
         bulk.close()
     records = sorted(w.writer.log + bulk.log)
     last = records[-1][0]
-    proc = subprocess.Popen([STATECTL, "standby", "promote", *w.where(), "--timeout", "0.001s"],
+    proc = subprocess.Popen([STATECTL, "standby", "promote", *w.where(), NT, "--timeout", "0.001s"],
                             env=clean_env(w.tmp), cwd=w.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, text=True)
     try:
@@ -725,7 +729,7 @@ def test_promote_of_a_replica_past_the_changelogs_end_does_not_promote_a_wrong_s
         write_offsets(w.replica / name, {SSP("kafka", w.topic, 0): str(n + 100)})
     w.writer.send(random_records(random.Random(26), 50))
     last = w.writer.last_offset
-    p = cli(w.tmp, "standby", "promote", *w.where(), "-o", "json", code=None)
+    p = cli(w.tmp, "standby", "promote", *w.where(), NT, "-o", "json", code=None)
     if p.returncode != 0:  # refused: the active is untouched
         assert not w.active.exists(), p.stderr
         return
@@ -750,7 +754,7 @@ def test_a_timed_out_promote_restarts_a_follower_run_as_python_m_statectl(world:
     finally:
         bulk.close()
     last = max(o for o, _, _ in bulk.log)
-    proc = subprocess.Popen([STATECTL, "standby", "promote", *w.where(), "--timeout", "0.001s"],
+    proc = subprocess.Popen([STATECTL, "standby", "promote", *w.where(), NT, "--timeout", "0.001s"],
                             env=clean_env(w.tmp), cwd=w.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_until(lambda: sigterm_pending(f.pid) or proc.poll() is not None, 60, "promote fences the follower")

@@ -24,6 +24,7 @@ from statectl.formats.offsets import OFFSET_V2, SIDE_INPUT_OFFSETS, write_offset
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.local.layout import samza_would_take
 from tests.integration.test_standby import (  # noqa: F401 - world and procs are fixtures
+    NT,
     STORE,
     TASK,
     World,
@@ -53,17 +54,16 @@ def legacy(w: World) -> Path:
 
 def make_old_layout_replica(w: World) -> Path:
     """A replica as statectl before issue 18 made it by default: ``<state>/<store>/Standby-Partition_0-0``,
-    its status file beside it naming it (the engine's follower run in this process into that dir, with the
-    command line an old follower records), caught up to the changelog's end, then stopped."""
+    its status file beside it naming it (the engine's follower run in this process into that dir), caught up
+    to the changelog's end, then stopped; its status file then as an older statectl wrote it: the follower's
+    command line, no settings."""
     path = legacy(w)
     stop = threading.Event()
     done: list[object] = []
 
     def run() -> None:
         try:
-            done.append(follow(Replica(w.ref, w.topic, 0, path), w.bootstrap, stop=stop,
-                               argv=[sys.executable, "-m", "statectl", "standby", "follow", *w.where()],
-                               cwd=str(w.tmp)))
+            done.append(follow(Replica(w.ref, w.topic, 0, path), w.bootstrap, stop=stop))
         except BaseException as e:  # noqa: BLE001 - reported below
             done.append(e)
 
@@ -73,7 +73,10 @@ def make_old_layout_replica(w: World) -> Path:
     stop.set()
     t.join(60)
     assert not t.is_alive() and done and not isinstance(done[0], BaseException), done
-    assert path.with_name(path.name + ".standby.json").exists()
+    status = path.with_name(path.name + ".standby.json")
+    st = {k: v for k, v in json.loads(status.read_text()).items() if k != "follower"}
+    status.write_text(json.dumps(dict(st, argv=[sys.executable, "-m", "statectl", "standby", "follow", *w.where()],
+                                      cwd=str(w.tmp))))
     return path
 
 
@@ -173,7 +176,7 @@ def test_promote_finds_an_old_layout_replica(world: World):
     w.writer.send(random_records(random.Random(185), 180))
     old = make_old_layout_replica(w)
     tail = w.writer.send(random_records(random.Random(186), 30))
-    p = cli(w.tmp, "standby", "promote", *w.where(), "-o", "json")
+    p = cli(w.tmp, "standby", "promote", *w.where(), NT, "-o", "json")
     r = json.loads(p.stdout)
     assert r["promoted_dir"] == str(w.active) and r["caught_up_offset"] == tail[-1], r
     assert "older statectl" in p.stderr and str(old) in p.stderr, p.stderr
@@ -235,7 +238,7 @@ def test_active_path_layout_refused_where_the_active_runs_accepted_elsewhere_and
 
     inode = os.stat(w.active).st_ino
     tail = w.writer.send(random_records(random.Random(188), 40))
-    p = cli(w.tmp, "standby", "promote", *w.where(), "-o", "json")
+    p = cli(w.tmp, "standby", "promote", *w.where(), NT, "-o", "json")
     r = json.loads(p.stdout)
     assert f.wait(60) == 0, f.describe()
     assert r["promoted_dir"] == str(w.active) and r["caught_up_offset"] == tail[-1], r

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from statectl.kafka.coordinator import CoordinatorStream
 from tests.integration.test_standby import (  # noqa: F401 - world and procs are fixtures
+    NT,
     STORE,
     TASK,
     World,
@@ -161,9 +162,10 @@ def test_promote_counts_failovers_in_its_metrics_file(world: World, procs):
     prom = w.tmp / "textfile" / "standby.prom"
     prom.parent.mkdir()
     promote = ["standby", "promote", *w.where(), "--metrics-file", str(prom)]
+    unchecked = [*promote, NT]  # no coordinator stream yet: the operator says how the job restores
 
     follow_then_kill(w, procs, 41)
-    cli(w.tmp, *promote)
+    cli(w.tmp, *unchecked)
     got = parse(prom.read_text())
     labels, value = one(got, "failovers_total")
     assert labels == {"samza_job": w.job, "samza_job_id": "1", "task": TASK, "store": STORE, "result": "promoted"}
@@ -172,12 +174,12 @@ def test_promote_counts_failovers_in_its_metrics_file(world: World, procs):
     inode = prom.stat().st_ino
 
     follow_then_kill(w, procs, 42)  # a new replica: the first one is the active store now
-    cli(w.tmp, *promote)
+    cli(w.tmp, *unchecked)
     assert failovers(prom, w) == {"promoted": 2.0}  # read back from the file, then incremented
     assert prom.stat().st_ino != inode  # replaced by a rename, never rewritten in place
     assert sorted(p.name for p in prom.parent.iterdir()) == [".standby.prom.lock", "standby.prom"]
 
-    cli(w.tmp, *promote, code=10)  # no replica left: a failover that could not use a standby
+    cli(w.tmp, *unchecked, code=10)  # no replica left: a failover that could not use a standby
     assert failovers(prom, w) == {"promoted": 2.0, "failed": 1.0}
 
     # Transactional restore (the default) and no checkpoint: the job's start would delete it, refused.

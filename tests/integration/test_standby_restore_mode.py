@@ -217,14 +217,18 @@ def test_the_blob_store_restore_backend_is_refused_with_14(world: World, procs):
 
 
 @pytest.mark.timeout(300)
-def test_without_a_coordinator_stream_promote_swaps_with_a_note(world: World, procs):
+def test_without_a_coordinator_stream_promote_swaps_only_on_the_operators_word(world: World, procs):
     w = world
     w.writer.send(random_records(random.Random(17), 50))
     f = start(w, procs)
     caught_up(w, f)
-    p = promote(w)
+    p = promote(w, code=14)  # nothing says the job's start keeps the dir
+    assert "not known" in error_lines(p.stderr)[0] and "--non-transactional-restore" in p.stderr, p.stderr
+    f.assert_running()
+    p = promote(w, "--non-transactional-restore")
     assert f.wait(60) == 0, f.describe()
     r = json.loads(p.stdout)
     assert r["restore_mode"] == "unchecked" and r["promoted_dir"] == str(w.active)
     assert "could not check how the job's next start restores the store" in p.stderr
+    assert "as --non-transactional-restore says" in p.stderr
     assert read_store(w.active) == w.writer.state()

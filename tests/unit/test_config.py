@@ -222,6 +222,7 @@ def test_top_level_scalar(env):
     ("STATECTL_QUIET", "maybe"),
     ("STATECTL_CHUNK_SIZE", "huge"),
     ("STATECTL_TTL", "forever"),
+    ("STATECTL_ZOOKEEPER", "zk1:2181,zk2:port/x"),
 ])
 def test_invalid_env_value(env, name, value):
     with pytest.raises(ConfigError) as exc:
@@ -234,6 +235,7 @@ def test_invalid_env_value(env, name, value):
     ("output", "xml", "--output"),
     ("chunk_size", "huge", "--chunk-size"),
     ("ttl", "forever", "--ttl"),
+    ("zookeeper", "zk1:2181/samza/", "--zookeeper"),
 ])
 def test_invalid_flag_value_is_a_usage_error(env, name, value, flag):
     with pytest.raises(UsageError) as exc:
@@ -249,6 +251,7 @@ def test_invalid_flag_value_is_a_usage_error(env, name, value, flag):
     ("STATECTL_QUIET", "yes", True),
     ("STATECTL_DEBUG", "0", False),
     ("STATECTL_OUTPUT", "JSON", "json"),
+    ("STATECTL_ZOOKEEPER", " zk1:2181,[::1]:2182,zk3/samza/prod ", "zk1:2181,[::1]:2182,zk3/samza/prod"),
 ])
 def test_env_values_are_parsed(env, name, raw, parsed):
     s = resolve(NO_FLAGS, env=dict(env, **{name: raw}))

@@ -56,3 +56,27 @@ def test_interrupts_are_keyboard_interrupts_not_an_error_class():
     """Ctrl-C stays a KeyboardInterrupt (no ``except Exception`` may swallow it); the CLI edge maps it to 130."""
     assert not hasattr(errors, "OperationInterruptedError")
     assert errors.exit_code(errors.EXIT_INTERRUPTED).name == "interrupted"
+
+
+def test_is_disk_full_reads_the_errors_a_failure_was_raised_from_or_while_handling():
+    import errno
+
+    from statectl.errors import is_disk_full
+
+    rocks = Exception("IO error: No space left on device: While appending to file: /s/000008.sst")
+    assert is_disk_full(rocks) and is_disk_full(OSError(errno.EDQUOT, "quota"))
+    try:
+        try:
+            raise rocks
+        except Exception:
+            raise RuntimeError("Writer has previous error")  # what a store's close says after it
+    except RuntimeError as e:
+        assert is_disk_full(e)
+    try:
+        try:
+            raise rocks
+        except Exception:
+            raise ValueError("another thing") from None  # the first error deliberately dropped
+    except ValueError as e:
+        assert not is_disk_full(e)
+    assert not is_disk_full(OSError(errno.EACCES, "denied")) and not is_disk_full(None)

@@ -1,12 +1,13 @@
-"""statectl.fsutil: the one atomic small-file write."""
+"""statectl.fsutil: the one atomic small-file write, and the owners of what statectl makes."""
 
 from __future__ import annotations
 
 import os
+import pwd
 
 import pytest
 
-from statectl.fsutil import SYNC_ALL, SYNC_FILE, SYNC_NONE, write_atomic
+from statectl.fsutil import SYNC_ALL, SYNC_FILE, SYNC_NONE, chown_tree, make_dirs, owner_of, write_atomic
 
 
 @pytest.mark.parametrize("sync", [SYNC_ALL, SYNC_FILE, SYNC_NONE])
@@ -59,3 +60,58 @@ def test_fsync_dirs_and_tree_sync_a_tree_by_name(tmp_path, monkeypatch):
     synced.clear()
     fsutil.fsync_tree(tmp_path)
     assert synced == [str(tmp_path / "a" / "b"), str(tmp_path / "a" / "f"), str(tmp_path / "a"), str(tmp_path)]
+
+
+# -- owners: the real user nobody (the tests run as root, as CI does) --------------------------------------
+
+NOBODY = (pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
+
+
+def _owner(p) -> tuple[int, int]:
+    st = os.lstat(p)
+    return st.st_uid, st.st_gid
+
+
+def test_owner_of_is_the_paths_or_its_nearest_existing_parents(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chown(state, *NOBODY)
+    assert owner_of(state) == NOBODY
+    assert owner_of(state / "store" / "Partition_0") == NOBODY
+    (state / "store").mkdir()
+    assert owner_of(state / "store" / "Partition_0") == (0, 0)
+
+
+def test_chown_tree_gives_everything_links_themselves_and_never_what_they_point_to(tmp_path):
+    assert os.geteuid() == 0, "run the unit tests as root, as CI does"
+    outside = tmp_path / "outside"
+    outside.write_text("x")
+    root = tmp_path / "store"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "f").write_text("f")
+    (root / "CURRENT").write_text("MANIFEST-000001\n")
+    (root / "link").symlink_to(outside)
+    (root / "dirlink").symlink_to(tmp_path)
+    chown_tree(root, NOBODY)
+    for p in (root, root / "sub", root / "sub" / "f", root / "CURRENT", root / "link", root / "dirlink"):
+        assert _owner(p) == NOBODY, p
+    assert _owner(outside) == (0, 0) and _owner(tmp_path) == (0, 0)
+    chown_tree(root / "CURRENT", (0, 0))  # a single file
+    assert _owner(root / "CURRENT") == (0, 0) and _owner(root) == NOBODY
+
+
+def test_make_dirs_gives_the_dirs_it_makes_only(tmp_path):
+    made = tmp_path / "a" / "b" / "c"
+    make_dirs(made, NOBODY)
+    assert [_owner(p) for p in (tmp_path / "a", tmp_path / "a" / "b", made)] == [NOBODY] * 3
+    assert _owner(tmp_path) == (0, 0)
+    make_dirs(made, (0, 0))  # there already: left as it is
+    assert _owner(made) == NOBODY
+
+
+def test_as_another_user_nothing_is_given_away(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    (tmp_path / "f").write_text("x")
+    chown_tree(tmp_path, NOBODY)
+    make_dirs(tmp_path / "d", NOBODY)
+    assert _owner(tmp_path / "f") == (0, 0) and _owner(tmp_path / "d") == (0, 0)

@@ -143,3 +143,14 @@ def test_a_file_blob_store_dir_that_does_not_exist_is_not_found_unless_created(t
         assert session.settings.source("blobstore") == "default"
         session.blobstore
     assert (default / "statectl" / "blobs").is_dir()
+
+
+def test_the_embedded_default_named_by_another_spelling_is_made_too(tmp_path: Path, env, monkeypatch):
+    """--blobstore naming the default dir in another way (a trailing slash, ``/./``) is the default all the
+    same: it is made on first use, as the default is."""
+    default = tmp_path / "xdg-data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(default))
+    with Session.from_env(env=env, blobstore=f"file://{default}/./statectl/blobs/") as session:
+        assert session.settings.source("blobstore") != "default"
+        session.blobstore
+    assert (default / "statectl" / "blobs").is_dir()

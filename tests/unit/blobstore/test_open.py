@@ -60,6 +60,46 @@ def test_every_engine_prefix_is_a_statectl_prefix():
     from statectl.engine.doctor import DOCTOR_PREFIX
     from statectl.catalog.lease import LEASE_PREFIX
     from statectl.catalog.pins import PIN_PREFIX
+    from statectl.catalog.rescales import RESCALE_PREFIX
 
-    assert {BLOB_PREFIX, CHECKPOINT_PREFIX, LEASE_PREFIX, DOCTOR_PREFIX, PIN_PREFIX} == set(STATECTL_PREFIXES)
+    assert {BLOB_PREFIX, CHECKPOINT_PREFIX, LEASE_PREFIX, DOCTOR_PREFIX, PIN_PREFIX, RESCALE_PREFIX} == \
+        set(STATECTL_PREFIXES)
     assert all(p.endswith("/") and p.count("/") == 1 for p in STATECTL_PREFIXES)
+
+
+def test_a_file_store_is_the_real_path_of_its_dir_whatever_spells_it(tmp_path: Path, monkeypatch):
+    (tmp_path / "fb").mkdir()
+    (tmp_path / "ln").symlink_to(tmp_path / "fb")
+    monkeypatch.chdir(tmp_path)
+    urls = [f"file://{tmp_path}/fb", f"file://{tmp_path}/./fb", f"file://{tmp_path}/fb/", f"file://{tmp_path}//fb",
+            f"file://{tmp_path}/ln", f"file://{tmp_path}/x/../fb", f"file://localhost{tmp_path}/fb"]
+    stores = [open_blobstore(u) for u in urls]
+    assert {s.identity for s in stores} == {("file", str(tmp_path / "fb"))}
+    other = open_blobstore(f"file://{tmp_path}/fb2")
+    assert other.identity != stores[0].identity
+    for s in [*stores, other]:
+        s.close()
+
+
+def test_an_s3_store_is_its_endpoint_bucket_and_normalised_prefix():
+    from statectl.blobstore import S3Options
+
+    def ident(url: str, endpoint: str | None = "http://127.0.0.1:9000", key: str = "AK") -> tuple[str, ...]:
+        store = open_blobstore(url, s3=S3Options(endpoint_url=endpoint, region="us-east-1", access_key_id=key,
+                                                 secret_access_key="SK"))
+        try:
+            return store.identity
+        finally:
+            store.close()
+
+    one = ident("s3://bk1/p")
+    for same in ("s3://bk1/p/", "s3://bk1//p", "s3://bk1/p//", "s3://bk1/./p"):
+        assert ident(same) == one, same
+    assert ident("s3://bk1/p", "HTTP://127.0.0.1:9000/") == one
+    assert ident("s3://bk1/p", key="another identity") == one  # credentials are not the store
+    assert ident("s3://bk1/a//b") == ident("s3://bk1/a/b")
+    for other in ("s3://bk1/q", "s3://bk1", "s3://bk2/p", "s3://bk1/p/q"):
+        assert ident(other) != one, other
+    assert ident("s3://bk1/p", "http://127.0.0.1:9001") != one
+    assert ident("s3://bk1/p", "https://s3.example.com:443") == ident("s3://bk1/p", "https://S3.example.com")
+    assert ident("s3://bk1/p", None)[1] == ""

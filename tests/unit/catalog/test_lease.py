@@ -148,3 +148,52 @@ def test_without_wait_a_gc_held_lease_fails_at_once(bs):
         Lease(bs, REF, operation="gc").acquire()
     assert "another gc" in str(e.value) and "waited" not in str(e.value)
     gc_lease.release()
+
+
+def _listing(bs: BlobStore) -> dict:
+    return {i.key: (i.size, i.modified_at) for i in bs.list("")}
+
+
+def test_preflight_refuses_what_acquire_refuses_and_writes_nothing(bs):
+    """The dry run's check: a free, released or malformed lease passes; a live backup's is LockHeldError as
+    acquire says it; a gc's is a note when the caller would wait for it, else refused as acquire refuses."""
+    assert Lease(bs, REF, operation="copy").preflight() is None and _listing(bs) == {}
+    holder = Lease(bs, REF)
+    holder.acquire()
+    before = _listing(bs)
+    with pytest.raises(LockHeldError) as e:
+        Lease(bs, REF, operation="copy", wait_for_gc=lease_mod.GC_WAIT_SECONDS).preflight()
+    assert e.value.exit_code == 11 and "another backup" in str(e.value)
+    holder.release()
+    assert Lease(bs, REF, operation="copy").preflight() is None
+    gc_lease = Lease(bs, REF, operation="gc")
+    gc_lease.acquire()
+    note = Lease(bs, REF, operation="copy", wait_for_gc=lease_mod.GC_WAIT_SECONDS).preflight()
+    assert note and "gc" in note and "wait" in note
+    with pytest.raises(LockHeldError, match="another gc"):
+        Lease(bs, REF, operation="gc").preflight()
+    gc_lease.release()
+    bs.put_at(lease_key(REF), body("1e400"))  # malformed: binds nobody
+    before = _listing(bs)
+    assert Lease(bs, REF).preflight() is None and _listing(bs) == before
+
+
+def test_preflight_refuses_a_read_only_blob_store_dir(tmp_path, small_disk):
+    """A file:// blob store on a read-only mount: what the write of the lease would meet (exit 1), found
+    with access(2), writing nothing."""
+    import subprocess
+
+    from statectl.errors import BlobStoreError
+
+    d = small_disk(1)
+    (d / "blobs").mkdir()
+    subprocess.run(["mount", "-o", "remount,ro", str(d)], check=True)
+    store = open_blobstore(f"file://{d / 'blobs'}", create=False)
+    try:
+        with pytest.raises(BlobStoreError, match="read-only file system") as e:
+            Lease(store, REF).preflight()
+        assert e.value.exit_code == 1
+        with pytest.raises(BlobStoreError, match="Read-only file system"):
+            Lease(store, REF).acquire()  # what the command meets
+    finally:
+        store.close()

@@ -69,7 +69,7 @@ def test_wiped_tasks_by_container_and_host():
     """The grouping the Tansu tests (tests/integration/test_adstore_seal.py) check end to end, on a model
     without task assignments too: the job is then one group."""
     from statectl.engine.adstore_status import _wiped_tasks
-    from statectl.kafka.coordinator import JobModel
+    from statectl.formats.jobmodel import JobModel
 
     def detail(active: list[str]) -> str:
         return "none"

@@ -225,7 +225,8 @@ def _upload(tmp_path: Path, spec: str = "rescale-commit=off"):
     from statectl import failpoints
     from statectl.catalog.records import BlobCheckpointStore
     from statectl.catalog.refs import StoreRef
-    from statectl.engine.rescale import TargetInfo, _upload_and_commit
+    from statectl.engine.rescale import SourceInfo, TargetInfo, _upload_and_commit
+    from statectl.engine.rescale_rerun import Recorder
     from statectl.errors import StatectlError
     from statectl.progress import NullProgress
 
@@ -233,11 +234,13 @@ def _upload(tmp_path: Path, spec: str = "rescale-commit=off"):
     blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
     catalog = BlobCheckpointStore(blobs)
     r = _result()
+    r.sources = [SourceInfo(f"Partition {j}", f"blobs/00/src{j}", "1-1", 1, 1, 100) for j in range(2)]
     r.targets = [TargetInfo(f"Partition {j}", 0) for j in range(2)]
     error = None
+    o = opts(to_tasks=2, to_job="dst")
     try:
         with failpoints.active(spec):
-            _upload_and_commit(opts(to_tasks=2, to_job="dst"), "dst", paths, blobs, catalog, r, NullProgress())
+            _upload_and_commit(o, "dst", paths, blobs, catalog, r, NullProgress(), Recorder(blobs, o, None))
     except StatectlError as e:
         error = e
     latest = [catalog.latest(StoreRef("dst", "1", f"Partition {j}", "s")) for j in range(2)]
@@ -259,3 +262,87 @@ def test_upload_commits_every_target_or_says_which(tmp_path: Path):
     assert error is not None and error.exit_code == EXIT_PARTIAL
     assert "committed 1 of 2 targets (Partition 0)" in str(error)
     assert latest[0] is not None and latest[1] is None
+
+
+def test_a_cut_commit_is_recorded_and_the_same_rescale_run_again_commits_the_rest(tmp_path: Path):
+    """The record written before the first commit (catalog.rescales) names the sources and each target's
+    uploaded snapshot; run again, the rescale commits the target the cut commit left, from its upload, and
+    then it is done. Another rescale into the same store is refused while the first one is cut."""
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.catalog.refs import StoreRef
+    from statectl.catalog.rescales import COMMITTING, DONE, read_rescale
+    from dataclasses import replace
+
+    from statectl.engine.rescale_rerun import RecordedRescaleError, check_recorded, finish
+    from statectl.progress import NullProgress
+
+    r, error, latest = _upload(tmp_path, "rescale-commit=1*off->raise")
+    assert error is not None and "run the same command again" in error.hint
+    blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    catalog = BlobCheckpointStore(blobs)
+    rec, _ = read_rescale(blobs, "dst", "1", "s")
+    assert rec.state == COMMITTING and [t.snapshot_id for t in rec.targets] == [t.snapshot_id for t in r.targets]
+    assert [s.snapshot_id for s in rec.sources] == ["blobs/00/src0", "blobs/00/src1"]
+    assert [t.before for t in rec.targets] == [None, None]
+    o = opts(to_tasks=2, to_job="dst")
+    with pytest.raises(RecordedRescaleError, match="cut in its commit"):  # another rescale into dst/s
+        check_recorded(opts(to_tasks=3, to_job="dst"), blobs, catalog, ["blobs/00/src0", "blobs/00/src1"])
+    with pytest.raises(RecordedRescaleError, match="source Partition 1 has snapshot blobs/00/other"):
+        check_recorded(o, blobs, catalog, ["blobs/00/src0", "blobs/00/other"])
+    found = check_recorded(o, blobs, catalog, ["blobs/00/src0", "blobs/00/src1"])
+    assert found.record is not None and found.pending == [1]
+    dry = _result()
+    finish(replace(o, dry_run=True), found, blobs, catalog, dry, NullProgress())
+    assert dry.rerun == "finished" and not dry.committed
+    assert catalog.latest(StoreRef("dst", "1", "Partition 1", "s")) is None
+    again = _result()
+    finish(o, found, blobs, catalog, again, NullProgress())
+    assert again.rerun == "finished" and again.committed
+    ref = StoreRef("dst", "1", "Partition 1", "s")
+    assert catalog.latest(ref).index_blob_id == r.targets[1].snapshot_id
+    assert read_rescale(blobs, "dst", "1", "s")[0].state == DONE
+    found = check_recorded(o, blobs, catalog, ["blobs/00/src0", "blobs/00/src1"])
+    assert found.record is not None and found.pending == []
+    done = _result()
+    finish(o, found, blobs, catalog, done, NullProgress())
+    assert done.rerun == "done" and done.targets[1].snapshot_id == r.targets[1].snapshot_id
+    blobs.close()
+
+
+def test_a_cut_rescale_whose_uploads_are_gone_is_refused_dry_run_too(tmp_path: Path):
+    """gc reclaims uploads nothing committed: run again, the rescale cannot finish from them and says how to
+    redo it; the dry run reads the same blobs and refuses the same."""
+    from dataclasses import replace
+
+    from statectl.catalog.index import read_index
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.engine.rescale_rerun import RecordedRescaleError, check_recorded, finish
+    from statectl.progress import NullProgress
+
+    r, _, _ = _upload(tmp_path, "rescale-commit=1*off->raise")
+    blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    catalog = BlobCheckpointStore(blobs)
+    index = read_index(blobs, r.targets[1].snapshot_id)
+    blobs.delete([next(b.blob_id for _, fi in index.dir_index.walk_present() for b in fi.blobs)])
+    o = opts(to_tasks=2, to_job="dst")
+    for dry_run in (True, False):
+        found = check_recorded(o, blobs, catalog, ["blobs/00/src0", "blobs/00/src1"])
+        with pytest.raises(RecordedRescaleError, match="for Partition 1 .* is no longer whole") as e:
+            finish(replace(o, dry_run=dry_run), found, blobs, catalog, _result(), NullProgress())
+        assert "--again and --snapshots FILE" in e.value.hint and "rescales/dst/1/s.json" in e.value.hint
+    blobs.close()
+
+
+def test_a_malformed_record_is_refused_unless_again_replaces_it(tmp_path: Path):
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.catalog.rescales import MalformedRescaleRecord, rescale_key
+    from statectl.engine.rescale_rerun import check_recorded
+
+    blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    catalog = BlobCheckpointStore(blobs)
+    etag = blobs.put_at(rescale_key("j", "1", "s"), b'{"rescale": 1}')
+    with pytest.raises(MalformedRescaleRecord, match="rescales/j/1/s.json .* is malformed"):
+        check_recorded(opts(), blobs, catalog, ["a", "b"])
+    found = check_recorded(opts(again=True), blobs, catalog, ["a", "b"])
+    assert found.record is None and found.etag == etag  # the new record replaces it, conditionally
+    blobs.close()

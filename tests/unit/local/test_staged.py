@@ -45,3 +45,29 @@ def test_the_block_aborts_and_names_the_target_on_an_os_error(tmp_path):
         with _staged(target):
             raise OSError(errno.ENOSPC, "No space left on device")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_what_is_swapped_in_and_the_parents_made_are_the_state_dirs_owners(tmp_path):
+    """Run as root (as the tests are): a store built aside is given to the owner of the state dir, or of
+    the store it replaces, before the swap; so are the parents of the target it makes."""
+    import os
+    import pwd
+
+    nobody = (pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chown(state, *nobody)
+    target = state / "store" / "Partition_0"
+    with _staged(target) as staged:
+        (staged.path / "sub").mkdir()
+        (staged.path / "sub" / "CURRENT").write_text("x")
+        staged.commit()
+    owners = {p: (os.lstat(p).st_uid, os.lstat(p).st_gid)
+              for p in (state / "store", target, target / "sub", target / "sub" / "CURRENT")}
+    assert set(owners.values()) == {nobody}, owners
+
+    os.chown(target, 0, 0)  # the store it replaces is root's: so is the new one
+    with _staged(target) as staged:
+        (staged.path / "CURRENT").write_text("y")
+        staged.commit()
+    assert (os.stat(target).st_uid, os.stat(target / "CURRENT").st_uid) == (0, 0)

@@ -161,6 +161,55 @@ def test_task_watermark_is_the_minimum_over_its_partitions():
     assert WatermarkStates([], {}).task_watermark() == -1
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+FOUR = {"shuffle": 4}
+
+
+def test_without_an_idle_timeout_a_silent_producer_holds_the_watermark_back():
+    clock = Clock()
+    wm = WatermarkStates([S0], FOUR, clock=clock)
+    for t in range(3):
+        wm.update(S0, f"p{t}", 100)
+    clock.ms += 3_600_000
+    assert wm.update(S0, "p0", 500) is False and wm.watermark(S0) == -1  # p3 never sent one
+
+
+def test_an_idle_timeout_advances_with_a_quorum_of_producers():
+    """WatermarkStates.WatermarkState: after task.watermark.idle.timeout.ms since the start, a quorum
+    (int(4 * 0.5) = 2) suffices; later, producers idle for longer than the timeout are left out."""
+    clock = Clock()
+    wm = WatermarkStates([S0], FOUR, idle_timeout_ms=1000, quorum_pct=0.5, clock=clock)
+    assert wm.update(S0, "p0", 100) is False
+    assert wm.update(S0, "p1", 200) is False  # a quorum, but the timeout has not passed since the start
+    clock.ms += 1000
+    assert wm.update(S0, "p1", 300) is True and wm.watermark(S0) == 100  # the minimum of those heard
+    clock.ms += 500
+    assert wm.update(S0, "p1", 400) is False  # p0 (100) was heard 1.5 s ago, p1 now: one is no quorum
+    assert wm.watermark(S0) == 100
+    assert wm.update(S0, "p2", 350) is True and wm.watermark(S0) == 350  # p1 and p2 are
+    clock.ms += 2000
+    assert wm.update(S0, "p0", 50) is False  # a watermark going back is ignored, and is no sign of life
+    assert wm.watermark(S0) == 350
+
+
+def test_the_quorum_percentage_rounds_down():
+    clock = Clock()
+    wm = WatermarkStates([S0], FOUR, idle_timeout_ms=1000, quorum_pct=0.8, clock=clock)  # int(3.2) = 3
+    clock.ms += 1000
+    wm.update(S0, "p0", 10)
+    assert wm.update(S0, "p1", 20) is False
+    assert wm.update(S0, "p2", 30) is True and wm.watermark(S0) == 10
+    assert wm.update(S0, "p3", 40) is False  # p0, heard within the timeout, still holds it at 10
+    assert wm.update(S0, "p0", 25) is True and wm.watermark(S0) == 20  # all four: their minimum
+
+
 # -- JobSpec -----------------------------------------------------------------------------------------------
 
 
@@ -241,3 +290,19 @@ def test_with_config_names_the_key_of_a_non_positive_timing():
 def test_published_timings_survive_a_round_trip():
     job = with_config(page_views(), {"task.commit.ms": "1001"})
     assert job.config("R")["task.commit.ms"] == "1001"
+
+
+def test_the_watermark_rules_come_from_the_jobs_config():
+    from statectl.errors import StatectlError
+    from statectl.pipeline.container import _watermark_rules
+    from statectl.pipeline.spec import settable
+
+    assert _watermark_rules({}) == {"idle_timeout_ms": -1, "quorum_pct": 0.5}  # TaskConfig's defaults
+    assert _watermark_rules({"task.watermark.idle.timeout.ms": "3000",
+                             "task.watermark.quorum.size,percentage": "0.75"}) == {"idle_timeout_ms": 3000,
+                                                                                  "quorum_pct": 0.75}
+    # Samza reads the quorum only under its own spelling (with a comma).
+    assert _watermark_rules({"task.watermark.quorum.size.percentage": "0.9"})["quorum_pct"] == 0.5
+    with pytest.raises(StatectlError, match="task.watermark.idle.timeout.ms"):
+        _watermark_rules({"task.watermark.idle.timeout.ms": "soon"})
+    assert settable("task.watermark.idle.timeout.ms") and settable("task.watermark.quorum.size,percentage")

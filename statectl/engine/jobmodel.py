@@ -1,0 +1,45 @@
+"""Where an operation gets a Samza job's model (formats.jobmodel.JobModel): the one reader standby and adstore
+use, over either source that follows formats.jobmodel.JobModelSource.
+
+- A cluster job (ClusterBasedJobCoordinator) keeps its config, task assignments and changelog partition mapping
+  on its coordinator stream (kafka.coordinator.CoordinatorStream).
+- A standalone job (ZkJobCoordinator) keeps its job model in ZooKeeper (zookeeper.jobmodel.ZooKeeperJobModel);
+  its coordinator stream, when it has one (``job.coordinator.system``), holds its config only
+  (ZkJobCoordinator.loadMetadataResources writes set-config, never set-changelog). With a ZooKeeper, the model
+  is ZooKeeper's and the config the stream's (else the model's own, empty since Samza 1.3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from statectl.formats.jobmodel import JobModel, JobModelSource
+from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity
+from statectl.kafka.coordinator import CoordinatorStream
+
+
+def read_job_model(bootstrap: str, job: str, job_id: str, *, zookeeper: str | None = None,
+                   security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                   required: bool = False) -> tuple[JobModel | None, list[str]]:
+    """(the job's model, the problems met reading it). Without ``zookeeper``: the coordinator stream's (None
+    when the job has no stream; with ``required``, NotFoundError (exit 10) naming the stream). With
+    ``zookeeper`` (a connect string): ZooKeeper's model with the stream's config (see the module doc); never
+    None. Reads only. Errors as the sources raise them: unreachable brokers or ZooKeeper StatectlError
+    (exit 1), no model in ZooKeeper NotFoundError (exit 10), a malformed one StatectlError (exit 1)."""
+    with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
+        stream, problems = _read(cs)
+        if stream is None and required and not zookeeper:
+            raise cs.missing()
+    if not zookeeper:
+        return stream, problems
+    from statectl.zookeeper.jobmodel import ZooKeeperJobModel
+
+    config = stream.config if stream is not None else {}
+    model, _ = _read(ZooKeeperJobModel(zookeeper, job, job_id, config=config, timeout_s=timeout_s))
+    assert model is not None  # ZooKeeperJobModel raises instead
+    return (dataclasses.replace(model, config=config) if config else model), problems
+
+
+def _read(source: JobModelSource) -> tuple[JobModel | None, list[str]]:
+    model = source.read_job_model()
+    return model, (list(source.problems) if model is not None else [])
