@@ -68,6 +68,7 @@ class SealOptions:
             raise UsageError("adstore seal-checkpoint needs --kafka and --job (the job's checkpoint topic)")
         if not (self.store and self.state_dir):
             raise UsageError("adstore seal-checkpoint needs --store and --state-dir (the stores it is to keep)")
+        check_name("job", self.job)
         check_name("store", self.store)
         for task in self.tasks:
             check_name("task", task)

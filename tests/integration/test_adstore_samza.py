@@ -352,7 +352,7 @@ def test_side_inputs_on_another_cluster_are_read_there(tansu, tansu_other, tmp_p
     config = {"systems.remote.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory",
               "systems.remote.consumer.bootstrap.servers": tansu_other.bootstrap,
               f"stores.{STORE}.side.inputs": f"remote.{topic}"}
-    write_job(tansu.bootstrap, job, config, ["Partition 0", "Partition 1"])
+    write_job(tansu.bootstrap, job, config, ["Partition 0", "Partition 1"], checkpoints=True)
     state = tmp_path / "state"
     r = load(tmp_path, tansu.bootstrap, "--job", job, "--state-dir", str(state), "-o", "json")
     out = json.loads(r.stdout)

@@ -309,3 +309,61 @@ def test_a_checkpoint_the_job_writes_while_the_seal_runs_stays_the_latest(tansu,
     with pytest.raises(StatectlError, match="not of both versions"):
         seal_racing(job, theirs[0])
     assert records(tansu.bootstrap, checkpoint_topic(job, "1")) == theirs[:1] + ours + theirs[:1]
+
+
+@pytest.mark.timeout(240)
+def test_a_batch_applications_next_run_reads_a_checkpoint_topic_of_its_own(tansu, tmp_path: Path, writers):
+    """A BATCH application with an app.run.id reads the checkpoint topic named after it, and every run gets a
+    new run id (RemoteJobPlanner, RunIdGenerator): no checkpoint written before a run is in the topic it reads.
+    Without a run id the topic is the one of every run, checked and sealed as a STREAM job's."""
+    a, ws = new_topic(tansu.bootstrap, 1)
+    writers += ws
+    ws[0].send([(b"k", b"v")])
+    state = tmp_path / "state"
+    load(tmp_path, tansu.bootstrap, "--topic", a, "--state-dir", str(state))
+    batch = {"task.checkpoint.factory": KAFKA_CHECKPOINTS, f"stores.{STORE}.side.inputs": f"kafka.{a}",
+             "app.mode": "BATCH"}
+    job, run = job_name(), "1700000000000-ab12cd34"
+    this_run = f"{checkpoint_topic(job, '1')}-{run}"
+    coordinator(tansu.bootstrap, job, {**batch, "app.run.id": run}, {"Partition 0": "0"})
+    tansu.create_topic(this_run)
+    produce(tansu.bootstrap, this_run, (samza_key("Partition 0"), SAMZA_V1))
+    out = status(tmp_path, "--kafka", tansu.bootstrap, "--job", job, "--state-dir", str(state), code=14)
+    assert actions(out) == [("Partition 0", "delete-no-checkpoint")]
+    assert out["stores"][0]["reason"].startswith("app.mode=BATCH: each run of the job gets a new app.run.id")
+    assert f"this run's is {this_run}" in out["stores"][0]["reason"]
+    r = seal(tmp_path, tansu.bootstrap, job, state, code=14)
+    assert f"(in {this_run}, this run's) is not in the topic the next run reads" in error_line(r.stderr)
+    assert records(tansu.bootstrap, this_run) == [(samza_key("Partition 0"), SAMZA_V1)]
+    assert not topic_exists(tansu.bootstrap, checkpoint_topic(job, "1"))
+    # no run id: every run reads __samza_checkpoint_ver_1_for_<job>_1, which the seal writes to
+    job = job_name()
+    cp = checkpoint_topic(job, "1")
+    coordinator(tansu.bootstrap, job, batch, {"Partition 0": "0"})
+    assert actions(status(tmp_path, "--kafka", tansu.bootstrap, "--job", job, "--state-dir", str(state),
+                          code=14)) == [("Partition 0", "delete-no-checkpoint")]
+    out = json.loads(seal(tmp_path, tansu.bootstrap, job, state, "-o", "json").stdout)
+    assert (out["sealed"], out["topic"]) == (["Partition 0"], cp)
+    assert actions(status(tmp_path, "--kafka", tansu.bootstrap, "--job", job, "--state-dir", str(state))) == [
+        ("Partition 0", "keep")]
+
+
+@pytest.mark.timeout(180)
+def test_without_a_config_the_keys_name_the_grouper_of_the_jobs_own_keys(tansu, tmp_path: Path, writers):
+    """A job with checkpoints but no config on a coordinator stream: a key statectl writes names the grouper
+    the job's own keys name (KafkaCheckpointManager fails the start on a key naming another one)."""
+    a, ws = new_topic(tansu.bootstrap, 2)
+    writers += ws
+    for p in range(2):
+        ws[p].send([(f"k{p}".encode(), b"v")])
+    state = tmp_path / "state"
+    load(tmp_path, tansu.bootstrap, "--topic", a, "--state-dir", str(state))
+    job = job_name()
+    cp = checkpoint_topic(job, "1")
+    other = "org.apache.samza.container.grouper.stream.GroupBySystemStreamPartitionFactory"
+    tansu.create_topic(cp)
+    produce(tansu.bootstrap, cp, (samza_key("Partition 0", grouper=other), SAMZA_V1))
+    out = json.loads(seal(tmp_path, tansu.bootstrap, job, state, "-o", "json").stdout)
+    assert (out["sealed"], out["skipped"], out["grouper_factory"]) == (["Partition 1"], ["Partition 0"], other)
+    assert [k for k, _ in records(tansu.bootstrap, cp)[1:]] == [samza_key("Partition 1", kt, other)
+                                                                 for kt in ("checkpoint", "checkpoint-v2")]

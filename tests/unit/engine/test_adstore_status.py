@@ -82,3 +82,14 @@ def test_wiped_tasks_by_container_and_host():
                       {"Standby-Partition 0-0": "Standby"})
     out = _wiped_tasks(placed, ["Partition 0", "Partition 1"], {"Partition 0", "Partition 1"}, detail)
     assert list(out) == ["Partition 1"] and out["Partition 1"].startswith("container 0-0 runs only standby tasks")
+
+
+def test_new_run_topic_only_for_a_batch_application_with_a_run_id():
+    """StreamManager.createUniqueNameForBatch: the topic carries the run id only in BATCH mode with one."""
+    from statectl.engine.adstore_status import new_run_topic
+
+    assert new_run_topic({"app.mode": "BATCH", "app.run.id": "1700000000000-ab12cd34"})
+    assert new_run_topic({"app.mode": "batch", "app.run.id": "1"})
+    assert new_run_topic({"app.mode": "BATCH"}) is None  # no run id: the one topic of every run
+    assert new_run_topic({"app.mode": "STREAM", "app.run.id": "1"}) is None
+    assert new_run_topic({"app.run.id": "1"}) is None
