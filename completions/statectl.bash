@@ -12,7 +12,7 @@ _statectl_commands() {
         'lease') REPLY='show break' ;;
         'drain') REPLY='start status wait cancel' ;;
         'standby') REPLY='follow status promote failover check' ;;
-        'adstore') REPLY='load status versions switch' ;;
+        'adstore') REPLY='load status seal-checkpoint versions switch' ;;
         *) REPLY='' ;;
     esac
 }
@@ -51,6 +51,7 @@ _statectl_options() {
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore load') REPLY='--kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --dataset-versions --end-marker --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore status') REPLY='--kafka --zookeeper --job --job-id --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore seal-checkpoint') REPLY='--kafka --job --job-id --store --state-dir --tasks --grouper-factory --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore versions') REPLY='--task --store --state-dir --store-dir --quick --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore switch') REPLY='--task --store --state-dir --store-dir --version --quick --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         *) REPLY='' ;;
@@ -493,6 +494,19 @@ _statectl_value() {
                 --store) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
                 --store-dir) REPLY='@dir' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'adstore seal-checkpoint')
+            case $2 in
+                --kafka) REPLY='@text' ;;
+                --job) REPLY='@text' ;;
+                --job-id) REPLY='@text' ;;
+                --store) REPLY='@text' ;;
+                --state-dir) REPLY='@dir' ;;
+                --tasks) REPLY='@text' ;;
+                --grouper-factory) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

@@ -16,7 +16,7 @@ function __statectl_commands --description 'the subcommands of a statectl comman
         case 'standby'
             printf '%s\n' follow status promote failover check
         case 'adstore'
-            printf '%s\n' load status versions switch
+            printf '%s\n' load status seal-checkpoint versions switch
     end
 end
 
@@ -84,6 +84,8 @@ function __statectl_value_options --description 'the options that take a value a
             printf '%s\n' -- --kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
         case 'adstore status'
             printf '%s\n' -- --kafka --zookeeper --job --job-id --store --state-dir --store-dir --config --profile --output -o
+        case 'adstore seal-checkpoint'
+            printf '%s\n' -- --kafka --job --job-id --store --state-dir --tasks --grouper-factory --config --profile --output -o
         case 'adstore versions'
             printf '%s\n' -- --task --store --state-dir --store-dir --config --profile --output -o
         case 'adstore switch'
@@ -646,7 +648,8 @@ complete -c statectl -n '__statectl_path standby check' -l debug -d 'Tracebacks 
 
 # statectl adstore
 complete -c statectl -n '__statectl_path adstore' -a load -d 'Fill a read-only store from a topic (bootstrap, resume, --follow) or a file dataset (a new version)'
-complete -c statectl -n '__statectl_path adstore' -a status -d 'What Samza\'s next start does with each side-input store: keep, or delete as stale or mismatched'
+complete -c statectl -n '__statectl_path adstore' -a status -d 'What Samza\'s next start does with each side-input store: keep, or delete (stale, mismatched, no checkpoint)'
+complete -c statectl -n '__statectl_path adstore' -a seal-checkpoint -d 'Give the tasks of a job that has not started a first checkpoint, so its start keeps the stores loaded'
 complete -c statectl -n '__statectl_path adstore' -a versions -d 'The sealed versions of a store loaded from files or --dataset-versions, the current one marked'
 complete -c statectl -n '__statectl_path adstore' -a switch -d 'Point a store at another sealed version atomically (a rollback, or forward again)'
 complete -c statectl -n '__statectl_path adstore' -l help -s h -d 'Show this message and exit'
@@ -715,6 +718,23 @@ complete -c statectl -n '__statectl_path adstore status' -l output -s o -x -a 't
 complete -c statectl -n '__statectl_path adstore status' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path adstore status' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path adstore status' -l debug -d 'Tracebacks for errors'
+
+# statectl adstore seal-checkpoint
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l job -x -d 'Job name'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l job-id -x -d 'Job id (default 1)'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l store -x -d 'Store name'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l tasks -x -d 'For a job whose coordinator stream names no tasks: all its tasks (comma-separated; default: the store dirs\' Partition_N)'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l grouper-factory -x -d 'For a job whose config is not on a coordinator stream: its job.systemstreampartition.grouper.factory'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l dry-run -d 'Say which tasks would get a checkpoint; write nothing'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l output -s o -x -a 'text json' -d 'Result format'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path adstore seal-checkpoint' -l debug -d 'Tracebacks for errors'
 
 # statectl adstore versions
 complete -c statectl -n '__statectl_path adstore versions' -l task -x -d 'Task name (default \'Partition 0\')'

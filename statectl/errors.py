@@ -50,7 +50,9 @@ EXIT_CODES: tuple[ExitCode, ...] = (
                                           "ignore what the command was to produce (standby promote: the job's "
                                           "restore mode, its latest checkpoint; drain start: the job runs no "
                                           "drain monitor); adstore status: the job's next start deletes some "
-                                          "side-input store (stale or mismatched)."),
+                                          "side-input store (stale, mismatched, or its container reads no "
+                                          "checkpoint); adstore seal-checkpoint: a checkpoint would not keep "
+                                          "the stores."),
     ExitCode(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C); nothing is left half-written."),
 )
 

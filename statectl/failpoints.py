@@ -47,6 +47,8 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
 - adstore load --dataset-versions: ``adstore-apply`` (each write batch into a version being built),
   ``adstore-seal`` (before a version's manifest is written), ``adstore-dataset-switch`` (after the seal,
   before the switch).
+- adstore seal-checkpoint: ``adstore-seal-checkpoint`` (before each task's first checkpoint is written, after
+  the topic was read).
 """
 
 from __future__ import annotations

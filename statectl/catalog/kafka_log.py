@@ -3,8 +3,9 @@
 Partition 0 of ``__samza_checkpoint_ver_1_for_<job>_<job-id>`` holds every checkpoint of every task; the
 latest checkpoint of a task is the last record with its key. statectl reads and writes v2 checkpoints
 (key type ``checkpoint-v2``), whose ``state-checkpoint-markers`` map BlobStoreStateBackendFactory's stores
-to the blob id of their SnapshotIndex. v1 checkpoints (key type ``checkpoint``) are only read, to say
-clearly that a job has no v2 checkpoint and to find a changelog offset.
+to the blob id of their SnapshotIndex. v1 checkpoints (key type ``checkpoint``) are read, to say
+clearly that a job has no v2 checkpoint and to find a changelog offset; the only ones written are the empty
+first checkpoints of :meth:`KafkaCheckpointLog.write_first` (adstore seal-checkpoint).
 
 The topic is read incrementally (kafka.compacted.CompactedTopic): each call reads on from where the
 previous one stopped, as Samza's KafkaCheckpointManager does.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from statectl import failpoints
 from statectl.errors import (
     CorruptSnapshotError,
     SnapshotNotFoundError,
@@ -192,7 +194,7 @@ class KafkaCheckpointLog:
             merged.setdefault(factory, {}).update(stores)
         offsets = dict(input_offsets) if input_offsets is not None else (dict(base.input_offsets) if base else {})
         cp = CheckpointV2(checkpoint_id, offsets, merged)
-        key = CheckpointKey(task, KEY_TYPE_V2, self._grouper(task))
+        key = CheckpointKey(task, KEY_TYPE_V2, self.grouper_factory(task))
         produce(self._producer_client(), self.topic, CHECKPOINT_PARTITION, encode_key(key), encode_v2(cp),
                 self.bootstrap, timeout_s=max(30.0, self.timeout_s))
 
@@ -212,6 +214,91 @@ class KafkaCheckpointLog:
             if cp is not None:
                 found[task] = cp
         return found, problems
+
+    def task_key_types(self) -> dict[str, dict[str, bool]] | None:
+        """task -> {key type of its records: whether its latest record of that type is live (a tombstone
+        is not)}, read on to the end; None when the topic does not exist. Raises StatectlError when the
+        brokers cannot be reached."""
+        if not self._refresh():
+            return None
+        out: dict[str, dict[str, bool]] = {}
+        for (task, key_type), rec in self._latest.items():
+            out.setdefault(task, {})[key_type] = rec.value is not None
+        return out
+
+    def write_first(self, tasks: list[str], checkpoint_id: str, grouper_factory: str) -> tuple[list[str], list[str]]:
+        """For each of ``tasks`` that has no record in the topic at all (a tombstone counts: Samza's
+        KafkaCheckpointManager fails on a record after it), a v1 and a v2 checkpoint (``checkpoint_id``) with
+        no input offsets and no markers, keyed with ``grouper_factory``: what the job's next start reads as
+        "a checkpoint" (whichever of task.checkpoint.read.versions it reads), with the inputs starting where
+        they start without one (OffsetManager gives a checkpoint without offsets the defaults). Creates the
+        topic when missing. Returns (tasks written, tasks skipped as having records).
+
+        A job writing its own first checkpoint of a task meanwhile must stay the latest: the records of such
+        a task between the check and the write are written again after these (its checkpoint wins again).
+        Raises StatectlError when a write fails, or when the job's records written meanwhile do not cover
+        both versions (the empty one of the other version would then be what a job reading it takes)."""
+        from statectl.formats.checkpoint import encode_v1
+
+        try:
+            parse_checkpoint_id(checkpoint_id)
+        except CheckpointFormatError as e:
+            raise UsageError(str(e)) from None
+        if not self._refresh():
+            create_topic(self.bootstrap, self.topic, partitions=1, configs=CHECKPOINT_TOPIC_CONFIGS,
+                         security=self.security, timeout_s=self.timeout_s)
+            self._refresh()
+        known = {t for t, _ in self._latest}
+        written, skipped, ours = [], [], set()
+        start = max((rec.offset for rec in self._latest.values()), default=-1) + 1
+        producer = self._producer_client()
+        values = ((KEY_TYPE_V1, encode_v1(CheckpointV1({}))), (KEY_TYPE_V2, encode_v2(CheckpointV2(checkpoint_id))))
+        for task in tasks:
+            if task in known:
+                skipped.append(task)
+                continue
+            failpoints.hit("adstore-seal-checkpoint")
+            for key_type, value in values:
+                ours.add(produce(producer, self.topic, CHECKPOINT_PARTITION,
+                                 encode_key(CheckpointKey(task, key_type, grouper_factory)), value, self.bootstrap,
+                                 timeout_s=max(30.0, self.timeout_s)))
+            written.append(task)
+        if ours:
+            self._write_back_concurrent(set(written), start, max(ours) + 1, ours)
+        return written, skipped
+
+    def _write_back_concurrent(self, tasks: set[str], start: int, stop: int, ours: set[int]) -> None:
+        """Write again, in order, the records of ``tasks`` in [start, stop) that are not ``ours``: a job that
+        wrote its first checkpoint between the check and the write keeps it as the latest."""
+        from statectl.kafka.client import PartitionReader, open_consumer
+
+        consumer = open_consumer(self.bootstrap, timeout_s=self.timeout_s, security=self.security)
+        try:
+            reader = PartitionReader(consumer, self.topic, CHECKPOINT_PARTITION, self.bootstrap)
+            reader.seek(start)
+            theirs = []
+            for batch in reader.batches(stop):
+                for rec in batch:
+                    try:
+                        key = decode_key(rec.key)
+                    except CheckpointFormatError:
+                        continue
+                    if key.task in tasks and rec.offset not in ours:
+                        theirs.append((key, rec.key, rec.value))
+        finally:
+            consumer.close()
+        for _, key_bytes, value in theirs:
+            produce(self._producer_client(), self.topic, CHECKPOINT_PARTITION, key_bytes, value, self.bootstrap,
+                    timeout_s=max(30.0, self.timeout_s))
+        types: dict[str, set[str]] = {}
+        for key, _, _ in theirs:
+            types.setdefault(key.task, set()).add(key.type)
+        uncovered = sorted(t for t, kinds in types.items() if not {KEY_TYPE_V1, KEY_TYPE_V2} <= kinds)
+        if uncovered:
+            raise StatectlError(f"the job wrote checkpoints of {_names(uncovered)} in {self.topic} while statectl "
+                                "wrote their first ones, not of both versions: a job reading the other version "
+                                "takes statectl's empty checkpoint (inputs from their default offsets)",
+                                hint="let the job commit again (every task.commit.ms) before it restarts")
 
     def task_names(self) -> set[str]:
         """Every task with a checkpoint (v1 or v2) in the topic, read on to its end: names the job itself
@@ -302,15 +389,16 @@ class KafkaCheckpointLog:
             raise CorruptSnapshotError(f"latest v1 checkpoint of task {task!r} in {self.topic} (offset "
                                        f"{rec.offset}) is malformed: {e}") from None
 
-    def _grouper(self, task: str) -> str:
+    def grouper_factory(self, task: str = "") -> str:
         """The SSP grouper factory to name in a key of ``task``: the job's configured one, as Samza's
         KafkaCheckpointManager writes and checks it (JobConfig.getSystemStreamPartitionGrouperFactory:
         the key's value, else GroupByPartitionFactory); without a config, the one the job's own keys name
-        (the task's first); GroupByPartitionFactory when there are none."""
+        (the task's first, else any task's); GroupByPartitionFactory when there are none."""
         config = self.job_config()
         if config:
             value = config.get(GROUPER_CONFIG)
             return GROUP_BY_PARTITION_FACTORY if value is None else value
+        self._refresh()
         for key_type in (KEY_TYPE_V2, KEY_TYPE_V1):
             rec = self._latest.get((task, key_type))
             if rec is not None:

@@ -1,4 +1,4 @@
-"""statectl adstore load | status | versions | switch"""
+"""statectl adstore load | status | seal-checkpoint | versions | switch"""
 
 from __future__ import annotations
 
@@ -379,13 +379,20 @@ def _store(env: Env) -> Path:
     "create (no dir yet). The task's side-input SSPs come from the job's config and job model with --kafka and "
     "--job (the job's tasks, GroupByPartition; with --zookeeper, the SSPs a standalone job's model in ZooKeeper "
     "gives each task), else from what adstore load recorded in the store.\n\n"
+    "With --job, the job's checkpoint topic too: a container that reads no checkpoint for any of its active tasks "
+    "(of the versions task.checkpoint.read.versions names, 1 by default) deletes the whole state dir at start "
+    "(ContainerStorageManager), so does a container of standby tasks only, one without task.checkpoint.factory, "
+    "and every container of a new run of a BATCH application (a new app.run.id: a new, empty checkpoint topic): "
+    "delete-no-checkpoint for the stores of its tasks, and of the tasks of a container that last ran on the same "
+    "host. The containers are the job model's (--zookeeper: a standalone job's processors). adstore "
+    "seal-checkpoint gives a job that has not started its first checkpoints.\n\n"
     "Example:\n\n  statectl adstore status --state-dir /var/samza/state --store members --kafka broker:9092 "
     "--job page-views\n\n"
     + exit_codes_epilog(0, 2, (10, "no such store dir, store, coordinator stream or job model in ZooKeeper"),
                         (14, "the job's next start deletes some store"))))
 @state_command("kafka", "zookeeper", "job", "job_id", "store", "state_dir", "store_dir")
 def status_cmd(env: Env) -> None:
-    """What Samza's next start does with each side-input store: keep, or delete as stale or mismatched."""
+    """What Samza's next start does with each side-input store: keep, or delete (stale, mismatched, no checkpoint)."""
     from statectl.engine.adstore_status import StatusOptions, status
 
     s = env.settings
@@ -404,6 +411,58 @@ def status_cmd(env: Env) -> None:
         from statectl.errors import EXIT_DISCARDED
 
         raise typer.Exit(EXIT_DISCARDED)
+
+
+@app.command("seal-checkpoint", epilog=(
+    "For a job that has not started yet (\"load, then deploy\"): a container that reads no checkpoint for any of "
+    "its active tasks deletes the whole state dir at start (Samza's ContainerStorageManager), the stores loaded "
+    "for it included. This writes an empty first checkpoint (a v1 and a v2 record: no input offsets, no state "
+    "markers; the job's inputs start where they start without one) to the job's checkpoint topic for each of its "
+    "tasks that has no record there; a task with one is never written to. Then the job's first start keeps "
+    "each side-input store that is not stale (deploy within a day of the load: Samza's fixed "
+    "STORE_DELETE_RETENTION_MS) and holds exactly its task's side-input partitions (adstore status).\n\n"
+    "The tasks: the job's on its coordinator stream; for a job without one, --tasks (every task of the job: a "
+    "container whose tasks all lack a checkpoint still deletes the state dir), else the store dirs' "
+    "Partition_N. The checkpoint keys name the job's SSP grouper factory (its config's "
+    "job.systemstreampartition.grouper.factory, else --grouper-factory, else the one the job's keys in the topic "
+    "name, else GroupByPartitionFactory). Refused "
+    "(exit 14, nothing written) when a checkpoint would not keep the stores: the job has no "
+    "task.checkpoint.factory or keeps checkpoints outside Kafka, it is a BATCH application with an app.run.id "
+    "(each run gets a new one and reads a new checkpoint topic named after it), or a store is stale or "
+    "mismatched.\n\n"
+    "Example:\n\n  statectl adstore load --kafka broker:9092 --topic members-cdc --store members "
+    "--state-dir /var/samza/state\n\n  statectl adstore seal-checkpoint --kafka broker:9092 --job page-views "
+    "--store members --state-dir /var/samza/state --tasks 'Partition 0,Partition 1,Partition 2,Partition 3'\n\n"
+    + exit_codes_epilog(0, (1, "brokers unreachable, a write that failed"),
+                        (2, "usage, a store dir whose task cannot be told, a grouper other than the job's"),
+                        (10, "no such store under the state dir"),
+                        (14, "refused: the job's start would delete the stores anyway"))))
+@state_command("kafka", "job", "job_id", "store", "state_dir")
+def seal_cmd(env: Env, tasks: Annotated[Optional[str], typer.Option(
+        "--tasks", help="For a job whose coordinator stream names no tasks: all its tasks (comma-separated; "
+                        "default: the store dirs' Partition_N).", show_default=False)] = None,
+        grouper_factory: Annotated[Optional[str], typer.Option(
+            "--grouper-factory", help="For a job whose config is not on a coordinator stream: its "
+                                      "job.systemstreampartition.grouper.factory.", show_default=False)] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Say which tasks would get a checkpoint; write "
+                                              "nothing.")] = False) -> None:
+    """Give the tasks of a job that has not started a first checkpoint, so its start keeps the stores loaded."""
+    from statectl.engine.adstore_seal import SealOptions, seal_checkpoint
+
+    s = env.settings
+    if not s.job:
+        raise UsageError("adstore seal-checkpoint needs --job")
+    r = seal_checkpoint(SealOptions(s.kafka, s.job, s.store, Path(s.state_dir) if s.state_dir else None,
+                                    job_id=s.job_id, tasks=_task_list(tasks), grouper_factory=grouper_factory,
+                                    dry_run=dry_run, security=env.session.kafka_security, timeout_s=s.timeout))
+    would = "would give" if r.dry_run else "gave"
+    lines = [f"{st.store_dir}: {st.action} ({st.reason})" for st in r.stores]
+    lines += [f"note: {n}" for n in r.notes]
+    lines.append(f"{'dry run: ' if r.dry_run else ''}{would} {len(r.sealed)} task(s) of job {r.job}-{r.job_id} a first "
+                 f"checkpoint in {r.topic}" + (f" ({r.checkpoint_id})" if r.checkpoint_id else "")
+                 + (f": {', '.join(r.sealed)}" if r.sealed else "")
+                 + (f"; {len(r.skipped)} had one already" if r.skipped else ""))
+    env.emit(r, "\n".join(lines))
 
 
 @app.command("versions", epilog="A version's problem (a damaged manifest, not a RocksDB store, its SST files gone, "

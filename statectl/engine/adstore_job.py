@@ -16,6 +16,8 @@ and job model on its coordinator stream, as Samza's SideInputsManager would fill
 - Where: the side inputs are read on the brokers the job's config gives their system
   (``systems.<system>.consumer.bootstrap.servers``, with that system's consumer security: kafka.systems),
   which may be another cluster than the job's coordinator stream (``--kafka``).
+- Whether the job's next start deletes the whole state dir, the loaded stores with it (no checkpoint for the
+  container's active tasks: engine.adstore_status.checkpoint_wipes): a note after the load.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def from_job(opts: Any, progress: ProgressReporter) -> Any:
     doc); ``job`` and ``zookeeper`` cleared. Raises NotFoundError (exit 10: no coordinator stream, no model in
     ZooKeeper, no tasks, a side input that does not exist), ConfigError (exit 2, naming the key: a processor
     statectl cannot run, a serde it does not know, side inputs on several systems, a grouper it cannot map)."""
-    from statectl.engine.adstore_status import job_side_input_ssps, job_tasks, read_job_model
+    from statectl.engine.adstore_status import checkpoint_wipes, job_side_input_ssps, job_tasks, read_job_model
     from statectl.formats.sideinputs import processor_keys, side_inputs, side_inputs_key, store_serdes
     from statectl.kafka.systems import system_brokers
 
@@ -99,6 +101,10 @@ def from_job(opts: Any, progress: ProgressReporter) -> Any:
         parts = changes["task_ssps"][0][1]
         changes.update(task_ssps=None, broadcast=True, tasks=tasks, task=tasks[0],
                        partitions=tuple(sorted({p for _, p in parts})))
+    if opts.state_dir is not None:
+        wipes = checkpoint_wipes(opts.bootstrap, opts.job, opts.job_id, model, security=opts.security,
+                                 timeout_s=opts.timeout_s)
+        changes["wiped_tasks"] = tuple(sorted(wipes.items()))
     out = dataclasses.replace(opts, **changes)
     out.validate()
     return out

@@ -1,4 +1,4 @@
-"""adstore status: what a Samza job's next start does with each side-input store dir (issue 19).
+"""adstore status: what a Samza job's next start does with each side-input store dir.
 
 TaskSideInputStorageManager.initializeStoreDirectories deletes a side-input store dir unless it is valid
 (isValidSideInputStore): not stale and with a valid offset file.
@@ -13,7 +13,15 @@ TaskSideInputStorageManager.initializeStoreDirectories deletes a side-input stor
 
 The task's side-input SSPs come from the job (config and job model: formats.sideinputs) when given, else from
 what the load that made the store recorded in it (SIDE_INPUTS_FILE; Samza ignores the file), else they are
-unknown (then only an empty or missing offset file counts as mismatched). Read-only; takes no lock.
+unknown (then only an empty or missing offset file counts as mismatched).
+
+Before any of that, the whole state dir can go (:func:`checkpoint_wipes`, with the job): side-input stores live
+in the logged store base dir (ContainerStorageManagerUtil.getStoreDirPath), and a container that reads no
+checkpoint for any of its active tasks deletes every entry of that dir (ContainerStorageManager.restoreStores
+-> clearLoggedStores): a new job, a cleared checkpoint topic, no task.checkpoint.factory, a container of standby
+tasks only, a new run of a BATCH application. Such a store is delete-no-checkpoint. The containers and their
+tasks are the job model's: the coordinator stream's, or with ``zookeeper`` a standalone job's in ZooKeeper.
+Read-only; takes no lock.
 """
 
 from __future__ import annotations
@@ -23,9 +31,9 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from statectl.errors import NotFoundError, UsageError
+from statectl.errors import ConfigError, NotFoundError, UsageError
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import (
     CHECKPOINT_V2,
@@ -40,6 +48,10 @@ from statectl.local.layout import store_dir, task_of_dir
 # TaskSideInputStorageManager.STORE_DELETE_RETENTION_MS = TimeUnit.DAYS.toMillis(1), not configurable
 STORE_DELETE_RETENTION_MS = 24 * 3600 * 1000
 KEEP, DELETE_STALE, DELETE_MISMATCHED, CREATE = "keep", "delete-stale", "delete-mismatched", "create"
+DELETE_NO_CHECKPOINT = "delete-no-checkpoint"
+CHECKPOINT_FACTORY = "task.checkpoint.factory"
+KAFKA_CHECKPOINT_FACTORY = "org.apache.samza.checkpoint.kafka.KafkaCheckpointManagerFactory"
+READ_VERSIONS = "task.checkpoint.read.versions"
 SIDE_INPUTS_FILE = "STATECTL-SIDE-INPUTS"  # in a store a load made: JSON list of its side-input SSP keys
 _CHECKPOINT_DIR = re.compile(r".+-\d+-\d+")  # <task dir>-<checkpointId>
 
@@ -49,7 +61,8 @@ class StoreStatus:
     """One store dir: ``offsets`` as Samza reads them (``offset_file`` names the file; None: neither
     exists), ``age_s`` of the file whose mtime decides staleness (``age_file``; None: no such file, Samza
     takes mtime 0), ``expected`` the task's side-input SSPs (``expected_from``: "job", "store" or None:
-    unknown), and ``action``: keep, delete-stale, delete-mismatched, or create (no dir yet), with ``reason``."""
+    unknown), and ``action``: keep, delete-stale, delete-mismatched, delete-no-checkpoint (the container clears
+    the whole state dir), or create (no dir yet), with ``reason``."""
 
     store_dir: str
     task: str | None
@@ -64,7 +77,7 @@ class StoreStatus:
 
     @property
     def deleted(self) -> bool:
-        return self.action in (DELETE_STALE, DELETE_MISMATCHED)
+        return self.action in (DELETE_STALE, DELETE_MISMATCHED, DELETE_NO_CHECKPOINT)
 
 
 @dataclass
@@ -204,10 +217,18 @@ def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
     opts.validate()
     result = StatusResult(opts.store)
     job_ssps: dict[str, set[SSP]] | None = None
+    wipes: dict[str, str] = {}
     if opts.job:
+        model = read_job_model(opts.bootstrap or "", opts.job, opts.job_id, security=opts.security,
+                               timeout_s=opts.timeout_s, zookeeper=opts.zookeeper)
         job_ssps = job_side_input_ssps(opts.bootstrap or "", opts.job, opts.job_id, opts.store or "",
                                        security=opts.security, timeout_s=opts.timeout_s, notes=result.notes,
-                                       zookeeper=opts.zookeeper)
+                                       config=model.config, tasks=job_tasks(model), task_ssps=model.task_ssps)
+        wipes = checkpoint_wipes(opts.bootstrap or "", opts.job, opts.job_id, model, security=opts.security,
+                                 timeout_s=opts.timeout_s, notes=result.notes)
+    else:
+        result.notes.append("the job's checkpoints are not checked (pass --kafka and --job): a container that reads "
+                            "no checkpoint for any of its active tasks deletes the whole state dir at start")
     dirs: list[tuple[Path, str | None]] = []
     if opts.store_dir is not None:
         path = Path(opts.store_dir).absolute()
@@ -234,6 +255,8 @@ def status(opts: StatusOptions, *, now_s: float | None = None) -> StatusResult:
                 result.notes.append(f"{path} is not the dir of a task of job {opts.job}-{opts.job_id}")
             recorded = recorded_side_inputs(path)
             st = predict(path, recorded, task=task, expected_from="store", now_s=now_s)
+        if task in wipes and st.action != CREATE:
+            st.action, st.reason = DELETE_NO_CHECKPOINT, wipes[task]
         result.stores.append(st)
     result.deleted = sum(1 for s in result.stores if s.deleted)
     return result
@@ -289,6 +312,119 @@ def job_side_input_ssps(bootstrap: str, job: str, job_id: str, store: str, *, se
             raise NotFoundError(f"side input {ss} of store {store} does not exist on {where.bootstrap}")
         counts[ss] = n
     return task_side_input_ssps(config, store, tasks, counts)
+
+
+def checkpoint_read_versions(config: Mapping[str, str]) -> list[int]:
+    """TaskConfig.getCheckpointReadVersions: the checkpoint versions the job's start reads, in priority order
+    (``task.checkpoint.read.versions``, default 1: v1 only). ConfigError (exit 2) naming the key for a value
+    Samza cannot parse (Short.valueOf: its start fails)."""
+    from statectl.formats.jobconfig import get_list
+
+    values = get_list(config, READ_VERSIONS) or ["1"]
+    try:
+        return [int(v.strip()) for v in values]
+    except ValueError:
+        raise ConfigError(f"{READ_VERSIONS}={config[READ_VERSIONS]}: not a list of checkpoint versions") from None
+
+
+def checkpoint_wipes(bootstrap: str, job: str, job_id: str, model: Any, *, security: Any = None,
+                     timeout_s: float = 30.0, notes: list[str] | None = None) -> dict[str, str]:
+    """Active task -> why the job's next start deletes every store dir of it along with the whole logged store
+    base dir (see the module doc): its container reads no checkpoint for any of its active tasks
+    (ContainerStorageManager.restoreStores; KafkaCheckpointManager.readLastCheckpoint: the task's latest live
+    record of a version in task.checkpoint.read.versions), or another container that does so last ran on its
+    host (the job's locality), where containers share the dir (job.logged.store.base.dir, LOGGED_STORE_BASE_DIR).
+    Every active task of a BATCH application with a run id: each run reads a checkpoint topic of its own, empty
+    when it starts (:func:`new_run_topic`). Empty when statectl cannot tell: checkpoints outside Kafka (a note
+    says so). The checkpoint topic is read with the model's config (catalog.kafka_log). Raises ConfigError for a
+    read-versions value Samza cannot parse; StatectlError when the brokers cannot be reached."""
+    from statectl.catalog.kafka_log import KafkaCheckpointLog
+    from statectl.formats.checkpoint import KEY_TYPE_V1, KEY_TYPE_V2
+
+    notes = notes if notes is not None else []
+    config, tasks = model.config, job_tasks(model)
+    factory = (config.get(CHECKPOINT_FACTORY) or "").strip()
+    if not factory:
+        why = (f"the job has no {CHECKPOINT_FACTORY}: each container reads no checkpoint and deletes the whole "
+               "state dir at every start (ContainerStorageManager)")
+        return {t: why for t in tasks}
+    if factory != KAFKA_CHECKPOINT_FACTORY:
+        notes.append(f"{CHECKPOINT_FACTORY}={factory}: statectl reads only Kafka checkpoint topics; a container "
+                     "that reads no checkpoint for any of its active tasks deletes the whole state dir at start: "
+                     "not checked")
+        return {}
+    versions, batch = checkpoint_read_versions(config), new_run_topic(config)
+    with KafkaCheckpointLog(bootstrap, job, job_id, timeout_s=timeout_s, security=security, config=config) as log:
+        if batch:
+            why = (f"{batch}, with no checkpoint when the run starts (this run's is {log.topic}): "
+                   "its containers read none and delete the whole state dir (ContainerStorageManager)")
+            return {t: why for t in tasks}
+        kinds = log.task_key_types()
+        topic = log.topic
+    version_of = {KEY_TYPE_V1: 1, KEY_TYPE_V2: 2}
+    has = {t for t, types in (kinds or {}).items()
+           if any(live and version_of.get(k) in versions for k, live in types.items())}
+    unread = {t for t, types in (kinds or {}).items() if any(types.values())} - has
+
+    def detail(active: list[str]) -> str:
+        if kinds is None:
+            return f"checkpoint topic {topic} does not exist"
+        mine = sorted(set(active) & unread)
+        if mine:
+            return (f"{_names(mine)} only {'has' if len(mine) == 1 else 'have'} checkpoints of versions "
+                    f"{READ_VERSIONS}={','.join(map(str, versions))} does not read")
+        return f"none in {topic}"
+
+    return _wiped_tasks(model, tasks, has, detail)
+
+
+def new_run_topic(config: Mapping[str, str]) -> str | None:
+    """Why each run of the job reads a checkpoint topic no earlier run wrote, or None: a BATCH application with
+    an app.run.id names its checkpoint topic after it (StreamManager.createUniqueNameForBatch), and every run
+    gets a new one (RemoteJobPlanner.prepareJobs; a standalone job's RunIdGenerator when its first processor
+    joins), the previous run's topic cleared (StreamManager.clearStreamsFromPreviousRun)."""
+    from statectl.formats.jobconfig import batch_suffix
+
+    if not batch_suffix(config):
+        return None
+    return "app.mode=BATCH: each run of the job gets a new app.run.id and a checkpoint topic named after it"
+
+
+def _wiped_tasks(model: Any, tasks: list[str], has: set[str], detail: Callable[[list[str]], str]) -> dict[str, str]:
+    """checkpoint_wipes per container: its own reason, else that of a wiping container on its host."""
+    containers: dict[str | None, list[str]] = {}
+    for t, c in model.task_containers.items():
+        containers.setdefault(c, [])
+        if model.task_modes.get(t, "Active") != "Standby":
+            containers[c].append(t)
+    if not model.task_containers:
+        containers[None] = list(tasks)
+    wiping: dict[str | None, str] = {}
+    for c, active in containers.items():
+        who = "the job" if c is None else f"container {c}"
+        if not active:
+            wiping[c] = (f"{who} runs only standby tasks: it reads no checkpoint and deletes the whole state dir at "
+                         "every start (ContainerStorageManager)")
+        elif not set(active) & has:
+            named = _names(sorted(active, key=_task_key))
+            wiping[c] = (f"{who} reads no checkpoint for any of its active tasks ({named}: {detail(active)}): it "
+                         "deletes the whole state dir at start (ContainerStorageManager)")
+    hosts = model.container_hosts
+    out: dict[str, str] = {}
+    for c, active in containers.items():
+        host = hosts.get(c) if c is not None else None
+        other = next((o for o in sorted(wiping, key=str) if o != c and host and hosts.get(o) == host), None)
+        for t in active:
+            if c in wiping:
+                out[t] = wiping[c]
+            elif other is not None:
+                out[t] = (f"{wiping[other]}; it last ran on host {host}, as container {c} of this task did, and "
+                          "containers on one host share the state dir")
+    return out
+
+
+def _names(tasks: list[str], limit: int = 3) -> str:
+    return ", ".join(tasks[:limit]) + (f" and {len(tasks) - limit} more" if len(tasks) > limit else "")
 
 
 def read_job_model(bootstrap: str, job: str, job_id: str, *, security: Any = None, timeout_s: float = 30.0,

@@ -104,6 +104,7 @@ class TopicLoadOptions:
     job_id: str = "1"
     tasks: tuple[str, ...] = ()
     zookeeper: str | None = None
+    wiped_tasks: tuple[tuple[str, str], ...] = ()  # with the job: task -> why its start deletes the state dir
 
     @property
     def all_topics(self) -> tuple[str, ...]:
@@ -460,13 +461,20 @@ def _clone(src: _Target, dst: _Target, result: LoadResult) -> None:
 
 def _warn_deleted(targets: list[_Target], opts: TopicLoadOptions, progress: ProgressReporter) -> None:
     """A note for each store the job's next start would delete (engine.adstore_status.predict against the
-    store's side-input SSPs): stale, or offsets that are not exactly its SSPs (a partition with no record)."""
-    from statectl.engine.adstore_status import predict
+    store's side-input SSPs): stale, or offsets that are not exactly its SSPs (a partition with no record),
+    or with the job, its container reads no checkpoint (``wiped_tasks``)."""
+    from statectl.engine.adstore_status import CREATE, DELETE_NO_CHECKPOINT, predict
 
+    wiped = dict(opts.wiped_tasks)
     for t in targets:
         st = predict(t.path, _ssps_of(t, opts), expected_from="store")
+        if t.load.task in wiped and st.action != CREATE:
+            st.action, st.reason = DELETE_NO_CHECKPOINT, wiped[t.load.task]
         if st.deleted:
             progress.note(f"{t.path}: Samza's next start would delete this store ({st.action}: {st.reason})")
+    if any(t.load.task in wiped for t in targets):
+        progress.note("a job that has not started keeps the stores when its tasks have a first checkpoint: "
+                      "statectl adstore seal-checkpoint (see its --help)")
 
 
 def _ssps_of(t: _Target, opts: TopicLoadOptions) -> set[SSP]:

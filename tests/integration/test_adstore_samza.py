@@ -178,9 +178,24 @@ SERDES = {
 }
 
 
-def write_job(bootstrap: str, job: str, config: dict[str, str], tasks: list[str]) -> None:
+def write_job(bootstrap: str, job: str, config: dict[str, str], tasks: list[str], *, checkpoints: bool = False) -> None:
+    """The job's config and tasks on its coordinator stream; with ``checkpoints``, a v1 checkpoint of each task
+    (spelled out as Samza writes it) and its config says so: its next start keeps the state dir."""
+    from kafka import KafkaProducer
+
+    from statectl.formats.checkpoint import checkpoint_topic
     from statectl.kafka.coordinator import CoordinatorStream
 
+    if checkpoints:
+        factory = "org.apache.samza.checkpoint.kafka.KafkaCheckpointManagerFactory"
+        config = {**config, "task.checkpoint.factory": factory}
+        create_topic(bootstrap, checkpoint_topic(job, "1"), partitions=1)
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        grouper = "org.apache.samza.container.grouper.stream.GroupByPartitionFactory"
+        for t in tasks:
+            key = f'{{"systemstreampartition-grouper-factory":"{grouper}","taskName":"{t}","type":"checkpoint"}}'
+            producer.send(checkpoint_topic(job, "1"), key=key.encode(), value=b"{}", partition=0).get(timeout=30)
+        producer.close()
     with CoordinatorStream(bootstrap, job, "1") as cs:
         cs.create()
         cs.write_config(config)
@@ -202,7 +217,7 @@ def test_load_takes_topics_serdes_and_partitions_from_the_job(tansu, tmp_path: P
     config = {"systems.kafka.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory",
               f"stores.{STORE}.side.inputs": f"kafka.{a}", f"stores.{STORE}.adstore.input": f"kafka.{b}",
               f"stores.{STORE}.key.serde": "string", f"stores.{STORE}.msg.serde": "json", **SERDES}
-    write_job(tansu.bootstrap, job, config, ["Partition 0", "Partition 1", "Partition 2"])
+    write_job(tansu.bootstrap, job, config, ["Partition 0", "Partition 1", "Partition 2"], checkpoints=True)
     state = tmp_path / "state"
     base = ["--job", job, "--state-dir", str(state)]
     out = json.loads(load(tmp_path, tansu.bootstrap, *base, "-o", "json").stdout)
@@ -337,7 +352,7 @@ def test_side_inputs_on_another_cluster_are_read_there(tansu, tansu_other, tmp_p
     config = {"systems.remote.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory",
               "systems.remote.consumer.bootstrap.servers": tansu_other.bootstrap,
               f"stores.{STORE}.side.inputs": f"remote.{topic}"}
-    write_job(tansu.bootstrap, job, config, ["Partition 0", "Partition 1"])
+    write_job(tansu.bootstrap, job, config, ["Partition 0", "Partition 1"], checkpoints=True)
     state = tmp_path / "state"
     r = load(tmp_path, tansu.bootstrap, "--job", job, "--state-dir", str(state), "-o", "json")
     out = json.loads(r.stdout)

@@ -46,6 +46,9 @@ def _commands(tmp: Path, flag: str, name: str) -> list[list[str]]:
         out += [["snapshots", "list", *blobs, "--job", name]]
     if flag == "--store":
         out += [["adstore", "status", *state, "--store", name]]
+    if flag != "--task":  # refused before the brokers (none listen there) are asked anything
+        seal = ["adstore", "seal-checkpoint", "--kafka", "127.0.0.1:9", "--job", "pv", "--store", "counts", *state]
+        out += [[*seal, flag, name], [*seal, flag, name, "--dry-run"]]
     if flag != "--job":
         adstore = ["--store", names["--store"], "--task", names["--task"], *state]
         out += [["adstore", "load", "--from-file", ds, "--key-field", "id", *adstore],

@@ -335,7 +335,11 @@ SSP_GROUPER = "org.apache.samza.container.grouper.stream.GroupBySystemStreamPart
 @pytest.mark.timeout(180)
 def test_adstore_load_and_status_take_each_tasks_partitions_from_the_model(job12: Job, tansu):
     """A standalone job grouping by SSP (a task per partition, named after it): task dirs and partitions come
-    from the model, where the coordinator stream names no task and GroupByPartition cannot say."""
+    from the model, where the coordinator stream names no task and GroupByPartition cannot say. So do the
+    processors whose start deletes the state dir for want of a checkpoint of any of their tasks."""
+    from statectl.formats.checkpoint import checkpoint_topic
+    from tests.integration.test_adstore_seal import KAFKA_CHECKPOINTS, SAMZA_V1, produce, samza_key
+
     j = job12
     topic = tansu.create_topic(f"members-{uuid.uuid4().hex[:8]}", partitions=4)
     ws = [ChangelogWriter(tansu.bootstrap, topic, p) for p in range(4)]
@@ -346,6 +350,7 @@ def test_adstore_load_and_status_take_each_tasks_partitions_from_the_model(job12
             cs.create()
             cs.write_config({"job.name": j.job, "job.systemstreampartition.grouper.factory": SSP_GROUPER,
                              "systems.kafka.samza.factory": KAFKA_FACTORY,
+                             "task.checkpoint.factory": KAFKA_CHECKPOINTS,
                              f"stores.{SIDE}.side.inputs": f"kafka.{topic}",
                              "task.inputs": f"kafka.{topic},kafka.pageviews"})
         tasks = {f"SystemStreamPartition [kafka, {topic}, {p}]": Task(p, [SSP("kafka", topic, p)]) for p in range(4)}
@@ -363,6 +368,18 @@ def test_adstore_load_and_status_take_each_tasks_partitions_from_the_model(job12
         for p in range(4):
             got = read_store(state / SIDE / f"SystemStreamPartition_[kafka,_{topic},_{p}]")
             assert sorted(got) == [b"m%d-%02d" % (p, i) for i in range(5 + p)]
+        # No checkpoint yet: each processor of the model deletes the state dir at its start.
+        st = json.loads(cli(j.tmp, "adstore", "status", *base, "--zookeeper", j.zk, "-o", "json", code=14).stdout)
+        assert [s["action"] for s in st["stores"][:4]] == ["delete-no-checkpoint"] * 4
+        assert st["stores"][0]["reason"].startswith(f"container {PROCESSORS[0]} reads no checkpoint")
+        assert st["stores"][3]["reason"].startswith(f"container {PROCESSORS[1]} reads no checkpoint")
+        # The first processor's tasks checkpointed: its stores are kept, the second's still go ...
+        cp = tansu.create_topic(checkpoint_topic(j.job, "1"))
+        produce(j.bootstrap, cp, *[(samza_key(t, grouper=SSP_GROUPER), SAMZA_V1) for t, _ in items[:3]])
+        st = json.loads(cli(j.tmp, "adstore", "status", *base, "--zookeeper", j.zk, "-o", "json", code=14).stdout)
+        assert [s["action"] for s in st["stores"][:4]] == ["keep"] * 3 + ["delete-no-checkpoint"]
+        # ... until a checkpoint of the other task the model gives that processor, which has no store here.
+        produce(j.bootstrap, cp, (samza_key(items[4][0], grouper=SSP_GROUPER), SAMZA_V1))
         st = json.loads(cli(j.tmp, "adstore", "status", *base, "--zookeeper", j.zk, "-o", "json").stdout)
         assert [(s["task"], s["action"], s["expected"]) for s in st["stores"]] == [
             (f"SystemStreamPartition [kafka, {topic}, {p}]", "keep", [f"kafka.{topic}.{p}"]) for p in range(4)] + [

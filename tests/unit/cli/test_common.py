@@ -66,6 +66,8 @@ FLAGS = {
                      "--state-dir", "--store", "--store-dir", "--task", "--tasks", "--topic", "--value-field",
                      "--value-fields", "--job", "--job-id", "--key-serde", "--value-serde", "--zookeeper"},
     "adstore status": {"--job", "--job-id", "--kafka", "--state-dir", "--store", "--store-dir", "--zookeeper"},
+    "adstore seal-checkpoint": {"--dry-run", "--grouper-factory", "--job", "--job-id", "--kafka", "--state-dir",
+                                "--store", "--tasks"},
     "adstore versions": {"--quick", "--state-dir", "--store", "--store-dir", "--task"},
     "adstore switch": {"--dry-run", "--state-dir", "--store", "--store-dir", "--quick", "--task", "--version"},
     "rescale": {"--again", "--blobstore", "--chunk-size", "--dry-run", "--file-owner", "--from", "--from-partitioner", "--grace",

@@ -50,3 +50,46 @@ def test_recorded_side_inputs(tmp_path: Path):
     assert recorded_side_inputs(tmp_path) is None
     record_side_inputs(tmp_path, {A0, A1})
     assert recorded_side_inputs(tmp_path) == {A0, A1}
+
+
+def test_checkpoint_read_versions_as_taskconfig_reads_them():
+    import pytest
+
+    from statectl.engine.adstore_status import checkpoint_read_versions
+    from statectl.errors import ConfigError
+
+    assert checkpoint_read_versions({}) == [1]  # Samza's default: v1 only
+    assert checkpoint_read_versions({"task.checkpoint.read.versions": " "}) == [1]
+    assert checkpoint_read_versions({"task.checkpoint.read.versions": "2, 1"}) == [2, 1]
+    with pytest.raises(ConfigError, match="task.checkpoint.read.versions=v2"):
+        checkpoint_read_versions({"task.checkpoint.read.versions": "v2"})
+
+
+def test_wiped_tasks_by_container_and_host():
+    """The grouping the Tansu tests (tests/integration/test_adstore_seal.py) check end to end, on a model
+    without task assignments too: the job is then one group."""
+    from statectl.engine.adstore_status import _wiped_tasks
+    from statectl.formats.jobmodel import JobModel
+
+    def detail(active: list[str]) -> str:
+        return "none"
+
+    bare = JobModel({}, {"Partition 0": 0, "Partition 1": 1}, {}, {}, {})
+    assert _wiped_tasks(bare, ["Partition 0", "Partition 1"], {"Partition 1"}, detail) == {}
+    assert set(_wiped_tasks(bare, ["Partition 0", "Partition 1"], set(), detail)) == {"Partition 0", "Partition 1"}
+    placed = JobModel({}, {}, {"0": "h1", "1": "h2", "0-0": "h2"},
+                      {"Partition 0": "0", "Partition 1": "1", "Standby-Partition 0-0": "0-0"},
+                      {"Standby-Partition 0-0": "Standby"})
+    out = _wiped_tasks(placed, ["Partition 0", "Partition 1"], {"Partition 0", "Partition 1"}, detail)
+    assert list(out) == ["Partition 1"] and out["Partition 1"].startswith("container 0-0 runs only standby tasks")
+
+
+def test_new_run_topic_only_for_a_batch_application_with_a_run_id():
+    """StreamManager.createUniqueNameForBatch: the topic carries the run id only in BATCH mode with one."""
+    from statectl.engine.adstore_status import new_run_topic
+
+    assert new_run_topic({"app.mode": "BATCH", "app.run.id": "1700000000000-ab12cd34"})
+    assert new_run_topic({"app.mode": "batch", "app.run.id": "1"})
+    assert new_run_topic({"app.mode": "BATCH"}) is None  # no run id: the one topic of every run
+    assert new_run_topic({"app.mode": "STREAM", "app.run.id": "1"}) is None
+    assert new_run_topic({"app.run.id": "1"}) is None
