@@ -85,8 +85,8 @@ def commit_targets(opts: RescaleOptions, blobstore: BlobStore, checkpoints: Blob
 def changelog_markers(checkpoints: BlobCheckpointStore, refs: list[StoreRef]) -> list[dict[str, dict[str, str]] | None]:
     """Per target, the markers its commit adds besides the blob-store one. With a Kafka checkpoint topic:
     when the target task's latest checkpoint names a changelog position for the store (the old
-    partitioning's), a marker for the same changelog stream, partition k (the task's place), with no
-    offset, so that the job does not replay the old partition's changelog from there onto the new state.
+    partitioning's), a marker for the same changelog stream, the task's changelog partition (the job's
+    set-changelog mapping, as its next start assigns it: _changelog_partitions), with no offset, so that the job does not replay the old partition's changelog from there onto the new state.
     None otherwise (the commit leaves the task's other markers and input offsets as they are). Read once,
     before anything is uploaded."""
     log = checkpoints.commit_log
@@ -108,7 +108,8 @@ def changelog_markers(checkpoints: BlobCheckpointStore, refs: list[StoreRef]) ->
     except SnapshotNotFoundError:
         return [None] * len(refs)  # no checkpoint topic yet: the first commit creates it
     out: list[dict[str, dict[str, str]] | None] = []
-    for k, ref in enumerate(refs):
+    partitions: dict[str, int] | None = None
+    for ref in refs:
         base = latest.get(ref.task)
         old = (base.state_checkpoint_markers if base else {}).get(KAFKA_CHANGELOG_FACTORY, {}).get(ref.store)
         if old is None:
@@ -119,6 +120,20 @@ def changelog_markers(checkpoints: BlobCheckpointStore, refs: list[StoreRef]) ->
         except CheckpointFormatError as e:
             raise StatectlError(f"the latest checkpoint of {ref} has a changelog marker statectl cannot read: {e}",
                                 hint="nothing was uploaded or committed") from None
-        marker = KafkaChangelogMarker(SSP(ssp.system, ssp.stream, k, ssp.key_bucket), None)
+        if partitions is None:
+            partitions = _changelog_partitions(job_log, refs)
+        marker = KafkaChangelogMarker(SSP(ssp.system, ssp.stream, partitions[ref.task], ssp.key_bucket), None)
         out.append({KAFKA_CHANGELOG_FACTORY: {ref.store: encode_changelog_marker(marker)}})
     return out
+
+
+def _changelog_partitions(job_log: Any, refs: list[StoreRef]) -> dict[str, int]:
+    """Each target task's changelog partition: the target job's set-changelog mapping on its coordinator
+    stream, a task it does not map getting the partition the job's next start gives it
+    (formats.jobmodel.changelog_partitions_of)."""
+    from statectl.engine.jobmodel import read_job_model
+    from statectl.formats.jobmodel import changelog_partitions_of
+
+    model, _ = read_job_model(job_log.bootstrap, refs[0].job, refs[0].job_id, security=job_log.security,
+                              timeout_s=job_log.timeout_s)
+    return changelog_partitions_of([ref.task for ref in refs], model.changelog_partitions if model else {})

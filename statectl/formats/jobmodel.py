@@ -80,6 +80,19 @@ class JobModel:
                 and not (t not in self.task_modes and active_of_standby(t) is not None)}
 
 
+def changelog_partitions_of(tasks: list[str], mapping: dict[str, int]) -> dict[str, int]:
+    """The changelog partition each of ``tasks`` (the tasks of the job's next model) gets: its entry in the
+    job's set-changelog ``mapping``, else, in task name order, one past the largest partition the mapping
+    holds (Samza's JobModelCalculator: a TaskName it has never seen gets ``max + 1``; TaskName orders by
+    its string, so ``Partition 10`` comes before ``Partition 2``)."""
+    out = {t: mapping[t] for t in tasks if t in mapping}
+    top = max(mapping.values(), default=-1)
+    for task in sorted(t for t in tasks if t not in mapping):
+        top += 1
+        out[task] = top
+    return out
+
+
 class JobModelSource(Protocol):
     """Where a job's model is kept: ``read_job_model()`` reads it whole (None: this source holds nothing of
     the job); ``problems``: what was skipped as malformed while reading."""

@@ -81,3 +81,20 @@ def test_segments_join_with_their_checksum():
         join_segments(parts[:2])  # the last segment missing
     with pytest.raises(JobModelFormatError, match="too short"):
         join_segments([b"1234567"])
+
+
+def test_changelog_partitions_of_follows_samzas_job_model_calculator():
+    from statectl.formats.jobmodel import changelog_partitions_of
+
+    # mapped tasks keep their partition; new ones get max + 1 in TaskName (string) order
+    mapping = {"Partition 0": 3, "Partition 1": 0, "Partition 2": 1, "Partition 3": 2}
+    tasks = [f"Partition {k}" for k in range(12)]
+    got = changelog_partitions_of(tasks, mapping)
+    assert [got[f"Partition {k}"] for k in range(4)] == [3, 0, 1, 2]
+    assert got["Partition 10"] == 4 and got["Partition 11"] == 5 and got["Partition 4"] == 6
+    assert got["Partition 9"] == 11
+    # a job that never started: Samza's first assignment, lexicographic
+    fresh = changelog_partitions_of(tasks, {})
+    assert fresh["Partition 10"] == 2 and fresh["Partition 2"] == 4
+    # old tasks' entries count for the maximum even when they are not among the tasks
+    assert changelog_partitions_of(["Partition 0", "x"], {"Partition 0": 0, "old": 7}) == {"Partition 0": 0, "x": 8}
