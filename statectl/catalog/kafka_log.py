@@ -59,9 +59,6 @@ if TYPE_CHECKING:
 
 CHECKPOINT_PARTITION = 0
 
-# KafkaCheckpointLogKey.CHECKPOINT_KEY_VERSIONS: the checkpoint version of each key type.
-_KEY_VERSIONS = {KEY_TYPE_V1: 1, KEY_TYPE_V2: 2}
-
 # What Samza's KafkaCheckpointManager asks for when it creates the topic.
 CHECKPOINT_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "26214400"}
 
@@ -240,12 +237,13 @@ class KafkaCheckpointLog:
         if not self._refresh():
             return {}
         picked: dict[str, Any] = {}
-        records = sorted((rec for (task, kind), rec in self._latest.items()
-                          if rec.value is not None and _KEY_VERSIONS.get(kind) in versions), key=lambda r: r.offset)
+        # KafkaCheckpointLogKey.CHECKPOINT_KEY_VERSIONS: CheckpointKey.version.
+        records = sorted((rec for rec in self._latest.values()
+                          if rec.value is not None and rec.key.version in versions), key=lambda r: r.offset)
         for rec in records:
             current = picked.get(rec.key.task)
-            if current is None or versions.index(_KEY_VERSIONS[rec.key.type]) <= versions.index(
-                    _KEY_VERSIONS[current.key.type]) or rec.timestamp_ms - current.timestamp_ms > max_age:
+            if current is None or versions.index(rec.key.version) <= versions.index(current.key.version) \
+                    or rec.timestamp_ms - current.timestamp_ms > max_age:
                 picked[rec.key.task] = rec
         return {task: (self._latest_v2(task) if rec.key.type == KEY_TYPE_V2 else self._latest_v1(task))
                 for task, rec in picked.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import signal
@@ -228,7 +229,8 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
                "--pre-restore", help="For a job restoring the store from the blob store: instead of the changelog, "
                                      "keep the snapshot of the task's latest checkpoint restored in the standby "
                                      "root, which promote renames to <state-dir>/<store>/<task>-<checkpointId>, "
-                                     "the dir Samza's start reuses (only new files downloaded as snapshots land). Only on a host that runs no "
+                                     "the dir Samza's start reuses (only new files downloaded as snapshots land). "
+                                     "Only on a host that runs no "
                                      "active of the task (else exit 2); not with --to-checkpoint, --layout "
                                      "active-path or --replica-dir.")] = False,
            metrics_port: Annotated[Optional[int], typer.Option(
@@ -362,8 +364,6 @@ def _container(env: Env, container: str, replica: int, *, one_store: bool = Fals
 
 def _follow_container(env: Env, container: str, replica: int, layout: str, to_checkpoint: bool,
                       metrics_port: int | None, metrics_addr: str, seeder: Any, *, pre_restore: bool = False) -> None:
-    import dataclasses
-
     from statectl.engine.failover import PRE_RESTORED, follow_container
 
     sc = _container(env, container, replica, one_store=True, mode=PRE_RESTORED if pre_restore else "changelog")
@@ -468,7 +468,8 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
 @app.command("promote", epilog=(
     "Reads how the job's next start restores the store (its config on the coordinator stream, the checkpoint that "
     "start reads for the task: the first of task.checkpoint.read.versions found, default 1, as Samza's "
-    "KafkaCheckpointManager picks it) and produces what that start keeps, or refuses with exit 14 changing nothing. Non-transactional "
+    "KafkaCheckpointManager picks it) and produces what that start keeps, or refuses with exit 14 changing "
+    "nothing. Non-transactional "
     "restore from the Kafka changelog (task.transactional.state.restore.enabled=false, "
     "job.standbytasks.replication.factor > 1, or task.async.commit=true): fences the follower, catches the replica "
     "up to the changelog's end (--to-checkpoint: to the active's last checkpointed changelog offset), writes the "
@@ -480,7 +481,8 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
     "refused (exit 14: follow with --to-checkpoint). The blob-store restore backend: fences the 'follow "
     "--pre-restore' follower and checks its pre-restored dir is that checkpoint's snapshot and identical to it "
     "(Samza's rule), bringing it there incrementally within --timeout when it is behind, and renames it to <active "
-    "dir>-<checkpoint id>; the next start renames it into the store dir; without a pre-restored dir, exit 14. clean.on.container.start, or "
+    "dir>-<checkpoint id>; the next start renames it into the store dir; without a pre-restored dir, exit 14. "
+    "clean.on.container.start, or "
     "transactional restore without a checkpointed changelog offset: exit 14. Without the job's config (no "
     "coordinator stream, or no config on it) nothing says the start keeps the dir: exit 14, unless "
     "--non-transactional-restore says the job restores the store non-transactionally (restore_mode unchecked). "
@@ -494,7 +496,8 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
     "task's replica wherever it is: in the standby root, in the active store dir (--layout active-path: caught up "
     "there, nothing moved under non-transactional restore), or where an older statectl kept it "
     "(<state-dir>/.statectl-standby, <store>/Standby-<task>-<n>). The changelog is read on its system's brokers "
-    "(systems.<system>.consumer.bootstrap.servers in the job's config). Then, on every promote, points the task's container at this host on the job's "
+    "(systems.<system>.consumer.bootstrap.servers in the job's config). Then, on every promote, points the task's "
+    "container at this host on the job's "
     "coordinator stream (its set-container-host-assignment: where the job runs the task next), except when the "
     "stream assigns the task no container or that container runs other tasks too (a note says so: a container "
     "moves whole, promote --container moves it); --dry-run shows which.\n\n"
@@ -815,7 +818,7 @@ def _layout(env: Env, rep: Replica, layout: str, replica: int,
 
 def _follow_pre_restored(env: Env, to_checkpoint: bool, layout: str, replica_dir: Path | None,
                          metrics_port: int | None, metrics_addr: str) -> None:
-    from statectl.engine.prerestore import follow_pre_restored, prerestore_replica
+    from statectl.engine.prerestore import checkpoint_log_topic, follow_pre_restored, prerestore_replica
 
     for given, flag in ((to_checkpoint, "--to-checkpoint"), (layout != "standby-root", "--layout " + layout),
                         (replica_dir is not None, "--replica-dir")):
@@ -828,7 +831,11 @@ def _follow_pre_restored(env: Env, to_checkpoint: bool, layout: str, replica_dir
         raise UsageError("standby follow --pre-restore needs --kafka (the job's checkpoints) and --state-dir")
     ref = session.ref()
     state = Path(s.state_dir).absolute()
-    metrics = _serve_metrics(env, [prerestore_replica(state, ref, _root(env))], metrics_port, metrics_addr)
+    anchor = prerestore_replica(state, ref, _root(env))
+    if metrics_port is not None:  # its series name the checkpoint topic followed, a BATCH job's run id included
+        anchor = dataclasses.replace(anchor, changelog=checkpoint_log_topic(s.kafka, ref,
+                                                                            security=session.kafka_security))
+    metrics = _serve_metrics(env, [anchor], metrics_port, metrics_addr)
     r, interrupted = _following(env, metrics, lambda stop, on_status: follow_pre_restored(
         ref, state, s.kafka, session.blobstore, session.catalog, security=session.kafka_security, stop=stop,
         on_status=on_status, progress=env.progress, root=_root(env),

@@ -223,7 +223,7 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
             if store not in logged:
                 from statectl.engine.prerestore import prerestore_replica
 
-                replicas.append(prerestore_replica(state_dir, ref, root))
+                replicas.append(prerestore_replica(state_dir, ref, root, model.config))
                 continue
             where = resolve_changelog(bootstrap, ref, security=security, timeout_s=timeout_s, model=model,
                                       problems=problems, counted=counted, zookeeper=zookeeper)
@@ -273,7 +273,8 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
         from statectl.engine.prerestore import check_here, follow_pre_restored, prerestore_replica
 
         assert state_dir is not None
-        anchors = {r.replica_dir: prerestore_replica(state_dir, r.ref, sc.standby_root) for r in sc.replicas}
+        anchors = {r.replica_dir: prerestore_replica(state_dir, r.ref, sc.standby_root, sc.config)
+                   for r in sc.replicas}
     for rep in sc.replicas:  # before any thread writes: refuse the whole container, not half of it
         if pre_restore:
             rep = anchors[rep.replica_dir]

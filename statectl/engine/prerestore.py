@@ -41,7 +41,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -78,6 +78,7 @@ from statectl.errors import (
     UsageError,
 )
 from statectl.formats import jobconfig
+from statectl.formats.jobconfig import batch_suffix
 from statectl.formats.checkpoint import BLOB_STORE_FACTORY, CheckpointV2, checkpoint_topic, parse_checkpoint_id
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity
 from statectl.local.layout import (
@@ -104,14 +105,28 @@ FILES_TO_IGNORE = frozenset({"OFFSET", "OFFSET-v2", "SIDE-INPUT-OFFSETS", "CHECK
 POLL_S = 0.5
 
 
-def prerestore_replica(state_dir: Path, ref: StoreRef, root: Path | None = None) -> Replica:
+def prerestore_replica(state_dir: Path, ref: StoreRef, root: Path | None = None,
+                       config: Mapping[str, str] | None = None) -> Replica:
     """The follower's handle: ``replica_dir`` is the task's active store dir (promote renames a pre-restored dir
     beside it; check_active_path reads its LOCK), the lock and status files are
     ``<root>/prerestore/<store>/<task dir>.standby.{lock,json}`` (``root``: the standby root, default beside the
-    state dir), the pre-restored dirs beside them (:func:`_base`). UsageError for a name store_dir refuses."""
+    state dir), the pre-restored dirs beside them (:func:`_base`); its ``changelog`` names the job's checkpoint
+    topic as KafkaCheckpointLog.topic does, ``-<app.run.id>`` for a BATCH job of ``config`` (None: the
+    stream's). UsageError for a name store_dir refuses."""
     active = store_dir(Path(state_dir), ref.store, ref.task).absolute()
     files = standby_root(state_dir, root) / PRERESTORE_DIR / ref.store
-    return Replica(ref, checkpoint_topic(ref.job, ref.job_id), 0, active, files_dir=files)
+    topic = checkpoint_topic(ref.job, ref.job_id) + batch_suffix(config or {})
+    return Replica(ref, topic, 0, active, files_dir=files)
+
+
+def checkpoint_log_topic(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None) -> str:
+    """The job's checkpoint topic, as a pre-restore follows it (KafkaCheckpointLog.topic: the BATCH suffix from
+    the job's config on its coordinator stream). StatectlError when the brokers cannot be reached."""
+    log = KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security)
+    try:
+        return log.topic
+    finally:
+        log.close()
 
 
 def _old_prerestore_replica(state_dir: Path, ref: StoreRef) -> Replica:
@@ -474,6 +489,7 @@ def follow_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstor
     result = FollowResult("", None, 0, 0, 0.0)
     log = KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security)
     try:
+        anchor = replace(anchor, changelog=log.topic)  # a BATCH job's carries its run id, as the log reads it
         make_dirs(standby_root(state_dir, root), owner_of(state_dir))
         with _lock(anchor):
             _move_old(anchor, state_dir, progress)

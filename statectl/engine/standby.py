@@ -50,15 +50,16 @@ replica into the active store dir with one atomic rename (local.staged); the old
 aside until the swap is done. The active dir replaced must not exist, be empty, or be a RocksDB store
 (local.staged.check_target, as restore), never another store's dir in the state dir nor a versioned
 adstore; the status file goes only after the swap. Its time is the tail's catch-up plus a rename, whatever the state size.
-That is under Samza's non-transactional restore, which reuses the active dir. First promote reads how the
-job's next start restores the store (next_start: its config on the coordinator stream, the checkpoint that start
-reads for the task, KafkaCheckpointLog.read_checkpoints): under the default transactional restore the start deletes the active dir and keeps only a
-checkpoint dir at the offset it restores to, so the replica is caught up exactly to that offset and renamed
-to ``<active dir>-<checkpointId>``; what the start would delete anyway (the blob-store backend, a replica
-past that offset) is refused with DiscardedError (exit 14), nothing changed. ``follow --to-checkpoint``
-keeps a replica at or behind the task's latest checkpointed changelog offset for that. Without the job's
-config (``unchecked``) nothing says the start keeps the dir: refused (exit 14) unless the caller says the
-job restores the store non-transactionally. A promote that fails after fencing the follower starts it
+That is under Samza's non-transactional restore, which reuses the active dir. First promote reads how the job's
+next start restores the store (next_start: its config on the coordinator stream, the checkpoint that start reads
+for the task, KafkaCheckpointLog.read_checkpoints): under the default transactional restore the start deletes
+the active dir and keeps only a checkpoint dir at the offset it restores to, so the replica is caught up exactly
+to that offset and renamed to ``<active dir>-<checkpointId>``; what the start would delete anyway (the
+blob-store backend, a replica past that offset) is refused with DiscardedError (exit 14), nothing changed. ``follow
+--to-checkpoint`` keeps a replica at or behind the task's latest checkpointed changelog offset for that. Without
+the job's config (``unchecked``) nothing says the start keeps the dir: refused (exit 14) unless the caller says
+the job restores the store non-transactionally.
+A promote that fails after fencing the follower starts it
 again from its recorded settings (engine.follower) and says whether it came back.
 """
 
