@@ -220,7 +220,7 @@ class KafkaCheckpointLog:
         ``task.checkpoint.read.versions`` (default 1: a job that keeps that default reads no v2 checkpoint), in
         topic order, a record replacing the task's current one when its version is listed no later than the
         current one's, or when it was appended more than ``task.live.checkpoint.max.age`` after it
-        (shouldOverrideCheckpoint). A task absent reads none. Read over the latest record of each key, what a
+        (shouldOverrideCheckpoint). A task absent reads none. Without the job's config: versions 2, then 1. Read over the latest record of each key, what a
         compacted topic keeps. {} when the topic does not exist. Raises ConfigError (exit 2) for read versions
         Samza cannot parse; CorruptSnapshotError when the record picked is malformed; StatectlError when the
         brokers cannot be reached."""
@@ -229,7 +229,9 @@ class KafkaCheckpointLog:
 
         config = self.job_config()
         try:
-            versions = jobconfig.checkpoint_read_versions(config)
+            # Without the job's config (no coordinator stream, or none on it) what it reads is not known: either
+            # version, the v2 first (what a job writing both reads when it reads v2 at all).
+            versions = jobconfig.checkpoint_read_versions(config) if config else (2, 1)
             max_age = jobconfig.live_checkpoint_max_age_ms(config)
         except jobconfig.JobConfigError as e:
             raise ConfigError(f"the config of job {self.job}-{self.job_id}: {e}",
