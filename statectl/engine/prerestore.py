@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from statectl import failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.records import BlobCheckpointStore
@@ -680,6 +681,7 @@ def _move_in(anchor: Replica, status: FollowStatus, staged: Path, target: Path) 
                             hint="keep the standby root on the state dir's filesystem, then promote again") from e
     fsync_dir(target.parent)
     fsync_dir(staged.parent)
+    failpoints.hit("pre-restore-moved")
     status.replica_dir, status.pending_dir = str(target), None
     _write_status(anchor, status)
 
