@@ -374,10 +374,10 @@ def _remove_dead_stages(anchor: Replica) -> None:
 
 def check_here(anchor: Replica, bootstrap: str, *, security: KafkaSecurity | None = None) -> None:
     """UsageError (exit 2) unless this host runs no active of the task (standby.check_active_path: the store's
-    LOCK free, the job's locality elsewhere): a Samza start here would delete or take the pre-restored dir.
-    Reads only."""
+    LOCK free, the job's locality elsewhere): a standby stands by where its active is not, and promote's rename
+    into the state dir must not land under a running active. Reads only."""
     try:
-        check_active_path(anchor, bootstrap, security=security)
+        check_active_path(anchor, bootstrap, security=security, in_state_dir=False)
     except UsageError as e:
         raise UsageError(str(e).replace("--layout active-path", "--pre-restore"),
                          hint="pre-restore on a host that runs no active of this task") from None

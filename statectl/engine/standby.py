@@ -609,14 +609,14 @@ def active_path_replica(replica: Replica, state_dir: Path) -> Replica:
 
 
 def check_active_path(replica: Replica, bootstrap: str | None, *, security: KafkaSecurity | None = None,
-                      what: str = "--layout active-path") -> None:
+                      in_state_dir: bool = True) -> None:
     """Raise UsageError (exit 2, one line) unless this host runs no active of the replica's task, so that
     the active's store dir may hold its replica (``--layout active-path``): the store's RocksDB LOCK is not
     held (but by this replica's own follower, which the replica's lock then says: follow exits 11), and,
     when the job's coordinator stream is on ``bootstrap``, its locality does not place the task's
     container on this host. DiscardedError (exit 14) when the locality places here a container whose next
-    start clears the state dir, the replica with it (wipes_state_dir). Reads only; errors reading the stream
-    as kafka.client says."""
+    start clears the state dir, the replica with it (wipes_state_dir; not checked without ``in_state_dir``: a
+    pre-restore, kept in the standby root). Reads only; errors reading the stream as kafka.client says."""
     from statectl.rocks.store import lock_holder as store_lock_holder
 
     task = replica.ref.task
@@ -624,7 +624,7 @@ def check_active_path(replica: Replica, bootstrap: str | None, *, security: Kafk
     pid = store_lock_holder(replica.replica_dir)
     if pid is not None and not _locked(replica.lock_path):
         who = f"process {pid}" if pid > 0 else "another process"
-        raise UsageError(f"refusing {what}: the store {replica.replica_dir} is held by {who}, so this "
+        raise UsageError(f"refusing --layout active-path: the store {replica.replica_dir} is held by {who}, so this "
                          f"host runs the active of task {task!r}", hint=hint)
     if bootstrap is None:
         return
@@ -637,12 +637,12 @@ def check_active_path(replica: Replica, bootstrap: str | None, *, security: Kafk
     host = loc.container_hosts.get(container) if container is not None else None
     here = {socket.gethostname(), socket.getfqdn()}
     if host and host in here:
-        raise UsageError(f"refusing {what}: the job's locality places the container {container} of "
+        raise UsageError(f"refusing --layout active-path: the job's locality places the container {container} of "
                          f"task {task!r} on this host ({host})", hint=hint)
     placed = sorted(c for c, h in loc.container_hosts.items() if h and h in here)
-    why = wipes_state_dir(placed, loc, config, bootstrap, replica.ref, security) if placed else None
+    why = wipes_state_dir(placed, loc, config, bootstrap, replica.ref, security) if placed and in_state_dir else None
     if why is not None:
-        raise DiscardedError(f"refusing {what}: {why}, deleting every entry of the state dir, "
+        raise DiscardedError(f"refusing --layout active-path: {why}, deleting every entry of the state dir, "
                              f"{replica.replica_dir} among them", hint=hint)
 
 
