@@ -918,9 +918,9 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
     changelog). ``settings`` (what the follower runs with) are recorded in the status file: a promote that fails
     starts the follower again from them (None: it says the command instead). ``state_dir``: the job's state dir,
     whose active store dir of the task is never a replica, unless ``active_path`` (``replica`` from
-    active_path_replica; check_active_path must pass), and on whose filesystem the replica must be (promote
-    renames it into the state dir); ``root``: the standby root the replica is in (check_standby_root), made with
-    the state dir's owner. ``legacy_dir``: where an older statectl kept this replica (its lock and status files in
+    active_path_replica; check_active_path must pass); ``root``: the standby root the replica is in
+    (check_standby_root: on the state dir's filesystem, where promote renames the replica into the state dir), made
+    with the state dir's owner. ``legacy_dir``: where an older statectl kept this replica (its lock and status files in
     ``legacy_files`` when not beside it); a replica there is moved into ``replica.replica_dir`` first
     (relocate_legacy), which a note says. ``to_checkpoint``: apply the changelog only up to the task's checkpointed
     changelog offset in the checkpoint the job's start reads (read from the job's checkpoint topic as new
@@ -936,8 +936,8 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
     answer again.
 
     Raises UsageError (exit 2, before anything is written) for a replica dir it may not seed or wipe
-    (check_replica_dir, check_active_path), a standby root or replica dir in the state dir or on another
-    filesystem, or whose status file names another replica of the task that exists; DiscardedError (exit 14)
+    (check_replica_dir, check_active_path), a standby root in the state dir or on another filesystem
+    (check_placement_dirs), or whose status file names another replica of the task that exists; DiscardedError (exit 14)
     for ``active_path`` where a container of the job starting on this host clears the state dir
     (check_active_path); LockHeldError (exit 11) when another follower holds the replica (or the old-layout one
     to be moved) or a process holds its store; NotFoundError (exit 10) when the changelog topic or partition does
@@ -990,15 +990,23 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
 
 
 def check_placement_dirs(replica: Replica, state_dir: Path, root: Path | None) -> None:
-    """Raise UsageError (exit 2) unless ``root`` (when given) may be the standby root of ``state_dir``
-    (local.layout.check_standby_root) and the replica dir is on the state dir's filesystem, where promote's
-    rename into the state dir is atomic. Reads only."""
+    """Raise UsageError (exit 2) unless ``root`` (when given: the replica is in it) may be the standby root of
+    ``state_dir`` (local.layout.check_standby_root: outside it, on its filesystem, where promote's rename into the
+    state dir is atomic). An explicit replica dir elsewhere is the caller's: promote checks it
+    (check_same_filesystem). Reads only."""
     if root is not None:
         check_standby_root(state_dir, root)
-    if device_of(replica.replica_dir) != device_of(state_dir):
-        raise UsageError(f"refusing to follow into {replica.replica_dir}: it is on another filesystem than the state "
-                         f"dir {state_dir}, so a promote could not rename it into the state dir in one atomic step",
-                         hint="pick a replica dir on the state dir's filesystem (leave --replica-dir out)")
+
+
+def check_same_filesystem(replica: Replica, target: Path) -> None:
+    """Raise UsageError (exit 2) unless the replica dir and the dir promote renames it to (``target``, or its
+    nearest existing parent) are on one filesystem: a rename across filesystems is a copy, not one atomic step.
+    Reads only."""
+    if device_of(replica.replica_dir) != device_of(target):
+        raise UsageError(f"refusing to promote {replica.replica_dir} to {target}: they are on different filesystems, "
+                         "so it cannot be renamed there in one atomic step",
+                         hint="follow into a replica dir on the state dir's filesystem (leave --replica-dir out; "
+                              "--standby-root on that filesystem), then promote")
 
 
 class _Following:
@@ -1474,8 +1482,9 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
 
     The replica must be one statectl's follower made (made_by_follower), and the active dir it replaces
     must not exist, be empty, or be a RocksDB store (not another store's dir in
-    ``state_dir``, nor a versioned adstore); else UsageError (exit 2), before anything is done. A replica
-    that is ``active_dir`` itself (``--layout active-path``: from active_path_replica) is caught up where it
+    ``state_dir``, nor a versioned adstore), and the replica must be on its filesystem (one atomic rename:
+    check_same_filesystem); else UsageError (exit 2), before anything is done. A replica that is ``active_dir``
+    itself (``--layout active-path``: from active_path_replica) is caught up where it
     is, nothing moved (under transactional restore it is renamed like any other). Raises
     DiscardedError (exit 14), nothing changed, when the job's next start would delete what promote makes
     (next_start's cases; under transactional restore also a checkpointed offset off the changelog, or a
@@ -1552,6 +1561,8 @@ def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_o
         target_dir = checkpoint_dir(active_dir, start.checkpoint_id)
         _check_checkpoint_dir(replica, target_dir)
         in_place = False  # the start deletes the active dir, a replica in it too: it moves
+    if not in_place:
+        check_same_filesystem(replica, target_dir)
     consumer = consumer_of()
     if transactional:
         target = _transactional_target(start, _tail(consumer, replica, cl_bootstrap), replica)
