@@ -43,10 +43,10 @@ _statectl_options() {
         'drain wait') REPLY='--kafka --job --job-id --timeout --uuid --run-id --poll --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --bad --all-stale --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --pre-restore --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby status') REPLY='--state-dir --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --to-checkpoint --active-dir --metrics-file --dry-run --non-transactional-restore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby failover') REPLY='--kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --standby-root --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --pre-restore --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby status') REPLY='--state-dir --standby-root --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --standby-root --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --to-checkpoint --active-dir --metrics-file --dry-run --non-transactional-restore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby failover') REPLY='--kafka --job --job-id --state-dir --standby-root --blobstore --s3-endpoint --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --metrics-file --host --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore load') REPLY='--kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --dataset-versions --end-marker --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -372,6 +372,7 @@ _statectl_value() {
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
+                --standby-root) REPLY='@text' ;;
                 --zookeeper) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
@@ -390,6 +391,7 @@ _statectl_value() {
         'standby status')
             case $2 in
                 --state-dir) REPLY='@dir' ;;
+                --standby-root) REPLY='@text' ;;
                 --metrics-file) REPLY='@file' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
@@ -403,6 +405,7 @@ _statectl_value() {
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
+                --standby-root) REPLY='@text' ;;
                 --zookeeper) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
@@ -424,6 +427,7 @@ _statectl_value() {
                 --job) REPLY='@text' ;;
                 --job-id) REPLY='@text' ;;
                 --state-dir) REPLY='@dir' ;;
+                --standby-root) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
                 --container) REPLY='@text' ;;

@@ -69,13 +69,13 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby'
             printf '%s\n' -- --config --profile --output -o
         case 'standby follow'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --metrics-port --metrics-addr --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --standby-root --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --metrics-port --metrics-addr --config --profile --output -o
         case 'standby status'
-            printf '%s\n' -- --state-dir --metrics-file --config --profile --output -o
+            printf '%s\n' -- --state-dir --standby-root --metrics-file --config --profile --output -o
         case 'standby promote'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --standby-root --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --active-dir --metrics-file --config --profile --output -o
         case 'standby failover'
-            printf '%s\n' -- --kafka --job --job-id --state-dir --blobstore --s3-endpoint --container --replica --host --timeout --metrics-file --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --state-dir --standby-root --blobstore --s3-endpoint --container --replica --host --timeout --metrics-file --config --profile --output -o
         case 'standby check'
             printf '%s\n' -- --kafka --job --job-id --metrics-file --host --config --profile --output -o
         case 'adstore'
@@ -549,17 +549,18 @@ complete -c statectl -n '__statectl_path standby follow' -l job-id -x -d 'Job id
 complete -c statectl -n '__statectl_path standby follow' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path standby follow' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path standby follow' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby follow' -l standby-root -x -d 'statectl\'s dir for standby replicas, their lock and status files, pre-restored dirs and failover journals (default: <state-dir>.statectl-standby, beside the state dir, never in it: Samza clears the state dir when a container starts without a checkpoint)'
 complete -c statectl -n '__statectl_path standby follow' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path standby follow' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path standby follow' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path standby follow' -l changelog -x -d 'The store\'s changelog, as Samza\'s stores.<store>.changelog names it: <system>.<topic> (split at the first dot, so a topic with dots needs its system: kafka.my.topic), or a bare <topic> on the config\'s job.changelog.system, else job.default.system, else \'kafka\' (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
 complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream, or with --zookeeper the task\'s changelog partition in the standalone job\'s model; only without either, N of a task named \'Partition N\', with a warning)'
 complete -c statectl -n '__statectl_path standby follow' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
-complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
+complete -c statectl -n '__statectl_path standby follow' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <standby-root>/<n>/<store>/<task>, outside the state dir, which Samza clears; its lock and status files beside it)'
 complete -c statectl -n '__statectl_path standby follow' -l container -x -d 'A container of the job (its id in the job model: an active container such as 0, or its standby container <id>-<n>): every store with a changelog of every task the coordinator stream assigns it (--store: only that store); excludes --task, --changelog, --partition and --replica-dir'
-complete -c statectl -n '__statectl_path standby follow' -l layout -x -a 'standby-root active-path' -d 'standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>'
+complete -c statectl -n '__statectl_path standby follow' -l layout -x -a 'standby-root active-path' -d 'standby-root: the replica in <standby-root>/<n>/<store>/<task>'
 complete -c statectl -n '__statectl_path standby follow' -l to-checkpoint -d 'Apply only up to the task\'s latest checkpointed changelog offset, as checkpoints come (for a promote under Samza\'s transactional restore)'
-complete -c statectl -n '__statectl_path standby follow' -l pre-restore -d 'For a job restoring the store from the blob store: instead of the changelog, keep the snapshot of the task\'s latest checkpoint restored as <state-dir>/<store>/<task>-<checkpointId>, the dir Samza\'s start reuses (only new files downloaded as snapshots land)'
+complete -c statectl -n '__statectl_path standby follow' -l pre-restore -d 'For a job restoring the store from the blob store: instead of the changelog, keep the snapshot of the task\'s latest checkpoint restored in the standby root, which promote renames to <state-dir>/<store>/<task>-<checkpointId>, the dir Samza\'s start reuses (only new files downloaded as snapshots land)'
 complete -c statectl -n '__statectl_path standby follow' -l metrics-port -x -d 'Serve Prometheus metrics of the replica on this port (0: any free port, which a note names)'
 complete -c statectl -n '__statectl_path standby follow' -l metrics-addr -x -d 'The address --metrics-port listens on: all IPv4 interfaces by default, as node_exporter\'s :9100 (Prometheus scrapes from another host); 127.0.0.1 for this host only, :: for IPv6 too'
 complete -c statectl -n '__statectl_path standby follow' -l help -s h -d 'Show this message and exit'
@@ -572,6 +573,7 @@ complete -c statectl -n '__statectl_path standby follow' -l debug -d 'Tracebacks
 
 # statectl standby status
 complete -c statectl -n '__statectl_path standby status' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby status' -l standby-root -x -d 'statectl\'s dir for standby replicas, their lock and status files, pre-restored dirs and failover journals (default: <state-dir>.statectl-standby, beside the state dir, never in it: Samza clears the state dir when a container starts without a checkpoint)'
 complete -c statectl -n '__statectl_path standby status' -l metrics-file -r -F -d 'Write each replica\'s lag, offsets and follower_up to this file in Prometheus text format, for node_exporter\'s textfile collector (a *.prom file in its --collector.textfile.directory), replaced atomically'
 complete -c statectl -n '__statectl_path standby status' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path standby status' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
@@ -588,13 +590,14 @@ complete -c statectl -n '__statectl_path standby promote' -l job-id -x -d 'Job i
 complete -c statectl -n '__statectl_path standby promote' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path standby promote' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path standby promote' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby promote' -l standby-root -x -d 'statectl\'s dir for standby replicas, their lock and status files, pre-restored dirs and failover journals (default: <state-dir>.statectl-standby, beside the state dir, never in it: Samza clears the state dir when a container starts without a checkpoint)'
 complete -c statectl -n '__statectl_path standby promote' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path standby promote' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path standby promote' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path standby promote' -l changelog -x -d 'The store\'s changelog, as Samza\'s stores.<store>.changelog names it: <system>.<topic> (split at the first dot, so a topic with dots needs its system: kafka.my.topic), or a bare <topic> on the config\'s job.changelog.system, else job.default.system, else \'kafka\' (default: stores.<store>.changelog in the job\'s config on its coordinator stream)'
 complete -c statectl -n '__statectl_path standby promote' -l partition -x -d 'Its changelog partition, overriding the job\'s mapping (default: the task\'s set-changelog mapping on the coordinator stream, or with --zookeeper the task\'s changelog partition in the standalone job\'s model; only without either, N of a task named \'Partition N\', with a warning)'
 complete -c statectl -n '__statectl_path standby promote' -l replica -x -d 'Replica number n of the standby task Standby-<task>-<n>'
-complete -c statectl -n '__statectl_path standby promote' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza never looks; its lock and status files beside it)'
+complete -c statectl -n '__statectl_path standby promote' -l replica-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The replica\'s dir (default: <standby-root>/<n>/<store>/<task>, outside the state dir, which Samza clears; its lock and status files beside it)'
 complete -c statectl -n '__statectl_path standby promote' -l container -x -d 'A container of the job (its id in the job model: an active container such as 0, or its standby container <id>-<n>): every store with a changelog of every task the coordinator stream assigns it (--store: only that store); excludes --task, --changelog, --partition and --replica-dir'
 complete -c statectl -n '__statectl_path standby promote' -l timeout -x -d 'Give up catching up after this long'
 complete -c statectl -n '__statectl_path standby promote' -l to-checkpoint -d 'Catch up only to the active\'s last checkpointed changelog offset'
@@ -615,6 +618,7 @@ complete -c statectl -n '__statectl_path standby failover' -l kafka -x -d 'Kafka
 complete -c statectl -n '__statectl_path standby failover' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path standby failover' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path standby failover' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
+complete -c statectl -n '__statectl_path standby failover' -l standby-root -x -d 'statectl\'s dir for standby replicas, their lock and status files, pre-restored dirs and failover journals (default: <state-dir>.statectl-standby, beside the state dir, never in it: Samza clears the state dir when a container starts without a checkpoint)'
 complete -c statectl -n '__statectl_path standby failover' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path standby failover' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path standby failover' -l container -x -d 'The active container to fail over (its id in the job model, such as 0; required)'

@@ -203,6 +203,8 @@ KEYS: dict[str, Key] = {
     "task": Key(_str, defaults.TASK),
     "store": Key(_str),
     "state_dir": Key(_str),
+    "standby_root": Key(_str, help="statectl's dir for standby replicas, pre-restored dirs and failover journals "
+                                   "(default: <state_dir>.statectl-standby, beside the state dir)"),
     "parallelism": Key(_int, defaults.PARALLELISM),
     "chunk_size": Key(lambda v: parse_size(v, "chunk_size"), defaults.CHUNK_SIZE, show=format_size),
     "ttl": Key(lambda v: parse_duration(v, "ttl"), defaults.TTL_SECONDS, show=format_duration),

@@ -33,7 +33,8 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
   ``after-cleanup``.
 - restore: ``during-download`` (each blob range), ``download-write`` (each write into a restored file).
 - changelog restore: ``changelog-apply`` (each write batch into the new store).
-- standby follow and promote: ``standby-apply`` (each write batch into the replica).
+- standby follow and promote: ``standby-apply`` (each write batch into the replica); promote of a
+  pre-restore: ``pre-restore-moved`` (after the pre-restored dir is renamed into the state dir).
 - standby failover and promote --container: ``failover-step`` (after each step is journaled: the standby
   host found, each locality message, the follower stopped), ``failover-promoted`` (after each store's
   promote is journaled).

@@ -40,6 +40,7 @@ from statectl.formats.checkpoint import (
     CheckpointKey,
     CheckpointV1,
     CheckpointV2,
+    SSP,
     checkpoint_topic,
     decode_changelog_marker,
     decode_key,
@@ -299,6 +300,65 @@ class KafkaCheckpointLog:
                                 "wrote their first ones, not of both versions: a job reading the other version "
                                 "takes statectl's empty checkpoint (inputs from their default offsets)",
                                 hint="let the job commit again (every task.commit.ms) before it restarts")
+
+    def read_checkpoints(self) -> dict[str, CheckpointV1 | CheckpointV2]:
+        """Task -> the checkpoint the job's start reads for it (read on to the end), as Samza's
+        KafkaCheckpointManager.readCheckpoints picks it from the job's config: only key types whose version is in
+        ``task.checkpoint.read.versions`` (default 1: a job that keeps that default reads no v2 checkpoint), in
+        topic order, a record replacing the task's current one when its version is listed no later than the
+        current one's, or when it was appended more than ``task.live.checkpoint.max.age`` after it
+        (shouldOverrideCheckpoint). A task absent reads none. Without the job's config: versions 2, then 1. Read over the latest record of each key, what a
+        compacted topic keeps. {} when the topic does not exist. Raises ConfigError (exit 2) for read versions
+        Samza cannot parse; CorruptSnapshotError when the record picked is malformed; StatectlError when the
+        brokers cannot be reached."""
+        from statectl.errors import ConfigError
+        from statectl.formats import jobconfig
+
+        config = self.job_config()
+        try:
+            # Without the job's config (no coordinator stream, or none on it) what it reads is not known: either
+            # version, the v2 first (what a job writing both reads when it reads v2 at all).
+            versions = jobconfig.checkpoint_read_versions(config) if config else (2, 1)
+            max_age = jobconfig.live_checkpoint_max_age_ms(config)
+        except jobconfig.JobConfigError as e:
+            raise ConfigError(f"the config of job {self.job}-{self.job_id}: {e}",
+                              hint="the job cannot start with it either: fix the job's config") from None
+        if not self._refresh():
+            return {}
+        picked: dict[str, Any] = {}
+        # KafkaCheckpointLogKey.CHECKPOINT_KEY_VERSIONS: CheckpointKey.version.
+        records = sorted((rec for rec in self._latest.values()
+                          if rec.value is not None and rec.key.version in versions), key=lambda r: r.offset)
+        for rec in records:
+            current = picked.get(rec.key.task)
+            if current is None or versions.index(rec.key.version) <= versions.index(current.key.version) \
+                    or rec.timestamp_ms - current.timestamp_ms > max_age:
+                picked[rec.key.task] = rec
+        return {task: (self._latest_v2(task) if rec.key.type == KEY_TYPE_V2 else self._latest_v1(task))
+                for task, rec in picked.items()}
+
+    def read_changelog_offset(self, task: str, store: str, ssp: SSP) -> tuple[SSP, str | None] | None:
+        """(changelog SSP, offset) of ``store`` in the checkpoint the job's start reads for ``task``
+        (:meth:`read_checkpoints`), as TransactionalStateTaskRestoreManager.getCheckpointedChangelogOffsets
+        takes it: a v2 checkpoint's Kafka changelog marker for the store; a v1 checkpoint's entry for the
+        store's changelog partition ``ssp`` (``<checkpointId>:<offset>``, its offset part). None when it names
+        none. Raises as read_checkpoints, and CorruptSnapshotError for a malformed marker."""
+        cp = self.read_checkpoints().get(task)
+        if isinstance(cp, CheckpointV1):
+            key = (ssp.system, ssp.stream, ssp.partition)
+            entries = [v for s, v in cp.offsets.items() if (s.system, s.stream, s.partition) == key]
+            if not entries or entries[0] is None or not entries[0].strip():
+                return None
+            return ssp, split_changelog_offset(entries[0])[1]
+        text = cp.state_checkpoint_markers.get(KAFKA_CHANGELOG_FACTORY, {}).get(store) if cp else None
+        if text is None:
+            return None
+        try:
+            marker = decode_changelog_marker(text)
+        except CheckpointFormatError as e:
+            raise CorruptSnapshotError(f"checkpoint {cp.checkpoint_id} of task {task!r} in {self.topic}: "
+                                       f"changelog marker of store {store!r}: {e}") from None
+        return marker.ssp, marker.offset
 
     def task_names(self) -> set[str]:
         """Every task with a checkpoint (v1 or v2) in the topic, read on to its end: names the job itself

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import signal
@@ -36,18 +37,20 @@ PARTITION = Annotated[Optional[int], typer.Option(
                         "a warning).", show_default=False)]
 REPLICA = Annotated[int, typer.Option("--replica", help="Replica number n of the standby task Standby-<task>-<n>.")]
 REPLICA_DIR = Annotated[Optional[Path], typer.Option(
-    "--replica-dir", help="The replica's dir (default: <state-dir>/.statectl-standby/<n>/<store>/<task>, where Samza "
-                          "never looks; its lock and status files beside it).", show_default=False)]
+    "--replica-dir", help="The replica's dir (default: <standby-root>/<n>/<store>/<task>, outside the state dir, "
+                          "which Samza clears; its lock and status files beside it).", show_default=False)]
 CONTAINER = Annotated[Optional[str], typer.Option(
     "--container", help="A container of the job (its id in the job model: an active container such as 0, or its "
                         "standby container <id>-<n>): every store with a changelog of every task the coordinator "
                         "stream assigns it (--store: only that store); excludes --task, --changelog, --partition and "
                         "--replica-dir.", show_default=False)]
 LAYOUT = Annotated[Literal["standby-root", "active-path"], typer.Option(
-    "--layout", help="standby-root: the replica in <state-dir>/.statectl-standby/<n>/<store>/<task>. active-path: "
-                     "in the task's active store dir <state-dir>/<store>/<task>, as Samza's own standby keeps it, so "
-                     "that promote moves nothing; only on a host that runs no active of the task (its store's LOCK "
-                     "free, the job's locality elsewhere), else exit 2.")]
+    "--layout", help="standby-root: the replica in <standby-root>/<n>/<store>/<task>. active-path: in the task's "
+                     "active store dir <state-dir>/<store>/<task>, as Samza's own standby keeps it, so that promote "
+                     "moves nothing; only on a host that runs no active of the task (its store's LOCK free, the "
+                     "job's locality elsewhere), else exit 2; and where no container of the job the locality places "
+                     "here clears the state dir at its start (a standby container, one without checkpoints), else "
+                     "exit 14.")]
 
 
 def _metrics_file(what: str) -> Any:
@@ -151,7 +154,7 @@ def _record_failover(env: Env, path: Path, error: BaseException | None) -> None:
 
 def _replica(env: Env, changelog: str | None, partition: int | None, replica: int, replica_dir: Path | None,
              *, need_dir: bool = True) -> Replica:
-    from statectl.engine.standby import Replica, resolve_changelog, standby_dir
+    from statectl.engine.standby import resolve_changelog, standby_dir
 
     s, session = env.settings, env.session
     if not s.kafka:
@@ -160,31 +163,51 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     if replica_dir is None:
         if not s.state_dir:
             raise UsageError("standby needs --state-dir (or --replica-dir)")
-        replica_dir = standby_dir(Path(s.state_dir), ref.store, ref.task, replica)
+        replica_dir = standby_dir(Path(s.state_dir), ref.store, ref.task, replica, _root(env))
     where = resolve_changelog(s.kafka, ref, changelog=changelog, partition=partition,
                               security=session.kafka_security, zookeeper=s.zookeeper)
     for note in where.notes:
         env.progress.note(note)
-    return Replica(ref, where.topic, where.partition, Path(replica_dir).absolute(), system=where.system)
+    return where.replica(ref, Path(replica_dir).absolute())
+
+
+def _root(env: Env) -> Path | None:
+    """--standby-root as given (None: the default, beside the state dir)."""
+    root = env.settings.standby_root
+    return Path(root).absolute() if root else None
+
+
+def _standby_root(env: Env) -> Path | None:
+    """The standby root in effect (local.layout.standby_root), None without a state dir."""
+    from statectl.local.layout import standby_root
+
+    s = env.settings
+    return standby_root(Path(s.state_dir), _root(env)) if s.state_dir else None
 
 
 @app.command("follow", epilog=(
     "Seeds the replica from the latest snapshot whose checkpoint names the store's changelog position (a job that "
     "dual-commits), else from the changelog alone; then applies the changelog as it grows, recording the applied "
-    "offset in OFFSET-v2 as Samza's standby stores do. Runs until SIGTERM (exit 0) or Ctrl-C (exit 130). A "
+    "offset in OFFSET-v2 as Samza's standby stores do. Runs until SIGTERM (exit 0) or Ctrl-C (exit 130). The "
+    "replica is kept in the standby root (--standby-root, default <state-dir>.statectl-standby beside the state "
+    "dir), never in the state dir, which a Samza container starting without a checkpoint clears whole; the root "
+    "must be on the state dir's filesystem (else exit 2), so that promote moves a replica in with one rename. The "
+    "changelog is read on its system's brokers (systems.<system>.consumer.bootstrap.servers in the job's config, "
+    "with that system's security), the job's checkpoints and coordinator stream on --kafka. A "
     "--replica-dir must not exist, be empty, or be a replica the follower made (its <dir>.standby.json names it): "
     "the task's active store, another store or a dir of files is refused (exit 2), never wiped; so is a dir in the "
     "store's dir whose name contains '<task>-', which Samza's restore of the task deletes. A replica an older "
-    "statectl kept at <store>/Standby-<task>-<n> is moved into the standby root first (with the default dir, when "
-    "no follower holds it), with a note. --to-checkpoint applies the changelog only up to the task's latest "
-    "checkpointed changelog offset (read from the job's checkpoint topic as checkpoints come): what a promote needs "
-    "under Samza's transactional restore (the default), where the job restores to that offset and the replica "
-    "cannot be rolled back. --pre-restore (a job restoring the store from the blob store) follows the job's "
-    "checkpoint topic instead of the changelog and keeps the latest snapshot restored as "
-    "<store>/<task>-<checkpointId>, "
-    "the checkpoint dir Samza's start renames into the store dir when it is identical to the snapshot: files of the "
-    "previous one are hard-linked, only new ones downloaded, then the previous one (its own, never another) is "
-    "deleted.\n\n"
+    "statectl kept in the state dir (<state-dir>/.statectl-standby/<n>/<store>/<task>, or "
+    "<store>/Standby-<task>-<n>) is moved into the standby root first (with the default dir, when no follower holds "
+    "it), with a note. --to-checkpoint applies the changelog only up to the task's checkpointed changelog offset in "
+    "the checkpoint the job's start reads (task.checkpoint.read.versions; read from the job's checkpoint topic as "
+    "checkpoints come): what a promote needs under Samza's transactional restore (the default), where the job "
+    "restores to that offset and the replica cannot be rolled back. --pre-restore (a job restoring the store from "
+    "the blob store) follows the job's checkpoint topic instead of the changelog and keeps the latest snapshot "
+    "restored as <standby-root>/prerestore/<store>/<task>-<checkpointId>, which promote renames to "
+    "<state-dir>/<store>/<task>-<checkpointId>, the checkpoint dir Samza's start renames into the store dir when it "
+    "is identical to the snapshot: files of the previous one are hard-linked, only new ones downloaded, then the "
+    "previous one (its own, never another) is deleted.\n\n"
     "--metrics-port serves the replica's lag, offsets, records applied, re-seeds and follower_up on "
     "http://<--metrics-addr>:<port>/metrics (statectl_standby_*; a port that cannot be listened on: exit 2, "
     "before the replica is touched).\n\n"
@@ -192,8 +215,10 @@ def _replica(env: Env, changelog: str | None, partition: int | None, replica: in
     "--state-dir /var/samza/state --metrics-port 9464\n\n"
     + exit_codes_epilog(0, 1, (2, "usage, or the --metrics-port cannot be listened on"),
                         (10, "no such changelog topic or partition, or no job model in ZooKeeper"),
-                        (11, "another follower holds the replica, or a process holds its store"), 130)))
-@state_command(*WHERE, "zookeeper", "blobstore", "s3_endpoint")
+                        (11, "another follower holds the replica, or a process holds its store"),
+                        (14, "refused: --layout active-path where a container of the job starting on this host "
+                             "clears the state dir"), 130)))
+@state_command(*WHERE, "standby_root", "zookeeper", "blobstore", "s3_endpoint")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
            replica_dir: REPLICA_DIR = None, container: CONTAINER = None, layout: LAYOUT = "standby-root",
            to_checkpoint: Annotated[bool, typer.Option(
@@ -202,9 +227,10 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
            ] = False,
            pre_restore: Annotated[bool, typer.Option(
                "--pre-restore", help="For a job restoring the store from the blob store: instead of the changelog, "
-                                     "keep the snapshot of the task's latest checkpoint restored as "
-                                     "<state-dir>/<store>/<task>-<checkpointId>, the dir Samza's start reuses "
-                                     "(only new files downloaded as snapshots land). Only on a host that runs no "
+                                     "keep the snapshot of the task's latest checkpoint restored in the standby "
+                                     "root, which promote renames to <state-dir>/<store>/<task>-<checkpointId>, "
+                                     "the dir Samza's start reuses (only new files downloaded as snapshots land). "
+                                     "Only on a host that runs no "
                                      "active of the task (else exit 2); not with --to-checkpoint, --layout "
                                      "active-path or --replica-dir.")] = False,
            metrics_port: Annotated[Optional[int], typer.Option(
@@ -221,7 +247,7 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
     if pre_restore and container is not None:
         _no_single_task_flags(env, "follow", changelog, partition, replica_dir)
         if to_checkpoint or layout != "standby-root":
-            raise UsageError("--pre-restore keeps <state-dir>/<store>/<task>-<checkpointId>: --to-checkpoint and "
+            raise UsageError("--pre-restore keeps the latest snapshot restored, nothing else: --to-checkpoint and "
                              "--layout exclude it")
         return _follow_container(env, container, replica, layout, False, metrics_port, metrics_addr, None,
                                  pre_restore=True)
@@ -251,7 +277,9 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
         rep, env.settings.kafka, security=session.kafka_security, seed=seed, stop=stop, on_status=on_status,
         progress=env.progress, settings=settings,
         state_dir=Path(env.settings.state_dir) if env.settings.state_dir else None,
-        legacy_dir=legacy, active_path=layout == "active-path", to_checkpoint=to_checkpoint))
+        legacy_dir=legacy[0] if legacy else None, legacy_files=legacy[1] if legacy else None,
+        active_path=layout == "active-path", to_checkpoint=to_checkpoint,
+        root=_standby_root(env) if replica_dir is None else None))
     _followed(env, r, f"stopped following {r.replica_dir}: applied {r.records_applied} records, now at changelog "
                       f"offset {r.applied_offset}", interrupted)
 
@@ -271,7 +299,7 @@ def _follower_settings(env: Env, *, container: str | None = None, changelog: str
               if getattr(s, name) is not None and s.source(name) != "default"}
     return FollowerSettings(
         s.kafka, s.job, s.job_id, state_dir=str(Path(s.state_dir).absolute()) if s.state_dir else None,
-        zookeeper=s.zookeeper,
+        standby_root=str(_root(env)) if _root(env) is not None else None, zookeeper=s.zookeeper,
         task=None if container is not None else s.task,
         store=getattr(env.flags, "store", None) if container is not None else s.store, container=container,
         changelog=changelog, partition=partition, replica=replica,
@@ -327,8 +355,8 @@ def _container(env: Env, container: str, replica: int, *, one_store: bool = Fals
         raise UsageError("a container moves whole: --store excludes --container here",
                          hint="leave --store out (every store of the container is promoted)")
     sc = resolve_container(s.kafka, s.job, s.job_id, container, replica=replica, stores=[store] if store else None,
-                           mode=mode, zookeeper=s.zookeeper,
-                           state_dir=Path(s.state_dir), security=env.session.kafka_security)
+                           mode=mode, zookeeper=s.zookeeper, state_dir=Path(s.state_dir),
+                           security=env.session.kafka_security, root=_root(env))
     for note in sc.notes:
         env.progress.note(note)
     return sc
@@ -336,12 +364,10 @@ def _container(env: Env, container: str, replica: int, *, one_store: bool = Fals
 
 def _follow_container(env: Env, container: str, replica: int, layout: str, to_checkpoint: bool,
                       metrics_port: int | None, metrics_addr: str, seeder: Any, *, pre_restore: bool = False) -> None:
-    import dataclasses
-
     from statectl.engine.failover import PRE_RESTORED, follow_container
 
     sc = _container(env, container, replica, one_store=True, mode=PRE_RESTORED if pre_restore else "changelog")
-    legacy: dict[Path, Path] = {}
+    legacy: dict[Path, tuple[Path, Path | None]] = {}
     if not pre_restore:
         reps = []
         for rep in sc.replicas:
@@ -405,14 +431,16 @@ class _Lag:
             self._live.stop()
 
 
-@app.command("status", epilog="Lists the replicas in the standby root (<state-dir>/.statectl-standby), those kept in "
-             "their task's active store dir (--layout active-path), and those an older statectl kept at "
-             "<store>/Standby-<task>-<n>, where Samza's restore of the task deletes them, with the command that "
+@app.command("status", epilog="Lists the replicas in the standby root (--standby-root, default "
+             "<state-dir>.statectl-standby), those kept in their task's active store dir (--layout active-path), "
+             "the pre-restores (--pre-restore), and those an older statectl kept in the state dir "
+             "(<state-dir>/.statectl-standby, which a Samza container starting without a checkpoint clears, or "
+             "<store>/Standby-<task>-<n>, which the task's restore deletes), layout old, with the command that "
              "moves them. --metrics-file writes each replica's lag, offsets, follower_up and promotable "
              "(statectl_standby_*) for node_exporter; run it from cron.\n\n"
              "Example:\n\n  statectl standby status --state-dir /var/samza/state -o json\n\n"
              + exit_codes_epilog(0, 2, (10, "no such state dir")))
-@state_command("state_dir")
+@state_command("state_dir", "standby_root")
 def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets and follower_up") = None) -> None:
     """The replicas under the state dir: lag, follower pid, whether they are promotable."""
     from statectl.engine.standby import replicas
@@ -420,7 +448,7 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
     if not env.settings.state_dir:
         raise UsageError("standby status needs --state-dir")
     metrics_file = _metrics_path(metrics_file)
-    rows = replicas(Path(env.settings.state_dir))
+    rows = replicas(Path(env.settings.state_dir), _root(env))
     if metrics_file is not None:
         from statectl.metrics import status_families
 
@@ -433,25 +461,28 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
                      f"{'promotable' if r.promotable else 'not promotable'}  {r.layout}"
                      + (f"  container {r.container}" if r.container is not None else ""))
         if r.move_command:
-            lines.append(f"  old layout: Samza's restore of the task deletes it; move it: {r.move_command}")
+            lines.append(f"  old layout: in the state dir, where Samza deletes it; move it: {r.move_command}")
     env.emit(rows, "\n".join(lines or ["no replicas"]))
 
 
 @app.command("promote", epilog=(
-    "Reads how the job's next start restores the store (its config on the coordinator stream, the task's latest "
-    "checkpoint) and produces what that start keeps, or refuses with exit 14 changing nothing. Non-transactional "
+    "Reads how the job's next start restores the store (its config on the coordinator stream, the checkpoint that "
+    "start reads for the task: the first of task.checkpoint.read.versions found, default 1, as Samza's "
+    "KafkaCheckpointManager picks it) and produces what that start keeps, or refuses with exit 14 changing "
+    "nothing. Non-transactional "
     "restore from the Kafka changelog (task.transactional.state.restore.enabled=false, "
     "job.standbytasks.replication.factor > 1, or task.async.commit=true): fences the follower, catches the replica "
     "up to the changelog's end (--to-checkpoint: to the active's last checkpointed changelog offset), writes the "
     "offset files Samza expects and swaps the replica into the active store dir atomically; the old active dir is "
     "kept aside until the swap is done. Transactional restore (Samza's default): catches the replica up exactly to "
     "the offset the job restores to (the task's checkpointed changelog offset; the newest once the checkpoint is "
-    "older than 0.9 x min.compaction.lag.ms) and renames it to <active dir>-<checkpoint id> of the task's latest "
+    "older than 0.9 x min.compaction.lag.ms) and renames it to <active dir>-<checkpoint id> of that "
     "checkpoint, leaving the active dir as it is (the start deletes it); a replica already past that offset is "
     "refused (exit 14: follow with --to-checkpoint). The blob-store restore backend: fences the 'follow "
-    "--pre-restore' follower and checks its <active dir>-<checkpoint id> is the latest checkpoint's and identical to "
-    "its snapshot (Samza's rule), bringing it there incrementally within --timeout when it is behind; the next start "
-    "renames it into the store dir; without a pre-restored dir, exit 14. clean.on.container.start, or "
+    "--pre-restore' follower and checks its pre-restored dir is that checkpoint's snapshot and identical to it "
+    "(Samza's rule), bringing it there incrementally within --timeout when it is behind, and renames it to <active "
+    "dir>-<checkpoint id>; the next start renames it into the store dir; without a pre-restored dir, exit 14. "
+    "clean.on.container.start, or "
     "transactional restore without a checkpointed changelog offset: exit 14. Without the job's config (no "
     "coordinator stream, or no config on it) nothing says the start keeps the dir: exit 14, unless "
     "--non-transactional-restore says the job restores the store non-transactionally (restore_mode unchecked). "
@@ -464,7 +495,9 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
     "dir, nor a versioned adstore): else exit 2, before the follower is fenced. Without --replica-dir it takes the "
     "task's replica wherever it is: in the standby root, in the active store dir (--layout active-path: caught up "
     "there, nothing moved under non-transactional restore), or where an older statectl kept it "
-    "(<store>/Standby-<task>-<n>). Then, on every promote, points the task's container at this host on the job's "
+    "(<state-dir>/.statectl-standby, <store>/Standby-<task>-<n>). The changelog is read on its system's brokers "
+    "(systems.<system>.consumer.bootstrap.servers in the job's config). Then, on every promote, points the task's "
+    "container at this host on the job's "
     "coordinator stream (its set-container-host-assignment: where the job runs the task next), except when the "
     "stream assigns the task no container or that container runs other tasks too (a note says so: a container "
     "moves whole, promote --container moves it); --dry-run shows which.\n\n"
@@ -482,7 +515,7 @@ def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets an
                              "its follower runs where this host cannot stop it"),
                         (14, "refused: the job's next start would delete the promoted dir, or its restore mode is "
                              "not known (nothing changed)"))))
-@state_command(*WHERE, "zookeeper", "blobstore", "s3_endpoint")
+@state_command(*WHERE, "standby_root", "zookeeper", "blobstore", "s3_endpoint")
 @_counting_failovers
 def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
             replica_dir: REPLICA_DIR = None, container: CONTAINER = None,
@@ -533,7 +566,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
 
         session = env.session
         p = plan_promote_pre_restored(session.ref(), Path(env.settings.state_dir).absolute(), env.settings.kafka,
-                                      session.blobstore, security=session.kafka_security)
+                                      session.blobstore, security=session.kafka_security, root=_root(env))
         for note in p.notes:
             env.progress.note(note)
         env.emit(p, _promote_plan_text(p))
@@ -609,7 +642,7 @@ def _restores_from_blob_store(env: Env, replica_dir: Path | None, active_dir: Pa
 
 
 @app.command("failover", epilog=(
-    "Seed 001's failover of a whole container onto the host of its standby container, run on that host, step by "
+    "The failover of a whole container onto the host of its standby container, run on that host, step by "
     "step: find-standby-host (the standby container's set-container-host-assignment), delete-standby-locality "
     "(its mapping deleted, as Samza's metadata store deletes: a null value; the job then places the standby "
     "anywhere else), point-active-locality (the active container's mapping set to the standby host, as "
@@ -619,7 +652,7 @@ def _restores_from_blob_store(env: Env, replica_dir: Path | None, active_dir: Pa
     "replica is here, the job's next start keeps what promote makes (else exit 14) and no process holds the active "
     "state (else exit 11). A store the job restores from the blob store (its restore.factories) goes over on its "
     "pre-restore (follow --container <id> --pre-restore, with --blobstore): none kept here is exit 14, before "
-    "anything is written. Each step is journaled in <state-dir>/.statectl-standby/failover/: a failover "
+    "anything is written. Each step is journaled in <standby-root>/failover/: a failover "
     "interrupted at any step is finished by running the same command again; steps done before say "
     "done-earlier. Another promote or failover of one of its replicas at the same time exits 11 naming it, "
     "stopping nothing; a changelog deleted and recreated since a replica's follower recorded its topic id is exit 1, "
@@ -637,7 +670,7 @@ def _restores_from_blob_store(env: Env, replica_dir: Path | None, active_dir: Pa
                         (11, "a process holds a task's active state, another promote or failover of a replica runs, "
                              "or a follower runs where this host cannot stop it"),
                         (14, "refused: the job's next start would delete a promoted dir (nothing changed)"))))
-@state_command("kafka", "job", "job_id", "state_dir", "blobstore", "s3_endpoint")
+@state_command("kafka", "job", "job_id", "state_dir", "standby_root", "blobstore", "s3_endpoint")
 def failover(env: Env,
              container: Annotated[Optional[str], typer.Option(
                  "--container", help="The active container to fail over (its id in the job model, such as 0; "
@@ -761,9 +794,11 @@ def check(env: Env, metrics_file: _metrics_file("the placement violations and un
         raise StatectlError(f"{len(r.violations)} task(s) share a host with their standby")
 
 
-def _layout(env: Env, rep: Replica, layout: str, replica: int, replica_dir: Path | None) -> tuple[Replica, Path | None]:
-    """The replica in the layout asked for, and the old-layout dir follow moves it from (None: none)."""
-    from statectl.engine.standby import active_path_replica, legacy_standby_dir
+def _layout(env: Env, rep: Replica, layout: str, replica: int,
+            replica_dir: Path | None) -> tuple[Replica, tuple[Path, Path | None] | None]:
+    """The replica in the layout asked for, and where an older statectl kept it, which follow moves it from
+    (engine.standby.old_replica; None: nowhere)."""
+    from statectl.engine.standby import active_path_replica, old_replica
 
     if layout not in ("standby-root", "active-path"):
         raise UsageError(f"--layout must be standby-root or active-path, not {layout!r}")
@@ -773,8 +808,8 @@ def _layout(env: Env, rep: Replica, layout: str, replica: int, replica_dir: Path
         return rep, None
     state = Path(env.settings.state_dir)
     if layout == "active-path":
-        return active_path_replica(rep, state), None
-    return rep, legacy_standby_dir(state, rep.ref.store, rep.ref.task, replica).absolute()
+        rep = active_path_replica(rep, state)
+    return rep, old_replica(rep, state, replica)
 
 
 
@@ -783,22 +818,27 @@ def _layout(env: Env, rep: Replica, layout: str, replica: int, replica_dir: Path
 
 def _follow_pre_restored(env: Env, to_checkpoint: bool, layout: str, replica_dir: Path | None,
                          metrics_port: int | None, metrics_addr: str) -> None:
-    from statectl.engine.prerestore import follow_pre_restored, prerestore_replica
+    from statectl.engine.prerestore import checkpoint_log_topic, follow_pre_restored, prerestore_replica
 
     for given, flag in ((to_checkpoint, "--to-checkpoint"), (layout != "standby-root", "--layout " + layout),
                         (replica_dir is not None, "--replica-dir")):
         if given:
             raise UsageError(f"--pre-restore and {flag} exclude each other",
-                             hint="--pre-restore keeps <state-dir>/<store>/<task>-<checkpointId>, nothing else")
+                             hint="--pre-restore keeps <standby-root>/prerestore/<store>/<task>-<checkpointId>, "
+                                  "nothing else")
     s, session = env.settings, env.session
     if not s.kafka or not s.state_dir:
         raise UsageError("standby follow --pre-restore needs --kafka (the job's checkpoints) and --state-dir")
     ref = session.ref()
     state = Path(s.state_dir).absolute()
-    metrics = _serve_metrics(env, [prerestore_replica(state, ref)], metrics_port, metrics_addr)
+    anchor = prerestore_replica(state, ref, _root(env))
+    if metrics_port is not None:  # its series name the checkpoint topic followed, a BATCH job's run id included
+        anchor = dataclasses.replace(anchor, changelog=checkpoint_log_topic(s.kafka, ref,
+                                                                            security=session.kafka_security))
+    metrics = _serve_metrics(env, [anchor], metrics_port, metrics_addr)
     r, interrupted = _following(env, metrics, lambda stop, on_status: follow_pre_restored(
         ref, state, s.kafka, session.blobstore, session.catalog, security=session.kafka_security, stop=stop,
-        on_status=on_status, progress=env.progress,
+        on_status=on_status, progress=env.progress, root=_root(env),
         settings=_follower_settings(env, pre_restore=True, metrics_port=metrics_port, metrics_addr=metrics_addr)))
     _followed(env, r, f"stopped pre-restoring: {r.replica_dir or 'no snapshot pre-restored'} ({r.records_applied} "
                       "files downloaded)", interrupted)
@@ -814,7 +854,7 @@ def _promote_pre_restored(env: Env, seconds: float) -> None:
     ref = session.ref()
     security = session.kafka_security
     r = promote_pre_restored(ref, Path(s.state_dir).absolute(), s.kafka, session.blobstore, session.catalog,
-                             security=security, timeout_s=seconds, progress=env.progress,
+                             security=security, timeout_s=seconds, progress=env.progress, root=_root(env),
                              on_locality=lambda: update_locality(s.kafka, ref, security=security))
     for note in r.notes:
         env.progress.note(note)

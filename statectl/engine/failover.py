@@ -1,15 +1,16 @@
-"""Whole containers of a Samza job's standby (seed 001): follow every store of every task of a container in
+"""Whole containers of a Samza job's standby: follow every store of every task of a container in
 one process, promote them all, and fail a container over onto its standby host.
 
 A Samza standby container holds the standbys of every task of its active container, and failover moves
-the container, never one task of it (seed 001 part 2; StandbyTaskUtil: the standby container of active
+the container, never one task of it (StandbyTaskUtil: the standby container of active
 container ``c`` is ``c-<n>``, its tasks ``Standby-<task>-<n>``). The container's tasks come from the job's
 coordinator stream (``set-task-container-assignment``, ``set-task-mode-assignment``), its stores from the
 job's config (every ``stores.<s>.changelog``), each replica's changelog partition from ``set-changelog``
 (engine.standby.resolve_changelog, on the job model read once).
 
-failover runs seed 001 part 3's steps, on the standby host, in order, each recorded in a journal in the
-standby root (``<state>/.statectl-standby/failover/``) before the next begins, so that a rerun after a
+failover runs Samza's failover steps, on the standby host, in order, each recorded in a journal in the
+standby root (``<standby root>/failover/``; one an older statectl left in ``<state>/.statectl-standby/failover/``
+is taken over) before the next begins, so that a rerun after a
 kill at any step finishes what was begun and redoes nothing:
 
 1. find-standby-host: the host of the standby container's locality mapping (LocalityManager's
@@ -68,6 +69,7 @@ from statectl.engine.standby import (
     check_active_path,
     check_changelog_identity,
     check_not_promoting,
+    check_placement_dirs,
     check_replica_dir,
     follow,
     kept_by_next_start,
@@ -87,7 +89,7 @@ from statectl.formats.jobconfig import store_changelog_key
 from statectl.formats.offsets import OFFSET_V2, OffsetFileError, read_offsets
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity
 from statectl.kafka.coordinator import CoordinatorStream, JobModel
-from statectl.local.layout import STANDBY_ROOT, checkpoint_dir, store_dir
+from statectl.local.layout import checkpoint_dir, old_standby_root, standby_root, store_dir
 from statectl.progress import NullProgress, ProgressReporter
 
 FAILOVER_DIR = "failover"  # in the standby root: the journals of container promotes and failovers
@@ -114,6 +116,7 @@ class StandbyContainer:
     replicas: tuple[Replica, ...]
     notes: tuple[str, ...] = ()
     config: dict[str, str] = field(default_factory=dict)  # the job's config, as its coordinator stream held it
+    standby_root: Path | None = None  # the standby root its replicas are in (None: the default, beside the state dir)
 
 
 def container_of(model: JobModel, container: str, replica: int = 0) -> tuple[str, int, tuple[str, ...]]:
@@ -178,11 +181,12 @@ FOLLOWED, PRE_RESTORED, ALL = "changelog", "pre-restore", "all"
 def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, replica: int = 0,
                       stores: list[str] | None = None, state_dir: Path, security: KafkaSecurity | None = None,
                       timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = FOLLOWED,
-                      zookeeper: str | None = None) -> StandbyContainer:
+                      zookeeper: str | None = None, root: Path | None = None) -> StandbyContainer:
     """The standby of ``container`` from the job's model (read once: its coordinator stream, or with
     ``zookeeper`` a standalone job's model in ZooKeeper, engine.jobmodel.read_job_model): its tasks, its stores
     (``stores``: only these), and one replica per task and store. ``mode`` FOLLOWED: the stores with a
-    changelog, each replica's dir in the standby root of ``state_dir`` and its changelog partition;
+    changelog, each replica's dir in the standby root of ``state_dir`` (``root``, default beside it) and its
+    changelog partition (on its system's brokers: resolve_changelog);
     PRE_RESTORED: the stores the job restores from the blob store, each as its pre-restore's handle
     (engine.prerestore.prerestore_replica); ALL (promote, failover): the first, plus the second's for stores
     with no changelog. Reads only. Raises NotFoundError (exit 10) for no coordinator stream, no such
@@ -219,15 +223,14 @@ def resolve_container(bootstrap: str, job: str, job_id: str, container: str, *, 
             if store not in logged:
                 from statectl.engine.prerestore import prerestore_replica
 
-                replicas.append(prerestore_replica(state_dir, ref))
+                replicas.append(prerestore_replica(state_dir, ref, root, model.config))
                 continue
             where = resolve_changelog(bootstrap, ref, security=security, timeout_s=timeout_s, model=model,
                                       problems=problems, counted=counted, zookeeper=zookeeper)
             notes += [n for n in where.notes if n not in notes]
-            replicas.append(Replica(ref, where.topic, where.partition,
-                                    standby_dir(state_dir, store, task, number).absolute(), system=where.system))
+            replicas.append(where.replica(ref, standby_dir(state_dir, store, task, number, root).absolute()))
     return StandbyContainer(job, job_id, active, number, f"{active}-{number}", tasks, tuple(have),
-                            tuple(replicas), tuple(notes), dict(model.config))
+                            tuple(replicas), tuple(notes), dict(model.config), root)
 
 
 # -- follow ----------------------------------------------------------------------------------------------
@@ -251,15 +254,17 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
                      on_status: Callable[[FollowStatus], None] | None = None,
                      progress: ProgressReporter | None = None, settings: FollowerSettings | None = None,
                      state_dir: Path | None = None,
-                     legacy_dirs: dict[Path, Path] | None = None, active_path: bool = False,
+                     legacy_dirs: dict[Path, tuple[Path, Path | None]] | None = None, active_path: bool = False,
                      to_checkpoint: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, pre_restore: bool = False,
                      blobstore: Any = None, catalog: Any = None) -> ContainerFollowResult:
     """Follow every replica of ``sc`` in this process (one thread each, engine.standby.follow) until
     ``stop`` is set; each replica keeps its own lock, status file (naming the container) and offsets, so a
     kill -9 resumes each where it was. ``seed_of(replica)``: its snapshot seeder; ``legacy_dirs``: replica
-    dir -> the old-layout dir it is moved from. Every replica is checked before any is touched (its dir,
-    its lock: UsageError exit 2, LockHeldError exit 11); one failing stops them all and its error is
-    raised once all have stopped. ``pre_restore``: keep each store's latest snapshot pre-restored instead
+    dir -> the old-layout dir it is moved from and where that one's lock and status files are (None: beside
+    it). The replicas are in ``sc.standby_root``. Every replica is checked before any is touched (its dir, the
+    standby root, its lock: UsageError exit 2, DiscardedError exit 14 for ``active_path`` where a container
+    starting on this host clears the state dir, LockHeldError exit 11); one failing stops them all and its error
+    is raised once all have stopped. ``pre_restore``: keep each store's latest snapshot pre-restored instead
     (engine.prerestore.follow_pre_restored, with ``blobstore`` and ``catalog``; ``state_dir`` required)."""
     progress = progress or NullProgress()
     stop = stop or threading.Event()
@@ -268,13 +273,16 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
         from statectl.engine.prerestore import check_here, follow_pre_restored, prerestore_replica
 
         assert state_dir is not None
-        anchors = {r.replica_dir: prerestore_replica(state_dir, r.ref) for r in sc.replicas}
+        anchors = {r.replica_dir: prerestore_replica(state_dir, r.ref, sc.standby_root, sc.config)
+                   for r in sc.replicas}
     for rep in sc.replicas:  # before any thread writes: refuse the whole container, not half of it
         if pre_restore:
             rep = anchors[rep.replica_dir]
             check_here(rep, bootstrap, security=security)
         else:
             check_replica_dir(rep, state_dir, active_path=active_path)
+            if state_dir is not None:
+                check_placement_dirs(rep, state_dir, standby_root(state_dir, sc.standby_root))
             _check_own_files(rep)
         if _locked(rep.lock_path):
             pid, host = lock_holder(rep)
@@ -290,14 +298,17 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
         try:
             if pre_restore:
                 r = follow_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
-                                        stop=stop, on_status=on_status, progress=progress, settings=settings)
+                                        stop=stop, on_status=on_status, progress=progress, settings=settings,
+                                        root=sc.standby_root)
                 with guard:
                     results[i] = r
                 return
+            legacy, legacy_files = (legacy_dirs or {}).get(rep.replica_dir, (None, None))
             r = follow(rep, bootstrap, security=security, seed=seed_of(rep) if seed_of else None, stop=stop,
                        on_status=on_status, progress=progress, settings=settings, state_dir=state_dir,
-                       timeout_s=timeout_s, legacy_dir=(legacy_dirs or {}).get(rep.replica_dir),
-                       active_path=active_path, to_checkpoint=to_checkpoint, container=sc.container)
+                       timeout_s=timeout_s, legacy_dir=legacy, legacy_files=legacy_files,
+                       active_path=active_path, to_checkpoint=to_checkpoint, container=sc.container,
+                       root=standby_root(state_dir, sc.standby_root) if state_dir is not None else None)
             with guard:
                 results[i] = r
         except BaseException as e:  # noqa: BLE001 - re-raised below, once every follower stopped
@@ -321,11 +332,24 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
 # -- the journal -----------------------------------------------------------------------------------------
 
 
-def journal_path(state_dir: Path, job: str, job_id: str, container: str) -> Path:
-    """Where the promote/failover journal of ``container`` lives (a digest names it: the names may hold
-    any character)."""
+def journal_path(state_dir: Path, job: str, job_id: str, container: str, root: Path | None = None) -> Path:
+    """Where the promote/failover journal of ``container`` lives, in the standby root (``root``, default beside
+    the state dir; a digest names it: the names may hold any character)."""
     digest = hashlib.sha256(json.dumps([job, job_id, container]).encode()).hexdigest()[:20]
-    return Path(state_dir) / STANDBY_ROOT / FAILOVER_DIR / f"{digest}.json"
+    return standby_root(state_dir, root) / FAILOVER_DIR / f"{digest}.json"
+
+
+def _load_journal(state_dir: Path, sc: StandbyContainer) -> tuple[Path, Journal | None]:
+    """The container's journal path and journal: the standby root's, else one an older statectl left in
+    ``<state>/.statectl-standby/failover/`` (taken over: moved to the standby root when next saved)."""
+    path = journal_path(state_dir, sc.job, sc.job_id, sc.container, sc.standby_root)
+    journal = Journal.load(path)
+    if journal is None:
+        old = journal_path(state_dir, sc.job, sc.job_id, sc.container, old_standby_root(state_dir))
+        journal = Journal.load(old)
+        if journal is not None:
+            journal.path, journal.old_path = path, old
+    return path, journal
 
 
 class Journal:
@@ -333,6 +357,7 @@ class Journal:
 
     def __init__(self, path: Path, data: dict[str, Any]):
         self.path, self.data = path, data
+        self.old_path: Path | None = None  # where an older statectl kept it: removed once saved here
 
     @classmethod
     def load(cls, path: Path) -> Journal | None:
@@ -365,6 +390,9 @@ class Journal:
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.path, json.dumps(self.data, indent=1, sort_keys=True))
+        if self.old_path is not None:
+            self.old_path.unlink(missing_ok=True)
+            self.old_path = None
 
 
 def _key(rep: Replica) -> str:
@@ -406,11 +434,19 @@ def _plan(sc: StandbyContainer, bootstrap: str, state_dir: Path, journal: Journa
     the first one that cannot be promoted."""
     from statectl.kafka.client import LazyConsumer
 
-    checkpoints = latest_checkpoints(bootstrap, sc.replicas[0].ref, security) if sc.replicas else {}
-    with LazyConsumer(bootstrap, security=security) as consumer_of:
-        topic_ids: dict[str, str | None] = {}
-        return [_plan_one(sc, rep, bootstrap, state_dir, journal, security, progress, checkpoints,
-                          lambda rep: check_changelog_identity(rep, consumer_of(), bootstrap, topic_ids=topic_ids))
+    checkpoints = (latest_checkpoints(bootstrap, sc.replicas[0].ref, security, config=sc.config or None)
+                   if sc.replicas else {})
+    with contextlib.ExitStack() as stack:
+        consumers: dict[str, LazyConsumer] = {}  # one per cluster the changelogs are on
+        topic_ids: dict[str, dict[str, str | None]] = {}
+
+        def check_identity(rep: Replica) -> None:
+            where, how = rep.changelog_kafka(bootstrap, security)
+            if where not in consumers:
+                consumers[where] = stack.enter_context(LazyConsumer(where, security=how))
+            check_changelog_identity(rep, consumers[where](), where, topic_ids=topic_ids.setdefault(where, {}))
+
+        return [_plan_one(sc, rep, bootstrap, state_dir, journal, security, progress, checkpoints, check_identity)
                 for rep in sc.replicas]
 
 
@@ -452,7 +488,8 @@ def _plan_one(sc: StandbyContainer, rep: Replica, bootstrap: str, state_dir: Pat
 
 def _promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: Journal,
                  security: KafkaSecurity | None, timeout_s: float, to_checkpoint: bool,
-                 progress: ProgressReporter, blobstore: Any = None, catalog: Any = None) -> list[StoreStep]:
+                 progress: ProgressReporter, blobstore: Any = None, catalog: Any = None,
+                 root: Path | None = None) -> list[StoreStep]:
     """Promote every planned replica not promoted yet, in parallel (each its own catch-up and rename),
     recording each in the journal as it lands. Raise the first failure once all have ended."""
     steps: dict[int, StoreStep] = {}
@@ -487,7 +524,8 @@ def _promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: 
                 r = promote_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
                                          timeout_s=timeout_s, progress=progress, restart_follower=False,
                                          check_locality=False,  # checked before this failover pointed it here
-                                         promote_lock=False)  # the failover holds it
+                                         promote_lock=False,  # the failover holds it
+                                         root=root)
             else:
                 r = promote(rep, p.active_dir, bootstrap, security=security, timeout_s=timeout_s,
                             to_checkpoint=to_checkpoint, progress=progress, state_dir=state_dir,
@@ -514,14 +552,14 @@ def _promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: 
 
 
 def _restores_from_blob_store(sc: StandbyContainer, rep: Replica, checkpoints: dict[str, Any]) -> bool:
-    """Whether the job's next start restores ``rep``'s store from the blob store (jobconfig.restore_factory
-    over the job's config and the task's latest checkpoint, as next_start reads them)."""
+    """Whether the job's next start restores ``rep``'s store from the blob store
+    (jobconfig.checkpoint_restore_factory over the job's config and the checkpoint that start reads for the task,
+    as next_start reads them)."""
     from statectl.formats import jobconfig
     from statectl.formats.checkpoint import BLOB_STORE_FACTORY
 
-    cp = checkpoints.get(rep.ref.task)
     try:
-        return jobconfig.restore_factory(sc.config, rep.ref.store, cp.state_checkpoint_markers if cp else {}) \
+        return jobconfig.checkpoint_restore_factory(sc.config, rep.ref.store, checkpoints.get(rep.ref.task)) \
             == BLOB_STORE_FACTORY
     except jobconfig.JobConfigError as e:
         raise StatectlError(f"the config of job {sc.job}-{sc.job_id}: {e}",
@@ -534,10 +572,10 @@ def _plan_pre_restored(sc: StandbyContainer, rep: Replica, active: Path, done: d
     promoted (engine.prerestore). DiscardedError (exit 14) when none is kept here; UsageError (exit 2) when
     this host runs the task's active (its store's LOCK held; or the job's locality placing it here, unless
     ``pointed``: this failover pointed it here)."""
-    from statectl.engine.prerestore import check_here, pre_restore_status, prerestore_replica
+    from statectl.engine.prerestore import check_here, locate_pre_restore, pre_restore_status
 
-    anchor = prerestore_replica(state_dir, rep.ref)
-    if pre_restore_status(state_dir, rep.ref) is None:
+    anchor = locate_pre_restore(state_dir, rep.ref, sc.standby_root)
+    if pre_restore_status(state_dir, rep.ref, sc.standby_root) is None:
         if done is not None:  # killed after the promote ended, before its record: the status file went last
             return Planned(anchor, active, None, dict(done, status="promoted"), blob=True)
         raise DiscardedError(
@@ -640,8 +678,7 @@ def _failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, security: K
     progress = progress or NullProgress()
     began = time.monotonic()
     me = host or socket.gethostname()
-    path = journal_path(state_dir, sc.job, sc.job_id, sc.container)
-    journal = Journal.load(path)
+    path, journal = _load_journal(state_dir, sc)
     with CoordinatorStream(bootstrap, sc.job, sc.job_id, security=security) as cs:
         cs.require()
         loc = cs.locality()
@@ -718,7 +755,7 @@ def _failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, security: K
             failpoints.hit("failover-step")
         # 5. promote every store
         stores = _promote_all(plan, bootstrap, state_dir, journal, security, timeout_s, to_checkpoint, progress,
-                              blobstore, catalog)
+                              blobstore, catalog, sc.standby_root)
         promoted = sum(s.status == "promoted" for s in stores)
         steps.append(Step("promote", "done" if promoted else "done-earlier",
                           f"{promoted} store(s) promoted now, {len(stores) - promoted} earlier"))

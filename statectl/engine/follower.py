@@ -40,7 +40,8 @@ RESTART_WAIT_S = 30.0  # how long a restarted follower has to take the replica's
 class FollowerSettings:
     """What ``statectl standby follow`` ran with (its effective settings, wherever each came from), enough to
     start it again: the kafka bootstrap, the job, the task (or ``container``: a container follower) and
-    store (None for a container follower of every store), the state dir, the changelog (``<system>.<topic>``)
+    store (None for a container follower of every store), the state dir and the standby root it was given
+    (None: the default beside the state dir), the changelog (``<system>.<topic>``)
     and partition of a one-task follower, and its options. ``config_file`` and ``profile``: where its secrets
     are read from again. ``settings``: values of ENV_SETTINGS, as a config file writes them."""
 
@@ -48,6 +49,7 @@ class FollowerSettings:
     job: str
     job_id: str
     state_dir: str | None = None
+    standby_root: str | None = None
     zookeeper: str | None = None
     task: str | None = None
     store: str | None = None
@@ -97,7 +99,7 @@ class FollowerSettings:
                     return "settings: not settings a follower records"
             elif not _text(value):
                 return f"{f.name}: not a line of text"
-        for name in ("state_dir", "replica_dir", "config_file"):
+        for name in ("state_dir", "standby_root", "replica_dir", "config_file"):
             value = getattr(self, name)
             if value is not None and not os.path.isabs(value):
                 return f"{name}: not an absolute path"
@@ -110,7 +112,8 @@ class FollowerSettings:
         (``--job=<job>``: a value is never read as a flag)."""
         args = [sys.executable, "-m", "statectl", "standby", "follow"]
         for flag, value in (("kafka", self.kafka), ("job", self.job), ("job-id", self.job_id),
-                            ("state-dir", self.state_dir), ("zookeeper", self.zookeeper), ("container", self.container),
+                            ("state-dir", self.state_dir), ("standby-root", self.standby_root),
+                            ("zookeeper", self.zookeeper), ("container", self.container),
                             ("task", self.task),
                             ("store", self.store), ("changelog", self.changelog), ("partition", self.partition),
                             ("replica", self.replica or None), ("replica-dir", self.replica_dir),

@@ -1,28 +1,35 @@
-"""standby: a hot replica of one task's store kept current from its changelog, promoted in seconds
-(seed 001).
+"""standby: a hot replica of one task's store kept current from its changelog, promoted in seconds.
 
-follow: the replica (default: ``<state>/.statectl-standby/<n>/<store>/<task dir>``, statectl's own root in
-the state dir, where Samza never looks: local.layout.STANDBY_ROOT) is seeded from the latest blob-store snapshot of the store when the job's latest v2 checkpoint names one
-together with its changelog position (a job that dual-commits); then the changelog partition is tailed
-from there, records applied in batches (a null value deletes). After each flush the applied offset is
+follow: the replica (default: ``<standby root>/<n>/<store>/<task dir>``, the standby root beside the job's state
+dir: local.layout.standby_root) is seeded from the latest blob-store snapshot of the store when the job's latest
+v2 checkpoint names one together with its changelog position (a job that dual-commits); then the changelog
+partition is tailed from there (on the brokers of the changelog's system: resolve_changelog), records applied in
+batches (a null value deletes). After each flush the applied offset is
 written the way Samza's standby stores write it: ``OFFSET-v2`` and ``SIDE-INPUT-OFFSETS``, a JSON map
 ``<system>.<changelog>.<partition>`` -> the newest offset applied, written to a temporary file, fsynced
 and renamed. A follower killed at any moment restarts from that offset + 1: records applied after it
 are applied again, in order, to the same effect. An offset that fell off the changelog (compacted,
 truncated, the topic recreated) re-seeds the replica from the latest snapshot, in a staged dir.
 
-Where a replica lives. Samza's restore of a task takes every entry of its store's dir whose name contains
-``<task dir>-`` for one of its checkpoint dirs (StorageManagerUtil.getTaskStoreCheckpointDirs) and deletes
-it, or hard-links it into the active dir (TransactionalStateTaskRestoreManager, BlobStoreRestoreManager):
-the default of older statectl versions, ``<state>/<store>/Standby-<task dir>-<n>``, and its lock and status
-files, always match. A replica found there (its status file naming it) is moved into the standby root by
-the next ``follow`` with the default dir, when no follower holds it; ``status`` lists it until then;
-``promote`` takes it from either place. ``--layout active-path`` (follow) keeps the replica where Samza's
-own standby keeps it, the active's store dir (getTaskStoreDir maps ``Standby-X-n`` to ``X``): a failover
-then needs no move at all. Only where this host runs no active of the task (the store's RocksDB LOCK is
-free, and the job's locality does not place the task's container here), and only over a dir that is new,
-empty, statectl's, or a store whose OFFSET-v2 names the same changelog partition (Samza's standby's);
-the lock and status files stay in the standby root.
+Where a replica lives. Never in the job's state dir by default: a Samza container that reads no checkpoint for
+any of its active tasks deletes every entry of the state dir (ContainerStorageManager.clearLoggedStores: a new
+job, a reset checkpoint topic, no checkpoint manager, every start of a standby-only container), and the restore of
+a task takes every entry of its store's dir whose name contains ``<task dir>-`` for one of its checkpoint dirs
+(StorageManagerUtil.getTaskStoreCheckpointDirs) and deletes it, or hard-links it into the active dir
+(TransactionalStateTaskRestoreManager, BlobStoreRestoreManager). Older statectl versions kept a replica at
+``<state>/<store>/Standby-<task dir>-<n>`` (legacy_standby_dir), then in ``<state>/.statectl-standby``
+(old_root_standby_dir): a replica found in either (its status file naming it) is moved into the standby root by
+the next ``follow`` with the default dir, when no follower holds it; ``status`` lists it with the command that
+moves it until then; ``promote`` takes it from any of them. The standby root is on the state dir's filesystem
+(local.layout.check_standby_root), so promote's final move into the state dir is one atomic rename.
+``--layout active-path`` (follow) keeps the replica where Samza's own standby keeps it, the active's store dir
+(getTaskStoreDir maps ``Standby-X-n`` to ``X``): a failover then needs no move at all, but the replica is in the
+state dir, which a container of the job starting on this host without a checkpoint clears (a Samza standby
+container clears it at each start), so check_active_path refuses it (DiscardedError) where the job's locality
+places such a container here. Only where this host runs no active of the task (the store's RocksDB LOCK is free,
+and the job's locality does not place the task's container here), and only over a dir that is new, empty,
+statectl's, or a store whose OFFSET-v2 names the same changelog partition (Samza's standby's); the lock and
+status files stay in the standby root.
 
 One follower per replica: it holds ``<replica>.standby.lock`` (flock) for its life and describes itself in
 ``<replica>.standby.json`` (pid, changelog, applied offset, lag, the settings it runs with as typed fields
@@ -43,15 +50,16 @@ replica into the active store dir with one atomic rename (local.staged); the old
 aside until the swap is done. The active dir replaced must not exist, be empty, or be a RocksDB store
 (local.staged.check_target, as restore), never another store's dir in the state dir nor a versioned
 adstore; the status file goes only after the swap. Its time is the tail's catch-up plus a rename, whatever the state size.
-That is under Samza's non-transactional restore, which reuses the active dir. First promote reads how the
-job's next start restores the store (next_start: its config on the coordinator stream, the task's latest
-checkpoint): under the default transactional restore the start deletes the active dir and keeps only a
-checkpoint dir at the offset it restores to, so the replica is caught up exactly to that offset and renamed
-to ``<active dir>-<checkpointId>``; what the start would delete anyway (the blob-store backend, a replica
-past that offset) is refused with DiscardedError (exit 14), nothing changed. ``follow --to-checkpoint``
-keeps a replica at or behind the task's latest checkpointed changelog offset for that. Without the job's
-config (``unchecked``) nothing says the start keeps the dir: refused (exit 14) unless the caller says the
-job restores the store non-transactionally. A promote that fails after fencing the follower starts it
+That is under Samza's non-transactional restore, which reuses the active dir. First promote reads how the job's
+next start restores the store (next_start: its config on the coordinator stream, the checkpoint that start reads
+for the task, KafkaCheckpointLog.read_checkpoints): under the default transactional restore the start deletes
+the active dir and keeps only a checkpoint dir at the offset it restores to, so the replica is caught up exactly
+to that offset and renamed to ``<active dir>-<checkpointId>``; what the start would delete anyway (the
+blob-store backend, a replica past that offset) is refused with DiscardedError (exit 14), nothing changed. ``follow
+--to-checkpoint`` keeps a replica at or behind the task's latest checkpointed changelog offset for that. Without
+the job's config (``unchecked``) nothing says the start keeps the dir: refused (exit 14) unless the caller says
+the job restores the store non-transactionally.
+A promote that fails after fencing the follower starts it
 again from its recorded settings (engine.follower) and says whether it came back.
 """
 
@@ -90,8 +98,10 @@ from statectl.formats.checkpoint import (
     KAFKA_CHANGELOG_FACTORY,
     SSP,
     CheckpointFormatError,
+    CheckpointV1,
     decode_changelog_marker,
     parse_checkpoint_id,
+    split_changelog_offset,
 )
 from statectl.formats import jobconfig
 from statectl.formats.offsets import (
@@ -117,10 +127,13 @@ from statectl.formats.coordinator import active_of_standby, coordinator_topic
 from statectl.kafka.coordinator import CoordinatorStream, JobModel, Locality
 from statectl.kafka.tails import Tail, TopicRecreated, TopicWatch, check_in_range, read_tails, topic_identity
 from statectl.local.layout import (
-    STANDBY_ROOT,
+    check_standby_root,
     checkpoint_dir,
+    device_of,
+    old_standby_root,
     samza_would_take,
     standby_replica_dir,
+    standby_root,
     store_dir,
     task_dir_name,
 )
@@ -140,19 +153,31 @@ FENCE_TIMEOUT_S = 60.0
 MAX_OPEN_FILES = 32  # a replica is written, hardly read: opening it must not take longer as it grows
 
 
-def standby_dir(state_dir: Path, store: str, task: str, replica: int = 0) -> Path:
-    """The default replica dir: ``<state>/.statectl-standby/<n>/<store>/<task, spaces -> _>``
-    (local.layout.standby_replica_dir). UsageError for a negative replica number or a name store_dir
-    refuses."""
-    return standby_replica_dir(state_dir, store, task, replica)
+def standby_dir(state_dir: Path, store: str, task: str, replica: int = 0, root: Path | None = None) -> Path:
+    """The default replica dir: ``<standby root>/<n>/<store>/<task, spaces -> _>`` (local.layout.standby_replica_dir;
+    ``root``: the standby root, default beside the state dir). UsageError for a negative replica number or a name
+    store_dir refuses."""
+    return standby_replica_dir(state_dir, store, task, replica, root)
 
 
 def legacy_standby_dir(state_dir: Path, store: str, task: str, replica: int = 0) -> Path:
-    """Where statectl before issue 18 kept a replica by default: ``<state>/<store>/Standby-<task dir>-<n>``,
+    """Where the oldest statectl versions kept a replica by default: ``<state>/<store>/Standby-<task dir>-<n>``,
     a name Samza's restore of the task deletes (module doc). Only ever moved away from."""
     if replica < 0:
         raise UsageError(f"--replica must be 0 or more, not {replica}")
     return store_dir(state_dir, store, f"Standby-{task}-{replica}")
+
+
+def old_root_standby_dir(state_dir: Path, store: str, task: str, replica: int = 0) -> Path:
+    """Where older statectl versions kept a replica by default: ``<state>/.statectl-standby/<n>/<store>/<task dir>``,
+    in the state dir Samza clears (module doc). Only ever moved away from."""
+    return standby_replica_dir(state_dir, store, task, replica, old_standby_root(state_dir))
+
+
+def old_replica_dirs(state_dir: Path, store: str, task: str, replica: int = 0) -> list[Path]:
+    """The places older statectl versions kept replica ``replica`` of a task by default, the newer first."""
+    return [old_root_standby_dir(state_dir, store, task, replica).absolute(),
+            legacy_standby_dir(state_dir, store, task, replica).absolute()]
 
 
 @dataclass(frozen=True)
@@ -160,7 +185,8 @@ class Replica:
     """One replica: the store it follows (``ref``), its changelog partition and its dir. ``system``: the
     changelog's Samza system (resolve_changelog), which the offset files' keys name: an active task starting
     on the replica keeps it only if its OFFSET-v2 names exactly its changelog SSP
-    (StorageManagerUtil.isOffsetFileValid), and wipes it otherwise."""
+    (StorageManagerUtil.isOffsetFileValid), and wipes it otherwise. The changelog is read on
+    :meth:`changelog_kafka`; the job's coordinator stream and checkpoint topic on the brokers callers pass."""
 
     ref: StoreRef
     changelog: str
@@ -197,6 +223,16 @@ class Replica:
     # Where the lock and status files live: beside the replica dir (None), or, for a replica in the
     # active's store dir (--layout active-path), in the standby root, out of reach of Samza's clean-ups.
     files_dir: Path | None = None
+    # The brokers of the changelog's system and their security, when the job's config puts it on another
+    # cluster than the job's coordinator and checkpoint topics (kafka.systems.system_brokers); None: there.
+    changelog_bootstrap: str | None = field(default=None, compare=False)
+    changelog_security: KafkaSecurity | None = field(default=None, compare=False, repr=False)
+
+    def changelog_kafka(self, bootstrap: str, security: KafkaSecurity | None) -> tuple[str, KafkaSecurity | None]:
+        """(brokers, security) the changelog is read on: its system's, else ``bootstrap`` with ``security``."""
+        if self.changelog_bootstrap is None:
+            return bootstrap, security
+        return self.changelog_bootstrap, self.changelog_security
 
 
 @dataclass
@@ -559,7 +595,7 @@ def _check_own_files(replica: Replica) -> None:
     if st is None or os.path.realpath(st.replica_dir) == os.path.realpath(replica.replica_dir):
         return
     if os.path.lexists(st.replica_dir):
-        other = "the default layout" if STANDBY_ROOT in Path(st.replica_dir).parts else "--layout active-path"
+        other = "the default layout" if replica.files_dir is not None else "--layout active-path"
         raise UsageError(f"refusing to follow into {replica.replica_dir}: this task's replica is at {st.replica_dir}",
                          hint=f"follow that one ({other}), or promote or delete it first")
 
@@ -572,12 +608,15 @@ def active_path_replica(replica: Replica, state_dir: Path) -> Replica:
     return replace(replica, replica_dir=active, files_dir=replica.lock_path.parent)
 
 
-def check_active_path(replica: Replica, bootstrap: str | None, *, security: KafkaSecurity | None = None) -> None:
+def check_active_path(replica: Replica, bootstrap: str | None, *, security: KafkaSecurity | None = None,
+                      in_state_dir: bool = True) -> None:
     """Raise UsageError (exit 2, one line) unless this host runs no active of the replica's task, so that
     the active's store dir may hold its replica (``--layout active-path``): the store's RocksDB LOCK is not
     held (but by this replica's own follower, which the replica's lock then says: follow exits 11), and,
     when the job's coordinator stream is on ``bootstrap``, its locality does not place the task's
-    container on this host. Reads only; errors reading the stream as kafka.client says."""
+    container on this host. DiscardedError (exit 14) when the locality places here a container whose next
+    start clears the state dir, the replica with it (wipes_state_dir; not checked without ``in_state_dir``: a
+    pre-restore, kept in the standby root). Reads only; errors reading the stream as kafka.client says."""
     from statectl.rocks.store import lock_holder as store_lock_holder
 
     task = replica.ref.task
@@ -593,24 +632,79 @@ def check_active_path(replica: Replica, bootstrap: str | None, *, security: Kafk
         if not cs.refresh():
             return
         loc = cs.locality()
+        config = cs.config()
     container = loc.task_containers.get(task)
     host = loc.container_hosts.get(container) if container is not None else None
-    if host and host in {socket.gethostname(), socket.getfqdn()}:
+    here = {socket.gethostname(), socket.getfqdn()}
+    if host and host in here:
         raise UsageError(f"refusing --layout active-path: the job's locality places the container {container} of "
                          f"task {task!r} on this host ({host})", hint=hint)
+    placed = sorted(c for c, h in loc.container_hosts.items() if h and h in here)
+    why = wipes_state_dir(placed, loc, config, bootstrap, replica.ref, security) if placed and in_state_dir else None
+    if why is not None:
+        raise DiscardedError(f"refusing --layout active-path: {why}, deleting every entry of the state dir, "
+                             f"{replica.replica_dir} among them", hint=hint)
 
 
-def relocate_legacy(replica: Replica, legacy_dir: Path) -> str | None:
-    """Move the replica an older statectl kept at ``legacy_dir`` (legacy_standby_dir, where Samza's restore
-    deletes it) into ``replica.replica_dir``, with its status file, and return a note saying so; None when
-    there is none to move. Only a dir a follower made (made_by_follower), only when no follower holds it,
-    and only into a place that does not exist or is an empty dir (else it is left, with a note). The
-    status file naming the new place is written first, then the dir is renamed in one step
-    (local.staged.swap_into_place): a kill at any point leaves either place whole, and the next call
-    finishes the move. Call it holding ``replica``'s lock. Raises LockHeldError (exit 11) when a follower
-    holds the old replica; OSError when the rename fails."""
-    old = replace(replica, replica_dir=Path(legacy_dir).absolute(), files_dir=None)
+def wipes_state_dir(containers: list[str], loc: Locality, config: dict[str, str], bootstrap: str, ref: StoreRef,
+                    security: KafkaSecurity | None) -> str | None:
+    """Why the next start of one of ``containers`` (of job ``ref``'s, per its locality ``loc``) deletes every entry
+    of the state dir, or None when none does: a container reads checkpoints only for its active tasks, and one
+    that reads none clears the logged store base dir (ContainerStorageManager.restoreStores -> clearLoggedStores):
+    a container of standby tasks only, a job without a checkpoint manager (``task.checkpoint.factory``), or no
+    checkpoint the job reads (KafkaCheckpointLog.read_checkpoints, ``task.checkpoint.read.versions``) for any of
+    its active tasks. Reads the checkpoint topic only when needed."""
+    checkpoints: dict[str, Any] | None = None
+    for container in containers:
+        tasks = sorted(t for t, c in loc.task_containers.items() if c == container)
+        actives = [t for t in tasks if _active_name(t, loc.task_modes) == t]
+        if tasks and not actives:
+            return (f"the job's locality places its standby container {container} on this host, and each start of "
+                    "a container without active tasks reads no checkpoint and clears the state dir")
+        if not actives:
+            continue
+        if config and not jobconfig.has_checkpoint_manager(config):
+            return (f"the job's locality places its container {container} on this host, and the job has no "
+                    f"checkpoint manager ({jobconfig.CHECKPOINT_FACTORY}), so each of its starts clears the state dir")
+        if checkpoints is None:
+            checkpoints = latest_checkpoints(bootstrap, ref, security, config=config)
+        if not any(t in checkpoints for t in actives):
+            return (f"the job's locality places its container {container} on this host, and the job's checkpoints "
+                    f"name none of its active tasks ({jobconfig.CHECKPOINT_READ_VERSIONS}: "
+                    f"{','.join(map(str, jobconfig.checkpoint_read_versions(config)))}), so its next start clears "
+                    "the state dir")
+    return None
+
+
+def old_replica(replica: Replica, state_dir: Path, number: int = 0) -> tuple[Path, Path | None] | None:
+    """Where an older statectl kept ``replica`` (replica ``number`` of its task; in the standby root, or from
+    active_path_replica) by default, for relocate_legacy: (its dir, the dir of its lock and status files when not
+    beside it), the first of old_replica_dirs whose status file is there; for an active-path replica, its files
+    in the old standby root. None when there is none. Reads only."""
+    ref = replica.ref
+    if replica.files_dir is not None:  # --layout active-path: only its lock and status files ever moved
+        files = old_root_standby_dir(state_dir, ref.store, ref.task, number).parent.absolute()
+        found = replace(replica, files_dir=files)
+        return (replica.replica_dir, files) if read_status(found) is not None else None
+    for path in old_replica_dirs(state_dir, ref.store, ref.task, number):
+        if read_status(replace(replica, replica_dir=path, files_dir=None)) is not None:
+            return path, None
+    return None
+
+
+def relocate_legacy(replica: Replica, legacy_dir: Path, legacy_files: Path | None = None) -> str | None:
+    """Move the replica an older statectl kept at ``legacy_dir`` (old_replica_dirs, where Samza deletes it) into
+    ``replica.replica_dir``, with its status file, and return a note saying so; None when there is none to move.
+    ``legacy_files``: where that replica's lock and status files are when not beside it (an ``--layout
+    active-path`` replica's, in an old standby root: only they move, the replica being the active dir itself).
+    Only a dir a follower made (made_by_follower), only when no follower holds it, and only into a place that
+    does not exist or is an empty dir (else it is left, with a note). The status file naming the new place is
+    written first, then the dir is renamed in one step (local.staged.swap_into_place): a kill at any point leaves
+    either place whole, and the next call finishes the move. Call it holding ``replica``'s lock. Raises
+    LockHeldError (exit 11) when a follower holds the old replica; StatectlError when the rename fails."""
+    old = replace(replica, replica_dir=Path(legacy_dir).absolute(), files_dir=legacy_files)
     target = replica.replica_dir
+    files_only = os.path.realpath(old.replica_dir) == os.path.realpath(target)
     if not os.path.lexists(old.replica_dir):
         st = read_status(old)  # a move killed after its rename: the old status file names a dir now gone
         if st is not None and made_by_follower(replica) and not _locked(old.lock_path):
@@ -619,13 +713,14 @@ def relocate_legacy(replica: Replica, legacy_dir: Path) -> str | None:
         return None
     if old.replica_dir.is_symlink() or not old.replica_dir.is_dir() or not made_by_follower(old):
         return None  # not statectl's: never touched
-    if os.path.lexists(target) and (target.is_symlink() or not target.is_dir() or any(target.iterdir())):
-        return (f"a replica an older statectl kept at {old.replica_dir} is left there (Samza's restore of the task "
-                f"deletes it): a replica is already at {target}; delete the old one once it is not needed")
+    if not files_only and os.path.lexists(target) and (target.is_symlink() or not target.is_dir()
+                                                       or any(target.iterdir())):
+        return (f"a replica an older statectl kept at {old.replica_dir} is left there (Samza deletes it there): a "
+                f"replica is already at {target}; delete the old one once it is not needed")
     try:
         held = ReplicaLock(old)
     except LockHeldError as e:
-        raise LockHeldError(f"{e}: it is the replica an older statectl kept where Samza's restore deletes it, to be "
+        raise LockHeldError(f"{e}: it is the replica an older statectl kept where Samza deletes it, to be "
                             f"moved to {target}", hint="stop that follower, then follow again: the replica is moved "
                                                        "with its data and offset") from None
     with held:
@@ -634,37 +729,52 @@ def relocate_legacy(replica: Replica, legacy_dir: Path) -> str | None:
             return None
         st.replica_dir = str(target)
         _write_status(replica, st)  # first: the new place is statectl's before anything is in it
-        try:
-            if os.path.lexists(target):
-                target.rmdir()  # empty: the rename then replaces nothing
-            swap_into_place(old.replica_dir, target)
-        except OSError as e:
-            raise StatectlError(f"moving the replica {old.replica_dir} to {target} failed: {e}; it is where it was",
-                                hint="fix that, then follow again") from e
+        if not files_only:
+            _move_replica_dir(old.replica_dir, target)
         old.status_path.unlink(missing_ok=True)
         old.lock_path.unlink(missing_ok=True)
-    return (f"moved the replica from {old.replica_dir} (where Samza's restore of task {replica.ref.task!r} deletes "
-            f"it) to {target}, with its data and offset")
+    if files_only:
+        return f"moved the lock and status files of the replica {target} to {replica.status_path.parent}"
+    return (f"moved the replica from {old.replica_dir} (where Samza deletes it) to {target}, with its data "
+            "and offset")
+
+
+def _move_replica_dir(source: Path, target: Path) -> None:
+    """Rename a replica dir to ``target`` (an empty dir there replaced), its parent made as needed."""
+    try:
+        make_dirs(target.parent, owner_of(source))
+        if os.path.lexists(target):
+            target.rmdir()  # empty: the rename then replaces nothing
+        swap_into_place(source, target)
+    except OSError as e:
+        raise StatectlError(f"moving the replica {source} to {target} failed: {e}; it is where it was",
+                            hint="fix that (the standby root must be on the state dir's filesystem), then follow "
+                                 "again") from e
 
 
 def locate_replica(replica: Replica, state_dir: Path, number: int = 0) -> tuple[Replica, str | None]:
     """The replica promote takes when no dir was given (``replica`` is the default, replica ``number`` in
     the standby root): the one the status file there names when it is the task's active store dir (a
-    follower with ``--layout active-path`` made it); else ``replica`` when its dir exists; else the one an
-    older statectl kept at legacy_standby_dir, with a note; else ``replica`` (promote says there is none).
-    Reads only."""
-    st = read_status(replica)
-    if st is not None:
-        in_place = active_path_replica(replica, state_dir)
-        if os.path.realpath(st.replica_dir) == os.path.realpath(in_place.replica_dir) and made_by_follower(in_place):
-            return in_place, None
+    follower with ``--layout active-path`` made it); else ``replica`` when its dir exists; else one an older
+    statectl kept (old_replica_dirs; an active-path replica whose files are in the old standby root), with a
+    note; else ``replica`` (promote says there is none). Reads only."""
+    in_place = active_path_replica(replica, state_dir)
+    for files in (replica.lock_path.parent, old_root_standby_dir(state_dir, replica.ref.store, replica.ref.task,
+                                                                  number).parent.absolute()):
+        candidate = replace(in_place, files_dir=files)
+        st = read_status(candidate)
+        if st is not None and os.path.realpath(st.replica_dir) == os.path.realpath(in_place.replica_dir) \
+                and made_by_follower(candidate):
+            return candidate, None if files == in_place.files_dir else (
+                f"promoting the replica {candidate.replica_dir} whose lock and status files an older statectl keeps "
+                f"in {files}")
     if os.path.lexists(replica.replica_dir):
         return replica, None
-    legacy = replace(replica, replica_dir=legacy_standby_dir(state_dir, replica.ref.store, replica.ref.task,
-                                                             number).absolute(), files_dir=None)
-    if made_by_follower(legacy):
-        return legacy, (f"promoting the replica an older statectl kept at {legacy.replica_dir} (a following "
-                        f"'statectl standby follow' would have moved it to {replica.replica_dir})")
+    for old_dir in old_replica_dirs(state_dir, replica.ref.store, replica.ref.task, number):
+        legacy = replace(replica, replica_dir=old_dir, files_dir=None)
+        if made_by_follower(legacy):
+            return legacy, (f"promoting the replica an older statectl kept at {legacy.replica_dir} (a following "
+                            f"'statectl standby follow' would have moved it to {replica.replica_dir})")
     return replica, None
 
 
@@ -799,20 +909,25 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
            seed: Seeder | None = None, stop: threading.Event | None = None, on_status: Callable[[FollowStatus], None] | None = None,
            progress: ProgressReporter | None = None, status_every_s: float = 1.0,
            settings: FollowerSettings | None = None, state_dir: Path | None = None,
-           timeout_s: float = DEFAULT_TIMEOUT_S, legacy_dir: Path | None = None,
-           active_path: bool = False, to_checkpoint: bool = False, container: str | None = None) -> FollowResult:
+           timeout_s: float = DEFAULT_TIMEOUT_S, legacy_dir: Path | None = None, legacy_files: Path | None = None,
+           active_path: bool = False, to_checkpoint: bool = False, container: str | None = None,
+           root: Path | None = None) -> FollowResult:
     """Keep ``replica`` current until ``stop`` is set (see the module doc); return what was done.
-    ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the changelog). ``settings``
-    (what the follower runs with) are recorded in the status file: a promote that fails starts the follower again
-    from them (None: it says the command instead). ``state_dir``: the job's state dir, whose active store dir of the
-    task is never a replica, unless ``active_path`` (``replica`` from active_path_replica; check_active_path must
-    pass). ``legacy_dir``: where an older statectl kept this replica by default; a replica there is moved into
-    ``replica.replica_dir`` first (relocate_legacy), which a note says. ``to_checkpoint``: apply the changelog only
-    up to the task's latest checkpointed changelog offset (its Kafka changelog marker, read from the job's
-    checkpoint topic as new checkpoints come), so that a promote under Samza's transactional restore finds the
-    replica at or behind the offset the job restores to; nothing is applied while the task has no such checkpoint,
-    and a replica already past it waits until a checkpoint passes it (notes say so). ``container``: the active
-    container this replica is followed for (follow --container), recorded in the status file.
+    ``bootstrap``: the brokers of the job's coordinator stream and checkpoint topic; the changelog is read on
+    ``replica.changelog_kafka``. ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the
+    changelog). ``settings`` (what the follower runs with) are recorded in the status file: a promote that fails
+    starts the follower again from them (None: it says the command instead). ``state_dir``: the job's state dir,
+    whose active store dir of the task is never a replica, unless ``active_path`` (``replica`` from
+    active_path_replica; check_active_path must pass); ``root``: the standby root the replica is in
+    (check_standby_root: on the state dir's filesystem, where promote renames the replica into the state dir), made
+    with the state dir's owner. ``legacy_dir``: where an older statectl kept this replica (its lock and status files in
+    ``legacy_files`` when not beside it); a replica there is moved into ``replica.replica_dir`` first
+    (relocate_legacy), which a note says. ``to_checkpoint``: apply the changelog only up to the task's checkpointed
+    changelog offset in the checkpoint the job's start reads (read from the job's checkpoint topic as new
+    checkpoints come), so that a promote under Samza's transactional restore finds the replica at or behind the
+    offset the job restores to; nothing is applied while the task has no such checkpoint, and a replica already
+    past it waits until a checkpoint passes it (notes say so). ``container``: the active container this replica
+    is followed for (follow --container), recorded in the status file.
 
     The changelog deleted and recreated under a running follower (a new topic id, another partition count,
     or its end now before the replica's offset) re-seeds the replica from the new changelog; so does a
@@ -821,29 +936,36 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
     answer again.
 
     Raises UsageError (exit 2, before anything is written) for a replica dir it may not seed or wipe
-    (check_replica_dir, check_active_path), or whose status file names another replica of the task that
-    exists; LockHeldError (exit 11) when another follower holds the replica (or the old-layout one to be
-    moved) or a process holds its store; NotFoundError (exit 10) when the changelog topic or partition does not exist; DiskFullError
-    (exit 1) when the disk fills (the replica keeps what it applied, its offset files no more); StatectlError
-    (exit 1) when the brokers cannot be reached at the start or the replica's offset file is foreign or
-    malformed."""
+    (check_replica_dir, check_active_path), a standby root in the state dir or on another filesystem
+    (check_placement_dirs), or whose status file names another replica of the task that exists; DiscardedError (exit 14)
+    for ``active_path`` where a container of the job starting on this host clears the state dir
+    (check_active_path); LockHeldError (exit 11) when another follower holds the replica (or the old-layout one
+    to be moved) or a process holds its store; NotFoundError (exit 10) when the changelog topic or partition does
+    not exist; DiskFullError (exit 1) when the disk fills (the replica keeps what it applied, its offset files no
+    more); StatectlError (exit 1) when the brokers cannot be reached at the start or the replica's offset file
+    is foreign or malformed."""
     progress = progress or NullProgress()
     stop = stop or threading.Event()
     began = time.monotonic()
     result = FollowResult(str(replica.replica_dir), None, 0, 0, 0.0)
     check_replica_dir(replica, state_dir, active_path=active_path)
+    if state_dir is not None:
+        check_placement_dirs(replica, state_dir, root)
     _check_own_files(replica)
     if active_path:
         check_active_path(replica, bootstrap, security=security)
-    consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
+    cl_bootstrap, cl_security = replica.changelog_kafka(bootstrap, security)
+    consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security)
     tail_consumer = None
     cap: _CheckpointCap | None = None
     try:
-        require_partition(consumer, replica.changelog, replica.partition, bootstrap)
-        tail_consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
+        require_partition(consumer, replica.changelog, replica.partition, cl_bootstrap)
+        tail_consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security)
+        if root is not None and state_dir is not None:
+            make_dirs(root, owner_of(state_dir))
         with ReplicaLock(replica):
             if legacy_dir is not None:
-                moved = relocate_legacy(replica, legacy_dir)
+                moved = relocate_legacy(replica, legacy_dir, legacy_files)
                 if moved:
                     progress.note(moved)
             run = _Following(replica, bootstrap, security, seed, stop, on_status, progress, status_every_s, consumer,
@@ -867,6 +989,26 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
     return result
 
 
+def check_placement_dirs(replica: Replica, state_dir: Path, root: Path | None) -> None:
+    """Raise UsageError (exit 2) unless ``root`` (when given: the replica is in it) may be the standby root of
+    ``state_dir`` (local.layout.check_standby_root: outside it, on its filesystem, where promote's rename into the
+    state dir is atomic). An explicit replica dir elsewhere is the caller's: promote checks it
+    (check_same_filesystem). Reads only."""
+    if root is not None:
+        check_standby_root(state_dir, root)
+
+
+def check_same_filesystem(replica: Replica, target: Path) -> None:
+    """Raise UsageError (exit 2) unless the replica dir and the dir promote renames it to (``target``, or its
+    nearest existing parent) are on one filesystem: a rename across filesystems is a copy, not one atomic step.
+    Reads only."""
+    if device_of(replica.replica_dir) != device_of(target):
+        raise UsageError(f"refusing to promote {replica.replica_dir} to {target}: they are on different filesystems, "
+                         "so it cannot be renamed there in one atomic step",
+                         hint="follow into a replica dir on the state dir's filesystem (leave --replica-dir out; "
+                              "--standby-root on that filesystem), then promote")
+
+
 class _Following:
     """One follow() under the replica's lock: seed when there is nothing, apply the changelog, flush and
     report, re-seed when the changelog moved away under it; until ``stop``."""
@@ -878,6 +1020,7 @@ class _Following:
         self.replica, self.bootstrap, self.security, self.seed = replica, bootstrap, security, seed
         self.stop, self.on_status, self.progress, self.status_every_s = stop, on_status, progress, status_every_s
         self.consumer, self.tail_consumer, self.result = consumer, tail_consumer, result
+        self.cl_bootstrap = replica.changelog_kafka(bootstrap, security)[0]  # the changelog's brokers
         self.cap: _CheckpointCap | None = None
         self.watch: TopicWatch | None = None
         self.changelog_only = False  # after the changelog was recreated, a snapshot's position means nothing
@@ -887,7 +1030,7 @@ class _Following:
         changelog recreated since the follower that wrote the previous one re-seeds the replica."""
         replica, result = self.replica, self.result
         previous = read_status(replica)
-        self.watch = TopicWatch(self.tail_consumer, replica.changelog, self.bootstrap)
+        self.watch = TopicWatch(self.tail_consumer, replica.changelog, self.cl_bootstrap)
         self.status = status = FollowStatus(
             str(replica.replica_dir), replica.changelog, replica.partition, os.getpid(), socket.gethostname(),
             follower=settings, topic_id=self.watch.topic_id, job=replica.ref.job,
@@ -920,8 +1063,8 @@ class _Following:
                         else f"seeded from snapshot {status.seeded_from}")
                 self.progress.note(f"replica {replica.replica_dir}: {what}")
             if self.watch is None:  # after the changelog was recreated: the main consumer learns of it too
-                require_partition(self.consumer, replica.changelog, replica.partition, self.bootstrap)
-                self.watch = TopicWatch(self.tail_consumer, replica.changelog, self.bootstrap)
+                require_partition(self.consumer, replica.changelog, replica.partition, self.cl_bootstrap)
+                self.watch = TopicWatch(self.tail_consumer, replica.changelog, self.cl_bootstrap)
                 status.topic_id = self.watch.topic_id
             if self._apply(offset, seeded):
                 self.result.applied_offset = status.applied_offset
@@ -966,7 +1109,7 @@ class _Following:
 
     def _read(self, db: Any, offset: int | None) -> None:
         """Apply batches as they come, flushing (with the offset files) and reporting as they go."""
-        replica, status, consumer, bootstrap = self.replica, self.status, self.consumer, self.bootstrap
+        replica, status, consumer, bootstrap = self.replica, self.status, self.consumer, self.cl_bootstrap
         reader = PartitionReader(consumer, replica.changelog, replica.partition, bootstrap)
         _check_in_range(consumer, replica, bootstrap, offset)
         reader.seek(None if offset is None else offset + 1)
@@ -1021,8 +1164,9 @@ CAP_POLL_S = 0.5  # follow --to-checkpoint: how often the checkpoint topic is re
 
 
 class _CheckpointCap:
-    """follow --to-checkpoint: the task's latest checkpointed changelog offset for the replica's store, read
-    on from the job's checkpoint topic as checkpoints come (KafkaCheckpointLog reads incrementally)."""
+    """follow --to-checkpoint: the task's checkpointed changelog offset for the replica's store in the checkpoint
+    the job's start reads (KafkaCheckpointLog.read_changelog_offset), read on from the job's checkpoint topic as
+    checkpoints come (KafkaCheckpointLog reads incrementally)."""
 
     def __init__(self, replica: Replica, bootstrap: str, security: KafkaSecurity | None):
         self.replica = replica
@@ -1032,18 +1176,15 @@ class _CheckpointCap:
     def offset(self) -> int | None:
         """The newest offset the replica may apply (None: none yet). The brokers failing keeps the last."""
         ref = self.replica.ref
-        try:
-            found = self._log.latest_changelog_offset(ref.task, ref.store, changelog_topic=self.replica.changelog)
-        except NotFoundError:
-            found = None
+        found = self._log.read_changelog_offset(ref.task, ref.store, self.replica.ssp)
         if found is None or found[1] is None:
             self.problem = f"task {ref.task!r} has no checkpointed changelog offset for store {ref.store!r} yet"
             return None
         ssp, offset = found
         r = self.replica
-        if (ssp["system"], ssp["stream"], ssp["partition"]) != (r.system, r.changelog, r.partition):
-            self.problem = (f"task {ref.task!r}'s checkpoint names changelog {ssp['system']}.{ssp['stream']}"
-                            f"[{ssp['partition']}], not {r.system}.{r.changelog}[{r.partition}]")
+        if (ssp.system, ssp.stream, ssp.partition) != (r.system, r.changelog, r.partition):
+            self.problem = (f"task {ref.task!r}'s checkpoint names changelog {ssp.system}.{ssp.stream}"
+                            f"[{ssp.partition}], not {r.system}.{r.changelog}[{r.partition}]")
             return None
         self.problem = None
         return int(offset)
@@ -1172,17 +1313,20 @@ def kept_by_next_start(start: NextStart, replica: Replica, assume_non_transactio
 def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None = None,
                config: dict[str, str] | None = None, checkpoints: dict[str, Any] | None = None) -> NextStart:
     """How the job's next start restores ``replica``'s store (NextStart). Reads only. ``config`` (the job's,
-    from its coordinator stream) and ``checkpoints`` (task -> its latest checkpoint, as
-    KafkaCheckpointLog.latest_checkpoints gives them): already read by a caller asking for many stores.
+    from its coordinator stream) and ``checkpoints`` (task -> the checkpoint the job's start reads, v1 or v2, as
+    latest_checkpoints gives them: ``task.checkpoint.read.versions`` honoured): already read by a caller asking
+    for many stores.
 
     Raises DiscardedError (exit 14) when that start deletes the store dir and every checkpoint dir of the
     task whatever promote puts there: the store is restored by the blob store backend (BlobStoreRestoreManager
     deletes them, keeping only a checkpoint dir identical to the snapshot), by a backend statectl does not
     know, or not at all (a store without a changelog is not logged: always deleted);
-    ``stores.<store>.clean.on.container.start``; under transactional restore, a task without a v2
-    checkpoint whose Kafka changelog marker names an offset for the store (Samza then restores from the
-    changelog's oldest offset, all dirs deleted), or whose marker names another changelog partition than the
-    replica's (its offset file would not be valid). StatectlError for a config value Samza cannot parse,
+    ``stores.<store>.clean.on.container.start``; under transactional restore, a task without a checkpoint the
+    job reads naming an offset for the store (a v2 Kafka changelog marker, a v1 ``<checkpointId>:<offset>``
+    entry: Samza then restores from the changelog's oldest offset, all dirs deleted), or whose marker names
+    another changelog partition than the replica's (its offset file would not be valid). The restore backend
+    is the one that checkpoint selects (a v1 checkpoint: the Kafka changelog's, whatever the store's restore
+    factories say). StatectlError for a config value Samza cannot parse,
     or brokers that cannot be reached."""
     ref = replica.ref
     if config is None:
@@ -1193,12 +1337,13 @@ def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | No
     if not config:  # the stream holds the job's locality (or nothing) but no config: nothing to read it from
         return NextStart(RESTORE_UNCHECKED, f"the coordinator stream {coordinator_topic(ref.job, ref.job_id)} "
                                             "holds no config of the job")
-    checkpoint = (checkpoints if checkpoints is not None else latest_checkpoints(bootstrap, ref, security)).get(ref.task)
-    markers = checkpoint.state_checkpoint_markers if checkpoint is not None else {}
+    if checkpoints is None:
+        checkpoints = latest_checkpoints(bootstrap, ref, security, config=config)
+    checkpoint = checkpoints.get(ref.task)
     store, task = ref.store, ref.task
     refused = f"refusing to promote the replica of store {store!r} of task {task!r}"
     try:
-        factory = jobconfig.restore_factory(config, store, markers)
+        factory = jobconfig.checkpoint_restore_factory(config, store, checkpoint)
         if factory == BLOB_STORE_FACTORY:
             raise DiscardedError(
                 f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), "
@@ -1225,40 +1370,58 @@ def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | No
     except jobconfig.JobConfigError as e:
         raise StatectlError(f"the config of job {ref.job}-{ref.job_id}: {e}",
                             hint="the job cannot start with it either: fix the job's config") from None
-    text = markers.get(KAFKA_CHANGELOG_FACTORY, {}).get(store)
-    marker = None
-    if text is not None:
-        try:
-            marker = decode_changelog_marker(text)
-        except CheckpointFormatError:
-            marker = None
-    if checkpoint is None or marker is None or not (marker.offset or "").strip():
-        what = ("has no v2 checkpoint" if checkpoint is None else
-                f"'s latest checkpoint {checkpoint.checkpoint_id} names no changelog offset for the store")
+    position = checkpointed_position(checkpoint, store, replica.ssp)
+    if checkpoint is None or position is None or not (position[2] or "").strip() or position[0] is None:
+        what = (f"has no checkpoint the job reads ({jobconfig.CHECKPOINT_READ_VERSIONS}: "
+                f"{','.join(map(str, jobconfig.checkpoint_read_versions(config)))})" if checkpoint is None else
+                "'s checkpoint the job reads names no changelog offset for the store")
         raise DiscardedError(
             f"{refused}: under transactional restore ({why}) the task {what}, so the job's next start deletes "
             "the store dir and every checkpoint dir and restores from the changelog",
             hint="promote after the job's first commit with a changelog offset, or set "
                  "task.transactional.state.restore.enabled=false in the job's config")
-    if (marker.ssp.system, marker.ssp.stream, marker.ssp.partition) != (replica.system, replica.changelog,
-                                                                         replica.partition):
+    checkpoint_id, ssp, offset = position
+    if (ssp.system, ssp.stream, ssp.partition) != (replica.system, replica.changelog, replica.partition):
         raise DiscardedError(
-            f"{refused}: the task's checkpoint {checkpoint.checkpoint_id} names changelog {marker.ssp.key()}, the "
+            f"{refused}: the task's checkpoint {checkpoint_id} names changelog {ssp.key()}, the "
             f"replica follows {replica.ssp.key()}: its offset file would not be valid for the job",
             hint="follow the changelog partition the job's checkpoint names")
-    millis, second = parse_checkpoint_id(checkpoint.checkpoint_id)
-    return NextStart(RESTORE_TRANSACTIONAL, why, f"{millis}-{second}", millis, int(marker.offset),
+    millis, second = parse_checkpoint_id(checkpoint_id)
+    return NextStart(RESTORE_TRANSACTIONAL, why, f"{millis}-{second}", millis, int(offset),  # type: ignore[arg-type]
                      lag_ms, retention_ms)
 
 
-def latest_checkpoints(bootstrap: str, ref: StoreRef, security: KafkaSecurity | None = None) -> dict[str, Any]:
-    """Task -> its latest checkpoint on job ``ref``'s checkpoint topic ({} when there is none)."""
-    log = KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security)
+def checkpointed_position(checkpoint: Any, store: str, ssp: SSP) -> tuple[str | None, SSP, str | None] | None:
+    """(checkpoint id, changelog SSP, offset) of ``store`` in ``checkpoint`` (the one the job's start reads), as
+    TransactionalStateTaskRestoreManager takes them (getCheckpointedChangelogOffsets, getCheckpointId): a v2
+    checkpoint's id and Kafka changelog marker; a v1 checkpoint's entry for the store's changelog partition
+    ``ssp``, ``<checkpointId>:<offset>`` (KafkaChangelogSSPOffset; a bare offset names no id). None when it names
+    no position (or a malformed marker). Pure."""
+    if checkpoint is None:
+        return None
+    if isinstance(checkpoint, CheckpointV1):
+        key = (ssp.system, ssp.stream, ssp.partition)
+        values = [v for s, v in checkpoint.offsets.items() if (s.system, s.stream, s.partition) == key]
+        if not values or not (values[0] or "").strip():
+            return None
+        checkpoint_id, offset = split_changelog_offset(values[0])
+        return checkpoint_id, ssp, offset
+    text = checkpoint.state_checkpoint_markers.get(KAFKA_CHANGELOG_FACTORY, {}).get(store)
     try:
-        try:
-            return log.latest_checkpoints()[0]
-        except NotFoundError:
-            return {}
+        marker = decode_changelog_marker(text) if text is not None else None
+    except CheckpointFormatError:
+        marker = None
+    return None if marker is None else (checkpoint.checkpoint_id, marker.ssp, marker.offset)
+
+
+def latest_checkpoints(bootstrap: str, ref: StoreRef, security: KafkaSecurity | None = None, *,
+                       config: dict[str, str] | None = None) -> dict[str, Any]:
+    """Task -> the checkpoint the job's next start reads for it (CheckpointV1 or CheckpointV2) from job ``ref``'s
+    checkpoint topic, by its ``task.checkpoint.read.versions`` (KafkaCheckpointLog.read_checkpoints); {} when
+    there is none. ``config``: the job's, when the caller has it (else read from its coordinator stream)."""
+    log = KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, security=security, config=config)
+    try:
+        return log.read_checkpoints()
     finally:
         log.close()
 
@@ -1319,8 +1482,9 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
 
     The replica must be one statectl's follower made (made_by_follower), and the active dir it replaces
     must not exist, be empty, or be a RocksDB store (not another store's dir in
-    ``state_dir``, nor a versioned adstore); else UsageError (exit 2), before anything is done. A replica
-    that is ``active_dir`` itself (``--layout active-path``: from active_path_replica) is caught up where it
+    ``state_dir``, nor a versioned adstore), and the replica must be on its filesystem (one atomic rename:
+    check_same_filesystem); else UsageError (exit 2), before anything is done. A replica that is ``active_dir``
+    itself (``--layout active-path``: from active_path_replica) is caught up where it
     is, nothing moved (under transactional restore it is renamed like any other). Raises
     DiscardedError (exit 14), nothing changed, when the job's next start would delete what promote makes
     (next_start's cases; under transactional restore also a checkpointed offset off the changelog, or a
@@ -1334,13 +1498,20 @@ def promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: Kaf
     progress = progress or NullProgress()
     began = time.monotonic()
     with (PromoteLock(replica) if promote_lock else contextlib.nullcontext()), \
-            LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
+            _changelog_consumer(replica, bootstrap, security, kafka_timeout_s) as consumer_of:
         plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
                              to_checkpoint=to_checkpoint, state_dir=state_dir, start=start,
                              assume_non_transactional=assume_non_transactional)
         return _execute_promote(plan, replica, bootstrap, consumer_of(), security=security,
                                 to_checkpoint=to_checkpoint, timeout_s=timeout_s, on_locality=on_locality,
                                 restart_follower=restart_follower, began=began)
+
+
+def _changelog_consumer(replica: Replica, bootstrap: str, security: KafkaSecurity | None,
+                        timeout_s: float) -> LazyConsumer:
+    """A LazyConsumer on the brokers of the replica's changelog (Replica.changelog_kafka)."""
+    where, how = replica.changelog_kafka(bootstrap, security)
+    return LazyConsumer(where, timeout_s=timeout_s, security=how)
 
 
 def plan_promote(replica: Replica, active_dir: Path, bootstrap: str, *, security: KafkaSecurity | None = None,
@@ -1353,7 +1524,7 @@ def plan_promote(replica: Replica, active_dir: Path, bootstrap: str, *, security
     the CLI's promote runs after the move). Raises what ``promote`` raises before it fences the follower,
     with the same exit codes (a promote that runs: LockHeldError)."""
     check_not_promoting(replica)
-    with LazyConsumer(bootstrap, timeout_s=kafka_timeout_s, security=security) as consumer_of:
+    with _changelog_consumer(replica, bootstrap, security, kafka_timeout_s) as consumer_of:
         plan = _plan_promote(replica, active_dir, bootstrap, consumer_of, security=security,
                              to_checkpoint=to_checkpoint, state_dir=state_dir, start=None,
                              assume_non_transactional=assume_non_transactional)
@@ -1373,7 +1544,8 @@ def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_o
                          f"{replica.replica_dir.name}{STATUS_SUFFIX} beside it naming it)",
                          hint="promote a replica 'statectl standby follow' keeps (leave --replica-dir out)")
     fence_pid = _follower_to_fence(replica)
-    check_changelog_identity(replica, consumer_of(), bootstrap)
+    cl_bootstrap = replica.changelog_kafka(bootstrap, security)[0]
+    check_changelog_identity(replica, consumer_of(), cl_bootstrap)
     if start is None:
         start = next_start(replica, bootstrap, security=security)
     start = kept_by_next_start(start, replica, assume_non_transactional)
@@ -1389,9 +1561,11 @@ def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_o
         target_dir = checkpoint_dir(active_dir, start.checkpoint_id)
         _check_checkpoint_dir(replica, target_dir)
         in_place = False  # the start deletes the active dir, a replica in it too: it moves
+    if not in_place:
+        check_same_filesystem(replica, target_dir)
     consumer = consumer_of()
     if transactional:
-        target = _transactional_target(start, _tail(consumer, replica, bootstrap), replica)
+        target = _transactional_target(start, _tail(consumer, replica, cl_bootstrap), replica)
         _check_not_ahead(replica, target, start)  # before the follower is fenced: nothing changes
     else:
         target = _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint)
@@ -1410,6 +1584,7 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
     """Carry out ``plan`` (see promote)."""
     start = plan.start
     assert start is not None
+    cl_bootstrap = replica.changelog_kafka(bootstrap, security)[0]
     transactional = plan.restore_mode == RESTORE_TRANSACTIONAL
     in_place = plan.in_place
     active_dir, target_dir = Path(plan.active_dir), Path(plan.promoted_dir)
@@ -1421,13 +1596,13 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
         was_following = _fence(replica)
         try:
             with ReplicaLock(replica, wait_s=FENCE_TIMEOUT_S, role=PROMOTER):
-                _still_promotable(replica, consumer, bootstrap)
+                _still_promotable(replica, consumer, cl_bootstrap)
                 if transactional:
                     try:
                         _check_not_ahead(replica, target, start)  # the follower may have applied more meanwhile
                     except DiscardedError as e:
                         raise _NotPromoted(str(e), hint=e.hint, exit_as=DiscardedError) from None
-                    position = _catch_up(replica, consumer, bootstrap, lambda: target, began + timeout_s, result)
+                    position = _catch_up(replica, consumer, cl_bootstrap, lambda: target, began + timeout_s, result)
                     if position != target:  # nothing below the target left to read: never claim more
                         raise _NotPromoted(f"cannot promote {replica.replica_dir}: the changelog ends at offset "
                                            f"{position}, short of the offset {target} the job restores to",
@@ -1435,7 +1610,7 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
                     write_offset(replica.replica_dir / OFFSET, str(position))  # StorageManagerUtil.writeOffsetFile
                 else:
                     position = _catch_up(
-                        replica, consumer, bootstrap,
+                        replica, consumer, cl_bootstrap,
                         lambda: _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint),
                         began + timeout_s, result)
                 result.caught_up_offset = position
@@ -1609,14 +1784,15 @@ def _catch_up_target(replica: Replica, bootstrap: str, security: KafkaSecurity |
     if to_checkpoint:
         log = KafkaCheckpointLog(bootstrap, replica.ref.job, replica.ref.job_id, security=security)
         try:
-            found = log.latest_changelog_offset(replica.ref.task, replica.ref.store, changelog_topic=replica.changelog)
+            found = log.read_changelog_offset(replica.ref.task, replica.ref.store, replica.ssp)
         finally:
             log.close()
         if found is None:
             raise NotFoundError(f"task {replica.ref.task!r} has no checkpointed changelog offset for store "
                                 f"{replica.ref.store!r}", hint="promote to the changelog's end (without --to-checkpoint)")
         return None if found[1] is None else int(found[1])
-    tail = read_tails(consumer, replica.changelog, [replica.partition], bootstrap)[replica.partition]
+    where = replica.changelog_kafka(bootstrap, security)[0]
+    tail = read_tails(consumer, replica.changelog, [replica.partition], where)[replica.partition]
     return tail.end - 1 if tail.end > tail.beginning else None
 
 
@@ -1661,7 +1837,8 @@ def _restart(replica: Replica, status: FollowStatus | None, bootstrap: str) -> s
     if settings is None or why is not None:
         ref = replica.ref
         where: dict[str, Any] = (
-            {"pre_restore": True, "state_dir": str(replica.replica_dir.parents[1])}  # engine.prerestore's anchor
+            {"pre_restore": True, "state_dir": str(replica.replica_dir.parents[1]),  # engine.prerestore's anchor
+             "standby_root": str(replica.files_dir.parents[1]) if replica.files_dir is not None else None}
             if status is not None and status.layout == "pre-restored" else
             {"changelog": f"{replica.system}.{replica.changelog}", "partition": replica.partition,
              "replica_dir": str(replica.replica_dir)})
@@ -1689,7 +1866,11 @@ def _not_its(settings: FollowerSettings, replica: Replica) -> str | None:
     where = os.path.realpath(replica.replica_dir)
     if settings.replica_dir is not None:
         return None if os.path.realpath(settings.replica_dir) == where else "its settings name another replica dir"
-    if settings.state_dir is None or not where.startswith(os.path.realpath(settings.state_dir) + os.sep):
+    if settings.state_dir is None:
+        return "its settings name no state dir"
+    # In its state dir (--layout active-path, a pre-restore's anchor) or in the standby root its settings give.
+    homes = (settings.state_dir, standby_root(Path(settings.state_dir), settings.standby_root))
+    if not any(where.startswith(os.path.realpath(home) + os.sep) for home in homes):
         return "its settings name another state dir"
     return None
 
@@ -1722,24 +1903,28 @@ def check_changelog_identity(replica: Replica, consumer: Any, bootstrap: str, st
 # -- status ----------------------------------------------------------------------------------------
 
 
-def replicas(state_dir: Path) -> list[ReplicaStatus]:
-    """The replicas under ``state_dir`` (their status files: in the standby root, and beside a replica
-    dir in a store's dir), with their lag as last reported, whether their follower runs, whether they are
-    promotable (an offset file, no follower mid-seed), and their layout: ``standby-root``, ``active-path``
-    (the task's active store dir), ``old`` (an older statectl's default, ``<store>/Standby-<task>-<n>``,
-    where Samza's restore deletes it: ``move_command`` names the command that moves it) or ``replica-dir``
-    (another dir in a store's dir). Reads only; NotFoundError (exit 10) when ``state_dir`` does not exist."""
+def replicas(state_dir: Path, root: Path | None = None) -> list[ReplicaStatus]:
+    """The replicas of ``state_dir`` (their status files: in its standby root, ``root`` or the default beside it;
+    in the standby root an older statectl kept in the state dir; beside a replica dir in a store's dir), with
+    their lag as last reported, whether their follower runs, whether they are promotable (an offset file, no
+    follower mid-seed), and their layout: ``standby-root``, ``active-path`` (the task's active store dir),
+    ``pre-restored`` (follow --pre-restore), ``old`` (where an older statectl kept it, in the state dir:
+    ``<state>/.statectl-standby/...``, which a container starting without a checkpoint clears, or
+    ``<store>/Standby-<task>-<n>``, which the task's restore deletes; ``move_command`` names the command that
+    moves it) or ``replica-dir`` (another dir in a store's dir). Reads only; NotFoundError (exit 10) when
+    ``state_dir`` does not exist."""
     import shlex
 
     from statectl.formats.coordinator import active_of_standby
 
     if not state_dir.is_dir():
         raise NotFoundError(f"state dir {state_dir} does not exist")
-    root = state_dir / STANDBY_ROOT
-    found = [(p, True) for p in sorted(root.glob(f"*/*/*{STATUS_SUFFIX}"))]
-    found += [(p, False) for p in sorted(state_dir.glob(f"*/*{STATUS_SUFFIX}")) if p.parent.name != STANDBY_ROOT]
+    old_root = old_standby_root(state_dir)
+    found = [(p, "root") for p in sorted(standby_root(state_dir, root).glob(f"*/*/*{STATUS_SUFFIX}"))]
+    found += [(p, "old-root") for p in sorted(old_root.glob(f"*/*/*{STATUS_SUFFIX}"))]
+    found += [(p, "store") for p in sorted(state_dir.glob(f"*/*{STATUS_SUFFIX}")) if p.parent.name != old_root.name]
     out = []
-    for path, in_root in found:
+    for path, where in found:
         try:
             obj = json.loads(path.read_text())
             st = _status_from_json(obj)
@@ -1747,7 +1932,7 @@ def replicas(state_dir: Path) -> list[ReplicaStatus]:
             continue
         name = path.name[:-len(STATUS_SUFFIX)]
         beside = os.path.realpath(st.replica_dir) == os.path.realpath(path.with_name(name))
-        if not in_root and not beside:
+        if where == "store" and not beside:
             continue  # a status file that names another dir: not a replica kept here
         lock = path.with_name(name + LOCK_SUFFIX)
         following = st.host == socket.gethostname() and process_alive(st.pid) and _locked(lock)
@@ -1760,13 +1945,13 @@ def replicas(state_dir: Path) -> list[ReplicaStatus]:
         if st.layout == "pre-restored":  # follow --pre-restore (engine.prerestore): a blob-store checkpoint dir
             row.layout, row.checkpoint_id = st.layout, st.checkpoint_id
             row.promotable = st.checkpoint_id is not None and Path(st.replica_dir).is_dir()
-        elif in_root:
+        elif where == "root":
             row.layout = "standby-root" if beside else "active-path"
-        elif active_of_standby(name) is not None:
+        elif where == "store" and active_of_standby(name) is None:
+            row.layout = "replica-dir"
+        if where == "old-root" or (where == "store" and row.layout != "replica-dir"):
             row.layout = "old"
             row.move_command = _move_command(st, obj.get("argv"), shlex, following)
-        else:
-            row.layout = "replica-dir"
         out.append(row)
     return out
 
@@ -1820,12 +2005,21 @@ def _locked(path: Path) -> bool:
 @dataclass(frozen=True)
 class ChangelogPartition:
     """Where a task's store is logged: changelog ``topic`` on Samza system ``system``, partition
-    ``partition``; ``notes``: the guesses made to get there (warnings for the operator)."""
+    ``partition``; ``notes``: the guesses made to get there (warnings for the operator). ``bootstrap`` and
+    ``security``: the brokers of that system and how to reach them when the job's config puts it on another
+    cluster (kafka.systems.system_brokers), else None (the brokers the job's coordinator stream is on)."""
 
     system: str
     topic: str
     partition: int
     notes: tuple[str, ...] = ()
+    bootstrap: str | None = None
+    security: KafkaSecurity | None = field(default=None, repr=False)
+
+    def replica(self, ref: StoreRef, replica_dir: Path, **kwargs: Any) -> Replica:
+        """The Replica of ``ref`` at ``replica_dir`` that follows this changelog partition, on its brokers."""
+        return Replica(ref, self.topic, self.partition, replica_dir, system=self.system,
+                       changelog_bootstrap=self.bootstrap, changelog_security=self.security, **kwargs)
 
 
 # The system a changelog is taken to be on when nothing says otherwise: KafkaSystemFactory's usual name.
@@ -1848,12 +2042,17 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
     changelog partition in the model (the stream's ``set-changelog`` mapping, ChangelogStreamManager; a
     TaskModel's changelog-partition in ZooKeeper). JobModelCalculator gives partitions out in lexicographic
     task-name order, so ``Partition 10`` of 12 tasks is on partition 2. Only without a coordinator stream
-    (and no ``zookeeper``) is it guessed from a task named ``Partition N``, with a note.
+    (and no ``zookeeper``) is it guessed from a task named ``Partition N``, with a note. Brokers: the changelog's
+    system's (``systems.<system>.consumer.bootstrap.servers``, its producer's, ``systems.<system>.bootstrap.servers``,
+    with that system's consumer security: kafka.systems.system_brokers) when the config puts it on another cluster
+    than ``bootstrap``, in the result's ``bootstrap`` and ``security`` (with a note); the partition count is checked
+    there.
 
     Raises UsageError (exit 2, before any broker is asked) for a negative ``partition`` or an empty
     ``changelog``, and without a partition for a task that does not say one with no coordinator stream;
     ConfigError (exit 2) for a changelog on a system the job's config does not define (no
-    ``systems.<system>.samza.factory``) or a bare one the config gives no system; NotFoundError (exit 10)
+    ``systems.<system>.samza.factory``), a bare one the config gives no system, or consumer security settings
+    of its system statectl cannot use; NotFoundError (exit 10)
     when there is no coordinator stream and no ``changelog``, the config names no changelog for the store,
     the mapping has no partition for the task, or the changelog topic has fewer partitions than the mapping
     names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both);
@@ -1917,6 +2116,14 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
         raise UsageError(f"{where} names no topic", hint="pass the changelog topic, as <system>.<topic> or <topic>")
     if config:  # a coordinator stream with no config at all (locality only) says nothing about systems
         require_system(config, ss.system, where=where)
+    from statectl.kafka.systems import system_brokers
+
+    # The changelog's system may be on another cluster than the job's coordinator and checkpoint topics.
+    brokers = system_brokers(config, ss.system, bootstrap, security)
+    cl_bootstrap, cl_security = (brokers.bootstrap, brokers.security) if brokers.elsewhere else (bootstrap, security)
+    if brokers.elsewhere:
+        notes.append(f"changelog {ss.stream} is on system {ss.system!r}'s brokers {brokers.bootstrap} "
+                     f"({brokers.key})")
 
     if partition is None:
         if model is None:
@@ -1931,10 +2138,12 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
         else:
             partition = _mapped_partition(model, ref.task, problems)
             if counted is None or ss.stream not in counted:
-                _check_partition_count(bootstrap, ss.stream, model, security=security, timeout_s=timeout_s)
+                _check_partition_count(cl_bootstrap, ss.stream, model, security=cl_security, timeout_s=timeout_s)
                 if counted is not None:
                     counted.add(ss.stream)
-    return ChangelogPartition(ss.system, ss.stream, partition, tuple(notes))
+    return ChangelogPartition(ss.system, ss.stream, partition, tuple(notes),
+                              brokers.bootstrap if brokers.elsewhere else None,
+                              brokers.security if brokers.elsewhere else None)
 
 
 def _partition_from_name(task: str) -> int | None:
@@ -2002,7 +2211,7 @@ def update_locality(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | 
     container writes it), so that the job places the active task where its promoted store now is; return
     whether it did, and a note when it did not. Not when the job's coordinator stream or the task's
     container assignment is not there, nor when that container runs other active tasks too: a container
-    moves whole (seed 001), and repointing it for one promoted task would place the others away from their
+    moves whole, and repointing it for one promoted task would place the others away from their
     state (promote --container or failover moves them all). What it writes is plan_locality's plan."""
     with CoordinatorStream(bootstrap, ref.job, ref.job_id, security=security) as cs:
         plan = _plan_locality(cs, ref)
@@ -2040,7 +2249,8 @@ def _plan_locality(cs: CoordinatorStream, ref: StoreRef) -> LocalityPlan:
 
 @dataclass
 class Violation:
-    """A task whose active and standby containers are mapped to one host (seed 001, invariant 1)."""
+    """A task whose active and standby containers are mapped to one host (no task may share a host with its
+    standby: that host's loss would take both)."""
 
     task: str
     standby: str

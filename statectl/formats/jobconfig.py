@@ -235,3 +235,51 @@ def changelog_min_compaction_lag_ms(config: Config, store: str) -> int:
     else ``stores.default.changelog.min.compaction.lag.ms``, else 4 hours."""
     default = get_int(config, "stores.default.changelog.min.compaction.lag.ms", DEFAULT_MIN_COMPACTION_LAG_MS)
     return get_int(config, f"stores.{store}.changelog.min.compaction.lag.ms", default)
+
+
+# -- checkpoints: which one the job's start reads --------------------------------------------------
+
+CHECKPOINT_READ_VERSIONS = "task.checkpoint.read.versions"
+DEFAULT_CHECKPOINT_READ_VERSIONS = (1,)  # TaskConfig.DEFAULT_CHECKPOINT_READ_VERSIONS
+LIVE_CHECKPOINT_MAX_AGE = "task.live.checkpoint.max.age"
+DEFAULT_LIVE_CHECKPOINT_MAX_AGE_MS = 600_000  # TaskConfig.DEFAULT_LIVE_CHECKPOINT_MAX_AGE_MS: 10 minutes
+CHECKPOINT_FACTORY = "task.checkpoint.factory"
+
+
+def checkpoint_read_versions(config: Config) -> tuple[int, ...]:
+    """TaskConfig.getCheckpointReadVersions: ``task.checkpoint.read.versions`` (getList: a blank value is the
+    default, [1]) as shorts, first first. JobConfigError for a value Short.valueOf cannot read."""
+    values = get_list(config, CHECKPOINT_READ_VERSIONS)
+    if values is None:
+        return DEFAULT_CHECKPOINT_READ_VERSIONS
+    out = []
+    for v in values:
+        if not re.fullmatch(r"[+-]?[0-9]+", v) or not -32768 <= int(v) <= 32767:
+            raise JobConfigError(f"{CHECKPOINT_READ_VERSIONS}={config[CHECKPOINT_READ_VERSIONS]!r}: {v!r} is not a "
+                                 "checkpoint version")
+        out.append(int(v))
+    return tuple(out)
+
+
+def live_checkpoint_max_age_ms(config: Config) -> int:
+    """TaskConfig.getLiveCheckpointMaxAgeMillis: ``task.live.checkpoint.max.age`` (default 10 minutes)."""
+    return get_int(config, LIVE_CHECKPOINT_MAX_AGE, DEFAULT_LIVE_CHECKPOINT_MAX_AGE_MS)
+
+
+def has_checkpoint_manager(config: Config) -> bool:
+    """TaskConfig.getCheckpointManager: a job reads checkpoints only with ``task.checkpoint.factory`` set (not
+    blank); without one every container start reads none (ContainerStorageManager then clears the state dir)."""
+    return not java_is_blank(config.get(CHECKPOINT_FACTORY))
+
+
+def checkpoint_restore_factory(config: Config, store: str, checkpoint: object | None) -> str | None:
+    """The state backend factory that restores ``store`` when the job's start reads ``checkpoint`` (a
+    formats.checkpoint CheckpointV1 or CheckpointV2, or None), as ContainerStorageManagerUtil
+    .getBackendFactoryStoreNames picks it: for a v1 checkpoint the Kafka changelog backend when the store has a
+    changelog (whatever its restore factories say), else none; otherwise :func:`restore_factory` over the v2
+    checkpoint's markers."""
+    from statectl.formats.checkpoint import CheckpointV1
+
+    if isinstance(checkpoint, CheckpointV1):
+        return KAFKA_CHANGELOG_FACTORY if _trim(config.get(store_changelog_key(store))) is not None else None
+    return restore_factory(config, store, getattr(checkpoint, "state_checkpoint_markers", None))

@@ -4,6 +4,7 @@ task's name and its store dir's name, both ways; the task dirs found under a sta
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,23 +101,80 @@ def store_dir(state_dir: Path, store: str, task: str) -> Path:
     return Path(state_dir) / store / task_dir_name(task)
 
 
-# statectl's own root for standby replicas, in the state dir: ``<state>/.statectl-standby/<n>/<store>/<task dir>``
-# (replica n of a task, the active's layout below ``<n>``), their lock and status files beside them. Samza
-# lists only ``<state>`` (ContainerStorageManager.clearLoggedStores, which clears all of it when a container
-# starts with no checkpoint at all), ``<state>/<x>`` for every x (TaskStorageCommitManager.deleteOldCheckpointDirs
-# deletes ``<x>/<task dir>-*``) and ``<state>/<store>`` of its own stores (StorageManagerUtil.
-# getTaskStoreCheckpointDirs: names containing ``<task dir>-``). Level 2 here holds only replica numbers,
-# which contain no ``-``; nothing deeper is ever listed.
-STANDBY_ROOT = ".statectl-standby"
+# statectl's standby root: replicas (``<root>/<n>/<store>/<task dir>``, replica n of a task, the active's layout
+# below ``<n>``) with their lock and status files, the lock and status files of ``--layout active-path`` replicas,
+# pre-restored checkpoint dirs (``<root>/prerestore/<store>/``) and failover journals (``<root>/failover/``).
+# Never in the job's state dir: a container that reads no checkpoint for any of its active tasks (a new job, a
+# reset checkpoint topic, no checkpoint manager, every start of a standby-only container) deletes every entry of
+# the logged store base dir, dot dirs included (ContainerStorageManager.restoreStores -> clearLoggedStores:
+# File.listFiles, then FileUtil.rm of each). By default a sibling of the state dir, ``<state dir>.statectl-standby``:
+# on the same filesystem in nearly every deployment, so that promote's final rename into the state dir is
+# atomic (check_standby_root checks it), and one per state dir (with LOGGED_STORE_BASE_DIR, Samza's state dir
+# is ``$LOGGED_STORE_BASE_DIR/<job>-<job id>``: the sibling is another job's state dir never).
+STANDBY_ROOT_SUFFIX = ".statectl-standby"
+# Where older statectl versions kept the standby root: inside the state dir, which Samza clears (above).
+OLD_STANDBY_ROOT = ".statectl-standby"
 
 
-def standby_replica_dir(state_dir: Path, store: str, task: str, replica: int) -> Path:
-    """``<state-dir>/.statectl-standby/<replica>/<store>/<task with spaces -> _>``: where statectl keeps
-    replica ``replica`` of a task's store, out of reach of Samza's clean-ups (STANDBY_ROOT). Raises
+def standby_root(state_dir: Path, root: Path | str | None = None) -> Path:
+    """The standby root of ``state_dir``: ``root`` when given (the ``standby_root`` setting), else the state dir's
+    sibling ``<state dir>.statectl-standby`` (of its real path: a symlinked state dir's root sits beside its
+    target, on its filesystem). Absolute; reads nothing but symlinks."""
+    if root is not None:
+        return Path(os.path.abspath(root))
+    real = Path(os.path.realpath(state_dir))
+    if real == real.parent:
+        raise UsageError(f"the state dir {state_dir} is the filesystem root: it has no sibling to keep standby "
+                         "replicas in", hint="pass --standby-root")
+    return real.with_name(real.name + STANDBY_ROOT_SUFFIX)
+
+
+def old_standby_root(state_dir: Path) -> Path:
+    """``<state dir>/.statectl-standby``: the standby root of older statectl versions (OLD_STANDBY_ROOT)."""
+    return Path(state_dir).absolute() / OLD_STANDBY_ROOT
+
+
+def check_standby_root(state_dir: Path, root: Path) -> None:
+    """Raise UsageError (exit 2) unless ``root`` can hold the standby replicas of ``state_dir``: not the state dir,
+    not inside it (Samza clears it: STANDBY_ROOT_SUFFIX's note) and not holding it, and on the state dir's
+    filesystem (their nearest existing dirs on one device), so that promote renames a replica into the state dir
+    in one atomic step. Reads only."""
+    real_state, real_root = Path(os.path.realpath(state_dir)), Path(os.path.realpath(root))
+    if real_root == real_state or real_state in real_root.parents:
+        raise UsageError(f"refusing standby root {root}: it is in the state dir {state_dir}, which a Samza container "
+                         "clears whole when it starts without a checkpoint (a new job, a standby-only container)",
+                         hint="leave --standby-root out (the default is beside the state dir), or name a dir "
+                              "outside it on the same filesystem")
+    if real_root in real_state.parents:
+        raise UsageError(f"refusing standby root {root}: it holds the state dir {state_dir}",
+                         hint="name a dir beside the state dir, on its filesystem")
+    if device_of(real_root) != device_of(real_state):
+        raise UsageError(f"refusing standby root {root}: it is on another filesystem than the state dir {state_dir}, "
+                         "so a promote could not rename a replica into the state dir in one atomic step",
+                         hint="pass --standby-root with a dir on the state dir's filesystem (the default is beside "
+                              "the state dir)")
+
+
+def device_of(path: Path | str) -> int:
+    """The device (st_dev) of ``path``, or of its nearest existing parent. Raises OSError when not even ``/``
+    can be stat'ed."""
+    p = Path(os.path.abspath(path))
+    while True:
+        try:
+            return os.stat(p).st_dev
+        except (FileNotFoundError, NotADirectoryError):
+            if p == p.parent:
+                raise
+            p = p.parent
+
+
+def standby_replica_dir(state_dir: Path, store: str, task: str, replica: int, root: Path | str | None = None) -> Path:
+    """``<standby root>/<replica>/<store>/<task with spaces -> _>``: where statectl keeps replica ``replica`` of a
+    task's store, out of reach of Samza's clean-ups (STANDBY_ROOT_SUFFIX; ``root`` as standby_root). Raises
     UsageError for a negative replica number or a name store_dir refuses."""
     if replica < 0:
         raise UsageError(f"--replica must be 0 or more, not {replica}")
-    return store_dir(Path(state_dir) / STANDBY_ROOT / str(replica), store, task)
+    return store_dir(standby_root(state_dir, root) / str(replica), store, task)
 
 
 def samza_would_take(name: str, task_dir: str) -> bool:

@@ -507,6 +507,24 @@ def test_a_disk_that_really_fills_stops_the_follower_with_disk_full(world: World
 
 
 @pytest.mark.timeout(300)
+def test_a_replica_on_another_filesystem_than_the_state_dir_is_not_promoted(world: World, procs, small_tmpfs: Path):
+    """A promote's move into the state dir is one rename, which another filesystem cannot take: a standby root there
+    is refused by follow, a --replica-dir there by promote (exit 2), before the follower is fenced."""
+    w = world
+    w.writer.send([(b"k-%d" % i, b"v") for i in range(30)])
+    p = cli(w.tmp, "standby", "follow", *w.where(), "--standby-root", str(small_tmpfs / "root"), code=2)
+    assert "another filesystem" in one_error(p.stderr) and not (small_tmpfs / "root").exists()
+    replica = small_tmpfs / "replica"
+    f = start(w, procs, "--replica-dir", str(replica))
+    wait_until(lambda: replica_offset(replica, w.topic) == w.writer.last_offset, 90, f.describe())
+    for extra in (["--dry-run"], []):
+        p = cli(w.tmp, "standby", "promote", *w.where(), "--replica-dir", str(replica), NT, *extra, code=2)
+        assert "different filesystems" in one_error(p.stderr), p.stderr
+    f.assert_running()  # not fenced
+    assert not w.active.exists() and read_store(replica) == w.writer.state()
+
+
+@pytest.mark.timeout(300)
 def test_an_adstore_whose_topic_was_recreated_longer_is_rebuilt_not_resumed(tansu, tmp_path: Path):
     """The topic deleted and recreated with more records than the store's offsets: the offsets are in
     range of the new topic, so only the topic id the load recorded tells that they are another topic's.

@@ -1,4 +1,4 @@
-"""statectl standby (seed 001) end to end on a real Kafka-protocol broker (Tansu): followers as real processes
+"""statectl standby end to end on a real Kafka-protocol broker (Tansu): followers as real processes
 keeping a replica current while puts and deletes are produced, killed at random moments, seeded from a
 snapshot the job's checkpoint names with its changelog position, re-seeded when their offset fell off the
 changelog; promotes (fencing the follower, with it dead, timing out, over an old active store); the error
@@ -212,7 +212,7 @@ def test_follower_keeps_up_with_puts_and_deletes_and_promote_makes_it_the_active
         cs.write_task_container(TASK, "0")
         cs.write_container_host("0", "the-old-host.example.com")
     w.writer.send(random_records(random.Random(1), 300))  # a history before the follower starts
-    assert w.replica == w.state / ".statectl-standby" / "0" / STORE / "Partition_0"  # where Samza never looks
+    assert w.replica == w.tmp / "state.statectl-standby" / "0" / STORE / "Partition_0"  # beside the state dir
 
     f = start(w, procs, changelog=False)
     feeder = Feeder(w.writer, seed=2, batch=25, pause_s=0.05).start()

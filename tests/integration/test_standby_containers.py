@@ -382,7 +382,8 @@ def test_a_container_with_a_blob_store_restored_store_fails_over_onto_its_pre_re
     blobs = f"file://{j.tmp / 'blobs'}"
     write_job(j, config={"stores.dims.factory": "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory",
                          "stores.dims.restore.factories": BLOB_STORE_FACTORY,
-                         "stores.dims.backup.factories": BLOB_STORE_FACTORY})
+                         "stores.dims.backup.factories": BLOB_STORE_FACTORY,
+                         "task.checkpoint.read.versions": "2,1"})  # its start reads the v2 checkpoints backup writes
     checkpoints = {}
     for i, task in enumerate(CONTAINER0):  # each task's snapshot, committed to the job's checkpoint topic
         src = j.tmp / "active-host" / task.replace(" ", "_")
@@ -396,10 +397,12 @@ def test_a_container_with_a_blob_store_restored_store_fails_over_onto_its_pre_re
     pre = Follower(j.tmp, ["--container", "0", "--pre-restore", "--blobstore", blobs, *j.flags()])
     followers.append(pre)
 
+    kept = j.tmp / "state.statectl-standby" / "prerestore" / "dims"  # in the standby root, beside the state dir
+
     def pre_restored() -> bool:
         pre.assert_running()
-        return all((j.state / "dims" / f"{t.replace(' ', '_')}-{cp}").is_dir() and not any(
-            (j.state / "dims").glob(f"{t.replace(' ', '_')}-*.tmp*")) for t, cp in checkpoints.items())
+        return all((kept / f"{t.replace(' ', '_')}-{cp}").is_dir() and not any(
+            kept.glob(f"{t.replace(' ', '_')}-*.tmp*")) for t, cp in checkpoints.items())
 
     wait_until(pre_restored, 120, f"every task's snapshot pre-restored\n{pre.describe()}")
     r = json.loads(cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), "--blobstore", blobs,
@@ -414,6 +417,7 @@ def test_a_container_with_a_blob_store_restored_store_fails_over_onto_its_pre_re
         promoted = j.state / "dims" / f"{task.replace(' ', '_')}-{cp}"
         assert promoted.is_dir() and read_store(promoted)  # the dir the job's next start renames into place
         assert not (j.state / "dims" / task.replace(" ", "_")).exists()  # the active dir never touched
+        assert not (kept / promoted.name).exists()  # renamed, not copied
     assert j.locality()["0"] == HOST and "0-0" not in j.locality()
 
 

@@ -1,17 +1,19 @@
-"""standby promote produces what the job's next start keeps (issue 18, "What the next start keeps"), on a real
-Kafka-protocol broker (Tansu), real RocksDB replicas and followers as real processes.
+"""standby promote produces what the job's next start keeps, on a real Kafka-protocol broker (Tansu), real RocksDB
+replicas and followers as real processes.
 
 The job's config is on its coordinator stream; the task's checkpoints are v2 records with a Kafka changelog
-marker written with KafkaCheckpointLog. Under Samza's default transactional restore the promoted dir must be
-``<active dir>-<checkpointId>`` at the checkpointed offset, which tests/tools/samza_restore.py (a mirror of
-TransactionalStateTaskRestoreManager.getStoreActions) keeps; under non-transactional restore it is swapped
-into the active dir as before; the blob-store backend and a replica past the checkpoint are refused with
-exit 14, changing nothing."""
+marker written with KafkaCheckpointLog, and v1 records as Samza writes them. Under Samza's default transactional
+restore the promoted dir must be ``<active dir>-<checkpointId>`` at the checkpointed offset of the checkpoint the
+job's start reads (``task.checkpoint.read.versions``, KafkaCheckpointManager.readCheckpoints), which
+tests/tools/samza_restore.py (a mirror of TransactionalStateTaskRestoreManager.getStoreActions) keeps; under
+non-transactional restore it is swapped into the active dir as before; the blob-store backend and a replica past
+the checkpoint are refused with exit 14, changing nothing."""
 
 from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,8 @@ from statectl.formats.checkpoint import (
     BLOB_STORE_FACTORY,
     KAFKA_CHANGELOG_FACTORY,
     SSP,
+    CheckpointV1,
+    CheckpointV2,
     KafkaChangelogMarker,
     encode_changelog_marker,
 )
@@ -38,16 +42,29 @@ from tests.integration.test_standby import (  # noqa: F401 - world and procs are
 )
 from tests.tools.genstore import fingerprint, make_store
 from tests.tools.samza_restore import store_actions
-from tests.tools.standby_helpers import cli, offsets_of, random_records, read_store, replica_offset, wait_until
+from tests.tools.standby_helpers import (
+    cli,
+    offsets_of,
+    random_records,
+    read_store,
+    replica_offset,
+    wait_until,
+    write_checkpoint_record,
+)
 
 
-def job_config(w: World, extra: dict[str, str] | None = None) -> None:
-    """The job's config on its coordinator stream (the store's changelog and its system, plus ``extra``) and
-    the task's changelog partition, as a Samza job's coordinator stream holds them."""
+READ_VERSIONS = "task.checkpoint.read.versions"
+
+
+def job_config(w: World, extra: dict[str, str] | None = None, *, read_versions: str | None = "2,1") -> None:
+    """The job's config on its coordinator stream (the store's changelog and its system, the checkpoint versions
+    it reads, None: Samza's default, 1 only; plus ``extra``) and the task's changelog partition, as a Samza job's
+    coordinator stream holds them."""
     with CoordinatorStream(w.bootstrap, w.job, "1") as cs:
         cs.create()
         cs.write_config({f"stores.{STORE}.changelog": f"kafka.{w.topic}",
                          "systems.kafka.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory",
+                         **({READ_VERSIONS: read_versions} if read_versions is not None else {}),
                          **(extra or {})})
         cs.write_changelog_partition(TASK, 0)
 
@@ -232,3 +249,97 @@ def test_without_a_coordinator_stream_promote_swaps_only_on_the_operators_word(w
     assert "could not check how the job's next start restores the store" in p.stderr
     assert "as --non-transactional-restore says" in p.stderr
     assert read_store(w.active) == w.writer.state()
+
+
+def v1_checkpoint(w: World, offset: int, *, timestamp_ms: int | None = None) -> str:
+    """Commit a v1 checkpoint of the task as a transactional-state Samza job writes it: its input's offset and its
+    store's changelog entry ``<checkpointId>:<offset>``; return the checkpoint id."""
+    cp = new_checkpoint_id()
+    write_checkpoint_record(w.bootstrap, w.job, TASK, CheckpointV1({SSP("kafka", "page-views", 0): "1234",
+                                                                    SSP("kafka", w.topic, 0): f"{cp}:{offset}"}),
+                            timestamp_ms=timestamp_ms)
+    return cp
+
+
+def dry_run(w: World, code: int = 0) -> dict:
+    return json.loads(promote(w, "--dry-run", code=code).stdout)
+
+
+@pytest.mark.timeout(300)
+def test_promote_reads_the_checkpoint_the_jobs_start_reads_by_its_read_versions(world: World, procs):
+    """KafkaCheckpointManager.readCheckpoints: only the versions of task.checkpoint.read.versions (default 1), the
+    one listed first winning, unless one listed later was appended more than task.live.checkpoint.max.age after
+    it (shouldOverrideCheckpoint); a v1 checkpoint's store offset and id come from its changelog entry
+    (TransactionalStateTaskRestoreManager.getCheckpointedChangelogOffsets, getCheckpointId)."""
+    w = world
+    job_config(w, read_versions=None)  # Samza's default: the job reads v1 checkpoints only
+    w.writer.send(random_records(random.Random(21), 300))
+    cp2 = checkpoint(w, 199)  # a v2 checkpoint: this job never reads it
+    f = start(w, procs, "--to-checkpoint")
+    wait_until(lambda: "no checkpointed changelog offset" in f.stderr(), 60, f.describe())
+    assert replica_offset(w.replica, w.topic) is None  # nothing to cap at: nothing applied
+
+    cp1 = v1_checkpoint(w, 149)
+    caught_up(w, f, upto=149)  # the follower caps at the v1 checkpoint's offset, not the v2 one's
+    plan = dry_run(w)
+    assert (plan["restore_mode"], plan["checkpoint_id"], plan["catch_up_to"]) == ("transactional", cp1, 149), plan
+    assert plan["promoted_dir"] == str(w.active.with_name(f"Partition_0-{cp1}"))
+
+    job_config(w, read_versions="2,1")  # the v2 one first now
+    plan = dry_run(w)
+    assert (plan["checkpoint_id"], plan["catch_up_to"]) == (cp2, 199), plan
+    # A v1 checkpoint appended more than task.live.checkpoint.max.age (10 minutes) after the v2 one overrides it.
+    later = int(time.time() * 1000) + 11 * 60 * 1000
+    cp3 = v1_checkpoint(w, 179, timestamp_ms=later)
+    plan = dry_run(w)
+    assert (plan["checkpoint_id"], plan["catch_up_to"]) == (cp3, 179), plan
+    job_config(w, {"task.live.checkpoint.max.age": str(12 * 60 * 1000)})  # ... not when younger than that age
+    assert (dry_run(w)["checkpoint_id"]) == cp2
+
+    job_config(w, read_versions="1,2")
+    p = promote(w)
+    assert f.wait(60) == 0, f.describe()
+    r = json.loads(p.stdout)
+    target = w.active.with_name(f"Partition_0-{cp3}")
+    assert (r["restore_mode"], r["checkpoint_id"], r["caught_up_offset"]) == ("transactional", cp3, 179), r
+    assert r["promoted_dir"] == str(target)
+    assert read_store(target) == w.writer.state(179)
+    assert offsets_of(target) == {w.offset_key(): "179"}
+    actions = store_actions(w.state, STORE, TASK, ssp_key=w.offset_key(),
+                            checkpoint_millis=parse_checkpoint_id(cp3)[0], checkpointed_offset=179,
+                            oldest=0, newest=w.writer.last_offset)
+    assert actions.retain == target and actions.restore_to == 179
+
+
+@pytest.mark.timeout(300)
+def test_a_v1_checkpoint_read_restores_from_the_changelog_whatever_the_restore_factories(world: World, procs):
+    """ContainerStorageManagerUtil.getBackendFactoryStoreNames: a v1 checkpoint restores every store with a
+    changelog from it, so a blob-store job whose start reads a v1 checkpoint is promoted from the changelog."""
+    w = world
+    job_config(w, {f"stores.{STORE}.restore.factories": BLOB_STORE_FACTORY}, read_versions="1")
+    w.writer.send(random_records(random.Random(22), 120))
+    cp1 = v1_checkpoint(w, 99)
+    f = start(w, procs, "--to-checkpoint")
+    caught_up(w, f, upto=99)
+    marker = encode_changelog_marker(KafkaChangelogMarker(SSP("kafka", w.topic, 0), "99"))
+    write_checkpoint_record(w.bootstrap, w.job, TASK, CheckpointV2(new_checkpoint_id(), {}, {  # not read
+        KAFKA_CHANGELOG_FACTORY: {STORE: marker}, BLOB_STORE_FACTORY: {STORE: "blobs/aa/index-1"}}))
+    plan = dry_run(w)
+    assert (plan["restore_mode"], plan["checkpoint_id"], plan["catch_up_to"]) == ("transactional", cp1, 99), plan
+    assert f.terminate() == 0
+
+
+@pytest.mark.timeout(300)
+def test_a_job_reading_v1_checkpoints_only_has_none_to_restore_from_when_there_are_only_v2_ones(world: World, procs):
+    w = world
+    job_config(w, read_versions=None)
+    w.writer.send(random_records(random.Random(23), 100))
+    checkpoint(w, 99)
+    f = start(w, procs)
+    caught_up(w, f)
+    for args in (["--dry-run"], []):
+        p = promote(w, *args, code=14)
+        line = error_lines(p.stderr)[0]
+        assert "has no checkpoint the job reads (task.checkpoint.read.versions: 1)" in line, p.stderr
+    f.assert_running()  # not fenced
+    assert not w.active.exists() and checkpoint_dirs(w) == []

@@ -11,9 +11,9 @@
   checkpoint dir the same way before a restore.
 - TaskStorageCommitManager.deleteOldCheckpointDirs: for *every* entry x of ``<base>`` (taken for a store dir),
   every entry of ``<base>/x`` matching the wildcard ``<task dir>-*`` that is not the latest checkpoint.
-
-Not mirrored: ContainerStorageManager.clearLoggedStores, which removes everything in ``<base>`` when a
-container starts with no checkpoint at all (a new job, or its checkpoints cleared).
+- ContainerStorageManager.clearLoggedStores: every entry of ``<base>`` (File.listFiles: dot entries too) removed
+  when a container reads no checkpoint for any of its active tasks (a new job, a reset checkpoint topic, no
+  checkpoint manager, every start of a standby-only container): :func:`clear_logged_stores`.
 """
 
 from __future__ import annotations
@@ -77,5 +77,18 @@ def restore_like_samza(base: Path, stores: list[str], tasks: list[str]) -> list[
             shutil.rmtree(p)
         else:
             continue
+        gone.append(p)
+    return gone
+
+
+def clear_logged_stores(base: Path) -> list[Path]:
+    """ContainerStorageManager.clearLoggedStores: ``FileUtil.rm`` of every entry ``File.listFiles`` gives for the
+    logged store base dir (hidden ones included), the dir itself kept. Return what was deleted."""
+    gone = []
+    for p in sorted(base.iterdir()) if base.is_dir() else []:
+        if p.is_symlink() or not p.is_dir():
+            p.unlink()
+        else:
+            shutil.rmtree(p)
         gone.append(p)
     return gone

@@ -36,10 +36,12 @@ def isolate_cli(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def cli(tmp: Path, *args: str, code: int | None = 0, timeout: float = 180) -> subprocess.CompletedProcess:
-    """Run ``statectl ARGS`` (a whole process, clean env, cwd ``tmp``); check its exit code unless None."""
+def cli(tmp: Path, *args: str, code: int | None = 0, timeout: float = 180,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``statectl ARGS`` (a whole process, clean env plus ``env``, cwd ``tmp``); check its exit code unless
+    None."""
     p = subprocess.run([STATECTL, *args], check=False, capture_output=True, text=True, timeout=timeout,
-                       env=clean_env(tmp), cwd=tmp, stdin=subprocess.DEVNULL)
+                       env={**clean_env(tmp), **(env or {})}, cwd=tmp, stdin=subprocess.DEVNULL)
     if code is not None:
         assert p.returncode == code, (args, p.returncode, p.stdout, p.stderr)
     return p
@@ -285,3 +287,34 @@ class Follower:
         for f in (self._out, self._err):
             if not f.closed:
                 f.close()
+
+
+def write_checkpoint_record(bootstrap: str, job: str, task: str, checkpoint: Any, *,
+                            timestamp_ms: int | None = None) -> None:
+    """One record of ``task``'s ``checkpoint`` (a formats.checkpoint CheckpointV1 or CheckpointV2) on the job's
+    checkpoint topic (made if missing), as Samza's KafkaCheckpointManager writes it; ``timestamp_ms``: its
+    record timestamp (default: now)."""
+    from statectl.catalog.kafka_log import CHECKPOINT_TOPIC_CONFIGS, KafkaCheckpointLog
+    from statectl.formats.checkpoint import (
+        KEY_TYPE_V1,
+        KEY_TYPE_V2,
+        CheckpointKey,
+        CheckpointV1,
+        encode_key,
+        encode_v1,
+        encode_v2,
+    )
+    from statectl.kafka.client import create_topic, open_producer
+
+    with KafkaCheckpointLog(bootstrap, job, "1") as log:
+        topic = log.topic
+    create_topic(bootstrap, topic, partitions=1, configs=CHECKPOINT_TOPIC_CONFIGS)
+    v1 = isinstance(checkpoint, CheckpointV1)
+    key = encode_key(CheckpointKey(task, KEY_TYPE_V1 if v1 else KEY_TYPE_V2))
+    producer = open_producer(bootstrap)
+    try:
+        producer.send(topic, key=key, value=encode_v1(checkpoint) if v1 else encode_v2(checkpoint), partition=0,
+                      timestamp_ms=timestamp_ms).get(timeout=30)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()

@@ -1,18 +1,21 @@
-"""Where statectl keeps a standby replica, against what Samza's restore and commit delete in a state dir
-(tests/tools/samza_scan.py mirrors StorageManagerUtil.getTaskStoreCheckpointDirs, TransactionalStateTask-
-RestoreManager and TaskStorageCommitManager.deleteOldCheckpointDirs): no default replica dir, lock file or
-status file is ever one of them, for any task of the job, tricky task names included."""
+"""Where statectl keeps a standby replica, against what Samza's restore, commit and container start delete in a
+state dir (tests/tools/samza_scan.py mirrors StorageManagerUtil.getTaskStoreCheckpointDirs, TransactionalStateTask-
+RestoreManager, TaskStorageCommitManager.deleteOldCheckpointDirs and ContainerStorageManager.clearLoggedStores): no
+default replica dir, lock file or status file is ever one of them, for any task of the job, tricky task names
+included."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from statectl.catalog.refs import StoreRef
 from statectl.engine.standby import Replica, active_path_replica, legacy_standby_dir, standby_dir
-from statectl.local.layout import samza_would_take
-from tests.tools.samza_scan import doomed, restore_like_samza
+from statectl.errors import UsageError
+from statectl.local.layout import check_standby_root, samza_would_take, standby_root
+from tests.tools.samza_scan import clear_logged_stores, doomed, restore_like_samza
 
 TASKS = ["Partition 0", "Partition 1", "Partition 10", "task", "task-a", "a.b", "a.b-c", "my.task-1", "x", "0",
          "Partition 0-"]
@@ -63,7 +66,7 @@ def test_running_the_samza_scan_deletes_none_of_it_and_the_mirror_does_delete_th
     old.mkdir()
     old.with_name(old.name + ".standby.json").write_text("{}")
     gone = restore_like_samza(state, STORES, TASKS)
-    assert old in gone and old.with_name(old.name + ".standby.json") in gone  # what issue 18 is about
+    assert old in gone and old.with_name(old.name + ".standby.json") in gone  # why the old default moved
     assert all(p.exists() for p in ours), [p for p in ours if not p.exists()][:5]
 
 
@@ -74,4 +77,31 @@ def test_active_path_replica_keeps_its_lock_and_status_in_the_standby_root(tmp_p
     inplace = active_path_replica(rep, state)
     assert inplace.replica_dir == (state / "counts" / task.replace(" ", "_")).absolute()
     assert inplace.lock_path == rep.lock_path and inplace.status_path == rep.status_path
-    assert ".statectl-standby" in inplace.lock_path.parts
+    assert inplace.lock_path.parent.parents[1] == tmp_path / "state.statectl-standby"
+    assert state.absolute() not in inplace.lock_path.parents
+
+
+def test_a_container_start_without_checkpoints_clears_the_state_dir_but_no_default_replica(tmp_path: Path):
+    state = tmp_path / "state"
+    ours = _lay_out(state)
+    assert all(state not in p.parents for p in ours)  # beside the state dir, never in it
+    gone = clear_logged_stores(state)
+    assert gone and state.is_dir() and not any(state.iterdir())  # the mirror deletes what is in the state dir
+    assert all(p.exists() for p in ours), [p for p in ours if not p.exists()][:5]
+
+
+def test_the_standby_root_is_refused_in_the_state_dir_around_it_or_on_another_filesystem(tmp_path: Path):
+    state = tmp_path / "state"
+    state.mkdir()
+    assert standby_root(state) == tmp_path / "state.statectl-standby"
+    assert standby_root(state / ".") == tmp_path / "state.statectl-standby"
+    check_standby_root(state, standby_root(state))
+    check_standby_root(state, tmp_path / "elsewhere" / "root")  # not made yet: its nearest dir's filesystem
+    for bad, what in ((state, "in the state dir"), (state / ".statectl-standby", "in the state dir"),
+                      (tmp_path, "holds the state dir")):
+        with pytest.raises(UsageError, match=what):
+            check_standby_root(state, bad)
+    other = Path("/dev/shm")
+    if other.is_dir() and os.stat(other).st_dev != os.stat(tmp_path).st_dev:
+        with pytest.raises(UsageError, match="another filesystem"):
+            check_standby_root(state, other / "statectl-test-root")
