@@ -607,8 +607,8 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
 def _promote_plan_text(p: Any) -> str:
     lines = [f"would stop the follower (pid {p.fence_pid})" if p.fence_pid is not None else "no follower runs"]
     if p.restore_mode == "blob-store":
-        lines.append(f"would bring {p.promoted_dir} to the snapshot of checkpoint {p.checkpoint_id} (from the "
-                     f"pre-restored {p.replica_dir}, downloading what differs); the job's next start renames it "
+        lines.append(f"would bring the pre-restored {p.replica_dir} to the snapshot of checkpoint {p.checkpoint_id} "
+                     f"(downloading what differs) and rename it to {p.promoted_dir}; the job's next start renames it "
                      f"into {p.active_dir}")
     else:
         lines.append(f"would catch {p.replica_dir} up from changelog offset {p.applied_offset} to {p.catch_up_to}"

@@ -586,6 +586,7 @@ def test_standby_promote_dry_run_of_a_blob_store_restored_store(world, procs):
         job_config,
         pre_dir,
         pre_restored,
+        promoted,
         snapshot,
         start_pre,
         store_entries,
@@ -609,15 +610,16 @@ def test_standby_promote_dry_run_of_a_blob_store_restored_store(world, procs):
     assert Where(blobs(w), {}).listing() == blobs_before  # no reader pin
     assert (plan["restore_mode"], plan["checkpoint_id"], plan["promoted_dir"], plan["replica_dir"],
             plan["fence_pid"], plan["in_place"]) == \
-        ("blob-store", cp2, str(pre_dir(w, cp2)), str(pre_dir(w, cp1)), None, False)
+        ("blob-store", cp2, str(promoted(w, cp2)), str(pre_dir(w, cp1)), None, False)
     assert (plan["locality"]["container"], plan["locality"]["write"], plan["locality"]["host"]) == \
         ("0", True, socket.gethostname())
-    assert f"would bring {pre_dir(w, cp2)} to the snapshot of checkpoint {cp2}" in out
+    assert f"would bring the pre-restored {pre_dir(w, cp1)} to the snapshot of checkpoint {cp2}" in out
+    assert f"rename it to {promoted(w, cp2)}" in out
 
     r = json.loads(proc_cli(w.tmp, *args, "-o", "json").stdout)
     assert (r["promoted_dir"], r["restore_mode"], r["checkpoint_id"], r["locality_updated"]) == \
         (plan["promoted_dir"], plan["restore_mode"], plan["checkpoint_id"], plan["locality"]["write"])
-    assert store_entries(w) == [pre_dir(w, cp2).name]
+    assert store_entries(w) == [promoted(w, cp2).name]
     assert _coordinator_records(w.bootstrap, w.job) == records + 1
 
 

@@ -248,7 +248,7 @@ def test_standby_promote_as_root_gives_the_store_to_the_state_dir_owner(tansu, t
         writer.send(random_records(random.Random(5), 100))  # the promote's catch-up writes these
         r = json.loads(cli(tmp_path, "standby", "promote", "--kafka", tansu.bootstrap, "--job", job, "--task", TASK,
                            "--store", STORE, "--state-dir", str(state), "--changelog", topic, "--partition", "0",
-                           "--non-transactional-restore", "-o", "json").stdout)
+                           "--non-transactional-restore", "-o", "json").stdout)  # no coordinator stream
     finally:
         writer.close()
     active = store_dir(state, STORE, TASK)
