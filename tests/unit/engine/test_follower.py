@@ -28,6 +28,7 @@ def test_the_recorded_settings_read_back_as_they_were_written():
     {"job": ["page-views"]}, {"job": ""}, {"job": "page\nviews"}, {"kafka": None},
     {"partition": True}, {"partition": "0"}, {"partition": -1}, {"metrics_port": 70000},
     {"state_dir": "state"}, {"replica_dir": "../elsewhere"}, {"config_file": "statectl.toml"},
+    {"standby_root": "relative/root"}, {"standby_root": 7},
     {"layout": "anywhere"}, {"to_checkpoint": "yes"},
     {"settings": {"kafka_sasl_password": "hunter22"}},  # a secret is never a recorded setting
     {"settings": {"ld_preload": "/tmp/x.so"}}, {"settings": {"s3_region": "eu\x00west"}}, {"settings": []},
@@ -55,6 +56,14 @@ def test_the_options_of_a_container_or_pre_restore_follower_come_back():
                             "--replica=1", "--layout=active-path", "--metrics-port=0", "--metrics-addr=127.0.0.1",
                             "--to-checkpoint"]
     assert "--pre-restore" in FollowerSettings("b:1", "j", "1", task="t", store="s", pre_restore=True).argv()
+
+
+def test_a_standby_root_given_comes_back_as_its_flag():
+    s = FollowerSettings("b:1", "j", "1", state_dir="/s", standby_root="/replicas", task="t", store="x")
+    assert FollowerSettings.from_json(json.loads(json.dumps(asdict(s)))) == s
+    assert s.argv()[5:9] == ["--kafka=b:1", "--job=j", "--job-id=1", "--state-dir=/s"]
+    assert s.argv()[9] == "--standby-root=/replicas"
+    assert not [a for a in GOOD.argv() if a.startswith("--standby-root")]  # the default: no flag
 
 
 def test_the_environment_keeps_the_promotes_secrets_and_none_of_its_settings():

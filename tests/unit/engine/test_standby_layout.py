@@ -105,3 +105,26 @@ def test_the_standby_root_is_refused_in_the_state_dir_around_it_or_on_another_fi
     if other.is_dir() and os.stat(other).st_dev != os.stat(tmp_path).st_dev:
         with pytest.raises(UsageError, match="another filesystem"):
             check_standby_root(state, other / "statectl-test-root")
+
+
+def test_the_checkpointed_position_of_a_store_in_a_v1_and_a_v2_checkpoint():
+    from statectl.engine.standby import checkpointed_position
+    from statectl.formats.checkpoint import (
+        KAFKA_CHANGELOG_FACTORY,
+        SSP,
+        CheckpointV1,
+        CheckpointV2,
+        KafkaChangelogMarker,
+        encode_changelog_marker,
+    )
+
+    ssp = SSP("kafka", "c", 3)
+    v1 = CheckpointV1({SSP("kafka", "input", 3): "17", ssp: "1700000000000-4:99", SSP("kafka", "other", 3): "x"})
+    assert checkpointed_position(v1, "s", ssp) == ("1700000000000-4", ssp, "99")
+    assert checkpointed_position(v1, "s", SSP("kafka", "c", 4)) is None  # another partition: none
+    assert checkpointed_position(CheckpointV1({ssp: "99"}), "s", ssp) == (None, ssp, "99")  # names no id
+    assert checkpointed_position(CheckpointV1({ssp: "1-2:null"}), "s", ssp) == ("1-2", ssp, None)
+    marker = encode_changelog_marker(KafkaChangelogMarker(SSP("east", "c", 3), "42"))
+    v2 = CheckpointV2("1-5", {}, {KAFKA_CHANGELOG_FACTORY: {"s": marker}})
+    assert checkpointed_position(v2, "s", ssp) == ("1-5", SSP("east", "c", 3), "42")
+    assert checkpointed_position(v2, "t", ssp) is None and checkpointed_position(None, "s", ssp) is None

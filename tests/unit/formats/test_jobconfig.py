@@ -127,3 +127,38 @@ def test_retention_lag_and_clean_on_start():
     assert jc.changelog_delete_retention_ms(cfg, "s") == 5
     assert jc.clean_on_start({"stores.s.clean.on.container.start": "True"}, "s")
     assert not jc.clean_on_start({}, "s")
+
+
+# -- which checkpoint the job's start reads (TaskConfig.getCheckpointReadVersions) ---------------------------
+
+
+@pytest.mark.parametrize("value,versions", [(None, (1,)), ("", (1,)), ("  ", (1,)), ("2", (2,)), ("2,1", (2, 1)),
+                                            ("1 , 2", (1, 2)), ("+2,1", (2, 1))])
+def test_checkpoint_read_versions_as_samza_reads_them(value, versions):
+    config = {} if value is None else {jc.CHECKPOINT_READ_VERSIONS: value}
+    assert jc.checkpoint_read_versions(config) == versions
+
+
+@pytest.mark.parametrize("value", ["two", "2,,1", "1.0", "70000"])
+def test_checkpoint_read_versions_samza_cannot_parse(value):
+    with pytest.raises(jc.JobConfigError, match=jc.CHECKPOINT_READ_VERSIONS):
+        jc.checkpoint_read_versions({jc.CHECKPOINT_READ_VERSIONS: value})
+
+
+def test_a_v1_checkpoint_restores_a_logged_store_from_its_changelog_whatever_its_restore_factories():
+    from statectl.formats.checkpoint import SSP, CheckpointV1, CheckpointV2
+
+    config = {"stores.s.changelog": "kafka.s-changelog", "stores.s.restore.factories": BLOB_STORE_FACTORY,
+              "stores.t.restore.factories": BLOB_STORE_FACTORY}
+    v1 = CheckpointV1({SSP("kafka", "s-changelog", 0): "1-2:5"})
+    v2 = CheckpointV2("1-2", {}, {BLOB_STORE_FACTORY: {"s": "blob"}})
+    assert jc.checkpoint_restore_factory(config, "s", v1) == KAFKA_CHANGELOG_FACTORY
+    assert jc.checkpoint_restore_factory(config, "t", v1) is None  # no changelog: not restored
+    assert jc.checkpoint_restore_factory(config, "s", v2) == BLOB_STORE_FACTORY
+    assert jc.checkpoint_restore_factory(config, "s", None) == BLOB_STORE_FACTORY
+
+
+def test_a_checkpoint_manager_is_there_only_with_a_factory():
+    assert not jc.has_checkpoint_manager({})
+    assert not jc.has_checkpoint_manager({jc.CHECKPOINT_FACTORY: " "})
+    assert jc.has_checkpoint_manager({jc.CHECKPOINT_FACTORY: "org.apache.samza.checkpoint.kafka.X"})
