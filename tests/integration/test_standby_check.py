@@ -1,4 +1,4 @@
-"""`standby check` on a real Kafka-protocol broker (Tansu), issue 18's failover paragraph: the standby containers
+"""`standby check` on a real Kafka-protocol broker (Tansu): the standby containers
 with no host mapping (as Samza leaves one after a failover: its mapping tombstoned, or Samza's empty ANY_HOST)
 reported with exit 0, and where each of them, and each in violation, can be placed keeping invariant 1 as
 Samza's StandbyContainerManager checks it (not its active's host, nor another replica of the same active's);
@@ -57,7 +57,7 @@ def test_an_unmapped_standby_container_is_reported_with_where_it_can_go(tansu, t
     doc, _ = check(tmp_path, tansu.bootstrap, job)
     assert (doc["tasks"], doc["standbys"], doc["violations"], doc["unmapped"], doc["proposals"]) == (4, 8, [], [], [])
 
-    # The failover's first step (seed 001 part 3): Samza deletes the standby container's locality mapping.
+    # The failover's first step: Samza deletes the standby container's locality mapping.
     with CoordinatorStream(tansu.bootstrap, job, "1") as cs:
         cs.put(SET_CONTAINER_HOST, "0-0", None)
     prom = tmp_path / "check.prom"

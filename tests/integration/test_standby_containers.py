@@ -1,4 +1,4 @@
-"""Whole containers (issue 18 item 5 and the failover orchestration), on Tansu with real processes.
+"""Whole containers and the failover orchestration, on Tansu with real processes.
 
 A job of 12 tasks (changelog partitions given out in lexicographic task-name order, as Samza's
 JobModelCalculator does) in two active containers and their standby containers, two stores with a

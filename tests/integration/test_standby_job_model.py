@@ -1,4 +1,4 @@
-"""statectl standby on a real Samza job's coordinator stream (issue 18, items 1 and 2), on Tansu.
+"""statectl standby on a real Samza job's coordinator stream, on Tansu.
 
 A job of 12 tasks ``Partition 0`` .. ``Partition 11`` whose changelog partitions Samza gave out in
 lexicographic task-name order (JobModelCalculator's TreeMap of TaskName) and stored as ``set-changelog``

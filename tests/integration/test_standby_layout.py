@@ -424,3 +424,33 @@ def test_active_path_layout_refused_with_14_where_a_container_placed_here_clears
     wait_until(lambda: replica_offset(w.active, w.topic) == w.writer.last_offset, 90, f"caught up\n{f.describe()}")
     assert f.terminate() == 0, f.describe()
 
+
+
+@pytest.mark.timeout(300)
+def test_an_active_path_replicas_files_in_the_old_standby_root_are_moved_by_follow(world: World, procs):
+    from statectl.engine.standby import active_path_replica
+
+    w = world
+    w.writer.send(random_records(random.Random(200), 90))
+    old = active_path_replica(Replica(w.ref, w.topic, 0, old_root_standby_dir(w.state, STORE, TASK).absolute()),
+                              w.state)
+    stop = threading.Event()
+    done: list[object] = []
+    t = threading.Thread(target=lambda: done.append(follow(old, w.bootstrap, stop=stop, state_dir=w.state,
+                                                           active_path=True)), daemon=True)
+    t.start()
+    wait_until(lambda: done or replica_offset(w.active, w.topic) == w.writer.last_offset, 90, "caught up")
+    stop.set()
+    t.join(60)
+    assert old.status_path.parents[2] == w.state / ".statectl-standby" and old.status_path.exists()
+    rows = status_rows(w)
+    assert [(r["replica_dir"], r["layout"]) for r in rows] == [(str(w.active), "old")], rows
+
+    f = start(w, procs, "--layout", "active-path")
+    wait_until(lambda: "moved the lock and status files" in f.stderr(), 60, f.describe())
+    assert not old.status_path.exists() and not old.lock_path.exists() and w.status_file.exists()
+    tail = w.writer.send(random_records(random.Random(201), 20))
+    wait_until(lambda: replica_offset(w.active, w.topic) == tail[-1], 90, f.describe())
+    assert [(r["replica_dir"], r["layout"]) for r in status_rows(w)] == [(str(w.active), "active-path")]
+    assert f.terminate() == 0, f.describe()
+    assert f.result()["records_applied"] == len(tail)  # resumed where it was

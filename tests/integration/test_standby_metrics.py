@@ -1,4 +1,4 @@
-"""standby's Prometheus metrics (issue 18, Metrics) on a real Kafka-protocol broker (Tansu): a follower as a
+"""standby's Prometheus metrics on a real Kafka-protocol broker (Tansu): a follower as a
 real process serving --metrics-port, scraped over HTTP and parsed with prometheus_client's parser, its values
 those `standby status -o json` reports; the --metrics-file of status, promote and check parsed back, the
 failover counter carried across promotes by the file, the file replaced by a rename (never written in
