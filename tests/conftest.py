@@ -20,6 +20,17 @@ from tests.servers import SeaweedServer, ServerStartError, TansuServer, ZooKeepe
 TEST_PART_SIZE = 5 * 1024 * 1024
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (make test: ``-n N --dist loadgroup``): the ``spark`` tests go to one worker, one
+    JVM at a time (two Spark JVMs on 2 cores starve each other), as one group that starts first; the other
+    tests are handed out one by one, the integration tests before the unit tests, which fill the workers'
+    last minutes. Runs before xdist reads the ``xdist_group`` marks (tryfirst)."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 def _start(server: SeaweedServer) -> SeaweedServer:
     try:
         return server.start()
