@@ -35,7 +35,7 @@ TEST_WORKERS ?= 6
 test: install-dev test-tools
 	command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux >/dev/null)
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q --durations=40 -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q --durations=40 -n $(TEST_WORKERS)
 
 # zsh and fish (syntax checks of the completion scripts) and man-db (man page rendering): a few MB from
 # Debian; without them (not root, no apt) those checks in tests/unit/cli/test_docs.py skip or degrade.

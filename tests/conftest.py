@@ -20,15 +20,34 @@ from tests.servers import SeaweedServer, ServerStartError, TansuServer, ZooKeepe
 TEST_PART_SIZE = 5 * 1024 * 1024
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (make test: ``-n N --dist loadgroup``): the ``spark`` tests go to one worker, one
-    JVM at a time (two Spark JVMs on 2 cores starve each other), as one group that starts first; the other
-    tests are handed out one by one, the integration tests before the unit tests, which fill the workers'
-    last minutes. Runs before xdist reads the ``xdist_group`` marks (tryfirst)."""
-    for item in items:
-        if item.get_closest_marker("spark") is not None:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+# The tests that start a Spark JVM (spark-submit, or a local session in the test): whole files, or single
+# tests, by node id prefix. Under pytest-xdist they run on one worker, one after another (two Spark JVMs
+# on 2 cores starve each other): see pytest_xdist_make_scheduler.
+SPARK_TESTS = (
+    "tests/integration/test_adstore_spark.py::",
+    "tests/integration/test_rescale.py::",
+    "tests/integration/test_rescale_keygroups.py::",
+    "tests/integration/test_rescale_rerun.py::",
+    "tests/integration/test_spark_build.py::",
+    "tests/integration/test_file_owners.py::test_rescale_as_root_",
+    "tests/integration/test_hostile_adstore.py::test_a_file_changed_during_the_spark_build_",
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``-n N`` (make test): xdist's load scheduling, test by test, except SPARK_TESTS: they are one unit of
+    work, handed out first, so one worker runs them all. (Groups by ``xdist_group`` marks, --dist loadgroup,
+    do not work with pytest 9.2: xdist 3.8 writes the group into a node id field pytest no longer reads.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if nodeid.startswith(SPARK_TESTS) else nodeid
+
+    return SparkOnOneWorker(config, log)
 
 
 def _start(server: SeaweedServer) -> SeaweedServer:

@@ -14,7 +14,7 @@ from statectl.formats.adstore import partition_of
 from statectl.kafka.client import create_topic
 from tests.tools.standby_helpers import ChangelogWriter, apply_records, cli, offsets_of, read_store
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.spark]
+pytestmark = pytest.mark.timeout(600)
 SPARK = ["--spark", "--master", "local[2]"]
 
 

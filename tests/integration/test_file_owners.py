@@ -306,7 +306,6 @@ def test_adstore_load_from_a_file_as_root_leaves_the_state_dir_owners(tmp_path: 
 # -- rescale, snapshots copy: the owners the target indexes record ------------------------------------
 
 
-@pytest.mark.spark
 @pytest.mark.timeout(600)
 def test_rescale_as_root_records_the_sources_owner_or_the_one_given(tmp_path: Path):
     blobs = f"file://{tmp_path / 'blobs'}"

@@ -643,7 +643,6 @@ def test_version_dirs_and_builds_adstore_did_not_make_are_left_alone(files: File
 
 
 @pytest.mark.soak  # 25 s; test_a_file_changed_while_read_fails_the_load (the put path) runs in make test
-@pytest.mark.spark
 @pytest.mark.timeout(600)
 def test_a_file_changed_during_the_spark_build_fails_the_load(files: Files, tmp_path: Path):
     """The Spark path compares the dataset's files before and after the build: a file rewritten while the

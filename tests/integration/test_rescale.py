@@ -19,7 +19,7 @@ import pytest
 from statectl.formats.adstore import partition_of
 from tests.tools.standby_helpers import STATECTL, clean_env, cli, read_store
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.spark]
+pytestmark = pytest.mark.timeout(600)
 STORE = "counts"
 SPARK = ["--master", "local[2]"]
 

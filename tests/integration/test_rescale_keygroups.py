@@ -15,7 +15,7 @@ from statectl.formats.keygroups import key_group, task_of
 from tests.integration.test_rescale import STORE, _latest, _restored, _sources_intact
 from tests.tools.standby_helpers import cli
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.spark]
+pytestmark = pytest.mark.timeout(600)
 GROUPS = 128
 SPARK = ["--master", "local[2]"]
 

@@ -24,7 +24,7 @@ from statectl.formats.adstore import partition_of
 from tests.integration.test_rescale import STORE, _latest, _make_sources, _nothing_committed, _restored
 from tests.tools.standby_helpers import STATECTL, clean_env, cli
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.spark]
+pytestmark = pytest.mark.timeout(900)
 SPARK = ["--master", "local[2]"]
 
 

@@ -24,7 +24,7 @@ from statectl.rocks.sst import ingest_into_new_store, scan_digest
 from statectl.rocks.store import ROCKSDICT_CONFIG, open_readonly
 from statectl.spark.submit import BUILD_MANIFEST, LOG_FILE, BuildManifest, BuildSpec, check_spark, run_build
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.spark]
+pytestmark = pytest.mark.timeout(300)
 
 MASTER = "local[2]"
 
