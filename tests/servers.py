@@ -141,7 +141,7 @@ class SeaweedServer:
     ``start()`` and ``stop()``.
     """
 
-    STOP_GRACE = 2.0
+    STOP_GRACE = 0.0
 
     def __init__(self, *, enforce_auth: bool = False, access_key: str = "AK", secret_key: str = "SK",
                  startup_timeout: float = 60.0, volume_size_limit_mb: int = 64, weed: str | None = None):
@@ -251,9 +251,8 @@ class SeaweedServer:
     def stop(self) -> None:
         """Stop the server and remove its directory and sockets. Idempotent.
 
-        SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds: a graceful stop takes 15 s (the filer's
-        gRPC server waits that long for its own metadata subscribers), and a throwaway server has
-        nothing worth flushing.
+        SIGKILL (``STOP_GRACE`` 0): a graceful stop takes 15 s (the filer's gRPC server waits that long for
+        its own metadata subscribers), and a throwaway server has nothing worth flushing.
         """
         if self._client is not None:
             self._client.close()

@@ -347,14 +347,19 @@ def test_a_promote_that_times_out_restarts_the_follower_and_leaves_the_dirs_as_t
 
     from tests.tools.standby_helpers import STATECTL
 
-    p = subprocess.run([STATECTL, "standby", "promote", *w.where(changelog=False), "--blobstore", blobs(w),
-                        "--timeout", "1", "-o", "json"], capture_output=True, text=True, timeout=180, cwd=w.tmp,
-                       env={**clean_env(w.tmp), "STATECTL_FAILPOINTS": "during-download=sleep:2"},
-                       stdin=subprocess.DEVNULL)
-    assert f.wait(60) == 0, f.describe()  # fenced, and its half-built dir removed on the way out
-    assert p.returncode == 1, (p.stdout, p.stderr)
-    assert "timed out" in error_lines(p.stderr)[0], p.stderr
-    assert not pre_dir(w, cp2).exists()
+    promote = subprocess.Popen([STATECTL, "standby", "promote", *w.where(changelog=False), "--blobstore", blobs(w),
+                                "--timeout", "1", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=w.tmp, stdin=subprocess.DEVNULL,
+                               env={**clean_env(w.tmp), "STATECTL_FAILPOINTS": "during-download=sleep:2"})
+    try:
+        assert f.wait(60) == 0, f.describe()  # fenced, and its half-built dir removed on the way out...
+        # ...seen while the promote still downloads, before it starts the follower again (which builds it anew)
+        assert not pre_dir(w, cp2).exists()
+        stdout, stderr = promote.communicate(timeout=180)
+    finally:
+        promote.kill()
+    assert promote.returncode == 1, (stdout, stderr)
+    assert "timed out" in error_lines(stderr)[0], stderr
     assert not should_restore(dir1, index_json(w, blob1))  # the pre-restored dir as it was
 
     # The fenced follower was started again (with its own command line): it takes the lock and goes on.
