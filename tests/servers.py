@@ -549,9 +549,10 @@ class ZooKeeperServer:
         config = self.dir / "zoo.cfg"
         config.write_text(f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
                           "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n")
-        args = ["java", "-Xmx256m", "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true",
-                f"-Dzookeeper.log.dir={self.dir}", "-cp", f"{jar}:/usr/share/java/slf4j-simple.jar",
-                "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)]
+        # C1 only and the serial collector: a test server that lives minutes spends its CPU on starting.
+        args = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true", f"-Dzookeeper.log.dir={self.dir}",
+                "-cp", f"{jar}:/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)]
         self._log = open(self.dir / "server.log", "wb")
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                       cwd=self.dir, start_new_session=True)
