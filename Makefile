@@ -29,7 +29,8 @@ demo: install
 	BIN=$(BIN) bash tests/tools/demo.sh
 
 # The suite mostly waits (on servers, JVMs, subprocesses, deadlines): more workers than cores. Each worker
-# starts its own servers (tests/servers.py); the Spark tests share one worker (tests/conftest.py).
+# starts its own servers (tests/servers.py); the Spark tests run in two chains, one JVM at a time each
+# (tests/conftest.py).
 TEST_WORKERS ?= 6
 
 test: install-dev test-tools
