@@ -28,10 +28,15 @@ install-dev: $(VENV)/.installed-dev
 demo: install
 	BIN=$(BIN) bash tests/tools/demo.sh
 
+# The suite mostly waits (on servers, JVMs, subprocesses, deadlines): more workers than cores. Each worker
+# starts its own servers (tests/servers.py); the Spark tests run in two chains, one JVM at a time each
+# (tests/conftest.py).
+TEST_WORKERS ?= 6
+
 test: install-dev test-tools
 	command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux >/dev/null)
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q --durations=40
+	$(BIN)/python -m pytest -q --durations=40 -n $(TEST_WORKERS)
 
 # zsh and fish (syntax checks of the completion scripts) and man-db (man page rendering): a few MB from
 # Debian; without them (not root, no apt) those checks in tests/unit/cli/test_docs.py skip or degrade.

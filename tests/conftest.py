@@ -20,6 +20,50 @@ from tests.servers import SeaweedServer, ServerStartError, TansuServer, ZooKeepe
 TEST_PART_SIZE = 5 * 1024 * 1024
 
 
+# The tests that start a Spark JVM (spark-submit, or a local session in the test), by node id prefix (whole
+# files, or single tests), in two chains of about the same length. Under pytest-xdist each chain runs on
+# one worker, one JVM after another (more Spark JVMs at once on 2 cores starve each other), and both
+# start first: they are the longest. See pytest_xdist_make_scheduler.
+SPARK_CHAINS = {
+    "spark-builds": (
+        "tests/integration/test_spark_build.py::",
+        "tests/integration/test_rescale_keygroups.py::",
+        "tests/integration/test_file_owners.py::test_rescale_as_root_",
+    ),
+    "spark-loads-and-rescales": (
+        "tests/integration/test_adstore_spark.py::",
+        "tests/integration/test_rescale.py::",
+        "tests/integration/test_rescale_rerun.py::",
+        "tests/integration/test_hostile_adstore.py::test_a_file_changed_during_the_spark_build_",
+    ),
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The Spark JVMs of the tests (spark-submit's driver: in local mode, the whole application) compile with
+    # C1 only: a test's build runs for seconds, and C2's compiler threads cost more CPU than they save
+    # (a build's CPU time drops by about 40 %). The same classes, the same results; users keep the JVM's
+    # default. Set SPARK_SUBMIT_OPTS yourself to test with another.
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``-n N`` (make test): xdist's load scheduling, test by test, except the SPARK_CHAINS: each is one
+    unit of work, handed out first (xdist hands out the largest units first), so one worker runs it all.
+    (Groups by ``xdist_group`` marks, --dist loadgroup, do not work with pytest 9.2: xdist 3.8 writes the
+    group into a node id field that pytest no longer reads.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkChains(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((name for name, tests in SPARK_CHAINS.items() if nodeid.startswith(tests)), nodeid)
+
+    return SparkChains(config, log)
+
+
 def _start(server: SeaweedServer) -> SeaweedServer:
     try:
         return server.start()

@@ -48,23 +48,59 @@ def _port_free(port: int) -> bool:
     return True
 
 
+PORT_RANGE = (12000, 22700)
+
+
+def _port_range() -> tuple[int, int]:
+    """The ports this process may pick from: under pytest-xdist, worker N of M gets the N-th of M disjoint
+    slices of PORT_RANGE, so that workers starting their servers at the same moment never pick the same port
+    (a server that lost such a race to another worker's could even pass its readiness check on the winner's
+    port)."""
+    low, high = PORT_RANGE
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or not worker[2:].isdigit() or count < 2:
+        return low, high
+    size = (high - low) // count
+    start = low + int(worker[2:]) % count * size
+    return start, start + size
+
+
 def _pick_ports(n: int) -> list[int]:
-    """``n`` ports P that are free together with their gRPC twin P+10000.
+    """``n`` ports P that are free together with their gRPC twin P+10000, from this process's
+    :func:`_port_range`.
 
     Chosen below the kernel's ephemeral range (32768 and up here) so that neither a port nor its twin
-    can be taken by an outgoing connection between choosing and binding.
+    can be taken by an outgoing connection between choosing and binding. Another process (another test
+    run on the machine) can still take one first: the servers retry their start with new ports then.
     """
     ports: list[int] = []
     rng = random.Random()
+    low, high = _port_range()
     for _ in range(2000):
-        p = rng.randrange(12000, 22700)
+        p = rng.randrange(low, high)
         if any(abs(p - q) < 2 for q in ports):
             continue
         if _port_free(p) and _port_free(p + 10000):
             ports.append(p)
             if len(ports) == n:
                 return ports
-    raise ServerStartError(f"could not find {n} free port pairs on 127.0.0.1")
+    raise ServerStartError(f"could not find {n} free port pairs on 127.0.0.1 in {low}-{high}")
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the listening TCP socket on ``port``: a server is ready only on its own
+    port, never because another process that took the port first answers there."""
+    try:
+        inodes = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        rows = Path("/proc/net/tcp").read_text().splitlines()[1:] + Path("/proc/net/tcp6").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    for row in rows:
+        f = row.split()
+        if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port and f"socket:[{f[9]}]" in inodes:
+            return True
+    return False
 
 
 def loopback_s3_client(endpoint: str, access_key: str, secret_key: str, *, timeout: float = 30.0) -> Any:
@@ -105,7 +141,7 @@ class SeaweedServer:
     ``start()`` and ``stop()``.
     """
 
-    STOP_GRACE = 2.0
+    STOP_GRACE = 0.0
 
     def __init__(self, *, enforce_auth: bool = False, access_key: str = "AK", secret_key: str = "SK",
                  startup_timeout: float = 60.0, volume_size_limit_mb: int = 64, weed: str | None = None):
@@ -198,6 +234,8 @@ class SeaweedServer:
             if code is not None:
                 raise ServerStartError(f"weed server exited with code {code} during start\n{self.log_tail()}")
             try:
+                if not _listens(self._proc.pid, int(self.endpoint.rsplit(":", 1)[1])):
+                    raise ConnectionError("not listening on its S3 port yet")
                 client.list_buckets()
                 self._client = loopback_s3_client(self.endpoint, self.access_key, self.secret_key)
                 client.close()
@@ -213,9 +251,8 @@ class SeaweedServer:
     def stop(self) -> None:
         """Stop the server and remove its directory and sockets. Idempotent.
 
-        SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds: a graceful stop takes 15 s (the filer's
-        gRPC server waits that long for its own metadata subscribers), and a throwaway server has
-        nothing worth flushing.
+        SIGKILL (``STOP_GRACE`` 0): a graceful stop takes 15 s (the filer's gRPC server waits that long for
+        its own metadata subscribers), and a throwaway server has nothing worth flushing.
         """
         if self._client is not None:
             self._client.close()
@@ -367,6 +404,8 @@ class TansuServer:
             if code is not None:
                 raise ServerStartError(f"tansu exited with code {code} during start\n{self.log_tail()}")
             try:
+                if not _listens(self._proc.pid, self.port):
+                    raise ConnectionError("not listening on its port yet")
                 admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, bootstrap_timeout_ms=2000,
                                          request_timeout_ms=5000)
                 try:
@@ -510,9 +549,10 @@ class ZooKeeperServer:
         config = self.dir / "zoo.cfg"
         config.write_text(f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
                           "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n")
-        args = ["java", "-Xmx256m", "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true",
-                f"-Dzookeeper.log.dir={self.dir}", "-cp", f"{jar}:/usr/share/java/slf4j-simple.jar",
-                "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)]
+        # C1 only and the serial collector: a test server that lives minutes spends its CPU on starting.
+        args = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true", f"-Dzookeeper.log.dir={self.dir}",
+                "-cp", f"{jar}:/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)]
         self._log = open(self.dir / "server.log", "wb")
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                       cwd=self.dir, start_new_session=True)
@@ -530,6 +570,8 @@ class ZooKeeperServer:
                 raise ServerStartError(f"zookeeper exited with code {code} during start\n{self.log_tail()}")
             client = KazooClient(hosts=self.connect, timeout=4.0, logger=_QUIET)
             try:
+                if not _listens(self._proc.pid, self.port):
+                    raise ConnectionError("not listening on its port yet")
                 client.start(timeout=2.0)
                 client.get_children("/")
                 return

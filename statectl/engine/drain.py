@@ -835,7 +835,7 @@ def wait(target: DrainTarget, *, timeout_s: float, uuid: str | None = None, poll
                 what = f"drain notification {uuid}" if uuid else f"drain notification for run {st.run_id}"
                 raise NotFoundError(f"no {what} in {job.coordinator.topic}",
                                     hint="start one with 'statectl drain start'")
-            waiting_for = done
+            waiting_for = done[-1:]  # the run's last drain, done before this wait began (not one cancelled before)
         if not st.drain_monitor_enabled:
             st.notes.append(f"{DRAIN_MONITOR_ENABLED} is not true in the job's config: its containers do not look "
                             "for drain notifications")

@@ -343,6 +343,9 @@ class StagedStore:
             self.path.mkdir()
         except OSError as e:
             raise self._error(e) from e
+        except BaseException:  # SIGTERM (Terminated) right after the mkdir: a with block's __exit__ never runs
+            self.abort()
+            raise
         return self
 
     def __enter__(self) -> "StagedStore":

@@ -199,7 +199,8 @@ def test_one_batch_larger_than_a_poll(tansu, tmp_path: Path):
     reader that trusted the reported end would stop at 10000."""
     topic = tansu.create_topic(partitions=1)
     records = [(b"k%06d" % (i % 20000), None if i % 7 == 0 else b"v%06d" % i) for i in range(25000)]
-    produce(tansu.bootstrap, topic, [(0, k, v) for k, v in records], linger_ms=2000, batch_size=8 << 20)
+    # One batch: sent by the flush (a shorter linger can end while a busy machine still appends the records)
+    produce(tansu.bootstrap, topic, [(0, k, v) for k, v in records], linger_ms=60_000, batch_size=8 << 20)
     assert reported_end(tansu.bootstrap, topic, 0) == 1
     r = restore_from_changelog(ChangelogRestoreOptions(bootstrap=tansu.bootstrap, topic=topic, partition=0,
                                                        target_dir=tmp_path / "t"))

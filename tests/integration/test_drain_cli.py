@@ -300,6 +300,12 @@ def test_cancel_withdraws_a_pending_notification_once(cli, make_job):
     # Waiting for a withdrawn notification is not a drain: wait says so instead of reporting success.
     r = cli("drain", "wait", *job.args, "--uuid", n.uuid, "--timeout", "30", code=1)
     assert f"drain notification {n.uuid} was cancelled" in error_line(r)
+    # A later drain of the run that the job completed before a wait began: the wait reports that one, the
+    # last of the run, not the cancelled one before it.
+    done = job.notify()
+    job.stream.clear_notification(done.uuid)
+    w = json.loads(cli("drain", "wait", *job.args, "--timeout", "30", "-o", "json").stdout)
+    assert w["drained"] is True and w["uuids"] == [done.uuid]
 
 
 # -- in flight on intermediate streams ---------------------------------------------------------------------

@@ -224,14 +224,15 @@ def gone(pid: int) -> bool:
         return True
 
 
-def source_progress(bootstrap: str) -> int:
-    """How many source records the parse tasks' checkpoints cover (0 before the first commit)."""
+def source_progress(bootstrap: str, topic: str = SOURCE) -> int:
+    """How many records of ``topic`` (the source; the intermediate stream: what the count tasks did) the
+    tasks' checkpoints cover (0 before the first commit)."""
     try:
         cps, _ = KafkaCheckpointLog(bootstrap, JOB, "1").latest_checkpoints()
     except Exception:  # noqa: BLE001 - no checkpoint topic yet
         return 0
     return sum(int(o) + 1 for cp in cps.values() for ssp, o in cp.input_offsets.items()
-               if ssp.startswith(f"kafka.{SOURCE}."))
+               if ssp.startswith(f"kafka.{topic}."))
 
 
 def cli(*args: str, code: int = 0, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -337,8 +338,10 @@ def test_a_stage_killed_in_the_middle_of_a_drain_is_restarted_and_the_drain_comp
     cli("drain", "start", "--kafka", broker, "--job", JOB)
     wait_until(lambda: any(n["state"] == "seen" for n in status(broker)["notifications"]), why="stage 1 drains")
     first = job.containers()["count"]
+    done = source_progress(broker, INTERMEDIATE)
     os.kill(first, signal.SIGCONT)
-    time.sleep(1.0)  # it works through the backlog, commits at least once...
+    wait_until(lambda: source_progress(broker, INTERMEDIATE) > done,  # it works through the backlog, commits...
+               why="stage 2 commits")
     os.kill(first, signal.SIGKILL)  # ...and dies in the middle of the drain
     restarted = wait_until(lambda: job.containers().get("count") not in (None, first), why="the restart")
     assert restarted

@@ -26,11 +26,17 @@ from tests.tools.genstore import make_store
 
 JOB, STORE, TASK = "pv", "counts", "Partition 0"
 REF = ["--job", JOB, "--store", STORE, "--task", TASK]
-HOLDER = """import sys, rocksdict
-db = rocksdict.Rdict(sys.argv[1], rocksdict.Options(raw_mode=True))
+# Its RocksDB info log goes elsewhere: RocksDB's threads keep writing to it after the open, which would change
+# the store's dir while the test compares it.
+HOLDER = """import shutil, sys, tempfile, rocksdict
+opts = rocksdict.Options(raw_mode=True)
+logs = tempfile.mkdtemp(prefix="statectl-test-holder-log-")
+opts.set_db_log_dir(logs)
+db = rocksdict.Rdict(sys.argv[1], opts)
 print("ready", flush=True)
 sys.stdin.read()
 db.close()
+shutil.rmtree(logs)
 """
 
 

@@ -35,6 +35,7 @@ from tests.integration.test_drain_pipeline import (  # noqa: F401 - the fixtures
     gone,
     jobs,
     read_all,
+    source_progress,
     wait_until,
 )
 
@@ -187,8 +188,10 @@ def test_a_count_container_killed_in_the_middle_of_the_end_of_stream_is_restarte
     stages = job.wait_for_containers()
     os.kill(stages["count"], signal.SIGSTOP)  # a backlog on the intermediate stream
     wait_until(lambda: gone(stages["parse"]), timeout=120, why="stage 1 reaches the end of its input and exits")
+    done = source_progress(broker, INTERMEDIATE)
     os.kill(stages["count"], signal.SIGCONT)
-    time.sleep(1.5)  # it works through the backlog, commits at least once...
+    wait_until(lambda: source_progress(broker, INTERMEDIATE) > done,  # it works through the backlog, commits...
+               why="stage 2 commits")
     os.kill(stages["count"], signal.SIGKILL)  # ...and dies before the end
     wait_until(lambda: job.containers().get("count") not in (None, stages["count"]), why="the restart")
     assert job.proc.wait(timeout=180) == 0, job.output()

@@ -375,17 +375,24 @@ def test_a_promote_that_times_out_restarts_the_follower_and_leaves_the_dirs_as_t
 
     from tests.tools.standby_helpers import STATECTL
 
-    p = subprocess.run([STATECTL, "standby", "promote", *w.where(changelog=False), "--blobstore", blobs(w),
-                        "--timeout", "1", "-o", "json"], capture_output=True, text=True, timeout=180, cwd=w.tmp,
-                       env={**clean_env(w.tmp), "STATECTL_FAILPOINTS": "during-download=sleep:2"},
-                       stdin=subprocess.DEVNULL)
-    assert f.wait(60) == 0, f.describe()  # fenced, and its half-built dir removed on the way out
-    assert p.returncode == 1, (p.stdout, p.stderr)
-    assert "timed out" in error_lines(p.stderr)[0], p.stderr
+    promote = subprocess.Popen([STATECTL, "standby", "promote", *w.where(changelog=False), "--blobstore", blobs(w),
+                                "--timeout", "1", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=w.tmp, stdin=subprocess.DEVNULL,
+                               env={**clean_env(w.tmp), "STATECTL_FAILPOINTS": "during-download=sleep:2"})
+    try:
+        assert f.wait(60) == 0, f.describe()  # fenced, and its half-built dir removed on the way out...
+        # ...seen while the promote still downloads, before it starts the follower again (which builds it anew)
+        assert not pre_dir(w, cp2).exists()
+        stdout, stderr = promote.communicate(timeout=180)
+    finally:
+        promote.kill()
+    assert promote.returncode == 1, (stdout, stderr)
+    assert "timed out" in error_lines(stderr)[0], stderr
     assert store_entries(w) == []  # nothing was moved into the state dir
-    # The promote left the pre-restored dir as it was; the follower it started again (below) may have moved on.
-    if json.loads(status_file(w).read_text())["checkpoint_id"] == cp1:
-        assert not should_restore(dir1, index_json(w, blob1))
+    # The pre-restored dir as it was, unless the follower the promote started again has adopted the next
+    # snapshot already (its status names that one first, then it deletes this one).
+    as_it_was = not should_restore(dir1, index_json(w, blob1))
+    assert as_it_was or json.loads(status_file(w).read_text())["replica_dir"] != str(dir1)
 
     # The fenced follower was started again (with its own command line): it takes the lock and goes on.
     def restarted() -> int | None:

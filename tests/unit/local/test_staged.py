@@ -47,6 +47,25 @@ def test_the_block_aborts_and_names_the_target_on_an_os_error(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_interrupt_right_after_the_temp_dir_is_made_leaves_nothing(tmp_path, monkeypatch):
+    """SIGTERM (statectl raises Terminated, a KeyboardInterrupt) can land between the mkdir and the with
+    block: __exit__ then never runs, so open() itself removes what it made."""
+    from pathlib import Path
+
+    mkdir = Path.mkdir
+
+    def mkdir_then_interrupted(self, *args, **kwargs):
+        mkdir(self, *args, **kwargs)
+        if ".statectl-restore-" in self.name:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with _staged(tmp_path / "store"):
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_what_is_swapped_in_and_the_parents_made_are_the_state_dirs_owners(tmp_path):
     """Run as root (as the tests are): a store built aside is given to the owner of the state dir, or of
     the store it replaces, before the swap; so are the parents of the target it makes."""
