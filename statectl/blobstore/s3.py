@@ -736,6 +736,7 @@ class S3BlobStore:
             kwargs["Range"] = f"bytes={start}-{end}"
         from botocore.exceptions import ClientError
 
+        sink_error: Exception | None = None
         try:
             with self._deadline("get", key, bulk=True) as att:
                 try:
@@ -760,12 +761,17 @@ class S3BlobStore:
                             if e.errno == errno.ENOSPC:
                                 raise DiskFullError(f"s3: get {key}: no space left writing the download") from e
                             raise BlobStoreError(f"s3: get {key}: writing the download: {e}") from e
+                        except Exception as e:  # the sink's own error (a cancelled transfer): the caller's
+                            sink_error = e
+                            raise
                         finally:
                             att.resume()
                         written += len(chunk)
                 finally:
                     body.close()
         except Exception as e:
+            if e is sink_error:
+                raise
             raise self._error("get", key, e) from e
         if expected is not None and written != expected:
             raise TransientBlobStoreError(f"s3: get s3://{self.bucket}/{self._key(key)}: body truncated "

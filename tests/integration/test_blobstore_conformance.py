@@ -185,6 +185,20 @@ def test_get_missing_raises_not_found(blobstore: BlobStore) -> None:
     assert out.getvalue() == b""
 
 
+def test_an_error_of_the_destination_reaches_the_caller_as_it_is(blobstore: BlobStore) -> None:
+    """A cancelled transfer raises from the sink's write: the caller sees that, not a blob store error with
+    an empty message that could be reported in place of the failure that cancelled it."""
+    from statectl.parallel import Cancelled
+
+    class CancelledSink(io.BytesIO):
+        def write(self, b) -> int:  # type: ignore[override]
+            raise Cancelled()
+
+    key = put_bytes(blobstore, b"some bytes")
+    with pytest.raises(Cancelled):
+        blobstore.get(key, CancelledSink())
+
+
 def test_key_prefix_is_not_an_object(blobstore: BlobStore) -> None:
     key = put_bytes(blobstore, b"x")
     prefix = key.rsplit("/", 1)[0]
