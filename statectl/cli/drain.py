@@ -11,7 +11,7 @@ from statectl.cli.common import Env, exit_codes_epilog, state_command
 from statectl.errors import UsageError
 
 if TYPE_CHECKING:
-    from statectl.engine.drain import DrainStatus, DrainTarget
+    from statectl.engine.drain.model import DrainStatus, DrainTarget
 
 app = typer.Typer(help="Stop a job after it has processed everything in flight (Samza's drain).",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -29,7 +29,7 @@ ABOUT = ("The job's containers poll its coordinator stream (__samza_coordinator_
 
 
 def _target(env: Env, run_id: str | None = None) -> DrainTarget:
-    from statectl.engine.drain import DrainTarget
+    from statectl.engine.drain.model import DrainTarget
 
     s = env.settings
     if not s.kafka:
@@ -54,8 +54,8 @@ def start(
     dry_run: DRY_RUN = False,
 ) -> None:
     """Ask the job's current run to drain: write a drain notification (once: a pending one is reported)."""
-    from statectl.engine.drain import plan_start
-    from statectl.engine.drain import start as run_start
+    from statectl.engine.drain.start import plan_start
+    from statectl.engine.drain.start import start as run_start
 
     if dry_run:
         p = plan_start(_target(env, run_id), force=force)
@@ -82,7 +82,7 @@ def status(env: Env, run_id: RUN_ID = None) -> None:
     """Each drain notification with its state (pending, seen, drained, cleared, stale) and how its end was
     found (signal: cleared or checkpoints), whether the job runs a drain monitor, the records Samza cannot
     read, and the messages in flight per intermediate stream partition."""
-    from statectl.engine.drain import status as run_status
+    from statectl.engine.drain.status import status as run_status
 
     r = run_status(_target(env, run_id))
     for note in r.notes:
@@ -110,8 +110,8 @@ def wait(
 ) -> None:
     """Block until the job has drained: the notification cleared, or its checkpoints showing the drain."""
     from statectl.config import parse_seconds
-    from statectl.engine.drain import left_behind_text
-    from statectl.engine.drain import wait as run_wait
+    from statectl.engine.drain.model import left_behind_text
+    from statectl.engine.drain.wait import wait as run_wait
 
     seconds = parse_seconds(timeout, "--timeout")
     if poll <= 0:
@@ -145,8 +145,8 @@ def cancel(
 ) -> None:
     """Withdraw a pending drain notification (a tombstone), unless the job already acts on it; or remove
     job-breaking records (--bad) or other runs' notifications (--all-stale)."""
-    from statectl.engine.drain import cancel as run_cancel
-    from statectl.engine.drain import plan_cancel
+    from statectl.engine.drain.cancel import cancel as run_cancel
+    from statectl.engine.drain.cancel import plan_cancel
 
     if dry_run:
         p = plan_cancel(_target(env, run_id), uuid, bad=bad, all_stale=all_stale)
@@ -173,7 +173,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 def _status_text(r: DrainStatus) -> str:
-    from statectl.engine.drain import left_behind_text
+    from statectl.engine.drain.model import left_behind_text
 
     lines = [f"job {r.job}-{r.job_id}, run {r.run_id or '(none)'}"]
     lines.append("drain monitor: enabled" if r.drain_monitor_enabled else

@@ -65,7 +65,8 @@ def _container(job: subprocess.Popen, stage: str, timeout: float = 60) -> int:
 
 
 def _in_flight(bootstrap: str) -> int:
-    from statectl.engine.drain import DrainTarget, status
+    from statectl.engine.drain.model import DrainTarget
+    from statectl.engine.drain.status import status
 
     return status(DrainTarget(bootstrap, JOB)).in_flight
 

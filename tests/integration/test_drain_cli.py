@@ -516,7 +516,7 @@ def _cli_status(job: Job) -> str:
 def test_wait_follows_a_notification_withdrawn_by_a_concurrent_start(cli, make_job):
     """A 'drain wait' that began while two concurrent starts' notifications were both pending must not end
     as "cancelled" when the later one withdraws its own: it waits for the one that stands."""
-    from statectl.engine.drain import SUPERSEDED_NAMESPACE
+    from statectl.engine.drain.model import SUPERSEDED_NAMESPACE
 
     job = make_job()
     first, second = job.notify(), job.notify()

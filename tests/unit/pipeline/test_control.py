@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from statectl.engine.drain import _intermediate_streams
+from statectl.engine.drain.status import intermediate_streams
 from statectl.formats.checkpoint import SSP
 from statectl.pipeline.control import (
     DRAIN_STATES_NAMESPACE,
@@ -244,7 +244,7 @@ def test_config_holds_the_run_id_intermediate_streams_and_changelogs():
         ("5000", "1000", "1000")
     assert not any(k.startswith("streams.counts-out.") for k in cfg)  # a plain output is not intermediate
     # What drain status reads back from it.
-    assert _intermediate_streams(cfg) == [("kafka", "pv-by-user")]
+    assert intermediate_streams(cfg) == [("kafka", "pv-by-user")]
     assert all(isinstance(v, str) for v in cfg.values())
 
 
