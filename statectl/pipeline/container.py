@@ -1,14 +1,11 @@
 """One stage of a job in one OS process: its tasks, their run loop, commits and the drain.
 
-Start: each task's stores are restored from the snapshot its latest v2 checkpoint names (the restore
-engine; a store with no checkpoint starts empty) and its inputs are read from the checkpointed offsets
-+ 1 (Samza checkpoints the last processed offset). Run: records are polled from every input partition
-(partitions assigned explicitly, no consumer group), handed to their task, and every
-``commit_interval_s`` each task commits: its outputs flushed, a RocksDB checkpoint of each store backed
-up through the backup engine, the last store's commit carrying the task's input offsets and the
-stores' changelog positions (one Samza v2 checkpoint).
+Start: each task's stores are restored (pipeline.state) and its inputs are read from the checkpointed
+offsets + 1 (Samza checkpoints the last processed offset). Run: records are polled from every input
+partition (partitions assigned explicitly, no consumer group), handed to their task, and every
+``commit_interval_s`` each task commits (pipeline.state).
 
-Drain (seed 004, pipeline.control): once the DrainMonitor finds a notification of this run, the
+Drain (pipeline.control; control messages travel through pipeline.channel): once the DrainMonitor finds a notification of this run, the
 container stops fetching its sources and gives each source partition a watermark of Long.MAX_VALUE and
 a drain message. A task whose inputs are all drained fires what it holds (``on_drain``), sends its
 drain message to the aggregate partition of each intermediate stream it writes, makes its final,
@@ -35,58 +32,35 @@ task's ``on_drain`` and the sending of its drain messages. Exceeded, the contain
 Samza's fails on the callback's timeout, and the job's coordinator restarts it. An end of stream is
 not bounded by it (Samza times that callback with task.callback.timeout.ms).
 """
-
 from __future__ import annotations
 
 import logging
-import shutil
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
-from statectl.catalog.refs import StoreRef, new_checkpoint_id
-from statectl.engine.backup import BackupOptions, backup
-from statectl.engine.restore import RestoreOptions, restore
 from statectl.errors import StatectlError
-from statectl.formats.checkpoint import (
-    BLOB_STORE_FACTORY,
-    KAFKA_CHANGELOG_FACTORY,
-    SSP,
-    CheckpointV2,
-    KafkaChangelogMarker,
-    encode_changelog_marker,
-)
+from statectl.formats.checkpoint import SSP, CheckpointV2
 from statectl.formats.drain import (
     DRAIN,
     END_OF_STREAM,
     USER_MESSAGE,
     WATERMARK,
     WATERMARK_INFINITY,
-    DrainFormatError,
     ControlMessage,
+    DrainFormatError,
     decode_control,
     drain_message,
     encode_control,
-    end_of_stream_message,
     encode_user_message,
+    end_of_stream_message,
     watermark_message,
-    aggregate_partition,
 )
-from statectl.formats.jobconfig import JobConfigError, get_int
 from statectl.kafka.client import open_consumer, open_producer, partition_count
 from statectl.kafka.coordinator import CoordinatorStream
-from statectl.kafka.tails import read_tails
-from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs, store_dir
+from statectl.pipeline.channel import ControlChannel
 from statectl.pipeline.control import (
-    WATERMARK_IDLE_TIMEOUT,
-    WATERMARK_QUORUM,
     DrainMonitor,
     DrainStates,
     EndOfStreamStates,
@@ -94,8 +68,9 @@ from statectl.pipeline.control import (
     WatermarkStates,
     load_end_states,
     load_run_bounds,
-    save_drain_states,
+    watermark_rules,
 )
+from statectl.pipeline.deadline import callback_deadline
 from statectl.pipeline.spec import (
     DRAIN_CALLBACK_TIMEOUT,
     SYSTEM,
@@ -105,89 +80,14 @@ from statectl.pipeline.spec import (
     task_name,
     with_config,
 )
+from statectl.pipeline.state import CommitManager, RunningTask, Runtime
 from statectl.pipeline.task import Collector, KeyValueStore, Message, TaskContext
-from statectl.rocks.live import LiveStore
-from statectl.session import Session
 
 log = logging.getLogger("statectl.pipeline")
 
 POLL_MS = 100
 MAX_POLL_RECORDS = 5000
 IDLE_END_POLLS = 5
-
-
-@dataclass
-class Runtime:
-    """Where a container runs: brokers, the job's state dir, its blob store (a Session gives the blob
-    store and catalog), its run id."""
-
-    bootstrap: str
-    state_dir: Path
-    run_id: str
-    session: Session  # its blob store and catalog (with the job's checkpoint topic as commit log)
-
-
-@dataclass
-class _Store:
-    name: str
-    live: LiveStore
-    changelog: str
-    changelog_offset: int | None = None  # of the newest changelog record acknowledged
-
-
-@dataclass
-class _Task:
-    name: str
-    partition: int
-    inputs: list[SSP]
-    user: Any = None
-    stores: list[_Store] = field(default_factory=list)
-    processed: dict[str, str] = field(default_factory=dict)  # ssp key -> last processed offset
-    drain: DrainStates | None = None
-    eos: EndOfStreamStates | None = None
-    watermarks: WatermarkStates | None = None
-    watermark: int = -1
-    stopped: bool = False
-    saved_states: tuple[dict[str, list[str]], dict[str, list[str]]] = ({}, {})
-
-    def ended(self, ssp: SSP) -> bool:
-        """``ssp`` has ended, by a drain or by an end of stream."""
-        return self.drain.is_ended(ssp) or self.eos.is_ended(ssp)
-
-    def all_ended(self) -> bool:
-        return all(self.ended(ssp) for ssp in self.inputs)
-
-
-class CallbackTimeoutError(StatectlError):
-    """A task's drain callback ran longer than ``task.callback.drain.timeout.ms``."""
-
-
-@contextmanager
-def callback_deadline(seconds: float | None, message: str) -> Iterator[None]:
-    """Bound the block to ``seconds`` (None: unbounded). In the main thread a SIGALRM interrupts the block
-    when the time is up (so a callback stuck in a sleep or a loop is stopped); anywhere, a block that
-    returns late raises too (a callback that swallowed the interruption). Raises CallbackTimeoutError
-    with ``message``."""
-    if seconds is None:
-        yield
-        return
-    start = time.monotonic()
-    alarm = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-    previous = None
-    if alarm:
-        def on_alarm(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
-            raise CallbackTimeoutError(message)
-
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        if alarm:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-    if time.monotonic() - start > seconds:
-        raise CallbackTimeoutError(message)
 
 
 class Container:
@@ -205,14 +105,15 @@ class Container:
         self.security = runtime.session.kafka_security
         self.coordinator = CoordinatorStream(runtime.bootstrap, job.name, job.job_id, security=self.security)
         self.checkpoints = KafkaCheckpointLog(runtime.bootstrap, job.name, job.job_id, security=self.security)
+        self.state = CommitManager(job.name, job.job_id, runtime, self.coordinator, self.checkpoints)
+        self.channel: ControlChannel | None = None
         self.partitions: dict[str, int] = {}
-        self.tasks: list[_Task] = []
-        self.by_tp: dict[tuple[str, int], _Task] = {}
+        self.tasks: list[RunningTask] = []
+        self.by_tp: dict[tuple[str, int], RunningTask] = {}
         self.monitor: DrainMonitor | None = None
         self.draining = False
         self.bounds: RunBounds | None = None
         self._empty_polls = 0  # polls in a row that returned nothing
-        self._tail_consumer: Any = None
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -228,10 +129,13 @@ class Container:
         return n
 
     def start(self) -> None:
+        """Read the deployment's config, open the clients, make the tasks (their stores restored, their
+        positions from their checkpoints), resume the end states a restart left and assign the inputs;
+        then a drain found already begins, and tasks whose inputs had all ended finish."""
         self.coordinator.require()
         config = self.coordinator.config()
         self.job = with_config(self.job, config)  # the deployment's timings
-        watermark_rules = _watermark_rules(config)
+        rules = watermark_rules(config)
         self.consumer = open_consumer(self.rt.bootstrap, security=self.security)
         self.producer = open_producer(self.rt.bootstrap, security=self.security)
         for topic in {*self.stage.inputs, *self.stage.intermediate_outputs}:
@@ -240,34 +144,12 @@ class Container:
             for topic in s.inputs:
                 self._partition_count(topic)
         expected = {t: self.job.producers(t, self.partitions) for t in self.job.intermediate}
-        latest, problems = self._latest_checkpoints()
+        latest, problems = self.state.latest_checkpoints()
         for p in problems:
             self.note(p)
         for p in range(stage_partitions(self.stage, self.partitions)):
-            name = task_name(self.stage.name, p)
-            inputs = [SSP(SYSTEM, t, p) for t in self.stage.inputs if p < self.partitions[t]]
-            task = _Task(name, p, inputs, drain=DrainStates(inputs, expected),
-                         eos=EndOfStreamStates(inputs, expected),
-                         watermarks=WatermarkStates(inputs, expected, **watermark_rules))
-            cp = latest.get(name)
-            if cp is not None:
-                task.processed = {ssp.key(): cp.input_offsets[ssp.key()] for ssp in inputs
-                                  if ssp.key() in cp.input_offsets}
-            task.stores = [self._open_store(task, store, cp) for store in self.stage.stores]
-            ctx = TaskContext(self.job.name, self.stage.name, name, p,
-                              {s.name: KeyValueStore(s.live.db, s.live.path, self._logger(task, s))
-                               for s in task.stores})
-            task.user = self.stage.task(ctx)
-            self.tasks.append(task)
-            for ssp in inputs:
-                self.by_tp[(ssp.stream, ssp.partition)] = task
-        self.bounds = load_run_bounds(self.coordinator, self.rt.run_id)
-        bounded = [t for t in self.stage.inputs if self.job.is_bounded(t)]
-        if bounded and (self.bounds is None or any(t not in self.bounds.sources for t in bounded)):
-            raise StatectlError(f"run {self.rt.run_id} of job {self.job.name} has no recorded end offsets for its "
-                                f"bounded input(s) {', '.join(bounded)}",
-                                hint="start the job with its coordinator (`run`): it records where each bounded "
-                                     "source ends when the run starts")
+            self._add_task(p, expected, rules, latest.get(task_name(self.stage.name, p)))
+        self._load_bounds()
         self._resume_end_states()
         self._assign()
         self.monitor = DrainMonitor(self.coordinator, self.rt.run_id, poll_s=self.job.drain_poll_interval_s,
@@ -279,31 +161,37 @@ class Container:
                 self._maybe_finish(task)
         self.monitor.start()
 
-    def _latest_checkpoints(self) -> tuple[dict[str, CheckpointV2], list[str]]:
-        try:
-            return self.checkpoints.latest_checkpoints()
-        except StatectlError as e:
-            if getattr(e, "exit_code", None) == 10:  # no checkpoint topic yet: a first start
-                return {}, []
-            raise
+    def _add_task(self, p: int, expected: dict[str, int], rules: dict[str, Any], cp: CheckpointV2 | None) -> None:
+        """Task ``p`` of the stage: its end states, its position and stores from checkpoint ``cp``, its user
+        object."""
+        name = task_name(self.stage.name, p)
+        inputs = [SSP(SYSTEM, t, p) for t in self.stage.inputs if p < self.partitions[t]]
+        task = RunningTask(name, p, inputs, drain=DrainStates(inputs, expected),
+                           eos=EndOfStreamStates(inputs, expected),
+                           watermarks=WatermarkStates(inputs, expected, **rules))
+        if cp is not None:
+            task.processed = {ssp.key(): cp.input_offsets[ssp.key()] for ssp in inputs
+                              if ssp.key() in cp.input_offsets}
+        task.stores = [self.state.open_store(task, store, self.job.changelog_topic(store), cp)
+                       for store in self.stage.stores]
+        stores = {s.name: KeyValueStore(s.live.db, s.live.path, self.state.changelog_writer(self.producer, task, s))
+                  for s in task.stores}
+        task.user = self.stage.task(TaskContext(self.job.name, self.stage.name, name, p, stores))
+        self.tasks.append(task)
+        for ssp in inputs:
+            self.by_tp[(ssp.stream, ssp.partition)] = task
 
-    def _open_store(self, task: _Task, name: str, cp: CheckpointV2 | None) -> _Store:
-        path = store_dir(self.rt.state_dir, name, task.name)
-        ref = StoreRef(self.job.name, self.job.job_id, task.name, name)
-        marker = cp.state_checkpoint_markers.get(BLOB_STORE_FACTORY, {}).get(name) if cp else None
-        if marker:
-            restore(RestoreOptions(ref, path, state_dir=self.rt.state_dir), self.rt.session.blobstore,
-                    self.rt.session.catalog)
-        elif path.exists():
-            shutil.rmtree(path)  # no checkpoint covers it: it would hold effects of messages read again
-        store = _Store(name, LiveStore(path), self.job.changelog_topic(name))
-        return store
-
-    def _logger(self, task: _Task, store: _Store) -> Callable[[bytes, bytes | None], None]:
-        def log_write(key: bytes, value: bytes | None) -> None:
-            future = self.producer.send(store.changelog, key=key, value=value, partition=task.partition)
-            future.add_callback(lambda meta: _advance(store, meta.offset))
-        return log_write
+    def _load_bounds(self) -> None:
+        """The run's bounds (where its bounded sources end), which a stage reading a bounded source needs."""
+        self.bounds = load_run_bounds(self.coordinator, self.rt.run_id)
+        self.channel = ControlChannel(self.rt.bootstrap, self.security, self.producer, self.partitions,
+                                      self.rt.run_id, self.bounds)
+        bounded = [t for t in self.stage.inputs if self.job.is_bounded(t)]
+        if bounded and (self.bounds is None or any(t not in self.bounds.sources for t in bounded)):
+            raise StatectlError(f"run {self.rt.run_id} of job {self.job.name} has no recorded end offsets for its "
+                                f"bounded input(s) {', '.join(bounded)}",
+                                hint="start the job with its coordinator (`run`): it records where each bounded "
+                                     "source ends when the run starts")
 
     def _assign(self) -> None:
         """Assign the active tasks' input partitions (sources only while not draining) and seek them to
@@ -364,11 +252,11 @@ class Container:
                     next_commit = now + self.job.commit_interval_s
                     for task in self.tasks:
                         if not task.stopped:
-                            self._commit(task)
+                            self.state.commit(task, self.producer)
         finally:
             self.close()
 
-    def _handle(self, task: _Task, ssp: SSP, rec: Any) -> None:
+    def _handle(self, task: RunningTask, ssp: SSP, rec: Any) -> None:
         value = rec.value
         if self.job.is_intermediate(ssp.stream):
             kind = value[0] if value else None
@@ -389,11 +277,11 @@ class Container:
             self._process(task, ssp, rec, value)
         task.processed[ssp.key()] = str(rec.offset)
 
-    def _process(self, task: _Task, ssp: SSP, rec: Any, payload: bytes | None) -> None:
+    def _process(self, task: RunningTask, ssp: SSP, rec: Any, payload: bytes | None) -> None:
         task.user.process(Message(ssp.stream, ssp.partition, rec.offset, rec.key, payload, rec.timestamp),
                           self._collector(task))
 
-    def _collector(self, task: _Task) -> Collector:
+    def _collector(self, task: RunningTask) -> Collector:
         def send(topic: str, value: bytes | None, key: bytes | None) -> None:
             if self.job.is_intermediate(topic):
                 partition = 0 if key is None else None  # Samza's partitionBy: a null key goes to partition 0
@@ -404,16 +292,16 @@ class Container:
 
     # -- control messages ----------------------------------------------------------------------------
 
-    def _control(self, task: _Task, ssp: SSP, message: ControlMessage, offset: int) -> None:
+    def _control(self, task: RunningTask, ssp: SSP, message: ControlMessage, offset: int) -> None:
         if message.type == WATERMARK:
             if task.watermarks.update(ssp, message.task_name, message.timestamp):
-                if message.task_name is not None and self._is_aggregate(ssp):
+                if message.task_name is not None and self.channel.is_aggregate(ssp):
                     wm = task.watermarks.watermark(ssp)
-                    self._broadcast(ssp.stream, encode_control(watermark_message(None, wm)), exclude=ssp.partition)
+                    self.channel.broadcast(ssp.stream, encode_control(watermark_message(None, wm)), exclude=ssp.partition)
                 self._advance_watermark(task)
             return
         if message.type == END_OF_STREAM:
-            if offset < self._run_start(ssp):
+            if offset < self.channel.run_start(ssp):
                 return  # sent in an earlier run, before this run's bounded inputs were read again
             if message.task_name is None:
                 task.eos.mark_ended(ssp)
@@ -440,17 +328,17 @@ class Container:
         if self._drain_complete(task, ssp):
             self._aggregated(task, ssp, encode_control(drain_message(None, self.rt.run_id)), task.drain.mark_drained)
 
-    def _aggregated(self, task: _Task, ssp: SSP, value: bytes, mark: Callable[[SSP], None]) -> None:
+    def _aggregated(self, task: RunningTask, ssp: SSP, value: bytes, mark: Callable[[SSP], None]) -> None:
         """Every producer of ``ssp`` (an aggregate partition) has sent its drain or end of stream: broadcast
         ``value`` (no task name) to the stream's other partitions (OperatorImpl.aggregateDrainMessages and
         aggregateEndOfStream, through ControlMessageSender.broadcastToOtherPartitions) and take ``ssp`` as
         ended here (``mark``), as Samza's DrainStates and EndOfStreamStates do once the count is complete."""
-        self._broadcast(ssp.stream, value, exclude=ssp.partition)
+        self.channel.broadcast(ssp.stream, value, exclude=ssp.partition)
         mark(ssp)
         self._pause(ssp)
         self._maybe_finish(task)
 
-    def _drain_complete(self, task: _Task, ssp: SSP) -> bool:
+    def _drain_complete(self, task: RunningTask, ssp: SSP) -> bool:
         """Every producer of ``ssp`` has drained or ended its stream, and at least one drained (a producer
         whose bounded inputs ended before the drain sends no drain message: its end of stream stands for
         it); when they all ended the stream, the end of stream is broadcast instead."""
@@ -458,13 +346,6 @@ class Container:
         if not drained or task.eos.complete(ssp):
             return False
         return len(drained | task.eos.producers(ssp)) >= task.drain.expected(ssp) > 0
-
-    def _run_start(self, ssp: SSP) -> float:
-        """The first offset of ``ssp`` written in this run (end-of-stream messages before it are an earlier
-        run's); without recorded bounds no end-of-stream message counts."""
-        if self.bounds is None:
-            return float("inf")
-        return self.bounds.run_start(ssp)
 
     def _source_end(self, ssp: SSP) -> int | None:
         """Where a bounded source partition ends in this run (its next offset then), None for others."""
@@ -498,16 +379,13 @@ class Container:
                 if idle and tp in assigned and (self.consumer.position(tp) or 0) >= end:
                     self._end_source(task, ssp, end)
 
-    def _end_source(self, task: _Task, ssp: SSP, end: int) -> None:
+    def _end_source(self, task: RunningTask, ssp: SSP, end: int) -> None:
         task.eos.mark_ended(ssp)
         self._pause(ssp)
         self.note(f"task {task.name}: {ssp.key()} reached its end (offset {end})")
         self._maybe_finish(task)
 
-    def _is_aggregate(self, ssp: SSP) -> bool:
-        return ssp.partition == aggregate_partition(ssp.stream, self.partitions[ssp.stream])
-
-    def _advance_watermark(self, task: _Task) -> None:
+    def _advance_watermark(self, task: RunningTask) -> None:
         wm = task.watermarks.task_watermark()
         if wm <= task.watermark:
             return
@@ -516,52 +394,7 @@ class Container:
         if hasattr(task.user, "on_watermark"):
             task.user.on_watermark(wm, out)
         for topic in self.stage.intermediate_outputs:
-            self._to_aggregate(topic, encode_control(watermark_message(task.name, wm)))
-
-    def _tails(self, topic: str) -> dict[int, Any]:
-        if self._tail_consumer is None:
-            self._tail_consumer = open_consumer(self.rt.bootstrap, security=self.security)
-        return read_tails(self._tail_consumer, topic, list(range(self.partitions[topic])), self.rt.bootstrap)
-
-    def _finished(self, topic: str, tail: Any) -> bool:
-        """Whether a partition's last record is this run's drain or end-of-stream broadcast (its stream is
-        over for this run)."""
-        if not tail.records:
-            return False
-        rec = tail.records[-1]
-        return self._is_broadcast(SSP(SYSTEM, topic, tail.partition), rec.offset, rec.value) is not None
-
-    def _is_broadcast(self, ssp: SSP, offset: int, value: bytes | None) -> int | None:
-        """DRAIN or END_OF_STREAM when the record is this run's broadcast of that kind, else None."""
-        try:
-            m = decode_control(value)
-        except DrainFormatError:
-            return None
-        if m.task_name is not None:
-            return None
-        if m.type == DRAIN and m.run_id == self.rt.run_id:
-            return DRAIN
-        if m.type == END_OF_STREAM and offset >= self._run_start(ssp):
-            return END_OF_STREAM
-        return None
-
-    def _broadcast(self, topic: str, value: bytes, exclude: int | None) -> None:
-        """Send a control message with no task name to the partitions of ``topic`` (all but ``exclude``),
-        skipping those already finished by this run's drain broadcast (so a restart never appends after it)."""
-        self.producer.flush()
-        for p, tail in self._tails(topic).items():
-            if p != exclude and not self._finished(topic, tail):
-                self.producer.send(topic, key=None, value=value, partition=p)
-        self.producer.flush()
-
-    def _to_aggregate(self, topic: str, value: bytes) -> None:
-        """Send a producer task's control message to ``topic``'s aggregate partition, after everything this
-        container sent before it is acknowledged; not when that partition is already finished."""
-        self.producer.flush()
-        p = aggregate_partition(topic, self.partitions[topic])
-        if not self._finished(topic, self._tails(topic)[p]):
-            self.producer.send(topic, key=None, value=value, partition=p)
-        self.producer.flush()
+            self.channel.to_aggregate(topic, encode_control(watermark_message(task.name, wm)))
 
     # -- drain and end of stream ---------------------------------------------------------------------
 
@@ -609,7 +442,7 @@ class Container:
                 elif self._drain_complete(task, ssp):
                     task.drain.mark_drained(ssp)
                 elif offset is not None:
-                    kind = self._broadcast_at(ssp, int(offset))
+                    kind = self.channel.broadcast_at(ssp, int(offset))
                     if kind == DRAIN:
                         task.drain.mark_drained(ssp)
                     elif kind == END_OF_STREAM:
@@ -621,24 +454,6 @@ class Container:
             if max(next_offset, begins[kafka.TopicPartition(ssp.stream, ssp.partition)]) >= end:
                 task.eos.mark_ended(ssp)
 
-    def _broadcast_at(self, ssp: SSP, offset: int) -> int | None:
-        """DRAIN or END_OF_STREAM when the record of ``ssp`` at ``offset`` is this run's broadcast of that
-        kind, else None."""
-        import kafka
-
-        if self._tail_consumer is None:
-            self._tail_consumer = open_consumer(self.rt.bootstrap, security=self.security)
-        tp = kafka.TopicPartition(ssp.stream, ssp.partition)
-        self._tail_consumer.assign([tp])
-        self._tail_consumer.seek(tp, offset)
-        for _ in range(20):
-            for rec in self._tail_consumer.poll(timeout_ms=200).get(tp, []):
-                if rec.offset == offset:
-                    return self._is_broadcast(ssp, offset, rec.value)
-                if rec.offset > offset:
-                    return None
-        return None
-
     def _pause(self, ssp: SSP) -> None:
         import kafka
 
@@ -646,7 +461,7 @@ class Container:
         if tp in self.consumer.assignment():
             self.consumer.pause(tp)
 
-    def _maybe_finish(self, task: _Task) -> None:
+    def _maybe_finish(self, task: RunningTask) -> None:
         """All of the task's inputs have ended: fire what it holds, pass the end on (a drain when any input
         was drained, else an end of stream), commit, stop."""
         if task.stopped or not task.all_ended():
@@ -660,7 +475,7 @@ class Container:
                 if hasattr(task.user, "on_drain"):
                     task.user.on_drain(out)
                 for topic in self.stage.intermediate_outputs:
-                    self._to_aggregate(topic, encode_control(drain_message(task.name, self.rt.run_id)))
+                    self.channel.to_aggregate(topic, encode_control(drain_message(task.name, self.rt.run_id)))
             how = "drained"
         else:
             if hasattr(task.user, "on_end_of_stream"):
@@ -668,45 +483,13 @@ class Container:
             elif hasattr(task.user, "on_drain"):
                 task.user.on_drain(out)
             for topic in self.stage.intermediate_outputs:
-                self._to_aggregate(topic, encode_control(end_of_stream_message(task.name)))
+                self.channel.to_aggregate(topic, encode_control(end_of_stream_message(task.name)))
             how = "reached the end of its inputs"
-        self._commit(task)
+        self.state.commit(task, self.producer)
         task.stopped = True
         for ssp in task.inputs:  # nothing of it is read any more
             self._pause(ssp)
         self.note(f"task {task.name} {how} and stopped")
-
-    # -- commit ------------------------------------------------------------------------------------
-
-    def _commit(self, task: _Task) -> None:
-        """Flush what the task sent, then commit its input offsets with a snapshot of each store (one v2
-        checkpoint; Samza's order: outputs and changelog durable before the offsets that produced them)."""
-        self.producer.flush()
-        states = (task.drain.export(), task.eos.export())
-        if states != task.saved_states:
-            save_drain_states(self.coordinator, task.name, self.rt.run_id, *states)
-            task.saved_states = states
-        offsets = dict(task.processed)
-        cid = new_checkpoint_id()
-        if not task.stores:
-            if offsets:
-                self.checkpoints.commit_offsets(task.name, cid, offsets)
-            return
-        for i, store in enumerate(task.stores):
-            path = store_dir(self.rt.state_dir, store.name, task.name)
-            cp_dir = checkpoint_dir(path, cid)
-            store.live.checkpoint(cp_dir)
-            marker = encode_changelog_marker(KafkaChangelogMarker(
-                SSP(SYSTEM, store.changelog, task.partition),
-                None if store.changelog_offset is None else str(store.changelog_offset)))
-            last = i == len(task.stores) - 1
-            backup(BackupOptions(StoreRef(self.job.name, self.job.job_id, task.name, store.name), path,
-                                 checkpoint_dir=cp_dir, input_offsets=offsets if last else None,
-                                 markers={KAFKA_CHANGELOG_FACTORY: {store.name: marker}}),
-                   self.rt.session.blobstore, self.rt.session.catalog)
-            for old, old_dir in local_checkpoint_dirs(path).items():
-                if old != cid:
-                    shutil.rmtree(old_dir, ignore_errors=True)
 
     def close(self) -> None:
         if self.monitor is not None:
@@ -717,30 +500,15 @@ class Container:
                     store.live.close()
                 except Exception:  # noqa: BLE001 - closing on the way out; the error that got here stands
                     pass
-        for client in (self.producer, self.consumer, self._tail_consumer):
+        for client in (self.producer, self.consumer):
             if client is not None:
                 try:
                     client.close()
                 except Exception:  # noqa: BLE001
                     pass
-        self.producer = self.consumer = self._tail_consumer = None
+        if self.channel is not None:
+            self.channel.close()
+        self.producer = self.consumer = None
         self.coordinator.close()
         self.checkpoints.close()
 
-
-def _advance(store: _Store, offset: int) -> None:
-    if store.changelog_offset is None or offset > store.changelog_offset:
-        store.changelog_offset = offset
-
-
-def _watermark_rules(config: dict[str, str]) -> dict[str, Any]:
-    """WatermarkStates' idle timeout and quorum from the job's config (TaskConfig.getWatermarkIdleTimeoutMs,
-    getWatermarkQuorumSizePercentage); a value that is not a number fails the container's start, as Samza's
-    getLong / getDouble do."""
-    try:
-        idle = get_int(config, WATERMARK_IDLE_TIMEOUT, -1)
-        quorum = float(config.get(WATERMARK_QUORUM, "0.5"))
-    except (JobConfigError, ValueError) as e:
-        raise StatectlError(f"the job's config: {e}", hint=f"{WATERMARK_IDLE_TIMEOUT} takes milliseconds, "
-                                                           f"{WATERMARK_QUORUM} a fraction") from None
-    return {"idle_timeout_ms": idle, "quorum_pct": quorum}

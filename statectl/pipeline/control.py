@@ -1,11 +1,11 @@
-"""The job side of drain and end of stream (seed 004): the DrainMonitor, and the per-task book-keeping of
+"""The job side of drain and end of stream: the DrainMonitor, and the per-task book-keeping of
 control messages.
 
 DrainMonitor polls the job's coordinator stream for a drain notification of the job's run id
 (Samza's ``job.drain-monitor.poll.interval.ms``); notifications of other runs are ignored, and
 malformed records are skipped with a note, never a crash.
 
-DrainStates, as the seed's class: per input partition of a task, which upstream (producer) tasks have
+DrainStates, as Samza's class: per input partition of a task, which upstream (producer) tasks have
 sent their drain message. Every upstream task sends its drain message to ONE aggregate partition of an
 intermediate stream (``formats.drain.aggregate_partition``); when that partition has them all, it is
 drained, and the task reading it broadcasts a drain message with no task name to the stream's other
@@ -22,7 +22,8 @@ same record (``endOfStream`` beside ``producers``). Unlike a drain it needs no n
 no run id; the bounds of a run (RunBounds) say where its bounded sources end.
 
 WatermarkStates does the same for watermarks (the minimum over the producer tasks, with Samza's idle
-timeout and quorum); a drain sends a watermark of Long.MAX_VALUE first, which fires every window.
+timeout and quorum, read from the job's config by ``watermark_rules``); a drain sends a watermark of
+Long.MAX_VALUE first, which fires every window.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from statectl.errors import StatectlError
 from statectl.formats.checkpoint import SSP
+from statectl.formats.jobconfig import JobConfigError, get_int
 from statectl.kafka.coordinator import CoordinatorStream
 
 DRAIN_STATES_NAMESPACE = "statectl-drain-states-v1"
@@ -323,3 +327,16 @@ def load_run_bounds(coordinator: CoordinatorStream, run_id: str) -> RunBounds | 
         return RunBounds(run_id, offsets(obj.get("sources")), offsets(obj.get("intermediate")))
     except (ValueError, AttributeError, TypeError):
         return None
+
+
+def watermark_rules(config: dict[str, str]) -> dict[str, Any]:
+    """WatermarkStates' idle timeout and quorum from the job's config (TaskConfig.getWatermarkIdleTimeoutMs,
+    getWatermarkQuorumSizePercentage); a value that is not a number fails the container's start, as Samza's
+    getLong / getDouble do."""
+    try:
+        idle = get_int(config, WATERMARK_IDLE_TIMEOUT, -1)
+        quorum = float(config.get(WATERMARK_QUORUM, "0.5"))
+    except (JobConfigError, ValueError) as e:
+        raise StatectlError(f"the job's config: {e}", hint=f"{WATERMARK_IDLE_TIMEOUT} takes milliseconds, "
+                                                           f"{WATERMARK_QUORUM} a fraction") from None
+    return {"idle_timeout_ms": idle, "quorum_pct": quorum}

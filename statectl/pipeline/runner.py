@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from statectl.errors import StatectlError
@@ -129,9 +130,6 @@ def coordinate(job: JobSpec, *, bootstrap: str, state_dir: Path, blobstore: str 
     with_config(job, overrides or {})  # a bad value fails here, before anything starts
     prepare(job, bootstrap, run_id, security=security, overrides=overrides)
     log.warning("job %s-%s: run %s", job.name, job.job_id, run_id)
-    children: dict[str, subprocess.Popen] = {}
-    restarts = {s.name: 0 for s in job.stages}
-    done: set[str] = set()
     stopping: list[int] = []
 
     def stop(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
@@ -147,8 +145,22 @@ def coordinate(job: JobSpec, *, bootstrap: str, state_dir: Path, blobstore: str 
             args += ["--blobstore", blobstore]
         return subprocess.Popen(args, env=env, preexec_fn=_die_with_parent)
 
-    for s in job.stages:
-        children[s.name] = spawn(s.name)
+    code = _supervise(job, spawn, stopping)
+    if code is not None:
+        return code
+    cleared = cleanup(job, bootstrap, run_id, security=security)
+    log.warning("job %s-%s finished; cleared drain notification(s) %s", job.name, job.job_id,
+                ", ".join(cleared) or "none")
+    return 0
+
+
+def _supervise(job: JobSpec, spawn: Callable[[str], subprocess.Popen], stopping: list[int]) -> int | None:
+    """Start a container per stage and restart one that fails, until every stage has finished (None); or
+    the exit code when a signal in ``stopping`` stops them, or a stage fails more than RESTART_LIMIT times.
+    No container outlives it."""
+    children = {s.name: spawn(s.name) for s in job.stages}
+    restarts = {s.name: 0 for s in job.stages}
+    done: set[str] = set()
     try:
         while len(done) < len(job.stages):
             if stopping:
@@ -180,10 +192,7 @@ def coordinate(job: JobSpec, *, bootstrap: str, state_dir: Path, blobstore: str 
         for p in children.values():
             if p.poll() is None:
                 p.kill()
-    cleared = cleanup(job, bootstrap, run_id, security=security)
-    log.warning("job %s-%s finished; cleared drain notification(s) %s", job.name, job.job_id,
-                ", ".join(cleared) or "none")
-    return 0
+    return None
 
 
 def _die_with_parent() -> None:
@@ -231,7 +240,8 @@ def main(job: JobSpec, argv: list[str] | None = None) -> int:
                                   run_id=args.run_id, entry=entry, overrides=overrides, security=security)
             except ValueError as e:
                 parser.error(str(e))
-        from statectl.pipeline.container import Container, Runtime
+        from statectl.pipeline.container import Container
+        from statectl.pipeline.state import Runtime
         from statectl.session import Session
 
         # The job writes its state's snapshots, as backup --create does: its first run starts the blob store.

@@ -294,15 +294,15 @@ def test_published_timings_survive_a_round_trip():
 
 def test_the_watermark_rules_come_from_the_jobs_config():
     from statectl.errors import StatectlError
-    from statectl.pipeline.container import _watermark_rules
+    from statectl.pipeline.control import watermark_rules
     from statectl.pipeline.spec import settable
 
-    assert _watermark_rules({}) == {"idle_timeout_ms": -1, "quorum_pct": 0.5}  # TaskConfig's defaults
-    assert _watermark_rules({"task.watermark.idle.timeout.ms": "3000",
-                             "task.watermark.quorum.size,percentage": "0.75"}) == {"idle_timeout_ms": 3000,
-                                                                                  "quorum_pct": 0.75}
+    assert watermark_rules({}) == {"idle_timeout_ms": -1, "quorum_pct": 0.5}  # TaskConfig's defaults
+    assert watermark_rules({"task.watermark.idle.timeout.ms": "3000",
+                            "task.watermark.quorum.size,percentage": "0.75"}) == {"idle_timeout_ms": 3000,
+                                                                                 "quorum_pct": 0.75}
     # Samza reads the quorum only under its own spelling (with a comma).
-    assert _watermark_rules({"task.watermark.quorum.size.percentage": "0.9"})["quorum_pct"] == 0.5
+    assert watermark_rules({"task.watermark.quorum.size.percentage": "0.9"})["quorum_pct"] == 0.5
     with pytest.raises(StatectlError, match="task.watermark.idle.timeout.ms"):
-        _watermark_rules({"task.watermark.idle.timeout.ms": "soon"})
+        watermark_rules({"task.watermark.idle.timeout.ms": "soon"})
     assert settable("task.watermark.idle.timeout.ms") and settable("task.watermark.quorum.size,percentage")

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from statectl.formats.checkpoint import SSP
-from statectl.pipeline.container import CallbackTimeoutError, callback_deadline
+from statectl.pipeline.deadline import CallbackTimeoutError, callback_deadline
 from statectl.pipeline.control import (
     DRAIN_STATES_NAMESPACE,
     RUN_BOUNDS_NAMESPACE,
