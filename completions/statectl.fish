@@ -455,10 +455,10 @@ complete -c statectl -n '__statectl_path lease break' -l quiet -s q -d 'No progr
 complete -c statectl -n '__statectl_path lease break' -l debug -d 'Tracebacks for errors'
 
 # statectl drain
-complete -c statectl -n '__statectl_path drain' -a start -d 'Ask the job\'s current run to drain: write a drain notification (once: a pending one is reported)'
-complete -c statectl -n '__statectl_path drain' -a status -d 'Each drain notification with its state (pending, seen, drained, cleared, stale) and how its end was found (signal: cleared or checkpoints), whether the job runs a drain monitor, the records Samza cannot read, and the messages in flight per intermediate stream partition'
+complete -c statectl -n '__statectl_path drain' -a start -d 'Ask the job\'s current run to drain: write a drain notification to its coordinator stream'
+complete -c statectl -n '__statectl_path drain' -a status -d 'Each drain notification with its state, and the messages in flight on the job\'s intermediate streams'
 complete -c statectl -n '__statectl_path drain' -a wait -d 'Block until the job has drained: the notification cleared, or its checkpoints showing the drain'
-complete -c statectl -n '__statectl_path drain' -a cancel -d 'Withdraw a pending drain notification (a tombstone), unless the job already acts on it; or remove job-breaking records (--bad) or other runs\' notifications (--all-stale)'
+complete -c statectl -n '__statectl_path drain' -a cancel -d 'Withdraw a pending drain notification, unless the job already acts on it'
 complete -c statectl -n '__statectl_path drain' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path drain' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path drain' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -1,4 +1,5 @@
-"""statectl drain start | status | wait | cancel"""
+"""statectl drain start | status | wait | cancel: the commands over the drain engine
+(statectl.engine.drain); the reasoning behind each is in docs/drain.md."""
 
 from __future__ import annotations
 
@@ -23,9 +24,6 @@ UUID = Annotated[Optional[str], typer.Option("--uuid", help="Just this notificat
                                                             "current run).", show_default=False)]
 DRY_RUN = Annotated[bool, typer.Option("--dry-run", help="Read the coordinator stream and print what would be "
                                                             "written; write nothing.")]
-ABOUT = ("The job's containers poll its coordinator stream (__samza_coordinator_<job>_<job-id>) for a drain "
-         "notification of their run id; they stop reading their sources, process what their intermediate "
-         "streams hold, commit and stop, and the job's coordinator then clears the notification.\n\n")
 
 
 def _target(env: Env, run_id: str | None = None) -> DrainTarget:
@@ -39,9 +37,7 @@ def _target(env: Env, run_id: str | None = None) -> DrainTarget:
     return DrainTarget(s.kafka, s.job, s.job_id, run_id=run_id, security=env.session.kafka_security)
 
 
-@app.command("start", epilog=ABOUT + "Samza starts a DrainMonitor only with job.drain-monitor.enabled=true (default "
-             "false): without it in the job's config, start refuses and writes nothing (exit 14); --force writes "
-             "anyway.\n\nExamples:\n\n  statectl drain start --kafka broker:9092 --job page-views\n\n"
+@app.command("start", epilog="Examples:\n\n  statectl drain start --kafka broker:9092 --job page-views\n\n"
              "  statectl drain start --kafka broker:9092 --job page-views --dry-run\n\n"
              + exit_codes_epilog(0, 1, 2, (10, "no coordinator stream, or no run id found and none given"),
                                  (14, "the job runs no drain monitor (job.drain-monitor.enabled is not true)")))
@@ -53,7 +49,12 @@ def start(
                                                         "not enable its drain monitor.")] = False,
     dry_run: DRY_RUN = False,
 ) -> None:
-    """Ask the job's current run to drain: write a drain notification (once: a pending one is reported)."""
+    """Ask the job's current run to drain: write a drain notification to its coordinator stream.
+
+    Writes one record to __samza_coordinator_<job>_<job-id> (a notification already pending for the run is
+    reported, not repeated); never touches the job's checkpoints, stores or streams. Refuses, writing
+    nothing, when the job's config does not enable Samza's drain monitor (job.drain-monitor.enabled=true).
+    See docs/drain.md."""
     from statectl.engine.drain.start import plan_start
     from statectl.engine.drain.start import start as run_start
 
@@ -72,16 +73,16 @@ def start(
     env.emit(r, f"{verb} drain notification {r.uuid} for run {r.run_id}")
 
 
-@app.command("status", epilog="A record of the samza-drain-v1 namespace that Samza cannot read is listed as "
-             "JOB-BREAKING: Samza's DrainMonitor throws on it, so the job's containers fail at start; 'drain "
-             "cancel --bad' removes it.\n\n"
-             "Example:\n\n  statectl drain status --kafka broker:9092 --job page-views -o json\n\n"
+@app.command("status", epilog="Example:\n\n  statectl drain status --kafka broker:9092 --job page-views -o json\n\n"
              + exit_codes_epilog(0, 1, 2, (10, "no coordinator stream")))
 @state_command(*JOB)
 def status(env: Env, run_id: RUN_ID = None) -> None:
-    """Each drain notification with its state (pending, seen, drained, cleared, stale) and how its end was
-    found (signal: cleared or checkpoints), whether the job runs a drain monitor, the records Samza cannot
-    read, and the messages in flight per intermediate stream partition."""
+    """Each drain notification with its state, and the messages in flight on the job's intermediate streams.
+
+    Reads only (the coordinator stream, the checkpoint topic, the ends of the intermediate streams). States:
+    pending, seen, drained, cleared, stale, with the signal that showed the end (cleared or checkpoints);
+    whether the job runs a drain monitor; records Samza cannot read, listed as JOB-BREAKING ('drain cancel
+    --bad' removes them). See docs/drain.md."""
     from statectl.engine.drain.status import status as run_status
 
     r = run_status(_target(env, run_id))
@@ -90,14 +91,7 @@ def status(env: Env, run_id: RUN_ID = None) -> None:
     env.emit(r, _status_text(r))
 
 
-@app.command("wait", epilog="Exits 0 once the job has drained, found by either signal: 'cleared' (the job's "
-             "coordinator tombstoned the notification, as Samza's YARN coordinator does; then its final "
-             "checkpoints must have consumed every intermediate partition to its end), or 'checkpoints' (for "
-             "standalone jobs, which never clear it: every task checkpointed after the notification, every "
-             "intermediate partition holding a drain message of the run and consumed to its end, every other "
-             "task stopped committing). A drained job stopped fetching its sources: the source records it had "
-             "not read are reported as left behind.\n\n"
-             "Example:\n\n  statectl drain wait --kafka broker:9092 --job page-views --timeout 600\n\n"
+@app.command("wait", epilog="Example:\n\n  statectl drain wait --kafka broker:9092 --job page-views --timeout 600\n\n"
              + exit_codes_epilog(0, (1, "timed out, or the job stopped with messages still in flight"), 2,
                                  (10, "no notification to wait for")))
 @state_command(*JOB)
@@ -108,7 +102,11 @@ def wait(
     run_id: RUN_ID = None,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between looks.")] = 1.0,
 ) -> None:
-    """Block until the job has drained: the notification cleared, or its checkpoints showing the drain."""
+    """Block until the job has drained: the notification cleared, or its checkpoints showing the drain.
+
+    Reads only. Says which signal showed the drain ('cleared' by the job's coordinator, or 'checkpoints'
+    for standalone jobs, which never clear a notification) and the source records the job left behind for
+    its next deployment. See docs/drain.md."""
     from statectl.config import parse_seconds
     from statectl.engine.drain.model import left_behind_text
     from statectl.engine.drain.wait import wait as run_wait
@@ -126,10 +124,7 @@ def wait(
                 f"{len(r.intermediate)} intermediate partitions consumed to their end{left}, {r.waited_s:.1f}s")
 
 
-@app.command("cancel", epilog="--bad tombstones the records of the drain namespace Samza cannot read (what status "
-             "lists as JOB-BREAKING); --all-stale the notifications of every other run (Samza's "
-             "DrainUtils.cleanupAll, kept to other runs). Each record is tombstoned under the key it is stored "
-             "under.\n\nExamples:\n\n  statectl drain cancel --kafka broker:9092 --job page-views\n"
+@app.command("cancel", epilog="Examples:\n\n  statectl drain cancel --kafka broker:9092 --job page-views\n"
              "  statectl drain cancel --kafka broker:9092 --job page-views --bad --all-stale\n"
              "  statectl drain cancel --kafka broker:9092 --job page-views --dry-run\n\n"
              + exit_codes_epilog(0, (1, "the job already acts on it: a drain cannot be undone"), 2,
@@ -140,11 +135,16 @@ def cancel(
     uuid: UUID = None,
     run_id: RUN_ID = None,
     bad: Annotated[bool, typer.Option("--bad", help="Remove the records Samza cannot read (job-breaking).")] = False,
-    all_stale: Annotated[bool, typer.Option("--all-stale", help="Remove the notifications of every other run.")] = False,
+    all_stale: Annotated[bool, typer.Option("--all-stale",
+                                            help="Remove the notifications of every other run.")] = False,
     dry_run: DRY_RUN = False,
 ) -> None:
-    """Withdraw a pending drain notification (a tombstone), unless the job already acts on it; or remove
-    job-breaking records (--bad) or other runs' notifications (--all-stale)."""
+    """Withdraw a pending drain notification, unless the job already acts on it.
+
+    Writes tombstones to the coordinator stream, each under the key its record is stored under: the pending
+    notifications of the current run (or --uuid); with --bad, the records Samza cannot read; with
+    --all-stale, every other run's notifications. Never touches the job's checkpoints, stores or streams.
+    See docs/drain.md."""
     from statectl.engine.drain.cancel import cancel as run_cancel
     from statectl.engine.drain.cancel import plan_cancel
 

@@ -5,11 +5,11 @@ offsets + 1 (Samza checkpoints the last processed offset). Run: records are poll
 partition (partitions assigned explicitly, no consumer group), handed to their task, and every
 ``commit_interval_s`` each task commits (pipeline.state).
 
-Drain (pipeline.control; control messages travel through pipeline.channel): once the DrainMonitor finds a notification of this run, the
-container stops fetching its sources and gives each source partition a watermark of Long.MAX_VALUE and
-a drain message. A task whose inputs are all drained fires what it holds (``on_drain``), sends its
-drain message to the aggregate partition of each intermediate stream it writes, makes its final,
-blocking commit and stops. When every task has stopped the container exits 0.
+Drain (pipeline.control; control messages travel through pipeline.channel): once the DrainMonitor finds
+a notification of this run, the container stops fetching its sources and gives each source partition a
+watermark of Long.MAX_VALUE and a drain message. A task whose inputs are all drained fires what it holds
+(``on_drain``), sends its drain message to the aggregate partition of each intermediate stream it
+writes, makes its final, blocking commit and stops. When every task has stopped the container exits 0.
 
 End of stream (Samza's EndOfStreamMessage; JobSpec.bounded): a bounded source partition is read up to
 its end as of the start of the run (RunBounds, recorded by the job's coordinator), then it has ended, as
@@ -174,7 +174,7 @@ class Container:
                               if ssp.key() in cp.input_offsets}
         task.stores = [self.state.open_store(task, store, self.job.changelog_topic(store), cp)
                        for store in self.stage.stores]
-        stores = {s.name: KeyValueStore(s.live.db, s.live.path, self.state.changelog_writer(self.producer, task, s))
+        stores = {s.name: KeyValueStore(s.live.db, s.live.path, CommitManager.changelog_writer(self.producer, task, s))
                   for s in task.stores}
         task.user = self.stage.task(TaskContext(self.job.name, self.stage.name, name, p, stores))
         self.tasks.append(task)
@@ -297,7 +297,8 @@ class Container:
             if task.watermarks.update(ssp, message.task_name, message.timestamp):
                 if message.task_name is not None and self.channel.is_aggregate(ssp):
                     wm = task.watermarks.watermark(ssp)
-                    self.channel.broadcast(ssp.stream, encode_control(watermark_message(None, wm)), exclude=ssp.partition)
+                    self.channel.broadcast(ssp.stream, encode_control(watermark_message(None, wm)),
+                                           exclude=ssp.partition)
                 self._advance_watermark(task)
             return
         if message.type == END_OF_STREAM:
