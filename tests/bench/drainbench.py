@@ -1,4 +1,4 @@
-"""make bench, drain (issue 9): how long a drain takes next to the pipeline's own throughput, and how long
+"""make bench, drain: how long a drain takes next to the pipeline's own throughput, and how long
 ``drain status`` takes on a job with 64 intermediate partitions. On one Tansu broker started here.
 
 1. Throughput: the example job (examples/pageviews) with its count stage stopped (SIGSTOP) while 100 000

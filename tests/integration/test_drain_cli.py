@@ -549,7 +549,7 @@ def test_a_200_kb_run_id_is_listed_without_delay(cli, make_job):
     assert f"pending  {started['uuid']}" in cli("drain", "status", *job.args).stdout
 
 
-# -- issue 19: the drain monitor, completion by checkpoints, job-breaking and mis-keyed records ------------
+# -- the drain monitor, completion by checkpoints, job-breaking and mis-keyed records ---------------------
 
 
 @pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""Drain end to end (seed 004): the two-stage example job (examples/pageviews) as real OS processes on a
+"""Drain end to end: the two-stage example job (examples/pageviews) as real OS processes on a
 real Kafka-protocol broker (Tansu, one per test: the example's topic names are fixed), drained with the
 statectl CLI while input is still being produced, killed in the middle of a drain, drained with a
 notification written before it started; notifications of other runs ignored, a cancel honoured."""

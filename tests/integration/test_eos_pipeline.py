@@ -1,4 +1,4 @@
-"""End of stream end to end (issue 19, seed 004 "akin to EndOfStreamMessage"): the two-stage example job
+"""End of stream end to end (as Samza's EndOfStreamMessage): the two-stage example job
 (examples/pageviews) with its source declared bounded (``--config streams.page-views-raw.samza.bounded=true``)
 as real OS processes on Tansu: it reads the source to its end as of the start of the run, ends by itself
 with every record counted exactly once, the end of stream aggregated through the shuffle; a count
