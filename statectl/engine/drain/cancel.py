@@ -68,6 +68,7 @@ def plan_cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = Fal
 
 
 def _plan_cancel(job: DrainJob, uuid: str | None, bad: bool, all_stale: bool) -> DrainCancelPlan:
+    """The plan of a cancel on clients the caller holds (as :func:`plan_cancel`)."""
     target = job.target
     st = read_status(job)
     if st.run_id is None and (all_stale or not bad):
@@ -114,7 +115,7 @@ def cancel(target: DrainTarget, uuid: str | None = None, *, bad: bool = False,
     """Withdraw drain notifications with tombstones, each under the key it is stored under. By default the
     pending ones of the job's current run (or just ``uuid``, canonicalised as Java does; one the job
     already drained on, or a leftover Samza's cleanup missed, is removed too). ``bad``: the records Samza
-    cannot read instead (job-breaking, see the module doc). ``all_stale``: the notifications of every
+    cannot read instead (job-breaking, see :mod:`statectl.engine.drain`). ``all_stale``: the notifications of every
     other run (Samza's DrainUtils.cleanupAll, which deletes every key of the namespace, kept to other
     runs). ``bad`` and ``all_stale`` combine; ``uuid`` goes with neither (UsageError). The tombstones
     written are those of the plan ``plan_cancel`` computes.

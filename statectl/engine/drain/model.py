@@ -102,8 +102,8 @@ class NoticeState:
 
 @dataclass
 class JobBreaking:
-    """A record of the drain namespace Samza cannot read (see the module doc): where it is, its key, its
-    size in bytes and why Samza's deserializer rejects it."""
+    """A record of the drain namespace Samza cannot read (see :mod:`statectl.engine.drain`): where it is,
+    its key, its size in bytes and why Samza's deserializer rejects it."""
 
     offset: int
     key: str

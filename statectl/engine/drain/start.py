@@ -48,6 +48,7 @@ def plan_start(target: DrainTarget, *, force: bool = False) -> DrainStartPlan:
 
 
 def _plan_start(job: DrainJob, force: bool) -> DrainStartPlan:
+    """The plan of a start on clients the caller holds (as :func:`plan_start`)."""
     target = job.target
     job.coordinator.require()
     run_id = job.run_id(required=True)
