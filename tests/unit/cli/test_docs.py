@@ -1,5 +1,6 @@
-"""completions/ and man/ are generated from the live command tree (tools/docs.py), committed, fresh,
-and work: bash really completes, zsh and fish parse them, man renders the pages without warnings."""
+"""completions/ and man/ are generated from the live command tree (tools/cmdtree.py, tools/completions.py,
+tools/docs.py), committed, fresh, and work: bash really completes, zsh and fish parse them, man renders the
+pages without warnings, and each command's section of the capability pages (docs/*.md) is in its man page."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import docs
+from tools import cmdtree, completions, docs
 
 ROOT = Path(__file__).resolve().parents[3]
 BASH = ROOT / docs.COMPLETION_FILES["bash"]
@@ -21,8 +22,8 @@ FISH = ROOT / docs.COMPLETION_FILES["fish"]
 
 
 @pytest.fixture(scope="module")
-def tree() -> docs.Cmd:
-    return docs.command_tree()
+def tree() -> cmdtree.Cmd:
+    return cmdtree.command_tree()
 
 
 @pytest.fixture(scope="module")
@@ -115,11 +116,11 @@ def test_every_command_and_flag_is_in_every_completion_script(tree):
         if c.path:
             name = c.path[-1]
             assert re.search(rf"REPLY='[^']*\b{name}\b", bash), f"bash lacks {c.words}"
-            assert f"'{name}:" in zsh and f"{docs._zsh_func(c)}()" in zsh, f"zsh lacks {c.words}"
+            assert f"'{name}:" in zsh and f"{completions.zsh_func(c)}()" in zsh, f"zsh lacks {c.words}"
             assert f"-a {name} " in fish, f"fish lacks {c.words}"
         cond = "'" + ("__statectl_path " + " ".join(c.path)).strip() + "'"
         fish_lines = [line for line in fish.splitlines() if f"-n {cond} " in line]
-        zsh_func = zsh.split(f"{docs._zsh_func(c)}() {{", 1)[1].split("\n}\n", 1)[0]
+        zsh_func = zsh.split(f"{completions.zsh_func(c)}() {{", 1)[1].split("\n}\n", 1)[0]
         for o in c.all_options():
             for n in o.names:
                 assert n in bash, f"bash lacks {c.words} {n}"
@@ -168,7 +169,7 @@ def test_the_exit_status_section_is_the_exit_code_table(files):
 
     page = files["man/statectl.1"]
     status = page.split(".SH EXIT STATUS\n", 1)[1].split(".SH ", 1)[0]
-    assert status.startswith("".join(f".TP\n\\fB{c.code}\\fR\n{docs._text(c.meaning)}\n" for c in errors.EXIT_CODES))
+    assert status.startswith("".join(f".TP\n\\fB{c.code}\\fR\n{docs.text_line(c.meaning)}\n" for c in errors.EXIT_CODES))
 
 
 def test_the_generator_imports_nothing_heavy():
@@ -334,7 +335,7 @@ def test_man_pages_render_without_warnings():
 
 def _lint_roff(name: str, text: str) -> None:
     """Without groff or man: requests are known man macros, text lines do not start like requests."""
-    known = {"TH", "SH", "SS", "TP", "PP", "RS", "RE", "EX", "EE", "nf", "fi", "nh", "ad", "B", "I"}
+    known = {"TH", "SH", "SS", "TP", "IP", "PP", "RS", "RE", "EX", "EE", "nf", "fi", "nh", "ad", "B", "I"}
     lines = text.splitlines()
     assert lines[0].startswith('.\\"') and lines[1].startswith(".TH "), name
     for line in lines:
@@ -362,7 +363,7 @@ def test_man_pages_document_every_command_flag_exit_code_and_variable(tree):
             assert n in texts[c.path], f"{c.page}.1 lacks global {n}"
         if c.path and not c.is_group:
             assert c.words in root, f"statectl.1 lacks {c.words}"
-        for block in docs._epilog(c.epilog).examples:
+        for block in cmdtree.parse_epilog(c.epilog).examples:
             for line in block:
                 assert line in texts[c.path], f"{c.page}.1 lacks the example {line}"
     exit_status = root.split("EXIT STATUS", 1)[1].split("EXAMPLES", 1)[0]
