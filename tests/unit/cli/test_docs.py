@@ -376,3 +376,105 @@ def test_man_pages_document_every_command_flag_exit_code_and_variable(tree):
     assert "STATECTL_CONFIG" in environment and "STATECTL_PROFILE" in environment
     assert "./statectl.toml" in root and "$XDG_CONFIG_HOME/statectl/config.toml" in root
     assert f"statectl {__import__('statectl').__version__}" in root
+
+
+# -- the capability pages' sections -----------------------------------------------------------------
+
+_PAGE = """# Widgets
+
+Intro, in no man page.
+
+## statectl frobnicate
+
+Why it **frobnicates** with `--widget-dir`, in [the guide](guide.md#why) and [below](#notes).
+
+### In depth
+
+- one item, continued
+  on a second line
+- `two`
+
+1. first
+
+| code | meaning |
+| --- | --- |
+| 0 | ok |
+| 14 | refused |
+
+```sh
+statectl frobnicate --widget-dir /tmp
+# ## statectl not-a-heading: in a fence
+
+.dot-led line
+```
+
+    an indented block
+
+## Notes
+
+Not frobnicate's.
+
+## statectl frobnicate twice
+"""
+
+
+def test_a_section_of_a_capability_page_ends_at_the_next_heading_of_its_level(tmp_path):
+    (tmp_path / "widgets.md").write_text(_PAGE, encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "deep.md").write_text("## statectl frobnicate\n\nnot a capability page\n")
+    sections = docs.doc_sections(tmp_path)
+    assert set(sections) == {"statectl frobnicate", "statectl frobnicate twice"}
+    page, lines = sections["statectl frobnicate"]
+    text = "\n".join(lines)
+    assert page == "widgets.md" and "### In depth" in text and "not-a-heading" in text
+    assert "Intro" not in text and "Not frobnicate's" not in text and "not a capability page" not in text
+    (tmp_path / "other.md").write_text("# Other\n\n## statectl frobnicate\n\nagain\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="statectl frobnicate' is in both other.md and widgets.md"):
+        docs.doc_sections(tmp_path)
+
+
+def test_a_section_renders_into_the_man_page_of_its_command(tmp_path):
+    import typer
+
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """A tool."""
+
+    @app.command("frobnicate", epilog="Examples:\n\n  tool frobnicate\n")
+    def frobnicate(widget_dir: Path = typer.Option(None, "--widget-dir", help="Where widgets live.")) -> None:
+        """Frobnicate the widgets."""
+
+    (tmp_path / "widgets.md").write_text(_PAGE, encoding="utf-8")
+    tree = cmdtree.command_tree(app)
+    cmd = tree.subcommands[0]
+    page = docs.man_page(cmd, tree, docs.doc_sections(tmp_path))
+    assert page != docs.man_page(cmd, tree, {})
+    description = page.split(".SH DESCRIPTION\n", 1)[1].split(".SH OPTIONS", 1)[0]
+    assert ".SS In depth" in description and ".IP \\(bu 4" in description and ".IP 1. 4" in description
+    assert "\\fB\\-\\-widget\\-dir\\fR" in description and "the guide (guide.md#why)" in description
+    assert "below (" not in description                     # an anchor of the page is no address
+    assert ".TP\n14\nrefused" in description and "code" not in description.split(".SS", 1)[1].split(".EX")[0]
+    assert "\\&.dot\\-led line" in description and "an indented block" in description
+    _lint_roff("frobnicate.1", page)
+    if shutil.which("groff"):
+        path = tmp_path / "frobnicate.1"
+        path.write_text(page, encoding="utf-8")
+        text = " ".join(_render(path).split())
+        for words in ("Why it frobnicates with --widget-dir, in the guide (guide.md#why) and below.",
+                      "one item, continued on a second line", "14 refused", ".dot-led line",
+                      "# ## statectl not-a-heading: in a fence"):
+            assert words in text
+
+
+def test_every_command_section_of_the_capability_pages_is_in_that_command_s_man_page(tree, files):
+    sections = docs.doc_sections(ROOT / docs.DOCS_DIR)
+    by_words = {c.words: c for c in tree.walk()}
+    assert {"statectl backup", "statectl restore", "statectl gc", "statectl snapshots copy",
+            "statectl version"} <= set(sections)
+    for words, (page, lines) in sections.items():
+        assert words in by_words, f"docs/{page}: '## {words}' names no command"
+        man = files[f"{docs.MAN_DIR}/{by_words[words].page}.1"]
+        roff = "\n".join(docs.markdown_roff(lines))
+        assert roff and roff in man.split(".SH OPTIONS", 1)[0], f"{by_words[words].page}.1 lacks docs/{page}'s section"
