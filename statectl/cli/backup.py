@@ -15,8 +15,8 @@ EPILOG = (
     "  statectl backup --job page-views --state-dir /var/samza/state --store counts --task 'Partition 0'\n\n"
     "  statectl backup --blobstore s3://backups/samza --job page-views --state-dir /var/samza/state --all -q\n\n"
     "  statectl backup --blobstore file:///var/backups/statectl --create --job page-views "
-    "--state-dir /var/samza/state --all\n\n"
-    "  statectl backup --job page-views --store-dir /var/samza/state/counts/Partition_0 "
+    "--state-dir /var/samza/state --store counts\n\n"
+    "  statectl backup --job page-views --store counts --store-dir /var/samza/state/counts/Partition_0 "
     "--checkpoint-dir /var/samza/state/counts/Partition_0-1700000000000-123\n\n"
     + exit_codes_epilog(0, 1, (3, "--all, --all-tasks: some store failed"),
                         (10, "no such store dir, or no file:// blob store dir (without --create)"),
