@@ -1,12 +1,12 @@
 # bash completion for statectl                                   -*- shell-script -*-
-# Generated from the statectl 0.1.0.dev0 command tree by `make docs`; do not edit.
+# Generated from the statectl 0.2.0 command tree by `make docs`; do not edit.
 # Install: source it from ~/.bashrc, or copy it to ~/.local/share/bash-completion/completions/statectl
 # (or /etc/bash_completion.d/statectl).
 
 # The subcommands of the command path $1 ('' for statectl itself, 'snapshots' ...), in REPLY.
 _statectl_commands() {
     case $1 in
-        '') REPLY='backup restore diff gc doctor rescale snapshots config lease drain standby adstore' ;;
+        '') REPLY='backup restore diff gc doctor rescale version snapshots config lease drain standby adstore' ;;
         'snapshots') REPLY='list show verify copy' ;;
         'config') REPLY='show' ;;
         'lease') REPLY='show break' ;;
@@ -27,6 +27,7 @@ _statectl_options() {
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'rescale') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --from-partitioner --task-map --snapshots --work-dir --key-groups --ignore-other-tasks --again --file-owner --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'version') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -181,6 +182,12 @@ _statectl_value() {
                 --work-dir) REPLY='@dir' ;;
                 --key-groups) REPLY='@text' ;;
                 --file-owner) REPLY='@text' ;;
+                --config) REPLY='@file' ;;
+                --profile) REPLY='@text' ;;
+                --output|-o) REPLY='text json' ;;
+            esac ;;
+        'version')
+            case $2 in
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

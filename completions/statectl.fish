@@ -1,10 +1,10 @@
-# fish completion for statectl. Generated from the statectl 0.1.0.dev0 command tree by `make docs`; do not edit.
+# fish completion for statectl. Generated from the statectl 0.2.0 command tree by `make docs`; do not edit.
 # Install: copy to ~/.config/fish/completions/statectl.fish
 
 function __statectl_commands --description 'the subcommands of a statectl command path'
     switch "$argv"
         case ''
-            printf '%s\n' backup restore diff gc doctor rescale snapshots config lease drain standby adstore
+            printf '%s\n' backup restore diff gc doctor rescale version snapshots config lease drain standby adstore
         case 'snapshots'
             printf '%s\n' list show verify copy
         case 'config'
@@ -36,6 +36,8 @@ function __statectl_value_options --description 'the options that take a value a
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --config --profile --output -o
         case 'rescale'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --store --keep-last --parallelism -j --chunk-size --ttl --grace --from --to --to-job --master --spark-conf --partitioner --from-partitioner --task-map --snapshots --work-dir --key-groups --file-owner --config --profile --output -o
+        case 'version'
+            printf '%s\n' -- --config --profile --output -o
         case 'snapshots'
             printf '%s\n' -- --config --profile --output -o
         case 'snapshots list'
@@ -129,6 +131,7 @@ complete -c statectl -n '__statectl_path' -a diff -d 'Show what differs between 
 complete -c statectl -n '__statectl_path' -a gc -d 'Finish interrupted cleanups, apply retention, delete expired and unreferenced blobs (all jobs)'
 complete -c statectl -n '__statectl_path' -a doctor -d 'Check what the operations need: the blob store (reachable, credentials, writable, TTL tagging), the Kafka brokers and the job\'s checkpoint and coordinator topics, rocksdict, Java and pyspark, the state dir'
 complete -c statectl -n '__statectl_path' -a rescale -d 'Re-partition the snapshots of a store\'s N tasks into M new snapshots on Spark, verified, then committed together'
+complete -c statectl -n '__statectl_path' -a version -d 'Print statectl\'s version and those of rocksdict and its RocksDB, pyspark and Java found'
 complete -c statectl -n '__statectl_path' -a snapshots -d 'List, inspect and verify snapshots'
 complete -c statectl -n '__statectl_path' -a config -d 'Inspect statectl\'s settings'
 complete -c statectl -n '__statectl_path' -a lease -d 'Inspect or break the lease that keeps two backups of a store from running at once'
@@ -141,7 +144,7 @@ complete -c statectl -n '__statectl_path' -l output -s o -x -a 'text json' -d 'R
 complete -c statectl -n '__statectl_path' -l verbose -s v -d 'More detail on stderr'
 complete -c statectl -n '__statectl_path' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path' -l debug -d 'Tracebacks for errors'
-complete -c statectl -n '__statectl_path' -l version -d 'Print the version'
+complete -c statectl -n '__statectl_path' -l version -d 'Print the version (and rocksdict\'s and pyspark\'s)'
 complete -c statectl -n '__statectl_path' -l help -s h -d 'Show this message and exit'
 
 # statectl backup
@@ -158,8 +161,8 @@ complete -c statectl -n '__statectl_path backup' -l keep-last -x -d 'Keep the la
 complete -c statectl -n '__statectl_path backup' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
 complete -c statectl -n '__statectl_path backup' -l chunk-size -x -d 'Upload files in blobs of at most this size (default 64MiB)'
 complete -c statectl -n '__statectl_path backup' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
-complete -c statectl -n '__statectl_path backup' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
-complete -c statectl -n '__statectl_path backup' -l create -d 'Start a new file:// blob store (snapshots copy: the --to-blobstore one) if its dir does not exist; without it a missing dir is an error (exit 10), so that a mistyped URL is not created'
+complete -c statectl -n '__statectl_path backup' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m)'
+complete -c statectl -n '__statectl_path backup' -l create -d 'Start a new file:// blob store (snapshots copy: the --to-blobstore one) if its dir does not exist, rather than exit 10'
 complete -c statectl -n '__statectl_path backup' -l checkpoint-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Back up this checkpoint dir the job made (for a store a running job holds)'
 complete -c statectl -n '__statectl_path backup' -l all -d 'Back up every store under --state-dir: each task dir of each store'
 complete -c statectl -n '__statectl_path backup' -l all-tasks -d 'Back up every task dir of --store under --state-dir (without it, only the --task one)'
@@ -190,8 +193,8 @@ complete -c statectl -n '__statectl_path restore' -l from-changelog -x -d 'Rebui
 complete -c statectl -n '__statectl_path restore' -l partition -x -d 'The changelog partition to replay (with --from-changelog)'
 complete -c statectl -n '__statectl_path restore' -l until-offset -x -d 'Replay only the records below offset N (default: to the end)'
 complete -c statectl -n '__statectl_path restore' -l to-checkpoint -d 'Replay up to the changelog offset in the task\'s latest Samza checkpoint (needs --job and --store)'
-complete -c statectl -n '__statectl_path restore' -l system -x -d 'The Samza system name of the changelog, for the OFFSET-v2 file written into the store (with --from-changelog)'
-complete -c statectl -n '__statectl_path restore' -l dry-run -d 'Write nothing (not even a reader pin); print the plan: the snapshot, and each file downloaded or reused from a local copy (with --from-changelog: the offsets replayed)'
+complete -c statectl -n '__statectl_path restore' -l system -x -d 'The changelog\'s Samza system, named in the store\'s OFFSET-v2 file (with --from-changelog)'
+complete -c statectl -n '__statectl_path restore' -l dry-run -d 'Write nothing (not even a reader pin); print the plan: each file downloaded or reused (--from-changelog: the offsets replayed)'
 complete -c statectl -n '__statectl_path restore' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path restore' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path restore' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -227,7 +230,7 @@ complete -c statectl -n '__statectl_path gc' -l kafka -x -d 'Kafka bootstrap ser
 complete -c statectl -n '__statectl_path gc' -l job -x -d 'Job name'
 complete -c statectl -n '__statectl_path gc' -l job-id -x -d 'Job id (default 1)'
 complete -c statectl -n '__statectl_path gc' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
-complete -c statectl -n '__statectl_path gc' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
+complete -c statectl -n '__statectl_path gc' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m)'
 complete -c statectl -n '__statectl_path gc' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
 complete -c statectl -n '__statectl_path gc' -l dry-run -d 'Delete nothing; list what would be deleted and why'
 complete -c statectl -n '__statectl_path gc' -l help -s h -d 'Show this message and exit'
@@ -265,7 +268,7 @@ complete -c statectl -n '__statectl_path rescale' -l keep-last -x -d 'Keep the l
 complete -c statectl -n '__statectl_path rescale' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
 complete -c statectl -n '__statectl_path rescale' -l chunk-size -x -d 'Upload files in blobs of at most this size (default 64MiB)'
 complete -c statectl -n '__statectl_path rescale' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
-complete -c statectl -n '__statectl_path rescale' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
+complete -c statectl -n '__statectl_path rescale' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m)'
 complete -c statectl -n '__statectl_path rescale' -l from -x -d 'Source tasks: Partition 0..N-1'
 complete -c statectl -n '__statectl_path rescale' -l to -x -d 'Target tasks: Partition 0..M-1'
 complete -c statectl -n '__statectl_path rescale' -l to-job -x -d 'The job the new snapshots are for (default: --job)'
@@ -289,11 +292,20 @@ complete -c statectl -n '__statectl_path rescale' -l verbose -s v -d 'More detai
 complete -c statectl -n '__statectl_path rescale' -l quiet -s q -d 'No progress or notes on stderr'
 complete -c statectl -n '__statectl_path rescale' -l debug -d 'Tracebacks for errors'
 
+# statectl version
+complete -c statectl -n '__statectl_path version' -l help -s h -d 'Show this message and exit'
+complete -c statectl -n '__statectl_path version' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
+complete -c statectl -n '__statectl_path version' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
+complete -c statectl -n '__statectl_path version' -l output -s o -x -a 'text json' -d 'Result format'
+complete -c statectl -n '__statectl_path version' -l verbose -s v -d 'More detail on stderr'
+complete -c statectl -n '__statectl_path version' -l quiet -s q -d 'No progress or notes on stderr'
+complete -c statectl -n '__statectl_path version' -l debug -d 'Tracebacks for errors'
+
 # statectl snapshots
 complete -c statectl -n '__statectl_path snapshots' -a list -d 'List what the blob store holds, one level at a time: without --job, the jobs; with --job, the job\'s stores and their tasks (with --task, only that task\'s); with --job and --store, the snapshots of the store of --task, newest first'
 complete -c statectl -n '__statectl_path snapshots' -a show -d 'Show one snapshot\'s index: its metadata and files (as Samza JSON with --output json)'
 complete -c statectl -n '__statectl_path snapshots' -a verify -d 'Check that every blob of a snapshot exists with the right size (and with --download, the right CRC32)'
-complete -c statectl -n '__statectl_path snapshots' -a copy -d 'Clone a snapshot into a new snapshot of another job/task/store by copying every blob server-side (S3 CopyObject, also across buckets of one endpoint); between endpoints, or file:// and s3://, the blobs stream through this host (a note says so)'
+complete -c statectl -n '__statectl_path snapshots' -a copy -d 'Clone a snapshot into a new snapshot of another job, task or store, copying its blobs server-side'
 complete -c statectl -n '__statectl_path snapshots' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path snapshots' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path snapshots' -l profile -x -d 'Profile (table) of the config file to use (default: default)'
@@ -360,7 +372,7 @@ complete -c statectl -n '__statectl_path snapshots copy' -l to-task -x -d 'The t
 complete -c statectl -n '__statectl_path snapshots copy' -l to-store -x -d 'The target\'s store (default: --store)'
 complete -c statectl -n '__statectl_path snapshots copy' -l to-blobstore -x -d 'The target\'s blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side'
 complete -c statectl -n '__statectl_path snapshots copy' -l to-s3-endpoint -x -d 'The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host'
-complete -c statectl -n '__statectl_path snapshots copy' -l dry-run -d 'Write nothing (no pin, no lease, no blob, no checkpoint); print the plan: the source snapshot, the target and every blob copied, server-side or through this host'
+complete -c statectl -n '__statectl_path snapshots copy' -l dry-run -d 'Write nothing (no pin, lease, blob or checkpoint); print the plan: every blob copied, server-side or through this host'
 complete -c statectl -n '__statectl_path snapshots copy' -l file-owner -x -d 'The owner and group names every file of the target is recorded with: the target job\'s user, which Samza\'s restore compares with its restored files\' (default: the source\'s, file by file)'
 complete -c statectl -n '__statectl_path snapshots copy' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots copy' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
@@ -372,8 +384,8 @@ complete -c statectl -n '__statectl_path snapshots copy' -l store -x -d 'Store n
 complete -c statectl -n '__statectl_path snapshots copy' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
 complete -c statectl -n '__statectl_path snapshots copy' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
 complete -c statectl -n '__statectl_path snapshots copy' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
-complete -c statectl -n '__statectl_path snapshots copy' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m): a write in flight, or a restore that could not pin its snapshot, may still need them'
-complete -c statectl -n '__statectl_path snapshots copy' -l create -d 'Start a new file:// blob store (snapshots copy: the --to-blobstore one) if its dir does not exist; without it a missing dir is an error (exit 10), so that a mistyped URL is not created'
+complete -c statectl -n '__statectl_path snapshots copy' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m)'
+complete -c statectl -n '__statectl_path snapshots copy' -l create -d 'Start a new file:// blob store (snapshots copy: the --to-blobstore one) if its dir does not exist, rather than exit 10'
 complete -c statectl -n '__statectl_path snapshots copy' -l help -s h -d 'Show this message and exit'
 complete -c statectl -n '__statectl_path snapshots copy' -l config -r -F -d 'Config file (default ./statectl.toml, then $XDG_CONFIG_HOME/statectl/config.toml)'
 complete -c statectl -n '__statectl_path snapshots copy' -l profile -x -d 'Profile (table) of the config file to use (default: default)'

@@ -13,14 +13,13 @@ from statectl.errors import PartialError, UsageError
 EPILOG = (
     "Examples:\n\n"
     "  statectl backup --job page-views --state-dir /var/samza/state --store counts --task 'Partition 0'\n\n"
-    "  statectl backup --job page-views --state-dir /var/samza/state --store counts --all-tasks\n\n"
-    "  statectl backup --blobstore s3://backups/samza --job page-views --state-dir /var/samza/state --all\n\n"
+    "  statectl backup --blobstore s3://backups/samza --job page-views --state-dir /var/samza/state --all -q\n\n"
     "  statectl backup --blobstore file:///var/backups/statectl --create --job page-views "
-    "--state-dir /var/samza/state --all   # a new file:// blob store\n\n"
-    "  statectl backup --job page-views --store-dir state/counts/Partition_0 "
-    "--checkpoint-dir state/counts/Partition_0-1700000000000-123  # the job holds the store\n\n"
-    + exit_codes_epilog(0, 1, (3, "--all, --all-tasks: a store failed, was damaged, or its task could not be named"),
-                        (10, "no such store dir, or a file:// blob store dir that does not exist without --create"),
+    "--state-dir /var/samza/state --store counts\n\n"
+    "  statectl backup --job page-views --store counts --store-dir /var/samza/state/counts/Partition_0 "
+    "--checkpoint-dir /var/samza/state/counts/Partition_0-1700000000000-123\n\n"
+    + exit_codes_epilog(0, 1, (3, "--all, --all-tasks: some store failed"),
+                        (10, "no such store dir, or no file:// blob store dir (without --create)"),
                         (11, "store held by a running process"))
 )
 
@@ -34,14 +33,9 @@ def backup(
 ) -> None:
     """Take an incremental snapshot of a RocksDB store: checkpoint it, upload only what changed, commit.
 
-    One store dir is one task's store: --store with --task (default 'Partition 0') under --state-dir, or
-    --store-dir. A note names the store's other task dirs this leaves out; --all-tasks backs up every task
-    of --store, --all every store. Each result names its task and the blob store it went to.
-
-    --all and --all-tasks never guess a task from its dir name: Samza writes ' ' as '_', so a dir name with
-    '_' is named by the job model or checkpoint topic (--kafka), else by the tasks the blob store already
-    holds snapshots of for the job (an earlier backup with --task). A dir none of them names, and a damaged
-    store (no CURRENT), are listed as failures (exit 3)."""
+    Writes blobs, an index and a checkpoint record to the blob store (and a RocksDB checkpoint beside the
+    store while it uploads); never changes the store. One store dir is one task's store: --store and --task
+    under --state-dir, or --store-dir. How --all names tasks, and retention: man statectl-backup."""
     from statectl.engine.backup import BackupOptions, backup_all
     from statectl.engine.backup import backup as run_backup
 

@@ -66,13 +66,10 @@ class Flags:
     ttl: Optional[str] = _flag("--ttl", help="Expiry of uncommitted blobs (default {default}).")
     grace: Optional[str] = _flag("--grace", help="Leave unreferenced blobs younger than this, and the blobs of "
                                                  "a snapshot retention dropped this long after (default {default}; "
-                                                 "gc: at least 1m): a write in flight, or a restore that could not "
-                                                 "pin its snapshot, may still need them. Blobs a running backup "
-                                                 "may commit are kept whatever the grace.")
+                                                 "gc: at least 1m).")
     create: Optional[bool] = _flag("--create", help="Start a new file:// blob store (snapshots copy: the "
-                                                    "--to-blobstore one) if its dir does not exist; without it a "
-                                                    "missing dir is an error (exit 10), so that a mistyped URL is "
-                                                    "not created. The embedded default is always made.")
+                                                    "--to-blobstore one) if its dir does not exist, rather than exit "
+                                                    "10.")
 
     def settings(self) -> dict[str, Any]:
         """The flags that are settings (all but --store-dir), paths as strings, for config.resolve."""

@@ -15,7 +15,7 @@ app = typer.Typer(help="Inspect statectl's settings.", no_args_is_help=True, ric
 def show(env: Env) -> None:
     """Print the effective settings and where each came from (flag, env, profile, default); secrets masked.
     Sizes and durations as a user writes them (64MiB, 6h; JSON: bytes and seconds). Takes the same state
-    flags as the other commands, to show what they would resolve to."""
+    flags as the other commands, to show what they would resolve to. Read-only. See docs/configuration.md."""
     s = env.settings
     rows = [{"key": name, "value": s.masked(name), "source": value.source} for name, value in s.items()]
     if env.json:

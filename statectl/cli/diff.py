@@ -11,7 +11,7 @@ from statectl.cli.common import STORE, Env, exit_codes_epilog, human_bytes, stat
 EPILOG = (
     "Examples:\n\n"
     "  statectl diff --job page-views --state-dir /var/samza/state --store counts   # local store vs latest snapshot\n\n"
-    "  statectl diff --job page-views --store counts --snapshot 1700000000000-1 --against 1690000000000-7\n\n"
+    "  statectl diff --job page-views --store counts --snapshot 3f2a9c --against 1d2e3f\n\n"
     + exit_codes_epilog((0, "same"), (1, "different"), (10, "no such snapshot"))
 )
 
@@ -22,7 +22,10 @@ def diff(
     snapshot: Annotated[Optional[str], typer.Option("--snapshot", help="Snapshot to compare (default: the latest).", show_default=False)] = None,
     against: Annotated[Optional[str], typer.Option("--against", help="Compare --snapshot with this snapshot instead of the local store.", show_default=False)] = None,
 ) -> None:
-    """Show what differs between the local store and a snapshot, or between two snapshots."""
+    """Show what differs between the local store and a snapshot, or between two snapshots.
+
+    Read-only: lists the files a backup now would add and remove (or what --snapshot adds to --against),
+    and exits 1 when there is any, for scripts. See man statectl-diff or docs/backup.md."""
     from pathlib import Path
 
     from statectl.engine.diff import DiffOptions

@@ -33,7 +33,7 @@ def doctor(
 ) -> None:
     """Check what the operations need: the blob store (reachable, credentials, writable, TTL tagging),
     the Kafka brokers and the job's checkpoint and coordinator topics, rocksdict, Java and pyspark, the
-    state dir. One line per check."""
+    state dir. One line per check. See man statectl-doctor or docs/backup.md."""
     from statectl.engine.doctor import DoctorOptions
     from statectl.engine.doctor import doctor as run_doctor
 

@@ -10,7 +10,7 @@ from statectl.cli.common import BLOBSTORE, Env, exit_codes_epilog, human_bytes, 
 
 EPILOG = (
     "Examples:\n\n"
-    "  statectl gc --blobstore s3://backups/samza --dry-run     # what would go, and why\n\n"
+    "  statectl gc --dry-run   # what would go from the default blob store, and why\n\n"
     "  statectl gc --blobstore s3://backups/samza --keep-last 24 --grace 6h -o json\n\n"
     + exit_codes_epilog(0, (1, "failure (nothing is deleted that a retained snapshot needs)"), 2,
                         (12, "credentials that cannot write, --dry-run too"))
@@ -22,7 +22,11 @@ def gc(
     env: Env,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Delete nothing; list what would be deleted and why.")] = False,
 ) -> None:
-    """Finish interrupted cleanups, apply retention, delete expired and unreferenced blobs (all jobs)."""
+    """Finish interrupted cleanups, apply retention, delete expired and unreferenced blobs (all jobs).
+
+    Deletes blobs and catalog records no kept snapshot needs; never one a retained snapshot references, a
+    running backup may still commit, or younger than --grace. Safe while backups run; run it from cron.
+    See man statectl-gc or docs/backup.md."""
     from statectl.engine.gc import GcOptions
     from statectl.engine.gc import gc as run_gc
 

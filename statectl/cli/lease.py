@@ -57,7 +57,9 @@ def break_(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Break it even when its holder is a running process on this host.")] = False,
 ) -> None:
-    """Release a store's lease left by a crashed backup, after showing its holder and asking."""
+    """Release a store's lease left by a crashed backup, after showing its holder and asking.
+
+    Writes a released lease record; changes no snapshot or blob. See man statectl-lease-break."""
     from statectl.catalog.lease import break_lease, inspect_lease
 
     ref = env.session.ref()

@@ -11,7 +11,6 @@ from typing import Annotated, Literal, Optional
 import typer
 from typer.core import TyperGroup
 
-from statectl import __version__
 from statectl.cli.common import GlobalOptions, global_options
 from statectl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, StatectlError, describe_exit_codes
 from statectl.redact import add_from_env, redact
@@ -180,8 +179,13 @@ app = typer.Typer(
 
 
 def _version(value: bool) -> None:
+    """--version: statectl's version on the first line, then what `statectl version` reads from the installed
+    packages alone (no RocksDB, no java -version: scripts call --version on their hot start path)."""
     if value:
-        print(f"statectl {__version__}")
+        from statectl.cli.version import render
+        from statectl.engine.version import installed_versions
+
+        print(render(installed_versions(), full=False))
         raise typer.Exit(0)
 
 
@@ -194,7 +198,7 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes on stderr.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Tracebacks for errors.")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version (and rocksdict's and pyspark's).")] = False,
 ) -> None:
     add_from_env()
     g = global_options(ctx)
@@ -212,7 +216,7 @@ def main(
 
 def _register() -> None:
     from statectl.cli import (adstore, backup, config, diff, doctor, drain, gc, lease, rescale, restore, snapshots,
-                              standby)
+                              standby, version)
 
     app.command("backup", help=backup.backup.__doc__, epilog=backup.EPILOG)(backup.backup)
     app.command("restore", help=restore.restore.__doc__, epilog=restore.EPILOG)(restore.restore)
@@ -226,6 +230,7 @@ def _register() -> None:
     app.add_typer(standby.app, name="standby")
     app.add_typer(adstore.app, name="adstore")
     app.command("rescale", help=rescale.rescale.__doc__, epilog=rescale.EPILOG)(rescale.rescale)
+    app.command("version", help=version.version.__doc__, epilog=version.EPILOG)(version.version)
     _literal_examples(app)
 
 

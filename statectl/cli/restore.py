@@ -17,11 +17,8 @@ EPILOG = (
     "  statectl restore --job page-views --state-dir /var/samza/state --store counts --dry-run\n\n"
     "  statectl restore --from-changelog page-views-counts-changelog --partition 0 --kafka broker:9092 "
     "--target-dir /tmp/counts-rebuilt\n\n"
-    "  statectl restore --from-changelog page-views-counts-changelog --partition 0 --kafka broker:9092 "
-    "--job page-views --store counts --to-checkpoint --state-dir /var/samza/state\n\n"
-    + exit_codes_epilog(0, (1, "failure (corrupt snapshot, CRC mismatch, disk full, brokers unreachable: the old "
-                               "store is untouched)"), 2, (10, "no such snapshot, topic or partition"),
-                        (11, "target store held by a running process"))
+    + exit_codes_epilog(0, (1, "failure (corrupt snapshot, CRC mismatch, disk full: the old store is untouched)"), 2,
+                        (10, "no such snapshot, topic or partition"), (11, "target store held by a running process"))
 )
 
 
@@ -36,11 +33,15 @@ def restore(
     partition: Annotated[Optional[int], typer.Option("--partition", metavar="N", help="The changelog partition to replay (with --from-changelog).", show_default=False)] = None,
     until_offset: Annotated[Optional[int], typer.Option("--until-offset", metavar="N", help="Replay only the records below offset N (default: to the end).", show_default=False)] = None,
     to_checkpoint: Annotated[bool, typer.Option("--to-checkpoint", help="Replay up to the changelog offset in the task's latest Samza checkpoint (needs --job and --store).")] = False,
-    system: Annotated[str, typer.Option("--system", help="The Samza system name of the changelog, for the OFFSET-v2 file written into the store (with --from-changelog).")] = "kafka",
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (not even a reader pin); print the plan: the snapshot, and each file downloaded or reused from a local copy (with --from-changelog: the offsets replayed).")] = False,
+    system: Annotated[str, typer.Option("--system", help="The changelog's Samza system, named in the store's OFFSET-v2 file (with --from-changelog).")] = "kafka",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (not even a reader pin); print the plan: each file downloaded or reused (--from-changelog: the offsets replayed).")] = False,
 ) -> None:
     """Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically.
-    With --from-changelog, rebuild it by replaying its Kafka changelog instead."""
+
+    Replaces the store dir (or --target-dir) only; identical local files are reused. Never replaces another
+    store's dir, a mount point or the blob store, nor a non-empty dir that is not a RocksDB store without
+    --force. With --from-changelog it replays the store's Kafka changelog instead (--to-checkpoint: up to
+    the task's latest Samza checkpoint). See man statectl-restore or docs/backup.md."""
     if from_changelog is not None:
         _restore_from_changelog(env, from_changelog, partition, target_dir, force, snapshot, until_offset,
                                 to_checkpoint, system, dry_run)

@@ -34,7 +34,8 @@ def list_(env: Env) -> None:
     """List what the blob store holds, one level at a time: without --job, the jobs; with --job, the job's
     stores and their tasks (with --task, only that task's); with --job and --store, the snapshots of the
     store of --task, newest first.
-    A job, store or task the blob store holds nothing of is an error (exit 10) naming the nearest ones."""
+    A job, store or task the blob store holds nothing of is an error (exit 10) naming the nearest ones.
+    Read-only."""
     from statectl.engine.snapshots import list_jobs, list_snapshots, list_tasks
 
     session, s = env.session, env.settings
@@ -76,7 +77,7 @@ def show(
     *,
     env: Env,
 ) -> None:
-    """Show one snapshot's index: its metadata and files (as Samza JSON with --output json)."""
+    """Show one snapshot's index: its metadata and files (as Samza JSON with --output json). Read-only."""
     from statectl.engine.snapshots import read_index_file, show_snapshot
     from statectl.snapshot.model import index_to_json
 
@@ -122,7 +123,9 @@ def verify(
     *,
     env: Env,
 ) -> None:
-    """Check that every blob of a snapshot exists with the right size (and with --download, the right CRC32)."""
+    """Check that every blob of a snapshot exists with the right size (and with --download, the right CRC32).
+
+    Read-only: --download reads every blob and keeps nothing on disk."""
     from statectl.engine.snapshots import verify_snapshot
 
     session = env.session
@@ -143,9 +146,9 @@ def verify(
 
 @app.command("copy", epilog="Examples:\n\n"
                             "  statectl snapshots copy --job page-views --store counts --task 'Partition 0' "
-                            "--to-job page-views-staging --to-task 'Partition 0' --to-store counts\n\n"
+                            "--to-job page-views-staging\n\n"
                             "  statectl snapshots copy 3f2a9c --blobstore s3://prod/samza --job page-views --store counts "
-                            "--to-blobstore s3://staging/samza --to-job page-views --to-store counts\n\n"
+                            "--to-blobstore s3://staging/samza\n\n"
                             "  statectl snapshots copy --job page-views --store counts --to-job page-views-staging "
                             "--dry-run\n\n"
                             + exit_codes_epilog(0, (1, "a blob of the snapshot is missing; nothing committed"), 2,
@@ -160,16 +163,16 @@ def copy(
     to_store: Annotated[Optional[str], typer.Option("--to-store", help="The target's store (default: --store).", show_default=False)] = None,
     to_blobstore: Annotated[Optional[str], typer.Option("--to-blobstore", help="The target's blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side.", show_default=False)] = None,
     to_s3_endpoint: Annotated[Optional[str], typer.Option("--to-s3-endpoint", help="The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host.", show_default=False)] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (no pin, no lease, no blob, no checkpoint); print the plan: the source snapshot, the target and every blob copied, server-side or through this host. It fails as the copy would: a missing source blob, credentials that cannot write the target, its lease held.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (no pin, lease, blob or checkpoint); print the plan: every blob copied, server-side or through this host. Fails as the copy would.")] = False,
     file_owner: Annotated[Optional[str], typer.Option("--file-owner", metavar="USER:GROUP", help="The owner and group names every file of the target is recorded with: the target job's user, which Samza's restore compares with its restored files' (default: the source's, file by file).", show_default=False)] = None,
     *,
     env: Env,
 ) -> None:
-    """Clone a snapshot into a new snapshot of another job/task/store by copying every blob server-side
-    (S3 CopyObject, also across buckets of one endpoint); between endpoints, or file:// and s3://, the
-    blobs stream through this host (a note says so). The copies carry a TTL until the target's checkpoint
-    is committed, as a backup's uploads do: an interrupted copy leaves nothing gc does not reclaim, and
-    the source is never changed. With --kafka the target job's checkpoint topic gets the checkpoint."""
+    """Clone a snapshot into a new snapshot of another job, task or store, copying its blobs server-side.
+
+    Writes the copies (with a TTL until committed), an index and the target's checkpoint record (with
+    --kafka also on the target job's checkpoint topic); never changes the source. Across endpoints, or
+    between file:// and s3://, the blobs stream through this host. See man statectl-snapshots-copy."""
     from dataclasses import replace
 
     from statectl.engine.copy import CopyOptions, copy_snapshot, plan_copy

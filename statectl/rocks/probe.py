@@ -50,3 +50,27 @@ def _check() -> Check:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Check(ROCKSDICT, OK, f"rocksdict {version}: opened, wrote, read back and closed a store")
+
+
+def rocksdb_version() -> str | None:
+    """The version of the RocksDB library rocksdict is built with, or None when rocksdict is not usable.
+    rocksdict does not export it; RocksDB writes it into every store's OPTIONS file (``rocksdb_version=``),
+    so a store is made in a temporary dir (about 50 ms) and the file read. Never raises."""
+    tmp = tempfile.mkdtemp(prefix="statectl-version-")
+    try:
+        import rocksdict
+
+        path = os.path.join(tmp, "store")
+        rocksdict.Rdict(path, rocksdict.Options(raw_mode=True)).close()
+        for name in sorted(os.listdir(path)):
+            if name.startswith("OPTIONS-"):
+                with open(os.path.join(path, name), encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        key, _, value = line.strip().partition("=")
+                        if key == "rocksdb_version":
+                            return value
+        return None
+    except Exception:
+        return None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

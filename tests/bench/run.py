@@ -5,7 +5,7 @@ S3 server started here, in one run, so that every ratio is measured on the same 
     .venv/bin/python -m tests.bench.run --quick          # 128 MiB store, 512 MiB for the memory comparison
     .venv/bin/python -m tests.bench.run --size-gib 2 --big-gib 8 --runs 5
 
-Figures (README "BENCHMARKS", the issue's targets):
+Figures (docs/benchmarks.md, with their targets):
   1. a store of random 1 KiB values in ~64 MiB SST files (tests/tools/genstore.py)
   2. full backup: statectl backup vs rclone copy --transfers 8 vs a parallel boto3 PUT (8 threads), all
      uploading the same files: the RocksDB checkpoint of the store (SSTs + small metadata files)

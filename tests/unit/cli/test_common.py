@@ -71,6 +71,7 @@ FLAGS = {
                                 "--store", "--tasks"},
     "adstore versions": {"--quick", "--state-dir", "--store", "--store-dir", "--task"},
     "adstore switch": {"--dry-run", "--state-dir", "--store", "--store-dir", "--quick", "--task", "--version"},
+    "version": set(),
     "rescale": {"--again", "--blobstore", "--chunk-size", "--dry-run", "--file-owner", "--from", "--from-partitioner", "--grace",
                 "--ignore-other-tasks", "--job", "--job-id", "--kafka",
                 "--keep-last", "--key-groups", "--master", "--parallelism", "--partitioner", "--s3-endpoint", "--snapshots",

@@ -1,5 +1,6 @@
-"""completions/ and man/ are generated from the live command tree (tools/docs.py), committed, fresh,
-and work: bash really completes, zsh and fish parse them, man renders the pages without warnings."""
+"""completions/ and man/ are generated from the live command tree (tools/cmdtree.py, tools/completions.py,
+tools/docs.py), committed, fresh, and work: bash really completes, zsh and fish parse them, man renders the
+pages without warnings, and each command's section of the capability pages (docs/*.md) is in its man page."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import docs
+from tools import cmdtree, completions, docs
 
 ROOT = Path(__file__).resolve().parents[3]
 BASH = ROOT / docs.COMPLETION_FILES["bash"]
@@ -21,8 +22,8 @@ FISH = ROOT / docs.COMPLETION_FILES["fish"]
 
 
 @pytest.fixture(scope="module")
-def tree() -> docs.Cmd:
-    return docs.command_tree()
+def tree() -> cmdtree.Cmd:
+    return cmdtree.command_tree()
 
 
 @pytest.fixture(scope="module")
@@ -115,11 +116,11 @@ def test_every_command_and_flag_is_in_every_completion_script(tree):
         if c.path:
             name = c.path[-1]
             assert re.search(rf"REPLY='[^']*\b{name}\b", bash), f"bash lacks {c.words}"
-            assert f"'{name}:" in zsh and f"{docs._zsh_func(c)}()" in zsh, f"zsh lacks {c.words}"
+            assert f"'{name}:" in zsh and f"{completions.zsh_func(c)}()" in zsh, f"zsh lacks {c.words}"
             assert f"-a {name} " in fish, f"fish lacks {c.words}"
         cond = "'" + ("__statectl_path " + " ".join(c.path)).strip() + "'"
         fish_lines = [line for line in fish.splitlines() if f"-n {cond} " in line]
-        zsh_func = zsh.split(f"{docs._zsh_func(c)}() {{", 1)[1].split("\n}\n", 1)[0]
+        zsh_func = zsh.split(f"{completions.zsh_func(c)}() {{", 1)[1].split("\n}\n", 1)[0]
         for o in c.all_options():
             for n in o.names:
                 assert n in bash, f"bash lacks {c.words} {n}"
@@ -168,7 +169,7 @@ def test_the_exit_status_section_is_the_exit_code_table(files):
 
     page = files["man/statectl.1"]
     status = page.split(".SH EXIT STATUS\n", 1)[1].split(".SH ", 1)[0]
-    assert status.startswith("".join(f".TP\n\\fB{c.code}\\fR\n{docs._text(c.meaning)}\n" for c in errors.EXIT_CODES))
+    assert status.startswith("".join(f".TP\n\\fB{c.code}\\fR\n{docs.text_line(c.meaning)}\n" for c in errors.EXIT_CODES))
 
 
 def test_the_generator_imports_nothing_heavy():
@@ -334,7 +335,7 @@ def test_man_pages_render_without_warnings():
 
 def _lint_roff(name: str, text: str) -> None:
     """Without groff or man: requests are known man macros, text lines do not start like requests."""
-    known = {"TH", "SH", "SS", "TP", "PP", "RS", "RE", "EX", "EE", "nf", "fi", "nh", "ad", "B", "I"}
+    known = {"TH", "SH", "SS", "TP", "IP", "PP", "RS", "RE", "EX", "EE", "nf", "fi", "nh", "ad", "B", "I"}
     lines = text.splitlines()
     assert lines[0].startswith('.\\"') and lines[1].startswith(".TH "), name
     for line in lines:
@@ -362,7 +363,7 @@ def test_man_pages_document_every_command_flag_exit_code_and_variable(tree):
             assert n in texts[c.path], f"{c.page}.1 lacks global {n}"
         if c.path and not c.is_group:
             assert c.words in root, f"statectl.1 lacks {c.words}"
-        for block in docs._epilog(c.epilog).examples:
+        for block in cmdtree.parse_epilog(c.epilog).examples:
             for line in block:
                 assert line in texts[c.path], f"{c.page}.1 lacks the example {line}"
     exit_status = root.split("EXIT STATUS", 1)[1].split("EXAMPLES", 1)[0]
@@ -375,3 +376,105 @@ def test_man_pages_document_every_command_flag_exit_code_and_variable(tree):
     assert "STATECTL_CONFIG" in environment and "STATECTL_PROFILE" in environment
     assert "./statectl.toml" in root and "$XDG_CONFIG_HOME/statectl/config.toml" in root
     assert f"statectl {__import__('statectl').__version__}" in root
+
+
+# -- the capability pages' sections -----------------------------------------------------------------
+
+_PAGE = """# Widgets
+
+Intro, in no man page.
+
+## statectl frobnicate
+
+Why it **frobnicates** with `--widget-dir`, in [the guide](guide.md#why) and [below](#notes).
+
+### In depth
+
+- one item, continued
+  on a second line
+- `two`
+
+1. first
+
+| code | meaning |
+| --- | --- |
+| 0 | ok |
+| 14 | refused |
+
+```sh
+statectl frobnicate --widget-dir /tmp
+# ## statectl not-a-heading: in a fence
+
+.dot-led line
+```
+
+    an indented block
+
+## Notes
+
+Not frobnicate's.
+
+## statectl frobnicate twice
+"""
+
+
+def test_a_section_of_a_capability_page_ends_at_the_next_heading_of_its_level(tmp_path):
+    (tmp_path / "widgets.md").write_text(_PAGE, encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "deep.md").write_text("## statectl frobnicate\n\nnot a capability page\n")
+    sections = docs.doc_sections(tmp_path)
+    assert set(sections) == {"statectl frobnicate", "statectl frobnicate twice"}
+    page, lines = sections["statectl frobnicate"]
+    text = "\n".join(lines)
+    assert page == "widgets.md" and "### In depth" in text and "not-a-heading" in text
+    assert "Intro" not in text and "Not frobnicate's" not in text and "not a capability page" not in text
+    (tmp_path / "other.md").write_text("# Other\n\n## statectl frobnicate\n\nagain\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="statectl frobnicate' is in both other.md and widgets.md"):
+        docs.doc_sections(tmp_path)
+
+
+def test_a_section_renders_into_the_man_page_of_its_command(tmp_path):
+    import typer
+
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """A tool."""
+
+    @app.command("frobnicate", epilog="Examples:\n\n  tool frobnicate\n")
+    def frobnicate(widget_dir: Path = typer.Option(None, "--widget-dir", help="Where widgets live.")) -> None:
+        """Frobnicate the widgets."""
+
+    (tmp_path / "widgets.md").write_text(_PAGE, encoding="utf-8")
+    tree = cmdtree.command_tree(app)
+    cmd = tree.subcommands[0]
+    page = docs.man_page(cmd, tree, docs.doc_sections(tmp_path))
+    assert page != docs.man_page(cmd, tree, {})
+    description = page.split(".SH DESCRIPTION\n", 1)[1].split(".SH OPTIONS", 1)[0]
+    assert ".SS In depth" in description and ".IP \\(bu 4" in description and ".IP 1. 4" in description
+    assert "\\fB\\-\\-widget\\-dir\\fR" in description and "the guide (guide.md#why)" in description
+    assert "below (" not in description                     # an anchor of the page is no address
+    assert ".TP\n14\nrefused" in description and "code" not in description.split(".SS", 1)[1].split(".EX")[0]
+    assert "\\&.dot\\-led line" in description and "an indented block" in description
+    _lint_roff("frobnicate.1", page)
+    if shutil.which("groff"):
+        path = tmp_path / "frobnicate.1"
+        path.write_text(page, encoding="utf-8")
+        text = " ".join(_render(path).split())
+        for words in ("Why it frobnicates with --widget-dir, in the guide (guide.md#why) and below.",
+                      "one item, continued on a second line", "14 refused", ".dot-led line",
+                      "# ## statectl not-a-heading: in a fence"):
+            assert words in text
+
+
+def test_every_command_section_of_the_capability_pages_is_in_that_command_s_man_page(tree, files):
+    sections = docs.doc_sections(ROOT / docs.DOCS_DIR)
+    by_words = {c.words: c for c in tree.walk()}
+    assert {"statectl backup", "statectl restore", "statectl gc", "statectl snapshots copy",
+            "statectl version"} <= set(sections)
+    for words, (page, lines) in sections.items():
+        assert words in by_words, f"docs/{page}: '## {words}' names no command"
+        man = files[f"{docs.MAN_DIR}/{by_words[words].page}.1"]
+        roff = "\n".join(docs.markdown_roff(lines))
+        assert roff and roff in man.split(".SH OPTIONS", 1)[0], f"{by_words[words].page}.1 lacks docs/{page}'s section"

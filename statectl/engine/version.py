@@ -1,0 +1,60 @@
+"""version: which statectl this is, and the versions of what it runs on: rocksdict and its RocksDB,
+pyspark and Java (the Spark jobs' needs), and Python.
+
+``installed_versions`` reads only the installed distributions' metadata (no import, no process: it is what
+``statectl --version`` prints, which scripts call on their hot start path); ``versions`` adds what only
+running something tells: the RocksDB library (a store made in a temporary dir) and ``java -version``.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+
+from statectl import __version__
+
+__all__ = ["Versions", "installed_versions", "versions"]
+
+
+@dataclass
+class Versions:
+    """Each version as found; None: not found (not installed, or it did not run). ``java_path`` is the
+    java Spark would run ($JAVA_HOME/bin/java, else PATH)."""
+
+    statectl: str
+    python: str
+    rocksdict: str | None
+    rocksdb: str | None = None
+    pyspark: str | None = None
+    java: str | None = None
+    java_path: str | None = None
+
+
+def _dist_version(name: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def installed_versions() -> Versions:
+    """statectl's, Python's, and the installed rocksdict's and pyspark's versions, from metadata only."""
+    return Versions(statectl=__version__, python=platform.python_version(), rocksdict=_dist_version("rocksdict"),
+                    pyspark=_dist_version("pyspark"))
+
+
+def versions() -> Versions:
+    """installed_versions, plus the RocksDB library's version and the Java found (``java -version``, at most
+    30 s). Never raises: what is missing or does not run is None."""
+    from statectl.rocks.probe import rocksdb_version
+    from statectl.spark.probe import check_java, java_binary
+
+    out = installed_versions()
+    if out.rocksdict is not None:
+        out.rocksdb = rocksdb_version()
+    out.java_path = java_binary()[0]
+    if out.java_path is not None:
+        out.java = check_java(pyspark_installed=True)[1]
+    return out
