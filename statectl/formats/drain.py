@@ -1,4 +1,4 @@
-"""Samza's drain formats (seed 004; docs/samza/drain.md quotes the Samza sources they were read off).
+"""Samza's drain formats (docs/samza/drain.md quotes the Samza sources they were read off).
 
 - The drain notification, a coordinator-stream message in namespace ``samza-drain-v1``
   (``DrainUtils``, ``DrainNotificationObjectMapper``): key ``[1,"samza-drain-v1","<uuid>"]``, value the
