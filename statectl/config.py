@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 
 from statectl import defaults
 from statectl.errors import ConfigError, UsageError
-from statectl.kafka.client import KAFKA_SASL_MECHANISMS, KAFKA_SECURITY_PROTOCOLS, check_security_settings
+from statectl.kafka.settings import KAFKA_SASL_MECHANISMS, KAFKA_SECURITY_PROTOCOLS, check_security_settings
 from statectl.redact import check_secret
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)

@@ -1,4 +1,4 @@
-"""Prometheus metrics of standby (seed 001): what an on-call engineer graphs, in the text exposition format,
+"""Prometheus metrics of standby: what an on-call engineer graphs, in the text exposition format,
 through prometheus_client (imported inside functions only: ``statectl --help`` stays fast).
 
 Per replica, labelled ``samza_job, samza_job_id, task, store, changelog, partition, replica_dir`` (the job

@@ -1,12 +1,21 @@
-"""How the engine reports progress and notes without printing: the caller hands in a ProgressReporter."""
+"""How the engine reports progress and notes without printing: the caller hands in a ProgressReporter.
+
+Every reporter keeps the notes it was given in ``notes`` (empty for one that keeps none), so an
+operation returns them in its result as ``list(progress.notes)``; ``NoteRecorder`` keeps the notes of
+one operation whatever reporter the caller handed in.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, Sequence
 
 
 class ProgressReporter(Protocol):
-    """Receives progress from engine operations; implementations must be thread-safe."""
+    """Receives progress from engine operations; implementations must be thread-safe. A class that
+    subclasses it gets a no-op for each method it leaves out, and no notes kept."""
+
+    notes: Sequence[str] = ()
+    """The notes received so far, in order (a reporter that keeps none: empty)."""
 
     def start(self, description: str, total_bytes: int, total_files: int) -> None:
         """A transfer phase begins."""
@@ -23,29 +32,18 @@ class ProgressReporter(Protocol):
     def note(self, message: str) -> None:
         """A one-line remark for the operator (a warning or what was skipped); never the result."""
 
-class NullProgress:
-    """Reports nothing; the default for library callers and non-TTY runs."""
+
+class NullProgress(ProgressReporter):
+    """Reports nothing but keeps the notes; the default for library callers and non-TTY runs."""
 
     def __init__(self) -> None:
         self.notes: list[str] = []
-
-    def start(self, description: str, total_bytes: int, total_files: int) -> None:
-        pass
-
-    def advance(self, nbytes: int) -> None:
-        pass
-
-    def file_done(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
 
     def note(self, message: str) -> None:
         self.notes.append(message)
 
 
-class NoteRecorder:
+class NoteRecorder(ProgressReporter):
     """Forwards everything to ``inner`` (NullProgress when None) and keeps every note, so an operation
     returns its notes in its result whatever reporter the caller handed in."""
 

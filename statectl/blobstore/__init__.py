@@ -33,7 +33,7 @@ class S3Options:
     profile: str | None = None
     max_connections: int = 32
     # Connect, and each read of a response; a metadata request as a whole gets 4x this, and a transfer
-    # must move 64 KiB within this, but one that keeps moving is never cut (statectl/blobstore/s3.py).
+    # must move 64 KiB within this, but one that keeps moving is never cut (statectl/blobstore/deadlines.py).
     timeout_s: float = defaults.TIMEOUT_S
     part_size: int = 64 * 1024 * 1024  # = the default --chunk-size: each chunk goes up in one PUT
     # A server-side copy of an object larger than this goes as a multipart upload of UploadPartCopy parts

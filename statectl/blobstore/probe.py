@@ -62,96 +62,131 @@ def probe(blobstore: BlobStoreSource, *, url: str, s3_endpoint: str | None = Non
 def _check(blobstore: BlobStoreSource, url: str, s3_endpoint: str | None, ttl: int, timeout_s: float) -> Check:
     parsed = urlparse(url)
     is_s3 = parsed.scheme == "s3"
-    where = url + (f" at {s3_endpoint}" if is_s3 and s3_endpoint else "")
-    payload = json.dumps({"probe": "statectl doctor", "host": socket.gethostname(), "pid": os.getpid(),
-                          "created": int(time.time())}).encode()
-    record = f"{DOCTOR_PREFIX}{uuid.uuid4().hex}"
-    blob: str | None = None
-    store: BlobStore | None = None
-    answered = False  # the store has accepted a request: the credentials are good from here on
-    step = "opening it"
-    stale = 0
+    run = _Run(url + (f" at {s3_endpoint}" if is_s3 and s3_endpoint else ""), ttl)
+    steps = [run.record_round_trip, *([run.create_only] if is_s3 else []), run.ttl_blob, run.delete_probes]
     discard = True
     try:
-        store = blobstore() if callable(blobstore) else blobstore
-        step = f"listing {DOCTOR_PREFIX}"
-        probes = list(store.list(DOCTOR_PREFIX))
-        answered = True
-        stale = _remove_stale_probes(store, probes)
-
-        step = f"writing the record {record}"
-        store.put_at(record, payload)
-        step = f"reading the record {record} back"
-        data, _ = store.read_at(record)
-        if data != payload:
-            return Check(BLOB_STORE, FAIL, f"{where}: the record {record} read back differs from what was written "
-                                           f"({len(data)} bytes instead of {len(payload)})")
-        if is_s3:
-            # file:// makes conditional writes atomic with a lock file of its own; S3-compatible stores may
-            # ignore the condition, and then two backups of one store could both take its lease.
-            step = "writing the record again, create-only"
-            try:
-                store.put_at(record, payload + b" ", if_none_match=True)
-            except PreconditionFailedError:
-                pass
-            else:
-                return Check(BLOB_STORE, FAIL, f"{where}: conditional writes are ignored: a create-only write "
-                                               "replaced an existing object",
-                             hint="backup's leases need conditional writes (S3 If-None-Match / If-Match); use a "
-                                  "store that supports them")
-
-        step = "writing a blob with a TTL"
-        before = time.time()
-        blob = store.put(io.BytesIO(payload), size=len(payload), ttl_seconds=ttl)
-        after = time.time()
-        step = f"reading the blob {blob} back"
-        buf = io.BytesIO()
-        store.get(blob, buf)
-        if buf.getvalue() != payload:
-            return Check(BLOB_STORE, FAIL, f"{where}: the blob {blob} read back differs from what was written "
-                                           f"({len(buf.getvalue())} bytes instead of {len(payload)})")
-        step = f"reading the TTL of {blob}"
-        info = store.stat(blob)
-        if info.expires_at is None:
-            return Check(BLOB_STORE, FAIL, f"{where}: TTL tagging does not work: a blob written with a TTL shows no "
-                                           "expiry",
-                         hint="the store must keep object tags set on upload (S3 x-amz-tagging); without them "
-                              "blobs of a backup that never commits are never reclaimed")
-        if not before + ttl - TTL_SLACK_SECONDS <= info.expires_at <= after + ttl + TTL_SLACK_SECONDS:
-            return Check(BLOB_STORE, FAIL, f"{where}: TTL tagging is off: a blob written with a {ttl}s "
-                                           f"TTL expires at {info.expires_at:.0f}, not about {before + ttl:.0f}")
-        step = f"removing the TTL of {blob}"
-        store.remove_ttl(blob)
-        step = f"reading the TTL of {blob} after remove_ttl"
-        if store.stat(blob).expires_at is not None:
-            return Check(BLOB_STORE, FAIL, f"{where}: remove_ttl did not clear the TTL of {blob}",
-                         hint="the credentials need permission to delete object tags (s3:DeleteObjectTagging)")
-
-        step = f"deleting the blob {blob}"
-        store.delete([blob])
-        step = f"checking that {blob} is gone"
-        if _exists(lambda: store.stat(blob)):
-            return Check(BLOB_STORE, FAIL, f"{where}: the blob {blob} is still there after delete")
-        blob = None
-        step = f"deleting the record {record}"
-        store.delete([record])
-        step = f"checking that {record} is gone"
-        if _exists(lambda: store.read_at(record)):
-            return Check(BLOB_STORE, FAIL, f"{where}: the record {record} is still there after delete")
-        record = ""
+        run.open(blobstore)
+        for step in steps:
+            failed = step()
+            if failed is not None:
+                return failed
     except UsageError:
         raise
     except Exception as e:  # every other outcome is a finding, never a crash of the doctor
         if _transient(e):
             discard = False  # a store that does not answer would make each clean-up wait as long again
-        return _failure(e, where, s3_endpoint, timeout_s, parsed.netloc if is_s3 else None, step, answered)
+        return _failure(e, run.where, s3_endpoint, timeout_s, parsed.netloc if is_s3 else None, run.step,
+                        run.answered)
     finally:
-        if store is not None and discard:
-            _discard(store, blob, record)
-    detail = f"{where}: " + ("credentials accepted, " if is_s3 else "") + "writable, TTL works"
-    if stale:
-        detail += f" (removed {stale} stale probe{'s' if stale != 1 else ''} under {DOCTOR_PREFIX})"
+        if run.store is not None and discard:
+            _discard(run.store, run.blob, run.record)
+    detail = f"{run.where}: " + ("credentials accepted, " if is_s3 else "") + "writable, TTL works"
+    if run.stale:
+        detail += f" (removed {run.stale} stale probe{'s' if run.stale != 1 else ''} under {DOCTOR_PREFIX})"
     return Check(BLOB_STORE, OK, detail)
+
+
+class _Run:
+    """One probe of a store, step by step. Each step returns the failed check, or None to go on; ``step``
+    says what it is doing (a failure's message names it), ``blob`` and ``record`` what it wrote and has
+    not deleted yet, ``answered`` whether the store accepted a request (the credentials are good)."""
+
+    def __init__(self, where: str, ttl: int):
+        self.where = where
+        self.ttl = ttl
+        self.payload = json.dumps({"probe": "statectl doctor", "host": socket.gethostname(), "pid": os.getpid(),
+                                   "created": int(time.time())}).encode()
+        self.record = f"{DOCTOR_PREFIX}{uuid.uuid4().hex}"
+        self.blob: str | None = None
+        self.store: BlobStore | None = None
+        self.answered = False
+        self.step = "opening it"
+        self.stale = 0
+
+    def _fail(self, detail: str, hint: str | None = None) -> Check:
+        return Check(BLOB_STORE, FAIL, f"{self.where}: {detail}", hint)
+
+    def open(self, blobstore: BlobStoreSource) -> None:
+        """Open the store, list the probes and remove those a dead doctor run left."""
+        store = self.store = blobstore() if callable(blobstore) else blobstore
+        self.step = f"listing {DOCTOR_PREFIX}"
+        probes = list(store.list(DOCTOR_PREFIX))
+        self.answered = True
+        self.stale = _remove_stale_probes(store, probes)
+
+    def record_round_trip(self) -> Check | None:
+        assert self.store is not None
+        self.step = f"writing the record {self.record}"
+        self.store.put_at(self.record, self.payload)
+        self.step = f"reading the record {self.record} back"
+        data, _ = self.store.read_at(self.record)
+        if data != self.payload:
+            return self._fail(f"the record {self.record} read back differs from what was written "
+                              f"({len(data)} bytes instead of {len(self.payload)})")
+        return None
+
+    def create_only(self) -> Check | None:
+        """S3 only: file:// makes conditional writes atomic with a lock file of its own; S3-compatible stores
+        may ignore the condition, and then two backups of one store could both take its lease."""
+        assert self.store is not None
+        self.step = "writing the record again, create-only"
+        try:
+            self.store.put_at(self.record, self.payload + b" ", if_none_match=True)
+        except PreconditionFailedError:
+            return None
+        return self._fail("conditional writes are ignored: a create-only write replaced an existing object",
+                          hint="backup's leases need conditional writes (S3 If-None-Match / If-Match); use a "
+                               "store that supports them")
+
+    def ttl_blob(self) -> Check | None:
+        """Write a blob with a TTL as backup does, read it and its expiry back, and clear the TTL."""
+        store, ttl = self.store, self.ttl
+        assert store is not None
+        self.step = "writing a blob with a TTL"
+        before = time.time()
+        blob = self.blob = store.put(io.BytesIO(self.payload), size=len(self.payload), ttl_seconds=ttl)
+        after = time.time()
+        self.step = f"reading the blob {blob} back"
+        buf = io.BytesIO()
+        store.get(blob, buf)
+        if buf.getvalue() != self.payload:
+            return self._fail(f"the blob {blob} read back differs from what was written "
+                              f"({len(buf.getvalue())} bytes instead of {len(self.payload)})")
+        self.step = f"reading the TTL of {blob}"
+        info = store.stat(blob)
+        if info.expires_at is None:
+            return self._fail("TTL tagging does not work: a blob written with a TTL shows no expiry",
+                              hint="the store must keep object tags set on upload (S3 x-amz-tagging); without "
+                                   "them blobs of a backup that never commits are never reclaimed")
+        if not before + ttl - TTL_SLACK_SECONDS <= info.expires_at <= after + ttl + TTL_SLACK_SECONDS:
+            return self._fail(f"TTL tagging is off: a blob written with a {ttl}s TTL expires at "
+                              f"{info.expires_at:.0f}, not about {before + ttl:.0f}")
+        self.step = f"removing the TTL of {blob}"
+        store.remove_ttl(blob)
+        self.step = f"reading the TTL of {blob} after remove_ttl"
+        if store.stat(blob).expires_at is not None:
+            return self._fail(f"remove_ttl did not clear the TTL of {blob}",
+                              hint="the credentials need permission to delete object tags (s3:DeleteObjectTagging)")
+        return None
+
+    def delete_probes(self) -> Check | None:
+        """Delete the blob and the record, and see them gone."""
+        store, blob, record = self.store, self.blob, self.record
+        assert store is not None and blob is not None
+        self.step = f"deleting the blob {blob}"
+        store.delete([blob])
+        self.step = f"checking that {blob} is gone"
+        if _exists(lambda: store.stat(blob)):
+            return self._fail(f"the blob {blob} is still there after delete")
+        self.blob = None
+        self.step = f"deleting the record {record}"
+        store.delete([record])
+        self.step = f"checking that {record} is gone"
+        if _exists(lambda: store.read_at(record)):
+            return self._fail(f"the record {record} is still there after delete")
+        self.record = ""
+        return None
 
 
 def _remove_stale_probes(store: BlobStore, probes: list) -> int:

@@ -3,49 +3,32 @@
 TTL is an object tag (``statectl-ttl=pending`` plus ``statectl-expires=<epoch s>``), so both
 ``statectl gc`` and a bucket lifecycle rule filtered on the tag can expire uncommitted blobs;
 ``remove_ttl`` deletes the tags. Blobs larger than the part size go up as multipart uploads.
-botocore's own retries are off: RetryingBlobStore does them, for every backend alike.
+botocore's own retries are off: RetryingBlobStore does them, for every backend alike (the client is
+made in statectl/blobstore/s3client.py).
 
-Every request is bounded in time whatever the endpoint does. A socket's read timeout (``timeout``,
-S3Options.timeout_s, 15 s by default) restarts with every byte, so a server that answers a header line
-or a body byte every few seconds would hold a request for ever; on top of it:
-
-- a metadata request (a list page, HEAD, tagging, ``put_at``, ``read_at``, delete, copy, multipart
-  create/complete/abort) must be over, response and all, within DEADLINE_FACTOR x ``timeout`` (60 s by
-  default) of its start;
-- a bulk transfer (``get``, ``put`` of a blob or a part) has no total bound, as a long transfer that
-  keeps moving must never be cut, but it fails when fewer than MIN_PROGRESS_BYTES (64 KiB) went over
-  the connection in ``timeout`` seconds (curl's --speed-limit/--speed-time), or when its response head
-  takes longer than the metadata deadline. Time spent reading the upload's source or writing the
-  download locally does not count.
-
-One watchdog thread (a daemon, shared by every store of the process, idle without requests) shuts an
-overdue request's connection down; the request then fails with a TransientBlobStoreError naming the
-endpoint, and the retry wrapper's retry_time ends the whole in about a minute.
+Every request is bounded in time whatever the endpoint does: statectl/blobstore/deadlines.py holds the
+rules and the watchdog; this store wraps each request in ``_deadline`` and names the endpoint when one
+is overdue.
 """
 
 from __future__ import annotations
 
 import errno
-import http.client
-import io
 import math
 import os
-import socket
-import threading
 import time
 from contextlib import closing
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 from urllib.parse import urlencode, urlparse
 
-from statectl import __version__
 from statectl.blobstore.base import BlobInfo, key_batches, new_blob_key, innermost
+from statectl.blobstore.deadlines import MIN_PROGRESS_BYTES, Attempt, BoundedBody, Deadline, install_deadlines
+from statectl.blobstore.s3client import new_client
 from statectl.errors import (
     AuthError,
     BlobNotFoundError,
     BlobStoreError,
-    ConfigError,
     DiskFullError,
-    MissingDependencyError,
     NotFoundError,
     PreconditionFailedError,
     StatectlError,
@@ -61,11 +44,6 @@ EXPIRES_TAG = "statectl-expires"
 READ_BUF = 1024 * 1024
 MAX_PARTS = 10_000
 MAX_DELETE_KEYS = 1000  # keys per DeleteObjects request: S3's limit
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-# The bounds of one request (see the module doc): a metadata request must be done within
-# DEADLINE_FACTOR x timeout; a bulk transfer must move MIN_PROGRESS_BYTES every timeout seconds.
-DEADLINE_FACTOR = 4
-MIN_PROGRESS_BYTES = 64 * 1024
 _NO_ANSWER_HINT = ("the endpoint does not answer in time: check --s3-endpoint and that the store is up; "
                    "STATECTL_TIMEOUT and STATECTL_RETRY_TIME set how long statectl waits")
 
@@ -95,340 +73,6 @@ def _network_error(e: Exception) -> bool:
     return isinstance(e, (OSError, Urllib3Error))
 
 
-class _Attempt:
-    """The time bound of one request, checked by the watchdog (under its lock).
-
-    ``moved`` counts the bytes received (response head and body) and read from an upload's source. A
-    metadata attempt must be over by ``due``; a bulk attempt must add MIN_PROGRESS_BYTES to ``moved`` by
-    ``due``, which then moves on by ``window``, and its response head must be complete by ``head_by``.
-    Between ``pause()`` and ``resume()`` the caller works locally: that time does not count.
-    """
-
-    __slots__ = ("bulk", "window", "head_window", "due", "head_by", "moved", "mark", "paused_at", "conn", "sock",
-                 "expired", "why")
-
-    def __init__(self, bulk: bool, timeout_s: float):
-        self.bulk = bulk
-        self.head_window = DEADLINE_FACTOR * timeout_s
-        self.window = timeout_s if bulk else self.head_window
-        self.due = time.monotonic() + self.window
-        self.head_by = math.inf
-        self.moved = 0
-        self.mark = 0
-        self.paused_at: float | None = None
-        self.conn: Any = None  # the connection the request went out on, and the socket of its response
-        self.sock: Any = None
-        self.expired = False
-        self.why = ""
-
-    def check(self, now: float) -> float | None:
-        """None when the attempt is overdue, else when to check it next."""
-        if now >= self.head_by:
-            self.why = "head"
-            return None
-        if self.paused_at is not None:
-            return now + self.window
-        if now < self.due:
-            return min(self.due, self.head_by)
-        if self.bulk and self.moved - self.mark >= MIN_PROGRESS_BYTES:
-            self.mark = self.moved
-            self.due = now + self.window
-            return min(self.due, self.head_by)
-        self.why = "stalled" if self.bulk and self.moved else "deadline"
-        return None
-
-    def pause(self) -> None:
-        self.paused_at = time.monotonic()
-
-    def resume(self) -> None:
-        if self.paused_at is not None:
-            self.due += time.monotonic() - self.paused_at  # before paused_at clears: the watchdog reads both
-            self.paused_at = None
-
-    def expire(self) -> None:
-        """Shut the request's socket down: a thread blocked reading or writing it returns at once."""
-        self.expired = True
-        sock = self.sock if self.sock is not None else getattr(self.conn, "sock", None)
-        if sock is None:
-            return
-        try:
-            # socket.socket's own shutdown, also for an SSLSocket (whose override would drop its TLS state
-            # under the reading thread): the reader then sees an EOF.
-            socket.socket.shutdown(sock, socket.SHUT_RDWR) if isinstance(sock, socket.socket) \
-                else sock.shutdown(socket.SHUT_RDWR)
-        except (OSError, AttributeError, ValueError):
-            pass  # closed already
-
-
-class _Local(threading.local):
-    attempt: _Attempt | None = None
-
-
-_local = _Local()
-
-
-class _Watchdog:
-    """One daemon thread for the process that expires overdue attempts; it sleeps until the earliest
-    check is due, and without attempts until one is added (no thread per request, nothing to join)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._active: set[_Attempt] = set()
-        self._wake_at = math.inf
-        self._pid = 0
-
-    def add(self, att: _Attempt) -> None:
-        with self._cond:
-            if self._pid != os.getpid():  # first use, or a forked child, which has no watchdog thread
-                self._pid = os.getpid()
-                self._active.clear()
-                threading.Thread(target=self._run, name="statectl-s3-deadlines", daemon=True).start()
-            self._active.add(att)
-            if att.due < self._wake_at:
-                self._wake_at = att.due
-                self._cond.notify()
-
-    def remove(self, att: _Attempt) -> None:
-        with self._cond:
-            self._active.discard(att)
-            att.conn = att.sock = None
-
-    def bind(self, conn: Any, att: _Attempt | None) -> None:
-        """``conn`` now carries ``att``'s request: an earlier attempt must no longer shut it down."""
-        with self._cond:
-            prev = conn._statectl_attempt
-            if prev is not None and prev is not att:
-                prev.conn = prev.sock = None
-            conn._statectl_attempt = att
-            if att is not None:
-                att.conn, att.sock = conn, None
-
-    def _run(self) -> None:
-        with self._cond:
-            while True:
-                now = time.monotonic()
-                wake = math.inf
-                for att in list(self._active):
-                    at = att.check(now)
-                    if at is None:
-                        self._active.discard(att)
-                        att.expire()
-                    elif at < wake:
-                        wake = at
-                self._wake_at = wake
-                self._cond.wait(None if wake == math.inf else wake - now)
-
-
-_WATCHDOG = _Watchdog()
-
-
-class _CountingRaw(io.RawIOBase):
-    """A response's socket reader that adds each read to the attempt's ``moved``."""
-
-    def __init__(self, fp: Any, att: _Attempt):
-        super().__init__()
-        self._fp = fp  # http.client's own buffered reader of the socket, closed with this one
-        self._raw = fp.raw
-        self._att = att
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int | None:
-        n = self._raw.readinto(b)
-        if n:
-            self._att.moved += n
-        return n
-
-    def fileno(self) -> int:
-        return self._raw.fileno()
-
-    def close(self) -> None:
-        if not self.closed:
-            self._fp.close()
-            super().close()
-
-
-class _Response(http.client.HTTPResponse):
-    """http.client's response, counting the bytes it reads into the current attempt, and bounding a bulk
-    response's head by the metadata deadline."""
-
-    def __init__(self, sock: Any, *args: Any, **kwargs: Any):
-        super().__init__(sock, *args, **kwargs)
-        att = self._statectl_attempt = _local.attempt
-        if att is not None:
-            att.sock = sock
-            self.fp = io.BufferedReader(_CountingRaw(self.fp, att))
-
-    def begin(self) -> None:
-        att = self._statectl_attempt
-        if att is None or not att.bulk:
-            return super().begin()
-        att.head_by = time.monotonic() + att.head_window
-        try:
-            super().begin()
-        finally:
-            att.head_by = math.inf
-
-
-_POOLS: tuple[type, type] | None = None
-
-
-def _pool_classes() -> tuple[type, type]:
-    """botocore's connection pools (http, https) with connections that tie each request to its attempt."""
-    global _POOLS
-    if _POOLS is None:
-        from botocore.awsrequest import (
-            AWSHTTPConnection,
-            AWSHTTPConnectionPool,
-            AWSHTTPSConnection,
-            AWSHTTPSConnectionPool,
-        )
-
-        class Bound:
-            _statectl_attempt: _Attempt | None = None
-            response_class = _Response
-
-            def request(self, *args: Any, **kwargs: Any) -> Any:
-                if _local.attempt is not None or self._statectl_attempt is not None:
-                    _WATCHDOG.bind(self, _local.attempt)
-                return super().request(*args, **kwargs)  # type: ignore[misc]
-
-        class HTTPConnection(Bound, AWSHTTPConnection):
-            pass
-
-        class HTTPSConnection(Bound, AWSHTTPSConnection):
-            pass
-
-        class HTTPPool(AWSHTTPConnectionPool):
-            ConnectionCls = HTTPConnection
-
-        class HTTPSPool(AWSHTTPSConnectionPool):
-            ConnectionCls = HTTPSConnection
-
-        _POOLS = (HTTPPool, HTTPSPool)
-    return _POOLS
-
-
-def _install_deadlines(client: Any) -> bool:
-    """Make the client's connections bounded (see the module doc); False if botocore's insides moved
-    (a unit test fails then: the attributes are botocore's, not a public API)."""
-    try:
-        classes = client._endpoint.http_session._pool_classes_by_scheme  # shared with its pool managers
-    except AttributeError:
-        return False
-    if not isinstance(classes, dict):
-        return False
-    classes["http"], classes["https"] = _pool_classes()
-    return True
-
-
-class _Deadline:
-    """``with store._deadline(op, key):`` around one request (or, for ``get``, the request and the reading
-    of its body): raises TransientBlobStoreError naming the endpoint when the watchdog expired it, whatever
-    the request itself raised or returned (a response cut short may parse as a valid, empty one)."""
-
-    __slots__ = ("_store", "_op", "_key", "att", "_prev")
-
-    def __init__(self, store: "S3BlobStore", op: str, key: str, bulk: bool):
-        self._store, self._op, self._key = store, op, key
-        self.att = _Attempt(bulk, store.timeout_s)
-
-    def __enter__(self) -> _Attempt:
-        self._prev = _local.attempt
-        _local.attempt = self.att
-        _WATCHDOG.add(self.att)
-        return self.att
-
-    def __exit__(self, et: Any, e: Any, tb: Any) -> bool:
-        _WATCHDOG.remove(self.att)
-        _local.attempt = self._prev
-        if self.att.expired:
-            raise self._store._too_slow(self._op, self._key, self.att) from e
-        return False
-
-
-class _Bounded:
-    """Exactly ``size`` bytes of a stream, for botocore: sized, rewindable, no fileno().
-
-    A source that ends early raises instead of returning a short body: with Content-Length already
-    sent, a short body would leave the server waiting until the read timeout.
-    """
-
-    def __init__(self, src: BinaryIO, size: int, what: str, att: _Attempt | None = None):
-        self._src = src
-        self._start = src.tell()
-        self._size = size
-        self._pos = 0
-        self._what = what
-        self._att = att
-
-    def __len__(self) -> int:
-        return self._size
-
-    def read(self, n: int = -1) -> bytes:
-        left = self._size - self._pos
-        if n is None or n < 0 or n > left:
-            n = left
-        if n == 0:
-            return b""
-        att = self._att
-        if att is None:
-            data = self._src.read(n)
-        else:  # reading the (local) source is not the endpoint's time
-            att.pause()
-            try:
-                data = self._src.read(n)
-            finally:
-                att.resume()
-            att.moved += len(data)
-        if not data:
-            raise BlobStoreError(f"{self._what}: source ended {left} bytes early")
-        self._pos += len(data)
-        return data
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        target = {0: pos, 1: self._pos + pos, 2: self._size + pos}[whence]
-        self._src.seek(self._start + target)
-        self._pos = target
-        return target
-
-
-def _refuse_short_body(operation_model: Any, response_dict: dict[str, Any], **_: Any) -> None:
-    """Raise IncompleteReadError for a buffered response body shorter (or longer) than its Content-Length.
-
-    botocore reads non-streaming bodies with urllib3's length check off and parses an empty body as an
-    empty result (only a partial XML document counts as an error): a connection closed right after the
-    head would pass a listing off as "no objects" and a tag set as "no TTL". Streaming bodies (get) are
-    checked as they are read.
-    """
-    body = response_dict.get("body")
-    if not isinstance(body, (bytes, bytearray)) or operation_model.http.get("method") == "HEAD":
-        return
-    declared = response_dict.get("headers", {}).get("content-length")
-    if declared is not None and declared.strip().isdigit() and int(declared) != len(body):
-        from botocore.exceptions import IncompleteReadError
-
-        raise IncompleteReadError(actual_bytes=len(body), expected_bytes=int(declared))
-
-
-def _mask_resolved_credentials(session: Any) -> None:
-    """Mask the secret key and token botocore found by itself (~/.aws files, a credential process,
-    instance roles), which statectl's settings never saw: a --debug log or an error may quote them. The
-    session resolved them already to create the client: asking again costs nothing."""
-    from statectl import redact
-
-    try:
-        creds = session.get_credentials()
-        frozen = creds.get_frozen_credentials() if creds is not None else None
-    except Exception:  # no credentials, or a provider failing: the first request reports it
-        return
-    if frozen is not None:
-        redact.add_secrets([frozen.secret_key, frozen.token])
-
 
 def endpoint_identity(endpoint_url: str | None) -> str:
     """An endpoint URL as a comparable string: scheme and host in lower case, the scheme's default port and a
@@ -450,6 +94,32 @@ def normalised_prefix(prefix: str) -> str:
     return "/".join(p for p in prefix.split("/") if p not in ("", "."))
 
 
+class _Sink:
+    """A download's destination: local write time is not the endpoint's (the attempt pauses), a full
+    disk is a DiskFullError, and any other error of the sink's own (a cancelled transfer) is kept in
+    ``error`` so that it reaches the caller as it is."""
+
+    def __init__(self, dst: BinaryIO, key: str):
+        self._dst, self._key = dst, key
+        self.att: Attempt | None = None
+        self.error: Exception | None = None
+
+    def write(self, chunk: bytes) -> None:
+        assert self.att is not None
+        self.att.pause()
+        try:
+            self._dst.write(chunk)
+        except OSError as e:  # the local side, not the network: never transient
+            if e.errno == errno.ENOSPC:
+                raise DiskFullError(f"s3: get {self._key}: no space left writing the download") from e
+            raise BlobStoreError(f"s3: get {self._key}: writing the download: {e}") from e
+        except Exception as e:
+            self.error = e
+            raise
+        finally:
+            self.att.resume()
+
+
 class S3BlobStore:
     """BlobStore on an S3 bucket under a key prefix."""
 
@@ -458,13 +128,6 @@ class S3BlobStore:
     mtime_grain_s = 1.0  # LastModified: whole seconds, truncated
 
     def __init__(self, bucket: str, prefix: str, options: "S3Options", url: str):
-        try:
-            # botocore's own session: what boto3 wraps, without boto3's import cost at every start.
-            import botocore.session
-            from botocore.config import Config
-            from botocore.exceptions import ProfileNotFound
-        except ImportError as e:  # pragma: no cover - boto3 (and so botocore) is a dependency
-            raise MissingDependencyError("s3 blob stores need boto3", hint="pip install boto3") from e
         self.bucket = bucket
         self.prefix = f"{prefix}/" if prefix else ""
         self.url = url
@@ -479,65 +142,19 @@ class S3BlobStore:
         # The credentials are no part of what the store is: two identities reading one bucket read one store.
         self.identity = ("s3", endpoint_identity(options.endpoint_url), bucket, normalised_prefix(prefix))
         self.timeout_s = options.timeout_s
-        session = botocore.session.Session(profile=options.profile)
-        loopback = bool(options.endpoint_url) and urlparse(options.endpoint_url).hostname in _LOOPBACK
-        # A signed payload makes botocore read every body twice: a SHA-256 pass before the request, then
-        # the send (with request_checksum_calculation="when_required" it signs even over https). Over TLS
-        # or loopback nothing can alter the body on the way, and every file's CRC32 is in the index and
-        # checked on restore, so the body is signed only on plain http across a network.
-        tls = (options.endpoint_url or "https://").lower().startswith("https://")
-        sign_payload = not (tls or loopback)
-        config = Config(
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            # An empty dict, not None: botocore then ignores HTTP(S)_PROXY, which cannot reach loopback.
-            proxies={} if loopback else None,
-            max_pool_connections=options.max_connections,
-            connect_timeout=options.timeout_s,
-            read_timeout=options.timeout_s,
-            s3={"addressing_style": "path" if options.endpoint_url else "auto", "payload_signing_enabled": sign_payload},
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-            # A fixed User-Agent: botocore otherwise rebuilds and sanitises its own for every request, a
-            # tenth of the client's CPU per request when a backup sends thousands of small ones.
-            user_agent=f"statectl/{__version__}",
-        )
-        kwargs: dict[str, Any] = {"config": config}
-        if options.endpoint_url:
-            kwargs["endpoint_url"] = options.endpoint_url
-            if options.endpoint_url.startswith("http://"):
-                kwargs["verify"] = False  # plain http: a CA bundle from the environment must not matter
-        if options.region:
-            kwargs["region_name"] = options.region
-        else:
-            try:
-                kwargs["region_name"] = session.get_config_variable("region") or "us-east-1"
-            except ProfileNotFound:
-                raise ConfigError(f"s3: AWS profile {options.profile!r} not found",
-                                  hint="check s3_profile, or the profiles in ~/.aws/config") from None
-        if options.access_key_id:
-            kwargs["aws_access_key_id"] = options.access_key_id
-            kwargs["aws_secret_access_key"] = options.secret_access_key
-            kwargs["aws_session_token"] = options.session_token
-        try:
-            self._client = session.create_client("s3", **kwargs)
-        except ProfileNotFound:
-            raise ConfigError(f"s3: AWS profile {options.profile!r} not found",
-                              hint="check s3_profile, or the profiles in ~/.aws/config") from None
-        if not options.access_key_id:
-            _mask_resolved_credentials(session)
-        self._client.meta.events.register("before-parse.s3.*", _refuse_short_body)
-        self.deadlines = _install_deadlines(self._client)
+        self._client = new_client(options)
+        self.deadlines = install_deadlines(self._client)
 
     # -- helpers -----------------------------------------------------------------------------------
 
     def _key(self, key: str) -> str:
         return self.prefix + key
 
-    def _deadline(self, op: str, key: str, *, bulk: bool = False) -> _Deadline:
+    def _deadline(self, op: str, key: str, *, bulk: bool = False) -> Deadline:
         """The time bound of one request (module doc): a whole metadata request, or a bulk transfer's progress."""
-        return _Deadline(self, op, key, bulk)
+        return Deadline(self.timeout_s, bulk, lambda att: self._too_slow(op, key, att))
 
-    def _too_slow(self, op: str, key: str, att: _Attempt) -> TransientBlobStoreError:
+    def _too_slow(self, op: str, key: str, att: Attempt) -> TransientBlobStoreError:
         where = f"s3: {op} s3://{self.bucket}/{self._key(key)}"
         endpoint = self._client.meta.endpoint_url
         if att.why == "stalled":
@@ -639,7 +256,7 @@ class S3BlobStore:
             if size <= self.part_size:
                 with self._deadline("put", key, bulk=True) as att:
                     self._client.put_object(Bucket=self.bucket, Key=self._key(key),
-                                            Body=_Bounded(src, size, where, att), ContentLength=size, **extra)
+                                            Body=BoundedBody(src, size, where, att), ContentLength=size, **extra)
             else:
                 self._multipart(key, src, size, extra, where)
         except Exception as e:
@@ -662,7 +279,7 @@ class S3BlobStore:
                 src.seek(base + offset)
                 with self._deadline(f"put part {number}", key, bulk=True) as att:
                     resp = self._client.upload_part(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
-                                                    PartNumber=number, Body=_Bounded(src, n, where, att),
+                                                    PartNumber=number, Body=BoundedBody(src, n, where, att),
                                                     ContentLength=n)
                 parts.append({"ETag": resp["ETag"], "PartNumber": number})
                 offset += n
@@ -730,53 +347,46 @@ class S3BlobStore:
             except Exception as e:
                 raise self._error("get", key, e) from e
             return 0
-        kwargs: dict[str, Any] = {}
+        rng = None
         if start or length is not None:
-            end = "" if length is None else str(start + length - 1)
-            kwargs["Range"] = f"bytes={start}-{end}"
-        from botocore.exceptions import ClientError
-
-        sink_error: Exception | None = None
+            rng = f"bytes={start}-{'' if length is None else start + length - 1}"
+        sink = _Sink(dst, key)
         try:
             with self._deadline("get", key, bulk=True) as att:
-                try:
-                    resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **kwargs)
-                except ClientError as e:
-                    # 416: the range starts at or past the end (or the object is empty): zero bytes, as a file read.
-                    if e.response.get("Error", {}).get("Code") == "InvalidRange":
-                        return 0
-                    raise
-                expected = resp.get("ContentLength")
-                body = resp["Body"]
-                written = 0
-                try:
-                    if "Range" in kwargs and not str(resp.get("ContentRange", "")).startswith(f"bytes {start}-"):
-                        raise BlobStoreError(f"s3: get s3://{self.bucket}/{self._key(key)}: server ignored the "
-                                             f"range {kwargs['Range']} (Content-Range {resp.get('ContentRange')!r})")
-                    while chunk := body.read(READ_BUF):
-                        att.pause()  # writing locally is not the endpoint's time
-                        try:
-                            dst.write(chunk)
-                        except OSError as e:  # the local side, not the network: never transient
-                            if e.errno == errno.ENOSPC:
-                                raise DiskFullError(f"s3: get {key}: no space left writing the download") from e
-                            raise BlobStoreError(f"s3: get {key}: writing the download: {e}") from e
-                        except Exception as e:  # the sink's own error (a cancelled transfer): the caller's
-                            sink_error = e
-                            raise
-                        finally:
-                            att.resume()
-                        written += len(chunk)
-                finally:
-                    body.close()
+                sink.att = att
+                written, expected = self._download(key, rng, start, sink)
         except Exception as e:
-            if e is sink_error:
+            if e is sink.error:
                 raise
             raise self._error("get", key, e) from e
         if expected is not None and written != expected:
             raise TransientBlobStoreError(f"s3: get s3://{self.bucket}/{self._key(key)}: body truncated "
                                           f"({written} of {expected} bytes)")
         return written
+
+    def _download(self, key: str, rng: str | None, start: int, sink: "_Sink") -> tuple[int, int | None]:
+        """One GetObject into ``sink``: the bytes written and the length the server announced."""
+        from botocore.exceptions import ClientError
+
+        try:
+            resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **({"Range": rng} if rng else {}))
+        except ClientError as e:
+            # 416: the range starts at or past the end (or the object is empty): zero bytes, as a file read.
+            if e.response.get("Error", {}).get("Code") == "InvalidRange":
+                return 0, None
+            raise
+        body = resp["Body"]
+        written = 0
+        try:
+            if rng and not str(resp.get("ContentRange", "")).startswith(f"bytes {start}-"):
+                raise BlobStoreError(f"s3: get s3://{self.bucket}/{self._key(key)}: server ignored the "
+                                     f"range {rng} (Content-Range {resp.get('ContentRange')!r})")
+            while chunk := body.read(READ_BUF):
+                sink.write(chunk)
+                written += len(chunk)
+        finally:
+            body.close()
+        return written, resp.get("ContentLength")
 
     def delete(self, keys: Iterable[str]) -> None:
         """One DeleteObjects request per ``delete_batch`` keys; missing keys are not errors."""

@@ -1,7 +1,7 @@
 """The commit of a new snapshot, shared by every operation that makes one (backup, snapshots copy): the
 preparation under the store's lease, the commit itself (the index, then the checkpoint record: the catalog
-and, with a Kafka commit log, the job's checkpoint topic) and the post-commit cleanup (seed 000,
-ARCHITECTURE.md "backup"). Blobs uploaded or copied before ``commit_snapshot`` carry a TTL; anything
+and, with a Kafka commit log, the job's checkpoint topic) and the post-commit cleanup
+(ARCHITECTURE.md "backup"). Blobs uploaded or copied before ``commit_snapshot`` carry a TTL; anything
 that fails before the record leaves only TTL'd blobs, which gc reclaims.
 """
 

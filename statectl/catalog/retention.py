@@ -1,5 +1,5 @@
-"""Retention as plan -> execute: the idempotent post-commit cleanup (seed 000, "Post-Commit cleanup")
-with ``keep_last`` and a grace period.
+"""Retention as plan -> execute: the idempotent cleanup after a commit, with ``keep_last`` and a grace
+period.
 
 ``plan_retention`` reads the catalog, the indexes and the live reader pins of one store and decides,
 writing nothing: which TTLs to remove, which snapshots expire (and why), which blobs go (and why), which
@@ -19,6 +19,7 @@ happen at once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from statectl import failpoints
 from statectl.blobstore.base import BlobStore
@@ -159,26 +160,45 @@ def plan_retention(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: 
     a malformed catalog record.
     """
     keep = max(1, keep_last if keep_last is not None else record.keep_last)
-    checkpoint_id = record.checkpoint_id
     ttl = list(new_blob_ids if new_blob_ids is not None else index.present_blob_ids())
     plan = RetentionPlan(ref, record, keep, ttl + [record.index_blob_id])
+    plan.now_ms = now_ms if now_ms is not None else records_now_ms()
+    cache: dict[str, frozenset[str]] = {}
 
-    records = checkpoints.records(ref)
+    def blobs_of(index_blob_id: str) -> frozenset[str]:
+        return _blob_ids_or_self(blobstore, index_blob_id, cache)
+
+    dropping = _keep_newest(plan, checkpoints.records(ref))
+    pins = live_pins(blobstore, ref)
+    _place_dropped(plan, dropping, pins, blobs_of, grace_seconds)
+    plan.pinned_blobs = {i: blobs_of(i) for i in sorted(pinned_index_ids(pins))}
+    plan.delete = _deletions(plan, index, _still_referenced(plan, index, blobs_of))
+    if check_present:
+        run_parallel([_stat_task(blobstore, b, plan.missing) for b in plan.ttl_to_remove], parallelism)
+    return plan
+
+
+def _keep_newest(plan: RetentionPlan, records: list[CheckpointRecord]) -> list[tuple[CheckpointRecord, str]]:
+    """Fill ``plan.kept`` (the snapshots newer than the plan's, the plan's, and the newest older ones up to
+    ``keep_last`` in all); return the snapshots retention drops, with why."""
+    keep, checkpoint_id = plan.keep_last, plan.record.checkpoint_id
     committed = [r for r in records if r.state == COMMITTED and r.checkpoint_id != checkpoint_id]
     newer = [r for r in committed if parse_checkpoint_id(r.checkpoint_id) > parse_checkpoint_id(checkpoint_id)]
     older = [r for r in committed if r not in newer]
-    plan.kept = newer + [record] + older[: max(0, keep - 1 - len(newer))]
+    plan.kept = newer + [plan.record] + older[: max(0, keep - 1 - len(newer))]
     dropping = [(r, f"older than the newest {keep} kept (keep-last {keep})") for r in older if r not in plan.kept]
     # Marked by an interrupted run of a cleanup (or held by a pin then): their blobs may be half gone.
-    dropping += [(r, _expired_reason(r)) for r in records if r.state == EXPIRED]
+    return dropping + [(r, _expired_reason(r)) for r in records if r.state == EXPIRED]
 
-    now = plan.now_ms = now_ms if now_ms is not None else records_now_ms()
-    grace_ms = int(grace_seconds * 1000)
-    blobs_of: dict[str, frozenset[str]] = {}
-    pins = live_pins(blobstore, ref)
+
+def _place_dropped(plan: RetentionPlan, dropping: list[tuple[CheckpointRecord, str]], pins: list[PinInfo],
+                   blobs_of: Callable[[str], frozenset[str]], grace_seconds: float) -> None:
+    """Sort the dropped snapshots into ``cooling`` (within their grace), ``held`` (a live pin names them)
+    and ``expire`` (their blobs go now)."""
+    now, grace_ms = plan.now_ms, int(grace_seconds * 1000)
     pinned = pinned_index_ids(pins)
     for r, reason in dropping:
-        blobs = _blob_ids_or_self(blobstore, r.index_blob_id, blobs_of)
+        blobs = blobs_of(r.index_blob_id)
         if r.state == EXPIRED and due_ms(r, grace_seconds) > now:
             plan.cooling.append(Expiry(r, reason, blobs, due_ms(r, grace_seconds)))
         elif r.index_blob_id in pinned:
@@ -187,17 +207,27 @@ def plan_retention(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: 
             plan.cooling.append(Expiry(r, reason, blobs, now + grace_ms))
         else:
             plan.expire.append(Expiry(r, reason, blobs))
-    plan.pinned_blobs = {i: _blob_ids_or_self(blobstore, i, blobs_of) for i in sorted(pinned)}
 
-    referenced: set[str] = snapshot_blob_ids(record.index_blob_id, index)
+
+def _still_referenced(plan: RetentionPlan, index: SnapshotIndex,
+                      blobs_of: Callable[[str], frozenset[str]]) -> set[str]:
+    """Every blob the plan's snapshot, a kept, a pinned or a cooling snapshot references."""
+    referenced: set[str] = snapshot_blob_ids(plan.record.index_blob_id, index)
     for r in plan.kept:
-        if r.checkpoint_id != checkpoint_id:
-            referenced |= _blob_ids_or_self(blobstore, r.index_blob_id, blobs_of)
+        if r.checkpoint_id != plan.record.checkpoint_id:
+            referenced |= blobs_of(r.index_blob_id)
     for blobs in plan.pinned_blobs.values():
         referenced |= blobs
     for e in plan.cooling:
         referenced |= e.blobs
+    return referenced
 
+
+def _deletions(plan: RetentionPlan, index: SnapshotIndex, referenced: set[str]) -> list[Deletion]:
+    """The blobs to delete, with why: the files the plan's snapshot removed, its previous index, and the
+    blobs of the expiring snapshots, data blobs before index blobs, none that is ``referenced`` or not
+    a data blob."""
+    checkpoint_id = plan.record.checkpoint_id
     data: list[Deletion] = [Deletion(b.blob_id, f"file {f.file_name} removed by checkpoint {checkpoint_id}")
                             for f in index.dir_index.removed_files() for b in f.blobs]
     indexes: list[Deletion] = []
@@ -210,15 +240,13 @@ def plan_retention(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: 
         data.extend(Deletion(b, why) for b in sorted(e.blobs - {e.record.index_blob_id}))
         # Index blobs last: while one exists, a re-run after a crash can still find that snapshot's blobs.
         indexes.append(Deletion(e.record.index_blob_id, f"index of {why}"))
+    found: list[Deletion] = []
     seen: set[str] = set()
     for d in data + indexes:
         if d.blob_id not in seen and d.blob_id not in referenced and is_data_blob_id(d.blob_id):
-            plan.delete.append(d)
+            found.append(d)
         seen.add(d.blob_id)
-
-    if check_present:
-        run_parallel([_stat_task(blobstore, b, plan.missing) for b in plan.ttl_to_remove], parallelism)
-    return plan
+    return found
 
 
 def execute(plan: RetentionPlan, blobstore: BlobStore, checkpoints: BlobCheckpointStore, *,
@@ -237,41 +265,10 @@ def execute(plan: RetentionPlan, blobstore: BlobStore, checkpoints: BlobCheckpoi
        records, and mark the cleanup done with its retention.
     """
     stats = CleanupStats(held=list(plan.held))
-    pending = plan.ttl_to_remove[:-1]
-    run_parallel([_remove_ttl_task(blobstore, b, stats.missing) for b in pending], parallelism)
-    stats.ttl_removed = len(pending) - len(stats.missing)
-    if stats.missing:
+    if not _remove_ttls(plan, blobstore, stats, parallelism):
         return stats
-    try:
-        blobstore.remove_ttl(plan.ttl_to_remove[-1])
-    except BlobNotFoundError:
-        stats.missing.append(plan.ttl_to_remove[-1])
-        return stats
-    stats.ttl_removed += 1
-
-    marked_ms = plan.now_ms
-    for e in plan.expire + plan.cooling:
-        if e.record.state != EXPIRED:
-            checkpoints.write(plan.ref, replace(e.record, state=EXPIRED, expired_ms=marked_ms,
-                                                delete_after_ms=e.until_ms))
-            stats.snapshots_expired += 1
-            stats.expired.append(e)
-
-    pins = live_pins(blobstore, plan.ref)
-    protected: set[str] = set()
-    for blob_id in pinned_index_ids(pins):
-        blobs = plan.pinned_blobs.get(blob_id)
-        if blobs is None:
-            blobs = next((e.blobs for e in plan.expire if e.record.index_blob_id == blob_id), None)
-        protected |= blobs if blobs is not None else _blob_ids_or_self(blobstore, blob_id, {})
-    forget = []
-    for e in plan.expire:
-        pin = next((p for p in pins if p.index_blob_id == e.record.index_blob_id), None)
-        if pin is None:
-            forget.append(e)
-        else:
-            stats.held.append(Held(replace(e.record, state=EXPIRED), pin))
-
+    _mark_expired(plan, checkpoints, stats)
+    protected, forget = _pinned_now(plan, blobstore, stats)
     doomed = [d.blob_id for d in plan.delete if d.blob_id not in protected]
     stats.why = {d.blob_id: d.reason for d in plan.delete if d.blob_id not in protected}
     half = len(doomed) // 2
@@ -288,6 +285,53 @@ def execute(plan: RetentionPlan, blobstore: BlobStore, checkpoints: BlobCheckpoi
     if not record.cleanup_done or record.keep_last != plan.keep_last:
         checkpoints.write(plan.ref, replace(record, cleanup_done=True, keep_last=plan.keep_last))
     return stats
+
+
+def _remove_ttls(plan: RetentionPlan, blobstore: BlobStore, stats: CleanupStats, parallelism: int) -> bool:
+    """Step 1 of ``execute``: remove the TTLs, the index blob's last; False (the blobs found gone in
+    ``stats.missing``) when the snapshot is damaged."""
+    pending = plan.ttl_to_remove[:-1]
+    run_parallel([_remove_ttl_task(blobstore, b, stats.missing) for b in pending], parallelism)
+    stats.ttl_removed = len(pending) - len(stats.missing)
+    if stats.missing:
+        return False
+    try:
+        blobstore.remove_ttl(plan.ttl_to_remove[-1])
+    except BlobNotFoundError:
+        stats.missing.append(plan.ttl_to_remove[-1])
+        return False
+    stats.ttl_removed += 1
+    return True
+
+
+def _mark_expired(plan: RetentionPlan, checkpoints: BlobCheckpointStore, stats: CleanupStats) -> None:
+    """Step 2 of ``execute``: mark the committed snapshots to expire or cool ``expired``, with the plan's time."""
+    for e in plan.expire + plan.cooling:
+        if e.record.state != EXPIRED:
+            checkpoints.write(plan.ref, replace(e.record, state=EXPIRED, expired_ms=plan.now_ms,
+                                                delete_after_ms=e.until_ms))
+            stats.snapshots_expired += 1
+            stats.expired.append(e)
+
+
+def _pinned_now(plan: RetentionPlan, blobstore: BlobStore, stats: CleanupStats) -> tuple[set[str], list[Expiry]]:
+    """Step 3 of ``execute``: read the live pins again; the blobs they protect, and the expiring snapshots
+    no pin names (their records go). One a pin names since the plan is added to ``stats.held``."""
+    pins = live_pins(blobstore, plan.ref)
+    protected: set[str] = set()
+    for blob_id in pinned_index_ids(pins):
+        blobs = plan.pinned_blobs.get(blob_id)
+        if blobs is None:
+            blobs = next((e.blobs for e in plan.expire if e.record.index_blob_id == blob_id), None)
+        protected |= blobs if blobs is not None else _blob_ids_or_self(blobstore, blob_id, {})
+    forget = []
+    for e in plan.expire:
+        pin = next((p for p in pins if p.index_blob_id == e.record.index_blob_id), None)
+        if pin is None:
+            forget.append(e)
+        else:
+            stats.held.append(Held(replace(e.record, state=EXPIRED), pin))
+    return protected, forget
 
 
 def post_commit_cleanup(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef,

@@ -1,4 +1,4 @@
-"""statectl backup"""
+"""statectl backup: the flags of one store (or --all-tasks) into BackupOptions, engine.backup, the result."""
 
 from __future__ import annotations
 

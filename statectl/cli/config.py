@@ -1,4 +1,4 @@
-"""statectl config show"""
+"""statectl config show: the effective settings and where each came from."""
 
 from __future__ import annotations
 

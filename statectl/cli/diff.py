@@ -1,4 +1,4 @@
-"""statectl diff"""
+"""statectl diff: a store dir or a snapshot against a snapshot, through engine.diff, rendered."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""statectl doctor"""
+"""statectl doctor: the probes of engine.doctor, one line per check."""
 
 from __future__ import annotations
 

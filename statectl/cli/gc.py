@@ -1,4 +1,4 @@
-"""statectl gc"""
+"""statectl gc: the flags into GcOptions, engine.gc over the whole blob store, the result."""
 
 from __future__ import annotations
 

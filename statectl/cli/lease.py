@@ -1,4 +1,4 @@
-"""statectl lease show | break"""
+"""statectl lease show | break: a store's backup lease, read or broken."""
 
 from __future__ import annotations
 

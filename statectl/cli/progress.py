@@ -6,10 +6,10 @@ import sys
 import threading
 from typing import Any
 
-from statectl.progress import NullProgress
+from statectl.progress import NullProgress, ProgressReporter
 
 
-class RichProgress:
+class RichProgress(ProgressReporter):
     """ProgressReporter drawing a rich progress bar on stderr (use only when stderr is a TTY)."""
 
     def __init__(self, console: Any):

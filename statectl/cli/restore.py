@@ -1,4 +1,5 @@
-"""statectl restore"""
+"""statectl restore: a snapshot (or, with --from-changelog, the changelog) into a store dir, through
+engine.restore or engine.changelog, rendered."""
 
 from __future__ import annotations
 

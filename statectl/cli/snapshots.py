@@ -1,9 +1,9 @@
-"""statectl snapshots list | show | verify"""
+"""statectl snapshots list | show | verify | copy: the catalog's snapshots, read, checked and cloned."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -184,28 +184,11 @@ def copy(
                          task=to_task or source_ref.task, store=to_store or source_ref.store)
     opts = CopyOptions(source=source_ref, target=target_ref, snapshot=snapshot, parallelism=s.parallelism,
                        ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace, file_owner=file_owner)
-    target, target_catalog = session.blobstore, session.catalog
-    opened = None
-    if to_blobstore or to_s3_endpoint:  # the engine tells the source store under another name (identity)
-        from statectl.blobstore import open_blobstore
-        from statectl.catalog.records import BlobCheckpointStore
-
-        s3 = replace(session.s3_options, endpoint_url=to_s3_endpoint or s.s3_endpoint)
-        target = opened = open_blobstore(to_blobstore or s.blobstore, s3=s3, retries=s.retries,
-                                         retry_time_s=s.retry_time,
-                                         # a dry run makes no dir: a new one reads as empty
-                                         create=("on-write" if dry_run else True) if env.flags.create else False)
-        target_catalog = BlobCheckpointStore(target, session.commit_log)
+    target, target_catalog, opened = _copy_target(env, to_blobstore, to_s3_endpoint, dry_run)
     try:
         if dry_run:
             plan = plan_copy(opts, session.blobstore, session.catalog, target, env.progress)
-            how = "server-side" if plan.server_side else "through this host"
-            lines = [f"would copy {b.blob_id} ({human_bytes(b.size)}) of {b.path}" for b in plan.blobs]
-            lines.append(f"dry run: would copy snapshot {plan.source_snapshot_id} (checkpoint "
-                         f"{plan.source_checkpoint_id}) into a new snapshot of {plan.store}/{plan.task} of job "
-                         f"{plan.job} in {plan.target_blobstore}: {plan.files} files, {plan.blobs_copied} blobs, "
-                         f"{human_bytes(plan.bytes_copied)} copied {how}")
-            env.emit(plan, "\n".join(lines))
+            env.emit(plan, _copy_plan_text(plan))
             return
         r = copy_snapshot(opts, session.blobstore, session.catalog, target, target_catalog, env.progress)
     finally:
@@ -217,3 +200,33 @@ def copy(
                 f"in {r.blobstore}{to}: "
                 f"{r.blobs_copied} blobs, {human_bytes(r.bytes_copied)} copied {how}, "
                 f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")
+
+
+def _copy_target(env: Env, to_blobstore: str | None, to_s3_endpoint: str | None,
+                 dry_run: bool) -> tuple[Any, Any, Any]:
+    """The blob store and catalog a copy writes to, and the store opened for it (the caller closes it;
+    None when the target is the session's own store)."""
+    from dataclasses import replace
+
+    session, s = env.session, env.settings
+    own = session.blobstore, session.catalog  # the source store opens first, whatever the target
+    if not (to_blobstore or to_s3_endpoint):  # the engine tells the source store under another name (identity)
+        return *own, None
+    from statectl.blobstore import open_blobstore
+    from statectl.catalog.records import BlobCheckpointStore
+
+    s3 = replace(session.s3_options, endpoint_url=to_s3_endpoint or s.s3_endpoint)
+    target = open_blobstore(to_blobstore or s.blobstore, s3=s3, retries=s.retries, retry_time_s=s.retry_time,
+                            # a dry run makes no dir: a new one reads as empty
+                            create=("on-write" if dry_run else True) if env.flags.create else False)
+    return target, BlobCheckpointStore(target, session.commit_log), target
+
+
+def _copy_plan_text(plan: Any) -> str:
+    how = "server-side" if plan.server_side else "through this host"
+    lines = [f"would copy {b.blob_id} ({human_bytes(b.size)}) of {b.path}" for b in plan.blobs]
+    lines.append(f"dry run: would copy snapshot {plan.source_snapshot_id} (checkpoint "
+                 f"{plan.source_checkpoint_id}) into a new snapshot of {plan.store}/{plan.task} of job "
+                 f"{plan.job} in {plan.target_blobstore}: {plan.files} files, {plan.blobs_copied} blobs, "
+                 f"{human_bytes(plan.bytes_copied)} copied {how}")
+    return "\n".join(lines)

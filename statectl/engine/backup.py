@@ -1,8 +1,9 @@
-"""backup: an incremental snapshot of a RocksDB store into a blob store (seed 000, ARCHITECTURE.md).
+"""backup: an incremental snapshot of a RocksDB store into a blob store (ARCHITECTURE.md).
 
-checkpoint -> diff against the previous snapshot -> upload what changed (TTL'd) -> upload the index
-(TTL'd, with its prev pointer) -> record the checkpoint (the commit) -> post-commit cleanup ->
-delete stale local checkpoint dirs.
+checkpoint -> diff against the previous snapshot (the BackupPlan) -> upload what changed (TTL'd) ->
+upload the index (TTL'd, with its prev pointer) -> record the checkpoint (the commit) -> post-commit
+cleanup -> delete stale local checkpoint dirs. ``backup_all`` backs up every task dir of a state dir,
+each under the task a TaskNamer names.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import read_index
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
-from statectl.catalog.records import BlobCheckpointStore, now_ms
+from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id
 from statectl.catalog.commit import commit_snapshot, finish_commit, prepare_commit
 from statectl.errors import (
@@ -50,8 +51,8 @@ from statectl.rocks.store import (
     locked_error,
     require_store,
 )
-from statectl.snapshot.diff import LocalFile, build_dir_index, diff_local
-from statectl.snapshot.model import DirIndex, FileIndex, SnapshotIndex, SnapshotMetadata
+from statectl.snapshot.diff import DirDiff, LocalFile, build_dir_index, diff_local
+from statectl.snapshot.model import FileIndex, SnapshotIndex, SnapshotMetadata
 from statectl.transfer.upload import upload_files
 from statectl.transfer.verify import check_blobs
 
@@ -107,6 +108,36 @@ class BackupResult:
     blobstore: str = ""  # the blob store's URL (printed with its secrets masked)
 
 
+@dataclass
+class BackupPlan:
+    """What one backup uploads, decided against the latest snapshot before anything goes up: the
+    checkpoint it reads (``source``, named ``checkpoint_id``), the snapshot it builds on (``prev_record``;
+    None: a full backup, also when the latest one is unusable or damaged) and the diff of the checkpoint's
+    files against that snapshot's: the ``added`` files go up, the retained ones keep their blobs."""
+
+    checkpoint_id: str
+    source: Path
+    prev_record: CheckpointRecord | None
+    diff: DirDiff
+
+    @property
+    def added(self) -> list[LocalFile]:
+        files = [f for _, f in self.diff.added()]
+        assert all(isinstance(f, LocalFile) for f in files)
+        return files  # type: ignore[return-value]
+
+
+@dataclass
+class _Committed:
+    """A plan carried out up to the commit: the snapshot's index (its blob ``index_id``), its catalog
+    record and the files uploaded for it."""
+
+    index_id: str
+    record: CheckpointRecord
+    index: SnapshotIndex
+    uploaded: list[FileIndex]
+
+
 def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
            progress: ProgressReporter | None = None) -> BackupResult:
     """Back up one store; return what was uploaded.
@@ -119,108 +150,131 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     their TTL or gc); the previous snapshot stays the latest and intact. After the commit the cleanup
     is idempotent and re-run by the next backup or gc if it is interrupted. CorruptSnapshotError (exit 1)
     when blobs of the new snapshot vanished before its cleanup (the next backup then starts a new chain).
+
+    The steps: pick the checkpoint to read; under the store's lease, finish an interrupted cleanup,
+    make the checkpoint, plan against the latest snapshot, upload and commit (what fails before the commit
+    takes the checkpoint statectl made with it), clean up after the commit; then drop stale local
+    checkpoint dirs and note the store's task dirs this backup leaves out.
     """
     opts.validate()
     progress = NoteRecorder(progress)
     started = time.monotonic()
-    ref = opts.ref
+    source, checkpoint_id = _source(opts)
+    makes_checkpoint = opts.checkpoint_dir is None
+    # Talk to the blob store before checkpointing: opening the store read-write rewrites its MANIFEST
+    # and logs, so a missing bucket, bad credentials or an unreachable store must fail before that.
+    # gc holds a store's lease only while it settles the store: wait for it rather than fail.
+    with Lease(blobstore, opts.ref, wait_for_gc=GC_WAIT_SECONDS) as lease:
+        if lease.notice:
+            progress.note(lease.notice)
+        prev_record = prepare_commit(blobstore, checkpoints, opts.ref, grace_seconds=opts.grace_seconds,
+                                     progress=progress)
+        try:
+            adopt = _make_checkpoint(opts.store_dir, source) if makes_checkpoint else None
+            plan = _plan(opts, blobstore, checkpoint_id, source, prev_record, adopt, progress)
+            done = _upload_and_commit(plan, opts, blobstore, checkpoints, lease, progress)
+        except BaseException:
+            if makes_checkpoint:
+                shutil.rmtree(source, ignore_errors=True)
+            raise
+        finish_commit(blobstore, checkpoints, opts.ref, done.record, done.index,
+                      new_blob_ids=[b.blob_id for fi in done.uploaded for b in fi.blobs],
+                      grace_seconds=opts.grace_seconds, progress=progress, what="backup")
+    if makes_checkpoint:
+        _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
+    _note_other_tasks(opts, progress)
+    present = list(done.index.dir_index.walk_present())
+    return BackupResult(
+        snapshot_id=done.index_id, checkpoint_id=checkpoint_id, store=opts.ref.store, task=opts.ref.task,
+        files_total=len(present), files_uploaded=len(done.uploaded), bytes_total=sum(f.size for _, f in present),
+        bytes_uploaded=sum(f.size for f in done.uploaded), files_removed=sum(1 for _ in plan.diff.removed()),
+        duration_s=round(time.monotonic() - started, 3), notes=progress.notes, blobstore=blobstore.url,
+    )
 
+
+def _source(opts: BackupOptions) -> tuple[Path, str]:
+    """The checkpoint dir the backup reads and its checkpoint id: the job's (``opts.checkpoint_dir``,
+    whose id is its name's suffix when that is one), or a new one beside the store, which must then not
+    be held by a running process (LockHeldError)."""
     if opts.checkpoint_dir is not None:
         source = Path(opts.checkpoint_dir)
         require_store(source, "checkpoint dir")
         suffix = source.name[len(opts.store_dir.name) + 1:] if source.name.startswith(opts.store_dir.name + "-") else ""
-        checkpoint_id = suffix if is_checkpoint_id(suffix) else new_checkpoint_id()
-    else:
-        require_store(opts.store_dir)
-        pid = lock_holder(opts.store_dir)
-        if pid is not None:
-            raise locked_error(opts.store_dir, pid)
-        checkpoint_id = new_checkpoint_id()
-        source = checkpoint_dir(opts.store_dir, checkpoint_id)
+        return source, suffix if is_checkpoint_id(suffix) else new_checkpoint_id()
+    require_store(opts.store_dir)
+    pid = lock_holder(opts.store_dir)
+    if pid is not None:
+        raise locked_error(opts.store_dir, pid)
+    checkpoint_id = new_checkpoint_id()
+    return checkpoint_dir(opts.store_dir, checkpoint_id), checkpoint_id
 
-    # Talk to the blob store before checkpointing: opening the store read-write rewrites its MANIFEST
-    # and logs, so a missing bucket, bad credentials or an unreachable store must fail before that.
-    # gc holds a store's lease only while it settles the store: wait for it rather than fail.
-    with Lease(blobstore, ref, wait_for_gc=GC_WAIT_SECONDS) as lease:
-        if lease.notice:
-            progress.note(lease.notice)
-        prev_record = prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds,
-                                     progress=progress)
-        made_dir: Path | None = None
+
+def _make_checkpoint(store: Path, source: Path) -> tuple[int, int] | None:
+    """Checkpoint ``store`` into ``source``, marked as statectl's; the owner to record its files with
+    (see _store_owner)."""
+    create_checkpoint(store, source)
+    (source / CHECKPOINT_MARK).touch()
+    return _store_owner(store, source / CHECKPOINT_MARK)
+
+
+def _plan(opts: BackupOptions, blobstore: BlobStore, checkpoint_id: str, source: Path,
+          prev_record: CheckpointRecord | None, adopt: tuple[int, int] | None,
+          progress: ProgressReporter) -> BackupPlan:
+    """Diff ``source`` against the snapshot of ``prev_record``; a full backup (and a note saying why) when
+    that snapshot's index is unusable or its blobs are not all there."""
+    prev_index: SnapshotIndex | None = None
+    if prev_record is not None:
         try:
-            adopt = None
-            if opts.checkpoint_dir is None:
-                made_dir = source
-                create_checkpoint(opts.store_dir, source)
-                (source / CHECKPOINT_MARK).touch()
-                adopt = _store_owner(opts.store_dir, source / CHECKPOINT_MARK)
-            prev_index: SnapshotIndex | None = None
-            if prev_record is not None:
-                try:
-                    prev_index = read_index(blobstore, prev_record.index_blob_id, what="previous snapshot")
-                except (SnapshotNotFoundError, CorruptSnapshotError) as e:
-                    progress.note(f"previous snapshot unusable ({e}); taking a full backup")
-                    prev_record = None
+            prev_index = read_index(blobstore, prev_record.index_blob_id, what="previous snapshot")
+        except (SnapshotNotFoundError, CorruptSnapshotError) as e:
+            progress.note(f"previous snapshot unusable ({e}); taking a full backup")
+            prev_record = None
+    diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED, adopt=adopt)
+    if prev_index is not None:
+        # The new snapshot will reference the blobs of every retained file: make sure they are still
+        # there (one stat each), or a blob deleted behind statectl's back would be carried into every
+        # later snapshot while each backup said it was fine.
+        problems = check_blobs(blobstore, list(diff.retained()), opts.parallelism)
+        if problems:
+            p = problems[0]
+            progress.note(f"the latest snapshot of {opts.ref} is damaged ({len(problems)} of its blobs are missing "
+                          f"or the wrong size, e.g. {p.blob_id} of {p.rel}: {p.reason}); taking a full backup")
+            prev_record = None
+            diff = diff_local(source, None, ignore=NEVER_UPLOADED, adopt=adopt)
+    return BackupPlan(checkpoint_id, source, prev_record, diff)
 
-            diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED, adopt=adopt)
-            if prev_index is not None:
-                # The new snapshot will reference the blobs of every retained file: make sure they are still
-                # there (one stat each), or a blob deleted behind statectl's back would be carried into every
-                # later snapshot while each backup said it was fine.
-                problems = check_blobs(blobstore, list(diff.retained()), opts.parallelism)
-                if problems:
-                    p = problems[0]
-                    progress.note(f"the latest snapshot of {ref} is damaged ({len(problems)} of its blobs are missing "
-                                  f"or the wrong size, e.g. {p.blob_id} of {p.rel}: {p.reason}); taking a full backup")
-                    prev_record = prev_index = None
-                    diff = diff_local(source, None, ignore=NEVER_UPLOADED, adopt=adopt)
-            added = [f for _, f in diff.added()]
-            assert all(isinstance(f, LocalFile) for f in added)
-            failpoints.hit("before-upload")
-            uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size,  # type: ignore[arg-type]
-                                    parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
-            dir_index = build_dir_index(diff, {id(lf): fi for lf, fi in zip(added, uploaded)})
-            index = SnapshotIndex(
-                creation_time_millis=now_ms(),
-                snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
-                dir_index=dir_index,
-                prev_snapshot_index_blob_id=prev_record.index_blob_id if prev_record else None,
-            )
-            index_id, record = commit_snapshot(blobstore, checkpoints, lease, ref, index,
-                                               ttl_seconds=opts.ttl_seconds, keep_last=opts.keep_last,
-                                               input_offsets=opts.input_offsets, markers=opts.markers)
-        except BaseException:
-            if made_dir is not None:
-                shutil.rmtree(made_dir, ignore_errors=True)
-            raise
-        finish_commit(blobstore, checkpoints, ref, record, index,
-                      new_blob_ids=[b.blob_id for fi in uploaded for b in fi.blobs],
-                      grace_seconds=opts.grace_seconds, progress=progress, what="backup")
-    if made_dir is not None:
-        _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
-    if opts.state_dir is not None and Path(opts.state_dir).is_dir():
-        others = [d.name for d in task_dirs(Path(opts.state_dir), store=ref.store)
-                  if not d.damaged and d.path.resolve() != Path(opts.store_dir).resolve()]
-        if others:
-            progress.note(f"backed up task {ref.task!r} of store {ref.store} only; {len(others)} other task "
-                          f"dir{'s' if len(others) > 1 else ''} of the store under {opts.state_dir} not backed up: "
-                          f"{', '.join(others)} (--all-tasks backs up every one)")
 
-    present = list(dir_index.walk_present())
-    return BackupResult(
-        snapshot_id=index_id,
-        checkpoint_id=checkpoint_id,
-        store=ref.store,
-        task=ref.task,
-        files_total=len(present),
-        files_uploaded=len(uploaded),
-        bytes_total=sum(f.size for _, f in present),
-        bytes_uploaded=sum(f.size for f in uploaded),
-        files_removed=sum(1 for _ in diff.removed()),
-        duration_s=round(time.monotonic() - started, 3),
-        notes=progress.notes,
-        blobstore=blobstore.url,
+def _upload_and_commit(plan: BackupPlan, opts: BackupOptions, blobstore: BlobStore,
+                       checkpoints: BlobCheckpointStore, lease: Lease, progress: ProgressReporter) -> _Committed:
+    """Upload the plan's added files (TTL'd), build the new index and commit it (catalog.commit)."""
+    ref = opts.ref
+    added = plan.added
+    failpoints.hit("before-upload")
+    uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size, parallelism=opts.parallelism,
+                            ttl_seconds=opts.ttl_seconds, progress=progress)
+    index = SnapshotIndex(
+        creation_time_millis=now_ms(),
+        snapshot_metadata=SnapshotMetadata(plan.checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
+        dir_index=build_dir_index(plan.diff, {id(lf): fi for lf, fi in zip(added, uploaded)}),
+        prev_snapshot_index_blob_id=plan.prev_record.index_blob_id if plan.prev_record else None,
     )
+    index_id, record = commit_snapshot(blobstore, checkpoints, lease, ref, index, ttl_seconds=opts.ttl_seconds,
+                                       keep_last=opts.keep_last, input_offsets=opts.input_offsets,
+                                       markers=opts.markers)
+    return _Committed(index_id, record, index, uploaded)
+
+
+def _note_other_tasks(opts: BackupOptions, progress: ProgressReporter) -> None:
+    """Name the store's other task dirs under the job's state dir (when known), which this backup left out."""
+    if opts.state_dir is None or not Path(opts.state_dir).is_dir():
+        return
+    ref = opts.ref
+    others = [d.name for d in task_dirs(Path(opts.state_dir), store=ref.store)
+              if not d.damaged and d.path.resolve() != Path(opts.store_dir).resolve()]
+    if others:
+        progress.note(f"backed up task {ref.task!r} of store {ref.store} only; {len(others)} other task "
+                      f"dir{'s' if len(others) > 1 else ''} of the store under {opts.state_dir} not backed up: "
+                      f"{', '.join(others)} (--all-tasks backs up every one)")
 
 
 def _store_owner(store: Path, mark: Path) -> tuple[int, int] | None:

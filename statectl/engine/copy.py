@@ -1,5 +1,5 @@
 """snapshots copy: a new snapshot of another task/store (and job, blob store) made by copying every blob
-of a snapshot, server-side where the stores can (seed 002, "fast duplication"; ARCHITECTURE.md).
+of a snapshot, server-side where the stores can (ARCHITECTURE.md).
 
 resolve and pin the source snapshot -> take the target's lease, finish its interrupted cleanup -> copy
 every blob to a new blob id (TTL'd: S3 CopyObject / UploadPartCopy, a file copy on ``file://``, or

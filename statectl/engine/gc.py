@@ -134,18 +134,11 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
     # dry run exits as the gc would.
     check_can_write(blobstore, f"{LEASE_PREFIX}gc", "gc", "taking the stores' leases and deleting blobs")
     progress = progress or NullProgress()
-    started_wall = time.time()
-    started = time.monotonic()
+    started_wall, started = time.time(), time.monotonic()
     result = GcResult(dry_run=opts.dry_run, blobstore=blobstore.url)
-    deleted: dict[str, GcAction] = {}
-
     counts_at_start = request_counts(blobstore)
-
-    # The leases first: a backup that takes its lease after this read writes only blobs younger than gc's
-    # start, which are never candidates, and one that released its lease before it had committed, so the
-    # catalog read below sees its snapshot.
-    in_flight = [h for h in live_leases(blobstore) if h.operation != "gc"]  # a gc uploads nothing
-    protect_from = min((h.started_s for h in in_flight), default=float("inf")) - CLOCK_SLACK_SECONDS
+    protect_from = _live_backups_start(blobstore)
+    deleted: dict[str, GcAction] = {}  # by retention, while the stores are settled
     refs = list(checkpoints.refs())
     result.stores = len(refs)
     sizing = _SizingStore(blobstore, opts.parallelism)
@@ -157,35 +150,12 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
         result.notes.append(f"{ref}: the index {blob_id} of a retained snapshot is malformed ({error}); what it "
                             "references is unknown, so no unreferenced blob is swept until retention drops it "
                             "(the next backups do) or it is repaired")
-
     # A blob written just after gc started may show a modification time before it (S3: whole seconds).
     grain = getattr(blobstore, "mtime_grain_s", 1.0)
     horizon = min(started_wall - grain - opts.grace_seconds, protect_from)
     sweep = _Sweep(blobstore, opts, progress)
-    try:
-        for info in blobstore.list(BLOB_PREFIX):
-            if info.key in deleted:
-                continue
-            if info.key in referenced or info.modified_at >= protect_from:
-                result.blobs_kept += 1
-                continue
-            if info.modified_at < horizon and not unreadable:
-                sweep.doom(info.key, info.size, "unreferenced, older than the grace period")
-                continue
-            expires = info.expires_at
-            if not info.ttl_known:
-                try:
-                    expires = blobstore.stat(info.key).expires_at
-                except BlobNotFoundError:
-                    continue
-            if expires is not None and expires < started_wall:
-                sweep.doom(info.key, info.size, "TTL expired")
-            else:
-                result.blobs_kept += 1
-    except BaseException:
-        sweep.abort()
-        raise
-    sweep.finish()
+    _sweep_listing(blobstore, sweep, result, deleted, referenced, keep_from=protect_from,
+                   old_before=float("-inf") if unreadable else horizon, now=started_wall)
     debris = [GcAction(i.key, i.size, "left by a write that never finished")
               for i in blobstore.sweep_debris(min(horizon, started_wall - DEBRIS_MIN_AGE_SECONDS),
                                               dry_run=opts.dry_run)]
@@ -200,6 +170,48 @@ def gc(opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
     for note in result.notes:
         progress.note(note)
     return result
+
+
+def _live_backups_start(blobstore: BlobStore) -> float:
+    """When the earliest live backup lease began, less the clock slack (inf when none is live): blobs
+    modified from then on may belong to a snapshot still to commit.
+
+    The leases are read first: a backup that takes its lease after this read writes only blobs younger
+    than gc's start, which are never candidates, and one that released its lease before it had
+    committed, so the catalog read after this sees its snapshot."""
+    in_flight = [h for h in live_leases(blobstore) if h.operation != "gc"]  # a gc uploads nothing
+    return min((h.started_s for h in in_flight), default=float("inf")) - CLOCK_SLACK_SECONDS
+
+
+def _sweep_listing(blobstore: BlobStore, sweep: "_Sweep", result: GcResult, deleted: dict[str, GcAction],
+                   referenced: set[str], *, keep_from: float, old_before: float, now: float) -> None:
+    """Stream the listing of the blobs into ``sweep``: an unreferenced blob goes when it was modified before
+    ``old_before`` or its TTL ran out before ``now``; one modified from ``keep_from`` on is kept (a live
+    backup's). ``deleted`` (retention's) are passed over; the others kept are counted in ``result``."""
+    try:
+        for info in blobstore.list(BLOB_PREFIX):
+            if info.key in deleted:
+                continue
+            if info.key in referenced or info.modified_at >= keep_from:
+                result.blobs_kept += 1
+                continue
+            if info.modified_at < old_before:
+                sweep.doom(info.key, info.size, "unreferenced, older than the grace period")
+                continue
+            expires = info.expires_at
+            if not info.ttl_known:
+                try:
+                    expires = blobstore.stat(info.key).expires_at
+                except BlobNotFoundError:
+                    continue
+            if expires is not None and expires < now:
+                sweep.doom(info.key, info.size, "TTL expired")
+            else:
+                result.blobs_kept += 1
+    except BaseException:
+        sweep.abort()
+        raise
+    sweep.finish()
 
 
 def _settle_store(ref: StoreRef, opts: GcOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,

@@ -1,4 +1,4 @@
-"""restore: rebuild a store from a snapshot (seed 000 "Incremental backup and restore", ARCHITECTURE.md).
+"""restore: rebuild a store from a snapshot (docs/ARCHITECTURE.md).
 
 The store is built in a temporary sibling dir — identical local files hard-linked (immutable SSTs)
 or copied, the rest downloaded in parallel and verified (size + CRC32) — and then swapped into place

@@ -1,4 +1,5 @@
-"""snapshots list / show / verify."""
+"""snapshots list / show / verify: what the catalog holds, level by level, one snapshot in full, and
+whether every blob of a snapshot is there (and, downloaded, intact)."""
 
 from __future__ import annotations
 

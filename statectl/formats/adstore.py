@@ -1,4 +1,4 @@
-"""Adjunct (read-only) stores (seed 003): what a record or a row becomes in the store, Kafka's partitioner,
+"""Adjunct (read-only) stores: what a record or a row becomes in the store, Kafka's partitioner,
 and the sealed version's manifest. Pure Python: the put path and the Spark executors run the same code, so
 both build the same store, key for key.
 

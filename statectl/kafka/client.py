@@ -11,23 +11,24 @@ its end.
 
 Consumers never join a group (``group_id=None``): partitions are assigned and positions kept here.
 
-kafka-python (3.x) keeps retrying a bootstrap whose TLS handshake or SASL authentication fails (a wrong
-password included: the failure stays inside its connection) until ``bootstrap_timeout_ms``, and then reports
-only "Unable to bootstrap". So when that happens with TLS or SASL configured, :func:`diagnose` repeats the
-handshakes once with the first broker that accepts a TCP connection, to tell a security failure (AuthError,
-with the broker's reason) from brokers that are simply not there. A rejected password therefore costs
-``timeout_s`` before it is reported. With TLS, that broker's TLS handshake is also checked once before each
-client opens: kafka-python does not bound a handshake that gets no answer.
+When a bootstrap with TLS or SASL configured fails, statectl.kafka.diagnose repeats the handshakes by hand
+to tell a security failure (AuthError, with the broker's reason) from brokers that are not there; a
+rejected password therefore costs ``timeout_s`` before it is reported.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
 from statectl.errors import AuthError, ConfigError, MissingDependencyError, NotFoundError, StatectlError
+from statectl.kafka.settings import (
+    KAFKA_SASL_MECHANISMS,
+    KAFKA_SECURITY_PROTOCOLS,
+    SASL_HINT,
+    check_security_settings,
+)
 
 DEFAULT_TIMEOUT_S = 5.0
 # An empty poll this long, at or past the reported end, means the end (see PartitionReader).
@@ -36,13 +37,6 @@ EMPTY_POLL_MS = 300
 STALL_TIMEOUT_S = 60.0
 MAX_POLL_RECORDS = 10_000
 CLIENT_ID = "statectl"
-DEFAULT_PORT = 9092  # kafka-python's, for a bootstrap server given without one
-KAFKA_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-KAFKA_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-KAFKA_SASL_KEYS = ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password")
-KAFKA_SSL_FILE_KEYS = ("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile")
-SASL_HINT = ("check kafka_sasl_mechanism, kafka_sasl_username and kafka_sasl_password (statectl.toml, or "
-             "STATECTL_KAFKA_SASL_MECHANISM, STATECTL_KAFKA_SASL_USERNAME, STATECTL_KAFKA_SASL_PASSWORD)")
 
 
 def kafka_module() -> Any:
@@ -55,14 +49,14 @@ def kafka_module() -> Any:
     return kafka
 
 
-def _errors() -> Any:
+def kafka_errors() -> Any:
     kafka_module()
     import kafka.errors
 
     return kafka.errors
 
 
-def _servers(bootstrap: str) -> list[str]:
+def bootstrap_servers(bootstrap: str) -> list[str]:
     servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
     if not servers:
         from statectl.errors import UsageError
@@ -72,48 +66,6 @@ def _servers(bootstrap: str) -> list[str]:
 
 
 # -- security ------------------------------------------------------------------------------------------
-
-
-def check_security_settings(values: Mapping[str, Any], name: Callable[[str], str] = str) -> None:
-    """Raise ConfigError (exit 2) for Kafka security settings that cannot work together: the one rule set of
-    statectl.config (for the effective settings) and KafkaSecurity.
-
-    ``values`` maps the kafka_* setting names to parsed values (missing = unset); ``name`` renders a setting
-    name in a message (statectl.config adds where it came from). The rules: SASL protocols need a mechanism,
-    a user name and a password, and the other protocols take none of them; the ssl settings need SSL or
-    SASL_SSL; a key file or key password needs a certificate file; the named files exist. Never shows a
-    secret.
-    """
-    protocol = values.get("kafka_security_protocol") or "PLAINTEXT"
-    sasl = protocol.startswith("SASL_")
-    tls = protocol in ("SSL", "SASL_SSL")
-    given = [key for key in KAFKA_SASL_KEYS if values.get(key) not in (None, "")]
-    env_hint = "set them in statectl.toml or as " + ", ".join("STATECTL_" + key.upper() for key in KAFKA_SASL_KEYS)
-    if sasl and len(given) < len(KAFKA_SASL_KEYS):
-        missing = [key for key in KAFKA_SASL_KEYS if key not in given]
-        raise ConfigError(f"{name('kafka_security_protocol')} is {protocol}, which needs " + " and ".join(missing)
-                          + (": it is not set" if len(missing) == 1 else ": they are not set"), hint=env_hint)
-    if not sasl and given:
-        raise ConfigError(f"{name(given[0])} is set, but {name('kafka_security_protocol')} is {protocol}: SASL "
-                          f"settings need SASL_PLAINTEXT or SASL_SSL",
-                          hint="set kafka_security_protocol (STATECTL_KAFKA_SECURITY_PROTOCOL), or unset the SASL "
-                               "settings")
-    ssl_given = [key for key in KAFKA_SSL_FILE_KEYS + ("kafka_ssl_password",) if values.get(key) not in (None, "")]
-    if not tls and ssl_given:
-        raise ConfigError(f"{name(ssl_given[0])} is set, but {name('kafka_security_protocol')} is {protocol}: TLS "
-                          f"settings need SSL or SASL_SSL",
-                          hint="set kafka_security_protocol (STATECTL_KAFKA_SECURITY_PROTOCOL), or unset the ssl "
-                               "settings")
-    if not values.get("kafka_ssl_certfile"):
-        for key in ("kafka_ssl_keyfile", "kafka_ssl_password"):
-            if values.get(key):
-                raise ConfigError(f"{name(key)} is set, but there is no kafka_ssl_certfile: the key and its password "
-                                  f"belong to a client certificate", hint="set kafka_ssl_certfile too")
-    for key in KAFKA_SSL_FILE_KEYS:
-        path = values.get(key)
-        if path and not Path(path).is_file():
-            what = "is a directory" if Path(path).is_dir() else "does not exist"
-            raise ConfigError(f"{name(key)}: {path} {what}", hint="name a PEM file")
 
 
 class _NoKeyPassword(Exception):
@@ -230,7 +182,7 @@ class KafkaSecurity:
                 ctx.load_verify_locations(self.ssl_cafile)
             except (ssl.SSLError, OSError) as e:
                 raise ConfigError(f"kafka_ssl_cafile {self.ssl_cafile}: no CA certificate could be loaded from it "
-                                  f"({_ssl_reason(e)})",
+                                  f"({ssl_reason(e)})",
                                   hint="it must hold PEM certificates (-----BEGIN CERTIFICATE-----)") from None
         else:
             ctx.load_default_certs()
@@ -253,11 +205,11 @@ class KafkaSecurity:
             except (ssl.SSLError, OSError) as e:
                 if asked and getattr(e, "reason", None) is None:
                     raise AuthError(f"kafka_ssl_password does not decrypt the private key in {key} "
-                                    f"({_ssl_reason(e)})",
+                                    f"({ssl_reason(e)})",
                                     hint="check kafka_ssl_password (or STATECTL_KAFKA_SSL_PASSWORD)") from None
                 files = f"kafka_ssl_certfile {self.ssl_certfile}" + (
                     f" and kafka_ssl_keyfile {self.ssl_keyfile}" if self.ssl_keyfile else "")
-                raise ConfigError(f"{files}: cannot load the client certificate and its key ({_ssl_reason(e)})",
+                raise ConfigError(f"{files}: cannot load the client certificate and its key ({ssl_reason(e)})",
                                   hint="PEM files; the key must be the certificate's (or in the certificate "
                                        "file when kafka_ssl_keyfile is not set)") from None
         return ctx
@@ -273,12 +225,12 @@ class KafkaSecurity:
         return f"KafkaSecurity({', '.join(parts)})"
 
 
-def _ssl_reason(e: BaseException) -> str:
+def ssl_reason(e: BaseException) -> str:
     text = getattr(e, "verify_message", None) or getattr(e, "reason", None) or getattr(e, "strerror", None)
     return str(text or e)
 
 
-def _kafka_message(e: BaseException) -> str:
+def kafka_message(e: BaseException) -> str:
     """kafka-python's message without the class names it repeats in front ("X: X: text" -> "X: text")."""
     text = str(e)
     name = type(e).__name__ + ": "
@@ -295,16 +247,16 @@ def _auth_errors(errors: Any) -> tuple[type[BaseException], ...]:
 
 def auth_failed(bootstrap: str, e: BaseException, security: KafkaSecurity | None = None) -> AuthError:
     """The error for credentials the brokers rejected (SASL) or an operation their ACLs do not allow."""
-    errors = _errors()
+    errors = kafka_errors()
     authorization = getattr(errors, "AuthorizationError", ())
     if authorization and isinstance(e, authorization):
         of = f" of {security.sasl_username}" if security is not None and security.sasl else ""
-        return AuthError(f"kafka {bootstrap}: not authorized: {_kafka_message(e)}",
+        return AuthError(f"kafka {bootstrap}: not authorized: {kafka_message(e)}",
                          hint=f"the brokers accepted the credentials{of}, but their ACLs do not allow this")
     if security is not None and security.sasl:
         return AuthError(f"Kafka brokers {bootstrap} rejected SASL {security.sasl_mechanism} authentication as "
-                         f"{security.sasl_username}: {_kafka_message(e)}", hint=SASL_HINT)
-    return AuthError(f"Kafka brokers {bootstrap} rejected the authentication: {_kafka_message(e)}", hint=SASL_HINT)
+                         f"{security.sasl_username}: {kafka_message(e)}", hint=SASL_HINT)
+    return AuthError(f"Kafka brokers {bootstrap} rejected the authentication: {kafka_message(e)}", hint=SASL_HINT)
 
 
 def kafka_failure(bootstrap: str, e: BaseException, doing: str, *, client: Any = None,
@@ -314,7 +266,7 @@ def kafka_failure(bootstrap: str, e: BaseException, doing: str, *, client: Any =
     ``security``, or of the ``client`` statectl opened); with ``reach``, the unreachable-brokers error;
     else StatectlError ``kafka BOOTSTRAP: DOING failed: E``. The caller raises it ``from e``."""
     security = security if security is not None else getattr(client, STATECTL_SECURITY, None)
-    if isinstance(e, _auth_errors(_errors())):
+    if isinstance(e, _auth_errors(kafka_errors())):
         return auth_failed(bootstrap, e, security)
     if reach:
         return unreachable(bootstrap, f"{doing}: {e}", security)
@@ -333,179 +285,12 @@ def unreachable(bootstrap: str, cause: object, security: KafkaSecurity | None = 
     return StatectlError(f"cannot reach Kafka brokers {bootstrap}: {cause}", hint=hint)
 
 
-def _host_port(server: str) -> tuple[str, int]:
-    if server.startswith("["):  # [IPv6]:PORT
-        host, _, rest = server[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else ""
-    elif server.count(":") == 1:
-        host, port = server.split(":")
-    else:  # a name without a port, or a bare IPv6 address
-        host, port = server, ""
-    return host, int(port) if port.isdigit() else DEFAULT_PORT
-
-
-def diagnose(bootstrap: str, security: KafkaSecurity | None, timeout_s: float = DEFAULT_TIMEOUT_S, *,
-             tls_only: bool = False) -> AuthError | None:
-    """The AuthError that explains why clients with ``security`` cannot connect, or None when security is not
-    the cause. Run after a bootstrap that failed (and with ``tls_only`` before each client opens, see _open).
-
-    Connects to the first broker of ``bootstrap`` that accepts a TCP connection within ``timeout_s``, repeats
-    the TLS handshake (with the same context as the clients) and, unless ``tls_only``, the SASL handshake and
-    authentication (or, with TLS alone, one request: TLS 1.3 reports a missing client certificate only at the
-    first read), and closes. None when no broker accepts a connection (they are unreachable: not for this
-    function to say), when all passes, or when there is nothing to check (``security`` None or PLAINTEXT).
-    Never raises for network errors; ConfigError/AuthError of :meth:`KafkaSecurity.ssl_context` pass through.
-    """
-    import socket
-    import ssl
-
-    if security is None or not (security.tls or security.sasl) or (tls_only and not security.tls):
-        return None
-    for server in _servers(bootstrap):
-        host, port = _host_port(server)
-        try:
-            sock: Any = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError:
-            continue
-        try:
-            if security.tls:
-                context = security.ssl_context()
-                try:
-                    sock = context.wrap_socket(sock, server_hostname=host.rstrip("."))
-                except TimeoutError:
-                    return _tls_failed(bootstrap, server, f"no TLS answer within {timeout_s:g}s",
-                                       "is that a TLS listener? check kafka_security_protocol and the port")
-                except ssl.SSLCertVerificationError as e:
-                    hint = ("connect by a name the certificate holds, or set kafka_ssl_check_hostname = false"
-                            if "mismatch" in _ssl_reason(e).lower() else
-                            "check kafka_ssl_cafile: it must hold the CA that signed the brokers' certificates")
-                    return _tls_failed(bootstrap, server, _ssl_reason(e), hint)
-                except (ssl.SSLError, OSError) as e:
-                    return _tls_failed(bootstrap, server, _ssl_reason(e),
-                                       "is that a TLS listener? check kafka_security_protocol, the port and, with "
-                                       "a client certificate, kafka_ssl_certfile")
-                if tls_only:
-                    return None
-            call = _caller(sock, timeout_s)
-            try:
-                reason = _sasl_probe(call, security, timeout_s) if security.sasl else _answers(call)
-            except ssl.SSLError as e:  # e.g. a TLS 1.3 alert after the handshake: no client certificate
-                return _tls_failed(bootstrap, server, _ssl_reason(e),
-                                   "if the brokers require a client certificate, check kafka_ssl_certfile and "
-                                   "kafka_ssl_keyfile")
-            if reason is not None:
-                return AuthError(f"Kafka brokers {bootstrap}: {reason}", hint=SASL_HINT)
-            return None
-        finally:
-            sock.close()
-    return None
-
-
-def _tls_failed(bootstrap: str, server: str, reason: str, hint: str) -> AuthError:
-    return AuthError(f"Kafka brokers {bootstrap}: the TLS handshake with {server} failed: {reason}", hint=hint)
-
-
-def _caller(sock: Any, timeout_s: float) -> Callable[[Any], Any]:
-    """``call(request) -> response`` over a connected socket, one request at a time (kafka-python's
-    sans-I/O protocol). Raises ConnectionError when the broker closes the connection, OSError/timeouts as
-    the socket does, KafkaError for an answer that does not decode."""
-    from kafka.protocol.parser import KafkaProtocol
-
-    protocol = KafkaProtocol(client_id=CLIENT_ID)
-    sock.settimeout(timeout_s)
-
-    def call(request: Any) -> Any:
-        protocol.send_request(request)
-        sock.sendall(protocol.send_bytes())
-        while True:
-            data = sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed")
-            responses = protocol.receive_bytes(data)
-            if responses:
-                return responses[0][1]
-
-    return call
-
-
-def _answers(call: Callable[[Any], Any]) -> None:
-    """Ask for the API versions, so that an error the TLS layer keeps until the first read (TLS 1.3 reports
-    a missing client certificate only then) raises ssl.SSLError here. Anything else: no diagnosis (None)."""
-    import ssl
-
-    from kafka.protocol.metadata import ApiVersionsRequest
-
-    try:
-        call(ApiVersionsRequest(version=0))
-    except ssl.SSLError:
-        raise
-    except (TimeoutError, OSError, _errors().KafkaError):
-        pass
-    return None
-
-
-def _sasl_probe(call: Callable[[Any], Any], security: KafkaSecurity, timeout_s: float) -> str | None:
-    """One SASL handshake and authentication: why it fails, or None if it passes. ssl.SSLError passes
-    through."""
-    import ssl
-
-    try:
-        from kafka.net.sasl import get_sasl_mechanism
-        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-    except ImportError:  # another kafka-python layout: no diagnosis rather than a wrong one
-        return None
-    errors = _errors()
-    mechanism, user = security.sasl_mechanism, security.sasl_username
-    stage = f"at the SASL handshake for {mechanism}"
-    try:
-        handshake = call(SaslHandshakeRequest(version=1, mechanism=mechanism))
-        if handshake.error_code:
-            error = errors.for_code(handshake.error_code)
-            if error is getattr(errors, "UnsupportedSaslMechanismError", None):
-                offered = ", ".join(handshake.mechanisms or []) or "none"
-                return f"the brokers do not offer SASL mechanism {mechanism} (they offer: {offered})"
-            return f"the SASL handshake for {mechanism} failed: {error.__name__}"
-        stage = f"during SASL {mechanism} authentication as {user}"
-        client = get_sasl_mechanism(mechanism)(**security.client_kwargs())
-        last = b""
-        while not client.is_done():
-            response = call(SaslAuthenticateRequest(version=1, auth_bytes=client.auth_bytes()))
-            if response.error_code:
-                message = response.error_message or errors.for_code(response.error_code).__name__
-                return f"SASL {mechanism} authentication as {user} failed: {message}"
-            last = bytes(response.auth_bytes or b"")
-            try:
-                client.receive(last)
-            except Exception:  # the mechanism could not make sense of the broker's answer: a refusal
-                return f"SASL {mechanism} authentication as {user} failed{_server_said(last)}"
-        if not client.is_authenticated():
-            return f"SASL {mechanism} authentication as {user} failed{_server_said(last)}"
-        return None
-    except ssl.SSLError:
-        raise
-    except TimeoutError:
-        return f"no answer {stage} within {timeout_s:g}s (is that a SASL listener?)"
-    except OSError:  # ConnectionError included
-        return f"the broker closed the connection {stage} (does its listener offer SASL {mechanism}?)"
-    except errors.KafkaError as e:
-        return f"unexpected answer {stage}: {_kafka_message(e)}"
-
-
-def _server_said(auth_bytes: bytes) -> str:
-    """`` (the broker said: unknown-user)`` for an RFC 5802 server error (``e=...``), else ``""``."""
-    text = auth_bytes.decode("utf-8", "replace")
-    for attribute in text.split(","):
-        if attribute.startswith("e=") and attribute[2:].isprintable():
-            return f" (the broker said: {attribute[2:][:200]})"
-    return ""
-
-
 # -- clients -------------------------------------------------------------------------------------------
 
 
 def _common(bootstrap: str, timeout_s: float, security: KafkaSecurity | None) -> dict[str, Any]:
     cfg = {
-        "bootstrap_servers": _servers(bootstrap),
+        "bootstrap_servers": bootstrap_servers(bootstrap),
         "client_id": CLIENT_ID,
         "bootstrap_timeout_ms": int(timeout_s * 1000),
         "request_timeout_ms": max(30_000, int(timeout_s * 1000)),
@@ -519,10 +304,13 @@ def _common(bootstrap: str, timeout_s: float, security: KafkaSecurity | None) ->
 
 def _open(bootstrap: str, factory: Callable[[], Any], security: KafkaSecurity | None = None,
           timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
-    errors = _errors()
+    errors = kafka_errors()
     unreachable_errors = tuple(getattr(errors, name) for name in
                                ("KafkaTimeoutError", "KafkaConnectionError", "NoBrokersAvailable")
                                if hasattr(errors, name))
+    # The diagnosis builds on this module's settings and errors, so it is imported here, not above.
+    from statectl.kafka.diagnose import diagnose
+
     # kafka-python (3.0) bounds neither the TLS handshake nor the bootstrap around it: against a port that
     # accepts TCP and never answers TLS, its constructors wait forever. One handshake first, with a timeout.
     found = diagnose(bootstrap, security, timeout_s, tls_only=True)
@@ -603,7 +391,7 @@ def topic_names(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
     consumer = open_consumer(bootstrap, timeout_s=timeout_s, security=security)
     try:
         return set(consumer.topics())
-    except _errors().KafkaError as e:
+    except kafka_errors().KafkaError as e:
         raise kafka_failure(bootstrap, e, "listing the topics", client=consumer, reach=True) from e
     finally:
         consumer.close()
@@ -612,7 +400,7 @@ def topic_names(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
 def partition_count(consumer: Any, topic: str, bootstrap: str) -> int | None:
     """The number of partitions of ``topic``, or None when it does not exist (metadata only: this never
     creates the topic). AuthError when the brokers' ACLs refuse."""
-    errors = _errors()
+    errors = kafka_errors()
     try:
         if topic not in consumer.topics():
             return None
@@ -637,7 +425,7 @@ def create_topic(bootstrap: str, topic: str, *, partitions: int = 1, configs: di
                  timeout_s: float = DEFAULT_TIMEOUT_S, security: KafkaSecurity | None = None) -> bool:
     """Create ``topic`` with the brokers' default replication factor; False if it already existed.
     AuthError when the brokers' ACLs refuse."""
-    errors = _errors()
+    errors = kafka_errors()
     from kafka.admin import NewTopic
 
     admin = open_admin(bootstrap, timeout_s=timeout_s, security=security)
@@ -659,7 +447,7 @@ def produce(producer: Any, topic: str, partition: int, key: bytes | None, value:
     Raises StatectlError when the write fails or times out: then it may or may not have been written;
     AuthError when the brokers refuse it (ACLs).
     """
-    errors = _errors()
+    errors = kafka_errors()
     try:
         meta = producer.send(topic, key=key, value=value, partition=partition).get(timeout=timeout_s)
         producer.flush(timeout=timeout_s)
@@ -701,14 +489,28 @@ class PartitionReader:
         self.caught_up = False  # follow mode: the read has reached the end at least once
 
     def _offsets(self) -> tuple[int, int]:
-        errors = _errors()
+        return self._listed(self.consumer.beginning_offsets), self._listed(self.consumer.end_offsets)
+
+    def _listed(self, ask: Callable[[list[Any]], dict[Any, int]]) -> int:
+        """This partition's offset from ``ask`` (beginning_offsets or end_offsets), errors mapped."""
         try:
-            begin = self.consumer.beginning_offsets([self.tp])[self.tp]
-            end = self.consumer.end_offsets([self.tp])[self.tp]
-        except errors.KafkaError as e:
+            return ask([self.tp])[self.tp]
+        except kafka_errors().KafkaError as e:
             raise kafka_failure(self.bootstrap, e, f"listing offsets of {self.topic}[{self.partition}]",
                                 client=self.consumer, reach=True) from e
-        return begin, end
+
+    def _poll(self, wait_ms: int) -> tuple[list[Any], int]:
+        """One poll: the records it brought and the consumer's position after them, errors mapped."""
+        errors = kafka_errors()
+        try:
+            records = self.consumer.poll(timeout_ms=wait_ms).get(self.tp, [])
+            return records, self.consumer.position(self.tp)
+        except errors.OffsetOutOfRangeError as e:
+            raise OffsetOutOfRange(f"offset {self.position} of {self.topic}[{self.partition}] is out of range "
+                                   f"(the log starts at {self.beginning}): {e}") from e
+        except errors.KafkaError as e:
+            raise kafka_failure(self.bootstrap, e, f"reading {self.topic}[{self.partition}] at offset "
+                                f"{self.position}", client=self.consumer) from e
 
     def seek(self, start: int | None = None) -> int:
         """Assign the partition and position it at ``start`` (None, or before the log start: the log start).
@@ -750,27 +552,13 @@ class PartitionReader:
         """
         if self.position is None:
             raise RuntimeError("PartitionReader.batches() before seek()")
-        errors = _errors()
         quick = quick and stop is None and not follow
         if quick:
-            try:
-                self.reported_end = self.consumer.end_offsets([self.tp])[self.tp]
-            except errors.KafkaError as e:
-                raise kafka_failure(self.bootstrap, e, f"listing offsets of {self.topic}[{self.partition}]",
-                                    client=self.consumer, reach=True) from e
+            self.reported_end = self._listed(self.consumer.end_offsets)
         last_progress = time.monotonic()
         while stop is None or self.position < stop:
             # Quick and at the end already: a poll that does not wait returns what the client still holds.
-            wait_ms = 0 if quick and self.position >= self.reported_end else self.empty_poll_ms
-            try:
-                records = self.consumer.poll(timeout_ms=wait_ms).get(self.tp, [])
-                position = self.consumer.position(self.tp)
-            except errors.OffsetOutOfRangeError as e:
-                raise OffsetOutOfRange(f"offset {self.position} of {self.topic}[{self.partition}] is out of range "
-                                    f"(the log starts at {self.beginning}): {e}") from e
-            except errors.KafkaError as e:
-                raise kafka_failure(self.bootstrap, e, f"reading {self.topic}[{self.partition}] at offset "
-                                    f"{self.position}", client=self.consumer) from e
+            records, position = self._poll(0 if quick and self.position >= self.reported_end else self.empty_poll_ms)
             if stop is not None and records and records[-1].offset >= stop:
                 records = [r for r in records if r.offset < stop]
                 position = stop

@@ -30,7 +30,6 @@ from statectl.formats.coordinator import (
     SET_TASK_CONTAINER,
     SET_TASK_MODE,
     CoordinatorFormatError,
-    active_of_standby,
     coordinator_topic,
     decode_changelog_partition,
     decode_container_host,

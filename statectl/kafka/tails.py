@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.kafka.client import OffsetOutOfRange, _errors, kafka_failure, kafka_module
+from statectl.kafka.client import OffsetOutOfRange, kafka_errors, kafka_failure, kafka_module
 
 # A read that makes no progress this long while short of some partition's reported end fails.
 TAIL_STALL_S = 30.0
@@ -38,7 +38,7 @@ def read_tails(consumer: Any, topic: str, partitions: list[int], bootstrap: str,
     (outside any group; its assignment is replaced). Raises StatectlError when the brokers fail or a
     partition's read stalls for TAIL_STALL_S."""
     kafka = kafka_module()
-    errors = _errors()
+    errors = kafka_errors()
     tps = {p: kafka.TopicPartition(topic, p) for p in partitions}
     if not tps:
         return {}

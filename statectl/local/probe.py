@@ -40,6 +40,17 @@ def _check(state_dir: Path | str | None) -> Check:
         dirs: tuple[int, int] | None = owner_of(path)  # before the probe makes any missing dir
     except OSError:
         dirs = None
+    tried = _write_and_link(path, missing)
+    if isinstance(tried, Check):
+        return tried
+    made, free = tried
+    created = " (does not exist yet; can be created)" if missing else ""
+    return _owned(f"{path} writable, hard links work, {_size(free)} free{created}", (made.st_uid, made.st_gid), dirs)
+
+
+def _write_and_link(path: Path, missing: list[Path]) -> Check | tuple[os.stat_result, int]:
+    """Make the ``missing`` dirs (deepest last), a probe file and a hard link to it, then remove them all;
+    the probe file's stat and the free space, or the failed check."""
     probe_file = path / f".statectl-doctor-{uuid.uuid4().hex[:12]}"
     link = probe_file.with_name(probe_file.name + ".link")
     step = "create"
@@ -53,8 +64,7 @@ def _check(state_dir: Path | str | None) -> Check:
             os.fsync(f.fileno())
         step = "link"
         os.link(probe_file, link)
-        made = os.stat(probe_file)
-        free = shutil.disk_usage(path).free
+        return os.stat(probe_file), shutil.disk_usage(path).free
     except OSError as e:
         reason = e.strerror or str(e)
         if step == "create":
@@ -76,9 +86,10 @@ def _check(state_dir: Path | str | None) -> Check:
                 d.rmdir()
             except OSError:
                 break
-    created = " (does not exist yet; can be created)" if missing else ""
-    detail = f"{path} writable, hard links work, {_size(free)} free{created}"
-    mine = (made.st_uid, made.st_gid)
+
+
+def _owned(detail: str, mine: tuple[int, int], dirs: tuple[int, int] | None) -> Check:
+    """OK, with a warning when the files statectl makes are not the dir owner's (and it cannot give them)."""
     if os.geteuid() != 0 and dirs is not None and mine != dirs:
         owner = _names(*dirs).split(":")[0]
         return Check(STATE_DIR, OK, f"{detail}; but the files statectl makes there are {_names(*mine)}'s, not the "

@@ -99,18 +99,49 @@ def check_target(target: Path, force: bool, *, blob_root: Path | None = None, ow
     """
     if target.parent == target:
         raise UsageError(f"refusing to {verb} into {target}: it is the root of the filesystem")
-    blob_id = None
-    if blob_root is not None:
-        root = Path(os.path.realpath(blob_root))
-        if _within(target, root) or _within(root, target):
-            raise UsageError(f"refusing to {verb} into {target}: it overlaps the blob store at {root}",
+    blob_id = _refuse_blob_store(target, blob_root, verb)
+    _refuse_protected_place(target, own_store, state_dir, verb)
+    if not os.path.lexists(target):
+        return
+    if not target.is_dir():
+        raise UsageError(f"{verb} target {target} exists and is not a directory")
+    if is_store(target):
+        try:
+            check_not_held(target)
+        except LockHeldError as e:  # the hint of backup (--checkpoint-dir) does not apply to a restore
+            hint = "stop the job that holds it, or restore elsewhere with --target-dir"
+            raise LockHeldError(str(e), hint=hint) from None
+        _check_replaceable(target, blob_id, allow_store=True)
+        return
+    if not any(target.iterdir()):
+        return
+    if not force:
+        raise UsageError(f"{verb} target {target} is not empty and is not a RocksDB store",
+                         hint="pick an empty or new --target-dir, or pass --force to replace it")
+    _check_replaceable(target, blob_id, allow_store=False)
+
+
+def _refuse_blob_store(target: Path, blob_root: Path | None, verb: str) -> tuple[int, int] | None:
+    """Refuse a target overlapping the ``file://`` blob store at ``blob_root``, by path or by device and
+    inode; the blob store dir's (device, inode), None without one."""
+    if blob_root is None:
+        return None
+    root = Path(os.path.realpath(blob_root))
+    if _within(target, root) or _within(root, target):
+        raise UsageError(f"refusing to {verb} into {target}: it overlaps the blob store at {root}",
+                         hint="restore into a dir outside the blob store (--target-dir)")
+    blob_id = _dev_ino(root)
+    for parent in (target, *target.parents):
+        if blob_id is not None and _dev_ino(parent) == blob_id:
+            raise UsageError(f"refusing to {verb} into {target}: {parent} is the blob store at {root} "
+                             "(through a bind mount or another alias)",
                              hint="restore into a dir outside the blob store (--target-dir)")
-        blob_id = _dev_ino(root)
-        for parent in (target, *target.parents):
-            if blob_id is not None and _dev_ino(parent) == blob_id:
-                raise UsageError(f"refusing to {verb} into {target}: {parent} is the blob store at {root} "
-                                 "(through a bind mount or another alias)",
-                                 hint="restore into a dir outside the blob store (--target-dir)")
+    return blob_id
+
+
+def _refuse_protected_place(target: Path, own_store: Path | None, state_dir: Path | None, verb: str) -> None:
+    """Refuse a sealed adstore version, a dir inside a RocksDB store, a mount point, and another store's
+    dir in ``state_dir`` (anything but ``own_store``)."""
     link = versioned_adstore(target)
     if link is not None:
         raise UsageError(f"refusing to {verb} into {target}: it is a sealed version of the versioned adstore "
@@ -130,24 +161,6 @@ def check_target(target: Path, force: bool, *, blob_root: Path | None = None, ow
             raise UsageError(f"refusing to {verb} into {target}: it is another store's dir in the state dir {state}",
                              hint="restore a store into its own dir (--store, --task), or into a dir outside the "
                                   "state dir")
-    if not os.path.lexists(target):
-        return
-    if not target.is_dir():
-        raise UsageError(f"{verb} target {target} exists and is not a directory")
-    if is_store(target):
-        try:
-            check_not_held(target)
-        except LockHeldError as e:  # the hint of backup (--checkpoint-dir) does not apply to a restore
-            hint = "stop the job that holds it, or restore elsewhere with --target-dir"
-            raise LockHeldError(str(e), hint=hint) from None
-        _check_replaceable(target, blob_id, allow_store=True)
-        return
-    if not any(target.iterdir()):
-        return
-    if not force:
-        raise UsageError(f"{verb} target {target} is not empty and is not a RocksDB store",
-                         hint="pick an empty or new --target-dir, or pass --force to replace it")
-    _check_replaceable(target, blob_id, allow_store=False)
 
 
 def versioned_adstore(path: Path) -> Path | None:

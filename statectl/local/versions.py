@@ -1,4 +1,4 @@
-"""Versions of a read-only store built from a file dataset (seed 003, "bounded datasets"): each built
+"""Versions of a read-only store built from a file dataset (a bounded dataset): each built
 beside the current one, sealed, then switched to by one atomic pointer.
 
 Layout, for the store dir ``S`` (``<state>/<store>/<task>``)::

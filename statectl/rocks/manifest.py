@@ -276,62 +276,74 @@ def read_manifest(data: bytes) -> Manifest:
     not know."""
     m = Manifest()
     for rec in _records(data):
-        r = _Reader(rec)
-        cf = 0
-        adds: list[LiveFile] = []
-        deletes: list[int] = []
-        edit: dict[str, int | bytes] = {}
-        while not r.done:
-            tag = r.varint()
-            if tag == COMPARATOR:
-                edit["comparator"] = r.slice()
-            elif tag in (LOG_NUMBER, NEXT_FILE_NUMBER, LAST_SEQUENCE, PREV_LOG_NUMBER, MIN_LOG_NUMBER_TO_KEEP):
-                v = r.varint()
-                if tag == LOG_NUMBER:
-                    edit["log_number"] = v
-                elif tag == NEXT_FILE_NUMBER:
-                    edit["next_file_number"] = v
-                elif tag == LAST_SEQUENCE:
-                    edit["last_sequence"] = v
-            elif tag == COMPACT_CURSOR:
-                r.varint()
-                r.slice()
-            elif tag == DELETED_FILE:
-                r.varint()
-                deletes.append(r.varint())
-            elif tag in (NEW_FILE, NEW_FILE2, NEW_FILE3, NEW_FILE4):
-                adds.append(_new_file(r, tag)[1])
-            elif tag in (COLUMN_FAMILY, MAX_COLUMN_FAMILY, IN_ATOMIC_GROUP):
-                v = r.varint()
-                if tag == COLUMN_FAMILY:
-                    cf = v
-            elif tag == COLUMN_FAMILY_ADD:
-                r.slice()
-            elif tag == COLUMN_FAMILY_DROP:
-                pass
-            elif tag in (BLOB_FILE_ADDITION, BLOB_FILE_GARBAGE):
-                raise ManifestError("the store has blob files (BlobDB), which statectl does not handle")
-            elif tag & TAG_SAFE_IGNORE_MASK:
-                r.slice()
-            else:
-                raise ManifestError(f"a MANIFEST field statectl does not know (tag {tag})")
-        if cf != 0:
-            if adds:
+        edit = _read_edit(rec)
+        if edit.cf != 0:
+            if edit.adds:
                 raise ManifestError("the store has column families besides the default one, which statectl's "
                                     "rescale does not handle")
             continue
-        if "comparator" in edit:
-            m.comparator = edit["comparator"]  # type: ignore[assignment]
+        if "comparator" in edit.fields:
+            m.comparator = edit.fields["comparator"]  # type: ignore[assignment]
         for key in ("log_number", "next_file_number", "last_sequence"):
-            if key in edit:
-                setattr(m, key, edit[key])
-        for number in deletes:
+            if key in edit.fields:
+                setattr(m, key, edit.fields[key])
+        for number in edit.deletes:
             m.files.pop(number, None)
-        for f in adds:
+        for f in edit.adds:
             m.files[f.number] = f
     if not m.next_file_number:
         raise ManifestError("the MANIFEST has no next file number (not a RocksDB MANIFEST, or empty)")
     return m
+
+
+@dataclass
+class _Edit:
+    """One VersionEdit record: its column family, the files it adds and deletes, and the fields it sets."""
+
+    cf: int = 0
+    adds: list[LiveFile] = field(default_factory=list)
+    deletes: list[int] = field(default_factory=list)
+    fields: dict[str, int | bytes] = field(default_factory=dict)
+
+
+_NUMBERS = {LOG_NUMBER: "log_number", NEXT_FILE_NUMBER: "next_file_number", LAST_SEQUENCE: "last_sequence"}
+
+
+def _read_edit(rec: bytes) -> _Edit:
+    """Parse one VersionEdit (RocksDB's VersionEdit::DecodeFrom, the tags statectl needs)."""
+    r = _Reader(rec)
+    edit = _Edit()
+    while not r.done:
+        tag = r.varint()
+        if tag == COMPARATOR:
+            edit.fields["comparator"] = r.slice()
+        elif tag in (LOG_NUMBER, NEXT_FILE_NUMBER, LAST_SEQUENCE, PREV_LOG_NUMBER, MIN_LOG_NUMBER_TO_KEEP):
+            v = r.varint()
+            if tag in _NUMBERS:
+                edit.fields[_NUMBERS[tag]] = v
+        elif tag == COMPACT_CURSOR:
+            r.varint()
+            r.slice()
+        elif tag == DELETED_FILE:
+            r.varint()
+            edit.deletes.append(r.varint())
+        elif tag in (NEW_FILE, NEW_FILE2, NEW_FILE3, NEW_FILE4):
+            edit.adds.append(_new_file(r, tag)[1])
+        elif tag in (COLUMN_FAMILY, MAX_COLUMN_FAMILY, IN_ATOMIC_GROUP):
+            v = r.varint()
+            if tag == COLUMN_FAMILY:
+                edit.cf = v
+        elif tag == COLUMN_FAMILY_ADD:
+            r.slice()
+        elif tag == COLUMN_FAMILY_DROP:
+            pass
+        elif tag in (BLOB_FILE_ADDITION, BLOB_FILE_GARBAGE):
+            raise ManifestError("the store has blob files (BlobDB), which statectl does not handle")
+        elif tag & TAG_SAFE_IGNORE_MASK:
+            r.slice()
+        else:
+            raise ManifestError(f"a MANIFEST field statectl does not know (tag {tag})")
+    return edit
 
 
 def read_store_manifest(store: Path) -> Manifest:

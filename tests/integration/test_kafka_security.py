@@ -30,7 +30,8 @@ from typing import Iterator
 import pytest
 
 from statectl.errors import AuthError, StatectlError
-from statectl.kafka.client import KafkaSecurity, diagnose, open_consumer
+from statectl.kafka.client import KafkaSecurity, open_consumer
+from statectl.kafka.diagnose import diagnose
 from tests.servers import ServerStartError, TansuServer, _pick_ports
 
 TIMEOUT = 1.0  # where the broker never answers

@@ -1,4 +1,4 @@
-"""The bounds of one S3 request (statectl/blobstore/s3.py): the rules on a fake clock, and the watchdog on
+"""The bounds of one S3 request (statectl/blobstore/deadlines.py): the rules on a fake clock, and the watchdog on
 real sockets. Against endpoints that answer a byte at a time: tests/integration/test_hostile_endpoints.py."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from statectl.blobstore import S3Options
-from statectl.blobstore import s3 as s3mod
-from statectl.blobstore.s3 import DEADLINE_FACTOR, MIN_PROGRESS_BYTES, S3BlobStore, _Attempt, _Watchdog
+from statectl.blobstore import S3Options, deadlines
+from statectl.blobstore.deadlines import DEADLINE_FACTOR, MIN_PROGRESS_BYTES, Attempt, Watchdog
+from statectl.blobstore.s3 import S3BlobStore
 
 
-def attempt(bulk: bool, timeout: float = 10) -> _Attempt:
-    att = _Attempt(bulk, timeout)
+def attempt(bulk: bool, timeout: float = 10) -> Attempt:
+    att = Attempt(bulk, timeout)
     att.due = att.window  # as if it started at 0, so the tests can pass plain numbers as "now"
     return att
 
@@ -52,7 +52,7 @@ def test_nothing_at_all_is_no_answer():
 
 
 def test_local_work_does_not_count():
-    att = _Attempt(True, 0.05)
+    att = Attempt(True, 0.05)
     att.pause()
     time.sleep(0.1)
     now = time.monotonic()
@@ -73,8 +73,8 @@ def test_a_bulk_response_head_is_bounded_like_a_metadata_request():
 
 def test_the_watchdog_shuts_an_overdue_request_down():
     a, b = socket.socketpair()
-    watchdog = _Watchdog()
-    att = _Attempt(False, 0.1)  # due in 0.4 s
+    watchdog = Watchdog()
+    att = Attempt(False, 0.1)  # due in 0.4 s
     att.sock = a
     started = time.monotonic()
     watchdog.add(att)
@@ -88,8 +88,8 @@ def test_the_watchdog_shuts_an_overdue_request_down():
 
 def test_a_finished_request_is_never_shut_down():
     a, b = socket.socketpair()
-    watchdog = _Watchdog()
-    att = _Attempt(False, 0.05)
+    watchdog = Watchdog()
+    att = Attempt(False, 0.05)
     att.sock = a
     watchdog.add(att)
     watchdog.remove(att)
@@ -106,9 +106,9 @@ def test_a_reused_connection_belongs_to_its_new_request():
         _statectl_attempt = None
         sock = None
 
-    watchdog = _Watchdog()
+    watchdog = Watchdog()
     conn = Conn()
-    first, second = _Attempt(False, 1), _Attempt(False, 1)
+    first, second = Attempt(False, 1), Attempt(False, 1)
     watchdog.bind(conn, first)
     assert first.conn is conn
     watchdog.bind(conn, second)
@@ -116,10 +116,10 @@ def test_a_reused_connection_belongs_to_its_new_request():
 
 
 def test_one_watchdog_thread_however_many_requests():
-    watchdog = _Watchdog()
+    watchdog = Watchdog()
     before = threading.active_count()
     for _ in range(2000):
-        att = _Attempt(True, 15)
+        att = Attempt(True, 15)
         watchdog.add(att)
         watchdog.remove(att)
     assert threading.active_count() == before + 1
@@ -131,5 +131,5 @@ def test_the_client_uses_the_bounded_connections():
                                               secret_access_key="b", region="us-east-1"), "s3://bucket/p")
     assert s3.deadlines, "botocore's insides moved: S3 requests would have no total bound"
     pools = s3._client._endpoint.http_session._manager.pool_classes_by_scheme
-    assert (pools["http"], pools["https"]) == s3mod._pool_classes()
+    assert (pools["http"], pools["https"]) == deadlines.pool_classes()
     s3.close()

@@ -19,12 +19,12 @@ from statectl.errors import AuthError, ConfigError, StatectlError
 from statectl.kafka.client import (
     KafkaSecurity,
     create_topic,
-    diagnose,
     open_admin,
     open_consumer,
     open_producer,
     partition_count,
 )
+from statectl.kafka.diagnose import diagnose
 from tests.unit.kafka.conftest import KEY_PASSWORD, Pki
 from tests.unit.kafka.fakebroker import FakeBroker
 
