@@ -17,7 +17,7 @@ from statectl.cli.common import Env, exit_codes_epilog, state_command, stop_on_s
 from statectl.errors import UsageError
 
 if TYPE_CHECKING:
-    from statectl.engine.standby import Replica
+    from statectl.engine.standby.replica import Replica
 
 app = typer.Typer(help="Hot replicas of a store kept current from its changelog, promoted in seconds.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -154,7 +154,8 @@ def _record_failover(env: Env, path: Path, error: BaseException | None) -> None:
 
 def _replica(env: Env, changelog: str | None, partition: int | None, replica: int, replica_dir: Path | None,
              *, need_dir: bool = True) -> Replica:
-    from statectl.engine.standby import resolve_changelog, standby_dir
+    from statectl.engine.standby.changelog import resolve_changelog
+    from statectl.engine.standby.replica import standby_dir
 
     s, session = env.settings, env.session
     if not s.kafka:
@@ -242,7 +243,7 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
                                       "this host only, :: for IPv6 too.")] = "0.0.0.0") -> None:
     """Keep a hot replica of a task's store current from its changelog (runs until stopped)."""
     from statectl.engine.restore import RestoreOptions, restore
-    from statectl.engine.standby import follow as run_follow
+    from statectl.engine.standby.follow import follow as run_follow
 
     if pre_restore and container is not None:
         _no_single_task_flags(env, "follow", changelog, partition, replica_dir)
@@ -288,11 +289,11 @@ def _follower_settings(env: Env, *, container: str | None = None, changelog: str
                        partition: int | None = None, replica: int = 0, replica_dir: Path | None = None,
                        layout: str = "standby-root", to_checkpoint: bool = False, pre_restore: bool = False,
                        metrics_port: int | None = None, metrics_addr: str | None = None) -> Any:
-    """What this follower runs with, for its status file (engine.follower.FollowerSettings): the effective
+    """What this follower runs with, for its status file (engine.standby.follower.FollowerSettings): the effective
     settings, wherever each came from (flags, STATECTL_*, a profile), and its options; never a secret (a
     URL's password is left out: the restarted follower reads secrets from its config file or environment)."""
     from statectl.config import KEYS
-    from statectl.engine.follower import ENV_SETTINGS, FollowerSettings
+    from statectl.engine.standby.follower import ENV_SETTINGS, FollowerSettings
 
     s = env.settings
     others = {name: str(KEYS[name].show(getattr(s, name))) for name in ENV_SETTINGS
@@ -345,9 +346,9 @@ def _no_single_task_flags(env: Env, command: str, changelog: str | None, partiti
 
 
 def _container(env: Env, container: str, replica: int, *, one_store: bool = False, mode: str = "changelog") -> Any:
-    """The container's standby (engine.failover.resolve_container, ``mode``); ``one_store``: --store names the
+    """The container's standby (engine.standby.container.resolve_container, ``mode``); ``one_store``: --store names the
     only store followed (follow); else --store is refused (a container moves whole)."""
-    from statectl.engine.failover import resolve_container
+    from statectl.engine.standby.container import resolve_container
 
     s = env.settings
     store = getattr(env.flags, "store", None)
@@ -364,9 +365,9 @@ def _container(env: Env, container: str, replica: int, *, one_store: bool = Fals
 
 def _follow_container(env: Env, container: str, replica: int, layout: str, to_checkpoint: bool,
                       metrics_port: int | None, metrics_addr: str, seeder: Any, *, pre_restore: bool = False) -> None:
-    from statectl.engine.failover import PRE_RESTORED, follow_container
+    from statectl.engine.standby.container import MODE_PRE_RESTORE, follow_container
 
-    sc = _container(env, container, replica, one_store=True, mode=PRE_RESTORED if pre_restore else "changelog")
+    sc = _container(env, container, replica, one_store=True, mode=MODE_PRE_RESTORE if pre_restore else "changelog")
     legacy: dict[Path, tuple[Path, Path | None]] = {}
     if not pre_restore:
         reps = []
@@ -443,7 +444,7 @@ class _Lag:
 @state_command("state_dir", "standby_root")
 def status(env: Env, metrics_file: _metrics_file("each replica's lag, offsets and follower_up") = None) -> None:
     """The replicas under the state dir: lag, follower pid, whether they are promotable."""
-    from statectl.engine.standby import replicas
+    from statectl.engine.standby.status import replicas
 
     if not env.settings.state_dir:
         raise UsageError("standby status needs --state-dir")
@@ -541,8 +542,9 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     point the task's container at this host on the job's coordinator stream (its placement), unless that
     container runs other tasks too."""
     from statectl.config import parse_seconds
-    from statectl.engine.standby import plan_promote, update_locality
-    from statectl.engine.standby import promote as run_promote
+    from statectl.engine.standby.placement import update_locality
+    from statectl.engine.standby.promote import plan_promote
+    from statectl.engine.standby.promote import promote as run_promote
     from statectl.local.layout import store_dir
 
     seconds = parse_seconds(timeout, "--timeout")  # dry run or not: a bad value is the same usage error
@@ -556,7 +558,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
         return _run_failover(env, container, replica, None, dry_run, timeout, to_checkpoint,
                              _metrics_path(metrics_file), locality=False)
     if _restores_from_blob_store(env, replica_dir, active_dir, changelog, partition, replica):
-        from statectl.engine.prerestore import plan_promote_pre_restored
+        from statectl.engine.standby.prerestore_promote import plan_promote_pre_restored
 
         if non_transactional_restore:
             raise UsageError("--non-transactional-restore: the job's config restores the store from the blob store",
@@ -574,7 +576,7 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
     rep = _replica(env, changelog, partition, replica, replica_dir)
     s = env.settings
     if replica_dir is None and s.state_dir:
-        from statectl.engine.standby import locate_replica
+        from statectl.engine.standby.dirs import locate_replica
 
         rep, found = locate_replica(rep, Path(s.state_dir), replica)
         if found:
@@ -636,7 +638,7 @@ def _restores_from_blob_store(env: Env, replica_dir: Path | None, active_dir: Pa
         return False
     if replica < 0 or (partition is not None and partition < 0) or (changelog is not None and not changelog.strip()):
         return False
-    from statectl.engine.prerestore import restores_from_blob_store
+    from statectl.engine.standby.prerestore_promote import restores_from_blob_store
 
     return restores_from_blob_store(s.kafka, session.ref(), security=session.kafka_security)
 
@@ -700,12 +702,12 @@ def failover(env: Env,
 def _run_failover(env: Env, container: str, replica: int, host: str | None, dry_run: bool, timeout: str,
                   to_checkpoint: bool, metrics_file: Path | None, *, locality: bool) -> None:
     from statectl.config import parse_seconds
-    from statectl.engine.failover import failover as run_failover
+    from statectl.engine.standby.failover import failover as run_failover
 
-    from statectl.engine.failover import ALL, blob_restored_stores
+    from statectl.engine.standby.container import MODE_ALL, blob_restored_stores
 
     seconds = parse_seconds(timeout, "--timeout")
-    sc = _container(env, container, replica, mode=ALL)
+    sc = _container(env, container, replica, mode=MODE_ALL)
     s = env.settings
     blob = bool(blob_restored_stores(sc.config))  # their pre-restores are promoted: the blob store is needed
     try:
@@ -769,7 +771,7 @@ def check(env: Env, metrics_file: _metrics_file("the placement violations and un
                              "host the job's locality names).", show_default=False)] = None) -> None:
     """Report any task whose active and standby containers are placed on the same host (they must never be),
     the standby containers with no host, and where they can be placed."""
-    from statectl.engine.standby import check_placement
+    from statectl.engine.standby.placement import check_placement
     from statectl.errors import StatectlError
 
     s = env.settings
@@ -797,8 +799,8 @@ def check(env: Env, metrics_file: _metrics_file("the placement violations and un
 def _layout(env: Env, rep: Replica, layout: str, replica: int,
             replica_dir: Path | None) -> tuple[Replica, tuple[Path, Path | None] | None]:
     """The replica in the layout asked for, and where an older statectl kept it, which follow moves it from
-    (engine.standby.old_replica; None: nowhere)."""
-    from statectl.engine.standby import active_path_replica, old_replica
+    (engine.standby.dirs.old_replica; None: nowhere)."""
+    from statectl.engine.standby.dirs import active_path_replica, old_replica
 
     if layout not in ("standby-root", "active-path"):
         raise UsageError(f"--layout must be standby-root or active-path, not {layout!r}")
@@ -813,12 +815,13 @@ def _layout(env: Env, rep: Replica, layout: str, replica: int,
 
 
 
-# -- blob-store jobs: follow --pre-restore, and its promote (engine.prerestore) ------------------------------------
+# -- blob-store jobs: follow --pre-restore, and its promote (engine.standby.prerestore) ----------------------------------
 
 
 def _follow_pre_restored(env: Env, to_checkpoint: bool, layout: str, replica_dir: Path | None,
                          metrics_port: int | None, metrics_addr: str) -> None:
-    from statectl.engine.prerestore import checkpoint_log_topic, follow_pre_restored, prerestore_replica
+    from statectl.engine.standby.prerestore import checkpoint_log_topic, prerestore_replica
+    from statectl.engine.standby.prerestore_follow import follow_pre_restored
 
     for given, flag in ((to_checkpoint, "--to-checkpoint"), (layout != "standby-root", "--layout " + layout),
                         (replica_dir is not None, "--replica-dir")):
@@ -845,11 +848,11 @@ def _follow_pre_restored(env: Env, to_checkpoint: bool, layout: str, replica_dir
 
 
 def _promote_pre_restored(env: Env, seconds: float) -> None:
-    """promote of a store the job restores from the blob store (engine.prerestore; _restores_from_blob_store
+    """promote of a store the job restores from the blob store (engine.standby.prerestore_promote; _restores_from_blob_store
     says which)."""
     s, session = env.settings, env.session
-    from statectl.engine.prerestore import promote_pre_restored
-    from statectl.engine.standby import update_locality
+    from statectl.engine.standby.prerestore_promote import promote_pre_restored
+    from statectl.engine.standby.placement import update_locality
 
     ref = session.ref()
     security = session.kafka_security
