@@ -12,7 +12,6 @@ from statectl.engine.standby.placement import active_name
 from statectl.engine.standby.replica import Replica
 from statectl.errors import ConfigError, NotFoundError, StatectlError, UsageError
 from statectl.formats.coordinator import coordinator_topic
-from statectl.formats.jobconfig import store_changelog_key
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity, open_consumer
 from statectl.kafka.coordinator import JobModel
 
@@ -45,60 +44,76 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
                       security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                       model: JobModel | None = None, problems: list[str] | None = None,
                       counted: set[str] | None = None, zookeeper: str | None = None) -> ChangelogPartition:
-    """The changelog system, topic and partition of ``ref``'s store, as the job's model says (read whole, once:
-    engine.jobmodel.read_job_model, from the coordinator stream, or with ``zookeeper`` a standalone job's model
-    in ZooKeeper with the stream's config). Reads only.
-
-    Topic and system: ``changelog`` if given, else ``stores.<store>.changelog`` of the job's config, either
-    qualified as Samza's StorageConfig.getChangelogStream does (``<system>.<topic>`` split at the first dot;
-    a bare topic is on ``job.changelog.system``, else ``job.default.system``). A bare ``changelog`` whose
-    config names neither (or with no coordinator stream) is taken to be on system "kafka", with a note.
-    Partition: ``partition`` if given (an override: the mapping is not consulted), else the task's
-    changelog partition in the model (the stream's ``set-changelog`` mapping, ChangelogStreamManager; a
-    TaskModel's changelog-partition in ZooKeeper). JobModelCalculator gives partitions out in lexicographic
-    task-name order, so ``Partition 10`` of 12 tasks is on partition 2. Only without a coordinator stream
-    (and no ``zookeeper``) is it guessed from a task named ``Partition N``, with a note. Brokers: the changelog's
-    system's (``systems.<system>.consumer.bootstrap.servers``, its producer's, ``systems.<system>.bootstrap.servers``,
-    with that system's consumer security: kafka.systems.system_brokers) when the config puts it on another cluster
-    than ``bootstrap``, in the result's ``bootstrap`` and ``security`` (with a note); the partition count is checked
-    there.
+    """The changelog system, topic (_changelog_stream) and partition (``partition``, an override: else
+    _task_partition) of ``ref``'s store, as the
+    job's model says (read whole, once: engine.jobmodel.read_job_model, from the coordinator stream, or with
+    ``zookeeper`` a standalone job's model in ZooKeeper with the stream's config). Reads only. Brokers: the
+    changelog's system's (kafka.systems.system_brokers) when the config puts it on another cluster than
+    ``bootstrap``, in the result's ``bootstrap`` and ``security`` (with a note); the partition count is checked there.
 
     Raises UsageError (exit 2, before any broker is asked) for a negative ``partition`` or an empty
     ``changelog``, and without a partition for a task that does not say one with no coordinator stream;
     ConfigError (exit 2) for a changelog on a system the job's config does not define (no
     ``systems.<system>.samza.factory``), a bare one the config gives no system, or consumer security settings
-    of its system statectl cannot use; NotFoundError (exit 10)
-    when there is no coordinator stream and no ``changelog``, the config names no changelog for the store,
-    the mapping has no partition for the task, or the changelog topic has fewer partitions than the mapping
-    names; StatectlError (exit 1) when the task's partition is mapped to another task as well (naming both);
-    read_job_model's errors (ZooKeeper unreachable, no model there, a malformed one).
+    of its system statectl cannot use; NotFoundError (exit 10) when there is no coordinator stream and no
+    ``changelog``, the config names no changelog for the store, the mapping has no partition for the task, or
+    the changelog topic has fewer partitions than the mapping names; StatectlError (exit 1) when the task's
+    partition is mapped to another task as well (naming both); read_job_model's errors.
     ``model`` (with the stream's ``problems``): the job model already read (CoordinatorStream.job_model), for
     a caller resolving many stores at once; the stream is then not read again. ``counted``: the topics whose
     partition count was checked against that same model's mapping already (by this caller: the check is
     then not repeated, each costing a metadata round trip); the topic checked here is added to it."""
-    from statectl.formats.jobconfig import (
-        SystemStream,
-        changelog_stream,
-        changelog_system,
-        qualify_stream,
-        require_system,
-        store_changelog_key,
-    )
+    from statectl.formats.jobconfig import require_system
+    from statectl.kafka.systems import system_brokers
 
     if partition is not None and partition < 0:
         raise UsageError(f"--partition must be 0 or more, not {partition}")
     if changelog is not None and not changelog.strip():
         raise UsageError("--changelog is empty", hint="pass the changelog topic, as <system>.<topic> or <topic>")
-    job = f"{ref.job}-{ref.job_id}"
     notes: list[str] = []
     if model is None:
         from statectl.engine.jobmodel import read_job_model
 
         model, problems = read_job_model(bootstrap, ref.job, ref.job_id, zookeeper=zookeeper, security=security,
                                          timeout_s=timeout_s)
-    problems = problems or []
     config = model.config if model is not None else {}
+    ss, where = _changelog_stream(bootstrap, ref, changelog, model, notes)
+    if config:  # a coordinator stream with no config at all (locality only) says nothing about systems
+        require_system(config, ss.system, where=where)
+    # The changelog's system may be on another cluster than the job's coordinator and checkpoint topics.
+    brokers = system_brokers(config, ss.system, bootstrap, security)
+    if brokers.elsewhere:
+        notes.append(f"changelog {ss.stream} is on system {ss.system!r}'s brokers {brokers.bootstrap} "
+                     f"({brokers.key})")
+    if partition is None:
+        partition = _task_partition(ref, model, problems or [], notes)
+        if model is not None and (counted is None or ss.stream not in counted):
+            _check_partition_count(brokers.bootstrap if brokers.elsewhere else bootstrap, ss.stream, model,
+                                   security=brokers.security if brokers.elsewhere else security, timeout_s=timeout_s)
+            if counted is not None:
+                counted.add(ss.stream)
+    return ChangelogPartition(ss.system, ss.stream, partition, tuple(notes),
+                              brokers.bootstrap if brokers.elsewhere else None,
+                              brokers.security if brokers.elsewhere else None)
 
+
+def _changelog_stream(bootstrap: str, ref: StoreRef, changelog: str | None, model: JobModel | None,
+                      notes: list[str]) -> tuple[Any, str]:
+    """(SystemStream, where it was named) of ``ref``'s store: ``changelog`` if given, else ``stores.<store>.changelog``
+    of the job's config, either qualified as Samza's StorageConfig.getChangelogStream does (``<system>.<topic>``
+    split at the first dot; a bare topic is on ``job.changelog.system``, else ``job.default.system``). A bare
+    ``changelog`` whose config names neither (or with no coordinator stream) is taken to be on system "kafka",
+    with a note. Errors as resolve_changelog's."""
+    from statectl.formats.jobconfig import (
+        SystemStream,
+        changelog_stream,
+        changelog_system,
+        qualify_stream,
+        store_changelog_key,
+    )
+
+    job = f"{ref.job}-{ref.job_id}"
+    config = model.config if model is not None else {}
     if changelog is None:
         if model is None:
             raise NotFoundError(f"coordinator stream {coordinator_topic(ref.job, ref.job_id)} of job {job} does not "
@@ -129,36 +144,26 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
                          + f"); pass --changelog <system>.{changelog} if the job names it otherwise")
     if not ss.stream:
         raise UsageError(f"{where} names no topic", hint="pass the changelog topic, as <system>.<topic> or <topic>")
-    if config:  # a coordinator stream with no config at all (locality only) says nothing about systems
-        require_system(config, ss.system, where=where)
-    from statectl.kafka.systems import system_brokers
+    return ss, where
 
-    # The changelog's system may be on another cluster than the job's coordinator and checkpoint topics.
-    brokers = system_brokers(config, ss.system, bootstrap, security)
-    cl_bootstrap, cl_security = (brokers.bootstrap, brokers.security) if brokers.elsewhere else (bootstrap, security)
-    if brokers.elsewhere:
-        notes.append(f"changelog {ss.stream} is on system {ss.system!r}'s brokers {brokers.bootstrap} "
-                     f"({brokers.key})")
 
+def _task_partition(ref: StoreRef, model: JobModel | None, problems: list[str], notes: list[str]) -> int:
+    """The task's changelog partition in the job model (the stream's ``set-changelog`` mapping,
+    ChangelogStreamManager; a TaskModel's changelog-partition in ZooKeeper): JobModelCalculator gives partitions
+    out in lexicographic task-name order, so ``Partition 10`` of 12 tasks is on partition 2. Only without a
+    model is it guessed from a task named ``Partition N``, with a note. Errors as resolve_changelog's."""
+    if model is not None:
+        return _mapped_partition(model, ref.task, problems)
+    job = f"{ref.job}-{ref.job_id}"
+    partition = _partition_from_name(ref.task)
     if partition is None:
-        if model is None:
-            partition = _partition_from_name(ref.task)
-            if partition is None:
-                raise UsageError(f"task {ref.task!r} does not say its changelog partition and job {job} has no "
-                                 "coordinator stream to map it", hint="pass --partition")
-            notes.append(f"job {job} has no coordinator stream: guessing changelog partition {partition} from the task "
-                         f"name {ref.task!r}; Samza gives partitions out in task-name order (with 11 or more tasks "
-                         "'Partition 10' is not on partition 10), so pass --partition unless the job has always "
-                         "had fewer than 11 tasks")
-        else:
-            partition = _mapped_partition(model, ref.task, problems)
-            if counted is None or ss.stream not in counted:
-                _check_partition_count(cl_bootstrap, ss.stream, model, security=cl_security, timeout_s=timeout_s)
-                if counted is not None:
-                    counted.add(ss.stream)
-    return ChangelogPartition(ss.system, ss.stream, partition, tuple(notes),
-                              brokers.bootstrap if brokers.elsewhere else None,
-                              brokers.security if brokers.elsewhere else None)
+        raise UsageError(f"task {ref.task!r} does not say its changelog partition and job {job} has no "
+                         "coordinator stream to map it", hint="pass --partition")
+    notes.append(f"job {job} has no coordinator stream: guessing changelog partition {partition} from the task "
+                 f"name {ref.task!r}; Samza gives partitions out in task-name order (with 11 or more tasks "
+                 "'Partition 10' is not on partition 10), so pass --partition unless the job has always "
+                 "had fewer than 11 tasks")
+    return partition
 
 
 def _partition_from_name(task: str) -> int | None:

@@ -24,13 +24,8 @@ from statectl.engine.standby.dirs import check_active_path, check_own_files, che
 from statectl.engine.standby.follow import FollowResult, Seeder, follow
 from statectl.engine.standby.follower import FollowerSettings
 from statectl.engine.standby.placement import active_name
-from statectl.engine.standby.prerestore import check_here, prerestore_replica
-from statectl.engine.standby.prerestore_follow import follow_pre_restored
 from statectl.engine.standby.replica import FollowStatus, Replica, is_locked, lock_holder, standby_dir
-from statectl.engine.standby.status import replicas
 from statectl.errors import LockHeldError, NotFoundError, StatectlError
-from statectl.formats import jobconfig
-from statectl.formats.checkpoint import BLOB_STORE_FACTORY
 from statectl.formats.coordinator import active_of_standby
 from statectl.formats.jobconfig import store_changelog_key
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity
@@ -205,14 +200,39 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
     progress = progress or NullProgress()
     stop = stop or threading.Event()
     began = time.monotonic()
+    _check_container(sc, bootstrap, security, state_dir, active_path, pre_restore)
+    root = standby_root(state_dir, sc.standby_root) if state_dir is not None else None
+
+    def one(rep: Replica) -> FollowResult:
+        if pre_restore:
+            from statectl.engine.standby.prerestore_follow import follow_pre_restored
+
+            assert state_dir is not None
+            return follow_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
+                                       stop=stop, on_status=on_status, progress=progress, settings=settings,
+                                       root=sc.standby_root)
+        legacy, legacy_files = (legacy_dirs or {}).get(rep.replica_dir, (None, None))
+        return follow(rep, bootstrap, security=security, seed=seed_of(rep) if seed_of else None, stop=stop,
+                      on_status=on_status, progress=progress, settings=settings, state_dir=state_dir,
+                      timeout_s=timeout_s, legacy_dir=legacy, legacy_files=legacy_files, active_path=active_path,
+                      to_checkpoint=to_checkpoint, container=sc.container, root=root)
+
+    results = _in_threads(sc.replicas, one, stop)
+    return ContainerFollowResult(sc.container, sc.standby_container, results, round(time.monotonic() - began, 3),
+                                 list(getattr(progress, "notes", [])))
+
+
+def _check_container(sc: StandbyContainer, bootstrap: str, security: KafkaSecurity | None, state_dir: Path | None,
+                     active_path: bool, pre_restore: bool) -> None:
+    """follow_container's checks of every replica, before any thread writes: refuse the whole container, not
+    half of it."""
     if pre_restore:
         from statectl.engine.standby.prerestore import check_here, prerestore_replica
-        from statectl.engine.standby.prerestore_follow import follow_pre_restored
 
         assert state_dir is not None
         anchors = {r.replica_dir: prerestore_replica(state_dir, r.ref, sc.standby_root, sc.config)
                    for r in sc.replicas}
-    for rep in sc.replicas:  # before any thread writes: refuse the whole container, not half of it
+    for rep in sc.replicas:
         if pre_restore:
             rep = anchors[rep.replica_dir]
             check_here(rep, bootstrap, security=security)
@@ -227,25 +247,19 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
                                 hint="stop that follower first")
         if active_path:
             check_active_path(rep, bootstrap, security=security)
+
+
+def _in_threads(replicas: tuple[Replica, ...], one: Callable[[Replica], FollowResult],
+                stop: threading.Event) -> list[FollowResult]:
+    """``one(replica)`` for every replica, one thread each; the first to fail sets ``stop`` (the others then end),
+    and its error is raised once all have ended. The results, in ``replicas``' order."""
     errors: list[BaseException] = []
     results: dict[int, FollowResult] = {}
     guard = threading.Lock()
 
     def run(i: int, rep: Replica) -> None:
         try:
-            if pre_restore:
-                r = follow_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
-                                        stop=stop, on_status=on_status, progress=progress, settings=settings,
-                                        root=sc.standby_root)
-                with guard:
-                    results[i] = r
-                return
-            legacy, legacy_files = (legacy_dirs or {}).get(rep.replica_dir, (None, None))
-            r = follow(rep, bootstrap, security=security, seed=seed_of(rep) if seed_of else None, stop=stop,
-                       on_status=on_status, progress=progress, settings=settings, state_dir=state_dir,
-                       timeout_s=timeout_s, legacy_dir=legacy, legacy_files=legacy_files,
-                       active_path=active_path, to_checkpoint=to_checkpoint, container=sc.container,
-                       root=standby_root(state_dir, sc.standby_root) if state_dir is not None else None)
+            r = one(rep)
             with guard:
                 results[i] = r
         except BaseException as e:  # noqa: BLE001 - re-raised below, once every follower stopped
@@ -254,7 +268,7 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
             stop.set()
 
     threads = [threading.Thread(target=run, args=(i, rep), name=f"follow-{rep.ref.task}-{rep.ref.store}",
-                                daemon=True) for i, rep in enumerate(sc.replicas)]
+                                daemon=True) for i, rep in enumerate(replicas)]
     for t in threads:
         t.start()
     for t in threads:
@@ -262,5 +276,4 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
             t.join(0.2)
     if errors:
         raise errors[0]
-    return ContainerFollowResult(sc.container, sc.standby_container, [results[i] for i in sorted(results)],
-                                 round(time.monotonic() - began, 3), list(getattr(progress, "notes", [])))
+    return [results[i] for i in sorted(results)]

@@ -30,15 +30,11 @@ from statectl.engine.standby.nextstart import (
     latest_checkpoints,
     next_start,
 )
-from statectl.engine.standby.prerestore import check_here, locate_pre_restore, pre_restore_status
-from statectl.engine.standby.prerestore_promote import promote_pre_restored
 from statectl.engine.standby.promote import PromoteResult, check_active_dir, check_changelog_identity, promote
 from statectl.engine.standby.replica import Replica, is_locked, lock_holder, made_by_follower
 from statectl.errors import DiscardedError, NotFoundError, StatectlError, UsageError
-from statectl.formats import jobconfig
-from statectl.formats.checkpoint import BLOB_STORE_FACTORY
 from statectl.formats.offsets import OFFSET_V2, OffsetFileError, read_offsets
-from statectl.kafka.client import KafkaSecurity, LazyConsumer
+from statectl.kafka.client import KafkaSecurity
 from statectl.local.layout import checkpoint_dir, store_dir
 from statectl.progress import ProgressReporter
 
@@ -128,58 +124,42 @@ def _plan_one(sc: StandbyContainer, rep: Replica, bootstrap: str, state_dir: Pat
 
 
 def promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: Journal,
-                 security: KafkaSecurity | None, timeout_s: float, to_checkpoint: bool,
-                 progress: ProgressReporter, blobstore: Any = None, catalog: Any = None,
-                 root: Path | None = None) -> list[StoreStep]:
+                security: KafkaSecurity | None, timeout_s: float, to_checkpoint: bool,
+                progress: ProgressReporter, blobstore: Any = None, catalog: Any = None,
+                root: Path | None = None) -> list[StoreStep]:
     """Promote every planned replica not promoted yet, in parallel (each its own catch-up and rename),
-    recording each in the journal as it lands. Raise the first failure once all have ended."""
+    recording each in the journal as it lands (the intent first: a kill after the promote's rename leaves the
+    store found there). Raise the first failure once all have ended."""
     steps: dict[int, StoreStep] = {}
     guard = threading.Lock()
     errors: list[BaseException] = []
 
     def one(i: int, p: Planned) -> None:
         rep = p.replica
+        key = journal_key(rep)
         if p.done is not None:
-            if journal.promoted.get(journal_key(rep)) != p.done:  # a promote found landed: record it
+            if journal.promoted.get(key) != p.done:  # a promote found landed: record it
                 with guard:
-                    journal.promoted[journal_key(rep)] = p.done
+                    journal.promoted[key] = p.done
                     journal.save()
             steps[i] = StoreStep(rep.ref.task, rep.ref.store, str(rep.replica_dir), "done-earlier",
                                  p.done.get("promoted_dir"), p.done.get("restore_mode"))
             return
-        target = p.active_dir if not p.blob else None
-        if p.start is not None and p.start.mode == RESTORE_TRANSACTIONAL and p.start.checkpoint_id:
-            target = checkpoint_dir(p.active_dir, p.start.checkpoint_id)
-        with guard:  # the intent first: a kill after the promote's rename leaves the store found there
-            journal.promoted[journal_key(rep)] = {"status": "promoting", "target": str(target) if target else None,
-                                           "restore_mode": "blob-store" if p.blob else
-                                           (p.start.mode if p.start else None)}
+        with guard:
+            journal.promoted[key] = _intent(p)
             journal.save()
         try:
-            if p.blob:
-                from statectl.engine.standby.prerestore_promote import promote_pre_restored
-
-                if blobstore is None or catalog is None:
-                    raise UsageError(f"store {rep.ref.store!r} is restored from the blob store: its pre-restore is "
-                                     "promoted, which needs the blob store", hint="pass --blobstore")
-                r = promote_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
-                                         timeout_s=timeout_s, progress=progress, restart_follower=False,
-                                         check_locality=False,  # checked before this failover pointed it here
-                                         promote_lock=False,  # the failover holds it
-                                         root=root)
-            else:
-                r = promote(rep, p.active_dir, bootstrap, security=security, timeout_s=timeout_s,
-                            to_checkpoint=to_checkpoint, progress=progress, state_dir=state_dir,
-                            restart_follower=False, start=p.start, promote_lock=False)  # the failover holds it
+            r = _promote_planned(p, bootstrap, state_dir, security, timeout_s, to_checkpoint, progress, blobstore,
+                                 catalog, root)
         except BaseException as e:  # noqa: BLE001 - re-raised once every promote ended
             with guard:
                 errors.append(e)
                 steps[i] = StoreStep(rep.ref.task, rep.ref.store, str(rep.replica_dir), "failed", error=str(e))
             return
         with guard:
-            journal.promoted[journal_key(rep)] = {"status": "promoted", "promoted_dir": r.promoted_dir,
-                                           "restore_mode": r.restore_mode, "offset": r.caught_up_offset,
-                                           "checkpoint_id": r.checkpoint_id}
+            journal.promoted[key] = {"status": "promoted", "promoted_dir": r.promoted_dir,
+                                     "restore_mode": r.restore_mode, "offset": r.caught_up_offset,
+                                     "checkpoint_id": r.checkpoint_id}
             journal.save()
             steps[i] = StoreStep(rep.ref.task, rep.ref.store, str(rep.replica_dir), "promoted", r.promoted_dir,
                                  r.restore_mode, r)
@@ -190,6 +170,37 @@ def promote_all(plan: list[Planned], bootstrap: str, state_dir: Path, journal: J
     if errors:
         raise errors[0]
     return [steps[i] for i in range(len(plan))]
+
+
+def _intent(p: Planned) -> dict[str, Any]:
+    """The journal's record of a promote about to run: where the store goes, and how the job restores it."""
+    target = p.active_dir if not p.blob else None
+    if p.start is not None and p.start.mode == RESTORE_TRANSACTIONAL and p.start.checkpoint_id:
+        target = checkpoint_dir(p.active_dir, p.start.checkpoint_id)
+    return {"status": "promoting", "target": str(target) if target else None,
+            "restore_mode": "blob-store" if p.blob else (p.start.mode if p.start else None)}
+
+
+def _promote_planned(p: Planned, bootstrap: str, state_dir: Path, security: KafkaSecurity | None, timeout_s: float,
+                     to_checkpoint: bool, progress: ProgressReporter, blobstore: Any, catalog: Any,
+                     root: Path | None) -> PromoteResult:
+    """Promote one planned replica, under the promote locks the failover holds: its pre-restore
+    (prerestore_promote) for a store the job restores from the blob store, else the changelog replica."""
+    rep = p.replica
+    if not p.blob:
+        return promote(rep, p.active_dir, bootstrap, security=security, timeout_s=timeout_s,
+                       to_checkpoint=to_checkpoint, progress=progress, state_dir=state_dir,
+                       restart_follower=False, start=p.start, promote_lock=False)  # the failover holds it
+    from statectl.engine.standby.prerestore_promote import promote_pre_restored
+
+    if blobstore is None or catalog is None:
+        raise UsageError(f"store {rep.ref.store!r} is restored from the blob store: its pre-restore is "
+                         "promoted, which needs the blob store", hint="pass --blobstore")
+    return promote_pre_restored(rep.ref, state_dir, bootstrap, blobstore, catalog, security=security,
+                                timeout_s=timeout_s, progress=progress, restart_follower=False,
+                                check_locality=False,  # checked before this failover pointed it here
+                                promote_lock=False,  # the failover holds it
+                                root=root)
 
 
 def _restores_from_blob_store(sc: StandbyContainer, rep: Replica, checkpoints: dict[str, Any]) -> bool:

@@ -311,6 +311,22 @@ def locate_replica(replica: Replica, state_dir: Path, number: int = 0) -> tuple[
     return replica, None
 
 
+def check_follow_dirs(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None = None,
+                      state_dir: Path | None = None, root: Path | None = None, active_path: bool = False) -> None:
+    """Raise unless follow may seed, wipe and re-seed ``replica`` where it is: UsageError (exit 2) for a replica
+    dir it may not touch (check_replica_dir; ``state_dir``: the job's state dir, whose active store dir of the
+    task is never a replica, unless ``active_path``: ``replica`` from active_path_replica, check_active_path
+    must pass), a standby root ``root`` in the state dir or on another filesystem (check_placement_dirs), or a
+    status file naming another replica of the task that exists (check_own_files); DiscardedError (exit 14) for
+    ``active_path`` where a container of the job starting on this host clears the state dir. Reads only."""
+    check_replica_dir(replica, state_dir, active_path=active_path)
+    if state_dir is not None:
+        check_placement_dirs(replica, state_dir, root)
+    check_own_files(replica)
+    if active_path:
+        check_active_path(replica, bootstrap, security=security)
+
+
 def check_placement_dirs(replica: Replica, state_dir: Path, root: Path | None) -> None:
     """Raise UsageError (exit 2) unless ``root`` (when given: the replica is in it) may be the standby root of
     ``state_dir`` (local.layout.check_standby_root: outside it, on its filesystem, where promote's rename into the

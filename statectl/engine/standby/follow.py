@@ -14,24 +14,18 @@ ridden out. ``--to-checkpoint`` keeps the replica at or behind the task's latest
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
-from statectl.engine.standby.dirs import (
-    check_active_path,
-    check_own_files,
-    check_placement_dirs,
-    check_replica_dir,
-    relocate_legacy,
-)
+from statectl.engine.standby.dirs import check_follow_dirs, relocate_legacy
 from statectl.engine.standby.follower import FollowerSettings
 from statectl.engine.standby.replica import (
     FollowStatus,
@@ -141,81 +135,72 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
            timeout_s: float = DEFAULT_TIMEOUT_S, legacy_dir: Path | None = None, legacy_files: Path | None = None,
            active_path: bool = False, to_checkpoint: bool = False, container: str | None = None,
            root: Path | None = None) -> FollowResult:
-    """Keep ``replica`` current until ``stop`` is set (see the module doc); return what was done.
-    ``bootstrap``: the brokers of the job's coordinator stream and checkpoint topic; the changelog is read on
-    ``replica.changelog_kafka``. ``seed`` restores a snapshot into the replica dir (None: always bootstrap from the
-    changelog). ``settings`` (what the follower runs with) are recorded in the status file: a promote that fails
-    starts the follower again from them (None: it says the command instead). ``state_dir``: the job's state dir,
-    whose active store dir of the task is never a replica, unless ``active_path`` (``replica`` from
-    active_path_replica; check_active_path must pass); ``root``: the standby root the replica is in
-    (check_standby_root: on the state dir's filesystem, where promote renames the replica into the state dir), made
-    with the state dir's owner. ``legacy_dir``: where an older statectl kept this replica (its lock and status files in
-    ``legacy_files`` when not beside it); a replica there is moved into ``replica.replica_dir`` first
-    (relocate_legacy), which a note says. ``to_checkpoint``: apply the changelog only up to the task's checkpointed
-    changelog offset in the checkpoint the job's start reads (read from the job's checkpoint topic as new
-    checkpoints come), so that a promote under Samza's transactional restore finds the replica at or behind the
-    offset the job restores to; nothing is applied while the task has no such checkpoint, and a replica already
-    past it waits until a checkpoint passes it (notes say so). ``container``: the active container this replica
-    is followed for (follow --container), recorded in the status file.
+    """Keep ``replica`` current until ``stop`` is set (see the module doc: seeds, re-seeds, broker outages);
+    return what was done. ``bootstrap``: the brokers of the job's coordinator stream and checkpoint topic; the
+    changelog is read on ``replica.changelog_kafka``. ``seed`` restores a snapshot into the replica dir (None: always
+    bootstrap from the changelog). ``settings`` (what the follower runs with) are recorded in the status file: a
+    promote that fails starts the follower again from them (None: it says the command instead). ``state_dir``,
+    ``root``, ``active_path``: as dirs.check_follow_dirs; the standby root is made with the state dir's owner.
+    ``legacy_dir``: where an older statectl kept this replica (its lock and status files in ``legacy_files`` when
+    not beside it); a replica there is moved into ``replica.replica_dir`` first (relocate_legacy), which a note
+    says. ``to_checkpoint``: apply the changelog only up to the task's checkpointed changelog offset in the
+    checkpoint the job's start reads (_CheckpointCap; notes say while nothing can be applied). ``container``: the
+    active container this replica is followed for (follow --container), recorded in the status file.
 
-    The changelog deleted and recreated under a running follower (a new topic id, another partition count,
-    or its end now before the replica's offset) re-seeds the replica from the new changelog; so does a
-    topic id that changed since the follower that wrote the status file. Brokers that stop answering are
-    ridden out: the follower keeps polling, its status says the lag is unknown, and it goes on when they
-    answer again.
-
-    Raises UsageError (exit 2, before anything is written) for a replica dir it may not seed or wipe
-    (check_replica_dir, check_active_path), a standby root in the state dir or on another filesystem
-    (check_placement_dirs), or whose status file names another replica of the task that exists; DiscardedError (exit 14)
-    for ``active_path`` where a container of the job starting on this host clears the state dir
-    (check_active_path); LockHeldError (exit 11) when another follower holds the replica (or the old-layout one
-    to be moved) or a process holds its store; NotFoundError (exit 10) when the changelog topic or partition does
-    not exist; DiskFullError (exit 1) when the disk fills (the replica keeps what it applied, its offset files no
-    more); StatectlError (exit 1) when the brokers cannot be reached at the start or the replica's offset file
-    is foreign or malformed."""
+    Raises dirs.check_follow_dirs' errors (UsageError exit 2, DiscardedError exit 14), before anything is
+    written; LockHeldError (exit 11) when another follower holds the replica (or the old-layout one to be moved)
+    or a process holds its store; NotFoundError (exit 10) when the changelog topic or partition does not exist;
+    DiskFullError (exit 1) when the disk fills (the replica keeps what it applied, its offset files no more);
+    StatectlError (exit 1) when the brokers cannot be reached at the start or the replica's offset file is
+    foreign or malformed."""
     progress = progress or NullProgress()
-    stop = stop or threading.Event()
     began = time.monotonic()
     result = FollowResult(str(replica.replica_dir), None, 0, 0, 0.0)
-    check_replica_dir(replica, state_dir, active_path=active_path)
-    if state_dir is not None:
-        check_placement_dirs(replica, state_dir, root)
-    check_own_files(replica)
-    if active_path:
-        check_active_path(replica, bootstrap, security=security)
-    cl_bootstrap, cl_security = replica.changelog_kafka(bootstrap, security)
-    consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security)
-    tail_consumer = None
-    cap: _CheckpointCap | None = None
+    check_follow_dirs(replica, bootstrap, security=security, state_dir=state_dir, root=root, active_path=active_path)
     try:
-        require_partition(consumer, replica.changelog, replica.partition, cl_bootstrap)
-        tail_consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security)
-        if root is not None and state_dir is not None:
-            make_dirs(root, owner_of(state_dir))
-        with ReplicaLock(replica):
-            if legacy_dir is not None:
-                moved = relocate_legacy(replica, legacy_dir, legacy_files)
-                if moved:
-                    progress.note(moved)
-            run = _Following(replica, bootstrap, security, seed, stop, on_status, progress, status_every_s, consumer,
-                             tail_consumer, result)
-            run.start(settings, container)
-            cap = run.cap = _CheckpointCap(replica, bootstrap, security) if to_checkpoint else None
-            run.loop()
+        with _changelog_consumers(replica, bootstrap, security, timeout_s) as (consumer, tail_consumer):
+            if root is not None and state_dir is not None:
+                make_dirs(root, owner_of(state_dir))
+            with ReplicaLock(replica):
+                if legacy_dir is not None:
+                    moved = relocate_legacy(replica, legacy_dir, legacy_files)
+                    if moved:
+                        progress.note(moved)
+                run = _Following(replica, bootstrap, security, seed, stop or threading.Event(), on_status, progress,
+                                 status_every_s, consumer, tail_consumer, result)
+                run.start(settings, container)
+                run.cap = _CheckpointCap(replica, bootstrap, security) if to_checkpoint else None
+                try:
+                    run.loop()
+                finally:
+                    if run.cap is not None:
+                        run.cap.close()
     except Exception as e:
         full = disk_full_error(replica, e, "following into")
         if full is None or full is e:
             raise
         raise full from e
+    result.duration_s = round(time.monotonic() - began, 3)
+    result.notes = list(getattr(progress, "notes", []))
+    return result
+
+
+@contextlib.contextmanager
+def _changelog_consumers(replica: Replica, bootstrap: str, security: KafkaSecurity | None,
+                         timeout_s: float) -> Iterator[tuple[Any, Any]]:
+    """Two consumers on the brokers of the replica's changelog (the reader's, the tail watch's), the changelog
+    partition checked to exist (NotFoundError) before the second is opened; both closed at the end."""
+    cl_bootstrap, cl_security = replica.changelog_kafka(bootstrap, security)
+    consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security)
+    tail_consumer = None
+    try:
+        require_partition(consumer, replica.changelog, replica.partition, cl_bootstrap)
+        tail_consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security)
+        yield consumer, tail_consumer
     finally:
         consumer.close()
         if tail_consumer is not None:
             tail_consumer.close()
-        if cap is not None:
-            cap.close()
-    result.duration_s = round(time.monotonic() - began, 3)
-    result.notes = list(getattr(progress, "notes", []))
-    return result
 
 
 class _Following:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from statectl.local.layout import standby_root
 from statectl.redact import SECRET_ENV
 
 

@@ -129,43 +129,56 @@ def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | No
     if checkpoints is None:
         checkpoints = latest_checkpoints(bootstrap, ref, security, config=config)
     checkpoint = checkpoints.get(ref.task)
-    store, task = ref.store, ref.task
-    refused = f"refusing to promote the replica of store {store!r} of task {task!r}"
+    refused = f"refusing to promote the replica of store {ref.store!r} of task {ref.task!r}"
     try:
-        factory = jobconfig.checkpoint_restore_factory(config, store, checkpoint)
-        if factory == BLOB_STORE_FACTORY:
-            raise DiscardedError(
-                f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), "
-                "whose restore deletes the store dir and every checkpoint dir but one identical to the snapshot",
-                hint="keep the snapshot pre-restored on this host with 'statectl standby follow --pre-restore', "
-                     "then promote without --replica-dir and --active-dir")
-        if factory is None:
-            raise DiscardedError(f"{refused}: the job's config gives the store no changelog "
-                                 f"(stores.{store}.changelog) nor restore factories, so its start deletes the dir",
-                                 hint="check --job and --store")
-        if factory != KAFKA_CHANGELOG_FACTORY:
-            raise DiscardedError(f"{refused}: the job restores the store with {factory}, whose start statectl "
-                                 "cannot tell keeps a promoted dir",
-                                 hint="restore the store from the Kafka changelog in the job's config")
-        if jobconfig.clean_on_start(config, store):
-            raise DiscardedError(f"{refused}: stores.{store}.clean.on.container.start is true, so the job's start "
-                                 "deletes the store dir and every checkpoint dir",
-                                 hint=f"unset stores.{store}.clean.on.container.start, then promote again")
+        _check_changelog_restore(config, ref.store, checkpoint, refused)
         why = jobconfig.restore_reason(config)
         if not jobconfig.transactional_restore_enabled(config):
             return NextStart(RESTORE_NON_TRANSACTIONAL, why)
-        lag_ms = jobconfig.changelog_min_compaction_lag_ms(config, store)
-        retention_ms = jobconfig.changelog_delete_retention_ms(config, store)
+        start = NextStart(RESTORE_TRANSACTIONAL, why,
+                          min_compaction_lag_ms=jobconfig.changelog_min_compaction_lag_ms(config, ref.store),
+                          delete_retention_ms=jobconfig.changelog_delete_retention_ms(config, ref.store))
     except jobconfig.JobConfigError as e:
         raise StatectlError(f"the config of job {ref.job}-{ref.job_id}: {e}",
                             hint="the job cannot start with it either: fix the job's config") from None
-    position = checkpointed_position(checkpoint, store, replica.ssp)
+    return _transactional_start(start, replica, config, checkpoint, refused)
+
+
+def _check_changelog_restore(config: dict[str, str], store: str, checkpoint: Any, refused: str) -> None:
+    """DiscardedError (exit 14) unless the job's next start restores ``store`` from its Kafka changelog, keeping
+    the dirs it finds (next_start's cases); JobConfigError for a value Samza cannot parse."""
+    factory = jobconfig.checkpoint_restore_factory(config, store, checkpoint)
+    if factory == BLOB_STORE_FACTORY:
+        raise DiscardedError(
+            f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), "
+            "whose restore deletes the store dir and every checkpoint dir but one identical to the snapshot",
+            hint="keep the snapshot pre-restored on this host with 'statectl standby follow --pre-restore', "
+                 "then promote without --replica-dir and --active-dir")
+    if factory is None:
+        raise DiscardedError(f"{refused}: the job's config gives the store no changelog "
+                             f"(stores.{store}.changelog) nor restore factories, so its start deletes the dir",
+                             hint="check --job and --store")
+    if factory != KAFKA_CHANGELOG_FACTORY:
+        raise DiscardedError(f"{refused}: the job restores the store with {factory}, whose start statectl "
+                             "cannot tell keeps a promoted dir",
+                             hint="restore the store from the Kafka changelog in the job's config")
+    if jobconfig.clean_on_start(config, store):
+        raise DiscardedError(f"{refused}: stores.{store}.clean.on.container.start is true, so the job's start "
+                             "deletes the store dir and every checkpoint dir",
+                             hint=f"unset stores.{store}.clean.on.container.start, then promote again")
+
+
+def _transactional_start(start: NextStart, replica: Replica, config: dict[str, str], checkpoint: Any,
+                         refused: str) -> NextStart:
+    """``start`` (transactional) with the checkpoint id and changelog offset of the task's ``checkpoint`` the job's
+    start restores to; DiscardedError (exit 14) when it names none, or names another changelog partition."""
+    position = checkpointed_position(checkpoint, replica.ref.store, replica.ssp)
     if checkpoint is None or position is None or not (position[2] or "").strip() or position[0] is None:
         what = (f"has no checkpoint the job reads ({jobconfig.CHECKPOINT_READ_VERSIONS}: "
                 f"{','.join(map(str, jobconfig.checkpoint_read_versions(config)))})" if checkpoint is None else
                 "'s checkpoint the job reads names no changelog offset for the store")
         raise DiscardedError(
-            f"{refused}: under transactional restore ({why}) the task {what}, so the job's next start deletes "
+            f"{refused}: under transactional restore ({start.why}) the task {what}, so the job's next start deletes "
             "the store dir and every checkpoint dir and restores from the changelog",
             hint="promote after the job's first commit with a changelog offset, or set "
                  "task.transactional.state.restore.enabled=false in the job's config")
@@ -175,9 +188,9 @@ def next_start(replica: Replica, bootstrap: str, *, security: KafkaSecurity | No
             f"{refused}: the task's checkpoint {checkpoint_id} names changelog {ssp.key()}, the "
             f"replica follows {replica.ssp.key()}: its offset file would not be valid for the job",
             hint="follow the changelog partition the job's checkpoint names")
-    millis, second = parse_checkpoint_id(checkpoint_id)
-    return NextStart(RESTORE_TRANSACTIONAL, why, f"{millis}-{second}", millis, int(offset),  # type: ignore[arg-type]
-                     lag_ms, retention_ms)
+    millis, second = parse_checkpoint_id(checkpoint_id)  # type: ignore[arg-type]
+    return replace(start, checkpoint_id=f"{millis}-{second}", checkpoint_millis=millis,
+                   checkpointed_offset=int(offset))  # type: ignore[arg-type]
 
 
 def checkpointed_position(checkpoint: Any, store: str, ssp: SSP) -> tuple[str | None, SSP, str | None] | None:

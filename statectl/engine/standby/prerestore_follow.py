@@ -74,7 +74,6 @@ def follow_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstor
     kept). Brokers that stop answering and snapshots that cannot be
     read are ridden out with a note (a snapshot that failed is tried again when a newer one lands)."""
     progress = progress or NullProgress()
-    stop = stop or threading.Event()
     began = time.monotonic()
     anchor = prerestore_replica(state_dir, ref, root)
     check_standby_root(state_dir, standby_root(state_dir, root))
@@ -86,73 +85,103 @@ def follow_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstor
         make_dirs(standby_root(state_dir, root), owner_of(state_dir))
         with lock_pre_restore(anchor):
             move_old_pre_restore(anchor, state_dir, progress)
-            previous = own_status(anchor)
-            check_not_half_promoted(anchor, previous)
-            status = FollowStatus(previous.replica_dir if previous else "", anchor.changelog, 0, os.getpid(),
-                                  socket.gethostname(), follower=settings,
-                                  job=ref.job, job_id=ref.job_id, task=ref.task, store=ref.store,
-                                  layout=PRE_RESTORED,
-                                  checkpoint_id=previous.checkpoint_id if previous else None,
-                                  pending_dir=previous.pending_dir if previous else None,
-                                  seeded_from=previous.seeded_from if previous else None)
-            remove_dead_stages(anchor)
-            if status.replica_dir and not Path(status.replica_dir).is_dir():
-                status.replica_dir, status.checkpoint_id = "", None  # gone (a Samza start took it)
-            write_status(anchor, status)
-            said: dict[str, str] = {}
-            failed: set[str] = set()
-            last_status = 0.0
-            latest: tuple[str, str] | None = None
-
-            def say(kind: str, text: str | None) -> None:
-                if text is not None and said.get(kind) != text:
-                    progress.note(text)
-                if text is None:
-                    said.pop(kind, None)
-                else:
-                    said[kind] = text
-
-            while not stop.is_set():
-                try:
-                    latest = log.latest(ref)
-                    say("kafka", None)
-                    if latest is None:
-                        say("wait", f"the latest checkpoint of task {ref.task!r} names no snapshot of store "
-                                    f"{ref.store!r}: waiting for one")
-                except NotFoundError as e:
-                    latest = None
-                    say("wait", f"{e}: waiting for one")
-                except StatectlError as e:
-                    say("kafka", f"checkpoint topic {log.topic}: {e}; following on")
-                if latest is not None and latest[1] != status.seeded_from and latest[1] not in failed:
-                    say("wait", None)
-                    try:
-                        _pre_restore(anchor, state_dir, latest[1], blobstore, catalog, status, stop, progress,
-                                     result)
-                    except Halted:
-                        break
-                    except DiskFullError:
-                        raise
-                    except StatectlError as e:
-                        failed.add(latest[1])
-                        progress.note(f"pre-restoring snapshot {latest[1]} of checkpoint {latest[0]} failed: {e}; "
-                                      "trying again when a newer snapshot lands")
-                now = time.monotonic()
-                if now - last_status >= status_every_s or stop.is_set():
-                    _lag(status, latest)
-                    write_status(anchor, status)
-                    if on_status is not None:
-                        on_status(status)
-                    last_status = now
-                stop.wait(poll_s)
-            _lag(status, latest)
-            write_status(anchor, status)
+            run = _PreRestoring(anchor, state_dir, log, blobstore, catalog, stop or threading.Event(), progress,
+                                result)
+            run.start(settings)
+            run.loop(on_status, status_every_s, poll_s)
     finally:
         log.close()
-    result.replica_dir = status.replica_dir
+    result.replica_dir = run.status.replica_dir
     result.duration_s = round(time.monotonic() - began, 3)
     result.notes = list(getattr(progress, "notes", []))
     return result
+
+
+class _PreRestoring:
+    """One follow_pre_restored under its lock: the status it writes, the latest checkpoint seen, the snapshots
+    that failed (tried again only when a newer one lands), and the notes said (each said once, until it changes)."""
+
+    def __init__(self, anchor: Replica, state_dir: Path, log: KafkaCheckpointLog, blobstore: BlobStore,
+                 catalog: BlobCheckpointStore, stop: threading.Event, progress: ProgressReporter,
+                 result: FollowResult):
+        self.anchor, self.state_dir, self.log, self.blobstore, self.catalog = anchor, state_dir, log, blobstore, catalog
+        self.stop, self.progress, self.result = stop, progress, result
+        self.said: dict[str, str] = {}
+        self.failed: set[str] = set()
+        self.latest: tuple[str, str] | None = None
+
+    def start(self, settings: FollowerSettings | None) -> None:
+        """The status file, from the previous one (its dirs are this follower's); dead staged dirs removed."""
+        anchor, ref = self.anchor, self.anchor.ref
+        previous = own_status(anchor)
+        check_not_half_promoted(anchor, previous)
+        self.status = status = FollowStatus(
+            previous.replica_dir if previous else "", anchor.changelog, 0, os.getpid(), socket.gethostname(),
+            follower=settings, job=ref.job, job_id=ref.job_id, task=ref.task, store=ref.store, layout=PRE_RESTORED,
+            checkpoint_id=previous.checkpoint_id if previous else None,
+            pending_dir=previous.pending_dir if previous else None,
+            seeded_from=previous.seeded_from if previous else None)
+        remove_dead_stages(anchor)
+        if status.replica_dir and not Path(status.replica_dir).is_dir():
+            status.replica_dir, status.checkpoint_id = "", None  # gone (a Samza start took it)
+        write_status(anchor, status)
+
+    def loop(self, on_status: Callable[[FollowStatus], None] | None, status_every_s: float, poll_s: float) -> None:
+        """Poll the checkpoint topic and pre-restore each new snapshot, reporting, until stopped."""
+        last_status = 0.0
+        while not self.stop.is_set():
+            if not self._poll():
+                break
+            now = time.monotonic()
+            if now - last_status >= status_every_s or self.stop.is_set():
+                _lag(self.status, self.latest)
+                write_status(self.anchor, self.status)
+                if on_status is not None:
+                    on_status(self.status)
+                last_status = now
+            self.stop.wait(poll_s)
+        _lag(self.status, self.latest)
+        write_status(self.anchor, self.status)
+
+    def _say(self, kind: str, text: str | None) -> None:
+        if text is not None and self.said.get(kind) != text:
+            self.progress.note(text)
+        if text is None:
+            self.said.pop(kind, None)
+        else:
+            self.said[kind] = text
+
+    def _poll(self) -> bool:
+        """Read the latest checkpoint and pre-restore its snapshot when it is new; False once stopped mid-way.
+        Brokers that fail and snapshots that cannot be read are noted and ridden out."""
+        ref = self.anchor.ref
+        try:
+            self.latest = self.log.latest(ref)
+            self._say("kafka", None)
+            if self.latest is None:
+                self._say("wait", f"the latest checkpoint of task {ref.task!r} names no snapshot of store "
+                                  f"{ref.store!r}: waiting for one")
+        except NotFoundError as e:
+            self.latest = None
+            self._say("wait", f"{e}: waiting for one")
+        except StatectlError as e:
+            self._say("kafka", f"checkpoint topic {self.log.topic}: {e}; following on")
+        latest = self.latest
+        if latest is None or latest[1] == self.status.seeded_from or latest[1] in self.failed:
+            return True
+        self._say("wait", None)
+        try:
+            _pre_restore(self.anchor, self.state_dir, latest[1], self.blobstore, self.catalog, self.status,
+                         self.stop, self.progress, self.result)
+        except Halted:
+            return False
+        except DiskFullError:
+            raise
+        except StatectlError as e:
+            self.failed.add(latest[1])
+            self.progress.note(f"pre-restoring snapshot {latest[1]} of checkpoint {latest[0]} failed: {e}; "
+                               "trying again when a newer snapshot lands")
+        return True
 
 
 def _lag(status: FollowStatus, latest: tuple[str, str] | None) -> None:

@@ -10,7 +10,6 @@ refused (DiscardedError, exit 14).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -23,8 +22,6 @@ from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
 from statectl.engine.standby.fence import FENCE_TIMEOUT_S, fence, follower_to_fence, restart_fenced
-from statectl.engine.standby.nextstart import latest_checkpoints
-from statectl.engine.standby.placement import plan_locality
 from statectl.engine.standby.prerestore import (
     Halted,
     MadeDir,
@@ -47,8 +44,6 @@ from statectl.engine.standby.replica import (
     PromoteLock,
     Replica,
     check_not_promoting,
-    is_locked,
-    lock_holder,
     write_status,
 )
 from statectl.errors import DiscardedError, StatectlError, UsageError
@@ -56,7 +51,6 @@ from statectl.formats import jobconfig
 from statectl.formats.checkpoint import BLOB_STORE_FACTORY, CheckpointV2
 from statectl.fsutil import fsync_dir, make_dirs, owner_of
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity
-from statectl.kafka.coordinator import CoordinatorStream
 from statectl.local.layout import checkpoint_dir, device_of
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.snapshot.model import SnapshotIndex
@@ -253,39 +247,15 @@ def _promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobst
     began = time.monotonic()
     plan = _plan_pre_restored(ref, state_dir, bootstrap, blobstore, security=security, check_locality=check_locality,
                               root=root)
-    anchor, before, blob_id, index = plan.anchor, plan.status, plan.snapshot_id, plan.index
-    checkpoint, cp, target = plan.checkpoint, plan.checkpoint_id, Path(plan.promoted_dir)
+    anchor, before, blob_id = plan.anchor, plan.status, plan.snapshot_id
+    cp, target = plan.checkpoint_id, Path(plan.promoted_dir)
     result = PromoteResult(str(target), None, 0, 0.0, restore_mode="blob-store", checkpoint_id=cp)
-    deadline = began + timeout_s
     was_following = fence(anchor)
     try:
         with lock_pre_restore(anchor, wait_s=FENCE_TIMEOUT_S, role=PROMOTER):
             status = own_status(anchor) or before
-            kept = replace(status)
-            try:
-                if os.path.lexists(target) and str(target) not in owned_dirs(status):
-                    raise StatectlError(f"cannot promote into {target}: it exists and statectl did not make it "
-                                        "(the job's own checkpoint dir)",
-                                        hint="leave it to the job: its next start checks it against the snapshot")
-                if _landed(status, target):  # a promote killed after its rename: the dir is in place already
-                    made = MadeDir(target, cp, differences=tuple(snapshot_differences(target, index.dir_index)))
-                else:
-                    made = make_checkpoint_dir(anchor, state_dir, blob_id, index, blobstore, catalog, status,
-                                 lambda: ("timed out" if time.monotonic() > deadline else None), progress)
-                if made.differences:
-                    raise StatectlError(f"cannot promote {target}: it is not identical to snapshot {blob_id} by "
-                                        f"Samza's rule ({'; '.join(made.differences)}): the job's start would "
-                                        "download it again", hint="check the owner of the state dir's files "
-                                        "(Samza compares owner and group names), then promote again")
-            except Halted:
-                revert_status(anchor, status, kept)
-                raise StatectlError(f"promote of {target} timed out after {timeout_s:g}s bringing the pre-restored "
-                                    f"dir to snapshot {blob_id}: the pre-restored dir is as it was",
-                                    hint="promote again with a longer --timeout, or let the follower catch up") \
-                    from None
-            except StatectlError:
-                revert_status(anchor, status, kept)
-                raise
+            made = _bring_to_snapshot(plan, state_dir, blobstore, catalog, status, began + timeout_s, timeout_s,
+                                      progress)
             adopt_dir(anchor, status, made, blob_id)
             if made.target != target:
                 _move_in(anchor, status, made.target, target)
@@ -302,7 +272,7 @@ def _promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobst
     caught = ("was the latest checkpoint's already" if made.downloaded == 0 and made.reused == 0
               else f"brought to it: {made.downloaded} files downloaded, {made.reused} reused")
     result.notes.append(f"blob-store restore: the pre-restored dir {target} (checkpoint {cp} of checkpoint record "
-                        f"{checkpoint}) {caught}; it is identical to snapshot {blob_id}, so the job's next start "
+                        f"{plan.checkpoint}) {caught}; it is identical to snapshot {blob_id}, so the job's next start "
                         "renames it into the store dir instead of downloading (BlobStoreRestoreManager)")
     if on_locality is not None:
         result.locality_updated, note = on_locality()
@@ -310,3 +280,36 @@ def _promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobst
             result.notes.append(note)
     result.duration_s = round(time.monotonic() - began, 3)
     return result
+
+
+def _bring_to_snapshot(plan: _PreRestorePlan, state_dir: Path, blobstore: BlobStore, catalog: BlobCheckpointStore,
+                       status: FollowStatus, deadline: float, timeout_s: float, progress: ProgressReporter) -> MadeDir:
+    """The pre-restored dir made identical to the plan's snapshot by ``deadline`` (a dir a killed promote renamed
+    into place already is taken as it is). StatectlError, the status and dirs as they were, when it cannot be."""
+    anchor, blob_id, index, target = plan.anchor, plan.snapshot_id, plan.index, Path(plan.promoted_dir)
+    kept = replace(status)
+    try:
+        if os.path.lexists(target) and str(target) not in owned_dirs(status):
+            raise StatectlError(f"cannot promote into {target}: it exists and statectl did not make it "
+                                "(the job's own checkpoint dir)",
+                                hint="leave it to the job: its next start checks it against the snapshot")
+        if _landed(status, target):  # a promote killed after its rename: the dir is in place already
+            made = MadeDir(target, plan.checkpoint_id,
+                           differences=tuple(snapshot_differences(target, index.dir_index)))
+        else:
+            made = make_checkpoint_dir(anchor, state_dir, blob_id, index, blobstore, catalog, status,
+                                       lambda: ("timed out" if time.monotonic() > deadline else None), progress)
+        if made.differences:
+            raise StatectlError(f"cannot promote {target}: it is not identical to snapshot {blob_id} by "
+                                f"Samza's rule ({'; '.join(made.differences)}): the job's start would "
+                                "download it again", hint="check the owner of the state dir's files "
+                                "(Samza compares owner and group names), then promote again")
+    except Halted:
+        revert_status(anchor, status, kept)
+        raise StatectlError(f"promote of {target} timed out after {timeout_s:g}s bringing the pre-restored "
+                            f"dir to snapshot {blob_id}: the pre-restored dir is as it was",
+                            hint="promote again with a longer --timeout, or let the follower catch up") from None
+    except StatectlError:
+        revert_status(anchor, status, kept)
+        raise
+    return made

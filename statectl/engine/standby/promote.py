@@ -243,14 +243,12 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
                      security: KafkaSecurity | None, to_checkpoint: bool, timeout_s: float,
                      on_locality: Callable[[], tuple[bool, str | None]] | None, restart_follower: bool,
                      began: float) -> PromoteResult:
-    """Carry out ``plan`` (see promote)."""
+    """Carry out ``plan`` (see promote): fence the follower, then under the replica's lock catch it up
+    (_catch_up_as_planned) and move it in (_swap_in); a follower fenced is started again when it fails."""
     start = plan.start
     assert start is not None
-    cl_bootstrap = replica.changelog_kafka(bootstrap, security)[0]
     transactional = plan.restore_mode == RESTORE_TRANSACTIONAL
-    in_place = plan.in_place
     active_dir, target_dir = Path(plan.active_dir), Path(plan.promoted_dir)
-    target = plan.catch_up_to if transactional else None
     result = PromoteResult(str(target_dir), None, 0, 0.0, restore_mode=start.mode,
                            checkpoint_id=start.checkpoint_id if transactional else None)
     try:
@@ -258,40 +256,9 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
         was_following = fence(replica)
         try:
             with ReplicaLock(replica, wait_s=FENCE_TIMEOUT_S, role=PROMOTER):
-                _still_promotable(replica, consumer, cl_bootstrap)
-                if transactional:
-                    try:
-                        _check_not_ahead(replica, target, start)  # the follower may have applied more meanwhile
-                    except DiscardedError as e:
-                        raise _NotPromoted(str(e), hint=e.hint, exit_as=DiscardedError) from None
-                    position = _catch_up(replica, consumer, cl_bootstrap, lambda: target, began + timeout_s, result)
-                    if position != target:  # nothing below the target left to read: never claim more
-                        raise _NotPromoted(f"cannot promote {replica.replica_dir}: the changelog ends at offset "
-                                           f"{position}, short of the offset {target} the job restores to",
-                                           hint="promote again once the changelog holds it")
-                    write_offset(replica.replica_dir / OFFSET, str(position))  # StorageManagerUtil.writeOffsetFile
-                else:
-                    position = _catch_up(
-                        replica, consumer, cl_bootstrap,
-                        lambda: _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint),
-                        began + timeout_s, result)
-                result.caught_up_offset = position
-                # Run as root, the job's user must own what it starts on: the store replaced's owner, or
-                # the state dir's (local.staged.StagedStore's rule).
-                owner = owner_of(target_dir if not in_place and os.path.lexists(target_dir) else target_dir.parent)
-                chown_tree(replica.replica_dir, owner)
-                fsync_dirs(replica.replica_dir)
-                if not in_place:  # the store's dir need not exist: the replica is not in it
-                    make_dirs(target_dir.parent, owner)
-                old = None if in_place else swap_into_place(replica.replica_dir, target_dir)
-                if in_place:
-                    result.notes.append(f"{active_dir} held the replica already (--layout active-path): nothing moved")
-                # Only now: until the swap the status file is what proves the replica dir statectl's own.
-                replica.status_path.unlink(missing_ok=True)
-                result.replaced_active = old is not None and not transactional
-                note = discard_old(old)
-                if note:
-                    result.notes.append(note)
+                result.caught_up_offset = _catch_up_as_planned(plan, replica, bootstrap, consumer, security,
+                                                               to_checkpoint, began + timeout_s, result)
+                _swap_in(plan, replica, result)
             replica.lock_path.unlink(missing_ok=True)
             replica.log_path.unlink(missing_ok=True)
         except _NotPromoted as e:
@@ -311,6 +278,55 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
             result.notes.append(note)
     result.duration_s = round(time.monotonic() - began, 3)
     return result
+
+
+def _catch_up_as_planned(plan: PromotePlan, replica: Replica, bootstrap: str, consumer: Any,
+                         security: KafkaSecurity | None, to_checkpoint: bool, deadline: float,
+                         result: PromoteResult) -> int | None:
+    """With the follower fenced: check the replica is still what the plan checked, and catch it up by
+    ``deadline``: under transactional restore exactly to the plan's offset (with the ``OFFSET`` file Samza reads
+    there), else to the end (or checkpoint) as it is now. The offset reached; _NotPromoted when it cannot be."""
+    cl_bootstrap = replica.changelog_kafka(bootstrap, security)[0]
+    _still_promotable(replica, consumer, cl_bootstrap)
+    if plan.restore_mode != RESTORE_TRANSACTIONAL:
+        return _catch_up(replica, consumer, cl_bootstrap,
+                         lambda: _catch_up_target(replica, bootstrap, security, consumer, to_checkpoint),
+                         deadline, result)
+    assert plan.start is not None
+    target = plan.catch_up_to
+    try:
+        _check_not_ahead(replica, target, plan.start)  # the follower may have applied more meanwhile
+    except DiscardedError as e:
+        raise _NotPromoted(str(e), hint=e.hint, exit_as=DiscardedError) from None
+    position = _catch_up(replica, consumer, cl_bootstrap, lambda: target, deadline, result)
+    if position != target:  # nothing below the target left to read: never claim more
+        raise _NotPromoted(f"cannot promote {replica.replica_dir}: the changelog ends at offset "
+                           f"{position}, short of the offset {target} the job restores to",
+                           hint="promote again once the changelog holds it")
+    write_offset(replica.replica_dir / OFFSET, str(position))  # StorageManagerUtil.writeOffsetFile
+    return position
+
+
+def _swap_in(plan: PromotePlan, replica: Replica, result: PromoteResult) -> None:
+    """Move the caught-up replica to the plan's dir in one rename (local.staged.swap_into_place; nothing moved for
+    one in place), owned as what it replaces; its status file goes only after."""
+    in_place, target_dir = plan.in_place, Path(plan.promoted_dir)
+    # Run as root, the job's user must own what it starts on: the store replaced's owner, or
+    # the state dir's (local.staged.StagedStore's rule).
+    owner = owner_of(target_dir if not in_place and os.path.lexists(target_dir) else target_dir.parent)
+    chown_tree(replica.replica_dir, owner)
+    fsync_dirs(replica.replica_dir)
+    if not in_place:  # the store's dir need not exist: the replica is not in it
+        make_dirs(target_dir.parent, owner)
+    old = None if in_place else swap_into_place(replica.replica_dir, target_dir)
+    if in_place:
+        result.notes.append(f"{Path(plan.active_dir)} held the replica already (--layout active-path): nothing moved")
+    # Only now: until the swap the status file is what proves the replica dir statectl's own.
+    replica.status_path.unlink(missing_ok=True)
+    result.replaced_active = old is not None and plan.restore_mode != RESTORE_TRANSACTIONAL
+    note = discard_old(old)
+    if note:
+        result.notes.append(note)
 
 
 def _restore_note(start: NextStart, replica: Replica, active_dir: Path, target_dir: Path,

@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from statectl.engine.standby.replica import (
-    FollowStatus,
-    LOCK_SUFFIX,
-    STATUS_SUFFIX,
-    applied_offset,
-    is_locked,
-    status_from_json,
-)
+from statectl.engine.standby.replica import FollowStatus, LOCK_SUFFIX, STATUS_SUFFIX, is_locked, status_from_json
 from statectl.errors import NotFoundError
-from statectl.formats.coordinator import active_of_standby
 from statectl.formats.offsets import OFFSET_V2
 from statectl.fsutil import process_alive
 from statectl.local.layout import old_standby_root, standby_root
