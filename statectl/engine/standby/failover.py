@@ -1,17 +1,8 @@
-"""Whole containers of a Samza job's standby: follow every store of every task of a container in
-one process, promote them all, and fail a container over onto its standby host.
+"""standby failover (and promote --container): a whole container onto its standby host, as a journaled plan of steps.
 
-A Samza standby container holds the standbys of every task of its active container, and failover moves
-the container, never one task of it (StandbyTaskUtil: the standby container of active
-container ``c`` is ``c-<n>``, its tasks ``Standby-<task>-<n>``). The container's tasks come from the job's
-coordinator stream (``set-task-container-assignment``, ``set-task-mode-assignment``), its stores from the
-job's config (every ``stores.<s>.changelog``), each replica's changelog partition from ``set-changelog``
-(changelog.resolve_changelog, on the job model read once).
-
-failover runs Samza's failover steps, on the standby host, in order, each recorded in a journal in the
-standby root (``<standby root>/failover/``; one an older statectl left in ``<state>/.statectl-standby/failover/``
-is taken over) before the next begins, so that a rerun after a
-kill at any step finishes what was begun and redoes nothing:
+failover runs Samza's failover steps, on the standby host, in order, each an object of this module (STEP_PLAN)
+recorded in one journal in the standby root (engine.standby.journal) before the next begins, so that a rerun after
+a kill at any step finishes what was begun and redoes nothing:
 
 1. find-standby-host: the host of the standby container's locality mapping (LocalityManager's
    ``set-container-host-assignment``); the journal's, once begun (step 2 deletes the mapping);
@@ -21,17 +12,15 @@ kill at any step finishes what was begun and redoes nothing:
 3. point-active-locality: the active container's mapping set to the standby host, as
    LocalityManager.writeContainerToHostMapping writes it, so that the job starts the active there;
 4. stop-standby: stop the container's follower (the fence; Invariant 2: nothing is promoted while it runs);
-5. promote: promote every store of every task of the container (engine.standby.promote, where the job's
-   next start keeps it);
+5. promote: promote every store of every task of the container (engine.standby.container_promote, each where
+   the job's next start keeps it);
 6. report.
 
-Before anything is read, the failover takes every replica's PromoteLock (engine.standby): a second
-failover or a promote of one of them exits 11 naming the first, and signals nothing. Before step 2 writes
-anything, every replica is checked: it exists on this host (or a journal says it was promoted), its
-follower made it and can be stopped from here, its changelog is the topic its follower followed (not
-deleted and recreated since: exit 1), the dir it goes to may be replaced and no process holds the active
-state (LockHeldError, exit 11), and the job's next start keeps what promote makes (DiscardedError, exit
-14). ``--dry-run`` makes every one of these checks, and the standby host's, and exits as the failover would.
+A container's promote (``locality`` False) runs only stop-standby and promote, then points the active container
+at this host. Before anything is read, the failover takes every replica's PromoteLock (engine.standby.replica):
+a second failover or a promote of one of them exits 11 naming the first, and signals nothing. Before step 2
+writes anything, every replica is checked (container_promote.plan_container). ``--dry-run`` makes every one of
+these checks, and the standby host's, and exits as the failover would.
 """
 
 from __future__ import annotations
@@ -46,19 +35,15 @@ from typing import Any
 
 from statectl import failpoints
 from statectl.engine.standby.container import StandbyContainer
-from statectl.engine.standby.container_promote import StoreStep, fence_container, plan_container, promote_all
+from statectl.engine.standby.container_promote import Planned, StoreStep, fence_container, plan_container, promote_all
 from statectl.engine.standby.journal import Journal, load_journal
 from statectl.engine.standby.replica import PromoteLock, check_not_promoting, is_locked
 from statectl.errors import NotFoundError, UsageError
 from statectl.formats.coordinator import coordinator_topic
 from statectl.formats.offsets import OFFSET_V2
 from statectl.kafka.client import KafkaSecurity
-from statectl.kafka.coordinator import CoordinatorStream
+from statectl.kafka.coordinator import CoordinatorStream, Locality
 from statectl.progress import NullProgress, ProgressReporter
-
-
-STEPS = ("find-standby-host", "delete-standby-locality", "point-active-locality", "stop-standby", "promote",
-         "report")
 
 
 @dataclass
@@ -120,12 +105,206 @@ def failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, *, security:
                          progress, blobstore, catalog)
 
 
+@dataclass
+class _Run:
+    """One failover as its steps read and write it: what it was asked, the job's stream and locality as read at
+    the start, the journal, and what the steps found (the standby host, the checked plan, the stores promoted)."""
+
+    sc: StandbyContainer
+    bootstrap: str
+    state_dir: Path
+    security: KafkaSecurity | None
+    host: str | None  # --host: this host's name as the job's locality names it
+    dry_run: bool
+    timeout_s: float
+    to_checkpoint: bool
+    locality: bool
+    progress: ProgressReporter
+    blobstore: Any
+    catalog: Any
+    cs: CoordinatorStream
+    loc: Locality
+    journal: Journal
+    standby_host: str | None = None
+    plan: list[Planned] = field(default_factory=list)
+    stores: list[StoreStep] = field(default_factory=list)
+
+    @property
+    def me(self) -> str:
+        return self.host or socket.gethostname()
+
+    def record(self, name: str, **values: Any) -> None:
+        """Journal step ``name`` as done, fsynced before the next step begins."""
+        self.journal.steps[name] = {**values, "at": _now()}
+        self.journal.save()
+        failpoints.hit("failover-step")
+
+
+class FindStandbyHost:
+    """find-standby-host: where the replicas are, which must be this host. It reads only, in a dry run too;
+    ``record`` journals it once every replica is checked."""
+
+    name = "find-standby-host"
+
+    def find(self, run: _Run) -> Step:
+        sc, journal, status = run.sc, run.journal, "done" if not run.dry_run else "planned"
+        if self.name in journal.steps:
+            run.standby_host = journal.data["standby_host"]
+            step = Step(self.name, "done-earlier", f"standby host {run.standby_host} (from the journal)")
+        elif not run.locality:
+            run.standby_host = run.me
+            step = Step(self.name, "skipped", f"promote --container: this host, {run.me}")
+        elif run.standby_host is None:
+            if run.host is None:
+                raise NotFoundError(
+                    f"standby container {sc.standby_container} of job {sc.job}-{sc.job_id} has no locality mapping "
+                    f"on {coordinator_topic(sc.job, sc.job_id)}: nothing says which host holds its replicas",
+                    hint="run failover on the host that holds them, with --host <its name as the job's locality "
+                         "names it>")
+            run.standby_host = run.host
+            step = Step(self.name, status, f"standby container {sc.standby_container} has no locality mapping: "
+                                           f"taking --host {run.host}")
+        else:
+            step = Step(self.name, status, f"standby container {sc.standby_container} is on {run.standby_host}")
+        if run.standby_host not in ({run.me} if run.host else {run.me, socket.getfqdn()}):
+            raise UsageError(f"the standby container {sc.standby_container} of container {sc.container} is on host "
+                             f"{run.standby_host}, not this host ({run.me}): failover runs where its replicas are",
+                             hint=f"run it on {run.standby_host}, or pass --host if the job's locality names this "
+                                  f"host {run.standby_host}")
+        return step
+
+    def record(self, run: _Run) -> None:
+        run.journal.data["standby_host"] = run.standby_host
+        if self.name not in run.journal.steps:
+            run.record(self.name, host=run.standby_host)
+
+
+class SetLocality:
+    """delete-standby-locality (``standby``: the standby container's mapping deleted) or
+    point-active-locality (the active container's mapping set to the standby host): written unless the journal
+    says it was, or the stream holds it already."""
+
+    def __init__(self, name: str, standby: bool):
+        self.name, self.standby = name, standby
+
+    def wanted(self, run: _Run) -> bool:
+        return run.locality
+
+    def _target(self, run: _Run) -> tuple[str, str | None]:
+        sc = run.sc
+        return (sc.standby_container, None) if self.standby else (sc.container, run.standby_host)
+
+    def planned(self, run: _Run) -> Step:
+        container, host = self._target(run)
+        return Step(self.name, "planned", f"set-container-host-assignment {container}: "
+                                          f"{'deleted' if host is None else '-> ' + host} "
+                                          f"(was {run.loc.container_hosts.get(container) or 'none'})")
+
+    def execute(self, run: _Run) -> Step:
+        container, host = self._target(run)
+        current = run.loc.container_hosts.get(container)
+        what = f"set-container-host-assignment {container}: " + ("deleted" if host is None else f"-> {host}")
+        if self.name in run.journal.steps:
+            return Step(self.name, "done-earlier", what)
+        if (current or None) == host:
+            run.journal.steps[self.name] = {"offset": None, "at": _now()}
+            run.journal.save()
+            return Step(self.name, "skipped", what + " (the stream holds it already)")
+        offset = run.cs.delete_container_host(container) if host is None else run.cs.write_container_host(container,
+                                                                                                           host)
+        run.record(self.name, offset=offset)
+        return Step(self.name, "done", f"{what} (offset {offset})")
+
+
+class StopStandby:
+    """stop-standby: the container's followers on this host stopped (the fence)."""
+
+    name = "stop-standby"
+
+    def wanted(self, run: _Run) -> bool:
+        return True
+
+    def planned(self, run: _Run) -> Step:
+        return Step(self.name, "planned", "stop the container's follower on this host")
+
+    def execute(self, run: _Run) -> Step:
+        if self.name in run.journal.steps and not any(is_locked(p.replica.lock_path) for p in run.plan
+                                                      if p.done is None):
+            return Step(self.name, "done-earlier", "the container's follower was stopped")
+        pids = fence_container(run.sc, run.plan)
+        run.record(self.name, pids=pids)
+        return Step(self.name, "done", f"stopped follower pid {', '.join(map(str, pids))}" if pids
+                    else "no follower was running")
+
+
+class PromoteStores:
+    """promote: every store of every task of the container (container_promote.promote_all, each journaled)."""
+
+    name = "promote"
+
+    def wanted(self, run: _Run) -> bool:
+        return True
+
+    def planned(self, run: _Run) -> Step:
+        return Step(self.name, "planned", f"{len(run.sc.replicas)} store(s) of {len(run.sc.tasks)} task(s)")
+
+    def execute(self, run: _Run) -> Step:
+        run.stores = promote_all(run.plan, run.bootstrap, run.state_dir, run.journal, run.security, run.timeout_s,
+                                 run.to_checkpoint, run.progress, run.blobstore, run.catalog, run.sc.standby_root)
+        promoted = sum(s.status == "promoted" for s in run.stores)
+        return Step(self.name, "done" if promoted else "done-earlier",
+                    f"{promoted} store(s) promoted now, {len(run.stores) - promoted} earlier")
+
+
+class PointActiveHere:
+    """promote --container's last step: the active container's mapping set to this host, where it now runs."""
+
+    name = "point-active-locality"
+
+    def wanted(self, run: _Run) -> bool:
+        return not run.locality
+
+    def planned(self, run: _Run) -> Step:
+        return Step(self.name, "planned", f"set-container-host-assignment {run.sc.container}: -> {run.standby_host}")
+
+    def execute(self, run: _Run) -> Step:
+        current = run.cs.locality().container_hosts.get(run.sc.container)
+        if current != run.me:
+            run.cs.write_container_host(run.sc.container, run.me)
+        return Step(self.name, "done" if current != run.me else "skipped", f"container {run.sc.container} -> {run.me}")
+
+
+class Report:
+    """report: the journal says the failover finished."""
+
+    name = "report"
+
+    def wanted(self, run: _Run) -> bool:
+        return True
+
+    def planned(self, run: _Run) -> Step:
+        return Step(self.name, "planned", "")
+
+    def execute(self, run: _Run) -> Step:
+        run.journal.data["finished"] = _now()
+        run.journal.save()
+        return Step(self.name, "done", f"container {run.sc.container} failed over to {run.standby_host}: "
+                                       f"{len(run.stores)} store(s) of {len(run.sc.tasks)} task(s)")
+
+
+FIND_STANDBY_HOST = FindStandbyHost()
+# The steps after find-standby-host, in order; each runs when ``wanted`` (the locality steps in a failover, the
+# last point-active-locality in a container's promote).
+STEP_PLAN = (SetLocality("delete-standby-locality", standby=True), SetLocality("point-active-locality", standby=False),
+             StopStandby(), PromoteStores(), PointActiveHere(), Report())
+STEPS = tuple(dict.fromkeys([FIND_STANDBY_HOST.name, *(s.name for s in STEP_PLAN)]))
+
+
 def _failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, security: KafkaSecurity | None,
               host: str | None, dry_run: bool, timeout_s: float, to_checkpoint: bool, locality: bool,
               progress: ProgressReporter | None, blobstore: Any, catalog: Any) -> FailoverResult:
     progress = progress or NullProgress()
     began = time.monotonic()
-    me = host or socket.gethostname()
     path, journal = load_journal(state_dir, sc)
     with CoordinatorStream(bootstrap, sc.job, sc.job_id, security=security) as cs:
         cs.require()
@@ -141,125 +320,29 @@ def _failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, security: K
             journal = Journal(path, {"job": sc.job, "job_id": sc.job_id, "container": sc.container,
                                      "standby_container": sc.standby_container, "locality": locality,
                                      "started": _now(), "finished": None, "steps": {}})
-        steps: list[Step] = []
-        # 1. find the standby host
-        if "find-standby-host" in journal.steps:
-            standby_host = journal.data["standby_host"]
-            steps.append(Step("find-standby-host", "done-earlier", f"standby host {standby_host} (from the journal)"))
-        elif not locality:
-            standby_host = me
-            steps.append(Step("find-standby-host", "skipped", f"promote --container: this host, {me}"))
-        elif standby_host is None:
-            if host is None:
-                raise NotFoundError(
-                    f"standby container {sc.standby_container} of job {sc.job}-{sc.job_id} has no locality mapping "
-                    f"on {coordinator_topic(sc.job, sc.job_id)}: nothing says which host holds its replicas",
-                    hint="run failover on the host that holds them, with --host <its name as the job's locality "
-                         "names it>")
-            standby_host = host
-            steps.append(Step("find-standby-host", "done" if not dry_run else "planned",
-                              f"standby container {sc.standby_container} has no locality mapping: taking --host "
-                              f"{host}"))
-        else:
-            steps.append(Step("find-standby-host", "done" if not dry_run else "planned",
-                              f"standby container {sc.standby_container} is on {standby_host}"))
-        if standby_host not in ({me} if host else {me, socket.getfqdn()}):
-            raise UsageError(f"the standby container {sc.standby_container} of container {sc.container} is on host "
-                             f"{standby_host}, not this host ({me}): failover runs where its replicas are",
-                             hint=f"run it on {standby_host}, or pass --host if the job's locality names this host "
-                                  f"{standby_host}")
-        plan = plan_container(sc, bootstrap, state_dir, journal, security, progress)
-        if dry_run:
-            steps += _planned_steps(sc, loc.container_hosts, standby_host, locality)
-            stores = [StoreStep(p.replica.ref.task, p.replica.ref.store, str(p.replica.replica_dir),
-                                "done-earlier" if p.done is not None else "planned",
-                                p.done.get("promoted_dir") if p.done else None,
-                                p.done.get("restore_mode") if p.done else
-                                ("blob-store" if p.blob else p.start.mode if p.start else None))
-                      for p in plan]
-            return FailoverResult(sc.job, sc.job_id, sc.container, sc.standby_container, standby_host, True, steps,
-                                  stores, round(time.monotonic() - began, 3), resumed, str(path),
-                                  list(getattr(progress, "notes", [])))
-        journal.data["standby_host"] = standby_host
-        if "find-standby-host" not in journal.steps:
-            journal.steps["find-standby-host"] = {"host": standby_host, "at": _now()}
-            journal.save()
-            failpoints.hit("failover-step")
-        # 2. delete the standby container's locality mapping; 3. point the active container at the standby host
-        if locality:
-            steps.append(_locality_step(journal, "delete-standby-locality", cs, sc.standby_container, None,
-                                        loc.container_hosts.get(sc.standby_container)))
-            steps.append(_locality_step(journal, "point-active-locality", cs, sc.container, standby_host,
-                                        loc.container_hosts.get(sc.container)))
-        # 4. stop the standby (the fence)
-        if "stop-standby" in journal.steps and not any(is_locked(p.replica.lock_path) for p in plan if p.done is None):
-            steps.append(Step("stop-standby", "done-earlier", "the container's follower was stopped"))
-        else:
-            pids = fence_container(sc, plan)
-            journal.steps["stop-standby"] = {"pids": pids, "at": _now()}
-            journal.save()
-            steps.append(Step("stop-standby", "done", f"stopped follower pid {', '.join(map(str, pids))}" if pids
-                              else "no follower was running"))
-            failpoints.hit("failover-step")
-        # 5. promote every store
-        stores = promote_all(plan, bootstrap, state_dir, journal, security, timeout_s, to_checkpoint, progress,
-                              blobstore, catalog, sc.standby_root)
-        promoted = sum(s.status == "promoted" for s in stores)
-        steps.append(Step("promote", "done" if promoted else "done-earlier",
-                          f"{promoted} store(s) promoted now, {len(stores) - promoted} earlier"))
-        if not locality:  # promote --container: the container now runs here
-            current = cs.locality().container_hosts.get(sc.container)
-            if current != me:
-                cs.write_container_host(sc.container, me)
-            steps.append(Step("point-active-locality", "done" if current != me else "skipped",
-                              f"container {sc.container} -> {me}"))
-    # 6. report
-    journal.data["finished"] = _now()
-    journal.save()
-    steps.append(Step("report", "done", f"container {sc.container} failed over to {standby_host}: "
-                                        f"{len(stores)} store(s) of {len(sc.tasks)} task(s)"))
-    return FailoverResult(sc.job, sc.job_id, sc.container, sc.standby_container, standby_host, False, steps, stores,
-                          round(time.monotonic() - began, 3), resumed, str(path), list(getattr(progress, "notes", [])))
+        run = _Run(sc, bootstrap, state_dir, security, host, dry_run, timeout_s, to_checkpoint, locality, progress,
+                   blobstore, catalog, cs, loc, journal, standby_host)
+        steps = _run_steps(run)
+    stores = run.stores if not dry_run else [
+        StoreStep(p.replica.ref.task, p.replica.ref.store, str(p.replica.replica_dir),
+                  "done-earlier" if p.done is not None else "planned", p.done.get("promoted_dir") if p.done else None,
+                  p.done.get("restore_mode") if p.done else ("blob-store" if p.blob else p.start.mode if p.start
+                                                             else None))
+        for p in run.plan]
+    return FailoverResult(sc.job, sc.job_id, sc.container, sc.standby_container, run.standby_host, dry_run, steps,
+                          stores, round(time.monotonic() - began, 3), resumed, str(path),
+                          list(getattr(progress, "notes", [])))
 
 
-def _locality_step(journal: Journal, name: str, cs: CoordinatorStream, container: str, host: str | None,
-                   current: str | None) -> Step:
-    """Write container ``container``'s mapping (``host`` None: delete it) unless the journal says it was
-    written, or the stream holds it already."""
-    what = f"set-container-host-assignment {container}: " + ("deleted" if host is None else f"-> {host}")
-    if name in journal.steps:
-        return Step(name, "done-earlier", what)
-    if (current or None) == host:
-        journal.steps[name] = {"offset": None, "at": _now()}
-        journal.save()
-        return Step(name, "skipped", what + " (the stream holds it already)")
-    if host is None:
-        offset = cs.delete_container_host(container)
-    else:
-        offset = cs.write_container_host(container, host)
-    journal.steps[name] = {"offset": offset, "at": _now()}
-    journal.save()
-    failpoints.hit("failover-step")
-    return Step(name, "done", f"{what} (offset {offset})")
-
-
-def _planned_steps(sc: StandbyContainer, hosts: dict[str, str], standby_host: str | None,
-                   locality: bool) -> list[Step]:
-    out = []
-    if locality:
-        out.append(Step("delete-standby-locality", "planned",
-                        f"set-container-host-assignment {sc.standby_container}: deleted (was "
-                        f"{hosts.get(sc.standby_container) or 'none'})"))
-        out.append(Step("point-active-locality", "planned",
-                        f"set-container-host-assignment {sc.container}: -> {standby_host} (was "
-                        f"{hosts.get(sc.container) or 'none'})"))
-    out.append(Step("stop-standby", "planned", "stop the container's follower on this host"))
-    out.append(Step("promote", "planned", f"{len(sc.replicas)} store(s) of {len(sc.tasks)} task(s)"))
-    if not locality:
-        out.append(Step("point-active-locality", "planned", f"set-container-host-assignment {sc.container}: -> "
-                                                            f"{standby_host}"))
-    out.append(Step("report", "planned", ""))
-    return out
+def _run_steps(run: _Run) -> list[Step]:
+    """find-standby-host (reads only), every replica checked before anything is written, then each step of
+    STEP_PLAN in order: planned (a dry run) or executed."""
+    found = FIND_STANDBY_HOST.find(run)
+    run.plan = plan_container(run.sc, run.bootstrap, run.state_dir, run.journal, run.security, run.progress)
+    if run.dry_run:
+        return [found] + [step.planned(run) for step in STEP_PLAN if step.wanted(run)]
+    FIND_STANDBY_HOST.record(run)
+    return [found] + [step.execute(run) for step in STEP_PLAN if step.wanted(run)]
 
 
 def _finished_earlier(sc: StandbyContainer, journal: Journal, dry_run: bool, began: float) -> FailoverResult:
