@@ -139,7 +139,7 @@ def replica_families(samples: Iterable[ReplicaSample]) -> list[Any]:
 
 class FollowerMetrics:
     """The metrics of one follower (a prometheus_client collector): ``update`` with each FollowStatus the
-    follower reports (engine.standby.follow's on_status; any object with its fields), ``stopped`` when it
+    follower reports (engine.standby.follow.follow's on_status; any object with its fields), ``stopped`` when it
     stops. Thread-safe: the follower updates, the HTTP server's threads collect."""
 
     def __init__(self, labels: tuple[str, ...]):
@@ -301,7 +301,7 @@ def _updated_s(text: str | None) -> float | None:
 
 
 def status_families(rows: Iterable[Any]) -> list[Any]:
-    """The families of ``standby status``'s rows (engine.standby.ReplicaStatus: any object with its fields)."""
+    """The families of ``standby status``'s rows (engine.standby.status.ReplicaStatus: any object with its fields)."""
     samples = [ReplicaSample(replica_labels(r.job, r.job_id, r.task, r.store, r.changelog, r.partition,
                                             r.replica_dir),
                              up=bool(r.following), applied_offset=r.applied_offset, end_offset=r.end_offset,
@@ -311,7 +311,7 @@ def status_families(rows: Iterable[Any]) -> list[Any]:
 
 
 def check_families(job: str, job_id: str, result: Any, *, now: float | None = None) -> list[Any]:
-    """The families of ``standby check``'s result (engine.standby.PlacementResult: tasks, standbys,
+    """The families of ``standby check``'s result (engine.standby.placement.PlacementResult: tasks, standbys,
     violations with task, standby and host, unmapped standby containers)."""
     from prometheus_client.core import GaugeMetricFamily
 

@@ -51,12 +51,9 @@ class Flags:
     store: Optional[str] = _flag("--store", help="Store name.")
     state_dir: Optional[Path] = _flag("--state-dir", help="The job's state base dir; the store dir is "
                                                           "DIR/<store>/<task, spaces->_>.")
-    standby_root: Optional[Path] = _flag("--standby-root", help="statectl's dir for standby replicas, their lock and "
-                                                                "status files, pre-restored dirs and failover "
-                                                                "journals (default: <state-dir>.statectl-standby, "
-                                                                "beside the state dir, never in it: Samza clears "
-                                                                "the state dir when a container starts without a "
-                                                                "checkpoint). On the state dir's filesystem.")
+    standby_root: Optional[Path] = _flag("--standby-root", help="statectl's dir for standby replicas (default: "
+                                                                "<state-dir>.statectl-standby; never in the state "
+                                                                "dir, on its filesystem).")
     store_dir: Optional[Path] = _flag("--store-dir", help="The store dir itself (instead of --state-dir).")
     keep_last: Optional[int] = _flag("--keep-last", help="Keep the last N snapshots of each task/store restorable "
                                                          "(default {default}).")

@@ -94,7 +94,7 @@ def _follow_until(bootstrap: str, replica: Any, end: int, seed: Any = None,
                   samples: list[tuple[float, int]] | None = None) -> tuple[float, Any]:
     """Follow until the replica holds offset ``end`` - 1; return (seconds, FollowResult). ``samples`` gets
     (time, records applied) at each status report (every 0.25 s)."""
-    from statectl.engine.standby import follow
+    from statectl.engine.standby.follow import follow
 
     stop = threading.Event()
     done: list[Any] = []
@@ -115,7 +115,7 @@ def _follow_until(bootstrap: str, replica: Any, end: int, seed: Any = None,
 
 def _rates(bootstrap: str, work: Path, records: int) -> dict[str, Any]:
     from statectl.catalog.refs import StoreRef
-    from statectl.engine.standby import Replica
+    from statectl.engine.standby.replica import Replica
     from statectl.kafka.client import PartitionReader, create_topic, open_consumer
 
     topic = "rate-changelog"
@@ -145,7 +145,7 @@ def _seeded_vs_bootstrapped(bootstrap: str, work: Path, records: int) -> dict[st
     from statectl.catalog.refs import StoreRef
     from statectl.engine.backup import BackupOptions, backup
     from statectl.engine.restore import RestoreOptions, restore
-    from statectl.engine.standby import Replica
+    from statectl.engine.standby.replica import Replica
     from statectl.formats.checkpoint import KAFKA_CHANGELOG_FACTORY, SSP, KafkaChangelogMarker, encode_changelog_marker
     from statectl.kafka.client import create_topic
     from statectl.session import Session
@@ -244,7 +244,7 @@ def _produce_spread(bootstrap: str, topics: dict[str, str], per_partition: int, 
 
 
 def _replica_offsets(state: Path) -> dict[tuple[str, int], int | None]:
-    from statectl.engine.standby import standby_dir
+    from statectl.engine.standby.replica import standby_dir
     from statectl.formats.offsets import OFFSET_V2, read_offsets
 
     out: dict[tuple[str, int], int | None] = {}
@@ -375,7 +375,7 @@ def _du(path: Path) -> int:
 
 def _failover(bootstrap: str, work: Path, mib: float) -> dict[str, Any]:
     """One failover of container 0 whose 6 replicas hold ``mib`` MiB each (the module doc, 5)."""
-    from statectl.engine.standby import standby_dir
+    from statectl.engine.standby.replica import standby_dir
     from statectl.formats.offsets import OFFSET_V2, read_offsets
     from tests.tools.genstore import make_store
 

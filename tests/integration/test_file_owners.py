@@ -227,7 +227,8 @@ def test_restore_from_changelog_as_root_leaves_the_state_dir_owners(tansu, tmp_p
 
 
 def test_standby_promote_as_root_gives_the_store_to_the_state_dir_owner(tansu, tmp_path: Path):
-    from statectl.engine.standby import Replica, follow, standby_dir
+    from statectl.engine.standby.follow import follow
+    from statectl.engine.standby.replica import Replica, standby_dir
 
     topic = tansu.create_topic(f"owners-standby-{uuid.uuid4().hex[:8]}", partitions=1)
     writer = ChangelogWriter(tansu.bootstrap, topic)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from statectl.engine.standby import standby_dir
+from statectl.engine.standby.replica import standby_dir
 from tests.integration.test_hostile_standby import docs_dir, one_error, recreate_topic
 from tests.integration.test_standby import (  # noqa: F401 - world and procs are fixtures
     STORE,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from statectl.catalog.refs import StoreRef
-from statectl.engine.standby import standby_dir
+from statectl.engine.standby.replica import standby_dir
 from statectl.formats.checkpoint import SSP
 from statectl.kafka.coordinator import CoordinatorStream
 from tests.tools.genstore import fingerprint, make_store
@@ -158,7 +158,7 @@ def test_follow_and_promote_partition_10_on_changelog_partition_2(job12: Job, fo
 
 @pytest.mark.timeout(120)
 def test_every_task_resolves_to_its_model_partition_with_or_without_a_coordinator_stream(job12: Job):
-    from statectl.engine.standby import resolve_changelog
+    from statectl.engine.standby.changelog import resolve_changelog
 
     j = job12
     assert sum(MAPPING[t] != int(t.split()[1]) for t in TASKS) == 10  # a guess from the name is wrong for 10 tasks
@@ -178,7 +178,7 @@ def test_every_task_resolves_to_its_model_partition_with_or_without_a_coordinato
 
 @pytest.mark.timeout(120)
 def test_a_container_of_the_model_resolves_each_task(job12: Job):
-    from statectl.engine.failover import resolve_container
+    from statectl.engine.standby.container import resolve_container
 
     j = job12
     j.write_config()
@@ -190,7 +190,7 @@ def test_a_container_of_the_model_resolves_each_task(job12: Job):
 
 @pytest.mark.timeout(120)
 def test_a_large_model_split_across_znodes_and_the_active_version_are_read(job12: Job):
-    from statectl.engine.standby import resolve_changelog
+    from statectl.engine.standby.changelog import resolve_changelog
 
     j = job12
     j.write_config()
@@ -213,7 +213,7 @@ def test_a_large_model_split_across_znodes_and_the_active_version_are_read(job12
 
 @pytest.mark.timeout(120)
 def test_protocol_1_0_and_the_app_name_from_the_config_place_the_model(job12: Job):
-    from statectl.engine.standby import resolve_changelog
+    from statectl.engine.standby.changelog import resolve_changelog
 
     j = job12
     # Samza before 1.3: the pretty-printed JSON as the data of jobModels/<version>, under ...-1.0-coordinationData.

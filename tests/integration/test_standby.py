@@ -25,7 +25,8 @@ import pytest
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.refs import StoreRef
-from statectl.engine.standby import Replica, follow, standby_dir
+from statectl.engine.standby.follow import follow
+from statectl.engine.standby.replica import Replica, standby_dir
 from statectl.formats.checkpoint import (
     BLOB_STORE_FACTORY,
     KAFKA_CHANGELOG_FACTORY,

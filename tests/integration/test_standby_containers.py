@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from statectl.engine.standby import standby_dir
+from statectl.engine.standby.replica import standby_dir
 from statectl.formats.coordinator import (
     SET_CONTAINER_HOST,
     decode_container_host,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from statectl.engine.standby import standby_dir
+from statectl.engine.standby.replica import standby_dir
 from statectl.formats.coordinator import standby_task_name
 from statectl.kafka.coordinator import CoordinatorStream
 from tests.tools.genstore import fingerprint, make_store
@@ -187,7 +187,7 @@ def test_partition_override_and_a_changelog_given_as_system_and_topic(job12: Job
 @pytest.mark.timeout(120)
 def test_only_without_a_coordinator_stream_is_the_partition_guessed_from_the_name(job12: Job):
     from statectl.catalog.refs import StoreRef
-    from statectl.engine.standby import resolve_changelog
+    from statectl.engine.standby.changelog import resolve_changelog
 
     j = job12
     ref = StoreRef(j.job, "1", "Partition 10", STORE)

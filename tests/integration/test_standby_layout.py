@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from statectl.engine.follower import FollowerSettings
-from statectl.engine.standby import Replica, follow, legacy_standby_dir, old_root_standby_dir
+from statectl.engine.standby.follower import FollowerSettings
+from statectl.engine.standby.follow import follow
+from statectl.engine.standby.replica import Replica, legacy_standby_dir, old_root_standby_dir
 from statectl.formats.checkpoint import SSP, CheckpointV1
 from statectl.formats.offsets import OFFSET_V2, SIDE_INPUT_OFFSETS, write_offsets
 from statectl.kafka.coordinator import CoordinatorStream
@@ -428,7 +429,7 @@ def test_active_path_layout_refused_with_14_where_a_container_placed_here_clears
 
 @pytest.mark.timeout(300)
 def test_an_active_path_replicas_files_in_the_old_standby_root_are_moved_by_follow(world: World, procs):
-    from statectl.engine.standby import active_path_replica
+    from statectl.engine.standby.dirs import active_path_replica
 
     w = world
     w.writer.send(random_records(random.Random(200), 90))

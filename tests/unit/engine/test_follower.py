@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 import pytest
 
-from statectl.engine.follower import FollowerSettings
+from statectl.engine.standby.follower import FollowerSettings
 
 GOOD = FollowerSettings("broker:9092", "page-views", "1", state_dir="/var/samza/state", task="Partition 0",
                         store="counts", changelog="kafka.counts-changelog", partition=0,

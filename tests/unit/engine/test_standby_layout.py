@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from statectl.catalog.refs import StoreRef
-from statectl.engine.standby import Replica, active_path_replica, legacy_standby_dir, standby_dir
+from statectl.engine.standby.dirs import active_path_replica
+from statectl.engine.standby.replica import Replica, legacy_standby_dir, standby_dir
 from statectl.errors import UsageError
 from statectl.local.layout import check_standby_root, samza_would_take, standby_root
 from tests.tools.samza_scan import clear_logged_stores, doomed, restore_like_samza
@@ -108,7 +109,7 @@ def test_the_standby_root_is_refused_in_the_state_dir_around_it_or_on_another_fi
 
 
 def test_the_checkpointed_position_of_a_store_in_a_v1_and_a_v2_checkpoint():
-    from statectl.engine.standby import checkpointed_position
+    from statectl.engine.standby.nextstart import checkpointed_position
     from statectl.formats.checkpoint import (
         KAFKA_CHANGELOG_FACTORY,
         SSP,

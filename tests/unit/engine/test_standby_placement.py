@@ -5,7 +5,7 @@ whose tasks' active tasks overlap), and the candidate hosts left once their mapp
 
 from __future__ import annotations
 
-from statectl.engine.standby import (
+from statectl.engine.standby.placement import (
     active_container_of,
     conflicting_containers,
     placement_hosts,
