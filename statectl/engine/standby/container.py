@@ -219,7 +219,7 @@ def follow_container(sc: StandbyContainer, bootstrap: str, *, security: KafkaSec
 
     results = _in_threads(sc.replicas, one, stop)
     return ContainerFollowResult(sc.container, sc.standby_container, results, round(time.monotonic() - began, 3),
-                                 list(getattr(progress, "notes", [])))
+                                 list(progress.notes))
 
 
 def _check_container(sc: StandbyContainer, bootstrap: str, security: KafkaSecurity | None, state_dir: Path | None,

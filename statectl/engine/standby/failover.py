@@ -331,7 +331,7 @@ def _failover(sc: StandbyContainer, bootstrap: str, state_dir: Path, security: K
         for p in run.plan]
     return FailoverResult(sc.job, sc.job_id, sc.container, sc.standby_container, run.standby_host, dry_run, steps,
                           stores, round(time.monotonic() - began, 3), resumed, str(path),
-                          list(getattr(progress, "notes", [])))
+                          list(progress.notes))
 
 
 def _run_steps(run: _Run) -> list[Step]:

@@ -181,7 +181,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
             raise
         raise full from e
     result.duration_s = round(time.monotonic() - began, 3)
-    result.notes = list(getattr(progress, "notes", []))
+    result.notes = list(progress.notes)
     return result
 
 

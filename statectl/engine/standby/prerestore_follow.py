@@ -93,7 +93,7 @@ def follow_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstor
         log.close()
     result.replica_dir = run.status.replica_dir
     result.duration_s = round(time.monotonic() - began, 3)
-    result.notes = list(getattr(progress, "notes", []))
+    result.notes = list(progress.notes)
     return result
 
 
