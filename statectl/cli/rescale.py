@@ -97,8 +97,8 @@ def rescale(
 ) -> None:
     """Re-partition the snapshots of a store's N tasks into M new snapshots on Spark, verified, then committed
     together. The new checkpoints carry no changelog position."""
-    from statectl.engine.rescale import RescaleOptions, load_snapshots_file, load_task_map
-    from statectl.engine.rescale import rescale as run_rescale
+    from statectl.engine.rescale.execute import rescale as run_rescale
+    from statectl.engine.rescale.options import RescaleOptions, load_snapshots_file, load_task_map
 
     session, s = env.session, env.settings
     if not s.job or not s.store:
