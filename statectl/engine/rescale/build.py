@@ -140,7 +140,7 @@ def verify_targets(opts: RescaleOptions, stores: list[Path], manifest: Any, resu
     sources' key count and content hash (statectl.formats.adstore.Digest: order-independent).
     VerificationError naming the first problem (and how many more) otherwise."""
     from statectl.formats.adstore import Digest
-    from statectl.spark.job import load_partitioner
+    from statectl.spark.rescale_reader import load_partitioner
 
     route = load_partitioner(opts.partitioner)
     t0 = time.monotonic()

@@ -105,7 +105,7 @@ def source_manifest(blobstore: BlobStore, index: Any, task: str) -> Any:
 def check_hash_layout(manifests: list[Any], tasks: list[str], partitioner: str | None) -> None:
     """LayoutError unless the smallest and largest key of every file of source ``i`` (``manifests[i]``) routes
     to task ``i`` of ``len(tasks)`` under ``partitioner`` (statectl.spark.rescale_reader.load_partitioner's name)."""
-    from statectl.spark.job import load_partitioner
+    from statectl.spark.rescale_reader import load_partitioner
 
     route = load_partitioner(partitioner)
     n = len(tasks)

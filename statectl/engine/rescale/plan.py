@@ -79,8 +79,8 @@ def plan_rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCh
 def check_partitioners(opts: RescaleOptions) -> None:
     """UsageError for a partitioner that does not import here, before anything runs: statectl's own
     verification routes every key with it too."""
-    from statectl.spark.job import BuildError
-    from statectl.spark.job import load_partitioner
+    from statectl.spark.context import BuildError
+    from statectl.spark.rescale_reader import load_partitioner
 
     for flag, name in (("--partitioner", opts.partitioner), ("--from-partitioner", opts.from_partitioner)):
         try:

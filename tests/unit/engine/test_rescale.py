@@ -18,7 +18,8 @@ from statectl.formats.adstore import Digest, murmur2, partition_of
 from statectl.engine.rescale.build import VerificationError, verify_targets
 from statectl.engine.rescale.options import RescaleOptions, load_snapshots_file, load_task_map
 from statectl.engine.rescale.result import RescaleResult
-from statectl.spark.job import BuildError, _SourceStatsParam, fetch_snapshot, load_partitioner
+from statectl.spark.context import BuildError
+from statectl.spark.rescale_reader import _SourceStatsParam, fetch_snapshot, load_partitioner
 from statectl.spark.submit import BuildSpec
 
 
