@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 import typer
 
 from statectl import config
-from statectl.errors import describe_exit_codes
+from statectl.errors import UsageError, describe_exit_codes
 
 if TYPE_CHECKING:
     from statectl.progress import ProgressReporter
@@ -154,6 +154,24 @@ def stop_on_signals() -> tuple[threading.Event, list[int]]:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return stop, received
+
+
+# The Spark options of the commands that run a Spark job (adstore load --spark, rescale).
+SPARK_MASTER = Annotated[str, typer.Option("--master", help="Spark master: local[*] (default), yarn, k8s://...",
+                                           show_default=False)]
+SPARK_CONF = Annotated[Optional[list[str]], typer.Option("--spark-conf", help="KEY=VALUE for spark-submit "
+                                                                              "(repeatable).", show_default=False)]
+
+
+def parse_spark_conf(values: list[str] | None) -> dict[str, str]:
+    """--spark-conf KEY=VALUE... as a dict; UsageError for a value without ``=`` or a key."""
+    out = {}
+    for v in values or []:
+        k, sep, val = v.partition("=")
+        if not sep or not k:
+            raise UsageError(f"--spark-conf {v!r}: expected KEY=VALUE")
+        out[k] = val
+    return out
 
 
 EXAMPLE_WIDTH = 78  # an example line fits an 80-column terminal with its indent

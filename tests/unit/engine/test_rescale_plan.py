@@ -1,4 +1,4 @@
-"""The key-group plan (statectl.engine.rescale_plan) on synthetic file sets; the real thing is covered by
+"""The key-group plan (statectl.engine.rescale.keygroup_plan) on synthetic file sets; the real thing is covered by
 tests/integration/test_rescale_keygroups.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from statectl.engine.rescale_plan import KeyGroupStoreError, check_target, partial_level, plan
+from statectl.engine.rescale.keygroup_plan import KeyGroupStoreError, check_target, partial_level, plan
 from statectl.rocks.manifest import LiveFile, Manifest
 
 G = 16  # 1-byte prefixes
