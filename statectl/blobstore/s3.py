@@ -47,6 +47,7 @@ MAX_PARTS = 10_000
 MAX_DELETE_KEYS = 1000  # keys per DeleteObjects request: S3's limit
 _NO_ANSWER_HINT = ("the endpoint does not answer in time: check --s3-endpoint and that the store is up; "
                    "STATECTL_TIMEOUT and STATECTL_RETRY_TIME set how long statectl waits")
+_SSE_HINT = "the store may not support the server-side encryption asked for: check sse and sse_kms_key_id"
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound", "NoSuchUpload"}
 _AUTH = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "ExpiredToken",
@@ -207,6 +208,8 @@ class S3BlobStore:
             if code in _AUTH or status == 403:
                 return AuthError(f"{where}: access denied ({code}: {msg})",
                                  hint="check the access key and secret (profile, AWS_* env or ~/.aws)")
+            if code == "NotImplemented" or status == 501:  # never transient: what was asked is not there
+                return BlobStoreError(f"{where}: {code or status} {msg}", hint=_SSE_HINT if self._sse else None)
             if code in _TRANSIENT or status >= 500 or status == 429:
                 return TransientBlobStoreError(f"{where}: {code or status} {msg}")
             return BlobStoreError(f"{where}: {code} {msg}")
