@@ -96,8 +96,9 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defa
 
     Raises UsageError for an unknown scheme, a malformed URL, a URL with a control character (raw or
     percent-encoded), a ``file://`` path that resolves to ``/``, and S3Options with an unknown ``sse`` or a
-    ``sse_kms_key_id`` without ``sse="aws:kms"`` (the encryption settings of a ``file://`` store are ignored). A ``file://`` root is resolved with
-    realpath (symlinks and ``..`` as the OS follows them): the store's ``root`` is the real directory.
+    ``sse_kms_key_id`` without ``sse="aws:kms"`` (a ``file://`` store ignores them). A ``file://`` root is
+    resolved with realpath (symlinks and ``..`` as the OS follows them): the store's ``root`` is the real
+    directory.
     Opening does not touch the network; a missing bucket or bad credentials show on first use. A
     ``file://`` dir that does not exist is made when ``create``, else it is NotFoundError (exit 10) on
     first use, as a missing bucket; ``create="on-write"``: it reads as empty and is made by the first write.

@@ -231,8 +231,8 @@ def _copy_target(env: Env, to_blobstore: str | None, to_s3_endpoint: str | None,
 
     session, s = env.session, env.settings
     own = session.blobstore, session.catalog  # the source store opens first, whatever the target
-    same_sse = (sse["sse"], sse["sse_kms_key_id"]) == (s.sse, s.sse_kms_key_id)
-    if not (to_blobstore or to_s3_endpoint) and same_sse:  # the engine tells the source store under another name (identity)
+    # The engine tells the source store under another name (identity); another encryption needs a store of its own.
+    if not (to_blobstore or to_s3_endpoint) and (sse["sse"], sse["sse_kms_key_id"]) == (s.sse, s.sse_kms_key_id):
         return *own, None
     from statectl.blobstore import open_blobstore
     from statectl.catalog.records import BlobCheckpointStore

@@ -238,3 +238,12 @@ def test_no_command_repeats_the_store_flags_by_hand():
         text = module.read_text(encoding="utf-8")
         for name in STORE:
             assert f'"--{name.replace("_", "-")}"' not in text, f"{module.name} declares --{name} itself"
+
+
+def test_the_encryption_flags_offer_what_the_settings_and_the_store_accept():
+    from statectl.blobstore import SSE_MODES
+
+    commands = _commands()
+    for path, name in (("backup", "--sse"), ("snapshots copy", "--to-sse")):
+        assert tuple(_params(commands[path])[name].type.choices) == SSE_MODES, (path, name)
+    assert [config.KEYS["sse"].parse(mode) for mode in SSE_MODES] == list(SSE_MODES)
