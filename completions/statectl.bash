@@ -21,7 +21,7 @@ _statectl_commands() {
 _statectl_options() {
     case $1 in
         '') REPLY='--config --profile --output -o --verbose -v --quiet -q --debug --version --help -h' ;;
-        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --grace --create --checkpoint-dir --all --all-tasks --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --grace --create --sse --sse-kms-key-id --checkpoint-dir --all --all-tasks --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'restore') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --snapshot --target-dir --force --from-other-store --from-changelog --partition --until-offset --to-checkpoint --system --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -32,7 +32,7 @@ _statectl_options() {
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --dry-run --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --to-sse --to-sse-kms-key-id --dry-run --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -86,6 +86,8 @@ _statectl_value() {
                 --chunk-size) REPLY='@text' ;;
                 --ttl) REPLY='@text' ;;
                 --grace) REPLY='@text' ;;
+                --sse) REPLY='AES256 aws:kms' ;;
+                --sse-kms-key-id) REPLY='@text' ;;
                 --checkpoint-dir) REPLY='@dir' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
@@ -247,6 +249,8 @@ _statectl_value() {
                 --to-store) REPLY='@text' ;;
                 --to-blobstore) REPLY='@text' ;;
                 --to-s3-endpoint) REPLY='@text' ;;
+                --to-sse) REPLY='AES256 aws:kms' ;;
+                --to-sse-kms-key-id) REPLY='@text' ;;
                 --file-owner) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;

@@ -25,7 +25,7 @@ function __statectl_value_options --description 'the options that take a value a
         case ''
             printf '%s\n' -- --config --profile --output -o
         case 'backup'
-            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --grace --checkpoint-dir --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --grace --sse --sse-kms-key-id --checkpoint-dir --config --profile --output -o
         case 'restore'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --snapshot --target-dir --from-changelog --partition --until-offset --system --config --profile --output -o
         case 'diff'
@@ -47,7 +47,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'snapshots verify'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --config --profile --output -o
         case 'snapshots copy'
-            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --config --profile --output -o
+            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --to-sse --to-sse-kms-key-id --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --config --profile --output -o
         case 'config'
             printf '%s\n' -- --config --profile --output -o
         case 'config show'
@@ -163,6 +163,8 @@ complete -c statectl -n '__statectl_path backup' -l chunk-size -x -d 'Upload fil
 complete -c statectl -n '__statectl_path backup' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
 complete -c statectl -n '__statectl_path backup' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m)'
 complete -c statectl -n '__statectl_path backup' -l create -d 'Start a new file:// blob store (snapshots copy: the --to-blobstore one) if its dir does not exist, rather than exit 10'
+complete -c statectl -n '__statectl_path backup' -l sse -x -a 'AES256 aws:kms' -d 'S3 server-side encryption of what is written'
+complete -c statectl -n '__statectl_path backup' -l sse-kms-key-id -x -d 'The KMS key of --sse aws:kms'
 complete -c statectl -n '__statectl_path backup' -l checkpoint-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Back up this checkpoint dir the job made (for a store a running job holds)'
 complete -c statectl -n '__statectl_path backup' -l all -d 'Back up every store under --state-dir: each task dir of each store'
 complete -c statectl -n '__statectl_path backup' -l all-tasks -d 'Back up every task dir of --store under --state-dir (without it, only the --task one)'
@@ -370,8 +372,10 @@ complete -c statectl -n '__statectl_path snapshots copy' -l to-job -x -d 'The ta
 complete -c statectl -n '__statectl_path snapshots copy' -l to-job-id -x -d 'The target\'s job id (default: --job-id)'
 complete -c statectl -n '__statectl_path snapshots copy' -l to-task -x -d 'The target\'s task (default: --task)'
 complete -c statectl -n '__statectl_path snapshots copy' -l to-store -x -d 'The target\'s store (default: --store)'
-complete -c statectl -n '__statectl_path snapshots copy' -l to-blobstore -x -d 'The target\'s blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side'
-complete -c statectl -n '__statectl_path snapshots copy' -l to-s3-endpoint -x -d 'The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-blobstore -x -d 'The target\'s blob store URL (default: --blobstore)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-s3-endpoint -x -d 'The target\'s S3 endpoint (default: --s3-endpoint)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-sse -x -a 'AES256 aws:kms' -d 'The target\'s S3 server-side encryption (default: the source\'s)'
+complete -c statectl -n '__statectl_path snapshots copy' -l to-sse-kms-key-id -x -d 'The target\'s KMS key, with aws:kms'
 complete -c statectl -n '__statectl_path snapshots copy' -l dry-run -d 'Write nothing (no pin, lease, blob or checkpoint); print the plan: every blob copied, server-side or through this host'
 complete -c statectl -n '__statectl_path snapshots copy' -l file-owner -x -d 'The owner and group names every file of the target is recorded with: the target job\'s user, which Samza\'s restore compares with its restored files\' (default: the source\'s, file by file)'
 complete -c statectl -n '__statectl_path snapshots copy' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'

@@ -145,6 +145,22 @@ def _username(v: Any) -> str:
     return v
 
 
+def _sse(v: Any) -> str:
+    from statectl.blobstore import SSE_MODES
+
+    v = _str(v)
+    if v not in SSE_MODES:
+        raise ValueError("expected AES256 or aws:kms")
+    return v
+
+
+def _kms_key(v: Any) -> str:
+    v = _str(v)
+    if not v or any(ch.isspace() or not ch.isprintable() for ch in v):
+        raise ValueError("expected a KMS key id, ARN or alias, without spaces")
+    return v
+
+
 def _zookeeper(v: Any) -> str:
     from statectl.zookeeper.client import check_connect
 
@@ -182,6 +198,8 @@ KEYS: dict[str, Key] = {
     "s3_secret_access_key": Key(_secret, secret=True),
     "s3_session_token": Key(_secret, secret=True),
     "s3_profile": Key(_str, help="AWS shared-config profile for boto3"),
+    "sse": Key(_sse, help="S3 server-side encryption of every object statectl writes: AES256 or aws:kms"),
+    "sse_kms_key_id": Key(_kms_key, help="the KMS key (id, ARN or alias) of sse aws:kms"),
     "kafka": Key(_str, help="Kafka bootstrap servers HOST:PORT[,..]"),
     "kafka_security_protocol": Key(_choice(KAFKA_SECURITY_PROTOCOLS), "PLAINTEXT",
                                    help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
@@ -359,9 +377,34 @@ def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str
                 check_secret(env.get(name) or "")
             except ValueError as e:
                 raise _secret_error(f"env {name}", e) from None
+    _check_sse(values)
     check_security_settings({name: v.value for name, v in values.items()},
                             lambda key: key if values[key].source == "default" else f"{key} ({values[key].source})")
     return Settings(values, path, profile_name)
+
+
+def _rank(source: str) -> int:
+    """How a setting's source ranks in the precedence: default < profile < env < flag."""
+    return next(i for i, kind in enumerate(("default", "profile", "env", "flag")) if source.startswith(kind))
+
+
+def _check_sse(values: dict[str, Value]) -> None:
+    """A KMS key id goes with sse aws:kms only. One set at a lower precedence than an sse of another mode is
+    replaced along with it (``--sse AES256`` over a profile's aws:kms and key); one set where sse is not
+    aws:kms is an error: UsageError for a flag, ConfigError otherwise (both exit 2)."""
+    key, sse = values["sse_kms_key_id"], values["sse"]
+    if key.value is None or sse.value == "aws:kms":
+        return
+    if _rank(sse.source) > _rank(key.source):
+        values["sse_kms_key_id"] = Value(None, sse.source)
+        return
+    if key.source == "flag":
+        raise UsageError(f"--sse-kms-key-id needs --sse aws:kms, not {sse.value or 'none'}"
+                         + ("" if sse.source in ("flag", "default") else f" ({sse.source})"),
+                         hint="add --sse aws:kms; AES256 encrypts with S3's own keys and takes no KMS key")
+    raise ConfigError(f"sse_kms_key_id ({key.source}) needs sse aws:kms, not {sse.value or 'none'}"
+                      + ("" if sse.source == "default" else f" ({sse.source})"),
+                      hint="set sse = \"aws:kms\" beside it; AES256 encrypts with S3's own keys and takes no KMS key")
 
 
 def _secret_error(where: str, e: Exception) -> ConfigError:

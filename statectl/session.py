@@ -114,13 +114,14 @@ class Session:
 
     @property
     def s3_options(self) -> Any:
-        """The S3Options the settings name (endpoint, region, credentials, connections, timeout)."""
+        """The S3Options the settings name (endpoint, region, credentials, connections, timeout, encryption)."""
         from statectl.blobstore import S3Options
 
         s = self.settings
         return S3Options(endpoint_url=s.s3_endpoint, region=s.s3_region, access_key_id=s.s3_access_key_id,
                          secret_access_key=s.s3_secret_access_key, session_token=s.s3_session_token,
-                         profile=s.s3_profile, max_connections=max(32, 2 * s.parallelism), timeout_s=s.timeout)
+                         profile=s.s3_profile, max_connections=max(32, 2 * s.parallelism), timeout_s=s.timeout,
+                         sse=s.sse, sse_kms_key_id=s.sse_kms_key_id)
 
     @property
     def kafka_security(self) -> Optional[KafkaSecurity]:

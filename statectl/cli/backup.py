@@ -24,7 +24,7 @@ EPILOG = (
 )
 
 
-@state_command(*STORE, "keep_last", "parallelism", "chunk_size", "ttl", "grace", "create")
+@state_command(*STORE, "keep_last", "parallelism", "chunk_size", "ttl", "grace", "create", "sse", "sse_kms_key_id")
 def backup(
     env: Env,
     checkpoint_dir: Annotated[Optional[Path], typer.Option("--checkpoint-dir", help="Back up this checkpoint dir the job made (for a store a running job holds).", show_default=False)] = None,

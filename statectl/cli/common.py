@@ -14,7 +14,7 @@ import threading
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional, TypeVar
 
 import typer
 
@@ -40,6 +40,9 @@ class Flags:
 
     blobstore: Optional[str] = _flag("--blobstore", help="Blob store URL: file:///path or s3://bucket/prefix.")
     s3_endpoint: Optional[str] = _flag("--s3-endpoint", help="Endpoint URL of an S3-compatible store.")
+    sse: Optional[Literal["AES256", "aws:kms"]] = _flag("--sse", help="S3 server-side encryption of what is "
+                                                                        "written.")
+    sse_kms_key_id: Optional[str] = _flag("--sse-kms-key-id", help="The KMS key of --sse aws:kms.")
     kafka: Optional[str] = _flag("--kafka", help="Kafka bootstrap servers (host:port[,host:port]) of the job: its "
                                                  "checkpoint and coordinator topics, changelogs and inputs.")
     zookeeper: Optional[str] = _flag("--zookeeper", help="ZooKeeper of a standalone job (host:port[,host:port]"

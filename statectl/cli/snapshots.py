@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
@@ -161,8 +161,10 @@ def copy(
     to_job_id: Annotated[Optional[str], typer.Option("--to-job-id", help="The target's job id (default: --job-id).", show_default=False)] = None,
     to_task: Annotated[Optional[str], typer.Option("--to-task", help="The target's task (default: --task).", show_default=False)] = None,
     to_store: Annotated[Optional[str], typer.Option("--to-store", help="The target's store (default: --store).", show_default=False)] = None,
-    to_blobstore: Annotated[Optional[str], typer.Option("--to-blobstore", help="The target's blob store URL (default: --blobstore); another bucket of the same S3 endpoint still copies server-side.", show_default=False)] = None,
-    to_s3_endpoint: Annotated[Optional[str], typer.Option("--to-s3-endpoint", help="The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host.", show_default=False)] = None,
+    to_blobstore: Annotated[Optional[str], typer.Option("--to-blobstore", help="The target's blob store URL (default: --blobstore).", show_default=False)] = None,
+    to_s3_endpoint: Annotated[Optional[str], typer.Option("--to-s3-endpoint", help="The target's S3 endpoint (default: --s3-endpoint).", show_default=False)] = None,
+    to_sse: Annotated[Optional[Literal["AES256", "aws:kms"]], typer.Option("--to-sse", help="The target's S3 server-side encryption (default: the source's).", show_default=False)] = None,
+    to_sse_kms_key_id: Annotated[Optional[str], typer.Option("--to-sse-kms-key-id", help="The target's KMS key, with aws:kms.", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (no pin, lease, blob or checkpoint); print the plan: every blob copied, server-side or through this host. Fails as the copy would.")] = False,
     file_owner: Annotated[Optional[str], typer.Option("--file-owner", metavar="USER:GROUP", help="The owner and group names every file of the target is recorded with: the target job's user, which Samza's restore compares with its restored files' (default: the source's, file by file).", show_default=False)] = None,
     *,
@@ -184,7 +186,8 @@ def copy(
                          task=to_task or source_ref.task, store=to_store or source_ref.store)
     opts = CopyOptions(source=source_ref, target=target_ref, snapshot=snapshot, parallelism=s.parallelism,
                        ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace, file_owner=file_owner)
-    target, target_catalog, opened = _copy_target(env, to_blobstore, to_s3_endpoint, dry_run)
+    target, target_catalog, opened = _copy_target(env, to_blobstore, to_s3_endpoint,
+                                                  _target_sse(env, to_sse, to_sse_kms_key_id), dry_run)
     try:
         if dry_run:
             plan = plan_copy(opts, session.blobstore, session.catalog, target, env.progress)
@@ -202,7 +205,25 @@ def copy(
                 f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")
 
 
-def _copy_target(env: Env, to_blobstore: str | None, to_s3_endpoint: str | None,
+def _target_sse(env: Env, to_sse: str | None, to_key: str | None) -> dict[str, str | None]:
+    """The target's encryption: --to-sse, else the source's; its KMS key --to-sse-kms-key-id, else the
+    source's when both are aws:kms. UsageError for a key without aws:kms, or one that is no key id."""
+    from statectl.config import KEYS
+
+    s = env.settings
+    sse = to_sse or s.sse
+    if to_key is not None:
+        try:
+            to_key = KEYS["sse_kms_key_id"].parse(to_key)
+        except ValueError as e:
+            raise UsageError(f"--to-sse-kms-key-id: invalid value {to_key!r} ({e})") from None
+        if sse != "aws:kms":
+            raise UsageError(f"--to-sse-kms-key-id needs --to-sse aws:kms, not {sse or 'none'}",
+                             hint="add --to-sse aws:kms; AES256 encrypts with S3's own keys and takes no KMS key")
+    return {"sse": sse, "sse_kms_key_id": to_key or (s.sse_kms_key_id if sse == s.sse else None)}
+
+
+def _copy_target(env: Env, to_blobstore: str | None, to_s3_endpoint: str | None, sse: dict[str, str | None],
                  dry_run: bool) -> tuple[Any, Any, Any]:
     """The blob store and catalog a copy writes to, and the store opened for it (the caller closes it;
     None when the target is the session's own store)."""
@@ -210,12 +231,13 @@ def _copy_target(env: Env, to_blobstore: str | None, to_s3_endpoint: str | None,
 
     session, s = env.session, env.settings
     own = session.blobstore, session.catalog  # the source store opens first, whatever the target
-    if not (to_blobstore or to_s3_endpoint):  # the engine tells the source store under another name (identity)
+    # The engine tells the source store under another name (identity); another encryption needs a store of its own.
+    if not (to_blobstore or to_s3_endpoint) and (sse["sse"], sse["sse_kms_key_id"]) == (s.sse, s.sse_kms_key_id):
         return *own, None
     from statectl.blobstore import open_blobstore
     from statectl.catalog.records import BlobCheckpointStore
 
-    s3 = replace(session.s3_options, endpoint_url=to_s3_endpoint or s.s3_endpoint)
+    s3 = replace(session.s3_options, endpoint_url=to_s3_endpoint or s.s3_endpoint, **sse)
     target = open_blobstore(to_blobstore or s.blobstore, s3=s3, retries=s.retries, retry_time_s=s.retry_time,
                             # a dry run makes no dir: a new one reads as empty
                             create=("on-write" if dry_run else True) if env.flags.create else False)

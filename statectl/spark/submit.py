@@ -537,7 +537,7 @@ def _s3_public(s3: Any) -> dict[str, Any] | None:
     if s3 is None:
         return None
     return {k: getattr(s3, k) for k in ("endpoint_url", "region", "profile", "max_connections", "timeout_s",
-                                        "part_size")}
+                                        "part_size", "sse", "sse_kms_key_id")}
 
 
 def _kafka_public(security: Any) -> dict[str, Any] | None:

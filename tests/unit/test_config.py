@@ -565,3 +565,49 @@ def test_config_show_prints_sizes_and_durations_as_a_user_writes_them(tmp_path, 
     assert parse_size(shown["chunk_size"]) == 8 * 1024 * 1024 and parse_duration(shown["grace"]) == 6 * 3600
     rows = {r["key"]: r for r in json.loads(runner.invoke(app, ["-o", "json", "config", "show"]).stdout)["settings"]}
     assert rows["chunk_size"]["value"] == 8 * 1024 * 1024 and rows["ttl"]["value"] == 90
+
+
+# -- S3 server-side encryption ------------------------------------------------------------------------
+
+def test_sse_settings_from_flags_env_and_profile(env):
+    s = resolve({"sse": "aws:kms", "sse_kms_key_id": "alias/backups"}, env=env)
+    assert (s.sse, s.sse_kms_key_id) == ("aws:kms", "alias/backups")
+    assert resolve(NO_FLAGS, env=dict(env, STATECTL_SSE="AES256")).sse == "AES256"
+    write("statectl.toml", '[default]\nsse = "aws:kms"\nsse_kms_key_id = "arn:aws:kms:eu-west-1:1:key/k"\n')
+    s = resolve(NO_FLAGS, env=env)
+    assert (s.sse, s.sse_kms_key_id) == ("aws:kms", "arn:aws:kms:eu-west-1:1:key/k")
+    assert resolve(NO_FLAGS, env=env, config="statectl.toml").source("sse").startswith("profile default")
+    # --sse aws:kms over the profile's keeps the profile's key; AES256 over it replaces the pair.
+    assert resolve({"sse": "aws:kms"}, env=env).sse_kms_key_id == "arn:aws:kms:eu-west-1:1:key/k"
+    s = resolve({"sse": "AES256"}, env=env)
+    assert (s.sse, s.sse_kms_key_id) == ("AES256", None)
+    assert resolve(NO_FLAGS, env=dict(env, STATECTL_SSE="AES256")).sse_kms_key_id is None
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"sse": "aes256"}, "--sse: invalid value 'aes256' (expected AES256 or aws:kms)"),
+    ({"sse": "aws:kms:dsse"}, "--sse: invalid value 'aws:kms:dsse' (expected AES256 or aws:kms)"),
+    ({"sse_kms_key_id": "k"}, "--sse-kms-key-id needs --sse aws:kms, not none"),
+    ({"sse": "AES256", "sse_kms_key_id": "k"}, "--sse-kms-key-id needs --sse aws:kms, not AES256"),
+    ({"sse": "aws:kms", "sse_kms_key_id": "two words"}, "--sse-kms-key-id: invalid value 'two words'"),
+    ({"sse": "aws:kms", "sse_kms_key_id": ""}, "--sse-kms-key-id: invalid value ''"),
+])
+def test_sse_flags_that_cannot_work_are_usage_errors(env, flags, message):
+    with pytest.raises(UsageError) as exc:
+        resolve(flags, env=env)
+    assert not isinstance(exc.value, ConfigError)
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+def test_a_kms_key_without_aws_kms_in_env_or_profile_is_a_config_error(env):
+    with pytest.raises(UsageError, match=r"^--sse-kms-key-id needs --sse aws:kms, not AES256 \(env STATECTL_SSE\)$"):
+        resolve({"sse_kms_key_id": "k"}, env=dict(env, STATECTL_SSE="AES256"))
+    write("statectl.toml", '[default]\nsse_kms_key_id = "k"\n')
+    with pytest.raises(ConfigError, match=r"^sse_kms_key_id \(profile default \(statectl.toml\)\) needs sse aws:kms, "
+                                          r"not none$"):
+        resolve(NO_FLAGS, env=env)
+    with pytest.raises(ConfigError, match=r"not AES256 \(env STATECTL_SSE\)$"):
+        resolve(NO_FLAGS, env=dict(env, STATECTL_SSE_KMS_KEY_ID="k2", STATECTL_SSE="AES256"))
+    write("statectl.toml", '[default]\nsse = "aws"\n')
+    with pytest.raises(ConfigError, match="key 'sse': invalid value 'aws' \\(expected AES256 or aws:kms\\)"):
+        resolve(NO_FLAGS, env=env)

@@ -21,7 +21,8 @@ from statectl.cli.main import EXIT_CODES_HELP, app
 FLAGS = {
     "backup": {"--all", "--all-tasks", "--blobstore", "--checkpoint-dir", "--chunk-size", "--create", "--grace", "--job", "--job-id", "--kafka",
                "--keep-last",
-               "--parallelism", "--s3-endpoint", "--state-dir", "--store", "--store-dir", "--task", "--ttl", "-j"},
+               "--parallelism", "--s3-endpoint", "--sse", "--sse-kms-key-id", "--state-dir", "--store", "--store-dir",
+               "--task", "--ttl", "-j"},
     "restore": {"--blobstore", "--dry-run", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
                 "--parallelism", "--partition", "--s3-endpoint", "--snapshot", "--state-dir", "--store", "--store-dir",
                 "--system", "--target-dir", "--task", "--to-checkpoint", "--until-offset", "-j"},
@@ -38,7 +39,8 @@ FLAGS = {
     "snapshots copy": {"--blobstore", "--create", "--dry-run", "--file-owner", "--grace", "--job", "--job-id", "--kafka",
                        "--keep-last", "--parallelism",
                        "--s3-endpoint", "--store", "--task", "--to-blobstore", "--to-job", "--to-job-id",
-                       "--to-s3-endpoint", "--to-store", "--to-task", "--ttl", "-j"},
+                       "--to-s3-endpoint", "--to-sse", "--to-sse-kms-key-id", "--to-store", "--to-task", "--ttl",
+                       "-j"},
     "config show": {"--blobstore", "--job", "--job-id", "--kafka", "--keep-last", "--parallelism", "--s3-endpoint",
                     "--state-dir", "--store", "--task", "-j"},
     "lease show": {"--blobstore", "--job", "--job-id", "--s3-endpoint", "--store", "--task"},
@@ -236,3 +238,12 @@ def test_no_command_repeats_the_store_flags_by_hand():
         text = module.read_text(encoding="utf-8")
         for name in STORE:
             assert f'"--{name.replace("_", "-")}"' not in text, f"{module.name} declares --{name} itself"
+
+
+def test_the_encryption_flags_offer_what_the_settings_and_the_store_accept():
+    from statectl.blobstore import SSE_MODES
+
+    commands = _commands()
+    for path, name in (("backup", "--sse"), ("snapshots copy", "--to-sse")):
+        assert tuple(_params(commands[path])[name].type.choices) == SSE_MODES, (path, name)
+    assert [config.KEYS["sse"].parse(mode) for mode in SSE_MODES] == list(SSE_MODES)
