@@ -218,7 +218,7 @@ def _standby_root(env: Env) -> Path | None:
                         (11, "another follower holds the replica, or a process holds its store"),
                         (14, "refused: --layout active-path where a container of the job starting on this host "
                              "clears the state dir"), 130)))
-@state_command(*WHERE, "standby_root", "zookeeper", "blobstore", "s3_endpoint")
+@state_command(*WHERE, "standby_root", "zookeeper", "blobstore", "s3_endpoint", "limit_rate")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
            replica_dir: REPLICA_DIR = None, container: CONTAINER = None, layout: LAYOUT = "standby-root",
            to_checkpoint: Annotated[bool, typer.Option(
@@ -257,8 +257,8 @@ def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, r
 
     def seeder(rep: Replica) -> Any:
         def seed(index_id: str, target: Path) -> None:
-            restore(RestoreOptions(rep.ref, target, target_dir=target, snapshot=index_id, force=True),
-                    session.blobstore, session.catalog, env.progress)
+            restore(RestoreOptions(rep.ref, target, target_dir=target, snapshot=index_id, force=True,
+                                   rate_limit=session.rate_limit), session.blobstore, session.catalog, env.progress)
 
         return seed
 

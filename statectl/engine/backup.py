@@ -44,6 +44,7 @@ from statectl.local.layout import (
 )
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
+from statectl.ratelimit import RateLimit
 from statectl.rocks.store import (
     create_checkpoint,
     lock_holder,
@@ -78,6 +79,9 @@ class BackupOptions:
     # The job's state base dir, when the store dir was found in it: a note then names the store's other
     # task dirs there, which this backup leaves out (backup --all-tasks takes them all).
     state_dir: Path | None = None
+    # The bucket every byte uploaded is taken from (Session.rate_limit: one for the whole command, which
+    # backup_all's stores share); None: no limit.
+    rate_limit: RateLimit | None = None
 
     def validate(self) -> None:
         if self.keep_last < 1:
@@ -178,7 +182,8 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
             assert all(isinstance(f, LocalFile) for f in added)
             failpoints.hit("before-upload")
             uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size,  # type: ignore[arg-type]
-                                    parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
+                                    parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress,
+                                    limit=opts.rate_limit)
             dir_index = build_dir_index(diff, {id(lf): fi for lf, fi in zip(added, uploaded)})
             index = SnapshotIndex(
                 creation_time_millis=now_ms(),
