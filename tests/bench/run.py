@@ -895,7 +895,8 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
         row = figure_row(rate)
         add("13", f"backup --limit-rate {RATE_FLAG} of {human(rate['bytes_uploaded'])}, wall", row["value"],
             _fmt_s(rate["wall_s"]), "ideal: bytes / rate", row["ideal"], f"{row['ideal']:.2f} s", "1.00x +- 10 %",
-            row["ok"], ratio=row["ratio"], note=f"engine {rate['engine_s']['median']:.2f} s")
+            row["ok"], ratio=row["ratio"], note=f"engine {rate['engine_s']['median']:.2f} s; no limit: "
+                                                f"{rate['unlimited']['wall_s']['median']:.2f} s")
     return out
 
 
