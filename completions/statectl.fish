@@ -25,9 +25,9 @@ function __statectl_value_options --description 'the options that take a value a
         case ''
             printf '%s\n' -- --config --profile --output -o
         case 'backup'
-            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --grace --sse --sse-kms-key-id --checkpoint-dir --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --limit-rate --chunk-size --ttl --grace --sse --sse-kms-key-id --checkpoint-dir --config --profile --output -o
         case 'restore'
-            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --snapshot --target-dir --from-changelog --partition --until-offset --system --config --profile --output -o
+            printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --limit-rate --snapshot --target-dir --from-changelog --partition --until-offset --system --config --profile --output -o
         case 'diff'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --config --profile --output -o
         case 'gc'
@@ -47,7 +47,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'snapshots verify'
             printf '%s\n' -- --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --config --profile --output -o
         case 'snapshots copy'
-            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --to-sse --to-sse-kms-key-id --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --config --profile --output -o
+            printf '%s\n' -- --to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --to-sse --to-sse-kms-key-id --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --limit-rate --ttl --keep-last --grace --config --profile --output -o
         case 'config'
             printf '%s\n' -- --config --profile --output -o
         case 'config show'
@@ -71,7 +71,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'standby'
             printf '%s\n' -- --config --profile --output -o
         case 'standby follow'
-            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --standby-root --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --metrics-port --metrics-addr --config --profile --output -o
+            printf '%s\n' -- --kafka --job --job-id --task --store --state-dir --standby-root --zookeeper --blobstore --s3-endpoint --limit-rate --changelog --partition --replica --replica-dir --container --layout --metrics-port --metrics-addr --config --profile --output -o
         case 'standby status'
             printf '%s\n' -- --state-dir --standby-root --metrics-file --config --profile --output -o
         case 'standby promote'
@@ -83,7 +83,7 @@ function __statectl_value_options --description 'the options that take a value a
         case 'adstore'
             printf '%s\n' -- --config --profile --output -o
         case 'adstore load'
-            printf '%s\n' -- --kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
+            printf '%s\n' -- --kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --limit-rate --topic --from-file --format --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --max-age --keep-versions --master --spark-conf --end-marker --config --profile --output -o
         case 'adstore status'
             printf '%s\n' -- --kafka --zookeeper --job --job-id --store --state-dir --store-dir --config --profile --output -o
         case 'adstore seal-checkpoint'
@@ -159,6 +159,7 @@ complete -c statectl -n '__statectl_path backup' -l state-dir -x -a '(__fish_com
 complete -c statectl -n '__statectl_path backup' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
 complete -c statectl -n '__statectl_path backup' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
 complete -c statectl -n '__statectl_path backup' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path backup' -l limit-rate -x -d 'Bytes a second this host moves, shared by every transfer: e.g'
 complete -c statectl -n '__statectl_path backup' -l chunk-size -x -d 'Upload files in blobs of at most this size (default 64MiB)'
 complete -c statectl -n '__statectl_path backup' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
 complete -c statectl -n '__statectl_path backup' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m)'
@@ -187,6 +188,7 @@ complete -c statectl -n '__statectl_path restore' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path restore' -l state-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The job\'s state base dir; the store dir is DIR/<store>/<task, spaces->_>'
 complete -c statectl -n '__statectl_path restore' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
 complete -c statectl -n '__statectl_path restore' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path restore' -l limit-rate -x -d 'Bytes a second this host moves, shared by every transfer: e.g'
 complete -c statectl -n '__statectl_path restore' -l snapshot -x -d 'Snapshot id, id prefix or checkpoint id (default: the latest)'
 complete -c statectl -n '__statectl_path restore' -l target-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'Restore here instead of the store dir'
 complete -c statectl -n '__statectl_path restore' -l force -d 'Replace a non-empty target dir that is not a RocksDB store (never one holding a store, the blob store or a mount point)'
@@ -377,7 +379,7 @@ complete -c statectl -n '__statectl_path snapshots copy' -l to-s3-endpoint -x -d
 complete -c statectl -n '__statectl_path snapshots copy' -l to-sse -x -a 'AES256 aws:kms' -d 'The target\'s S3 server-side encryption (default: the source\'s)'
 complete -c statectl -n '__statectl_path snapshots copy' -l to-sse-kms-key-id -x -d 'The target\'s KMS key, with aws:kms'
 complete -c statectl -n '__statectl_path snapshots copy' -l dry-run -d 'Write nothing (no pin, lease, blob or checkpoint); print the plan: every blob copied, server-side or through this host'
-complete -c statectl -n '__statectl_path snapshots copy' -l file-owner -x -d 'The owner and group names every file of the target is recorded with: the target job\'s user, which Samza\'s restore compares with its restored files\' (default: the source\'s, file by file)'
+complete -c statectl -n '__statectl_path snapshots copy' -l file-owner -x -d 'Record every file of the target as owned by the target job\'s user, as Samza\'s restore checks (default: the source\'s owners)'
 complete -c statectl -n '__statectl_path snapshots copy' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path snapshots copy' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
 complete -c statectl -n '__statectl_path snapshots copy' -l kafka -x -d 'Kafka bootstrap servers (host:port[,host:port]) of the job: its checkpoint and coordinator topics, changelogs and inputs'
@@ -386,6 +388,7 @@ complete -c statectl -n '__statectl_path snapshots copy' -l job-id -x -d 'Job id
 complete -c statectl -n '__statectl_path snapshots copy' -l task -x -d 'Task name (default \'Partition 0\')'
 complete -c statectl -n '__statectl_path snapshots copy' -l store -x -d 'Store name'
 complete -c statectl -n '__statectl_path snapshots copy' -l parallelism -s j -x -d 'Transfers in flight (default 8)'
+complete -c statectl -n '__statectl_path snapshots copy' -l limit-rate -x -d 'Bytes a second this host moves, shared by every transfer: e.g'
 complete -c statectl -n '__statectl_path snapshots copy' -l ttl -x -d 'Expiry of uncommitted blobs (default 30d)'
 complete -c statectl -n '__statectl_path snapshots copy' -l keep-last -x -d 'Keep the last N snapshots of each task/store restorable (default 1)'
 complete -c statectl -n '__statectl_path snapshots copy' -l grace -x -d 'Leave unreferenced blobs younger than this, and the blobs of a snapshot retention dropped this long after (default 6h; gc: at least 1m)'
@@ -569,6 +572,7 @@ complete -c statectl -n '__statectl_path standby follow' -l standby-root -x -d '
 complete -c statectl -n '__statectl_path standby follow' -l zookeeper -x -d 'ZooKeeper of a standalone job (host:port[,host:port][/chroot], its zk.connect): its job model (tasks, containers, changelog partitions) is read there'
 complete -c statectl -n '__statectl_path standby follow' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path standby follow' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path standby follow' -l limit-rate -x -d 'Bytes a second this host moves, shared by every transfer: e.g'
 complete -c statectl -n '__statectl_path standby follow' -l changelog -x -d 'The store\'s changelog, <system>.<topic> or <topic> (default: stores.<store>.changelog in the job\'s config)'
 complete -c statectl -n '__statectl_path standby follow' -l partition -x -d 'Its changelog partition (default: the task\'s, in the job\'s model)'
 complete -c statectl -n '__statectl_path standby follow' -l replica -x -d 'The n of standby task Standby-<task>-<n>'
@@ -691,6 +695,7 @@ complete -c statectl -n '__statectl_path adstore load' -l state-dir -x -a '(__fi
 complete -c statectl -n '__statectl_path adstore load' -l store-dir -x -a '(__fish_complete_directories (commandline -ct))' -d 'The store dir itself (instead of --state-dir)'
 complete -c statectl -n '__statectl_path adstore load' -l blobstore -x -d 'Blob store URL: file:///path or s3://bucket/prefix'
 complete -c statectl -n '__statectl_path adstore load' -l s3-endpoint -x -d 'Endpoint URL of an S3-compatible store'
+complete -c statectl -n '__statectl_path adstore load' -l limit-rate -x -d 'Bytes a second this host moves, shared by every transfer: e.g'
 complete -c statectl -n '__statectl_path adstore load' -l topic -x -d 'Fill from this topic (repeatable: one store fed by several streams, partition k of each in task k\'s store)'
 complete -c statectl -n '__statectl_path adstore load' -l from-file -r -F -d 'Fill from this file or dir (Parquet, JSON lines, CSV) as a new version'
 complete -c statectl -n '__statectl_path adstore load' -l format -x -a 'parquet jsonl csv' -d 'The files\' format (default: from the file names)'

@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping
 from statectl import defaults
 from statectl.errors import ConfigError, UsageError
 from statectl.kafka.settings import KAFKA_SASL_MECHANISMS, KAFKA_SECURITY_PROTOCOLS, check_security_settings
+from statectl.ratelimit import format_rate, parse_rate
 from statectl.redact import check_secret
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
@@ -226,6 +227,9 @@ KEYS: dict[str, Key] = {
     "parallelism": Key(_int, defaults.PARALLELISM),
     "chunk_size": Key(lambda v: parse_size(v, "chunk_size"), defaults.CHUNK_SIZE, show=format_size),
     "ttl": Key(lambda v: parse_duration(v, "ttl"), defaults.TTL_SECONDS, show=format_duration),
+    "limit_rate": Key(parse_rate, None, show=format_rate,
+                      help="bytes a second a backup, restore, copy or load moves through this host, shared by all "
+                           "its transfers: 50MiB/s, 500KiB/s, 1G/s (1024-based) or off"),
     "retries": Key(_int, defaults.RETRIES),
     "timeout": Key(lambda v: parse_duration(v, "timeout"), defaults.TIMEOUT_S, show=format_duration,
                    help="how long a blob store may leave a connection or a read unanswered"),

@@ -109,7 +109,7 @@ def _conf(values: list[str] | None) -> dict[str, str]:
                         (10, "no such topic, partition or dataset"),
                         (11, "a process holds the store, or another adstore load or switch runs on it"),
                         (13, "pyspark, Java or pyarrow missing"), 130)))
-@state_command(*WHERE)
+@state_command(*WHERE, "limit_rate")
 def load(
     env: Env,
     topic: Annotated[Optional[list[str]], typer.Option(
@@ -195,6 +195,8 @@ def load(
                          hint="or --job (with --kafka) to take the store's side inputs from the job's config")
     if not s.store:
         raise UsageError("adstore load needs --store")
+    if env.flags.limit_rate is not None and from_file is None:
+        raise UsageError("--limit-rate limits the reading of --from-file datasets, not of topics")
     cols = tuple(c.strip() for c in value_fields.split(",") if c.strip()) if value_fields else ()
     # One vocabulary: --key-field/--value-field name a topic's JSON fields or a file's columns; what does not
     # fit the source is refused by the engine's spec check (adstore_common._check_spec).
@@ -270,7 +272,8 @@ def load(
 
     fopts = FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir,
                             partitions=partition_count,
-                            spec=spec, keep_versions=keep_versions, allow_empty=allow_empty)
+                            spec=spec, keep_versions=keep_versions, allow_empty=allow_empty,
+                            rate_limit=env.session.rate_limit)
     if dry_run:
         from statectl.engine.adstore_files import plan_file_load
 

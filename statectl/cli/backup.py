@@ -24,7 +24,8 @@ EPILOG = (
 )
 
 
-@state_command(*STORE, "keep_last", "parallelism", "chunk_size", "ttl", "grace", "create", "sse", "sse_kms_key_id")
+@state_command(*STORE, "keep_last", "parallelism", "limit_rate", "chunk_size", "ttl", "grace", "create", "sse",
+               "sse_kms_key_id")
 def backup(
     env: Env,
     checkpoint_dir: Annotated[Optional[Path], typer.Option("--checkpoint-dir", help="Back up this checkpoint dir the job made (for a store a running job holds).", show_default=False)] = None,
@@ -56,7 +57,7 @@ def backup(
             raise UsageError(f"{flag} needs --state-dir")
         base = BackupOptions(ref=session.ref(need_store=False), store_dir=Path(s.state_dir),
                              parallelism=s.parallelism, chunk_size=s.chunk_size, ttl_seconds=s.ttl,
-                             keep_last=s.keep_last, grace_seconds=s.grace)
+                             keep_last=s.keep_last, grace_seconds=s.grace, rate_limit=session.rate_limit)
         result = backup_all(Path(s.state_dir), base, session.blobstore, session.catalog, env.progress,
                             store=s.store if all_tasks else None)
         lines = [_line(r) for r in result.results]
@@ -70,7 +71,7 @@ def backup(
     opts = BackupOptions(ref=session.ref(), store_dir=session.store_dir(env.flags.store_dir),
                          checkpoint_dir=checkpoint_dir, parallelism=s.parallelism, chunk_size=s.chunk_size,
                          ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace,
-                         state_dir=Path(s.state_dir) if from_state_dir else None)
+                         state_dir=Path(s.state_dir) if from_state_dir else None, rate_limit=session.rate_limit)
     r = run_backup(opts, session.blobstore, session.catalog, env.progress)
     env.emit(r, _line(r))
 

@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from statectl.session import Session
 
 
-def _flag(*decls: str, help: str) -> Any:
-    """A settings flag: its option names and help. The help of a flag named like a setting gets the
-    setting's default for ``{default}`` (from config.KEYS, the one table of defaults) and its
-    environment variable."""
-    return field(default=None, metadata={"decls": decls, "help": help})
+def _flag(*decls: str, help: str, metavar: str | None = None) -> Any:
+    """A settings flag: its option names, help and (optionally) the name of its value. The help of a flag
+    named like a setting gets the setting's default for ``{default}`` (from config.KEYS, the one table of
+    defaults) and its environment variable."""
+    return field(default=None, metadata={"decls": decls, "help": help, "metavar": metavar})
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ class Flags:
     keep_last: Optional[int] = _flag("--keep-last", help="Keep the last N snapshots of each task/store restorable "
                                                          "(default {default}).")
     parallelism: Optional[int] = _flag("--parallelism", "-j", help="Transfers in flight (default {default}).")
+    limit_rate: Optional[str] = _flag("--limit-rate", metavar="RATE",
+                                      help="Bytes a second this host moves, shared by every transfer: e.g. "
+                                           "50MiB/s, 500KiB/s, off (default {default}).")
     chunk_size: Optional[str] = _flag("--chunk-size", help="Upload files in blobs of at most this size "
                                                            "(default {default}).")
     ttl: Optional[str] = _flag("--ttl", help="Expiry of uncommitted blobs (default {default}).")
@@ -100,7 +103,8 @@ def flag_help(name: str) -> str:
 def flag_option(name: str) -> Any:
     """The annotated type typer reads a settings flag's option from."""
     f = _FIELDS[name]
-    return Annotated[_TYPES[name], typer.Option(*f.metadata["decls"], help=flag_help(name), show_default=False)]
+    return Annotated[_TYPES[name], typer.Option(*f.metadata["decls"], help=flag_help(name), show_default=False,
+                                                metavar=f.metadata["metavar"])]
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Flags)}

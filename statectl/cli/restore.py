@@ -23,7 +23,7 @@ EPILOG = (
 )
 
 
-@state_command(*STORE, "parallelism")
+@state_command(*STORE, "parallelism", "limit_rate")
 def restore(
     env: Env,
     snapshot: Annotated[Optional[str], typer.Option("--snapshot", help="Snapshot id, id prefix or checkpoint id (default: the latest).", show_default=False)] = None,
@@ -40,9 +40,8 @@ def restore(
     """Restore a store from its latest snapshot (or --snapshot), built aside and swapped in atomically.
 
     Replaces the store dir (or --target-dir) only; identical local files are reused. Never replaces another
-    store's dir, a mount point or the blob store, nor a non-empty dir that is not a RocksDB store without
-    --force. With --from-changelog it replays the store's Kafka changelog instead (--to-checkpoint: up to
-    the task's latest Samza checkpoint). See man statectl-restore or docs/backup.md."""
+    store's dir, a mount point or the blob store (see --force). --from-changelog replays the store's Kafka
+    changelog instead. See man statectl-restore."""
     if from_changelog is not None:
         _restore_from_changelog(env, from_changelog, partition, target_dir, force, snapshot, until_offset,
                                 to_checkpoint, system, dry_run)
@@ -66,7 +65,7 @@ def restore(
         sdir = session.store_dir(env.flags.store_dir)
     opts = RestoreOptions(ref=session.ref(), store_dir=sdir, target_dir=target_dir, snapshot=snapshot,
                           parallelism=s.parallelism, force=force, from_other_store=from_other_store,
-                          state_dir=Path(s.state_dir) if s.state_dir else None)
+                          state_dir=Path(s.state_dir) if s.state_dir else None, rate_limit=session.rate_limit)
     if dry_run:
         plan = plan_restore(opts, session.blobstore, session.catalog, env.progress)
         lines = [f"would download {f.path} ({human_bytes(f.size)})" if f.action == "download"

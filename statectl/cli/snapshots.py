@@ -154,7 +154,7 @@ def verify(
                             + exit_codes_epilog(0, (1, "a blob of the snapshot is missing; nothing committed"), 2,
                                                 (10, "no such snapshot"), (11, "a backup of the target is running"),
                                                 12))
-@state_command(*SNAPSHOT_FLAGS, "parallelism", "ttl", "keep_last", "grace", "create")
+@state_command(*SNAPSHOT_FLAGS, "parallelism", "limit_rate", "ttl", "keep_last", "grace", "create")
 def copy(
     snapshot: Annotated[Optional[str], typer.Argument(help="Snapshot id, id prefix or checkpoint id (default: the latest).", show_default=False)] = None,
     to_job: Annotated[Optional[str], typer.Option("--to-job", help="The target's job (default: --job).", show_default=False)] = None,
@@ -166,7 +166,7 @@ def copy(
     to_sse: Annotated[Optional[Literal["AES256", "aws:kms"]], typer.Option("--to-sse", help="The target's S3 server-side encryption (default: the source's).", show_default=False)] = None,
     to_sse_kms_key_id: Annotated[Optional[str], typer.Option("--to-sse-kms-key-id", help="The target's KMS key, with aws:kms.", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (no pin, lease, blob or checkpoint); print the plan: every blob copied, server-side or through this host. Fails as the copy would.")] = False,
-    file_owner: Annotated[Optional[str], typer.Option("--file-owner", metavar="USER:GROUP", help="The owner and group names every file of the target is recorded with: the target job's user, which Samza's restore compares with its restored files' (default: the source's, file by file).", show_default=False)] = None,
+    file_owner: Annotated[Optional[str], typer.Option("--file-owner", metavar="USER:GROUP", help="Record every file of the target as owned by the target job's user, as Samza's restore checks (default: the source's owners).", show_default=False)] = None,
     *,
     env: Env,
 ) -> None:
@@ -174,7 +174,7 @@ def copy(
 
     Writes the copies (with a TTL until committed), an index and the target's checkpoint record (with
     --kafka also on the target job's checkpoint topic); never changes the source. Across endpoints, or
-    between file:// and s3://, the blobs stream through this host. See man statectl-snapshots-copy."""
+    between file:// and s3://, the blobs stream through this host: only then does --limit-rate apply."""
     from dataclasses import replace
 
     from statectl.engine.copy import CopyOptions, copy_snapshot, plan_copy
@@ -185,7 +185,8 @@ def copy(
     target_ref = replace(source_ref, job=to_job or source_ref.job, job_id=to_job_id or source_ref.job_id,
                          task=to_task or source_ref.task, store=to_store or source_ref.store)
     opts = CopyOptions(source=source_ref, target=target_ref, snapshot=snapshot, parallelism=s.parallelism,
-                       ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace, file_owner=file_owner)
+                       ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace, file_owner=file_owner,
+                       rate_limit=session.rate_limit)
     target, target_catalog, opened = _copy_target(env, to_blobstore, to_s3_endpoint,
                                                   _target_sse(env, to_sse, to_sse_kms_key_id), dry_run)
     try:

@@ -25,6 +25,11 @@ from statectl.errors import DiskFullError, StatectlError, UsageError, is_disk_fu
 from statectl.formats.adstore import Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
 from statectl.local.layout import store_dir
 from statectl.progress import NullProgress, ProgressReporter
+from statectl.ratelimit import RateLimit, format_rate
+
+
+# With a rate limit, the rows' bytes are taken from it this many at a time: small bursts, few takes.
+RATE_STEP = 256 * 1024
 
 
 class EmptyDatasetError(StatectlError):
@@ -37,7 +42,9 @@ class FileLoadOptions:
     """Load the dataset at ``path`` as a new version of ``store``: broadcast (one store, ``store_dir`` or
     the store dir of ``task``) or ``partitions`` stores ``Partition k`` (rows by Kafka's partitioner over
     the key bytes). ``keep_versions``: sealed versions kept per store (the current one always).
-    ``allow_empty``: a dataset without rows makes an empty version (by default it is refused)."""
+    ``allow_empty``: a dataset without rows makes an empty version (by default it is refused).
+    ``rate_limit``: the bucket the rows' bytes (keys and values) are taken from as they are read, in a
+    load built here (a Spark build reads the dataset in its executors: not limited, a note says so)."""
 
     path: Path
     store: str
@@ -50,6 +57,7 @@ class FileLoadOptions:
     keep_versions: int = 2
     batch_rows: int = 10_000
     allow_empty: bool = False
+    rate_limit: RateLimit | None = None
 
     def validate(self) -> None:
         if not self.store:
@@ -220,6 +228,8 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
     dirs = _file_targets(opts)
     for note in _key_notes(ds, opts):
         progress.note(note)
+    if spark is not None and opts.rate_limit is not None:
+        progress.note(f"--limit-rate {format_rate(opts.rate_limit.rate)} does not apply: Spark reads the dataset")
     try:
         with ExitStack() as locks:
             for d in dirs:
@@ -309,7 +319,7 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
     writers = [StoreWriter(b.path) for b in builds]
     pending: list[list[tuple[bytes, bytes]]] = [[] for _ in builds]
     digests = [_SortedDigest() for _ in builds]
-    n = nbytes = 0
+    n = nbytes = paid = 0
     ok = False
     progress.start(f"loading {ds.path}", 0, len(ds.files))
     current_file = None
@@ -327,10 +337,15 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
             pending[k].append((key, value))
             n += 1
             nbytes += len(key) + len(value)
+            if opts.rate_limit is not None and nbytes - paid >= RATE_STEP:
+                opts.rate_limit.take(nbytes - paid)
+                paid = nbytes
             if len(pending[k]) >= opts.batch_rows:
                 writers[k].apply(pending[k])
                 digests[k].add(pending[k])
                 pending[k] = []
+        if opts.rate_limit is not None:
+            opts.rate_limit.take(nbytes - paid)
         for k, w in enumerate(writers):
             if pending[k]:
                 w.apply(pending[k])

@@ -45,6 +45,7 @@ from statectl.local.layout import (
 )
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
+from statectl.ratelimit import RateLimit
 from statectl.rocks.store import (
     create_checkpoint,
     lock_holder,
@@ -79,6 +80,9 @@ class BackupOptions:
     # The job's state base dir, when the store dir was found in it: a note then names the store's other
     # task dirs there, which this backup leaves out (backup --all-tasks takes them all).
     state_dir: Path | None = None
+    # The bucket every byte uploaded is taken from (Session.rate_limit: one for the whole command, which
+    # backup_all's stores share); None: no limit.
+    rate_limit: RateLimit | None = None
 
     def validate(self) -> None:
         if self.keep_last < 1:
@@ -251,7 +255,7 @@ def _upload_and_commit(plan: BackupPlan, opts: BackupOptions, blobstore: BlobSto
     added = plan.added
     failpoints.hit("before-upload")
     uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size, parallelism=opts.parallelism,
-                            ttl_seconds=opts.ttl_seconds, progress=progress)
+                            ttl_seconds=opts.ttl_seconds, progress=progress, limit=opts.rate_limit)
     index = SnapshotIndex(
         creation_time_millis=now_ms(),
         snapshot_metadata=SnapshotMetadata(plan.checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),

@@ -23,6 +23,7 @@ from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
 from statectl.errors import UsageError
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
+from statectl.ratelimit import RateLimit, format_rate
 from statectl.snapshot.model import DirIndex, FileBlob, FileIndex, SnapshotIndex, SnapshotMetadata, parse_file_owner
 from statectl.transfer.copy import copy_blobs
 from statectl.transfer.download import blob_ranges
@@ -44,6 +45,9 @@ class CopyOptions:
     keep_last: int = defaults.KEEP_LAST
     grace_seconds: int = defaults.GRACE_SECONDS
     file_owner: str | None = None
+    # The bucket the bytes of blobs streamed through this host are taken from (Session.rate_limit); a
+    # server-side copy moves none and is not limited.
+    rate_limit: RateLimit | None = None
 
     def validate(self) -> None:
         check_parallelism(self.parallelism)
@@ -187,6 +191,9 @@ def _checked(opts: CopyOptions, source: BlobStore, target: BlobStore,
     if not _same_domain(source, target):
         progress.note(f"{source.url} and {target.url} cannot copy from each other: the blobs are streamed "
                       "through this host")
+    elif opts.rate_limit is not None:
+        progress.note(f"--limit-rate {format_rate(opts.rate_limit.rate)} does not apply: the blobs are copied "
+                      "server-side, none through this host")
     return progress
 
 
@@ -219,7 +226,7 @@ def execute_copy(plan: CopyPlan, opts: CopyOptions, source: BlobStore, target: B
             progress.note(lease.notice)
         prepare_commit(target, target_catalog, t, grace_seconds=opts.grace_seconds, progress=progress)
         new_ids = copy_blobs(jobs, source, target, plan.server_side, ttl_seconds=opts.ttl_seconds,
-                             parallelism=opts.parallelism, progress=progress)
+                             parallelism=opts.parallelism, progress=progress, limit=opts.rate_limit)
         mapping = {old: new for (old, _), new in zip(jobs, new_ids)}
         checkpoint_id = new_checkpoint_id()
         index = SnapshotIndex(

@@ -28,6 +28,7 @@ from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs
 from statectl.local.staged import StagedStore, check_free_space, check_target, note_if_linked, resolve_target
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
+from statectl.ratelimit import RateLimit
 from statectl.snapshot.diff import LocalFile, group_name, owner_name, same_local_file
 from statectl.snapshot.model import FileIndex
 from statectl.transfer.download import DownloadItem, blob_ranges, download_files
@@ -53,6 +54,7 @@ class RestoreOptions:
     force: bool = False
     from_other_store: bool = False
     state_dir: Path | None = None  # the job's state base dir, when known: its other stores are never replaced
+    rate_limit: RateLimit | None = None  # the bucket every byte downloaded is taken from (Session.rate_limit)
 
     def validate(self) -> None:
         check_parallelism(self.parallelism)
@@ -211,7 +213,7 @@ def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOption
                 _reuse(Path(f.source), fi, tmp / f.path, staged.owner)
         to_download = [DownloadItem(f.path, tmp / f.path, fi) for f, fi in files if f.action == "download"]
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
-                                          range_size=opts.range_size, progress=progress)
+                                          range_size=opts.range_size, progress=progress, limit=opts.rate_limit)
         staged.commit()  # the downloads and copies fsynced their files: "dirs" is enough
     for note in staged.notes:
         progress.note(note)

@@ -25,6 +25,7 @@ from statectl.errors import (
 )
 from statectl.parallel import Cancelled, run_parallel
 from statectl.progress import ProgressReporter
+from statectl.ratelimit import RateLimit
 from statectl.snapshot.crc import combine_all
 from statectl.snapshot.model import FileIndex
 from statectl.transfer.sink import CrcSink
@@ -64,10 +65,10 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
 
 
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
-                   progress: ProgressReporter) -> int:
+                   progress: ProgressReporter, limit: RateLimit | None = None) -> int:
     """Download files in parallel (large blobs as several ranged GETs), verifying size and CRC32, then
     setting permission bits and fsyncing each file as it completes. Returns bytes downloaded. Making
-    their directories durable is the caller's.
+    their directories durable is the caller's. ``limit``: the bucket every byte received is taken from.
 
     Raises ChecksumMismatchError (CRC or size differs), CorruptSnapshotError (a blob is missing), DiskFullError. Files
     already written are left for the caller to remove.
@@ -92,7 +93,7 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
                 last = j == len(starts) - 1
                 length = blob_len - start if last else range_size
                 tasks.append(_download_task(blobstore, state, seg_no, blob_id, file_offset, start, length, last,
-                                            progress))
+                                            progress, limit))
                 seg_no += 1
         state.segments = seg_no
     total = sum(i.index.size for i in items)
@@ -168,7 +169,7 @@ class _FileState:
 
 
 def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id: str, file_offset: int,
-                   start: int, length: int, last: bool, progress: ProgressReporter):
+                   start: int, length: int, last: bool, progress: ProgressReporter, limit: RateLimit | None):
     def run(cancel: threading.Event) -> None:
         if cancel.is_set():
             raise Cancelled()
@@ -176,7 +177,7 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
         fd = os.open(state.item.dest, os.O_WRONLY)
         try:
             writer = CrcSink(progress, cancel=cancel, fd=fd, file_offset=file_offset + start, limit=length, what=what,
-                             allow_more=not last)
+                             allow_more=not last, rate_limit=limit)
             # The blob's last range is requested open-ended, so a blob longer than the index says shows.
             try:
                 failpoints.hit("during-download")

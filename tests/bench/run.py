@@ -30,6 +30,8 @@ Figures (docs/benchmarks.md, with their targets):
      server vs restore + backup vs rclone copy bucket to bucket: time and bytes through the client
  12. rescale (optional, --only rescale; tests/bench/rescalebench.py): 4 -> 8 tasks of a hash-partitioned
      store of --size-gib on Spark local[2]: wall time, phases, bytes read and written by the executors
+ 13. rate (tests/bench/ratebench.py): backup --limit-rate 20MiB/s of a 256 MiB store vs the ideal 12.8 s
+     (bytes uploaded / rate), within 10 %
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
@@ -68,7 +70,7 @@ JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
 FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore", "copy",
-           "rescale")
+           "rate", "rescale")
 OPTIONAL = {"rescale"}  # run only when --only names them
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
@@ -126,7 +128,7 @@ def parse_args(argv: list[str] | None) -> Settings:
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
-                        "memory, gc, drain, standby, adstore, copy, rescale; default all but rescale")
+                        "memory, gc, drain, standby, adstore, copy, rate, rescale; default all but rescale")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -412,7 +414,7 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain", "standby", "adstore", "rescale"}:
+        if s.only - {"gc", "drain", "standby", "adstore", "rate", "rescale"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
@@ -436,6 +438,10 @@ class Bench:
             from tests.bench.copybench import figure_copy
 
             self.results["copy"] = figure_copy(self, store)
+        if "rate" in s.only:
+            from tests.bench.ratebench import figure_rate
+
+            self.results["rate"] = figure_rate(self)
         if "rescale" in s.only:
             self.figure_rescale()
 
@@ -882,6 +888,15 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{growth['rss_mb_to']:.0f} MB", f"{growth['from']:,} blobs", growth["rss_mb_from"],
                 f"{growth['rss_mb_from']:.0f} MB", "< 32 B per extra blob", per_blob < 32, ratio=growth["ratio"],
                 note=f"{per_blob:.1f} B per extra blob")
+    rate = res.get("rate")
+    if rate:
+        from tests.bench.ratebench import RATE_FLAG, figure_row
+
+        row = figure_row(rate)
+        add("13", f"backup --limit-rate {RATE_FLAG} of {human(rate['bytes_uploaded'])}, wall", row["value"],
+            _fmt_s(rate["wall_s"]), "ideal: bytes / rate", row["ideal"], f"{row['ideal']:.2f} s", "1.00x +- 10 %",
+            row["ok"], ratio=row["ratio"], note=f"engine {rate['engine_s']['median']:.2f} s; no limit: "
+                                                f"{rate['unlimited']['wall_s']['median']:.2f} s")
     return out
 
 
@@ -962,6 +977,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import copybench
 
         lines += ["", *copybench.report_lines(res["copy"])]
+    if res.get("rate"):
+        from tests.bench import ratebench
+
+        lines += ["", *ratebench.report_lines(res["rate"])]
     if res.get("rescale"):
         from tests.bench import rescalebench
 

@@ -223,6 +223,8 @@ def test_top_level_scalar(env):
     ("STATECTL_CHUNK_SIZE", "huge"),
     ("STATECTL_TTL", "forever"),
     ("STATECTL_ZOOKEEPER", "zk1:2181,zk2:port/x"),
+    ("STATECTL_LIMIT_RATE", "0"),
+    ("STATECTL_LIMIT_RATE", "-1MiB/s"),
 ])
 def test_invalid_env_value(env, name, value):
     with pytest.raises(ConfigError) as exc:
@@ -236,6 +238,8 @@ def test_invalid_env_value(env, name, value):
     ("chunk_size", "huge", "--chunk-size"),
     ("ttl", "forever", "--ttl"),
     ("zookeeper", "zk1:2181/samza/", "--zookeeper"),
+    ("limit_rate", "fast", "--limit-rate"),
+    ("limit_rate", "0", "--limit-rate"),
 ])
 def test_invalid_flag_value_is_a_usage_error(env, name, value, flag):
     with pytest.raises(UsageError) as exc:
@@ -251,6 +255,8 @@ def test_invalid_flag_value_is_a_usage_error(env, name, value, flag):
     ("STATECTL_QUIET", "yes", True),
     ("STATECTL_DEBUG", "0", False),
     ("STATECTL_OUTPUT", "JSON", "json"),
+    ("STATECTL_LIMIT_RATE", "20MiB/s", 20 * 1024 * 1024),
+    ("STATECTL_LIMIT_RATE", "off", None),
     ("STATECTL_ZOOKEEPER", " zk1:2181,[::1]:2182,zk3/samza/prod ", "zk1:2181,[::1]:2182,zk3/samza/prod"),
 ])
 def test_env_values_are_parsed(env, name, raw, parsed):
@@ -556,15 +562,35 @@ def test_config_show_prints_sizes_and_durations_as_a_user_writes_them(tmp_path, 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    write("statectl.toml", '[default]\nchunk_size = "8MiB"\nttl = "90s"\n')
+    write("statectl.toml", '[default]\nchunk_size = "8MiB"\nttl = "90s"\nlimit_rate = "500k"\n')
     runner = CliRunner()
     text = runner.invoke(app, ["config", "show"])
     assert text.exit_code == 0, text.output
     shown = {line.split()[0]: line.split()[1] for line in text.stdout.splitlines()[3:] if len(line.split()) >= 3}
     assert shown["chunk_size"] == "8MiB" and shown["ttl"] == "90s" and shown["grace"] == "6h"
+    assert shown["limit_rate"] == "500KiB/s"
     assert parse_size(shown["chunk_size"]) == 8 * 1024 * 1024 and parse_duration(shown["grace"]) == 6 * 3600
     rows = {r["key"]: r for r in json.loads(runner.invoke(app, ["-o", "json", "config", "show"]).stdout)["settings"]}
     assert rows["chunk_size"]["value"] == 8 * 1024 * 1024 and rows["ttl"]["value"] == 90
+    assert rows["limit_rate"]["value"] == 500 * 1024
+
+
+def test_limit_rate_from_a_profile_and_off_from_a_flag(env):
+    write("statectl.toml", '[default]\nlimit_rate = "20MiB/s"\n[slow]\nlimit_rate = "500KiB/s"\n')
+    s = resolve(NO_FLAGS, env=env)
+    assert s.limit_rate == 20 * 1024 * 1024 and s.source("limit_rate").startswith("profile default")
+    assert resolve(NO_FLAGS, profile="slow", env=env).limit_rate == 500 * 1024
+    s = resolve({"limit_rate": "off"}, env=env)  # one run without the profile's limit
+    assert s.limit_rate is None and s.source("limit_rate") == "flag"
+
+
+@pytest.mark.parametrize("value", ['"0"', '"-20MiB/s"', '"fast"', "0", '"50"'])
+def test_a_bad_limit_rate_in_a_profile_is_a_config_error(env, value):
+    write("statectl.toml", f"[default]\nlimit_rate = {value}\n")
+    with pytest.raises(ConfigError) as exc:
+        resolve(NO_FLAGS, env=env)
+    assert "key 'limit_rate': invalid value" in str(exc.value) and "\n" not in str(exc.value)
+    assert exc.value.exit_code == 2
 
 
 # -- S3 server-side encryption ------------------------------------------------------------------------
