@@ -16,7 +16,7 @@ from statectl.cli.common import (
     print_json,
     state_command,
 )
-from statectl.errors import CorruptSnapshotError, UsageError
+from statectl.errors import CorruptSnapshotError, PartialError, UsageError
 
 app = typer.Typer(help="List, inspect and verify snapshots.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -149,10 +149,9 @@ def verify(
                             "--to-job page-views-staging\n\n"
                             "  statectl snapshots copy 3f2a9c --blobstore s3://prod/samza --job page-views --store counts "
                             "--to-blobstore s3://staging/samza\n\n"
-                            "  statectl snapshots copy --job page-views --store counts --to-job page-views-staging "
-                            "--dry-run\n\n"
+                            "  statectl snapshots copy --job page-views --all --to-job page-views-staging --dry-run\n\n"
                             + exit_codes_epilog(0, (1, "a blob of the snapshot is missing; nothing committed"), 2,
-                                                (10, "no such snapshot"), (11, "a backup of the target is running"),
+                                                (3, "--all, --all-tasks: some task failed"), (10, "no such snapshot"), (11, "a backup of the target is running"),
                                                 12))
 @state_command(*SNAPSHOT_FLAGS, "parallelism", "ttl", "keep_last", "grace", "create")
 def copy(
@@ -165,27 +164,33 @@ def copy(
     to_s3_endpoint: Annotated[Optional[str], typer.Option("--to-s3-endpoint", help="The endpoint of an s3:// --to-blobstore (default: --s3-endpoint); another endpoint streams the blobs through this host.", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (no pin, lease, blob or checkpoint); print the plan: every blob copied, server-side or through this host. Fails as the copy would.")] = False,
     file_owner: Annotated[Optional[str], typer.Option("--file-owner", metavar="USER:GROUP", help="The owner and group names every file of the target is recorded with: the target job's user, which Samza's restore compares with its restored files' (default: the source's, file by file).", show_default=False)] = None,
+    all_tasks: Annotated[bool, typer.Option("--all-tasks", help="Copy the latest snapshot of every task of --store into the same task.")] = False,
+    all_stores: Annotated[bool, typer.Option("--all", help="Copy every store of every task of --job into the same store and task.")] = False,
     *,
     env: Env,
 ) -> None:
     """Clone a snapshot into a new snapshot of another job, task or store, copying its blobs server-side.
 
-    Writes the copies (with a TTL until committed), an index and the target's checkpoint record (with
-    --kafka also on the target job's checkpoint topic); never changes the source. Across endpoints, or
-    between file:// and s3://, the blobs stream through this host. See man statectl-snapshots-copy."""
+    Writes the copies (TTL'd until committed), an index and the target's record; never the source.
+    Across endpoints the blobs stream through this host. More: man statectl-snapshots-copy."""
     from dataclasses import replace
 
     from statectl.engine.copy import CopyOptions, copy_snapshot, plan_copy
 
     session, s = env.session, env.settings
     session.create_blobstore = False  # --create starts the target (--to-blobstore) only: the source must exist
-    source_ref = session.ref()
+    if all_tasks or all_stores:
+        _check_copy_all(env, all_stores, all_tasks, snapshot, to_task, to_store)
+    source_ref = session.ref(need_store=not all_stores)
     target_ref = replace(source_ref, job=to_job or source_ref.job, job_id=to_job_id or source_ref.job_id,
                          task=to_task or source_ref.task, store=to_store or source_ref.store)
     opts = CopyOptions(source=source_ref, target=target_ref, snapshot=snapshot, parallelism=s.parallelism,
                        ttl_seconds=s.ttl, keep_last=s.keep_last, grace_seconds=s.grace, file_owner=file_owner)
     target, target_catalog, opened = _copy_target(env, to_blobstore, to_s3_endpoint, dry_run)
     try:
+        if all_tasks or all_stores:
+            _copy_all(env, opts, target, target_catalog, all_stores, dry_run)
+            return
         if dry_run:
             plan = plan_copy(opts, session.blobstore, session.catalog, target, env.progress)
             env.emit(plan, _copy_plan_text(plan))
@@ -194,12 +199,44 @@ def copy(
     finally:
         if opened is not None:
             opened.close()
+    env.emit(r, _copy_line(r))
+
+
+def _check_copy_all(env: Env, all_stores: bool, all_tasks: bool, snapshot: str | None, to_task: str | None,
+                    to_store: str | None) -> None:
+    flag = "--all" if all_stores else "--all-tasks"
+    if all_stores and all_tasks:
+        raise UsageError("give --all (every store) or --all-tasks (every task of --store), not both")
+    if all_tasks and not env.settings.store:
+        raise UsageError("--all-tasks needs --store", hint="--all copies every store of the job")
+    given = [f for f, on in (("a snapshot id", snapshot is not None), ("--task", env.flags.task),
+                             ("--to-task", to_task), ("--store", all_stores and env.flags.store),
+                             ("--to-store", all_stores and to_store)) if on]
+    if given:
+        raise UsageError(f"{flag} copies the latest snapshot of each task into the same task"
+                         + (" and store" if all_stores else "") + f"; do not combine it with {', '.join(given)}")
+
+
+def _copy_all(env: Env, opts: Any, target: Any, target_catalog: Any, all_stores: bool, dry_run: bool) -> None:
+    from statectl.engine.copy import copy_all
+
+    session = env.session
+    r = copy_all(opts, session.blobstore, session.catalog, target, target_catalog, env.progress,
+                 all_stores=all_stores, dry_run=dry_run)
+    lines = [_copy_plan_text(x).splitlines()[-1] if dry_run else _copy_line(x) for x in r.results]
+    lines += [f"FAILED {what}: {err}" for what, err in r.failures]
+    env.emit(r, "\n".join(lines))
+    if r.failures:
+        raise PartialError(f"{len(r.failures)} of {len(r.failures) + len(r.results)} tasks failed to copy"
+                           + (" (dry run)" if dry_run else ""))
+
+
+def _copy_line(r: Any) -> str:
     how = "server-side" if r.server_side else "streamed through this host"
     to = f" to {r.to_blobstore}" if r.to_blobstore != r.blobstore else ""
-    env.emit(r, f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} of job {r.job} "
-                f"in {r.blobstore}{to}: "
-                f"{r.blobs_copied} blobs, {human_bytes(r.bytes_copied)} copied {how}, "
-                f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")
+    return (f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} of job {r.job} "
+            f"in {r.blobstore}{to}: {r.blobs_copied} blobs, {human_bytes(r.bytes_copied)} copied {how}, "
+            f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")
 
 
 def _copy_target(env: Env, to_blobstore: str | None, to_s3_endpoint: str | None,
