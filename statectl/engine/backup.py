@@ -115,12 +115,14 @@ class BackupPlan:
     """What one backup uploads, decided against the latest snapshot before anything goes up: the
     checkpoint it reads (``source``, named ``checkpoint_id``), the snapshot it builds on (``prev_record``;
     None: a full backup, also when the latest one is unusable or damaged) and the diff of the checkpoint's
-    files against that snapshot's: the ``added`` files go up, the retained ones keep their blobs."""
+    files against that snapshot's: the ``added`` files go up, the retained ones keep their blobs.
+    ``previous_files``: how many files that snapshot has (the diff leaves out names it ignores)."""
 
     checkpoint_id: str
     source: Path
     prev_record: CheckpointRecord | None
     diff: DirDiff
+    previous_files: int = 0
 
     @property
     def added(self) -> list[LocalFile]:
@@ -296,9 +298,10 @@ def _dry_run(opts: BackupOptions, plan: BackupPlan, retention: Any, source: Path
     opened (as the backup's checkpoint opens it) count as uploads, even where they are the same now."""
     added = [(rel, f.size) for rel, f in plan.diff.added()]
     kept = [(rel, f.size) for rel, f in plan.diff.retained()]
-    if live:
-        added += [(rel, size) for rel, size in kept if _rewritten_at_open(rel)]
-        kept = [(rel, size) for rel, size in kept if not _rewritten_at_open(rel)]
+    if live:  # such a file replaces its namesake in the previous snapshot
+        rewritten = [(rel, size) for rel, size in kept if _rewritten_at_open(rel)]
+        added, kept = added + rewritten, [k for k in kept if k not in rewritten]
+    removed = plan.previous_files - len(kept)  # every file of the previous snapshot not kept
     files = sorted([PlannedUpload(rel, size, "upload") for rel, size in added]
                    + [PlannedUpload(rel, size, "keep") for rel, size in kept], key=lambda f: f.path)
     cooling = {id(e) for e in retention.cooling}
@@ -309,7 +312,7 @@ def _dry_run(opts: BackupOptions, plan: BackupPlan, retention: Any, source: Path
         store=opts.ref.store, task=opts.ref.task, source=str(source),
         previous_snapshot_id=plan.prev_record.index_blob_id if plan.prev_record else None,
         files_total=len(files), files_uploaded=len(added), bytes_total=sum(f.size for f in files),
-        bytes_uploaded=sum(size for _, size in added), files_removed=sum(1 for _ in plan.diff.removed()),
+        bytes_uploaded=sum(size for _, size in added), files_removed=removed,
         files=files, expired=expired, deleted=[PlannedDeletion(d.blob_id, d.reason) for d in retention.delete],
         notes=notes, blobstore=url)
 
@@ -370,7 +373,8 @@ def _plan(opts: BackupOptions, blobstore: BlobStore, checkpoint_id: str, source:
                           f"or the wrong size, e.g. {p.blob_id} of {p.rel}: {p.reason}); taking a full backup")
             prev_record = None
             diff = diff_local(source, None, ignore=ignore, adopt=adopt)
-    return BackupPlan(checkpoint_id, source, prev_record, diff)
+    previous = sum(1 for _ in prev_index.dir_index.walk_present()) if prev_index and prev_record else 0
+    return BackupPlan(checkpoint_id, source, prev_record, diff, previous)
 
 
 def _upload_and_commit(plan: BackupPlan, opts: BackupOptions, blobstore: BlobStore,
