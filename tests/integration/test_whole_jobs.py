@@ -9,7 +9,6 @@ the plan the command then carries out, with nothing written (the blob store list
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from pathlib import Path
 
@@ -191,35 +190,38 @@ def test_restore_all_refuses_what_a_single_restore_names(job: Job, tmp_path: Pat
     assert "unknown job 'nope'" in r.stderr
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_restore_all_restores_stores_at_once(blobstore, tmp_path: Path):
-    """Two stores, two at a time, one transfer each: each store's download waits at a barrier for the
-    other's, which it passes only if the two restores run at the same time."""
+    """Two stores, two at a time: the first bytes downloaded (of either store) wait until both stores are
+    being built aside at once, which they are only if the two restores run at the same time."""
     from statectl.engine.backup import BackupOptions, backup
     from statectl.engine.restore_all import RestoreAllOptions, restore_all
+    from statectl.local.staged import TMP_INFIX
     from statectl.progress import NullProgress
+    from tests.tools.standby_helpers import wait_until
 
     cps = BlobCheckpointStore(blobstore)
-    for task in ("Partition 0", "Partition 1"):
+    tasks = ("Partition 0", "Partition 1")
+    for task in tasks:
         d = store_dir(tmp_path / "state", "counts", task)
         make_store(d, 300, 256, seed=len(task))
         backup(BackupOptions(StoreRef(JOB, "1", task, "counts"), d), blobstore, cps)
+    new = tmp_path / "new"
+
+    def both_staged() -> bool:
+        names = [p.name for p in (new / "counts").iterdir()] if (new / "counts").is_dir() else []
+        return all(any(n.startswith(f".{store_dir(new, 'counts', t).name}{TMP_INFIX}") for n in names) for t in tasks)
 
     class Meet(NullProgress):
-        def __init__(self) -> None:
-            super().__init__()
-            self.barrier, self.met = threading.Barrier(2, timeout=60), set()
+        met = False
 
         def advance(self, nbytes: int) -> None:
-            me = threading.get_ident()
-            if me not in self.met:
-                self.met.add(me)
-                self.barrier.wait()  # BrokenBarrierError (the restore fails) if the other store never comes
+            if not self.met:  # fails the restore (AssertionError) if the other store never starts
+                self.met = wait_until(both_staged, timeout=60, why="both stores restoring at once")
 
-    opts = RestoreAllOptions(StoreRef(JOB, "1", "Partition 0", "counts"), tmp_path / "new", parallelism=2,
-                             stores_at_once=2)
+    opts = RestoreAllOptions(StoreRef(JOB, "1", "Partition 0", "counts"), new, parallelism=4, stores_at_once=2)
     result = restore_all(opts, blobstore, cps, Meet())
-    assert result.failures == [] and [r.task for r in result.results] == ["Partition 0", "Partition 1"]
+    assert result.failures == [] and [r.task for r in result.results] == list(tasks)
 
 
 def test_restore_all_of_a_container_restores_its_tasks_from_the_job_model(cli, tansu, tmp_path: Path):
