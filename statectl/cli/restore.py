@@ -107,7 +107,7 @@ def _restore_all(env: Env, all_stores: bool, all_tasks: bool, container: Optiona
                          hint="--all-tasks restores every task of one --store")
     if all_tasks and not s.store:
         raise UsageError("--all-tasks needs --store", hint="--all restores every store")
-    given += [f for f, on in (("--task", env.flags.task), ("--store-dir", env.flags.store_dir)) if on]
+    given += [f"--{name.replace('_', '-')}" for name in ("task", "store_dir") if getattr(env.flags, name)]
     if given:
         raise UsageError(f"{flag} restores the latest snapshot of each task into its store dir; do not combine "
                          f"it with {', '.join(given)}")

@@ -209,9 +209,10 @@ def _check_copy_all(env: Env, all_stores: bool, all_tasks: bool, snapshot: str |
         raise UsageError("give --all (every store) or --all-tasks (every task of --store), not both")
     if all_tasks and not env.settings.store:
         raise UsageError("--all-tasks needs --store", hint="--all copies every store of the job")
-    given = [f for f, on in (("a snapshot id", snapshot is not None), ("--task", env.flags.task),
-                             ("--to-task", to_task), ("--store", all_stores and env.flags.store),
+    mine = ("task", "store") if all_stores else ("task",)  # the source's: each task's (and store's) own
+    given = [f for f, on in (("a snapshot id", snapshot is not None), ("--to-task", to_task),
                              ("--to-store", all_stores and to_store)) if on]
+    given += [f"--{name}" for name in mine if getattr(env.flags, name)]
     if given:
         raise UsageError(f"{flag} copies the latest snapshot of each task into the same task"
                          + (" and store" if all_stores else "") + f"; do not combine it with {', '.join(given)}")

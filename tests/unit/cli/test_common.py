@@ -19,10 +19,10 @@ from statectl.cli.main import EXIT_CODES_HELP, app
 
 # Every command's flags as the contract has them (CLI.md): none may be lost or renamed.
 FLAGS = {
-    "backup": {"--all", "--all-tasks", "--blobstore", "--checkpoint-dir", "--chunk-size", "--create", "--grace", "--job", "--job-id", "--kafka",
+    "backup": {"--all", "--all-tasks", "--blobstore", "--checkpoint-dir", "--chunk-size", "--create", "--dry-run", "--grace", "--job", "--job-id", "--kafka",
                "--keep-last",
                "--parallelism", "--s3-endpoint", "--state-dir", "--store", "--store-dir", "--task", "--ttl", "-j"},
-    "restore": {"--blobstore", "--dry-run", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
+    "restore": {"--all", "--all-tasks", "--blobstore", "--container", "--dry-run", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
                 "--parallelism", "--partition", "--s3-endpoint", "--snapshot", "--state-dir", "--store", "--store-dir",
                 "--system", "--target-dir", "--task", "--to-checkpoint", "--until-offset", "-j"},
     "diff": {"--against", "--blobstore", "--job", "--job-id", "--kafka", "--s3-endpoint", "--snapshot", "--state-dir",
@@ -35,7 +35,7 @@ FLAGS = {
                        "--task"},
     "snapshots verify": {"--blobstore", "--download", "--job", "--job-id", "--kafka", "--parallelism",
                          "--s3-endpoint", "--store", "--task", "-j"},
-    "snapshots copy": {"--blobstore", "--create", "--dry-run", "--file-owner", "--grace", "--job", "--job-id", "--kafka",
+    "snapshots copy": {"--all", "--all-tasks", "--blobstore", "--create", "--dry-run", "--file-owner", "--grace", "--job", "--job-id", "--kafka",
                        "--keep-last", "--parallelism",
                        "--s3-endpoint", "--store", "--task", "--to-blobstore", "--to-job", "--to-job-id",
                        "--to-s3-endpoint", "--to-store", "--to-task", "--ttl", "-j"},
