@@ -22,6 +22,7 @@ from statectl.kafka.coordinator import CoordinatorStream
 from statectl.local.layout import store_dir
 from tests.integration.test_dry_run import Where, tree, where  # noqa: F401 - the file:// / SeaweedFS fixture
 from tests.integration.test_dry_run_parity import hold_store
+from tests.integration.test_standalone_jobs import job12  # noqa: F401 - a standalone job's fixture
 from tests.tools.genstore import fingerprint, make_store
 
 JOB = "pv"
@@ -250,6 +251,33 @@ def test_restore_all_of_a_container_restores_its_tasks_from_the_job_model(cli, t
     assert doc["failures"] == [] and pairs(doc) == [("counts", "Partition 1"), ("counts", "Partition 2")]
     r = cli(*args, "--all", "--container", "7", code=10)
     assert "no task to container '7'" in r.stderr
+
+
+@pytest.mark.timeout(180)
+def test_restore_all_of_a_standalone_jobs_container_reads_its_model_in_zookeeper(job12, cli):
+    """A standalone job (ZkJobCoordinator): the container's tasks from the job model in ZooKeeper (the
+    ``zookeeper`` setting, here STATECTL_ZOOKEEPER), its config on its coordinator stream."""
+    from tests.integration.test_standalone_jobs import PROCESSORS, containers
+    from tests.tools.zk_jobmodel import model_json
+
+    j = job12
+    j.write_config()
+    j.publish(model_json(containers()))  # Partition 0, 2, .. 10 in the first processor, the others in the second
+    (j.tmp / "blobs").mkdir()
+    where = ["--blobstore", f"file://{j.tmp / 'blobs'}", "--job", j.job, "--kafka", j.bootstrap, "--store", "counts"]
+    for n in (0, 1, 2):
+        make_store(store_dir(j.state, "counts", f"Partition {n}"), 100, 64, seed=n)
+        cli("backup", *where, "--task", f"Partition {n}", "--state-dir", str(j.state))
+    new = j.tmp / "new"
+    r = cli("restore", *where, "--state-dir", str(new), "--all-tasks", "--container", PROCESSORS[0], "-o", "json",
+            code=3, env={"STATECTL_ZOOKEEPER": j.zk})
+    doc = json.loads(r.stdout)
+    assert pairs(doc) == [("counts", "Partition 0"), ("counts", "Partition 2")]
+    assert sorted(path for path, _ in doc["failures"]) == sorted(
+        str(store_dir(new, "counts", f"Partition {n}")) for n in (4, 6, 8, 10))
+    for n in (0, 2):
+        assert fingerprint(store_dir(new, "counts", f"Partition {n}")) == \
+            fingerprint(store_dir(j.state, "counts", f"Partition {n}"))
 
 
 # -- backup --dry-run ---------------------------------------------------------------------------------------------
