@@ -45,26 +45,28 @@ def restore(
 
     Replaces only the store dir (or --target-dir), reusing identical local files; never another store's
     dir, a mount point or the blob store. --from-changelog replays the changelog instead."""
-    if all_stores or all_tasks or container is not None:
-        _restore_all(env, all_stores, all_tasks, container, force, dry_run,
-                     given=[flag for flag, on in (("--snapshot", snapshot is not None),
-                                                  ("--target-dir", target_dir is not None),
-                                                  ("--from-other-store", from_other_store),
-                                                  ("--from-changelog", from_changelog is not None)) if on])
-        return
-    if from_changelog is not None:
-        _restore_from_changelog(env, from_changelog, partition, target_dir, force, snapshot, until_offset,
-                                to_checkpoint, system, dry_run)
-        return
     changelog_only = [flag for flag, given in (("--partition", partition is not None),
                                                ("--until-offset", until_offset is not None),
                                                ("--to-checkpoint", to_checkpoint),
                                                ("--system", system != "kafka")) if given]
-    if changelog_only:
+    if all_stores or all_tasks or container is not None:
+        single = [flag for flag, on in (("--snapshot", snapshot is not None), ("--target-dir", target_dir is not None),
+                                        ("--from-other-store", from_other_store),
+                                        ("--from-changelog", from_changelog is not None)) if on]
+        _restore_all(env, all_stores, all_tasks, container, force, dry_run, given=single + changelog_only)
+    elif from_changelog is not None:
+        _restore_from_changelog(env, from_changelog, partition, target_dir, force, snapshot, until_offset,
+                                to_checkpoint, system, dry_run)
+    elif changelog_only:
         raise UsageError(f"{', '.join(changelog_only)} only go with --from-changelog TOPIC")
-    if from_other_store and snapshot is None:
+    elif from_other_store and snapshot is None:
         raise UsageError("--from-other-store needs --snapshot ID: a cross-restore names the snapshot it takes")
+    else:
+        _restore_one(env, snapshot, target_dir, force, from_other_store, dry_run)
 
+
+def _restore_one(env: Env, snapshot: Optional[str], target_dir: Optional[Path], force: bool, from_other_store: bool,
+                 dry_run: bool) -> None:
     from statectl.engine.restore import RestoreOptions, plan_restore
     from statectl.engine.restore import restore as run_restore
 

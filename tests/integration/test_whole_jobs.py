@@ -374,3 +374,15 @@ def test_backup_dry_run_with_kafka_commits_no_checkpoint(cli, tansu, tmp_path: P
     assert done["files_uploaded"] == plan["files_uploaded"]
     with KafkaCheckpointLog(tansu.bootstrap, job, "1") as log:
         assert log.latest(StoreRef(job, "1", "Partition 0", "counts")) == (done["checkpoint_id"], done["snapshot_id"])
+
+
+def test_backup_dry_run_to_a_new_file_blob_store_makes_no_dir(cli, tmp_path: Path):
+    state = tmp_path / "state"
+    make_store(store_dir(state, "counts", "Partition 0"), 100, 64, seed=1)
+    new = tmp_path / "new" / "blobs"
+    args = ["backup", "--blobstore", f"file://{new}", "--job", JOB, "--store", "counts", "--state-dir", str(state)]
+    plan = json.loads(cli(*args, "--create", "--dry-run", "-o", "json").stdout)
+    assert plan["files_uploaded"] == plan["files_total"] > 0 and not (tmp_path / "new").exists()
+    assert "does not exist" in cli(*args, "--dry-run", code=10).stderr
+    done = json.loads(cli(*args, "--create", "-o", "json").stdout)
+    assert done["files_uploaded"] == plan["files_uploaded"] and new.is_dir()
