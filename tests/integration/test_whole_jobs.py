@@ -386,3 +386,26 @@ def test_backup_dry_run_to_a_new_file_blob_store_makes_no_dir(cli, tmp_path: Pat
     assert "does not exist" in cli(*args, "--dry-run", code=10).stderr
     done = json.loads(cli(*args, "--create", "-o", "json").stdout)
     assert done["files_uploaded"] == plan["files_uploaded"] and new.is_dir()
+
+
+def test_restore_all_with_read_only_credentials(cli, seaweed_auth, tmp_path: Path):
+    """Read-only credentials suffice, as for one restore: each store is read unpinned, with a note."""
+    bucket = seaweed_auth.make_bucket()
+    url = f"s3://{bucket}/p"
+
+    def env(key: str, secret: str) -> dict[str, str]:
+        return {"STATECTL_S3_ENDPOINT": seaweed_auth.endpoint, "STATECTL_S3_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+
+    state = tmp_path / "state"
+    for i, (s, t) in enumerate(STORES[:2]):
+        make_store(store_dir(state, s, t), 100, 64, seed=i)
+        cli("backup", "--blobstore", url, "--job", JOB, "--store", s, "--task", t, "--state-dir", str(state),
+            env=env(seaweed_auth.access_key, seaweed_auth.secret_key))
+    new = tmp_path / "new"
+    doc = json.loads(cli("restore", "--blobstore", url, "--job", JOB, "--state-dir", str(new), "--all", "-o", "json",
+                         env=env(seaweed_auth.readonly_access_key, seaweed_auth.readonly_secret_key)).stdout)
+    assert doc["failures"] == [] and pairs(doc) == STORES[:2]
+    assert all(any("pin" in n for n in r["notes"]) for r in doc["results"])
+    for s, t in STORES[:2]:
+        assert fingerprint(store_dir(new, s, t)) == fingerprint(store_dir(state, s, t))
