@@ -2,8 +2,9 @@
 
 checkpoint -> diff against the previous snapshot (the BackupPlan) -> upload what changed (TTL'd) ->
 upload the index (TTL'd, with its prev pointer) -> record the checkpoint (the commit) -> post-commit
-cleanup -> delete stale local checkpoint dirs. ``backup_all`` backs up every task dir of a state dir,
-each under the task a TaskNamer names.
+cleanup -> delete stale local checkpoint dirs. ``plan_backup`` decides the same with nothing written
+(backup --dry-run): the files uploaded or kept, and what retention would then expire and delete.
+``backup_all`` backs up (or plans) every task dir of a state dir, each under the task a TaskNamer names.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from statectl.catalog.index import read_index
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, iso_utc, now_ms
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id
+from statectl.catalog.retention import RetentionPlan
 from statectl.catalog.commit import commit_snapshot, finish_commit, plan_commit, prepare_commit
 from statectl.errors import (
     CorruptSnapshotError,
@@ -292,8 +294,8 @@ def _latest(checkpoints: BlobCheckpointStore, ref: StoreRef, progress: ProgressR
     return record
 
 
-def _dry_run(opts: BackupOptions, plan: BackupPlan, retention: Any, source: Path, live: bool, notes: list[str],
-             url: str) -> BackupDryRun:
+def _dry_run(opts: BackupOptions, plan: BackupPlan, retention: RetentionPlan, source: Path, live: bool,
+             notes: list[str], url: str) -> BackupDryRun:
     """The plan's result. From a ``live`` store dir, the files RocksDB writes anew whenever the store is
     opened (as the backup's checkpoint opens it) count as uploads, even where they are the same now."""
     added = [(rel, f.size) for rel, f in plan.diff.added()]
