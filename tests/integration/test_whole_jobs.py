@@ -409,3 +409,35 @@ def test_restore_all_with_read_only_credentials(cli, seaweed_auth, tmp_path: Pat
     assert all(any("pin" in n for n in r["notes"]) for r in doc["results"])
     for s, t in STORES[:2]:
         assert fingerprint(store_dir(new, s, t)) == fingerprint(store_dir(state, s, t))
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_during_restore_all_stops_every_store_in_flight(tmp_path: Path):
+    """The stores restoring at once stop at their next bytes (each staged dir removed, nothing swapped in):
+    exit 130 without waiting for them to finish."""
+    import signal
+    import subprocess
+
+    from tests.tools.standby_helpers import STATECTL, clean_env, cli, wait_until
+
+    (tmp_path / "blobs").mkdir()
+    where = ["--blobstore", f"file://{tmp_path / 'blobs'}", "--job", JOB]
+    state = tmp_path / "state"
+    for i, (s, t) in enumerate(STORES[:2]):
+        for n in range(6):  # six SST files: six blob downloads each
+            make_store(store_dir(state, s, t), 50, 64, seed=10 * i + n, start=1000 * n)
+        cli(tmp_path, "backup", *where, "--store", s, "--task", t, "--state-dir", str(state))
+    new = tmp_path / "new"
+    env = dict(clean_env(tmp_path), STATECTL_FAILPOINTS="during-download=sleep:2")  # ~12 s a store
+    proc = subprocess.Popen([STATECTL, "restore", *where, "--state-dir", str(new), "--all"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def staged() -> list[str]:
+        return [p.name for p in (new / "counts").glob(".*")] if (new / "counts").is_dir() else []
+
+    wait_until(lambda: len(staged()) == 2 or proc.poll() is not None, timeout=60, why="both stores staged")
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert staged() == [] and sorted(p.name for p in (new / "counts").iterdir()) == []
