@@ -21,8 +21,8 @@ _statectl_commands() {
 _statectl_options() {
     case $1 in
         '') REPLY='--config --profile --output -o --verbose -v --quiet -q --debug --version --help -h' ;;
-        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --limit-rate --chunk-size --ttl --grace --create --sse --sse-kms-key-id --checkpoint-dir --all --all-tasks --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'restore') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --limit-rate --snapshot --target-dir --force --from-other-store --from-changelog --partition --until-offset --to-checkpoint --system --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --limit-rate --chunk-size --ttl --grace --create --sse --sse-kms-key-id --checkpoint-dir --all --all-tasks --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'restore') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --limit-rate --snapshot --target-dir --force --from-other-store --from-changelog --partition --until-offset --to-checkpoint --system --dry-run --all --all-tasks --container --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -32,7 +32,7 @@ _statectl_options() {
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --to-sse --to-sse-kms-key-id --dry-run --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --limit-rate --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --to-sse --to-sse-kms-key-id --dry-run --file-owner --all-tasks --all --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --limit-rate --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -113,6 +113,7 @@ _statectl_value() {
                 --partition) REPLY='@text' ;;
                 --until-offset) REPLY='@text' ;;
                 --system) REPLY='@text' ;;
+                --container) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;

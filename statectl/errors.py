@@ -107,6 +107,17 @@ class PartialError(StatectlError):
     exit_code = EXIT_PARTIAL
 
 
+def one_cause(errors: list[StatectlError], failures: int, done: int) -> StatectlError | None:
+    """For an operation run over several stores (``backup --all``, ``restore --all``, ``snapshots copy
+    --all``): the one error to raise when nothing was ``done``, every one of the ``failures`` is among
+    ``errors`` (each store failed in its operation, none before it) and they all say the same (a missing
+    blob store, bad credentials): said once, with its own exit code, rather than once per store. None when
+    the run reports its results and failures instead (the CLI exits 3 for failures then)."""
+    if errors and not done and len(errors) == failures and len({(type(e), str(e)) for e in errors}) == 1:
+        return errors[0]
+    return None
+
+
 class NotFoundError(StatectlError):
     """Something named does not exist: a snapshot, a checkpoint, a store dir, a bucket."""
 

@@ -40,39 +40,29 @@ class Flags:
 
     blobstore: Optional[str] = _flag("--blobstore", help="Blob store URL: file:///path or s3://bucket/prefix.")
     s3_endpoint: Optional[str] = _flag("--s3-endpoint", help="Endpoint URL of an S3-compatible store.")
-    sse: Optional[Literal["AES256", "aws:kms"]] = _flag("--sse", help="S3 server-side encryption of what is "
-                                                                        "written.")
+    sse: Optional[Literal["AES256", "aws:kms"]] = _flag("--sse", help="S3 server-side encryption.")
     sse_kms_key_id: Optional[str] = _flag("--sse-kms-key-id", help="The KMS key of --sse aws:kms.")
-    kafka: Optional[str] = _flag("--kafka", help="Kafka bootstrap servers (host:port[,host:port]) of the job: its "
-                                                 "checkpoint and coordinator topics, changelogs and inputs.")
-    zookeeper: Optional[str] = _flag("--zookeeper", help="ZooKeeper of a standalone job (host:port[,host:port]"
-                                                         "[/chroot], its zk.connect): its job model (tasks, "
-                                                         "containers, changelog partitions) is read there.")
+    kafka: Optional[str] = _flag("--kafka", help="The job's Kafka bootstrap servers.")
+    zookeeper: Optional[str] = _flag("--zookeeper", help="A standalone job's zk.connect, where its job model "
+                                                         "is.")
     job: Optional[str] = _flag("--job", help="Job name.")
     job_id: Optional[str] = _flag("--job-id", help="Job id (default {default}).")
     task: Optional[str] = _flag("--task", help="Task name (default '{default}').")
     store: Optional[str] = _flag("--store", help="Store name.")
-    state_dir: Optional[Path] = _flag("--state-dir", help="The job's state base dir; the store dir is "
-                                                          "DIR/<store>/<task, spaces->_>.")
+    state_dir: Optional[Path] = _flag("--state-dir", help="The job's state dir (DIR/<store>/<task dir>).")
     standby_root: Optional[Path] = _flag("--standby-root", help="statectl's dir for standby replicas (default: "
                                                                 "<state-dir>.statectl-standby; never in the state "
                                                                 "dir, on its filesystem).")
     store_dir: Optional[Path] = _flag("--store-dir", help="The store dir itself (instead of --state-dir).")
-    keep_last: Optional[int] = _flag("--keep-last", help="Keep the last N snapshots of each task/store restorable "
-                                                         "(default {default}).")
+    keep_last: Optional[int] = _flag("--keep-last", help="Snapshots kept per task and store (default {default}).")
     parallelism: Optional[int] = _flag("--parallelism", "-j", help="Transfers in flight (default {default}).")
     limit_rate: Optional[str] = _flag("--limit-rate", metavar="RATE",
-                                      help="Bytes a second this host moves, shared by every transfer: e.g. "
-                                           "50MiB/s, 500KiB/s, off (default {default}).")
-    chunk_size: Optional[str] = _flag("--chunk-size", help="Upload files in blobs of at most this size "
-                                                           "(default {default}).")
+                                      help="Bandwidth cap, e.g. 50MiB/s (default {default}).")
+    chunk_size: Optional[str] = _flag("--chunk-size", help="Largest blob uploaded (default {default}).")
     ttl: Optional[str] = _flag("--ttl", help="Expiry of uncommitted blobs (default {default}).")
-    grace: Optional[str] = _flag("--grace", help="Leave unreferenced blobs younger than this, and the blobs of "
-                                                 "a snapshot retention dropped this long after (default {default}; "
-                                                 "gc: at least 1m).")
-    create: Optional[bool] = _flag("--create", help="Start a new file:// blob store (snapshots copy: the "
-                                                    "--to-blobstore one) if its dir does not exist, rather than exit "
-                                                    "10.")
+    grace: Optional[str] = _flag("--grace", help="Age before a blob no snapshot needs is deleted (default "
+                                                 "{default}).")
+    create: Optional[bool] = _flag("--create", help="Create a missing file:// blob store dir (else exit 10).")
 
     def settings(self) -> dict[str, Any]:
         """The flags that are settings (all but --store-dir), paths as strings, for config.resolve."""

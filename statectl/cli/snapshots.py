@@ -16,7 +16,7 @@ from statectl.cli.common import (
     print_json,
     state_command,
 )
-from statectl.errors import CorruptSnapshotError, UsageError
+from statectl.errors import CorruptSnapshotError, PartialError, UsageError
 
 app = typer.Typer(help="List, inspect and verify snapshots.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -147,13 +147,10 @@ def verify(
 @app.command("copy", epilog="Examples:\n\n"
                             "  statectl snapshots copy --job page-views --store counts --task 'Partition 0' "
                             "--to-job page-views-staging\n\n"
-                            "  statectl snapshots copy 3f2a9c --blobstore s3://prod/samza --job page-views --store counts "
-                            "--to-blobstore s3://staging/samza\n\n"
-                            "  statectl snapshots copy --job page-views --store counts --to-job page-views-staging "
-                            "--dry-run\n\n"
-                            + exit_codes_epilog(0, (1, "a blob of the snapshot is missing; nothing committed"), 2,
-                                                (10, "no such snapshot"), (11, "a backup of the target is running"),
-                                                12))
+                            "  statectl snapshots copy --job page-views --all --to-job page-views-staging --dry-run\n\n"
+                            + exit_codes_epilog(0, (1, "a blob is missing; nothing committed"), 2,
+                                                (3, "some tasks failed"), (10, "no such snapshot"),
+                                                (11, "a backup of the target runs"), 12))
 @state_command(*SNAPSHOT_FLAGS, "parallelism", "limit_rate", "ttl", "keep_last", "grace", "create")
 def copy(
     snapshot: Annotated[Optional[str], typer.Argument(help="Snapshot id, id prefix or checkpoint id (default: the latest).", show_default=False)] = None,
@@ -161,27 +158,30 @@ def copy(
     to_job_id: Annotated[Optional[str], typer.Option("--to-job-id", help="The target's job id (default: --job-id).", show_default=False)] = None,
     to_task: Annotated[Optional[str], typer.Option("--to-task", help="The target's task (default: --task).", show_default=False)] = None,
     to_store: Annotated[Optional[str], typer.Option("--to-store", help="The target's store (default: --store).", show_default=False)] = None,
-    to_blobstore: Annotated[Optional[str], typer.Option("--to-blobstore", help="The target's blob store URL (default: --blobstore).", show_default=False)] = None,
-    to_s3_endpoint: Annotated[Optional[str], typer.Option("--to-s3-endpoint", help="The target's S3 endpoint (default: --s3-endpoint).", show_default=False)] = None,
-    to_sse: Annotated[Optional[Literal["AES256", "aws:kms"]], typer.Option("--to-sse", help="The target's S3 server-side encryption (default: the source's).", show_default=False)] = None,
+    to_blobstore: Annotated[Optional[str], typer.Option("--to-blobstore", help="The target's blob store (default: --blobstore).", show_default=False)] = None,
+    to_s3_endpoint: Annotated[Optional[str], typer.Option("--to-s3-endpoint", help="Its S3 endpoint (default: --s3-endpoint).", show_default=False)] = None,
+    to_sse: Annotated[Optional[Literal["AES256", "aws:kms"]], typer.Option("--to-sse", help="Its S3 encryption (default: the source's).", show_default=False)] = None,
     to_sse_kms_key_id: Annotated[Optional[str], typer.Option("--to-sse-kms-key-id", help="The target's KMS key, with aws:kms.", show_default=False)] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (no pin, lease, blob or checkpoint); print the plan: every blob copied, server-side or through this host. Fails as the copy would.")] = False,
-    file_owner: Annotated[Optional[str], typer.Option("--file-owner", metavar="USER:GROUP", help="Record every file of the target as owned by the target job's user, as Samza's restore checks (default: the source's owners).", show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing; print the plan.")] = False,
+    file_owner: Annotated[Optional[str], typer.Option("--file-owner", metavar="USER:GROUP", help="The owner recorded for every file (default: the source's).", show_default=False)] = None,
+    all_tasks: Annotated[bool, typer.Option("--all-tasks", help="Every task of --store.")] = False,
+    all_stores: Annotated[bool, typer.Option("--all", help="Every store and task of --job.")] = False,
     *,
     env: Env,
 ) -> None:
-    """Clone a snapshot into a new snapshot of another job, task or store, copying its blobs server-side.
+    """Clone a snapshot into another job, task or store, server-side.
 
-    Writes the copies (with a TTL until committed), an index and the target's checkpoint record (with
-    --kafka also on the target job's checkpoint topic); never changes the source. Across endpoints, or
-    between file:// and s3://, the blobs stream through this host: only then does --limit-rate apply."""
+    Writes copies, an index and the target's record; never the source. Across endpoints the blobs
+    stream through this host (--limit-rate). More: man statectl-snapshots-copy."""
     from dataclasses import replace
 
     from statectl.engine.copy import CopyOptions, copy_snapshot, plan_copy
 
     session, s = env.session, env.settings
     session.create_blobstore = False  # --create starts the target (--to-blobstore) only: the source must exist
-    source_ref = session.ref()
+    if all_tasks or all_stores:
+        _check_copy_all(env, all_stores, all_tasks, snapshot, to_task, to_store)
+    source_ref = session.ref(need_store=not all_stores)
     target_ref = replace(source_ref, job=to_job or source_ref.job, job_id=to_job_id or source_ref.job_id,
                          task=to_task or source_ref.task, store=to_store or source_ref.store)
     opts = CopyOptions(source=source_ref, target=target_ref, snapshot=snapshot, parallelism=s.parallelism,
@@ -190,6 +190,9 @@ def copy(
     target, target_catalog, opened = _copy_target(env, to_blobstore, to_s3_endpoint,
                                                   _target_sse(env, to_sse, to_sse_kms_key_id), dry_run)
     try:
+        if all_tasks or all_stores:
+            _copy_all(env, opts, target, target_catalog, all_stores, dry_run)
+            return
         if dry_run:
             plan = plan_copy(opts, session.blobstore, session.catalog, target, env.progress)
             env.emit(plan, _copy_plan_text(plan))
@@ -198,12 +201,45 @@ def copy(
     finally:
         if opened is not None:
             opened.close()
+    env.emit(r, _copy_line(r))
+
+
+def _check_copy_all(env: Env, all_stores: bool, all_tasks: bool, snapshot: str | None, to_task: str | None,
+                    to_store: str | None) -> None:
+    flag = "--all" if all_stores else "--all-tasks"
+    if all_stores and all_tasks:
+        raise UsageError("give --all (every store) or --all-tasks (every task of --store), not both")
+    if all_tasks and not env.settings.store:
+        raise UsageError("--all-tasks needs --store", hint="--all copies every store of the job")
+    mine = ("task", "store") if all_stores else ("task",)  # the source's: each task's (and store's) own
+    given = [f for f, on in (("a snapshot id", snapshot is not None), ("--to-task", to_task),
+                             ("--to-store", all_stores and to_store)) if on]
+    given += [f"--{name}" for name in mine if getattr(env.flags, name)]
+    if given:
+        raise UsageError(f"{flag} copies the latest snapshot of each task into the same task"
+                         + (" and store" if all_stores else "") + f"; do not combine it with {', '.join(given)}")
+
+
+def _copy_all(env: Env, opts: Any, target: Any, target_catalog: Any, all_stores: bool, dry_run: bool) -> None:
+    from statectl.engine.copy import copy_all
+
+    session = env.session
+    r = copy_all(opts, session.blobstore, session.catalog, target, target_catalog, env.progress,
+                 all_stores=all_stores, dry_run=dry_run)
+    lines = [_copy_plan_text(x).splitlines()[-1] if dry_run else _copy_line(x) for x in r.results]
+    lines += [f"FAILED {what}: {err}" for what, err in r.failures]
+    env.emit(r, "\n".join(lines))
+    if r.failures:
+        raise PartialError(f"{len(r.failures)} of {len(r.failures) + len(r.results)} tasks failed to copy"
+                           + (" (dry run)" if dry_run else ""))
+
+
+def _copy_line(r: Any) -> str:
     how = "server-side" if r.server_side else "streamed through this host"
     to = f" to {r.to_blobstore}" if r.to_blobstore != r.blobstore else ""
-    env.emit(r, f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} of job {r.job} "
-                f"in {r.blobstore}{to}: "
-                f"{r.blobs_copied} blobs, {human_bytes(r.bytes_copied)} copied {how}, "
-                f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")
+    return (f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} of job {r.job} "
+            f"in {r.blobstore}{to}: {r.blobs_copied} blobs, {human_bytes(r.bytes_copied)} copied {how}, "
+            f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")
 
 
 def _target_sse(env: Env, to_sse: str | None, to_key: str | None) -> dict[str, str | None]:

@@ -74,6 +74,8 @@ class RestoreResult:
     duration_s: float
     notes: list[str] = field(default_factory=list)
     blobstore: str = ""  # the blob store's URL (printed with its secrets masked)
+    store: str = ""  # the store and task restored (restore --all: which one this result is of)
+    task: str = ""
 
 @dataclass(frozen=True)
 class PlannedFile:
@@ -105,6 +107,8 @@ class RestorePlan:
     dry_run: bool = True
     notes: list[str] = field(default_factory=list)
     snapshot: ResolvedSnapshot | None = field(default=None, repr=False, metadata={"internal": True})
+    store: str = ""
+    task: str = ""
 
 
 def plan_restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
@@ -186,7 +190,7 @@ def _plan(opts: RestoreOptions, target: Path, snap: ResolvedSnapshot, blobstore:
         snapshot_id=snap.index_blob_id, checkpoint_id=checkpoint_id, target_dir=str(target),
         files_total=len(files), files_downloaded=len(to_fetch), files_reused=len(local),
         bytes_total=sum(fi.size for _, fi in files), bytes_downloaded=sum(fi.size for _, fi in to_fetch),
-        files=planned, snapshot=snap)
+        files=planned, snapshot=snap, store=opts.ref.store, task=opts.ref.task)
 
 
 def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOptions,
@@ -231,6 +235,8 @@ def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOption
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
         blobstore=blobstore.url,
+        store=opts.ref.store,
+        task=opts.ref.task,
     )
 
 def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullError:

@@ -32,6 +32,16 @@ def is_info_log(name: str) -> bool:
     return name == "LOG" or name.startswith("LOG.old.")
 
 
+def not_in_checkpoint(store_dir: Path):
+    """A predicate for the files of a live store dir that a RocksDB checkpoint of it would not hold: offset
+    files, LOCK, IDENTITY, info logs, and every OPTIONS file but the newest (what ``diff`` and ``backup
+    --dry-run`` leave out of a live store dir)."""
+    skip = OFFSET_FILES | NOT_IN_CHECKPOINTS
+    options = [n for n in os.listdir(store_dir) if n.startswith("OPTIONS-") and n[8:].isdigit()]
+    newest = max(options, key=lambda n: int(n[8:]), default=None)
+    return lambda n: n in skip or is_info_log(n) or (n.startswith("OPTIONS-") and n != newest)
+
+
 def task_dir_name(task: str) -> str:
     """Samza's store sub-dir name for a task: spaces replaced by underscores (StorageManagerUtil.getTaskStoreDir:
     ``(storeName + File.separator + taskName).replace(' ', '_')``)."""

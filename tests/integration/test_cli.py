@@ -15,7 +15,7 @@ DATA = Path(__file__).parent.parent / "data"
 BACKUP_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "store", "task", "files_total", "files_uploaded", "bytes_total",
                  "bytes_uploaded", "files_removed", "duration_s", "notes"}
 RESTORE_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "target_dir", "files_total", "files_downloaded", "files_reused",
-                  "bytes_total", "bytes_downloaded", "duration_s", "notes"}
+                  "bytes_total", "bytes_downloaded", "duration_s", "notes", "store", "task"}
 DIFF_FIELDS = {"blobstore", "new", "old", "added", "retained", "removed", "bytes_added", "bytes_removed"}
 LIST_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "created", "files", "bytes", "latest", "problem"}
 VERIFY_FIELDS = {"blobstore", "snapshot_id", "ok", "files", "blobs", "downloaded", "missing", "corrupt"}

@@ -19,11 +19,10 @@ from statectl.cli.main import EXIT_CODES_HELP, app
 
 # Every command's flags as the contract has them (CLI.md): none may be lost or renamed.
 FLAGS = {
-    "backup": {"--limit-rate", "--all", "--all-tasks", "--blobstore", "--checkpoint-dir", "--chunk-size", "--create", "--grace", "--job", "--job-id", "--kafka",
+    "backup": {"--limit-rate", "--sse", "--sse-kms-key-id", "--all", "--all-tasks", "--blobstore", "--checkpoint-dir", "--chunk-size", "--create", "--dry-run", "--grace", "--job", "--job-id", "--kafka",
                "--keep-last",
-               "--parallelism", "--s3-endpoint", "--sse", "--sse-kms-key-id", "--state-dir", "--store", "--store-dir",
-               "--task", "--ttl", "-j"},
-    "restore": {"--limit-rate", "--blobstore", "--dry-run", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
+               "--parallelism", "--s3-endpoint", "--state-dir", "--store", "--store-dir", "--task", "--ttl", "-j"},
+    "restore": {"--limit-rate", "--all", "--all-tasks", "--blobstore", "--container", "--dry-run", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
                 "--parallelism", "--partition", "--s3-endpoint", "--snapshot", "--state-dir", "--store", "--store-dir",
                 "--system", "--target-dir", "--task", "--to-checkpoint", "--until-offset", "-j"},
     "diff": {"--against", "--blobstore", "--job", "--job-id", "--kafka", "--s3-endpoint", "--snapshot", "--state-dir",
@@ -36,7 +35,7 @@ FLAGS = {
                        "--task"},
     "snapshots verify": {"--blobstore", "--download", "--job", "--job-id", "--kafka", "--parallelism",
                          "--s3-endpoint", "--store", "--task", "-j"},
-    "snapshots copy": {"--limit-rate", "--blobstore", "--create", "--dry-run", "--file-owner", "--grace", "--job", "--job-id", "--kafka",
+    "snapshots copy": {"--limit-rate", "--all", "--all-tasks", "--blobstore", "--create", "--dry-run", "--file-owner", "--grace", "--job", "--job-id", "--kafka",
                        "--keep-last", "--parallelism",
                        "--s3-endpoint", "--store", "--task", "--to-blobstore", "--to-job", "--to-job-id",
                        "--to-s3-endpoint", "--to-sse", "--to-sse-kms-key-id", "--to-store", "--to-task", "--ttl",
@@ -123,9 +122,9 @@ def test_a_shared_flag_is_one_definition_everywhere():
 @pytest.mark.parametrize("name, text", [
     ("job_id", "Job id (default 1). [env STATECTL_JOB_ID]"),
     ("task", "Task name (default 'Partition 0'). [env STATECTL_TASK]"),
-    ("keep_last", "Keep the last N snapshots of each task/store restorable (default 1). [env STATECTL_KEEP_LAST]"),
+    ("keep_last", "Snapshots kept per task and store (default 1). [env STATECTL_KEEP_LAST]"),
     ("parallelism", "Transfers in flight (default 8). [env STATECTL_PARALLELISM]"),
-    ("chunk_size", "Upload files in blobs of at most this size (default 64MiB). [env STATECTL_CHUNK_SIZE]"),
+    ("chunk_size", "Largest blob uploaded (default 64MiB). [env STATECTL_CHUNK_SIZE]"),
     ("ttl", "Expiry of uncommitted blobs (default 30d). [env STATECTL_TTL]"),
     ("store_dir", "The store dir itself (instead of --state-dir)."),
 ])
@@ -137,8 +136,7 @@ def test_a_changed_default_shows_in_the_help(monkeypatch):
     monkeypatch.setitem(config.KEYS, "parallelism", dataclasses.replace(config.KEYS["parallelism"], default=16))
     monkeypatch.setitem(config.KEYS, "grace", dataclasses.replace(config.KEYS["grace"], default=2 * 86400))
     assert flag_help("parallelism") == "Transfers in flight (default 16). [env STATECTL_PARALLELISM]"
-    assert flag_help("grace").startswith("Leave unreferenced blobs younger than this, and the blobs of a snapshot "
-                                         "retention dropped this long after (default 2d; gc: at least 1m)")
+    assert flag_help("grace") == "Age before a blob no snapshot needs is deleted (default 2d). [env STATECTL_GRACE]"
 
 
 def test_every_default_in_help_reads_back_as_the_default():
