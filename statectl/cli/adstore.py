@@ -16,9 +16,9 @@ from statectl.local.datasets import FORMATS
 SERDES = (*KINDS, *KIND_ALIASES)
 
 if TYPE_CHECKING:
-    from statectl.engine.adstore_files import FileLoadResult
-    from statectl.engine.adstore_topic import LoadResult
-    from statectl.engine.adstore_dataset import DatasetLoadResult
+    from statectl.engine.adstore.files import FileLoadResult
+    from statectl.engine.adstore.topic import LoadResult
+    from statectl.engine.adstore.dataset import DatasetLoadResult
     from statectl.formats.adstore import KeyValueSpec
 
 app = typer.Typer(help="Read-only (adjunct) stores filled from a topic or a file dataset, as Samza's side-input stores.",
@@ -197,7 +197,7 @@ def load(
         raise UsageError("adstore load needs --store")
     cols = tuple(c.strip() for c in value_fields.split(",") if c.strip()) if value_fields else ()
     # One vocabulary: --key-field/--value-field name a topic's JSON fields or a file's columns; what does not
-    # fit the source is refused by the engine's spec check (adstore_common._check_spec).
+    # fit the source is refused by the engine's spec check (engine.adstore.common.check_spec).
     if from_file is None:
         if partition_count is not None:
             raise UsageError("--partition-count is for --from-file; a topic's stores follow its partitions")
@@ -211,7 +211,7 @@ def load(
     state_dir = Path(s.state_dir) if s.state_dir else None
     spark_opts = None
     if spark:
-        from statectl.engine.adstore_common import SparkOptions
+        from statectl.engine.adstore.common import SparkOptions
 
         through = stage_through_blobstore or not master.startswith("local")
         spark_opts = SparkOptions(master=master, conf=_conf(spark_conf),
@@ -231,7 +231,8 @@ def load(
         if fmt or keep_versions != 2 or allow_empty:
             raise UsageError("--format, --keep-versions and --allow-empty are for --from-file (--keep-versions and "
                              "--allow-empty also for --topic --dataset-versions)")
-        from statectl.engine.adstore_topic import TopicLoadOptions, load_topic
+        from statectl.engine.adstore.topic import TopicLoadOptions
+        from statectl.engine.adstore.topic_load import load_topic
 
         if follow and spark:
             raise UsageError("--follow applies records one by one: it does not combine with --spark")
@@ -243,7 +244,7 @@ def load(
                                 key_serde=key_serde, value_serde=value_serde, job=s.job, job_id=s.job_id,
                                 tasks=_task_list(tasks), zookeeper=_zookeeper(env))
         if dry_run:
-            from statectl.engine.adstore_topic import plan_topic_load
+            from statectl.engine.adstore.topic_load import plan_topic_load
 
             tp = plan_topic_load(opts, progress=env.progress, spark=spark_opts)
             lines = [f"{st.store_dir}: would be {st.case}" + (f" ({st.reason})" if st.reason else "")
@@ -266,13 +267,13 @@ def load(
         raise UsageError("--follow, --max-age, --key-serde, --value-serde and --tasks are for --topic")
     if broadcast:
         raise UsageError("--broadcast is for --topic: a file dataset builds one store unless --partition-count N")
-    from statectl.engine.adstore_files import FileLoadOptions, load_file
+    from statectl.engine.adstore.files import FileLoadOptions, load_file
 
     fopts = FileLoadOptions(from_file, s.store, state_dir, fmt=fmt, task=s.task, store_dir=store_dir,
                             partitions=partition_count,
                             spec=spec, keep_versions=keep_versions, allow_empty=allow_empty)
     if dry_run:
-        from statectl.engine.adstore_files import plan_file_load
+        from statectl.engine.adstore.files import plan_file_load
 
         plan = plan_file_load(fopts, spark=spark_opts)
         lines = [f"{v.store_dir}: would make version {v.version} current (now {v.previous}), "
@@ -293,8 +294,9 @@ def _dataset_versions(env: Env, topic: str | None, spec: KeyValueSpec, store_dir
                       broadcast: bool, partitions: str | None, follow: bool, end_marker: str | None,
                       keep_versions: int, allow_empty: bool, other: bool, dry_run: bool) -> None:
     """adstore load --topic --dataset-versions: exit 3 when a marker was (or, --dry-run, would be) refused (see
-    adstore_dataset)."""
-    from statectl.engine.adstore_dataset import DatasetLoadOptions, load_dataset_versions
+    engine.adstore.dataset)."""
+    from statectl.engine.adstore.dataset import DatasetLoadOptions
+    from statectl.engine.adstore.dataset_load import load_dataset_versions
 
     s = env.settings
     if topic is None or other:
@@ -393,7 +395,7 @@ def _store(env: Env) -> Path:
 @state_command("kafka", "zookeeper", "job", "job_id", "store", "state_dir", "store_dir")
 def status_cmd(env: Env) -> None:
     """What Samza's next start does with each side-input store: keep, or delete (stale, mismatched, no checkpoint)."""
-    from statectl.engine.adstore_status import StatusOptions, status
+    from statectl.engine.adstore.status import StatusOptions, status
 
     s = env.settings
     r = status(StatusOptions(store=s.store, state_dir=Path(s.state_dir) if s.state_dir else None,
@@ -447,7 +449,7 @@ def seal_cmd(env: Env, tasks: Annotated[Optional[str], typer.Option(
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Say which tasks would get a checkpoint; write "
                                               "nothing.")] = False) -> None:
     """Give the tasks of a job that has not started a first checkpoint, so its start keeps the stores loaded."""
-    from statectl.engine.adstore_seal import SealOptions, seal_checkpoint
+    from statectl.engine.adstore.seal import SealOptions, seal_checkpoint
 
     s = env.settings
     if not s.job:
@@ -477,7 +479,7 @@ def versions_cmd(env: Env, quick: Annotated[bool, typer.Option(
         "--quick", help="Only the cheap checks: the manifest, a RocksDB store with its files; not every entry "
                         "against the manifest.")] = False) -> None:
     """The sealed versions of a store loaded from files or --dataset-versions, the current one marked."""
-    from statectl.engine.adstore_versions import versions
+    from statectl.engine.adstore.versions import versions
 
     r = versions(_store(env), quick=quick)
     lines = [f"{'*' if v.current else ' '} {v.version:>4}  {v.created or '-':20}  {v.keys if v.keys is not None else '-':>10} keys"
@@ -502,7 +504,7 @@ def switch_cmd(env: Env, version: Annotated[Optional[int], typer.Option(
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Make the checks and print which version would "
                                               "become current; change nothing.")] = False) -> None:
     """Point a store at another sealed version atomically (a rollback, or forward again)."""
-    from statectl.engine.adstore_versions import plan_switch, switch_version
+    from statectl.engine.adstore.versions import plan_switch, switch_version
 
     if dry_run:
         p = plan_switch(_store(env), version, quick=quick)
