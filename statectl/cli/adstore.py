@@ -130,13 +130,17 @@ def load(env: Env, topic: TOPIC = None, from_file: FROM_FILE = None, fmt: FORMAT
 
     s = env.settings
     opts = LoadOptions(
-        s.store, Path(s.state_dir) if s.state_dir else None, Path(env.flags.store_dir) if env.flags.store_dir else None,
-        s.task, s.kafka, tuple(topic) if topic is not None else None, from_file, fmt, s.job, s.job_id, _zookeeper(env),
-        env.session.kafka_security, s.timeout, broadcast, _task_list(tasks), _partitions(partitions), partition_count,
-        key_field, value_field, tuple(c.strip() for c in (value_fields or "").split(",") if c.strip()), extractor,
-        key_serde, value_serde, follow, _seconds(max_age, "--max-age"), keep_versions, allow_empty,
-        _spark(env, master, spark_conf, stage_through_blobstore) if spark else None, dataset_versions, end_marker,
-        dry_run)
+        s.store, state_dir=Path(s.state_dir) if s.state_dir else None,
+        store_dir=Path(env.flags.store_dir) if env.flags.store_dir else None, task=s.task, bootstrap=s.kafka,
+        topics=tuple(topic) if topic is not None else None, from_file=from_file, fmt=fmt, job=s.job,
+        job_id=s.job_id, zookeeper=_zookeeper(env), security=env.session.kafka_security,
+        timeout_s=s.timeout, broadcast=broadcast, tasks=_task_list(tasks), partitions=_partitions(partitions),
+        partition_count=partition_count, key_field=key_field, value_field=value_field,
+        value_fields=tuple(c.strip() for c in (value_fields or "").split(",") if c.strip()), extractor=extractor,
+        key_serde=key_serde, value_serde=value_serde, follow=follow, max_age_s=_seconds(max_age, "--max-age"),
+        keep_versions=keep_versions, allow_empty=allow_empty, dataset_versions=dataset_versions,
+        spark=_spark(env, master, spark_conf, stage_through_blobstore) if spark else None, end_marker=end_marker,
+        dry_run=dry_run)
     stop, interrupted = stop_on_signals() if opts.runs_until_stopped else (None, [])
     r = run(opts, stop=stop, progress=env.progress)
     env.emit(r, _load_text(r))

@@ -43,7 +43,7 @@ class LoadOptions:
     job: str | None = None
     job_id: str = "1"
     zookeeper: str | None = None
-    security: Any = None
+    security: Any = None  # kafka.client.KafkaSecurity: the Kafka clients' TLS/SASL
     timeout_s: float = DEFAULT_TIMEOUT_S
     broadcast: bool = False
     tasks: tuple[str, ...] = ()
