@@ -112,7 +112,7 @@ def _finish(job: BuildJob, tasks: list[dict[str, Any]], began: float, path: str 
                              sources=sources or [], build_id=job.build_id)
     doc = manifest.to_dict()
     # unique: the temporary file is then .BUILD-MANIFEST.json.<pid>.tmp, a name a build dir may hold (what a
-    # kill leaves there must not make the dir look like something else: engine.adstore_common._is_build_dir)
+    # kill leaves there must not make the dir look like something else: engine.adstore.builds.is_build_dir)
     write_atomic(job.out_dir / BUILD_MANIFEST, json.dumps(doc, indent=2) + "\n", unique=True)
     return doc
 

@@ -387,7 +387,7 @@ def test_the_put_paths_digest_is_the_stores_whatever_the_key_order(tmp_path: Pat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from statectl.engine.adstore_files import FileLoadOptions, load_file
+    from statectl.engine.adstore.files import FileLoadOptions, load_file
     from statectl.formats.adstore import KeyValueSpec
 
     keys = [f"k{i:05d}" for i in range(500)]

@@ -1,7 +1,8 @@
-"""adstore load from a file dataset (:func:`load_file`, seed 003): a new version is built beside the current
-one (local.versions), sealed with a manifest (rows read, keys, key range, checksum of the entries), and
-switched to; older versions beyond ``keep_versions`` are deleted. With ``spark`` the version is built from
-SST files a Spark job wrote (engine.adstore_common), ingested into a new store. Locks: engine.adstore_common.
+"""adstore load from a file dataset (:func:`load_file`) and its plan: a new version is built beside the
+current one (local.versions), sealed with a manifest (rows read, keys, key range, checksum of the entries),
+and switched to; older versions beyond ``keep_versions`` are deleted. With ``spark`` the version is built
+from SST files a Spark job wrote (engine.adstore.builds), ingested into a new store. Locks:
+engine.adstore.common.
 """
 
 from __future__ import annotations
@@ -12,15 +13,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from statectl import failpoints
-from statectl.engine.adstore_common import (
-    BUILD_DIR_PREFIX,
-    AdstoreExtractError,
-    SparkOptions,
-    _BuildLock,
-    _check_spec,
-    _remove_build,
-    _remove_old_builds,
-)
+from statectl.engine.adstore.builds import BUILD_DIR_PREFIX, BuildLock, remove_build, remove_old_builds
+from statectl.engine.adstore.common import AdstoreExtractError, SparkOptions, check_spec
 from statectl.errors import DiskFullError, StatectlError, UsageError, is_disk_full
 from statectl.formats.adstore import Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
 from statectl.local.layout import store_dir
@@ -72,7 +66,7 @@ class FileLoadOptions:
             raise UsageError("--keep-versions must be at least 1")
         if self.state_dir is not None:  # the names (store, task) checked before anything is written
             store_dir(Path(self.state_dir), self.store, self.task)
-        _check_spec(self.spec, topic=False)
+        check_spec(self.spec, topic=False)
 
     def store_dirs(self) -> list[Path]:
         if self.partitions is None:
@@ -241,7 +235,7 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
                                 "version was made", hint=f"free some space in {dirs[0].parent}") from e
         raise
     result.duration_s = round(time.monotonic() - began, 3)
-    result.notes = list(getattr(progress, "notes", []))
+    result.notes = list(progress.notes)
     return result
 
 
@@ -294,7 +288,7 @@ def _load_file_locked(opts: FileLoadOptions, ds: Any, dirs: list[Path], progress
                                          digest.keys, digest.as_json()["first_key"], digest.as_json()["last_key"],
                                          digest.as_json()["checksum"], previous, gone))
     if build_dir is not None:
-        _remove_build(build_dir)
+        remove_build(build_dir)
     return result
 
 
@@ -395,8 +389,8 @@ def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOpt
                      partitions_out=opts.partitions, staging=sp.staging, path=str(Path(ds.path).absolute()),
                      fmt=ds.fmt, files=tuple(str(Path(f).absolute()) for f in ds.files))
     build_dir = builds[0].store.parent / f"{BUILD_DIR_PREFIX}{spec.spec_hash()[:16]}"
-    _remove_old_builds(build_dir)
-    locks.enter_context(_BuildLock(build_dir))
+    remove_old_builds(build_dir)
+    locks.enter_context(BuildLock(build_dir))
     before = stamps(ds)
     t0 = time.monotonic()
     manifest = run_build(spec, build_dir, master=sp.master, conf=sp.conf, progress=progress, s3=sp.s3)
@@ -404,7 +398,7 @@ def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOpt
     try:
         check_unchanged(ds, before)
     except StatectlError:
-        _remove_build(build_dir)  # built from files that are no longer there as they were
+        remove_build(build_dir)  # built from files that are no longer there as they were
         raise
     if manifest.path == "jvm":
         progress.note("the Spark job made the entries from Arrow batches, not row by row (a plain key column and "
