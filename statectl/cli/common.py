@@ -22,6 +22,7 @@ from statectl import config
 from statectl.errors import UsageError, describe_exit_codes
 
 if TYPE_CHECKING:
+    from statectl.cli.hints import Invocation
     from statectl.progress import ProgressReporter
     from statectl.session import Session
 
@@ -127,6 +128,10 @@ def state_command(*names: str) -> Callable[[F], F]:
 
         @functools.wraps(func)
         def command(ctx: typer.Context, **kwargs: Any) -> Any:
+            from statectl.cli.hints import invocation
+
+            g = global_options(ctx)
+            g.invocation = invocation(ctx, config=g.config, profile=g.profile)  # for the hints of its errors
             flags = Flags(**{n: kwargs.pop(n) for n in names})
             with Env(ctx, flags) as env:
                 return func(env=env, **kwargs)
@@ -245,6 +250,7 @@ class GlobalOptions:
     output: Optional[str] = None
     resolved_output: Optional[str] = None  # what the command's settings resolved it to (flag, env, profile)
     result_written: bool = False  # the command printed its result (an error after it adds no JSON document)
+    invocation: Optional[Invocation] = None  # what the command line gave the command (cli.hints)
     verbose: bool = False
     quiet: bool = False
     debug: bool = False
@@ -269,6 +275,11 @@ class Env:
                          debug=g.debug or None)
         self.flags = flags
         self.settings = resolve_settings(overrides, config_file=g.config, profile=g.profile)
+        if not self.settings.quiet:
+            from statectl.redact import redact
+
+            for warning in self.settings.warnings:  # a typo in a profile not in use
+                sys.stderr.write(redact(f"warning: {warning}") + "\n")
         self.session: Session = Session(self.settings, create_blobstore=bool(flags.create))
         self.json = self.settings.output == "json"
         g.resolved_output = self.settings.output
@@ -336,6 +347,18 @@ def print_json(obj: Any) -> None:
 
     sys.stdout.write(redact(json_text(obj)) + "\n")
     sys.stdout.flush()
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """``header`` and ``rows`` as lines of columns two spaces apart, each as wide as its widest cell (the last
+    column not padded)."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in [header, *rows]]
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``1 store``, ``2 stores``: ``n`` and the noun, in the plural (``nouns``, default noun + s) unless one."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
 
 
 def human_bytes(n: int | None) -> str:

@@ -16,7 +16,7 @@ from statectl.cli.common import (
     print_json,
     state_command,
 )
-from statectl.errors import CorruptSnapshotError, PartialError, UsageError
+from statectl.errors import BlobStoreMissingError, CorruptSnapshotError, PartialError, UsageError, command
 
 app = typer.Typer(help="List, inspect and verify snapshots.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -42,7 +42,8 @@ def list_(env: Env) -> None:
     where = f"blob store {s.blobstore}"
     if not s.job:
         if s.store:
-            raise UsageError("--store needs --job", hint="'statectl snapshots list' without flags lists the jobs")
+            raise UsageError("--store needs --job", hint=(
+                command("snapshots list", without=("job", "job_id", "task", "store")), " lists the jobs"))
         jobs = list_jobs(session.catalog)
         lines = [f"{'JOB':<32} {'JOB ID':<8} {'TASKS':>6} {'CHECKPOINTS':>11} {'LATEST':<21} STORES"]
         lines += [f"{j.job:<32} {j.job_id:<8} {j.tasks:>6} {j.checkpoints:>11} {j.latest_checkpoint_time or '-':<21} "
@@ -198,10 +199,12 @@ def copy(
             env.emit(plan, _copy_plan_text(plan))
             return
         r = copy_snapshot(opts, session.blobstore, session.catalog, target, target_catalog, env.progress)
+    except BlobStoreMissingError as e:
+        raise _missing_store(e, target if opened is not None else None) from None
     finally:
         if opened is not None:
             opened.close()
-    env.emit(r, _copy_line(r))
+    env.emit(r, _copy_line(r, source_ref))
 
 
 def _check_copy_all(env: Env, all_stores: bool, all_tasks: bool, snapshot: str | None, to_task: str | None,
@@ -221,12 +224,15 @@ def _check_copy_all(env: Env, all_stores: bool, all_tasks: bool, snapshot: str |
 
 
 def _copy_all(env: Env, opts: Any, target: Any, target_catalog: Any, all_stores: bool, dry_run: bool) -> None:
+    from dataclasses import replace
+
     from statectl.engine.copy import copy_all
 
     session = env.session
     r = copy_all(opts, session.blobstore, session.catalog, target, target_catalog, env.progress,
                  all_stores=all_stores, dry_run=dry_run)
-    lines = [_copy_plan_text(x).splitlines()[-1] if dry_run else _copy_line(x) for x in r.results]
+    lines = [_copy_plan_text(x).splitlines()[-1] if dry_run else
+             _copy_line(x, replace(opts.source, task=x.task, store=x.store)) for x in r.results]
     lines += [f"FAILED {what}: {err}" for what, err in r.failures]
     env.emit(r, "\n".join(lines))
     if r.failures:
@@ -234,12 +240,29 @@ def _copy_all(env: Env, opts: Any, target: Any, target_catalog: Any, all_stores:
                            + (" (dry run)" if dry_run else ""))
 
 
-def _copy_line(r: Any) -> str:
+def _copy_line(r: Any, source: Any) -> str:
+    """One copy's result line; ``source`` is the StoreRef it copied from."""
+    from dataclasses import replace
+
     how = "server-side" if r.server_side else "streamed through this host"
-    to = f" to {r.to_blobstore}" if r.to_blobstore != r.blobstore else ""
-    return (f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} of job {r.job} "
-            f"in {r.blobstore}{to}: {r.blobs_copied} blobs, {human_bytes(r.bytes_copied)} copied {how}, "
-            f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")
+    target = replace(source, job=r.job, job_id=r.job_id, task=r.task, store=r.store)
+    where = f"{source}" if r.to_blobstore == r.blobstore else f"{source} in {r.blobstore}"
+    return (f"copied snapshot {r.source_snapshot_id} from {where} to {target} in {r.to_blobstore}: "
+            f"new snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}); {r.blobs_copied} blobs, "
+            f"{human_bytes(r.bytes_copied)} copied {how}, {human_bytes(r.bytes_through_client)} through this "
+            f"host, {r.duration_s:.1f}s")
+
+
+def _missing_store(e: BlobStoreMissingError, target: Any) -> BlobStoreMissingError:
+    """A copy's missing blob store said with copy's own flags: --to-blobstore and copy --create start the
+    target; the source (--blobstore) must exist."""
+    if target is not None and e.url == target.url:
+        hint = (("check --to-blobstore; to start a new blob store there, run ", command("snapshots copy", "--create"),
+                 " (or create the dir)") if e.url.startswith("file:") else
+                "create the bucket, or check --to-blobstore and --to-s3-endpoint")
+        return BlobStoreMissingError(f"{e} (the target, --to-blobstore)", url=e.url, hint=hint)
+    return BlobStoreMissingError(f"{e} (the source, --blobstore)", url=e.url,
+                                 hint="check --blobstore (and --s3-endpoint): a copy's source must exist")
 
 
 def _target_sse(env: Env, to_sse: str | None, to_key: str | None) -> dict[str, str | None]:

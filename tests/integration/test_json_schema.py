@@ -21,8 +21,8 @@ DATA = Path(__file__).parent.parent / "data"
 
 BACKUP = ["blobstore", "bytes_total", "bytes_uploaded", "checkpoint_id", "duration_s", "files_removed",
           "files_total", "files_uploaded", "notes", "snapshot_id", "store", "task"]
-LEASE = ["etag", "expires", "host", "key", "live", "local_alive", "operation", "pid", "released", "started",
-         "started_s", "store"]
+LEASE = ["broken_by", "etag", "expires", "host", "key", "live", "local_alive", "operation", "pid", "released",
+         "released_at", "started", "started_s", "store"]
 RESTORE = ["blobstore", "bytes_downloaded", "bytes_total", "checkpoint_id", "duration_s", "files_downloaded",
            "files_reused", "files_total", "notes", "snapshot_id", "store", "target_dir", "task"]
 COPY = ["blobstore", "blobs_copied", "bytes_copied", "bytes_through_client", "checkpoint_id", "duration_s", "files",
@@ -40,13 +40,14 @@ SCHEMAS: dict[str, object] = {
     "snapshots copy --all": {"results": [COPY], "failures": None, "blobstore": None, "to_blobstore": None,
                              "dry_run": None},
     "diff": {"blobstore": None, "new": None, "old": None, "added": [["path", "size"]], "retained": [["path", "size"]],
-             "removed": [["path", "size"]], "bytes_added": None, "bytes_removed": None},
-    "snapshots list": [["blobstore", "bytes", "checkpoint_id", "created", "files", "latest", "problem",
+             "removed": [["path", "size"]], "bytes_added": None, "bytes_removed": None,
+             "changed": [["old_size", "path", "size"]]},
+    "snapshots list": [["blobstore", "bytes", "checkpoint_id", "created", "files", "kind", "latest", "problem",
                         "snapshot_id"]],
-    "snapshots list (jobs)": [["blobstore", "checkpoints", "job", "job_id", "latest_checkpoint_id",
+    "snapshots list (jobs)": [["blobstore", "checkpoints", "job", "job_id", "kind", "latest_checkpoint_id",
                                "latest_checkpoint_time", "stores", "tasks"]],
-    "snapshots list --job": [["blobstore", "created", "job", "job_id", "latest_checkpoint_id", "latest_snapshot_id",
-                              "snapshots", "store", "task"]],
+    "snapshots list --job": [["blobstore", "created", "job", "job_id", "kind", "latest_checkpoint_id",
+                              "latest_snapshot_id", "snapshots", "store", "task"]],
     "snapshots show": {"creation-time-millis": None, "dir-index": None, "prev-snapshot-index-blob-id": None,
                        "snapshot-metadata": ["checkpoint-id", "job-id", "job-name", "store-name", "task-name"]},
     "snapshots verify": ["blobstore", "blobs", "corrupt", "downloaded", "files", "missing", "ok", "snapshot_id"],
