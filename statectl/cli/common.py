@@ -22,6 +22,7 @@ from statectl import config
 from statectl.errors import describe_exit_codes
 
 if TYPE_CHECKING:
+    from statectl.cli.hints import Invocation
     from statectl.progress import ProgressReporter
     from statectl.session import Session
 
@@ -130,6 +131,10 @@ def state_command(*names: str) -> Callable[[F], F]:
 
         @functools.wraps(func)
         def command(ctx: typer.Context, **kwargs: Any) -> Any:
+            from statectl.cli.hints import invocation
+
+            g = global_options(ctx)
+            g.invocation = invocation(ctx, config=g.config, profile=g.profile)  # for the hints of its errors
             flags = Flags(**{n: kwargs.pop(n) for n in names})
             with Env(ctx, flags) as env:
                 return func(env=env, **kwargs)
@@ -230,6 +235,7 @@ class GlobalOptions:
     output: Optional[str] = None
     resolved_output: Optional[str] = None  # what the command's settings resolved it to (flag, env, profile)
     result_written: bool = False  # the command printed its result (an error after it adds no JSON document)
+    invocation: Optional[Invocation] = None  # what the command line gave the command (cli.hints)
     verbose: bool = False
     quiet: bool = False
     debug: bool = False

@@ -81,12 +81,15 @@ class StatectlGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except StatectlError as e:
+            from statectl.cli.hints import hint_text
+
+            hint = hint_text(e, ctx.find_root().command, getattr(ctx.find_root().obj, "invocation", None))
             _stderr(f"Error: {e}")
-            if e.hint:
-                _stderr(f"Hint: {e.hint}")
+            if hint:
+                _stderr(f"Hint: {hint}")
             if _debug(ctx):
                 _stderr(traceback.format_exc().rstrip())
-            _json_error(ctx, str(e), e.hint, e.exit_code)
+            _json_error(ctx, str(e), hint, e.exit_code)
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt as e:
             message = f"Interrupted by {e.args[0]}." if isinstance(e, Terminated) else "Interrupted."

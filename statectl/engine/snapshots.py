@@ -182,7 +182,7 @@ def read_index_file(path: Path) -> SnapshotIndex:
     try:
         return parse_index(data)
     except CorruptSnapshotError as e:
-        raise type(e)(f"index file {path}: {e}", hint=e.hint) from None
+        raise type(e)(f"index file {path}: {e}", hint=e.hint_parts) from None
 
 
 @dataclass

@@ -51,7 +51,7 @@ from statectl.engine.standby.replica import (
     read_status,
     record_offset,
 )
-from statectl.errors import DiscardedError, LockHeldError, NotFoundError, StatectlError, UsageError
+from statectl.errors import DiscardedError, Hint, LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.offsets import OFFSET, OFFSET_V2, write_offset
 from statectl.fsutil import chown_tree, fsync_dirs, make_dirs, owner_of
 from statectl.kafka.client import (
@@ -265,7 +265,7 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
             said = str(e)
             if restart_follower and was_following:  # once the lock is released: the follower takes it again
                 said += "; " + restart_fenced(replica, before, bootstrap)
-            raise e.exit_as(said, hint=e.hint) from None
+            raise e.exit_as(said, hint=e.hint_parts) from None
     except Exception as e:
         full = disk_full_error(replica, e, "promoting")
         if full is None or full is e:
@@ -297,7 +297,7 @@ def _catch_up_as_planned(plan: PromotePlan, replica: Replica, bootstrap: str, co
     try:
         _check_not_ahead(replica, target, plan.start)  # the follower may have applied more meanwhile
     except DiscardedError as e:
-        raise _NotPromoted(str(e), hint=e.hint, exit_as=DiscardedError) from None
+        raise _NotPromoted(str(e), hint=e.hint_parts, exit_as=DiscardedError) from None
     position = _catch_up(replica, consumer, cl_bootstrap, lambda: target, deadline, result)
     if position != target:  # nothing below the target left to read: never claim more
         raise _NotPromoted(f"cannot promote {replica.replica_dir}: the changelog ends at offset "
@@ -356,7 +356,7 @@ def _still_promotable(replica: Replica, consumer: Any, bootstrap: str) -> None:
     try:
         check_changelog_identity(replica, consumer, bootstrap)
     except StatectlError as e:
-        raise _NotPromoted(str(e), hint=e.hint) from None
+        raise _NotPromoted(str(e), hint=e.hint_parts) from None
 
 
 def _tail(consumer: Any, replica: Replica, bootstrap: str) -> Tail:
@@ -415,7 +415,7 @@ class _NotPromoted(StatectlError):
     """The replica could not be caught up, or may not be promoted: nothing was swapped (promote restarts
     the follower, then raises ``exit_as``)."""
 
-    def __init__(self, message: str, *, hint: str | None = None, exit_as: type[StatectlError] = StatectlError):
+    def __init__(self, message: str, *, hint: Hint | None = None, exit_as: type[StatectlError] = StatectlError):
         super().__init__(message, hint=hint)
         self.exit_as = exit_as
 
