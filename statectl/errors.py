@@ -167,6 +167,15 @@ class SnapshotNotFoundError(NotFoundError):
     """No snapshot with that id, or no checkpoint for the task/store."""
 
 
+class BlobStoreMissingError(NotFoundError):
+    """The blob store itself is not there (a file:// dir, an S3 bucket); ``url``: the store's URL, so that a
+    command with two stores (snapshots copy) can tell which one."""
+
+    def __init__(self, message: str, *, hint: Hint | None = None, url: str = ""):
+        super().__init__(message, hint=hint)
+        self.url = url
+
+
 class BlobNotFoundError(NotFoundError):
     """The blob store has no object under that id; every backend maps its own not-found to this."""
 

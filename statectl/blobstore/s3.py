@@ -28,8 +28,8 @@ from statectl.errors import (
     AuthError,
     BlobNotFoundError,
     BlobStoreError,
+    BlobStoreMissingError,
     DiskFullError,
-    NotFoundError,
     PreconditionFailedError,
     StatectlError,
     TransientBlobStoreError,
@@ -195,8 +195,8 @@ class S3BlobStore:
             # HEAD errors have no body, so a missing bucket is a bare 404 there; and SeaweedFS answers
             # an anonymous PUT into a missing bucket with AccessDenied. Ask the bucket in both cases.
             if code == "NoSuchBucket" or (code in ("404", "NotFound", "AccessDenied") and self._bucket_missing()):
-                return NotFoundError(f"s3: bucket {self.bucket!r} does not exist",
-                                     hint="create it, or check --blobstore and --s3-endpoint")
+                return BlobStoreMissingError(f"s3: bucket {self.bucket!r} does not exist", url=self.url,
+                                             hint="create it, or check --blobstore and --s3-endpoint")
             if code in _NOT_FOUND or status == 404:
                 return BlobNotFoundError(f"{where}: not found")
             if code in _AUTH or status == 403:

@@ -78,8 +78,8 @@ def finish_commit(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: S
         raise CorruptSnapshotError(
             f"snapshot {record.index_blob_id} of {ref} was committed, but {len(cleanup.missing)} of its blobs are "
             f"gone (e.g. {cleanup.missing[0]}): something deleted them while the {what} ran",
-            hint="the next backup starts a new full chain; older snapshots are untouched "
-                 "('statectl snapshots verify' checks them)")
+            hint=("the next backup starts a new full chain; older snapshots are untouched (",
+                  ref.command("snapshots verify"), " checks one)"))
     return cleanup
 
 

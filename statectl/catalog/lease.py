@@ -49,6 +49,7 @@ from statectl.errors import (
     NotFoundError,
     PreconditionFailedError,
     StatectlError,
+    command,
 )
 
 LEASE_PREFIX = "leases/"
@@ -198,8 +199,8 @@ class Lease:
             f"another {holder.get('operation', 'backup')} of {self.ref} is running "
             f"(host {holder.get('host')}, pid {holder.get('pid')}, "
             f"since {_iso(holder.get('started', holder.get('acquired'))) or '?'}){after}",
-            hint=f"wait for it to finish; a lease left by a crash on another host expires at "
-                 f"{_iso(holder.get('expires'))}, or break it with 'statectl lease break'")
+            hint=(f"wait for it to finish; a lease left by a crash on another host expires at "
+                  f"{_iso(holder.get('expires'))}, or break it with ", self.ref.command("lease break")))
 
     def renew(self) -> None:
         """Extend the lease; LeaseLostError if someone else holds it now."""
@@ -360,7 +361,7 @@ def break_lease(blobstore: BlobStore, ref: StoreRef, *, expected: LeaseInfo, for
     current, problem = _inspect(key, data, etag)
     if current.etag != expected.etag:
         raise LockHeldError(f"the lease of {ref} changed since it was read (a new holder took it)",
-                            hint="run 'statectl lease break' again to see the new holder")
+                            hint=("run ", ref.command("lease break"), " again to see the new holder"))
     if current.released and not problem:
         return current
     if current.local_alive and not force:
@@ -379,7 +380,7 @@ def break_lease(blobstore: BlobStore, ref: StoreRef, *, expected: LeaseInfo, for
         etag = blobstore.put_at(key, body, if_match=current.etag)
     except PreconditionFailedError:
         raise LockHeldError(f"the lease of {ref} changed while it was being broken (a new holder took it)",
-                            hint="run 'statectl lease break' again to see the new holder") from None
+                            hint=("run ", ref.command("lease break"), " again to see the new holder")) from None
     return _info(key, body, etag)
 
 def _is_time(v: object) -> bool:

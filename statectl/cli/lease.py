@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from statectl.cli.common import BLOBSTORE, STORE_REF, Env, exit_codes_epilog, state_command
-from statectl.errors import NotFoundError, UsageError
+from statectl.errors import NotFoundError, UsageError, command
 
 app = typer.Typer(help="Inspect or break the lease that keeps two backups of a store from running at once.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -65,7 +65,7 @@ def break_(
     ref = env.session.ref()
     if not yes and not sys.stdin.isatty():
         raise UsageError("lease break needs confirmation and there is no terminal to ask on",
-                         hint="pass --yes (after 'statectl lease show' to see the holder)")
+                         hint=("pass --yes (after ", command("lease show"), " to see the holder)"))
     blobstore = env.session.blobstore
     found = inspect_lease(blobstore, ref)
     if found is None:

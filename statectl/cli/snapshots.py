@@ -16,7 +16,7 @@ from statectl.cli.common import (
     print_json,
     state_command,
 )
-from statectl.errors import CorruptSnapshotError, UsageError
+from statectl.errors import BlobStoreMissingError, CorruptSnapshotError, UsageError, command
 
 app = typer.Typer(help="List, inspect and verify snapshots.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -42,7 +42,8 @@ def list_(env: Env) -> None:
     where = f"blob store {s.blobstore}"
     if not s.job:
         if s.store:
-            raise UsageError("--store needs --job", hint="'statectl snapshots list' without flags lists the jobs")
+            raise UsageError("--store needs --job", hint=(command("snapshots list", without=("job", "job_id", "task", "store")),
+                                                            " lists the jobs"))
         jobs = list_jobs(session.catalog)
         lines = [f"{'JOB':<32} {'JOB ID':<8} {'TASKS':>6} {'CHECKPOINTS':>11} {'LATEST':<21} STORES"]
         lines += [f"{j.job:<32} {j.job_id:<8} {j.tasks:>6} {j.checkpoints:>11} {j.latest_checkpoint_time or '-':<21} "
@@ -191,15 +192,29 @@ def copy(
             env.emit(plan, _copy_plan_text(plan))
             return
         r = copy_snapshot(opts, session.blobstore, session.catalog, target, target_catalog, env.progress)
+    except BlobStoreMissingError as e:
+        raise _missing_store(e, target if opened is not None else None) from None
     finally:
         if opened is not None:
             opened.close()
     how = "server-side" if r.server_side else "streamed through this host"
-    to = f" to {r.to_blobstore}" if r.to_blobstore != r.blobstore else ""
-    env.emit(r, f"snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}) of {r.store}/{r.task} of job {r.job} "
-                f"in {r.blobstore}{to}: "
-                f"{r.blobs_copied} blobs, {human_bytes(r.bytes_copied)} copied {how}, "
-                f"{human_bytes(r.bytes_through_client)} through this host, {r.duration_s:.1f}s")
+    source = f"{source_ref}" if r.to_blobstore == r.blobstore else f"{source_ref} in {r.blobstore}"
+    env.emit(r, f"copied snapshot {r.source_snapshot_id} from {source} to {target_ref} in {r.to_blobstore}: "
+                f"new snapshot {r.snapshot_id} (checkpoint {r.checkpoint_id}); {r.blobs_copied} blobs, "
+                f"{human_bytes(r.bytes_copied)} copied {how}, {human_bytes(r.bytes_through_client)} through this "
+                f"host, {r.duration_s:.1f}s")
+
+
+def _missing_store(e: BlobStoreMissingError, target: Any) -> BlobStoreMissingError:
+    """A copy's missing blob store said with copy's own flags: --to-blobstore and copy --create start the
+    target; the source (--blobstore) must exist."""
+    if target is not None and e.url == target.url:
+        return BlobStoreMissingError(
+            f"{e} (the target, --to-blobstore)", url=e.url,
+            hint=("check --to-blobstore; to start a new blob store there, run ", command("snapshots copy", "--create"),
+                  " (or create it)"))
+    return BlobStoreMissingError(f"{e} (the source, --blobstore)", url=e.url,
+                                 hint="check --blobstore (and --s3-endpoint): a copy's source must exist")
 
 
 def _copy_target(env: Env, to_blobstore: str | None, to_s3_endpoint: str | None,

@@ -182,7 +182,8 @@ def _checked(opts: CopyOptions, source: BlobStore, target: BlobStore,
     if opts.source == opts.target and source.identity == target.identity:
         same = "" if source.url == target.url else f" ({target.url} is {source.url})"
         raise UsageError(f"the target of a copy is the source store itself{same}",
-                         hint="name another job, task or store with --to-job/--to-task/--to-store")
+                         hint="name another job, task, store or blob store with --to-job/--to-task/--to-store/"
+                              "--to-blobstore")
     progress = NoteRecorder(progress)
     if not _same_domain(source, target):
         progress.note(f"{source.url} and {target.url} cannot copy from each other: the blobs are streamed "

@@ -9,7 +9,7 @@ import threading
 
 from statectl import failpoints
 from statectl.blobstore.base import BlobStore
-from statectl.errors import BlobNotFoundError, CorruptSnapshotError
+from statectl.errors import BlobNotFoundError, CorruptSnapshotError, command
 from statectl.parallel import run_parallel
 from statectl.progress import ProgressReporter
 
@@ -37,8 +37,8 @@ def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore
                     new = _stream(blob_id, length, source, target, ttl_seconds)
             except BlobNotFoundError:
                 raise CorruptSnapshotError(f"blob {blob_id} of the snapshot is missing from {source.url}",
-                                           hint="run 'statectl snapshots verify' on the source to list every "
-                                                "missing blob; nothing was committed") from None
+                                           hint=("run ", command("snapshots verify"), " on the source to list "
+                                                 "every missing blob; nothing was committed")) from None
             progress.advance(length)
             progress.file_done()
             return new

@@ -200,11 +200,12 @@ def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_o
                   start: NextStart | None, assume_non_transactional: bool) -> PromotePlan:
     if not (replica.replica_dir / OFFSET_V2).exists():
         raise NotFoundError(f"no replica at {replica.replica_dir} (no {OFFSET_V2})",
-                            hint="start one with 'statectl standby follow'")
+                            hint=("start one with ", replica.ref.command("standby follow")))
     if not made_by_follower(replica):  # a promote moves the replica dir away: only one a follower made
         raise UsageError(f"refusing to promote {replica.replica_dir}: statectl's follower did not make it (no "
                          f"{replica.replica_dir.name}{STATUS_SUFFIX} beside it naming it)",
-                         hint="promote a replica 'statectl standby follow' keeps (leave --replica-dir out)")
+                         hint=("promote a replica that ", replica.ref.command("standby follow"),
+                               " keeps (leave --replica-dir out)"))
     fence_pid = follower_to_fence(replica)
     cl_bootstrap = replica.changelog_kafka(bootstrap, security)[0]
     check_changelog_identity(replica, consumer_of(), cl_bootstrap)
@@ -373,8 +374,8 @@ def _check_not_ahead(replica: Replica, target: int | None, start: NextStart) -> 
             f"refusing to promote {replica.replica_dir}: it holds changelog offset {applied}, past the offset "
             f"{target} the job's next start restores to (checkpoint {start.checkpoint_id}, transactional restore): "
             "the start would delete it, and a store cannot be rolled back",
-            hint="follow with 'statectl standby follow --to-checkpoint' (it applies only up to the task's latest "
-                 "checkpoint), or promote once the job has checkpointed past it")
+            hint=("follow with ", replica.ref.command("standby follow", "--to-checkpoint"), " (it applies only up "
+                  "to the task's latest checkpoint), or promote once the job has checkpointed past it"))
 
 
 def _check_checkpoint_dir(replica: Replica, target: Path) -> None:
@@ -430,7 +431,8 @@ def _catch_up(replica: Replica, consumer: Any, bootstrap: str, target_of: Callab
         check_replica_in_range(consumer, replica, bootstrap, offset)
     except OffsetOutOfRange as e:
         raise _NotPromoted(f"cannot promote {replica.replica_dir}: {e}; the active dir is untouched",
-                           hint="let 'statectl standby follow' re-seed the replica, then promote") from None
+                           hint=("let ", replica.ref.command("standby follow"), " re-seed the replica, then promote")
+                           ) from None
     target = target_of()
     db = open_replica(replica)
     position = offset
@@ -495,5 +497,5 @@ def check_changelog_identity(replica: Replica, consumer: Any, bootstrap: str, st
     raise StatectlError(f"refusing to promote {replica.replica_dir}: changelog {replica.changelog} was deleted and "
                         f"recreated since the replica was followed (topic id {status.topic_id}, now {now}): its "
                         "records and offset are the old topic's",
-                        hint="run 'statectl standby follow' for it (it re-seeds the replica from the new changelog), "
-                             "then promote")
+                        hint=("run ", replica.ref.command("standby follow"), " (it re-seeds the replica from the new "
+                              "changelog), then promote"))
