@@ -3,11 +3,12 @@
 An error's hint names the commands to run as statectl.errors.Command (their words and own options). At the
 CLI's edge each is completed with what the failing invocation was given on its command line that says where
 the state is (SCOPE: the blob store and its S3 endpoint, Kafka, ZooKeeper, the job, task and store, the
-state dir, the snapshot; and the global --config and --profile), each only when the command takes that flag: after
-``--blobstore s3://prod/samza`` the hint's ``snapshots list`` lists that blob store, not the local default.
-A hint that runs the failing command itself again (``backup ... --create``) keeps all of its flags and
-arguments. What came from the environment or the profile is not repeated: the same shell and profile give
-it again. No flag statectl takes holds a secret (those come from the environment or the profile only).
+state dir, a standby's changelog, the snapshot; and the global --config and --profile), each only when the
+command takes that flag: after ``--blobstore s3://prod/samza`` the hint's ``snapshots list`` lists that blob
+store, not the local default. A hint that runs the failing command itself again (``backup ... --create``)
+keeps all of its flags and arguments. What came from the environment or the profile is not repeated: the
+same shell and profile give it again. No flag statectl takes holds a secret (those come from the environment
+or the profile only).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any
 
 from statectl.errors import Command, StatectlError, render_hint
 
-# The settings flags that say where the state is (cli.common.Flags), in the order a hint writes them, and the
-# snapshot named (an option of restore and diff, the argument of snapshots show, verify and copy).
+# The settings flags that say where the state is (cli.common.Flags), in the order a hint writes them; a standby's
+# changelog and partition; the snapshot named (an option of restore and diff, the argument of snapshots show,
+# verify and copy).
 SCOPE = ("blobstore", "s3_endpoint", "kafka", "zookeeper", "job", "job_id", "task", "store", "state_dir",
-         "standby_root", "store_dir", "snapshot")
+         "standby_root", "store_dir", "changelog", "partition", "snapshot")
 
 
 @dataclass(frozen=True)

@@ -209,10 +209,10 @@ def _missing_store(e: BlobStoreMissingError, target: Any) -> BlobStoreMissingErr
     """A copy's missing blob store said with copy's own flags: --to-blobstore and copy --create start the
     target; the source (--blobstore) must exist."""
     if target is not None and e.url == target.url:
-        return BlobStoreMissingError(
-            f"{e} (the target, --to-blobstore)", url=e.url,
-            hint=("check --to-blobstore; to start a new blob store there, run ", command("snapshots copy", "--create"),
-                  " (or create it)"))
+        hint = (("check --to-blobstore; to start a new blob store there, run ", command("snapshots copy", "--create"),
+                 " (or create the dir)") if e.url.startswith("file:") else
+                "create the bucket, or check --to-blobstore and --to-s3-endpoint")
+        return BlobStoreMissingError(f"{e} (the target, --to-blobstore)", url=e.url, hint=hint)
     return BlobStoreMissingError(f"{e} (the source, --blobstore)", url=e.url,
                                  hint="check --blobstore (and --s3-endpoint): a copy's source must exist")
 
