@@ -27,12 +27,15 @@ BREAK_EPILOG = (
 
 
 def _describe(h, problem: str = "") -> str:
+    holder = f"{h.operation} on host {h.host or '?'}, pid {h.pid}, since {h.started or '?'}"
+    if h.released and not problem:  # it binds nobody: no expiry to show
+        by = f" (broken by {h.broken_by})" if h.broken_by else ""
+        return f"lease of {h.store or h.key}: released at {h.released_at or '?'}{by}; last held by {holder}"
     if problem:
         state = f"malformed ({problem}); it binds nobody: a backup takes it over, 'lease break' replaces it"
     else:
-        state = "released" if h.released else ("held" if h.live else "stale (expired or left by a dead process)")
-    return (f"lease of {h.store or h.key}: {state}; {h.operation} on host {h.host or '?'}, pid {h.pid}, "
-            f"since {h.started or '?'}, expires {h.expires or '?'}")
+        state = "held" if h.live else "stale (expired or left by a dead process)"
+    return f"lease of {h.store or h.key}: {state}; {holder}, expires {h.expires or '?'}"
 
 
 @app.command("show", epilog="Example:\n\n  statectl lease show --job page-views --store counts\n\n"

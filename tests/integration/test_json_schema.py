@@ -21,8 +21,8 @@ DATA = Path(__file__).parent.parent / "data"
 
 BACKUP = ["blobstore", "bytes_total", "bytes_uploaded", "checkpoint_id", "duration_s", "files_removed",
           "files_total", "files_uploaded", "notes", "snapshot_id", "store", "task"]
-LEASE = ["etag", "expires", "host", "key", "live", "local_alive", "operation", "pid", "released", "started",
-         "started_s", "store"]
+LEASE = ["broken_by", "etag", "expires", "host", "key", "live", "local_alive", "operation", "pid", "released",
+         "released_at", "started", "started_s", "store"]
 SCHEMAS: dict[str, object] = {
     "backup": BACKUP,
     "backup --all": {"results": [BACKUP], "failures": None, "blobstore": None},
