@@ -232,10 +232,12 @@ class Value:
 class Settings:
     """Effective settings with where each value came from."""
 
-    def __init__(self, values: dict[str, Value], config_file: Path | None, profile: str):
+    def __init__(self, values: dict[str, Value], config_file: Path | None, profile: str,
+                 warnings: tuple[str, ...] = ()):
         self._values = values
         self.config_file = config_file
         self.profile = profile
+        self.warnings = warnings  # what is wrong in the profiles not in use (load_profile), for the operator
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -278,10 +280,13 @@ def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | Non
     return p if p.is_file() else None
 
 
-def load_profile(path: Path, profile: str, explicit_profile: bool) -> dict[str, Any]:
+def load_profile(path: Path, profile: str, explicit_profile: bool,
+                 warnings: list[str] | None = None) -> dict[str, Any]:
     """Read one profile table from a TOML file, validating every key of every profile.
 
-    Raises ConfigError naming the file and the key for bad TOML, unknown keys and bad values.
+    Raises ConfigError naming the file and the key for bad TOML, a key outside a profile table, and unknown
+    keys and bad values in ``profile``. The same in another profile (one not in use: a typo there must not
+    stop every command) is appended to ``warnings``, naming the profile, and its table is not used.
     """
     import tomli
 
@@ -295,22 +300,33 @@ def load_profile(path: Path, profile: str, explicit_profile: bool) -> dict[str, 
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: key {name!r} must be inside a profile table such as [default]")
         for key, value in table.items():
-            spec = KEYS.get(key.replace("-", "_"))
-            if spec is None:
-                raise ConfigError(f"{path}: [{name}] unknown key {key!r}",
-                                  hint="known keys: " + ", ".join(sorted(KEYS)))
-            try:
-                spec.parse(value)
-            except (TypeError, ValueError, UsageError) as e:
-                if spec.secret:
-                    raise _secret_error(f"{path}: [{name}] key {key!r}", e) from None
-                raise ConfigError(f"{path}: [{name}] key {key!r}: invalid value {value!r} ({e})") from None
+            problem = _key_problem(path, name, key, value)
+            if problem is None:
+                continue
+            if name == profile:
+                raise problem
+            if warnings is not None:
+                warnings.append(f"{problem} (profile {name!r} is not in use: only a warning)")
     if profile not in data:
         if explicit_profile:
             raise ConfigError(f"{path}: no profile [{profile}]",
                               hint="profiles there: " + (", ".join(sorted(data)) or "none"))
         return {}
     return {k.replace("-", "_"): v for k, v in data[profile].items()}
+
+
+def _key_problem(path: Path, profile: str, key: str, value: Any) -> ConfigError | None:
+    """The ConfigError for ``key = value`` in ``[profile]`` of ``path`` (a secret's value never shown), or None."""
+    spec = KEYS.get(key.replace("-", "_"))
+    if spec is None:
+        return ConfigError(f"{path}: [{profile}] unknown key {key!r}", hint="known keys: " + ", ".join(sorted(KEYS)))
+    try:
+        spec.parse(value)
+    except (TypeError, ValueError, UsageError) as e:
+        if spec.secret:
+            return _secret_error(f"{path}: [{profile}] key {key!r}", e)
+        return ConfigError(f"{path}: [{profile}] key {key!r}: invalid value {value!r} ({e})")
+    return None
 
 
 def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str | None = None,
@@ -323,7 +339,8 @@ def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str
     explicit_profile = bool(profile or env.get("STATECTL_PROFILE"))
     profile_name = profile or env.get("STATECTL_PROFILE") or "default"
     path = find_config_file(config, env)
-    prof = load_profile(path, profile_name, explicit_profile) if path else {}
+    warnings: list[str] = []
+    prof = load_profile(path, profile_name, explicit_profile, warnings) if path else {}
     if explicit_profile and path is None and profile_name != "default":
         raise ConfigError(f"profile {profile_name!r} asked for, but there is no config file",
                           hint="create ./statectl.toml or pass --config")
@@ -361,7 +378,7 @@ def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str
                 raise _secret_error(f"env {name}", e) from None
     check_security_settings({name: v.value for name, v in values.items()},
                             lambda key: key if values[key].source == "default" else f"{key} ({values[key].source})")
-    return Settings(values, path, profile_name)
+    return Settings(values, path, profile_name, tuple(warnings))
 
 
 def _secret_error(where: str, e: Exception) -> ConfigError:

@@ -260,6 +260,11 @@ class Env:
                          debug=g.debug or None)
         self.flags = flags
         self.settings = resolve_settings(overrides, config_file=g.config, profile=g.profile)
+        if not self.settings.quiet:
+            from statectl.redact import redact
+
+            for warning in self.settings.warnings:  # a typo in a profile not in use
+                sys.stderr.write(redact(f"warning: {warning}") + "\n")
         self.session: Session = Session(self.settings, create_blobstore=bool(flags.create))
         self.json = self.settings.output == "json"
         g.resolved_output = self.settings.output

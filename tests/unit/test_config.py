@@ -160,14 +160,50 @@ def test_config_file_not_utf8(env):
 
 @pytest.mark.parametrize("profile_text, profile", [
     ('[default]\nblobstor = "s3://b"\n', "default"),
-    ('[default]\njob = "j"\n[other]\nblobstor = "s3://b"\n', "other"),  # every profile is checked
+    ('[default]\njob = "j"\n[other]\nblobstor = "s3://b"\n', "other"),  # the profile in use
 ])
 def test_unknown_key(env, profile_text, profile):
     write("statectl.toml", profile_text)
     with pytest.raises(ConfigError) as exc:
-        resolve(NO_FLAGS, env=env)
+        resolve(NO_FLAGS, profile=profile, env=env)
     assert str(exc.value) == f"statectl.toml: [{profile}] unknown key 'blobstor'"
     assert exc.value.hint == "known keys: " + ", ".join(sorted(KEYS))
+
+
+@pytest.mark.parametrize("line, message", [
+    ('blobstor = "s3://b"', "unknown key 'blobstor'"),
+    ('parallelism = "many"', "key 'parallelism': invalid value 'many' ("),
+    ("s3_secret_access_key = 123456789", "key 's3_secret_access_key': invalid value: "),
+])
+def test_a_typo_in_a_profile_not_in_use_is_a_warning_naming_it(env, line, message):
+    write("statectl.toml", f'[default]\njob = "j"\n\n[staging]\n{line}\n')
+    s = resolve(NO_FLAGS, env=env)
+    assert s.job == "j" and len(s.warnings) == 1 and "123456789" not in s.warnings[0]
+    assert s.warnings[0].startswith(f"statectl.toml: [staging] {message}")
+    assert s.warnings[0].endswith("(profile 'staging' is not in use: only a warning)")
+    # No profile in use at all (no [default]): every profile's problem is a warning.
+    write("statectl.toml", f"[staging]\n{line}\n")
+    assert len(resolve(NO_FLAGS, env=env).warnings) == 1
+    # In the profile in use it stays an error.
+    with pytest.raises(ConfigError, match=r"^statectl.toml: \[staging\] "):
+        resolve(NO_FLAGS, profile="staging", env=env)
+
+
+def test_the_cli_prints_a_warning_for_a_profile_not_in_use(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from statectl.cli.main import app
+    from tests.tools.standby_helpers import isolate_cli
+
+    isolate_cli(tmp_path, monkeypatch)
+    write(tmp_path / "statectl.toml", '[default]\njob = "j"\n\n[prod]\nparalelism = 4\n')
+    r = CliRunner().invoke(app, ["config", "show"])
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == ("warning: statectl.toml: [prod] unknown key 'paralelism' (profile 'prod' is not in use: "
+                        "only a warning)\n")
+    assert CliRunner().invoke(app, ["config", "show", "-q"]).stderr == ""
+    r = CliRunner().invoke(app, ["--profile", "prod", "config", "show"])
+    assert r.exit_code == 2 and r.stderr.startswith("Error: statectl.toml: [prod] unknown key 'paralelism'")
 
 
 @pytest.mark.parametrize("line, key, value", [
