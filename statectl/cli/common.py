@@ -334,6 +334,11 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``1 store``, ``2 stores``: ``n`` and the noun, in the plural (``nouns``, default noun + s) unless one."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
 def human_bytes(n: int | None) -> str:
     if n is None:
         return "-"

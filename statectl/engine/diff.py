@@ -34,7 +34,21 @@ class DiffEntry:
 
 
 @dataclass
+class ChangedEntry:
+    """A path in both ``added`` and ``removed``: a file rewritten (RocksDB's CURRENT, an OPTIONS file), with
+    its new and old size."""
+
+    path: str
+    size: int
+    old_size: int
+
+
+@dataclass
 class DiffResult:
+    """What a backup now would upload (``added``, every file it uploads) and drop (``removed``); ``changed``
+    holds the paths in both, each once; ``bytes_added`` and ``bytes_removed`` count all of ``added`` and
+    ``removed``."""
+
     new: str
     old: str
     added: list[DiffEntry] = field(default_factory=list)
@@ -43,6 +57,7 @@ class DiffResult:
     bytes_added: int = 0
     bytes_removed: int = 0
     blobstore: str = ""  # the blob store of the snapshot(s) (printed with its secrets masked)
+    changed: list[ChangedEntry] = field(default_factory=list)
 
     @property
     def same(self) -> bool:
@@ -77,6 +92,8 @@ def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: BlobCheckpointSto
         out.removed.append(DiffEntry(path, f.size))
     out.bytes_added = sum(e.size for e in out.added)
     out.bytes_removed = sum(e.size for e in out.removed)
+    old_sizes = {e.path: e.size for e in out.removed}
+    out.changed = [ChangedEntry(e.path, e.size, old_sizes[e.path]) for e in out.added if e.path in old_sizes]
     return out
 
 
@@ -89,4 +106,4 @@ def _not_in_checkpoint(store_dir: Path):
     return lambda n: n in skip or is_info_log(n) or (n.startswith("OPTIONS-") and n != newest)
 
 
-__all__ = ["DiffEntry", "DiffOptions", "DiffResult", "LocalFile", "diff"]
+__all__ = ["ChangedEntry", "DiffEntry", "DiffOptions", "DiffResult", "LocalFile", "diff"]
