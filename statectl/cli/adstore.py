@@ -480,8 +480,9 @@ def versions_cmd(env: Env, quick: Annotated[bool, typer.Option(
     from statectl.engine.adstore_versions import versions
 
     r = versions(_store(env), quick=quick)
-    lines = [f"{'*' if v.current else ' '} {v.version:>4}  {v.created or '-':20}  {v.keys if v.keys is not None else '-':>10} keys"
-             f"  {v.built_with or '-':5}  {v.problem or v.source or ''}" for v in r.versions]
+    lines = [f"  {'VERSION':>7}  {'CREATED':20}  {'KEYS':>15}  {'BUILT':5}  SOURCE (* CURRENT)"]
+    lines += [f"{'*' if v.current else ' '} {v.version:>7}  {v.created or '-':20}  {v.keys if v.keys is not None else '-':>10} keys"
+              f"  {v.built_with or '-':5}  {v.problem or v.source or ''}" for v in r.versions]
     env.emit(r, "\n".join(lines))
 
 

@@ -334,6 +334,13 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """``header`` and ``rows`` as lines of columns two spaces apart, each as wide as its widest cell (the last
+    column not padded)."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in [header, *rows]]
+
+
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """``1 store``, ``2 stores``: ``n`` and the noun, in the plural (``nouns``, default noun + s) unless one."""
     return f"{n} {noun if n == 1 else nouns or noun + 's'}"

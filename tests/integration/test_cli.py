@@ -17,7 +17,7 @@ BACKUP_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "store", "task", "
 RESTORE_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "target_dir", "files_total", "files_downloaded", "files_reused",
                   "bytes_total", "bytes_downloaded", "duration_s", "notes"}
 DIFF_FIELDS = {"blobstore", "new", "old", "added", "retained", "removed", "bytes_added", "bytes_removed", "changed"}
-LIST_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "created", "files", "bytes", "latest", "problem"}
+LIST_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "created", "files", "bytes", "latest", "problem", "kind"}
 VERIFY_FIELDS = {"blobstore", "snapshot_id", "ok", "files", "blobs", "downloaded", "missing", "corrupt"}
 
 

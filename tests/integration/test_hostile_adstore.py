@@ -294,7 +294,7 @@ def test_switch_refuses_a_damaged_version_and_versions_reports_it(files: Files, 
     problems = {v["version"]: v["problem"] for v in r["versions"]}
     assert problems[2] is None and problems[3] is None and "damaged" in problems[1] and "CURRENT" in problems[1]
     text = cli(tmp_path, "adstore", "versions", *files.where()).stdout
-    assert "damaged" in text.splitlines()[0]
+    assert text.splitlines()[0].split()[0] == "VERSION" and "damaged" in text.splitlines()[1]
 
     r = cli(tmp_path, "adstore", "switch", *files.where(), "--version", "1", code=1)
     assert "version 1" in error_line(r.stderr) and "damaged" in r.stderr
