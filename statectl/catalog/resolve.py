@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import is_data_blob_id, read_index, short_id, snapshot_owner
-from statectl.catalog.records import COMMITTED, EXPIRED, BlobCheckpointStore, CheckpointRecord, iso_utc
+from statectl.catalog.records import COMMITTED, EXPIRED, BlobCheckpointStore, CheckpointRecord, iso_utc, now_ms
 from statectl.catalog.refs import StoreRef, is_checkpoint_id
 from statectl.errors import CorruptSnapshotError, SnapshotNotFoundError, UsageError
 from statectl.snapshot.model import SnapshotIndex
@@ -82,7 +82,8 @@ def expired_error(where: str, ref: StoreRef, record: CheckpointRecord) -> Snapsh
     state expired): when, until when its blobs are kept, and how to keep snapshots restorable longer."""
     when = f" at {iso_utc(record.expired_ms / 1000)}" if record.expired_ms else ""
     kept = (f"its blobs are kept until {iso_utc(record.delete_after_ms / 1000)} (the grace period), then deleted"
-            if record.delete_after_ms > record.expired_ms else "its blobs are deleted")
+            if record.delete_after_ms > now_ms() else "its grace period is over: its blobs go with the next backup "
+                                                      "or gc of the store")
     return SnapshotNotFoundError(
         f"snapshot {record.index_blob_id} (checkpoint {record.checkpoint_id}) of {ref} in {where} was expired by "
         f"retention{when} (keep-last {record.keep_last}): it is no longer restorable; {kept}",
