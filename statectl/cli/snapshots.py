@@ -42,8 +42,8 @@ def list_(env: Env) -> None:
     where = f"blob store {s.blobstore}"
     if not s.job:
         if s.store:
-            raise UsageError("--store needs --job", hint=(command("snapshots list", without=("job", "job_id", "task", "store")),
-                                                            " lists the jobs"))
+            raise UsageError("--store needs --job", hint=(
+                command("snapshots list", without=("job", "job_id", "task", "store")), " lists the jobs"))
         jobs = list_jobs(session.catalog)
         lines = [f"{'JOB':<32} {'JOB ID':<8} {'TASKS':>6} {'CHECKPOINTS':>11} {'LATEST':<21} STORES"]
         lines += [f"{j.job:<32} {j.job_id:<8} {j.tasks:>6} {j.checkpoints:>11} {j.latest_checkpoint_time or '-':<21} "

@@ -185,7 +185,8 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
             except BlobNotFoundError:
                 # The snapshot exists but is damaged: not "no such snapshot" (exit 10).
                 raise CorruptSnapshotError(f"{what} is missing from {blobstore.url}",
-                                           hint=("run ", command("snapshots verify"), " to list every missing blob")) from None
+                                           hint=("run ", command("snapshots verify"),
+                                                 " to list every missing blob")) from None
         finally:
             os.close(fd)
         if writer.written != length:

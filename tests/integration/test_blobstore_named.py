@@ -73,7 +73,8 @@ def test_every_result_names_its_blob_store(url: str, env: Path, tmp_path: Path):
         "diff": (["diff", *WHERE, "--state-dir", str(state)], f" (in {url})\n"),
         "snapshots show": (["snapshots", "show", *WHERE], f"blob store: {url}\n"),
         "snapshots list": (["snapshots", "list", *WHERE], f"snapshots of pv-1/Partition 0/counts in blob store {url}:"),
-        "snapshots copy": (["snapshots", "copy", *WHERE, "--to-job", "pv-2"], f" to pv-2-1/Partition 0/counts in {url}: "),
+        "snapshots copy": (["snapshots", "copy", *WHERE, "--to-job", "pv-2"],
+                           f" to pv-2-1/Partition 0/counts in {url}: "),
         "gc": (["gc", "--dry-run", "--grace", "1m"], f" stores in {url}, "),
     }
     for name, (args, part) in texts.items():

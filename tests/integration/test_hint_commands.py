@@ -72,7 +72,9 @@ class World:
 
     def other(self, name: str) -> str:
         """Another blob store URL beside this one, that does not exist."""
-        return f"file://{self.tmp / name}" if self.url.startswith("file:") else f"s3://nosuchbucket-{uuid.uuid4().hex[:8]}/x"
+        if self.url.startswith("file:"):
+            return f"file://{self.tmp / name}"
+        return f"s3://nosuchbucket-{uuid.uuid4().hex[:8]}/x"
 
 
 @pytest.fixture(params=["file", "s3"])

@@ -23,6 +23,7 @@ def test_standby_status_has_a_header_row_and_the_move_command_under_its_replica(
     assert lines[1].split() == ["/s.statectl-standby/0/counts/Partition_0", "4267", "3", "1.2", "pid", "123", "yes",
                                 "standby-root", "0"]
     assert lines[2].split() == ["/s/counts/Standby-Partition_1-0", "-", "-", "-", "-", "no", "old", "-"]
-    assert lines[3] == "  old layout: in the state dir, where Samza deletes it; move it: statectl standby follow --job j"
+    assert lines[3] == ("  old layout: in the state dir, where Samza deletes it; move it: "
+                        "statectl standby follow --job j")
     assert lines[0].index("OFFSET") == lines[1].index("4267") == lines[2].index("  -") + 2
     assert status_text([]) == "no replicas"
