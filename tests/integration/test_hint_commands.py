@@ -154,6 +154,17 @@ def test_a_listing_hint_lists_the_same_blob_store(world: World, args, code, chec
     check(world, run_json(argv))
 
 
+def test_a_hint_keeps_the_config_file_and_profile(world: World):
+    """The blob store from a profile named by --config and --profile: the hint names them too."""
+    config = world.tmp / "elsewhere" / "statectl.toml"
+    config.parent.mkdir()
+    config.write_text(f'[prod]\nblobstore = "{world.url}"\n'
+                      + (f's3_endpoint = "{world.where[3]}"\n' if len(world.where) > 2 else ""))
+    argv = one(fails(world, ["--config", str(config), "--profile", "prod", "snapshots", "list", "--job", "pv"], 10))
+    assert argv[:5] == ["statectl", "--config", str(config), "--profile", "prod"], argv
+    lists_jobs(world, run_json(argv))
+
+
 def test_an_expired_snapshot_says_so_and_its_hint_lists_the_restorable_ones(world: World):
     args = ["restore", *world.where, *WHERE_STATE, "--snapshot", world.expired, "--target-dir", "out"]
     r = run(*args, code=10)
