@@ -139,7 +139,7 @@ def _selected(opts: RestoreAllOptions, blobstore: BlobStore,
 def _container_tasks(opts: RestoreAllOptions) -> tuple[str, ...]:
     """The active tasks of ``opts.container`` (an active container, or a standby container: its active's)
     in the job model (engine.jobmodel.read_job_model)."""
-    from statectl.engine.failover import container_of
+    from statectl.engine.standby.container import container_of
     from statectl.engine.jobmodel import read_job_model
 
     assert opts.kafka is not None  # validate
