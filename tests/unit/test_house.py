@@ -76,3 +76,18 @@ def test_no_private_name_is_imported_from_another_module() -> None:
                 crossing += [f"{_rel(p)}: from {node.module} import {a.name}" for a in node.names
                              if a.name.startswith("_") and not a.name.startswith("__")]
     assert not crossing, "private names used across modules (make them public):\n" + "\n".join(crossing)
+
+
+def test_every_statectl_import_names_a_module_that_exists() -> None:
+    """Imports inside functions run only when their command does: a module that moved must not leave one
+    behind that fails with ModuleNotFoundError in front of a user."""
+    import importlib.util
+
+    missing = []
+    for p in _modules():
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            missing += [f"{_rel(p)}: {n}" for n in names
+                        if n.startswith("statectl") and importlib.util.find_spec(n) is None]
+    assert not missing, "imports of modules that do not exist:\n" + "\n".join(missing)
