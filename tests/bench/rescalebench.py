@@ -127,20 +127,22 @@ def make_key_group_sources(state: Path, size_bytes: int, tasks: int, seed: int =
     return per_group * KEY_GROUPS
 
 
-def bench_key_groups(work: Path, size_bytes: int, env: dict[str, str], stores: dict[str, list[str]]) -> dict[str, Any]:
+def bench_key_groups(work: Path, size_bytes: int, env: dict[str, str], stores: dict[str, list[str]],
+                     out: dict[str, Any]) -> None:
     """4 -> 8 and then 8 -> 4 (the targets of the first, back) of one key-group store, backed up to each of
-    ``stores`` (name -> the blob store's statectl flags) and rescaled there."""
+    ``stores`` (name -> the blob store's statectl flags) and rescaled there; the figures go into ``out`` as
+    they are measured."""
     work.mkdir(parents=True, exist_ok=True)
     state = work / "kg-state"
     keys = make_key_group_sources(state, size_bytes, 4)
     job = f"{JOB}-kg"
-    out: dict[str, Any] = {"size_bytes": size_bytes, "keys": keys}
+    out.update({"size_bytes": size_bytes, "keys": keys})
     (work / "cwd").mkdir(exist_ok=True)
     for store, flags in stores.items():
         where = [*flags, "--store", STORE]
         for p in range(4):
-            subprocess.run([STATECTL, "-q", "backup", *where, "--job", job, "--task", f"Partition {p}", "--state-dir",
-                            str(state)], env=env, cwd=work, check=True, capture_output=True)
+            subprocess.run([STATECTL, "-q", "backup", *where, "--create", "--job", job, "--task", f"Partition {p}",
+                            "--state-dir", str(state)], env=env, cwd=work, check=True, capture_output=True)
         runs = out.setdefault(store, {})
         for name, src, dst, n, m in (("out", job, f"{job}-8", 4, 8), ("in", f"{job}-8", f"{job}-4", 8, 4)):
             cmd = [STATECTL, "-q", "-o", "json", "rescale", *where, "--job", src, "--to-job", dst, "--from", str(n),
@@ -155,7 +157,6 @@ def bench_key_groups(work: Path, size_bytes: int, env: dict[str, str], stores: d
                           "bytes_copied": r["bytes_copied"], "bytes_rewritten": r["bytes_rewritten"],
                           "bytes_read": r["bytes_read"], "bytes_written": r["bytes_written"],
                           "bytes_uploaded": r["bytes_uploaded"], "source_bytes": sum(s["bytes"] for s in r["sources"])}
-    return out
 
 
 def report_lines(res: dict[str, Any]) -> list[str]:

@@ -778,8 +778,8 @@ class Bench:
         work = self.s.work / "rescale"
         stores = {"s3": ["--blobstore", f"s3://{bucket}/statectl", "--s3-endpoint", self.server.endpoint],
                   "file": ["--blobstore", f"file://{work / 'kg-blobs'}"]}
-        self.results["rescale"]["key_groups"] = rescalebench.bench_key_groups(work, self.s.size_bytes, self.env,
-                                                                              stores)
+        self.results["rescale"]["key_groups"] = {}
+        rescalebench.bench_key_groups(work, self.s.size_bytes, self.env, stores, self.results["rescale"]["key_groups"])
         self.drop_bucket(bucket)
         drop_tree(work / "kg-blobs")
 
