@@ -147,6 +147,7 @@ def bench_key_groups(work: Path, size_bytes: int, env: dict[str, str], stores: d
         for name, src, dst, n, m in (("out", job, f"{job}-8", 4, 8), ("in", f"{job}-8", f"{job}-4", 8, 4)):
             cmd = [STATECTL, "-q", "-o", "json", "rescale", *where, "--job", src, "--to-job", dst, "--from", str(n),
                    "--to", str(m), "--key-groups", str(KEY_GROUPS), "--master", "local[2]", "--work-dir", str(work)]
+            floor = raw_copy(flags, source_ssts(where, src, n, env, work), env)
             os.sync()  # the backups' write-back out of the timed run
             sample = run_measured(cmd, env=env, cwd=work / "cwd", timeout=7200)
             r = json.loads(sample.stdout)
@@ -156,7 +157,70 @@ def bench_key_groups(work: Path, size_bytes: int, env: dict[str, str], stores: d
                           "max_rss_mb": round(sample.max_rss_mb, 1), "phases": r["phases"],
                           "bytes_copied": r["bytes_copied"], "bytes_rewritten": r["bytes_rewritten"],
                           "bytes_read": r["bytes_read"], "bytes_written": r["bytes_written"],
-                          "bytes_uploaded": r["bytes_uploaded"], "source_bytes": sum(s["bytes"] for s in r["sources"])}
+                          "bytes_uploaded": r["bytes_uploaded"], "source_bytes": sum(s["bytes"] for s in r["sources"]),
+                          "raw_copy": floor}
+
+
+def source_ssts(where: list[str], job: str, tasks: int, env: dict[str, str], work: Path) -> list[tuple[str, int]]:
+    """The blob ids and sizes of the SST files of ``job``'s latest snapshots (tasks 0..``tasks``-1)."""
+    out = []
+    for p in range(tasks):
+        task = ["--job", job, "--task", f"Partition {p}"]
+        listed = subprocess.run([STATECTL, "-o", "json", "snapshots", "list", *where, *task], env=env, cwd=work,
+                                check=True, capture_output=True, text=True).stdout
+        shown = subprocess.run([STATECTL, "-o", "json", "snapshots", "show", json.loads(listed)[0]["snapshot_id"],
+                                *where, *task], env=env, cwd=work, check=True, capture_output=True, text=True).stdout
+        for f in json.loads(shown)["dir-index"]["files-present"]:
+            if f["file-name"].endswith(".sst"):
+                blobs = sorted(f["blobs"], key=lambda b: b["offset"])
+                ends = [b["offset"] for b in blobs[1:]] + [f["file-metadata"]["size"]]
+                out += [(b["blob-id"], end - b["offset"]) for b, end in zip(blobs, ends)]
+    return out
+
+
+def raw_copy(flags: list[str], blobs: list[tuple[str, int]], env: dict[str, str], threads: int = 8) -> dict[str, Any]:
+    """The floor of a rescale's copies on this store: every blob of ``blobs`` copied once, 8 at a time, by the
+    plainest means (S3: boto3 copy_object; file://: copy_file_range and fsync), in this process; the copies
+    are deleted afterwards, untimed."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = flags[flags.index("--blobstore") + 1]
+    if url.startswith("file://"):
+        root = Path(url[len("file://"):])
+
+        def one(blob: tuple[str, int]) -> str:
+            dst = root / f"{blob[0]}.rawcopy"
+            with open(root / blob[0], "rb") as f, open(dst, "wb") as g:
+                while os.copy_file_range(f.fileno(), g.fileno(), 64 << 20):
+                    pass
+                os.fsync(g.fileno())
+            return str(dst)
+
+        def drop(done: list[str]) -> None:
+            for d in done:
+                os.unlink(d)
+    else:
+        from tests.servers import loopback_s3_client
+
+        bucket, _, prefix = url[len("s3://"):].partition("/")
+        client = loopback_s3_client(flags[flags.index("--s3-endpoint") + 1], env["AWS_ACCESS_KEY_ID"],
+                                    env["AWS_SECRET_ACCESS_KEY"])
+
+        def one(blob: tuple[str, int]) -> str:
+            key = f"{prefix}/{blob[0]}"
+            client.copy_object(Bucket=bucket, Key=f"{key}.rawcopy", CopySource={"Bucket": bucket, "Key": key})
+            return f"{key}.rawcopy"
+
+        def drop(done: list[str]) -> None:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in done]})
+    os.sync()
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(threads) as pool:
+        done = list(pool.map(one, blobs))
+    wall = time.monotonic() - t0
+    drop(done)
+    return {"bytes": sum(n for _, n in blobs), "wall_s": round(wall, 2)}
 
 
 def report_lines(res: dict[str, Any]) -> list[str]:
@@ -192,6 +256,13 @@ def key_group_lines(kg: dict[str, Any] | None) -> list[str]:
             r = kg.get(store, {}).get(name)
             if r is None:
                 continue
+            floor = r.get("raw_copy")
+            if floor:
+                rate = floor["bytes"] / mib / max(floor["wall_s"], 1e-3)
+                lines.append(f"  {store} {r['tasks_in']} -> {r['tasks_out']}: the sources' SST files copied once by "
+                             f"the plainest means: {floor['bytes'] / mib:.0f} MiB in {floor['wall_s']:.1f} s "
+                             f"({rate:.0f} MiB/s); the rescale's copies at that rate: "
+                             f"{r['bytes_copied'] / mib / rate:.1f} s")
             lines.append(
                 f"  {store} {r['tasks_in']} -> {r['tasks_out']}: wall {r['wall_s']:.1f} s (Spark "
                 f"{r['phases'].get('spark_s', 0):.1f} s, copy {r['phases'].get('copy_s', 0):.1f} s, upload "
