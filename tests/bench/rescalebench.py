@@ -147,9 +147,9 @@ def bench_key_groups(work: Path, size_bytes: int, env: dict[str, str], stores: d
         for name, src, dst, n, m in (("out", job, f"{job}-8", 4, 8), ("in", f"{job}-8", f"{job}-4", 8, 4)):
             cmd = [STATECTL, "-q", "-o", "json", "rescale", *where, "--job", src, "--to-job", dst, "--from", str(n),
                    "--to", str(m), "--key-groups", str(KEY_GROUPS), "--master", "local[2]", "--work-dir", str(work)]
-            floor = raw_copy(flags, source_ssts(where, src, n, env, work), env)
             os.sync()  # the backups' write-back out of the timed run
             sample = run_measured(cmd, env=env, cwd=work / "cwd", timeout=7200)
+            floor = raw_copy(flags, source_ssts(where, src, n, env, work), env)  # after: no page cache warmed
             r = json.loads(sample.stdout)
             if not r["verified"] or not r["committed"]:
                 raise RuntimeError(f"rescale bench: unexpected result {r}")

@@ -32,22 +32,30 @@ def rescale_key_groups(plan: RescalePlan, blobstore: BlobStore, checkpoints: Blo
     target lists is copied server-side (TTL'd); each target is then its copies, its range deletions (at
     sequence numbers above every file's) and its partial store's files, under a MANIFEST written for them,
     uploaded and committed as the hash path commits."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from statectl.rocks.manifest import manifest_bytes, write_store_files
+    from statectl.rocks.rangedel import write_range_deletions
 
     opts, p, result = plan.opts, plan.key_groups, plan.result
     assert p is not None
     partial = _build_partials(plan, blobstore, work, progress)
-    t0 = time.monotonic()
-    listed, copied = _copy_files(opts, p, plan.indexes, blobstore, progress)
-    result.phases["copy_s"] = round(time.monotonic() - t0, 3)
+    # the range deletions need to lie above the copied files only (the partial stores' keys are the target's
+    # own): RocksDB writes them while the blob store copies
     top = max((m.last_sequence for m in plan.manifests if m is not None), default=0)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(1, thread_name_prefix="statectl-clips") as pool:
+        clips = pool.submit(write_range_deletions, work / "clips", [r for t in p.targets for r in t.clips], top)
+        listed, copied = _copy_files(opts, p, plan.indexes, blobstore, progress)
+        written = clips.result()
+    result.phases["copy_s"] = round(time.monotonic() - t0, 3)
     outs = []
     for k, task in enumerate(opts.target_tasks):
         outs.append(work / "targets" / task_dir_name(task))
         outs[k].mkdir(parents=True)
         if partial[k] is not None:
             top = max(top, _link_partial(partial[k], outs[k], listed[k]))
-    last_sequence = _place_clips(p, work / "clips", outs, listed, top)
+    last_sequence = max(top, _place_clips(p, written, outs, listed))
     for k, (task, t, out) in enumerate(zip(opts.target_tasks, p.targets, outs)):
         problems = check_target(listed[k], t.clips, t.first, t.last, p.groups)
         if problems:
@@ -128,20 +136,18 @@ def _link_partial(partial: Path, out: Path, listed: list[LiveFile]) -> int:
     return top
 
 
-def _place_clips(p: KeyGroupPlan, scratch: Path, outs: list[Path], listed: list[list[LiveFile]], above: int) -> int:
-    """Write every target's range deletions (one scratch store for all, at sequence numbers above ``above``)
-    and move each into its target's dir after its ``listed`` files (appended), at level 0 with epochs above
-    theirs: the newest files of the store. Both count: a read takes the newest file's range deletion over
-    every older file's keys, compaction keeps a key whose sequence number is above the deletion's.
-    Return the largest sequence number written (``above``: none)."""
-    from statectl.rocks.rangedel import write_range_deletions
-
-    written = iter(write_range_deletions(scratch, [r for t in p.targets for r in t.clips], above))
-    top = above
+def _place_clips(p: KeyGroupPlan, written: list[tuple[Path, LiveFile]], outs: list[Path],
+                 listed: list[list[LiveFile]]) -> int:
+    """Move every target's range deletions (``written``: each target's in turn) into its dir after its
+    ``listed`` files (appended), at level 0 with epochs above theirs: the newest files of the store. Both
+    count: a read takes the newest file's range deletion over every older file's keys, compaction keeps a key
+    whose sequence number is above the deletion's. Return the largest sequence number among them (0: none)."""
+    it = iter(written)
+    top = 0
     for t, out, files in zip(p.targets, outs, listed):
         epoch = max((f.epoch for f in files), default=0)
         for _ in t.clips:
-            path, f = next(written)
+            path, f = next(it)
             epoch += 1
             number = len(files) + 1
             os.rename(path, out / f"{number:06d}.sst")
