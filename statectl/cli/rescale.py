@@ -108,10 +108,15 @@ def _text(r) -> str:
                      f"of {r.to_job} ({r.partitioner}), reading {human_bytes(sum(s.bytes for s in r.sources))}")
         return "\n".join(lines)
     for t in r.targets:
-        lines.append(f"target {t.task}: {t.keys} keys, snapshot {t.snapshot_id} (checkpoint {t.checkpoint_id}), "
+        keys = "" if r.key_groups is not None and not r.files_rewritten else f"{t.keys} keys, "
+        lines.append(f"target {t.task}: {keys}snapshot {t.snapshot_id} (checkpoint {t.checkpoint_id}), "
                      f"{t.files} files, {human_bytes(t.bytes)}")
-    lines.append(f"rescaled {r.store} of {r.job} from {r.tasks_in} into {r.tasks_out} tasks of {r.to_job}: {r.keys} "
-                 f"keys verified (content hash {r.content_hash}), committed; executors read "
+    done = f"rescaled {r.store} of {r.job} from {r.tasks_in} into {r.tasks_out} tasks of {r.to_job}"
+    if r.key_groups is not None and not r.files_rewritten:  # nothing read: no key to count
+        lines.append(f"{done} by {r.key_groups} key groups: {human_bytes(r.bytes_copied)} copied server-side unread "
+                     f"({r.files_copied} files), committed; no changelog position; {r.duration_s:.1f}s")
+        return "\n".join(lines)
+    lines.append(f"{done}: {r.keys} keys verified (content hash {r.content_hash}), committed; executors read "
                  f"{human_bytes(r.bytes_read)} and wrote {human_bytes(r.bytes_written)}; no changelog position; "
                  f"{r.duration_s:.1f}s")
     return "\n".join(lines)

@@ -29,7 +29,8 @@ Figures (docs/benchmarks.md, with their targets):
  11. copy (tests/bench/copybench.py): snapshots copy of the store's snapshot to another bucket of the same
      server vs restore + backup vs rclone copy bucket to bucket: time and bytes through the client
  12. rescale (optional, --only rescale; tests/bench/rescalebench.py): 4 -> 8 tasks of a hash-partitioned
-     store of --size-gib on Spark local[2]: wall time, phases, bytes read and written by the executors
+     store of --size-gib on Spark local[2]: wall time, phases, bytes read and written by the executors; and
+     4 -> 8 -> 4 of a key-group store of that size on SeaweedFS and file:// (--only rescale-kg: this alone)
  13. rate (tests/bench/ratebench.py): backup --limit-rate 20MiB/s of a 256 MiB store vs the ideal 12.8 s
      (bytes uploaded / rate), within 10 %
 
@@ -70,8 +71,8 @@ JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
 FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore", "copy",
-           "rate", "rescale")
-OPTIONAL = {"rescale"}  # run only when --only names them
+           "rate", "rescale", "rescale-kg")
+OPTIONAL = {"rescale", "rescale-kg"}  # run only when --only names them
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
 
@@ -128,7 +129,8 @@ def parse_args(argv: list[str] | None) -> Settings:
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
-                        "memory, gc, drain, standby, adstore, copy, rate, rescale; default all but rescale")
+                        "memory, gc, drain, standby, adstore, copy, rate, rescale, rescale-kg; default all but the "
+                        "last two")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -414,7 +416,7 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain", "standby", "adstore", "rate", "rescale"}:
+        if s.only - {"gc", "drain", "standby", "adstore", "rate", "rescale", "rescale-kg"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
@@ -442,7 +444,7 @@ class Bench:
             from tests.bench.ratebench import figure_rate
 
             self.results["rate"] = figure_rate(self)
-        if "rescale" in s.only:
+        if "rescale" in s.only or "rescale-kg" in s.only:
             self.figure_rescale()
 
     def figure_store(self, store: Path, keys: int) -> None:
@@ -764,20 +766,28 @@ class Bench:
         self.results["adstore"] = adstorebench.bench(self.s.work / "adstore", records)
 
     def figure_rescale(self) -> None:
-        """Rescale 4 -> 8 of a hash-partitioned store of --size-gib (tests/bench/rescalebench.py)."""
+        """Rescale 4 -> 8 of a hash-partitioned store of --size-gib, and 4 -> 8 -> 4 of a key-group store of that
+        size on SeaweedFS and file:// (tests/bench/rescalebench.py); --only rescale-kg: the key-group part alone."""
         from tests.bench import rescalebench
 
         assert self.server is not None
-        log(f"12. rescale 4 -> 8 of {human(self.s.size_bytes)} on Spark local[2]")
-        bucket = self.bucket("rescale")
-        self.results["rescale"] = rescalebench.bench(self.s.work / "rescale", self.s.size_bytes, self.env,
-                                                     self.server.endpoint, bucket)
-        self.drop_bucket(bucket)
-        log(f"12b. rescale 4 -> 8 -> 4 of a key-group store of {human(self.s.size_bytes)} (--key-groups)")
+        self.results["rescale"] = {}
+        if "rescale" in self.s.only:
+            log(f"12. rescale 4 -> 8 of {human(self.s.size_bytes)} on Spark local[2]")
+            bucket = self.bucket("rescale")
+            self.results["rescale"] = rescalebench.bench(self.s.work / "rescale", self.s.size_bytes, self.env,
+                                                         self.server.endpoint, bucket)
+            self.drop_bucket(bucket)
+        log(f"12b. rescale 4 -> 8 -> 4 of a key-group store of {human(self.s.size_bytes)} (--key-groups), "
+            "SeaweedFS and file://")
         bucket = self.bucket("rescale-kg")
-        self.results["rescale"]["key_groups"] = rescalebench.bench_key_groups(
-            self.s.work / "rescale", self.s.size_bytes, self.env, self.server.endpoint, bucket)
+        work = self.s.work / "rescale"
+        stores = {"s3": ["--blobstore", f"s3://{bucket}/statectl", "--s3-endpoint", self.server.endpoint],
+                  "file": ["--blobstore", f"file://{work / 'kg-blobs'}"]}
+        self.results["rescale"]["key_groups"] = {}
+        rescalebench.bench_key_groups(work, self.s.size_bytes, self.env, stores, self.results["rescale"]["key_groups"])
         self.drop_bucket(bucket)
+        drop_tree(work / "kg-blobs")
 
 
 # ---- the report -----------------------------------------------------------------------------------

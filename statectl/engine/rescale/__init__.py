@@ -7,12 +7,15 @@ key-group path), build (the Spark job, the staged target stores and their verifi
 key-group path), upload (the targets as snapshots with TTLs) and commit (record, commit, clean up); result
 is what the command reports.
 
-Two paths. Hash-partitioned stores (below). Key-group stores (``key_groups``): each source's MANIFEST gives
-its files' key ranges; the files inside a target's key groups are copied server-side into the target's
-snapshot unread (statectl.transfer.copy), the others go through the hash path's Spark job cut down to them
-(their keys rewritten into per-target partial stores, verified as below), and each target's snapshot is its
-copies plus its partial store's files under a MANIFEST written for them (statectl.rocks.manifest), uploaded
-and committed as below.
+Two paths. Hash-partitioned stores (below). Key-group stores (``key_groups``), as Flink rescales its
+RocksDB state: each source's MANIFEST gives its files' key ranges; every file a target needs is copied
+server-side into the target's snapshot unread (statectl.transfer.copy), and the key groups those files hold
+beyond the target's are clipped off by range deletions in small SST files above them
+(statectl.rocks.rangedel); each target's snapshot is its copies and range deletions under a MANIFEST
+written for them (statectl.rocks.manifest), uploaded and committed as below. No Spark job runs, and no
+source byte is read, unless a source cannot be taken file by file (a non-empty WAL, or files reaching into
+another source's key groups of the same target): the hash path's Spark job then reads that source whole
+into per-target partial stores, verified as below, whose files the target lists too.
 
 The hash path:
 

@@ -1,12 +1,14 @@
 """rescale --key-groups: the key-group path of a rescale (the package doc), planned by
-statectl.engine.rescale.keygroup_plan. Each source's MANIFEST gives its files' key ranges; the files inside a
-target's key groups are copied server-side into the target's snapshot unread, the others go through the hash
-path's Spark job cut down to them, and each target is its copies plus its partial store's files under a
-MANIFEST written for them, uploaded and committed as the hash path commits."""
+statectl.engine.rescale.keygroup_plan. Every file a target lists is copied server-side into the target's
+snapshot, unread; the key groups its files hold beyond its own are clipped off by range deletions in small
+SST files of its own (statectl.rocks.rangedel); a source the plan reads whole goes through the hash path's
+Spark job cut down to it. Each target is its copies, its range deletions and its partial store's files under
+a MANIFEST written for them, uploaded and committed as the hash path commits."""
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.engine.rescale.build import VerificationError, build_targets, verify_targets
-from statectl.engine.rescale.keygroup_plan import KeyGroupPlan, TargetPlan, check_target, partial_level
+from statectl.engine.rescale.keygroup_plan import KeyGroupPlan, check_target, partial_level
 from statectl.engine.rescale.options import RescaleOptions
 from statectl.engine.rescale.plan import RescalePlan
 from statectl.engine.rescale.upload import upload_targets
@@ -25,89 +27,97 @@ from statectl.rocks.manifest import LiveFile
 
 def rescale_key_groups(plan: RescalePlan, blobstore: BlobStore, checkpoints: BlobCheckpointStore, work: Path,
                        progress: ProgressReporter, recorder: Any) -> None:
-    """The key-group path: the executors rewrite the read files' keys into one partial store per target
-    (the hash path's job, on sources cut down to their read files), verified as the hash path verifies;
-    each target is then its partial store's files plus the copied files, under a MANIFEST written for them;
-    the copies are made server-side (TTL'd) and the whole is uploaded and committed as the hash path
-    commits."""
+    """The key-group path: the sources read whole go through the executors into one partial store per target
+    (the hash path's job, on those sources only), verified as the hash path verifies; every other file a
+    target lists is copied server-side (TTL'd); each target is then its copies, its range deletions (at
+    sequence numbers above every file's) and its partial store's files, under a MANIFEST written for them,
+    uploaded and committed as the hash path commits."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from statectl.rocks.manifest import manifest_bytes, write_store_files
+    from statectl.rocks.rangedel import write_range_deletions
 
     opts, p, result = plan.opts, plan.key_groups, plan.result
     assert p is not None
-    manifests_of = [None if i in p.whole else m for i, m in enumerate(plan.manifests)]
-    partial = _build_partials(plan, manifests_of, blobstore, work, progress)
-    last_sequence = max((m.last_sequence for m in manifests_of if m is not None), default=0)
-    files_of = [dict(idx.dir_index.walk_present()) for idx in plan.indexes]
-    assembled, copied = [], []
-    for k, (task, t) in enumerate(zip(opts.target_tasks, p.targets)):
-        out = work / "targets" / task_dir_name(task)
-        out.mkdir(parents=True)
-        listed, copies = _copy_files(opts, t, files_of, blobstore, progress)
-        copied.append(copies)
+    partial = _build_partials(plan, blobstore, work, progress)
+    # the range deletions need to lie above the copied files only (the partial stores' keys are the target's
+    # own): RocksDB writes them while the blob store copies
+    top = max((m.last_sequence for m in plan.manifests if m is not None), default=0)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(1, thread_name_prefix="statectl-clips") as pool:
+        clips = pool.submit(write_range_deletions, work / "clips", [r for t in p.targets for r in t.clips], top)
+        listed, copied = _copy_files(opts, p, plan.indexes, blobstore, progress)
+        written = clips.result()
+    result.phases["copy_s"] = round(time.monotonic() - t0, 3)
+    outs = []
+    for k, task in enumerate(opts.target_tasks):
+        outs.append(work / "targets" / task_dir_name(task))
+        outs[k].mkdir(parents=True)
         if partial[k] is not None:
-            last_sequence = max(last_sequence, _link_partial(partial[k], out, listed))
-        problems = check_target(listed, t.first, t.last, p.groups)
+            top = max(top, _link_partial(partial[k], outs[k], listed[k]))
+    last_sequence = max(top, _place_clips(p, written, outs, listed))
+    for k, (task, t, out) in enumerate(zip(opts.target_tasks, p.targets, outs)):
+        problems = check_target(listed[k], t.clips, t.first, t.last, p.groups)
         if problems:
             raise VerificationError(f"rescale verification failed, nothing was committed: target {task}: {problems[0]}",
                                     hint="the source snapshots are untouched")
-        number = len(listed) + 1
-        write_store_files(out, manifest_bytes(listed, next_file_number=number + 1, last_sequence=last_sequence),
+        number = len(listed[k]) + 1
+        write_store_files(out, manifest_bytes(listed[k], next_file_number=number + 1, last_sequence=last_sequence),
                           number)
-        result.targets[k].files = len(listed)
-        assembled.append(out)
+        result.targets[k].files = len(listed[k])
     result.verified = True
-    upload_targets(opts, plan.to_job, assembled, blobstore, checkpoints, result, progress, recorder, copied=copied)
+    upload_targets(opts, plan.to_job, outs, blobstore, checkpoints, result, progress, recorder, copied=copied)
 
 
-def _build_partials(plan: RescalePlan, manifests_of: list[Any], blobstore: BlobStore, work: Path,
+def _build_partials(plan: RescalePlan, blobstore: BlobStore, work: Path,
                     progress: ProgressReporter) -> list[Path | None]:
-    """Per target, the partial store the executors wrote of the read files' keys, verified (None: nothing read
-    for it). The temporary MANIFESTs the executors read the sources by are deleted at the end."""
+    """Per target, the partial store the executors wrote of the keys of the sources read whole, verified
+    (None: no source is read whole)."""
+    from statectl.formats.keygroups import task_range
+
     opts, p, result = plan.opts, plan.key_groups, plan.result
     assert p is not None
-    partial: list[Path | None] = [None] * opts.to_tasks
-    temp: list[str] = []
+    if not p.whole:
+        return [None] * opts.to_tasks
+    # a source contributes the keys of its own key groups only (as Flink clips a restored store to its
+    # key-group range): what a file holds beyond them is another task's, or deleted there
+    sources = [{**snap, "groups": list(task_range(i, opts.from_tasks, p.groups))}
+               for i, snap in enumerate(plan.snapshots) if i in p.whole]
+    keep = result.sources
+    result.sources = [s for i, s in enumerate(keep) if i in p.whole]
     try:
-        if p.whole or p.reads:
-            sources, temp = _read_sources(opts, p, plan.snapshots, manifests_of, blobstore)
-            keep = result.sources
-            result.sources = [s for s in keep if any(src["task"] == s.task for src in sources)]
-            try:
-                stores, manifest = build_targets(opts, sources, blobstore, work, result, progress)
-                verify_targets(opts, stores, manifest, result)
-            finally:
-                result.sources = keep
-            partial = list(stores)
-        else:
-            result.verified = True
+        stores, manifest = build_targets(opts, sources, blobstore, work, result, progress)
+        verify_targets(opts, stores, manifest, result)
     finally:
-        if temp:
-            blobstore.delete(temp)
-    return partial
+        result.sources = keep
+    return list(stores)
 
 
-def _copy_files(opts: RescaleOptions, t: TargetPlan, files_of: list[dict[str, Any]], blobstore: BlobStore,
-                progress: ProgressReporter) -> tuple[list[LiveFile], list[Any]]:
-    """The files target ``t`` copies: listed (LiveFiles) under the numbers 1.. in the order of their epochs and
-    sequence numbers, and their blobs copied server-side (TTL'd) under the FileIndexes returned."""
+def _copy_files(opts: RescaleOptions, p: KeyGroupPlan, indexes: list[Any], blobstore: BlobStore,
+                progress: ProgressReporter) -> tuple[list[list[LiveFile]], list[list[Any]]]:
+    """Per target, the files it copies: listed (LiveFiles) under the numbers 1.., and their blobs copied
+    server-side (TTL'd), every target's at once, under the FileIndexes returned."""
     from statectl.transfer.copy import copy_blobs
     from statectl.transfer.download import blob_ranges
 
-    listed: list[LiveFile] = []
-    copies = []
+    files_of = [dict(index.dir_index.walk_present()) for index in indexes]
+    listed: list[list[LiveFile]] = []
+    renamed: list[list[tuple[Any, str]]] = []
     jobs: list[tuple[str, int]] = []
-    for epoch, sf in enumerate(sorted(t.copies, key=lambda sf: (sf.file.epoch, sf.file.largest_seqno,
-                                                                sf.source, sf.file.number)), start=2):
-        number = len(listed) + 1
-        listed.append(dc_replace(sf.file, number=number, epoch=epoch))
-        fi = files_of[sf.source][sf.file.name]
-        copies.append((fi, f"{number:06d}.sst"))
-        jobs += [(blob_id, length) for blob_id, _, length in blob_ranges(fi, f"file {sf.file.name}")]
+    for t in p.targets:
+        listed.append([])
+        renamed.append([])
+        for number, sf in enumerate(t.copies, start=1):
+            listed[-1].append(dc_replace(sf.file, number=number))
+            fi = files_of[sf.source][sf.file.name]
+            renamed[-1].append((fi, f"{number:06d}.sst"))
+            jobs += [(blob_id, length) for blob_id, _, length in blob_ranges(fi, f"file {sf.file.name}")]
     new_ids = copy_blobs(jobs, blobstore, blobstore, True, ttl_seconds=opts.ttl_seconds,
                          parallelism=opts.parallelism, progress=progress) if jobs else []
     ids = iter(new_ids)
-    return listed, [dc_replace(fi, file_name=name, blobs=tuple(dc_replace(b, blob_id=next(ids)) for b in fi.blobs))
-                    for fi, name in copies]
+    copied = [[dc_replace(fi, file_name=name, blobs=tuple(dc_replace(b, blob_id=next(ids)) for b in fi.blobs))
+               for fi, name in files] for files in renamed]
+    return listed, copied
 
 
 def _link_partial(partial: Path, out: Path, listed: list[LiveFile]) -> int:
@@ -126,42 +136,21 @@ def _link_partial(partial: Path, out: Path, listed: list[LiveFile]) -> int:
     return top
 
 
-def _read_sources(opts: RescaleOptions, p: KeyGroupPlan, snapshots: list[dict[str, Any]], manifests_of: list[Any],
-                  blobstore: BlobStore) -> tuple[list[dict[str, Any]], list[str]]:
-    """The sources the executors read, as BuildSpec.snapshots: a whole source as it is; any other its read
-    files with a MANIFEST (and CURRENT) that lists only them at their levels, uploaded as TTL'd blobs, so
-    that RocksDB opens exactly those files. Also the ids of those blobs."""
-    import io
-    import zlib
-
-    from statectl.rocks.manifest import manifest_bytes
-
-    out, temp = [], []
-
-    def put(data: bytes) -> dict[str, Any]:
-        blob = blobstore.put(io.BytesIO(data), size=len(data), ttl_seconds=opts.ttl_seconds)
-        temp.append(blob)
-        return {"size": len(data), "checksum": zlib.crc32(data), "blobs": [[blob, 0]]}
-
-    from statectl.formats.keygroups import task_range
-
-    for i, snap in enumerate(snapshots):
-        # a source contributes the keys of its own key groups only (as Flink clips a restored store to its
-        # key-group range): what a file holds beyond them is another task's, or deleted there
-        groups = list(task_range(i, opts.from_tasks, p.groups))
-        if i in p.whole:
-            out.append({**snap, "groups": groups})
-            continue
-        reads = p.reads.get(i)
-        if not reads:
-            continue
-        m = manifests_of[i]
-        by_path = {f["path"]: f for f in snap["files"]}
-        number = m.next_file_number
-        data = manifest_bytes([f.file for f in reads], next_file_number=number + 1, last_sequence=m.last_sequence,
-                              comparator=m.comparator)
-        name = f"MANIFEST-{number:06d}"
-        files = [by_path[f.file.name] for f in reads]
-        files += [{"path": name, **put(data)}, {"path": "CURRENT", **put(name.encode() + b"\n")}]
-        out.append({"task": snap["task"], "snapshot": snap["snapshot"], "files": files, "groups": groups})
-    return out, temp
+def _place_clips(p: KeyGroupPlan, written: list[tuple[Path, LiveFile]], outs: list[Path],
+                 listed: list[list[LiveFile]]) -> int:
+    """Move every target's range deletions (``written``: each target's in turn) into its dir after its
+    ``listed`` files (appended), at level 0 with epochs above theirs: the newest files of the store. Both
+    count: a read takes the newest file's range deletion over every older file's keys, compaction keeps a key
+    whose sequence number is above the deletion's. Return the largest sequence number among them (0: none)."""
+    it = iter(written)
+    top = 0
+    for t, out, files in zip(p.targets, outs, listed):
+        epoch = max((f.epoch for f in files), default=0)
+        for _ in t.clips:
+            path, f = next(it)
+            epoch += 1
+            number = len(files) + 1
+            os.rename(path, out / f"{number:06d}.sst")
+            files.append(dc_replace(f, number=number, epoch=epoch))
+            top = max(top, f.largest_seqno)
+    return top

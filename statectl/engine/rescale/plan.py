@@ -49,7 +49,7 @@ class RescalePlan:
     def runs_spark(self) -> bool:
         """Whether running it starts a Spark job (a key-group rescale that only copies files does not)."""
         kg = self.key_groups
-        return kg is None or bool(kg.whole or kg.reads)
+        return kg is None or bool(kg.whole)
 
 
 def plan_rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore) -> RescalePlan:
@@ -113,19 +113,21 @@ def resolve_sources(opts: RescaleOptions, blobstore: BlobStore, checkpoints: Blo
 
 def plan_key_groups(opts: RescaleOptions, manifests: list[Any], indexes: list[Any],
                     result: RescaleResult) -> KeyGroupPlan:
-    """Plan the copies and reads (keygroup_plan.plan) from every source's MANIFEST (a source with a non-empty
-    WAL is read whole); the plan's figures go into ``result`` (a dry run reports them)."""
+    """Plan the copies, range deletions and sources read whole (keygroup_plan.plan) from every source's
+    MANIFEST (a source with a non-empty WAL is read whole); the plan's figures go into ``result`` (a dry run
+    reports them)."""
     from statectl.engine.rescale.keygroup_plan import plan
 
-    p = plan([None if has_wal(index) else m for m, index in zip(manifests, indexes)], opts.from_tasks,
+    checksums = [{rel: fi.checksum for rel, fi in index.dir_index.walk_present()} for index in indexes]
+    p = plan([None if has_wal(index) else m for m, index in zip(manifests, indexes)], checksums, opts.from_tasks,
              opts.to_tasks, opts.key_groups or 0)
     src = result.sources
     result.targets = [TargetInfo(task, 0, files_copied=len(t.copies), bytes_copied=t.bytes_copied,
-                                 files_read=len(t.reads) + sum(src[i].files for i in t.whole),
-                                 bytes_read=sum(f.size for f in t.reads) + sum(src[i].bytes for i in t.whole))
+                                 files_read=sum(src[i].files for i in t.whole),
+                                 bytes_read=sum(src[i].bytes for i in t.whole))
                       for task, t in zip(opts.target_tasks, p.targets)]
-    result.bytes_copied = p.bytes_copied
+    result.bytes_copied = sum(t.bytes_copied for t in p.targets)
     result.files_copied = sum(len(t.copies) for t in p.targets)
-    result.files_rewritten = sum(len(fs) for fs in p.reads.values()) + sum(result.sources[i].files for i in p.whole)
-    result.bytes_rewritten = p.bytes_read({i: s.bytes for i, s in enumerate(result.sources)})
+    result.files_rewritten = sum(src[i].files for i in p.whole)
+    result.bytes_rewritten = sum(src[i].bytes for i in p.whole)
     return p
