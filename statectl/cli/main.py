@@ -6,12 +6,13 @@ import os
 import signal
 import sys
 import traceback
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from statectl.cli.common import GlobalOptions, global_options
+from statectl.cli.registry import COMMANDS, LazyCommands
 from statectl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, StatectlError, describe_exit_codes
 from statectl.redact import add_from_env, redact
 
@@ -109,6 +110,43 @@ class StatectlGroup(TyperGroup):
             raise typer.Exit(EXIT_FAILURE) from None
 
 
+class RootGroup(StatectlGroup):
+    """The statectl group: its commands are the registry's, each built when first used (cli.registry), and
+    its help lists them by their summaries without loading them."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        lazy = LazyCommands(COMMANDS)
+        lazy.update(self.commands)
+        self.commands = lazy
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return list(self.commands)  # the names, in the registry's order, without building a command
+
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+        commands = self.commands
+        if not isinstance(commands, LazyCommands):
+            return super().format_commands(ctx, formatter)
+        names = self.list_commands(ctx)
+        if not names:
+            return None
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            summary = commands.summary(name)
+            if summary is None:
+                cmd = self.get_command(ctx, name)
+                if cmd is None or cmd.hidden:
+                    continue
+                rows.append((name, cmd.get_short_help_str(limit)))
+            else:
+                # The summary shortened as the command's own help would be (click's first-sentence rule).
+                rows.append((name, TyperCommand(name=name, help=summary).get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+        return None
+
+
 def _json_error(ctx: typer.Context, message: str, hint: str | None, code: int, args: list[str] | None = None) -> None:
     """Under ``--output json``, the error as the command's one JSON document on stdout too (a script that
     parses stdout gets ``{"error": ..., "hint": ..., "exit_code": ...}`` rather than nothing); the
@@ -165,7 +203,7 @@ def _debug(ctx: typer.Context) -> bool:
 
 
 app = typer.Typer(
-    cls=StatectlGroup,
+    cls=RootGroup,
     name="statectl",
     help="Operations tool for the local RocksDB state of stream-processing jobs (Apache Samza formats): "
          "incremental snapshots to S3 or a local dir, fast restores.\n\n" + EXIT_CODES_HELP,
@@ -212,40 +250,6 @@ def main(
                             format="%(levelname)s %(name)s: %(message)s")
         for handler in logging.getLogger().handlers:
             handler.addFilter(RedactingFilter())
-
-
-def _register() -> None:
-    from statectl.cli import (adstore, backup, config, diff, doctor, drain, gc, lease, rescale, restore, snapshots,
-                              standby, version)
-
-    app.command("backup", help=backup.backup.__doc__, epilog=backup.EPILOG)(backup.backup)
-    app.command("restore", help=restore.restore.__doc__, epilog=restore.EPILOG)(restore.restore)
-    app.command("diff", help=diff.diff.__doc__, epilog=diff.EPILOG)(diff.diff)
-    app.command("gc", help=gc.gc.__doc__, epilog=gc.EPILOG)(gc.gc)
-    app.command("doctor", help=doctor.doctor.__doc__, epilog=doctor.EPILOG)(doctor.doctor)
-    app.add_typer(snapshots.app, name="snapshots")
-    app.add_typer(config.app, name="config")
-    app.add_typer(lease.app, name="lease")
-    app.add_typer(drain.app, name="drain")
-    app.add_typer(standby.app, name="standby")
-    app.add_typer(adstore.app, name="adstore")
-    app.command("rescale", help=rescale.rescale.__doc__, epilog=rescale.EPILOG)(rescale.rescale)
-    app.command("version", help=version.version.__doc__, epilog=version.EPILOG)(version.version)
-    _literal_examples(app)
-
-
-def _literal_examples(typer_app: typer.Typer) -> None:
-    """Every command's example commands kept as written in --help (literal_examples), not re-wrapped."""
-    from statectl.cli.common import literal_examples
-
-    for info in typer_app.registered_commands:
-        info.epilog = literal_examples(info.epilog)
-    for group in typer_app.registered_groups:
-        if group.typer_instance is not None:
-            _literal_examples(group.typer_instance)
-
-
-_register()
 
 
 class Terminated(KeyboardInterrupt):

@@ -67,8 +67,8 @@ VALUE_SIZE = 1024
 JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore", "copy",
-           "rescale")
+FIGURES = ("backup", "restore", "restore-peers", "incremental", "local", "memory", "gc", "drain", "standby",
+           "adstore", "copy", "rescale")
 OPTIONAL = {"rescale"}  # run only when --only names them
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
@@ -125,7 +125,8 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--gc-blobs", default=None, metavar="N,...",
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
-                   help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
+                   help="only these figures: backup, restore (needs backup), restore-peers (restore vs boto3 GET + "
+                        "fsync at 512 MiB and 1 GiB, large and small files), incremental, local (needs incremental), "
                         "memory, gc, drain, standby, adstore, copy, rescale; default all but rescale")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
@@ -412,12 +413,16 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain", "standby", "adstore", "rescale"}:
+        if s.only - {"gc", "drain", "standby", "adstore", "rescale", "restore-peers"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
         if "restore" in s.only:
             self.figure_restore()
+        if "restore-peers" in s.only:
+            from tests.bench.restorebench import figure_restore_peers
+
+            self.results["restore_peers"] = figure_restore_peers(self)
         if "incremental" in s.only:
             self.figure_incremental(store)
         if "local" in s.only:
@@ -819,10 +824,16 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
         sc = r["statectl"]["wall_s"]
         for peer, label, target in (("rclone", "rclone copy --checksum", "<= 1.00x rclone"),
                                     ("rclone_plus_fsync", "rclone copy + fsync of its files", "(fair durability)"),
-                                    ("boto3", "boto3 GET x8 threads", "(reference)")):
+                                    ("boto3", "boto3 GET x8 threads", "(reference)"),
+                                    ("boto3_plus_fsync", "boto3 GET x8 + fsync of its files", "<= 1.00x")):
             p = r[peer]["wall_s"]
             add("3", "restore into an empty dir, wall", sc["median"], _fmt_s(sc), label, p["median"], _fmt_s(p),
-                target, (sc["median"] <= p["median"]) if peer == "rclone" else None)
+                target, (sc["median"] <= p["median"]) if not target.startswith("(") else None)
+    for c in res.get("restore_peers", {}).get("cases", []):
+        sc, p = c["statectl"]["wall_s"], c["boto3_fsync"]["wall_s"]
+        add("3b", f"restore of {c['size_mib']} MiB in {c['files']} files ({c['sst_mb']} MiB SSTs), wall", sc["median"],
+            _fmt_s(sc), "boto3 GET x8 + fsync of each file", p["median"], _fmt_s(p), "<= 1.00x",
+            sc["median"] <= p["median"])
     inc = res.get("incremental")
     if inc:
         add("4", "incremental backup after +5% keys, bytes uploaded", inc["incremental"]["bytes_uploaded"],
@@ -958,6 +969,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import adstorebench
 
         lines += ["", *adstorebench.report_lines(res["adstore"])]
+    if res.get("restore_peers"):
+        from tests.bench import restorebench
+
+        lines += ["", *restorebench.report_lines(res["restore_peers"])]
     if res.get("copy"):
         from tests.bench import copybench
 
