@@ -1,3 +1,3 @@
-from statectl.cli.main import run
+from statectl.cli.entry import run
 
 run()

@@ -5,16 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import traceback
 from typing import Annotated, Any, Literal, Optional
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from statectl.cli.common import GlobalOptions, global_options
+from statectl.cli.base import GlobalOptions, global_options
 from statectl.cli.registry import COMMANDS, LazyCommands
 from statectl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, StatectlError, describe_exit_codes
-from statectl.redact import add_from_env, redact
 
 EXIT_CODES_HELP = "Exit codes: " + describe_exit_codes(meanings={EXIT_FAILURE: "failure (diff: different)"}) + "."
 
@@ -31,6 +29,8 @@ def _shows_help(e: BaseException) -> bool:
 
 
 def _stderr(message: str) -> None:
+    from statectl.redact import redact
+
     sys.stderr.write(redact(message) + "\n")
     sys.stderr.flush()
 
@@ -86,7 +86,7 @@ class StatectlGroup(TyperGroup):
             if e.hint:
                 _stderr(f"Hint: {e.hint}")
             if _debug(ctx):
-                _stderr(traceback.format_exc().rstrip())
+                _stderr(_traceback())
             _json_error(ctx, str(e), e.hint, e.exit_code)
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt as e:
@@ -102,7 +102,7 @@ class StatectlGroup(TyperGroup):
             raise
         except Exception as e:
             if _debug(ctx):
-                _stderr(traceback.format_exc().rstrip())
+                _stderr(_traceback())
             _stderr(f"Error: unexpected {type(e).__name__}: {e}")
             _stderr("Hint: run again with --debug for a traceback, and report it")
             _json_error(ctx, f"unexpected {type(e).__name__}: {e}", "run again with --debug for a traceback, and "
@@ -164,6 +164,8 @@ def _json_error(ctx: typer.Context, message: str, hint: str | None, code: int, a
         return
     import json
 
+    from statectl.redact import redact
+
     sys.stdout.write(redact(json.dumps({"error": message, "hint": hint, "exit_code": code}, ensure_ascii=False))
                      + "\n")
     sys.stdout.flush()
@@ -197,6 +199,12 @@ def _output_flag(args: list[str]) -> str | None:
     return found
 
 
+def _traceback() -> str:
+    import traceback
+
+    return traceback.format_exc().rstrip()
+
+
 def _debug(ctx: typer.Context) -> bool:
     obj = ctx.find_root().obj
     return bool(getattr(obj, "debug", False))
@@ -220,10 +228,10 @@ def _version(value: bool) -> None:
     """--version: statectl's version on the first line, then what `statectl version` reads from the installed
     packages alone (no RocksDB, no java -version: scripts call --version on their hot start path)."""
     if value:
-        from statectl.cli.version import render
+        from statectl.cli.base import render_versions
         from statectl.engine.version import installed_versions
 
-        print(render(installed_versions(), full=False))
+        print(render_versions(installed_versions(), full=False))
         raise typer.Exit(0)
 
 
@@ -238,6 +246,8 @@ def main(
     debug: Annotated[bool, typer.Option("--debug", help="Tracebacks for errors.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version (and rocksdict's and pyspark's).")] = False,
 ) -> None:
+    from statectl.redact import add_from_env
+
     add_from_env()
     g = global_options(ctx)
     g.config, g.profile, g.output, g.verbose, g.quiet, g.debug = config, profile, output, verbose, quiet, debug
@@ -262,7 +272,7 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def run() -> None:
-    """Console-script entry point."""
+    """Run the statectl command line (cli.entry, the console script, calls it for all but a lone --version)."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
     # A path that is not valid UTF-8 (a surrogate-escaped file name) must not crash the output of a result.

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from statectl.cli.adstore import _conf
-from statectl.cli.common import BLOBSTORE, Env, exit_codes_epilog, human_bytes, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import BLOBSTORE, Env, human_bytes, state_command
 from statectl.errors import UsageError
 
 EPILOG = (

@@ -63,9 +63,18 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
     return out
 
 
+def range_size_for(range_size: int, parallelism: int, total: int) -> int:
+    """The size of the ranged GETs that download ``total`` bytes in ``parallelism`` slots: ``range_size`` at
+    least, and at least an even share of the total per slot. A file is then split only when it alone would
+    keep one slot busy longer than the others: every GET costs a request (and a file of several ranges a size
+    check before it is preallocated), while whole files already keep every slot busy."""
+    return max(range_size, -(-total // max(1, parallelism)))
+
+
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
                    progress: ProgressReporter) -> int:
-    """Download files in parallel (large blobs as several ranged GETs), verifying size and CRC32, then
+    """Download files in parallel (blobs larger than ``range_size`` as several ranged GETs: pass
+    range_size_for's), verifying size and CRC32, then
     setting permission bits and fsyncing each file as it completes. Returns bytes downloaded. Making
     their directories durable is the caller's.
 

@@ -68,7 +68,7 @@ JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
 FIGURES = ("backup", "restore", "restore-peers", "incremental", "local", "memory", "gc", "drain", "standby",
-           "adstore", "copy", "rescale")
+           "adstore", "copy", "rescale", "startup")
 OPTIONAL = {"rescale"}  # run only when --only names them
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
@@ -127,7 +127,7 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), restore-peers (restore vs boto3 GET + "
                         "fsync at 512 MiB and 1 GiB, large and small files), incremental, local (needs incremental), "
-                        "memory, gc, drain, standby, adstore, copy, rescale; default all but rescale")
+                        "memory, gc, drain, standby, adstore, copy, rescale, startup; default all but rescale")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -413,12 +413,16 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain", "standby", "adstore", "rescale", "restore-peers"}:
+        if s.only - {"gc", "drain", "standby", "adstore", "rescale", "restore-peers", "startup"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
         if "restore" in s.only:
             self.figure_restore()
+        if "startup" in s.only:
+            from tests.bench.startup import measure
+
+            self.results["startup"] = measure(self.statectl, self.env, s.work / "startup", max(20, s.runs * 4))
         if "restore-peers" in s.only:
             from tests.bench.restorebench import figure_restore_peers
 
@@ -829,6 +833,16 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
             p = r[peer]["wall_s"]
             add("3", "restore into an empty dir, wall", sc["median"], _fmt_s(sc), label, p["median"], _fmt_s(p),
                 target, (sc["median"] <= p["median"]) if not target.startswith("(") else None)
+    su = res.get("startup")
+    if su:
+        from tests.bench.startup import RESTORE_TARGET_S, VERSION_TARGET_S
+
+        py = su["python_pass"]["wall_s"]
+        for key, name, target in (("version", "statectl --version, wall", VERSION_TARGET_S),
+                                  ("tiny_restore", "restore of a 110 KiB store (file://), wall", RESTORE_TARGET_S)):
+            w = su[key]["wall_s"]
+            add("1", name, w["median"], _fmt_s(w), "python -c pass", py["median"], _fmt_s(py), f"< {target:.2f} s",
+                w["median"] < target)
     for c in res.get("restore_peers", {}).get("cases", []):
         sc, p = c["statectl"]["wall_s"], c["boto3_fsync"]["wall_s"]
         add("3b", f"restore of {c['size_mib']} MiB in {c['files']} files ({c['sst_mb']} MiB SSTs), wall", sc["median"],
@@ -969,6 +983,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import adstorebench
 
         lines += ["", *adstorebench.report_lines(res["adstore"])]
+    if res.get("startup"):
+        from tests.bench import startup
+
+        lines += ["", *startup.report_lines(res["startup"])]
     if res.get("restore_peers"):
         from tests.bench import restorebench
 
