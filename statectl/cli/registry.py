@@ -10,14 +10,12 @@ command's own help text.
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["COMMANDS", "CommandSpec", "LazyCommands"]
 
 
-@dataclass(frozen=True)
-class CommandSpec:
+class CommandSpec(NamedTuple):
     """``attr`` of ``statectl.cli.<module>``: a command function (``group`` False; its help is the
     function's docstring and its epilog the module's EPILOG) or a typer app of subcommands."""
 

@@ -252,8 +252,11 @@ class Bench:
         """The environment of every timed command: the user's shell minus anything that could point a
         tool elsewhere (AWS_*, STATECTL_*, RCLONE_*, proxies, config files), plus the server's settings."""
         assert self.server is not None
+        # PYTHONDONTWRITEBYTECODE too: an installed statectl runs from bytecode, as the peers' packages do; an
+        # editable one without its __pycache__ would compile every module at every start.
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("AWS_", "STATECTL_", "RCLONE_")) and k.lower() not in PROXY_VARS}
+               if not k.startswith(("AWS_", "STATECTL_", "RCLONE_")) and k.lower() not in PROXY_VARS
+               and k != "PYTHONDONTWRITEBYTECODE"}
         xdg = self.s.work / "xdg"
         env.update({
             "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=30)
     a = p.parse_args(argv)
     statectl = str(Path(sys.executable).parent / "statectl")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STATECTL_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STATECTL_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     with tempfile.TemporaryDirectory(prefix="statectl-startup-") as tmp:
         res = measure(statectl, env, Path(tmp), a.runs)
