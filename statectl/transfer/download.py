@@ -81,7 +81,7 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
     Raises ChecksumMismatchError (CRC or size differs), CorruptSnapshotError (a blob is missing), DiskFullError. Files
     already written are left for the caller to remove.
     """
-    tasks: list[Callable[[threading.Event], None]] = []
+    tasks: list[tuple[int, Callable[[threading.Event], None]]] = []
     states = []
     for item in items:
         ranges = blob_ranges(item.index, f"file {item.rel}")
@@ -100,14 +100,17 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
             for j, start in enumerate(starts):
                 last = j == len(starts) - 1
                 length = blob_len - start if last else range_size
-                tasks.append(_download_task(blobstore, state, seg_no, blob_id, file_offset, start, length, last,
-                                            progress))
+                tasks.append((length, _download_task(blobstore, state, seg_no, blob_id, file_offset, start, length,
+                                                     last, progress)))
                 seg_no += 1
         state.segments = seg_no
     total = sum(i.index.size for i in items)
     progress.start("downloading", total, len(items))
+    # Longest first: the last transfers to start are then the short ones, and the slots finish together
+    # instead of one large file running on alone at the end.
+    tasks.sort(key=lambda t: -t[0])
     try:
-        run_parallel(tasks, parallelism)
+        run_parallel([task for _, task in tasks], parallelism)
     finally:
         progress.stop()
     for state in states:
