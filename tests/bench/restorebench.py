@@ -7,8 +7,9 @@ swapped every round, so drift on a shared machine hits both alike; the figure is
     .venv/bin/python -m tests.bench.run --only restore-peers                 # 512 MiB and 1 GiB, 64 and 4 MiB SSTs
     .venv/bin/python -m tests.bench.restorebench --sizes-mib 512 --sst-mb 64 --runs 7
 
-statectl keeps every check it makes: the blobs stat'ed and their sizes compared before a byte is written,
-the free space, the CRC32 of every file as it streams, fsync of each file and of the dirs, the atomic swap.
+statectl keeps every check it makes: the catalog and its reader pin, the blob sizes of every file it splits
+into ranges checked before a byte is written, the free space, the size and CRC32 of every file as it streams,
+fsync of each file and of the dirs, the atomic swap.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tests.bench.measure import BenchError, Sample, stat, summarize
 
@@ -98,6 +99,14 @@ def _case(bench: "Bench", size_mib: int, sst_mb: int, runs: int) -> dict[str, An
     sc, peer = (stat([x.wall_s for x in samples[k]]) for k in ("statectl", "boto3_fsync"))
     return {"size_mib": size_mib, "sst_mb": sst_mb, "files": files, "ratio": round(sc.median / peer.median, 3),
             **{k: summarize(v) for k, v in samples.items()}}
+
+
+def add_figures(res: dict[str, Any], add: Callable[..., None], fmt: Callable[[dict[str, Any]], str]) -> None:
+    """The cases as rows of the run.py table (``add`` and ``fmt`` are run.figures' own)."""
+    for c in res.get("cases", []):
+        sc, p = c["statectl"]["wall_s"], c["boto3_fsync"]["wall_s"]
+        add("3b", f"restore of {c['size_mib']} MiB in {c['files']} files ({c['sst_mb']} MiB SSTs), wall", sc["median"],
+            fmt(sc), "boto3 GET x8 + fsync of each file", p["median"], fmt(p), "<= 1.00x", sc["median"] <= p["median"])
 
 
 def report_lines(res: dict[str, Any]) -> list[str]:

@@ -7,9 +7,13 @@ S3 server started here, in one run, so that every ratio is measured on the same 
 
 Figures (docs/benchmarks.md, with their targets):
   1. a store of random 1 KiB values in ~64 MiB SST files (tests/tools/genstore.py)
+ 1b. start-up (tests/bench/startup.py): statectl --version, --help and a restore of a 110 KiB store from
+     file:// vs python -c pass, interleaved; targets --version < 0.12 s, the tiny restore < 0.2 s
   2. full backup: statectl backup vs rclone copy --transfers 8 vs a parallel boto3 PUT (8 threads), all
      uploading the same files: the RocksDB checkpoint of the store (SSTs + small metadata files)
   3. restore into an empty dir: statectl restore (downloads + CRC32 checks + fsync) vs rclone copy down
+ 3b. restore-peers (tests/bench/restorebench.py): restore vs a boto3 GET + fsync of each file, at 512 MiB and
+     1 GiB, in 64 MiB and in 4 MiB SSTs; target <= 1.0x
   4. incremental backup after adding 5% new keys: bytes uploaded vs the bytes of new files + 1 MiB
   5. restore of the latest snapshot when the identical local checkpoint dir exists (hard links only)
   6. peak RSS of backup and restore, at the base size and at --big-gib (must not grow with the store)
@@ -429,7 +433,7 @@ class Bench:
         if "restore-peers" in s.only:
             from tests.bench.restorebench import figure_restore_peers
 
-            self.results["restore_peers"] = figure_restore_peers(self)
+            self.results["restore_peers"] = figure_restore_peers(self, (64, 128) if s.quick else (512, 1024))
         if "incremental" in s.only:
             self.figure_incremental(store)
         if "local" in s.only:
@@ -836,21 +840,14 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
             p = r[peer]["wall_s"]
             add("3", "restore into an empty dir, wall", sc["median"], _fmt_s(sc), label, p["median"], _fmt_s(p),
                 target, (sc["median"] <= p["median"]) if not target.startswith("(") else None)
-    su = res.get("startup")
-    if su:
-        from tests.bench.startup import RESTORE_TARGET_S, VERSION_TARGET_S
+    if res.get("startup"):
+        from tests.bench.startup import add_figures
 
-        py = su["python_pass"]["wall_s"]
-        for key, name, target in (("version", "statectl --version, wall", VERSION_TARGET_S),
-                                  ("tiny_restore", "restore of a 110 KiB store (file://), wall", RESTORE_TARGET_S)):
-            w = su[key]["wall_s"]
-            add("1", name, w["median"], _fmt_s(w), "python -c pass", py["median"], _fmt_s(py), f"< {target:.2f} s",
-                w["median"] < target)
-    for c in res.get("restore_peers", {}).get("cases", []):
-        sc, p = c["statectl"]["wall_s"], c["boto3_fsync"]["wall_s"]
-        add("3b", f"restore of {c['size_mib']} MiB in {c['files']} files ({c['sst_mb']} MiB SSTs), wall", sc["median"],
-            _fmt_s(sc), "boto3 GET x8 + fsync of each file", p["median"], _fmt_s(p), "<= 1.00x",
-            sc["median"] <= p["median"])
+        add_figures(res["startup"], add, _fmt_s)
+    if res.get("restore_peers"):
+        from tests.bench.restorebench import add_figures
+
+        add_figures(res["restore_peers"], add, _fmt_s)
     inc = res.get("incremental")
     if inc:
         add("4", "incremental backup after +5% keys, bytes uploaded", inc["incremental"]["bytes_uploaded"],

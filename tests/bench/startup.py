@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tests.bench.measure import Sample, run_measured, stat
 
@@ -65,6 +65,16 @@ def measure(statectl: str, env: dict[str, str], work: Path, runs: int) -> dict[s
         st = stat([x.wall_s for x in ss])
         out[key] = {"wall_s": st.to_json(4), "ratio_to_python": round(st.median / base, 2)}
     return out
+
+
+def add_figures(res: dict[str, Any], add: Callable[..., None], fmt: Callable[[dict[str, Any]], str]) -> None:
+    """The figures of the run.py table (``add`` and ``fmt`` are run.figures' own)."""
+    py = res["python_pass"]["wall_s"]
+    for key, name, target in (("version", "statectl --version, wall", VERSION_TARGET_S),
+                              ("tiny_restore", "restore of a 110 KiB store (file://), wall", RESTORE_TARGET_S)):
+        w = res[key]["wall_s"]
+        add("1b", name, w["median"], fmt(w), "python -c pass", py["median"], fmt(py), f"< {target:.2f} s",
+            w["median"] < target)
 
 
 def report_lines(res: dict[str, Any]) -> list[str]:
