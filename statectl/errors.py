@@ -2,7 +2,7 @@
 
 The exit codes are the scripting contract (CLI.md): ``EXIT_CODES`` below is the one table of them. The root
 ``--help``, each command's "Exit codes:" line and the EXIT STATUS section of statectl(1) are generated from
-it (statectl.cli.common.exit_codes_epilog, tools/docs.py). An unknown code means failure.
+it (statectl.cli.base.exit_codes_epilog, tools/docs.py). An unknown code means failure.
 """
 
 from __future__ import annotations

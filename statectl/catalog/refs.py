@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from statectl import defaults
 from statectl.errors import Command, UsageError, command
 from statectl.local.layout import check_name
-from statectl.formats.checkpoint import CheckpointFormatError
-from statectl.formats.checkpoint import parse_checkpoint_id as _parse_checkpoint_id
+from statectl.formats.checkpoint_id import CheckpointFormatError
+from statectl.formats.checkpoint_id import parse_checkpoint_id as _parse_checkpoint_id
 
 
 @dataclass(frozen=True)

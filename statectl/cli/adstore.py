@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 
-from statectl.cli.common import Env, exit_codes_epilog, state_command, stop_on_signals
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import Env, state_command, stop_on_signals
 from statectl.errors import UsageError
 from statectl.formats.serdes import KIND_ALIASES, KINDS
 from statectl.local.datasets import FORMATS

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional, T
 import typer
 
 from statectl import config
-from statectl.errors import UsageError, describe_exit_codes
+from statectl.cli.base import GlobalOptions, exit_codes_epilog, global_options
+from statectl.errors import UsageError
 
 if TYPE_CHECKING:
     from statectl.cli.hints import Invocation
@@ -235,32 +236,6 @@ def shell_lines(command: str, *, indent: str = "  ", width: int = EXAMPLE_WIDTH)
             line = line + (" " if line.strip() else "") + u
     lines.append(line + comment)
     return "\n".join(lines)
-
-
-def exit_codes_epilog(*codes: int | tuple[int, str]) -> str:
-    """A command's "Exit codes: ..." paragraph: each code with its name in statectl.errors.EXIT_CODES, or
-    with what it means for this command (a ``(code, meaning)`` pair)."""
-    return f"Exit codes: {describe_exit_codes(codes)}."
-
-
-@dataclass
-class GlobalOptions:
-    config: Optional[str] = None
-    profile: Optional[str] = None
-    output: Optional[str] = None
-    resolved_output: Optional[str] = None  # what the command's settings resolved it to (flag, env, profile)
-    result_written: bool = False  # the command printed its result (an error after it adds no JSON document)
-    invocation: Optional[Invocation] = None  # what the command line gave the command (cli.hints)
-    verbose: bool = False
-    quiet: bool = False
-    debug: bool = False
-
-
-def global_options(ctx: typer.Context) -> GlobalOptions:
-    root = ctx.find_root()
-    if not isinstance(root.obj, GlobalOptions):
-        root.obj = GlobalOptions()
-    return root.obj
 
 
 class Env:

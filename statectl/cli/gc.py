@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli.common import BLOBSTORE, Env, exit_codes_epilog, human_bytes, plural, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import BLOBSTORE, Env, human_bytes, plural, state_command
 
 EPILOG = (
     "Examples:\n\n"

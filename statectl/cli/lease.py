@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli.common import BLOBSTORE, STORE_REF, Env, exit_codes_epilog, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import BLOBSTORE, STORE_REF, Env, state_command
 from statectl.errors import NotFoundError, UsageError, command
 
 app = typer.Typer(help="Inspect or break the lease that keeps two backups of a store from running at once.",

@@ -8,12 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from statectl.cli.base import exit_codes_epilog
 from statectl.cli.common import (
     BLOBSTORE,
     SPARK_CONF,
     SPARK_MASTER,
     Env,
-    exit_codes_epilog,
     human_bytes,
     parse_spark_conf,
     state_command,

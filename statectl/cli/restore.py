@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import STORE, Env, exit_codes_epilog, human_bytes, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import STORE, Env, human_bytes, state_command
 from statectl.errors import PartialError, UsageError
 
 EPILOG = (

@@ -7,15 +7,8 @@ from typing import Annotated, Any, Literal, Optional
 
 import typer
 
-from statectl.cli.common import (
-    BLOBSTORE,
-    STORE_REF,
-    Env,
-    exit_codes_epilog,
-    human_bytes,
-    print_json,
-    state_command,
-)
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import BLOBSTORE, STORE_REF, Env, human_bytes, print_json, state_command
 from statectl.errors import BlobStoreMissingError, CorruptSnapshotError, PartialError, UsageError, command
 
 app = typer.Typer(help="List, inspect and verify snapshots.", no_args_is_help=True, rich_markup_mode=None)

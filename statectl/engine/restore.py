@@ -31,7 +31,7 @@ from statectl.progress import NoteRecorder, ProgressReporter
 from statectl.ratelimit import RateLimit
 from statectl.snapshot.diff import LocalFile, group_name, owner_name, same_local_file
 from statectl.snapshot.model import FileIndex
-from statectl.transfer.download import DownloadItem, blob_ranges, download_files
+from statectl.transfer.download import DownloadItem, blob_ranges, download_files, range_size_for
 from statectl.transfer.verify import require_blobs
 
 DEFAULT_RANGE_SIZE = 16 * 1024 * 1024
@@ -43,7 +43,8 @@ class RestoreOptions:
     """What to restore where. ``target_dir`` defaults to the store dir; ``force`` allows replacing a
     non-empty target that is not a RocksDB store (never one that holds a store, the blob store or a
     mount point); ``state_dir`` (when known) protects the job's other stores from being replaced; ``from_other_store`` allows ``snapshot`` to name a snapshot of another job, task or
-    store (a deliberate cross-restore)."""
+    store (a deliberate cross-restore). ``range_size``: the smallest ranged GET a large file is split into
+    (transfer.download.range_size_for: only files larger than an even share of the download per slot are)."""
 
     ref: StoreRef
     store_dir: Path
@@ -182,7 +183,8 @@ def _plan(opts: RestoreOptions, target: Path, snap: ResolvedSnapshot, blobstore:
     # Before touching the disk: the blobs of every file larger than one download range (which a restore
     # preallocates: a size no blob backs, 10**15 bytes, is refused here, not on a full disk); smaller files
     # show a missing or wrong blob as they download. A dry run stats every blob: it downloads none.
-    require_blobs(blobstore, to_fetch, opts.parallelism, larger_than=0 if dry_run else opts.range_size)
+    range_size = range_size_for(opts.range_size, opts.parallelism, sum(fi.size for _, fi in to_fetch))
+    require_blobs(blobstore, to_fetch, opts.parallelism, larger_than=0 if dry_run else range_size)
     check_free_space(target, sum(fi.size for _, fi in to_fetch))
     planned = [PlannedFile(rel, fi.size, "reuse", str(local[rel])) if rel in local
                else PlannedFile(rel, fi.size, "download") for rel, fi in files]
@@ -216,8 +218,9 @@ def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOption
             if f.action == "reuse":
                 _reuse(Path(f.source), fi, tmp / f.path, staged.owner)
         to_download = [DownloadItem(f.path, tmp / f.path, fi) for f, fi in files if f.action == "download"]
+        range_size = range_size_for(opts.range_size, opts.parallelism, sum(i.index.size for i in to_download))
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
-                                          range_size=opts.range_size, progress=progress, limit=opts.rate_limit)
+                                          range_size=range_size, progress=progress, limit=opts.rate_limit)
         staged.commit()  # the downloads and copies fsynced their files: "dirs" is enough
     for note in staged.notes:
         progress.note(note)

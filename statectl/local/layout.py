@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from statectl.errors import UsageError
-from statectl.formats.checkpoint import is_canonical_checkpoint_id
+from statectl.formats.checkpoint_id import is_canonical_checkpoint_id
 
 # Offset files Samza writes into store dirs; not part of a snapshot's identity (FORMATS.md).
 OFFSET_FILES = frozenset({"OFFSET", "OFFSET-v2", "OFFSET-V2", "SIDE-INPUT-OFFSETS", "CHECKPOINT-V2", "CHECKPOINT-V1"})

@@ -7,9 +7,13 @@ S3 server started here, in one run, so that every ratio is measured on the same 
 
 Figures (docs/benchmarks.md, with their targets):
   1. a store of random 1 KiB values in ~64 MiB SST files (tests/tools/genstore.py)
+ 1b. start-up (tests/bench/startup.py): statectl --version, --help and a restore of a 110 KiB store from
+     file:// vs python -c pass, interleaved; targets --version < 0.12 s, the tiny restore < 0.2 s
   2. full backup: statectl backup vs rclone copy --transfers 8 vs a parallel boto3 PUT (8 threads), all
      uploading the same files: the RocksDB checkpoint of the store (SSTs + small metadata files)
   3. restore into an empty dir: statectl restore (downloads + CRC32 checks + fsync) vs rclone copy down
+ 3b. restore-peers (tests/bench/restorebench.py): restore vs a boto3 GET + fsync of each file, at 512 MiB and
+     1 GiB, in 64 MiB and in 4 MiB SSTs; target <= 1.0x
   4. incremental backup after adding 5% new keys: bytes uploaded vs the bytes of new files + 1 MiB
   5. restore of the latest snapshot when the identical local checkpoint dir exists (hard links only)
   6. peak RSS of backup and restore, at the base size and at --big-gib (must not grow with the store)
@@ -70,8 +74,8 @@ VALUE_SIZE = 1024
 JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore", "copy",
-           "rate", "rescale", "rescale-kg")
+FIGURES = ("backup", "restore", "restore-peers", "incremental", "local", "memory", "gc", "drain", "standby",
+           "adstore", "copy", "rate", "rescale", "rescale-kg", "startup")
 OPTIONAL = {"rescale", "rescale-kg"}  # run only when --only names them
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
@@ -128,9 +132,10 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--gc-blobs", default=None, metavar="N,...",
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
-                   help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
-                        "memory, gc, drain, standby, adstore, copy, rate, rescale, rescale-kg; default all but the "
-                        "last two")
+                   help="only these figures: backup, restore (needs backup), restore-peers (restore vs boto3 GET + "
+                        "fsync at 512 MiB and 1 GiB, large and small files), incremental, local (needs incremental), "
+                        "memory, gc, drain, standby, adstore, copy, rate, rescale, rescale-kg, startup; default all "
+                        "but rescale and rescale-kg")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -255,8 +260,11 @@ class Bench:
         """The environment of every timed command: the user's shell minus anything that could point a
         tool elsewhere (AWS_*, STATECTL_*, RCLONE_*, proxies, config files), plus the server's settings."""
         assert self.server is not None
+        # PYTHONDONTWRITEBYTECODE too: an installed statectl runs from bytecode, as the peers' packages do; an
+        # editable one without its __pycache__ would compile every module at every start.
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("AWS_", "STATECTL_", "RCLONE_")) and k.lower() not in PROXY_VARS}
+               if not k.startswith(("AWS_", "STATECTL_", "RCLONE_")) and k.lower() not in PROXY_VARS
+               and k != "PYTHONDONTWRITEBYTECODE"}
         xdg = self.s.work / "xdg"
         env.update({
             "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
@@ -416,12 +424,20 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain", "standby", "adstore", "rate", "rescale", "rescale-kg"}:
+        if s.only - {"gc", "drain", "standby", "adstore", "rate", "rescale", "rescale-kg", "restore-peers", "startup"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
         if "restore" in s.only:
             self.figure_restore()
+        if "startup" in s.only:
+            from tests.bench.startup import measure
+
+            self.results["startup"] = measure(self.statectl, self.env, s.work / "startup", max(20, s.runs * 4))
+        if "restore-peers" in s.only:
+            from tests.bench.restorebench import figure_restore_peers
+
+            self.results["restore_peers"] = figure_restore_peers(self, (64, 128) if s.quick else (512, 1024))
         if "incremental" in s.only:
             self.figure_incremental(store)
         if "local" in s.only:
@@ -835,10 +851,19 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
         sc = r["statectl"]["wall_s"]
         for peer, label, target in (("rclone", "rclone copy --checksum", "<= 1.00x rclone"),
                                     ("rclone_plus_fsync", "rclone copy + fsync of its files", "(fair durability)"),
-                                    ("boto3", "boto3 GET x8 threads", "(reference)")):
+                                    ("boto3", "boto3 GET x8 threads", "(reference)"),
+                                    ("boto3_plus_fsync", "boto3 GET x8 + fsync of its files", "<= 1.00x")):
             p = r[peer]["wall_s"]
             add("3", "restore into an empty dir, wall", sc["median"], _fmt_s(sc), label, p["median"], _fmt_s(p),
-                target, (sc["median"] <= p["median"]) if peer == "rclone" else None)
+                target, (sc["median"] <= p["median"]) if not target.startswith("(") else None)
+    if res.get("startup"):
+        from tests.bench.startup import add_figures
+
+        add_figures(res["startup"], add, _fmt_s)
+    if res.get("restore_peers"):
+        from tests.bench.restorebench import add_figures
+
+        add_figures(res["restore_peers"], add, _fmt_s)
     inc = res.get("incremental")
     if inc:
         add("4", "incremental backup after +5% keys, bytes uploaded", inc["incremental"]["bytes_uploaded"],
@@ -983,6 +1008,14 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import adstorebench
 
         lines += ["", *adstorebench.report_lines(res["adstore"])]
+    if res.get("startup"):
+        from tests.bench import startup
+
+        lines += ["", *startup.report_lines(res["startup"])]
+    if res.get("restore_peers"):
+        from tests.bench import restorebench
+
+        lines += ["", *restorebench.report_lines(res["restore_peers"])]
     if res.get("copy"):
         from tests.bench import copybench
 

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from statectl import config, errors
 from statectl.cli import common
-from statectl.cli.common import STORE, Env, Flags, exit_codes_epilog, flag_help, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import STORE, Env, Flags, flag_help, state_command
 from statectl.cli.main import EXIT_CODES_HELP, app
 
 # Every command's flags as the contract has them (CLI.md): none may be lost or renamed.
