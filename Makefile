@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-dev demo test bench soak clean test-tools docs
+.PHONY: install install-dev demo test test-cpu-report bench soak clean test-tools docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,13 @@ test-tools:
 	@command -v zsh >/dev/null && command -v fish >/dev/null && command -v man >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			zsh fish man-db >/dev/null) || echo "note: could not install zsh, fish, man-db; their checks will skip"
+
+# The suite as make test runs it, with each test's CPU (own and its subprocesses') summed by file: the suite
+# is CPU-bound, so this, not --durations, says what to make cheaper (tests/tools/cpureport.py).
+test-cpu-report: install-dev test-tools
+	rm -rf .cpu-report
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -p tests.tools.cpureport --cpu-report .cpu-report
+	$(BIN)/python -m tests.tools.cpureport .cpu-report
 
 bench: install-dev
 	command -v rclone >/dev/null || (apt-get update -qq && apt-get install -y -qq rclone >/dev/null)

@@ -21,19 +21,21 @@ TEST_PART_SIZE = 5 * 1024 * 1024
 
 
 # The tests that start a Spark JVM (spark-submit, or a local session in the test), by node id prefix (whole
-# files, or single tests), in two chains of about the same length. Under pytest-xdist each chain runs on
+# files, or single tests; a key-group rescale runs no Spark job unless its sources reach into each other),
+# in two chains of about the same length. Under pytest-xdist each chain runs on
 # one worker, one JVM after another (more Spark JVMs at once on 2 cores starve each other), and both
 # start first: they are the longest. See pytest_xdist_make_scheduler.
 SPARK_CHAINS = {
     "spark-builds": (
         "tests/integration/test_spark_build.py::",
-        "tests/integration/test_rescale_keygroups.py::",
+        "tests/integration/test_rescale_keygroups.py::test_sources_reaching_into_each_others_key_groups_",
         "tests/integration/test_file_owners.py::test_rescale_as_root_",
+        "tests/integration/test_rescale_rerun.py::test_killed_in_its_commit_",
     ),
     "spark-loads-and-rescales": (
         "tests/integration/test_adstore_spark.py::",
         "tests/integration/test_rescale.py::",
-        "tests/integration/test_rescale_rerun.py::",
+        "tests/integration/test_rescale_rerun.py::test_a_key_outside_its_task_",
         "tests/integration/test_hostile_adstore.py::test_a_file_changed_during_the_spark_build_",
     ),
 }
