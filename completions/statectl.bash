@@ -21,8 +21,8 @@ _statectl_commands() {
 _statectl_options() {
     case $1 in
         '') REPLY='--config --profile --output -o --verbose -v --quiet -q --debug --version --help -h' ;;
-        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --chunk-size --ttl --grace --create --checkpoint-dir --all --all-tasks --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'restore') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --snapshot --target-dir --force --from-other-store --from-changelog --partition --until-offset --to-checkpoint --system --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'backup') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --keep-last --parallelism -j --limit-rate --chunk-size --ttl --grace --create --sse --sse-kms-key-id --checkpoint-dir --all --all-tasks --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'restore') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --parallelism -j --limit-rate --snapshot --target-dir --force --from-other-store --from-changelog --partition --until-offset --to-checkpoint --system --dry-run --all --all-tasks --container --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'diff') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --store-dir --snapshot --against --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'gc') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --keep-last --grace --parallelism -j --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'doctor') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --state-dir --timeout --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -32,7 +32,7 @@ _statectl_options() {
         'snapshots list') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots show') REPLY='--index-file --blobstore --s3-endpoint --kafka --job --job-id --task --store --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'snapshots verify') REPLY='--download --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --dry-run --file-owner --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'snapshots copy') REPLY='--to-job --to-job-id --to-task --to-store --to-blobstore --to-s3-endpoint --to-sse --to-sse-kms-key-id --dry-run --file-owner --all-tasks --all --blobstore --s3-endpoint --kafka --job --job-id --task --store --parallelism -j --limit-rate --ttl --keep-last --grace --create --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'config show') REPLY='--blobstore --s3-endpoint --kafka --job --job-id --task --store --state-dir --parallelism -j --keep-last --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'lease') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -44,13 +44,13 @@ _statectl_options() {
         'drain wait') REPLY='--kafka --job --job-id --timeout --uuid --run-id --poll --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'drain cancel') REPLY='--kafka --job --job-id --uuid --run-id --bad --all-stale --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --standby-root --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --pre-restore --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'standby follow') REPLY='--kafka --job --job-id --task --store --state-dir --standby-root --zookeeper --blobstore --s3-endpoint --limit-rate --changelog --partition --replica --replica-dir --container --layout --to-checkpoint --pre-restore --metrics-port --metrics-addr --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby status') REPLY='--state-dir --standby-root --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby promote') REPLY='--kafka --job --job-id --task --store --state-dir --standby-root --zookeeper --blobstore --s3-endpoint --changelog --partition --replica --replica-dir --container --timeout --to-checkpoint --active-dir --metrics-file --dry-run --non-transactional-restore --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby failover') REPLY='--kafka --job --job-id --state-dir --standby-root --blobstore --s3-endpoint --container --replica --host --dry-run --timeout --to-checkpoint --metrics-file --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'standby check') REPLY='--kafka --job --job-id --metrics-file --host --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore') REPLY='--help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
-        'adstore load') REPLY='--kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --topic --from-file --format --broadcast --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --dataset-versions --end-marker --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
+        'adstore load') REPLY='--kafka --zookeeper --job --job-id --task --store --state-dir --store-dir --blobstore --s3-endpoint --limit-rate --topic --from-file --format --broadcast --tasks --partitions --partition-count --key-field --value-field --value-fields --extractor --key-serde --value-serde --follow --max-age --keep-versions --allow-empty --spark --master --spark-conf --stage-through-blobstore --dataset-versions --end-marker --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore status') REPLY='--kafka --zookeeper --job --job-id --store --state-dir --store-dir --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore seal-checkpoint') REPLY='--kafka --job --job-id --store --state-dir --tasks --grouper-factory --dry-run --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
         'adstore versions') REPLY='--task --store --state-dir --store-dir --quick --help -h --config --profile --output -o --verbose -v --quiet -q --debug' ;;
@@ -83,9 +83,12 @@ _statectl_value() {
                 --store-dir) REPLY='@dir' ;;
                 --keep-last) REPLY='@text' ;;
                 --parallelism|-j) REPLY='@text' ;;
+                --limit-rate) REPLY='@text' ;;
                 --chunk-size) REPLY='@text' ;;
                 --ttl) REPLY='@text' ;;
                 --grace) REPLY='@text' ;;
+                --sse) REPLY='AES256 aws:kms' ;;
+                --sse-kms-key-id) REPLY='@text' ;;
                 --checkpoint-dir) REPLY='@dir' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
@@ -103,12 +106,14 @@ _statectl_value() {
                 --state-dir) REPLY='@dir' ;;
                 --store-dir) REPLY='@dir' ;;
                 --parallelism|-j) REPLY='@text' ;;
+                --limit-rate) REPLY='@text' ;;
                 --snapshot) REPLY='@text' ;;
                 --target-dir) REPLY='@dir' ;;
                 --from-changelog) REPLY='@text' ;;
                 --partition) REPLY='@text' ;;
                 --until-offset) REPLY='@text' ;;
                 --system) REPLY='@text' ;;
+                --container) REPLY='@text' ;;
                 --config) REPLY='@file' ;;
                 --profile) REPLY='@text' ;;
                 --output|-o) REPLY='text json' ;;
@@ -247,6 +252,8 @@ _statectl_value() {
                 --to-store) REPLY='@text' ;;
                 --to-blobstore) REPLY='@text' ;;
                 --to-s3-endpoint) REPLY='@text' ;;
+                --to-sse) REPLY='AES256 aws:kms' ;;
+                --to-sse-kms-key-id) REPLY='@text' ;;
                 --file-owner) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
@@ -256,6 +263,7 @@ _statectl_value() {
                 --task) REPLY='@text' ;;
                 --store) REPLY='@text' ;;
                 --parallelism|-j) REPLY='@text' ;;
+                --limit-rate) REPLY='@text' ;;
                 --ttl) REPLY='@text' ;;
                 --keep-last) REPLY='@text' ;;
                 --grace) REPLY='@text' ;;
@@ -383,6 +391,7 @@ _statectl_value() {
                 --zookeeper) REPLY='@text' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
+                --limit-rate) REPLY='@text' ;;
                 --changelog) REPLY='@text' ;;
                 --partition) REPLY='@text' ;;
                 --replica) REPLY='@text' ;;
@@ -475,6 +484,7 @@ _statectl_value() {
                 --store-dir) REPLY='@dir' ;;
                 --blobstore) REPLY='@text' ;;
                 --s3-endpoint) REPLY='@text' ;;
+                --limit-rate) REPLY='@text' ;;
                 --topic) REPLY='@text' ;;
                 --from-file) REPLY='@file' ;;
                 --format) REPLY='parquet jsonl csv' ;;

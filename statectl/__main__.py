@@ -1,5 +1,5 @@
 """``python -m statectl``: the statectl command."""
 
-from statectl.cli.main import run
+from statectl.cli.entry import run
 
 run()

@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping
 from statectl import defaults
 from statectl.errors import ConfigError, UsageError
 from statectl.kafka.settings import KAFKA_SASL_MECHANISMS, KAFKA_SECURITY_PROTOCOLS, check_security_settings
+from statectl.ratelimit import format_rate, parse_rate
 from statectl.redact import check_secret
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
@@ -145,6 +146,22 @@ def _username(v: Any) -> str:
     return v
 
 
+def _sse(v: Any) -> str:
+    from statectl.blobstore import SSE_MODES
+
+    v = _str(v)
+    if v not in SSE_MODES:
+        raise ValueError("expected AES256 or aws:kms")
+    return v
+
+
+def _kms_key(v: Any) -> str:
+    v = _str(v)
+    if not v or any(ch.isspace() or not ch.isprintable() for ch in v):
+        raise ValueError("expected a KMS key id, ARN or alias, without spaces")
+    return v
+
+
 def _zookeeper(v: Any) -> str:
     from statectl.zookeeper.client import check_connect
 
@@ -182,6 +199,8 @@ KEYS: dict[str, Key] = {
     "s3_secret_access_key": Key(_secret, secret=True),
     "s3_session_token": Key(_secret, secret=True),
     "s3_profile": Key(_str, help="AWS shared-config profile for boto3"),
+    "sse": Key(_sse, help="S3 server-side encryption of every object statectl writes: AES256 or aws:kms"),
+    "sse_kms_key_id": Key(_kms_key, help="the KMS key (id, ARN or alias) of sse aws:kms"),
     "kafka": Key(_str, help="Kafka bootstrap servers HOST:PORT[,..]"),
     "kafka_security_protocol": Key(_choice(KAFKA_SECURITY_PROTOCOLS), "PLAINTEXT",
                                    help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
@@ -208,6 +227,9 @@ KEYS: dict[str, Key] = {
     "parallelism": Key(_int, defaults.PARALLELISM),
     "chunk_size": Key(lambda v: parse_size(v, "chunk_size"), defaults.CHUNK_SIZE, show=format_size),
     "ttl": Key(lambda v: parse_duration(v, "ttl"), defaults.TTL_SECONDS, show=format_duration),
+    "limit_rate": Key(parse_rate, None, show=format_rate,
+                      help="bytes a second a backup, restore, copy or load moves through this host, shared by all "
+                           "its transfers: 50MiB/s, 500KiB/s, 1G/s (1024-based) or off"),
     "retries": Key(_int, defaults.RETRIES),
     "timeout": Key(lambda v: parse_duration(v, "timeout"), defaults.TIMEOUT_S, show=format_duration,
                    help="how long a blob store may leave a connection or a read unanswered"),
@@ -232,10 +254,12 @@ class Value:
 class Settings:
     """Effective settings with where each value came from."""
 
-    def __init__(self, values: dict[str, Value], config_file: Path | None, profile: str):
+    def __init__(self, values: dict[str, Value], config_file: Path | None, profile: str,
+                 warnings: tuple[str, ...] = ()):
         self._values = values
         self.config_file = config_file
         self.profile = profile
+        self.warnings = warnings  # what is wrong in the profiles not in use (load_profile), for the operator
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -278,10 +302,13 @@ def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | Non
     return p if p.is_file() else None
 
 
-def load_profile(path: Path, profile: str, explicit_profile: bool) -> dict[str, Any]:
+def load_profile(path: Path, profile: str, explicit_profile: bool,
+                 warnings: list[str] | None = None) -> dict[str, Any]:
     """Read one profile table from a TOML file, validating every key of every profile.
 
-    Raises ConfigError naming the file and the key for bad TOML, unknown keys and bad values.
+    Raises ConfigError naming the file and the key for bad TOML, a key outside a profile table, and unknown
+    keys and bad values in ``profile``. The same in another profile (one not in use: a typo there must not
+    stop every command) is appended to ``warnings``, naming the profile, and its table is not used.
     """
     import tomli
 
@@ -295,22 +322,33 @@ def load_profile(path: Path, profile: str, explicit_profile: bool) -> dict[str, 
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: key {name!r} must be inside a profile table such as [default]")
         for key, value in table.items():
-            spec = KEYS.get(key.replace("-", "_"))
-            if spec is None:
-                raise ConfigError(f"{path}: [{name}] unknown key {key!r}",
-                                  hint="known keys: " + ", ".join(sorted(KEYS)))
-            try:
-                spec.parse(value)
-            except (TypeError, ValueError, UsageError) as e:
-                if spec.secret:
-                    raise _secret_error(f"{path}: [{name}] key {key!r}", e) from None
-                raise ConfigError(f"{path}: [{name}] key {key!r}: invalid value {value!r} ({e})") from None
+            problem = _key_problem(path, name, key, value)
+            if problem is None:
+                continue
+            if name == profile:
+                raise problem
+            if warnings is not None:
+                warnings.append(f"{problem} (profile {name!r} is not in use: only a warning)")
     if profile not in data:
         if explicit_profile:
             raise ConfigError(f"{path}: no profile [{profile}]",
                               hint="profiles there: " + (", ".join(sorted(data)) or "none"))
         return {}
     return {k.replace("-", "_"): v for k, v in data[profile].items()}
+
+
+def _key_problem(path: Path, profile: str, key: str, value: Any) -> ConfigError | None:
+    """The ConfigError for ``key = value`` in ``[profile]`` of ``path`` (a secret's value never shown), or None."""
+    spec = KEYS.get(key.replace("-", "_"))
+    if spec is None:
+        return ConfigError(f"{path}: [{profile}] unknown key {key!r}", hint="known keys: " + ", ".join(sorted(KEYS)))
+    try:
+        spec.parse(value)
+    except (TypeError, ValueError, UsageError) as e:
+        if spec.secret:
+            return _secret_error(f"{path}: [{profile}] key {key!r}", e)
+        return ConfigError(f"{path}: [{profile}] key {key!r}: invalid value {value!r} ({e})")
+    return None
 
 
 def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str | None = None,
@@ -323,7 +361,8 @@ def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str
     explicit_profile = bool(profile or env.get("STATECTL_PROFILE"))
     profile_name = profile or env.get("STATECTL_PROFILE") or "default"
     path = find_config_file(config, env)
-    prof = load_profile(path, profile_name, explicit_profile) if path else {}
+    warnings: list[str] = []
+    prof = load_profile(path, profile_name, explicit_profile, warnings) if path else {}
     if explicit_profile and path is None and profile_name != "default":
         raise ConfigError(f"profile {profile_name!r} asked for, but there is no config file",
                           hint="create ./statectl.toml or pass --config")
@@ -359,9 +398,34 @@ def resolve(flags: Mapping[str, Any], *, config: str | None = None, profile: str
                 check_secret(env.get(name) or "")
             except ValueError as e:
                 raise _secret_error(f"env {name}", e) from None
+    _check_sse(values)
     check_security_settings({name: v.value for name, v in values.items()},
                             lambda key: key if values[key].source == "default" else f"{key} ({values[key].source})")
-    return Settings(values, path, profile_name)
+    return Settings(values, path, profile_name, tuple(warnings))
+
+
+def _rank(source: str) -> int:
+    """How a setting's source ranks in the precedence: default < profile < env < flag."""
+    return next(i for i, kind in enumerate(("default", "profile", "env", "flag")) if source.startswith(kind))
+
+
+def _check_sse(values: dict[str, Value]) -> None:
+    """A KMS key id goes with sse aws:kms only. One set at a lower precedence than an sse of another mode is
+    replaced along with it (``--sse AES256`` over a profile's aws:kms and key); one set where sse is not
+    aws:kms is an error: UsageError for a flag, ConfigError otherwise (both exit 2)."""
+    key, sse = values["sse_kms_key_id"], values["sse"]
+    if key.value is None or sse.value == "aws:kms":
+        return
+    if _rank(sse.source) > _rank(key.source):
+        values["sse_kms_key_id"] = Value(None, sse.source)
+        return
+    if key.source == "flag":
+        raise UsageError(f"--sse-kms-key-id needs --sse aws:kms, not {sse.value or 'none'}"
+                         + ("" if sse.source in ("flag", "default") else f" ({sse.source})"),
+                         hint="add --sse aws:kms; AES256 encrypts with S3's own keys and takes no KMS key")
+    raise ConfigError(f"sse_kms_key_id ({key.source}) needs sse aws:kms, not {sse.value or 'none'}"
+                      + ("" if sse.source == "default" else f" ({sse.source})"),
+                      hint="set sse = \"aws:kms\" beside it; AES256 encrypts with S3's own keys and takes no KMS key")
 
 
 def _secret_error(where: str, e: Exception) -> ConfigError:

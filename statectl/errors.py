@@ -2,13 +2,14 @@
 
 The exit codes are the scripting contract (CLI.md): ``EXIT_CODES`` below is the one table of them. The root
 ``--help``, each command's "Exit codes:" line and the EXIT STATUS section of statectl(1) are generated from
-it (statectl.cli.common.exit_codes_epilog, tools/docs.py). An unknown code means failure.
+it (statectl.cli.base.exit_codes_epilog, tools/docs.py). An unknown code means failure.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence, Union
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -81,14 +82,63 @@ def describe_exit_codes(codes: Iterable[int | tuple[int, str]] | None = None,
     return ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class Command:
+    """A statectl command a hint tells the operator to run: its command ``words`` (``("snapshots", "list")``)
+    and its own ``args`` (options with their values, in order). The CLI completes it with the flags of the
+    failing invocation that say where the state is (blob store, S3 endpoint, Kafka, ZooKeeper, job, task,
+    store, state dir; --config and --profile), so that it addresses the same state; the same command as
+    the invocation keeps all of its flags (statectl.cli.hints). ``without``: settings of the invocation the
+    command must not take (a command that lists the jobs takes no --job). ``str()``: the command as given,
+    which is what a Python caller reads in ``err.hint``."""
+
+    words: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    without: frozenset[str] = frozenset()
+
+    def __str__(self) -> str:
+        return shlex.join(["statectl", *self.words, *self.args])
+
+
+def command(words: str, *args: str, without: Iterable[str] = ()) -> Command:
+    """``command("snapshots list", "--job", job)``: the Command of these words and args."""
+    return Command(tuple(words.split()), tuple(args), frozenset(without))
+
+
+# A hint: text, or text and Commands in the order they are read.
+Hint = Union[str, Sequence[Union[str, Command]]]
+
+
+def quoted(text: str) -> str:
+    """A command in a sentence: in single quotes, or in double ones when it holds a single quote itself."""
+    return f'"{text}"' if "'" in text else f"'{text}'"
+
+
+def render_hint(parts: Sequence[str | Command], complete=None) -> str:
+    """The text of a hint's ``parts``, each Command quoted, after ``complete(command) -> str`` when given
+    (else as it is given)."""
+    return "".join(p if isinstance(p, str) else quoted(complete(p) if complete else str(p)) for p in parts)
+
+
 class StatectlError(Exception):
-    """Base of every error statectl reports to a user; ``str(err)`` is a one-line message."""
+    """Base of every error statectl reports to a user; ``str(err)`` is a one-line message. ``hint``: what to
+    do about it, as text (its commands as given); ``hint_parts``: the same with its Commands, for the CLI to
+    complete (statectl.cli.hints)."""
 
     exit_code = EXIT_FAILURE
 
-    def __init__(self, message: str, *, hint: str | None = None):
+    def __init__(self, message: str, *, hint: Hint | None = None):
         super().__init__(message)
         self.hint = hint
+
+    @property
+    def hint(self) -> str | None:
+        return render_hint(self.hint_parts) or None
+
+    @hint.setter
+    def hint(self, value: Hint | None) -> None:
+        self.hint_parts: tuple[str | Command, ...] = (
+            () if not value else (value,) if isinstance(value, str) else tuple(value))
 
 
 class UsageError(StatectlError):
@@ -107,6 +157,17 @@ class PartialError(StatectlError):
     exit_code = EXIT_PARTIAL
 
 
+def one_cause(errors: list[StatectlError], failures: int, done: int) -> StatectlError | None:
+    """For an operation run over several stores (``backup --all``, ``restore --all``, ``snapshots copy
+    --all``): the one error to raise when nothing was ``done``, every one of the ``failures`` is among
+    ``errors`` (each store failed in its operation, none before it) and they all say the same (a missing
+    blob store, bad credentials): said once, with its own exit code, rather than once per store. None when
+    the run reports its results and failures instead (the CLI exits 3 for failures then)."""
+    if errors and not done and len(errors) == failures and len({(type(e), str(e)) for e in errors}) == 1:
+        return errors[0]
+    return None
+
+
 class NotFoundError(StatectlError):
     """Something named does not exist: a snapshot, a checkpoint, a store dir, a bucket."""
 
@@ -115,6 +176,15 @@ class NotFoundError(StatectlError):
 
 class SnapshotNotFoundError(NotFoundError):
     """No snapshot with that id, or no checkpoint for the task/store."""
+
+
+class BlobStoreMissingError(NotFoundError):
+    """The blob store itself is not there (a file:// dir, an S3 bucket); ``url``: the store's URL, so that a
+    command with two stores (snapshots copy) can tell which one."""
+
+    def __init__(self, message: str, *, hint: Hint | None = None, url: str = ""):
+        super().__init__(message, hint=hint)
+        self.url = url
 
 
 class BlobNotFoundError(NotFoundError):

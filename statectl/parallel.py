@@ -26,8 +26,12 @@ def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int) 
     if not tasks:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(tasks))), thread_name_prefix="statectl") as pool:
-        futures: list[Future[T]] = [pool.submit(t, cancel) for t in tasks]
+        futures: list[Future[T]] = []
         try:
+            # Submitted inside the try: a Ctrl-C while tasks are being submitted must cancel those already
+            # running (one waiting for a rate limit's bytes could otherwise keep the pool open for minutes).
+            for t in tasks:
+                futures.append(pool.submit(t, cancel))
             done, pending = wait(futures, return_when=FIRST_EXCEPTION)
             failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
             if failed:

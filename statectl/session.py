@@ -14,7 +14,8 @@ adapters as arguments::
         s = session.settings
         result = backup(BackupOptions(ref=session.ref(), store_dir=session.store_dir(),
                                       parallelism=s.parallelism, chunk_size=s.chunk_size,
-                                      ttl_seconds=s.ttl, keep_last=s.keep_last),
+                                      ttl_seconds=s.ttl, keep_last=s.keep_last,
+                                      rate_limit=session.rate_limit),
                         session.blobstore, session.catalog, session.progress)
         print(result.snapshot_id)
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from statectl.catalog.records import BlobCheckpointStore
     from statectl.catalog.refs import StoreRef
     from statectl.kafka.client import KafkaSecurity
+    from statectl.ratelimit import RateLimit
 
 
 def resolve_settings(overrides: Mapping[str, Any], *, config_file: str | None = None, profile: str | None = None,
@@ -78,6 +80,7 @@ class Session:
         self._blobstore: BlobStore | None = None
         self._commit_log: KafkaCheckpointLogs | None = None
         self._catalog: BlobCheckpointStore | None = None
+        self._rate_limit: RateLimit | None = None
 
     @classmethod
     def from_env(cls, *, config_file: str | None = None, profile: str | None = None,
@@ -114,13 +117,24 @@ class Session:
 
     @property
     def s3_options(self) -> Any:
-        """The S3Options the settings name (endpoint, region, credentials, connections, timeout)."""
+        """The S3Options the settings name (endpoint, region, credentials, connections, timeout, encryption)."""
         from statectl.blobstore import S3Options
 
         s = self.settings
         return S3Options(endpoint_url=s.s3_endpoint, region=s.s3_region, access_key_id=s.s3_access_key_id,
                          secret_access_key=s.s3_secret_access_key, session_token=s.s3_session_token,
-                         profile=s.s3_profile, max_connections=max(32, 2 * s.parallelism), timeout_s=s.timeout)
+                         profile=s.s3_profile, max_connections=max(32, 2 * s.parallelism), timeout_s=s.timeout,
+                         sse=s.sse, sse_kms_key_id=s.sse_kms_key_id)
+
+    @property
+    def rate_limit(self) -> Optional[RateLimit]:
+        """The token bucket of the ``limit_rate`` setting (None: no limit), one per Session: every transfer of
+        the command run takes from it, however many stores, tasks and threads it moves bytes for."""
+        if self._rate_limit is None and self.settings.limit_rate is not None:
+            from statectl.ratelimit import RateLimit
+
+            self._rate_limit = RateLimit(self.settings.limit_rate)
+        return self._rate_limit
 
     @property
     def kafka_security(self) -> Optional[KafkaSecurity]:

@@ -332,6 +332,9 @@ class FaultProxy:
         # (method, target, decision) of the latest requests in arrival order; truncations that moved
         # to a later response show at the request that drew them.
         self.log: collections.deque[tuple[str, str, str | None]] = collections.deque(maxlen=100_000)
+        # (method, target, headers by lower-case name) of the latest requests in arrival order: what a
+        # client sent, e.g. the encryption headers of each write.
+        self.requests: collections.deque[tuple[str, str, dict[str, str]]] = collections.deque(maxlen=100_000)
         self._listener: socket.socket | None = None
         self._threads: set[threading.Thread] = set()
         self._socks: set[socket.socket] = set()
@@ -406,11 +409,12 @@ class FaultProxy:
         return out
 
     def reset_stats(self) -> None:
-        """Zero the counters and clear the log (the decisions carry on where they were)."""
+        """Zero the counters and clear the logs (the decisions carry on where they were)."""
         with self._lock:
             for k in self._counts:
                 self._counts[k] = 0
             self.log.clear()
+            self.requests.clear()
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -524,6 +528,7 @@ class FaultProxy:
                         fault = k
                         break
             self.log.append((req.method, req.target, fault))
+            self.requests.append((req.method, req.target, dict(req.headers)))
             return fault, shape
 
     def _serve(self, client: socket.socket) -> None:

@@ -139,13 +139,21 @@ class SeaweedServer:
     identity ``readonly_access_key``/``readonly_secret_key`` (Read and List only: writes and tagging get
     AccessDenied), from an identities file passed as ``-s3.config``; without it any credentials work. Use as a context manager, or call
     ``start()`` and ``stop()``.
+
+    With ``sse`` (which implies ``enforce_auth``: the KMS settings go in the identities file) the gateway
+    encrypts as S3 does when asked: AES256 with a key-encryption key of its own, aws:kms with SeaweedFS's
+    in-memory local KMS, whose one key is ``SSE_KMS_KEY`` (SeaweedFS refuses aws:kms without a key id).
     """
+
+    SSE_KMS_KEY = "alias/seaweedfs-default"
 
     STOP_GRACE = 0.0
 
     def __init__(self, *, enforce_auth: bool = False, access_key: str = "AK", secret_key: str = "SK",
-                 startup_timeout: float = 60.0, volume_size_limit_mb: int = 64, weed: str | None = None):
-        self.enforce_auth = enforce_auth
+                 startup_timeout: float = 60.0, volume_size_limit_mb: int = 64, weed: str | None = None,
+                 sse: bool = False):
+        self.enforce_auth = enforce_auth or sse
+        self.sse = sse
         self.access_key = access_key
         self.secret_key = secret_key
         self.readonly_access_key = access_key + "RO"
@@ -206,7 +214,8 @@ class SeaweedServer:
         ]
         if self.enforce_auth:
             config = self.dir / "identities.json"
-            config.write_text(json.dumps({"identities": [{
+            kms = {"kms": {"default_provider": "local", "providers": {"local": {"type": "local"}}}} if self.sse else {}
+            config.write_text(json.dumps({**kms, "identities": [{
                 "name": "admin",
                 "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
                 "actions": ["Admin", "Read", "Write", "List", "Tagging"],
@@ -219,6 +228,8 @@ class SeaweedServer:
         (self.dir / "data").mkdir()
         # TMPDIR keeps weed's glog files in our dir rather than /tmp (its gRPC sockets ignore it: see stop()).
         env = dict(os.environ, TMPDIR=str(self.dir))
+        if self.sse:
+            env["WEED_S3_SSE_KEK"] = os.urandom(32).hex()
         self._log = open(self.dir / "server.log", "wb")
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                       cwd=self.dir, env=env, start_new_session=True)

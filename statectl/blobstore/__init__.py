@@ -17,8 +17,11 @@ from statectl.blobstore.base import (
 )
 from statectl.errors import UsageError
 
-__all__ = ["BlobInfo", "BlobStore", "DEFAULT_TTL_SECONDS", "S3Options", "default_blobstore_url", "new_blob_key",
-           "open_blobstore"]
+__all__ = ["BlobInfo", "BlobStore", "DEFAULT_TTL_SECONDS", "S3Options", "SSE_MODES", "default_blobstore_url",
+           "new_blob_key", "open_blobstore"]
+
+# S3 server-side encryption as the x-amz-server-side-encryption header spells it: S3-managed keys, or KMS.
+SSE_MODES = ("AES256", "aws:kms")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,11 @@ class S3Options:
     # far below that limit.
     copy_threshold: int = 1024 * 1024 * 1024
     copy_part_size: int = 256 * 1024 * 1024
+    # Server-side encryption of every object written (PutObject, CreateMultipartUpload, CopyObject: a copy
+    # is encrypted as its destination says); None leaves it to the bucket's default encryption. A KMS key
+    # (id, ARN or alias) goes with "aws:kms" only; without one S3 uses the account's aws/s3 key.
+    sse: str | None = None
+    sse_kms_key_id: str | None = None
 
 
 def default_blobstore_url() -> str:
@@ -87,8 +95,10 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defa
     counts its requests (``request_counts()``; every attempt counts, see statectl/blobstore/stats.py).
 
     Raises UsageError for an unknown scheme, a malformed URL, a URL with a control character (raw or
-    percent-encoded), and a ``file://`` path that resolves to ``/``. A ``file://`` root is resolved with
-    realpath (symlinks and ``..`` as the OS follows them): the store's ``root`` is the real directory.
+    percent-encoded), a ``file://`` path that resolves to ``/``, and S3Options with an unknown ``sse`` or a
+    ``sse_kms_key_id`` without ``sse="aws:kms"`` (a ``file://`` store ignores them). A ``file://`` root is
+    resolved with realpath (symlinks and ``..`` as the OS follows them): the store's ``root`` is the real
+    directory.
     Opening does not touch the network; a missing bucket or bad credentials show on first use. A
     ``file://`` dir that does not exist is made when ``create``, else it is NotFoundError (exit 10) on
     first use, as a missing bucket; ``create="on-write"``: it reads as empty and is made by the first write.
@@ -110,6 +120,7 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defa
     elif parsed.scheme == "s3":
         if (s3 or S3Options()).timeout_s < 1:
             raise UsageError("timeout must be at least 1s")
+        _check_sse(s3 or S3Options())
         bucket = parsed.netloc
         if len(bucket) < 3:
             raise UsageError(f"invalid blob store URL {url!r}: expected s3://bucket[/prefix]")
@@ -126,6 +137,14 @@ def open_blobstore(url: str, *, s3: S3Options | None = None, retries: int = defa
     if retry_time_s < 0:
         raise UsageError("retry_time must not be negative")
     return RetryingBlobStore(StatsBlobStore(inner), attempts=retries + 1, deadline_s=retry_time_s)
+
+
+def _check_sse(options: S3Options) -> None:
+    """UsageError for an SSE mode S3 does not know, or a KMS key without ``sse="aws:kms"``."""
+    if options.sse is not None and options.sse not in SSE_MODES:
+        raise UsageError(f"unknown server-side encryption {options.sse!r}: expected AES256 or aws:kms")
+    if options.sse_kms_key_id is not None and options.sse != "aws:kms":
+        raise UsageError(f"a KMS key id needs server-side encryption aws:kms, not {options.sse or 'none'}")
 
 
 def _has_control_char(s: str) -> bool:

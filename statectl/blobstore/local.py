@@ -24,10 +24,11 @@ from statectl.fsutil import fsync_dir
 from statectl.errors import (
     BlobNotFoundError,
     BlobStoreError,
+    BlobStoreMissingError,
     DiskFullError,
-    NotFoundError,
     PreconditionFailedError,
     UsageError,
+    command,
 )
 
 TTL_SUFFIX = ".ttl"
@@ -74,13 +75,13 @@ class LocalBlobStore:
         return ("file", str(self.root))
 
     def _require_root(self) -> None:
-        """NotFoundError (exit 10) when the store was opened without ``create`` and its dir is not there."""
+        """BlobStoreMissingError (exit 10) when the store was opened without ``create`` and its dir is not there."""
         if self._check_root:
             if not self.root.is_dir():
                 what = "is not a directory" if self.root.exists() else "does not exist"
-                raise NotFoundError(f"blob store {self.url} {what}",
-                                    hint="check --blobstore; to start a new blob store there, run "
-                                         "'statectl backup --create' (or create the dir)")
+                raise BlobStoreMissingError(f"blob store {self.url} {what}", url=self.url,
+                                    hint=("check --blobstore; to start a new blob store there, run ",
+                                          command("backup", "--create"), " (or create the dir)"))
             self._check_root = False
 
     def _path(self, key: str) -> Path:

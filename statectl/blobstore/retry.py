@@ -79,7 +79,7 @@ class RetryingBlobStore:
                 return fn()
             except TransientBlobStoreError as e:
                 if not retryable:
-                    raise BlobStoreError(f"{e} (not retried: the stream cannot seek back)", hint=e.hint) from e
+                    raise BlobStoreError(f"{e} (not retried: the stream cannot seek back)", hint=e.hint_parts) from e
                 self._back_off(what, e, attempt, started)
                 if rewind is not None:
                     rewind()
@@ -93,7 +93,7 @@ class RetryingBlobStore:
         if attempt >= self.attempts or (self.deadline_s is not None and elapsed + delay > self.deadline_s):
             s = "" if attempt == 1 else "s"
             raise BlobStoreError(f"{e} (gave up after {attempt} attempt{s} in {elapsed:.0f}s)",
-                                 hint=e.hint or _GAVE_UP_HINT) from e
+                                 hint=e.hint_parts or _GAVE_UP_HINT) from e
         log.debug("retrying %s after %s (attempt %d, sleeping %.2fs)", what, e, attempt, delay)
         with self._lock:
             self.retries += 1

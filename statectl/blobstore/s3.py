@@ -2,7 +2,8 @@
 
 TTL is an object tag (``statectl-ttl=pending`` plus ``statectl-expires=<epoch s>``), so both
 ``statectl gc`` and a bucket lifecycle rule filtered on the tag can expire uncommitted blobs;
-``remove_ttl`` deletes the tags. Blobs larger than the part size go up as multipart uploads.
+``remove_ttl`` deletes the tags. Blobs larger than the part size go up as multipart uploads. Every
+object written (put, put_at, copy) carries the server-side encryption of S3Options.sse.
 botocore's own retries are off: RetryingBlobStore does them, for every backend alike (the client is
 made in statectl/blobstore/s3client.py).
 
@@ -28,8 +29,8 @@ from statectl.errors import (
     AuthError,
     BlobNotFoundError,
     BlobStoreError,
+    BlobStoreMissingError,
     DiskFullError,
-    NotFoundError,
     PreconditionFailedError,
     StatectlError,
     TransientBlobStoreError,
@@ -46,6 +47,7 @@ MAX_PARTS = 10_000
 MAX_DELETE_KEYS = 1000  # keys per DeleteObjects request: S3's limit
 _NO_ANSWER_HINT = ("the endpoint does not answer in time: check --s3-endpoint and that the store is up; "
                    "STATECTL_TIMEOUT and STATECTL_RETRY_TIME set how long statectl waits")
+_SSE_HINT = "the store may not support the server-side encryption asked for: check sse and sse_kms_key_id"
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound", "NoSuchUpload"}
 _AUTH = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "ExpiredToken",
@@ -142,6 +144,10 @@ class S3BlobStore:
         # The credentials are no part of what the store is: two identities reading one bucket read one store.
         self.identity = ("s3", endpoint_identity(options.endpoint_url), bucket, normalised_prefix(prefix))
         self.timeout_s = options.timeout_s
+        # The encryption arguments of every request that makes an object; UploadPart and UploadPartCopy
+        # take none (the upload's CreateMultipartUpload carries them), nor does a read (S3 decrypts).
+        self._sse = {k: v for k, v in (("ServerSideEncryption", options.sse),
+                                       ("SSEKMSKeyId", options.sse_kms_key_id)) if v}
         self._client = new_client(options)
         self.deadlines = install_deadlines(self._client)
 
@@ -195,13 +201,15 @@ class S3BlobStore:
             # HEAD errors have no body, so a missing bucket is a bare 404 there; and SeaweedFS answers
             # an anonymous PUT into a missing bucket with AccessDenied. Ask the bucket in both cases.
             if code == "NoSuchBucket" or (code in ("404", "NotFound", "AccessDenied") and self._bucket_missing()):
-                return NotFoundError(f"s3: bucket {self.bucket!r} does not exist",
-                                     hint="create it, or check --blobstore and --s3-endpoint")
+                return BlobStoreMissingError(f"s3: bucket {self.bucket!r} does not exist", url=self.url,
+                                             hint="create it, or check --blobstore and --s3-endpoint")
             if code in _NOT_FOUND or status == 404:
                 return BlobNotFoundError(f"{where}: not found")
             if code in _AUTH or status == 403:
                 return AuthError(f"{where}: access denied ({code}: {msg})",
                                  hint="check the access key and secret (profile, AWS_* env or ~/.aws)")
+            if code == "NotImplemented" or status == 501:  # never transient: what was asked is not there
+                return BlobStoreError(f"{where}: {code or status} {msg}", hint=_SSE_HINT if self._sse else None)
             if code in _TRANSIENT or status >= 500 or status == 429:
                 return TransientBlobStoreError(f"{where}: {code or status} {msg}")
             return BlobStoreError(f"{where}: {code} {msg}")
@@ -250,7 +258,7 @@ class S3BlobStore:
             raise UsageError(f"s3: put: negative size {size}")
         key = new_blob_key()
         tagging = self._tagging(ttl_seconds)
-        extra = {"Tagging": tagging} if tagging else {}
+        extra = {**self._sse, **({"Tagging": tagging} if tagging else {})}
         where = f"s3: put s3://{self.bucket}/{self._key(key)}"
         try:
             if size <= self.part_size:
@@ -297,14 +305,15 @@ class S3BlobStore:
             raise
 
     def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        extra: dict[str, str] = {}
+        extra: dict[str, str] = {}  # the conditions only: a failed one is a PreconditionFailedError
         if if_none_match:
             extra["IfNoneMatch"] = "*"
         if if_match is not None:
             extra["IfMatch"] = if_match
         try:
             with self._deadline("put", key):
-                resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
+                resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra,
+                                               **self._sse)
         except Exception as e:
             if extra and _precondition_failed(e):
                 raise PreconditionFailedError(f"s3: put s3://{self.bucket}/{self._key(key)}: "
@@ -412,9 +421,10 @@ class S3BlobStore:
 
     def copy(self, key: str, *, ttl_seconds: int | None, source: Any = None, size: int | None = None) -> str:
         """CopyObject from ``source``'s bucket and prefix (default: this store's) to a new key here, with the
-        TTL tags replaced by this copy's; above ``copy_threshold`` a multipart upload whose parts are
-        UploadPartCopy requests of ``copy_part_size`` bytes, ``copy_parallelism`` at a time (a failed one is
-        aborted: nothing shows under the new key). Without ``size``: one CopyObject (S3 takes up to 5 GiB)."""
+        TTL tags replaced by this copy's and this store's encryption (not the source's); above
+        ``copy_threshold`` a multipart upload whose parts are UploadPartCopy requests of ``copy_part_size``
+        bytes, ``copy_parallelism`` at a time (a failed one is aborted: nothing shows under the new key).
+        Without ``size``: one CopyObject (S3 takes up to 5 GiB)."""
         origin = innermost(source) if source is not None else self
         if not isinstance(origin, S3BlobStore) or origin.copy_domain != self.copy_domain:
             raise UsageError(f"s3: copy {key}: {getattr(source, 'url', source)} is not on this store's endpoint; "
@@ -426,9 +436,9 @@ class S3BlobStore:
             if size is None or size <= self.copy_threshold:
                 with self._deadline("copy", key):
                     self._client.copy_object(Bucket=self.bucket, Key=self._key(new_key), CopySource=src,
-                                             TaggingDirective="REPLACE", Tagging=tagging or "")
+                                             TaggingDirective="REPLACE", Tagging=tagging or "", **self._sse)
             else:
-                self._multipart_copy(new_key, src, size, {"Tagging": tagging} if tagging else {})
+                self._multipart_copy(new_key, src, size, {**self._sse, **({"Tagging": tagging} if tagging else {})})
         except Exception as e:
             raise self._error("copy", key, e) from e
         return new_key

@@ -13,7 +13,13 @@ from statectl.catalog.index import write_index
 from statectl.catalog.lease import Lease
 from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord
 from statectl.catalog.refs import StoreRef
-from statectl.catalog.retention import CleanupStats, finish_interrupted_cleanup, post_commit_cleanup
+from statectl.catalog.retention import (
+    CleanupStats,
+    RetentionPlan,
+    finish_interrupted_cleanup,
+    plan_retention,
+    post_commit_cleanup,
+)
 from statectl.errors import CorruptSnapshotError, SnapshotNotFoundError
 from statectl.progress import ProgressReporter
 from statectl.snapshot.model import SnapshotIndex
@@ -62,6 +68,23 @@ def commit_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, leas
     return index_id, record
 
 
+# The index blob id a planned snapshot stands under: it has none before its commit, and retention only
+# reads the id of the snapshot it plans for to keep it (never a data blob key: nothing can delete it).
+PLANNED_INDEX = "(the new snapshot's index)"
+
+
+def plan_commit(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef, index: SnapshotIndex, *,
+                keep_last: int, grace_seconds: int) -> RetentionPlan:
+    """What the cleanup after committing ``index`` as the latest snapshot of ``ref`` would do (``finish_commit``
+    with these settings): which snapshots retention would expire and which blobs go, decided now, writing
+    nothing (a dry run's plan). ``index`` need not be uploaded: its files' blobs count as new, its
+    removed files and previous index as what it leaves behind. Raises as catalog.retention.plan_retention."""
+    record = CheckpointRecord(index.snapshot_metadata.checkpoint_id, PLANNED_INDEX, index.creation_time_millis,
+                              keep_last=keep_last)
+    return plan_retention(blobstore, checkpoints, ref, record, index, keep_last=keep_last, new_blob_ids=[],
+                          grace_seconds=grace_seconds)
+
+
 def finish_commit(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: StoreRef, record: CheckpointRecord,
                   index: SnapshotIndex, *, new_blob_ids: list[str], grace_seconds: int, progress: ProgressReporter,
                   what: str = "backup") -> CleanupStats:
@@ -78,8 +101,8 @@ def finish_commit(blobstore: BlobStore, checkpoints: BlobCheckpointStore, ref: S
         raise CorruptSnapshotError(
             f"snapshot {record.index_blob_id} of {ref} was committed, but {len(cleanup.missing)} of its blobs are "
             f"gone (e.g. {cleanup.missing[0]}): something deleted them while the {what} ran",
-            hint="the next backup starts a new full chain; older snapshots are untouched "
-                 "('statectl snapshots verify' checks them)")
+            hint=("the next backup starts a new full chain; older snapshots are untouched (",
+                  ref.command("snapshots verify"), " checks one)"))
     return cleanup
 
 

@@ -37,7 +37,7 @@ def read_index(blobstore: BlobStore, blob_id: str, *, what: str = "snapshot") ->
         check_blob_ids(index)
         return index
     except CorruptSnapshotError as e:
-        raise type(e)(f"index blob {blob_id}: {e}", hint=e.hint) from None
+        raise type(e)(f"index blob {blob_id}: {e}", hint=e.hint_parts) from None
 
 
 def is_data_blob_id(blob_id: str) -> bool:

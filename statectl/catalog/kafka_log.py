@@ -29,6 +29,7 @@ from statectl.errors import (
     SnapshotNotFoundError,
     StatectlError,
     UsageError,
+    command,
 )
 from statectl.formats.checkpoint import (
     BLOB_STORE_FACTORY,
@@ -489,7 +490,8 @@ class KafkaCheckpointLog:
                 "no v2 checkpoint", hint=V2_HINT)
         where = f" (tasks with v2 checkpoints: {_names(v2_tasks)})" if v2_tasks else ""
         return SnapshotNotFoundError(f"no v2 checkpoint for task {task!r} in {self.topic}{where}",
-                                     hint="check --task, or run 'statectl backup' with --kafka first")
+                                     hint=("check --task, or run ", command("backup"),
+                                           " first (with --kafka: it writes a v2 checkpoint)"))
 
     def _producer_client(self) -> Any:
         if self._producer is None:

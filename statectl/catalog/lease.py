@@ -49,6 +49,7 @@ from statectl.errors import (
     NotFoundError,
     PreconditionFailedError,
     StatectlError,
+    command,
 )
 
 LEASE_PREFIX = "leases/"
@@ -198,8 +199,8 @@ class Lease:
             f"another {holder.get('operation', 'backup')} of {self.ref} is running "
             f"(host {holder.get('host')}, pid {holder.get('pid')}, "
             f"since {_iso(holder.get('started', holder.get('acquired'))) or '?'}){after}",
-            hint=f"wait for it to finish; a lease left by a crash on another host expires at "
-                 f"{_iso(holder.get('expires'))}, or break it with 'statectl lease break'")
+            hint=(f"wait for it to finish; a lease left by a crash on another host expires at "
+                  f"{_iso(holder.get('expires'))}, or break it with ", self.ref.command("lease break")))
 
     def renew(self) -> None:
         """Extend the lease; LeaseLostError if someone else holds it now."""
@@ -254,7 +255,9 @@ class Lease:
 @dataclass(frozen=True)
 class LeaseInfo:
     """What a lease object says of its holder. ``live``: it still binds (not released, not expired, not
-    left by a dead process on this host); ``local_alive``: its holder is a running process on this host."""
+    left by a dead process on this host); ``local_alive``: its holder is a running process on this host.
+    A released lease has no ``expires`` (''): it binds nobody; ``released_at`` says when it was released
+    (by its holder, or broken: ``broken_by`` names the host:pid that broke it)."""
 
     key: str
     store: str
@@ -268,6 +271,8 @@ class LeaseInfo:
     local_alive: bool
     started_s: float
     etag: str
+    released_at: str = ""
+    broken_by: str = ""
 
 def _inspect(key: str, data: bytes, etag: str, slack: float = 0.0) -> tuple[LeaseInfo, str]:
     """What a lease body says, and why it is malformed ('' when it is not). Never raises on its contents."""
@@ -275,12 +280,16 @@ def _inspect(key: str, data: bytes, etag: str, slack: float = 0.0) -> tuple[Leas
     holder = rec.fields
     pid = holder.get("pid")
     here = holder.get("host") == socket.gethostname()
+    released = bool(holder.get("released"))
+    # A holder's release rewrites the record (``acquired`` is then when); a break adds ``broken_at``.
+    released_at = _iso(holder.get("broken_at", holder.get("acquired"))) if released else ""
     info = LeaseInfo(key=key, store=holder.get("store", ""), operation=holder.get("operation", "backup"),
                      host=holder.get("host", ""), pid=pid, started=_iso(holder.get("started", holder.get("acquired"))),
-                     expires=_iso(holder.get("expires")), released=bool(holder.get("released")),
+                     expires="" if released else _iso(holder.get("expires")), released=released,
                      live=_live(rec, slack),
                      local_alive=not rec.problem and here and pid is not None and not _dead_here(holder),
-                     started_s=_started(holder), etag=etag)
+                     started_s=_started(holder), etag=etag, released_at=released_at,
+                     broken_by=holder.get("broken_by", "") if released else "")
     return info, rec.problem
 
 def check_can_write(blobstore: BlobStore, key: str, operation: str, doing: str) -> None:
@@ -360,7 +369,7 @@ def break_lease(blobstore: BlobStore, ref: StoreRef, *, expected: LeaseInfo, for
     current, problem = _inspect(key, data, etag)
     if current.etag != expected.etag:
         raise LockHeldError(f"the lease of {ref} changed since it was read (a new holder took it)",
-                            hint="run 'statectl lease break' again to see the new holder")
+                            hint=("run ", ref.command("lease break"), " again to see the new holder"))
     if current.released and not problem:
         return current
     if current.local_alive and not force:
@@ -379,7 +388,7 @@ def break_lease(blobstore: BlobStore, ref: StoreRef, *, expected: LeaseInfo, for
         etag = blobstore.put_at(key, body, if_match=current.etag)
     except PreconditionFailedError:
         raise LockHeldError(f"the lease of {ref} changed while it was being broken (a new holder took it)",
-                            hint="run 'statectl lease break' again to see the new holder") from None
+                            hint=("run ", ref.command("lease break"), " again to see the new holder")) from None
     return _info(key, body, etag)
 
 def _is_time(v: object) -> bool:
@@ -392,7 +401,8 @@ def _is_pid(v: object) -> bool:
 _FIELDS = {"expires": ("a time", _is_time), "started": ("a time", _is_time), "acquired": ("a time", _is_time),
            "pid": ("a process id", _is_pid), "released": ("true or false", lambda v: isinstance(v, bool)),
            "host": ("a string", lambda v: isinstance(v, str)), "operation": ("a string", lambda v: isinstance(v, str)),
-           "store": ("a string", lambda v: isinstance(v, str)), "owner": ("a string", lambda v: isinstance(v, str))}
+           "store": ("a string", lambda v: isinstance(v, str)), "owner": ("a string", lambda v: isinstance(v, str)),
+           "broken_at": ("a time", _is_time), "broken_by": ("a string", lambda v: isinstance(v, str))}
 
 @dataclass(frozen=True)
 class _Record:

@@ -5,13 +5,12 @@ nearest ones it does (a mistyped name must not read as "no snapshots")."""
 from __future__ import annotations
 
 import difflib
-import shlex
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, parse_checkpoint_id
-from statectl.errors import SnapshotNotFoundError
+from statectl.errors import Command, Hint, SnapshotNotFoundError, command
 
 
 @dataclass
@@ -58,7 +57,8 @@ class CatalogTree:
         names = sorted({j for j, _ in self.jobs()})
         if job not in names:
             return SnapshotNotFoundError(f"unknown job {job!r}: {where} holds no snapshot of it",
-                                         hint=_nearest("jobs", job, names, "statectl snapshots list"))
+                                         hint=_nearest("jobs", job, names,
+                                                       command("snapshots list", without=STORE_FLAGS)))
         ids = sorted({i for j, i in self.jobs() if j == job})
         if job_id not in ids:
             return SnapshotNotFoundError(f"job {job!r} has no snapshots with job id {job_id!r} in {where}",
@@ -71,13 +71,13 @@ class CatalogTree:
             return SnapshotNotFoundError(f"unknown task {task!r} of job {job!r} (id {job_id}): {where} holds no "
                                          "snapshot of it",
                                          hint=_nearest("tasks of the job", task, tasks,
-                                                       f"statectl snapshots list --job {shlex.quote(job)}"))
+                                                       _stores_of(job)))
         stores = sorted({r.store for r in refs})
         if store not in stores:
             return SnapshotNotFoundError(f"unknown store {store!r} of job {job!r} (id {job_id}): {where} holds "
                                          "no snapshot of it",
                                          hint=_nearest("stores of the job", store, stores,
-                                                       f"statectl snapshots list --job {shlex.quote(job)}"))
+                                                       _stores_of(job)))
         if task is None:
             return None
         tasks = [r.task for r in refs if r.store == store]
@@ -85,21 +85,29 @@ class CatalogTree:
             return SnapshotNotFoundError(f"unknown task {task!r} of store {store!r} of job {job!r} (id {job_id}): "
                                          f"{where} holds no snapshot of it",
                                          hint=_nearest("tasks of the store", task, tasks,
-                                                       f"statectl snapshots list --job {shlex.quote(job)}"))
+                                                       _stores_of(job)))
         return None
 
 
-def _nearest(what: str, name: str, names: list[str], command: str) -> str:
+# What a listing of the jobs, or of one job's stores and tasks, must not take from the command that failed.
+STORE_FLAGS = ("job", "job_id", "task", "store")
+
+
+def _stores_of(job: str) -> Command:
+    """The command that lists the stores and tasks of ``job`` (of the job id the invocation gave)."""
+    return command("snapshots list", "--job", job, without=("task", "store"))
+
+
+def _nearest(what: str, name: str, names: list[str], lister: Command) -> Hint:
     """The hint for an unknown ``name``: the nearest of ``names`` (difflib), else the first ten of them,
-    with the ``command`` that lists them all."""
-    quoted = f'"{command}"' if "'" in command else f"'{command}'"  # a name with spaces is quoted already
+    with the command (``lister``) that lists them all."""
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     if close:
-        return f"did you mean {' or '.join(repr(c) for c in close)}? ({quoted} lists the {what})"
+        return f"did you mean {' or '.join(repr(c) for c in close)}? (", lister, f" lists the {what})"
     if not names:
         return "the blob store holds no snapshots at all: check --blobstore"
     shown = ", ".join(repr(n) for n in names[:10]) + (", ..." if len(names) > 10 else "")
-    return f"the {what}: {shown} ({quoted} lists them)"
+    return f"the {what}: {shown} (", lister, " lists them)"
 
 
 def check_known(catalog: BlobCheckpointStore, job: str, job_id: str, store: str | None = None,

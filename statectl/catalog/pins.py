@@ -62,9 +62,9 @@ from urllib.parse import quote, unquote
 
 from statectl.blobstore.base import BlobStore
 from statectl.catalog import lease
-from statectl.catalog.records import COMMITTED, BlobCheckpointStore, iso_utc
+from statectl.catalog.records import COMMITTED, EXPIRED, BlobCheckpointStore, iso_utc
 from statectl.catalog.refs import StoreRef
-from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
+from statectl.catalog.resolve import ResolvedSnapshot, expired_error, resolve_snapshot
 from statectl.errors import (
     AuthError,
     BlobNotFoundError,
@@ -241,14 +241,21 @@ class ReaderPin:
             if self._still_retained(owner, snap, latest=snapshot is None) is not False:
                 return snap
             if snapshot is not None:
-                raise SnapshotNotFoundError(
-                    f"snapshot {snapshot!r} of {self.ref} was expired by retention just as this "
-                    f"{self.operation} started",
-                    hint="'statectl snapshots list' shows the snapshots there are")
+                raise self._expired(owner, snap, snapshot)
         raise StatectlError(f"the latest snapshot of {self.ref} was replaced and expired {RESOLVE_ATTEMPTS} times "
                             f"while this {self.operation} tried to pin it",
                             hint="backups with --keep-last 1 are committing faster than it can start; run it "
                                  "again, or name a snapshot with --snapshot")
+
+    def _expired(self, owner: StoreRef, snap: ResolvedSnapshot, snapshot: str) -> SnapshotNotFoundError:
+        """The error for ``snap`` (named ``snapshot``) that retention no longer keeps: expired_error's when
+        it was expired before this reader started, else that it was expired just as it started."""
+        for r in self.checkpoints.records(owner):
+            if r.index_blob_id == snap.index_blob_id and r.state == EXPIRED and r.expired_ms < self.started * 1000:
+                return expired_error(self.blobstore.url, owner, r)
+        return SnapshotNotFoundError(
+            f"snapshot {snapshot!r} of {self.ref} was expired by retention just as this {self.operation} started",
+            hint=(owner.command("snapshots list"), " shows the snapshots there are"))
 
     def _still_retained(self, owner: StoreRef, snap: ResolvedSnapshot, *, latest: bool) -> bool | None:
         """Whether retention still keeps the snapshot now that it is pinned: True; False (expired or

@@ -8,10 +8,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from statectl.errors import UsageError
+from statectl import defaults
+from statectl.errors import Command, UsageError, command
 from statectl.local.layout import check_name
-from statectl.formats.checkpoint import CheckpointFormatError
-from statectl.formats.checkpoint import parse_checkpoint_id as _parse_checkpoint_id
+from statectl.formats.checkpoint_id import CheckpointFormatError
+from statectl.formats.checkpoint_id import parse_checkpoint_id as _parse_checkpoint_id
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,15 @@ class StoreRef:
 
     def __str__(self) -> str:
         return f"{self.job}-{self.job_id}/{self.task}/{self.store}"
+
+    def args(self) -> tuple[str, ...]:
+        """The flags that name this store on statectl's command line (--job-id only when not the default)."""
+        job_id = () if self.job_id == defaults.JOB_ID else ("--job-id", self.job_id)
+        return ("--job", self.job, *job_id, "--task", self.task, "--store", self.store)
+
+    def command(self, words: str, *args: str) -> Command:
+        """The statectl command ``words`` on this store (``ref.command("snapshots list")``), for a hint."""
+        return command(words, *self.args(), *args, without=("job_id",))
 
 
 def new_checkpoint_id() -> str:

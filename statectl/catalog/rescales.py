@@ -1,6 +1,6 @@
 """The record of a rescale: what it read and what it made, written before its first commit, so that running
 the same rescale again finishes one whose commit was cut and recognises one that is done
-(statectl.engine.rescale_rerun).
+(statectl.engine.rescale.rerun).
 
 One small JSON object per target store, ``rescales/<to-job>/<job-id>/<store>.json`` (components URL-quoted, as
 the catalog's records are): the latest rescale into that store. It names what identifies the rescale (the
@@ -43,7 +43,7 @@ class RecordedSnapshot:
 
 @dataclass(frozen=True)
 class RescaleRecord:
-    """``rescale``: what identifies the rescale (engine.rescale_rerun.identity); ``keys`` and
+    """``rescale``: what identifies the rescale (engine.rescale.rerun.identity); ``keys`` and
     ``content_hash``: what its verification found; ``created_ms``: when it was recorded."""
 
     rescale: dict[str, Any]

@@ -14,23 +14,25 @@ import threading
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional, TypeVar
 
 import typer
 
 from statectl import config
-from statectl.errors import describe_exit_codes
+from statectl.cli.base import GlobalOptions, exit_codes_epilog, global_options
+from statectl.errors import UsageError
 
 if TYPE_CHECKING:
+    from statectl.cli.hints import Invocation
     from statectl.progress import ProgressReporter
     from statectl.session import Session
 
 
-def _flag(*decls: str, help: str) -> Any:
-    """A settings flag: its option names and help. The help of a flag named like a setting gets the
-    setting's default for ``{default}`` (from config.KEYS, the one table of defaults) and its
-    environment variable."""
-    return field(default=None, metadata={"decls": decls, "help": help})
+def _flag(*decls: str, help: str, metavar: str | None = None) -> Any:
+    """A settings flag: its option names, help and (optionally) the name of its value. The help of a flag
+    named like a setting gets the setting's default for ``{default}`` (from config.KEYS, the one table of
+    defaults) and its environment variable."""
+    return field(default=None, metadata={"decls": decls, "help": help, "metavar": metavar})
 
 
 @dataclass(frozen=True)
@@ -40,33 +42,29 @@ class Flags:
 
     blobstore: Optional[str] = _flag("--blobstore", help="Blob store URL: file:///path or s3://bucket/prefix.")
     s3_endpoint: Optional[str] = _flag("--s3-endpoint", help="Endpoint URL of an S3-compatible store.")
-    kafka: Optional[str] = _flag("--kafka", help="Kafka bootstrap servers (host:port[,host:port]) of the job: its "
-                                                 "checkpoint and coordinator topics, changelogs and inputs.")
-    zookeeper: Optional[str] = _flag("--zookeeper", help="ZooKeeper of a standalone job (host:port[,host:port]"
-                                                         "[/chroot], its zk.connect): its job model (tasks, "
-                                                         "containers, changelog partitions) is read there.")
+    sse: Optional[Literal["AES256", "aws:kms"]] = _flag("--sse", help="S3 server-side encryption.")
+    sse_kms_key_id: Optional[str] = _flag("--sse-kms-key-id", help="The KMS key of --sse aws:kms.")
+    kafka: Optional[str] = _flag("--kafka", help="The job's Kafka bootstrap servers.")
+    zookeeper: Optional[str] = _flag("--zookeeper", help="A standalone job's zk.connect, where its job model "
+                                                         "is.")
     job: Optional[str] = _flag("--job", help="Job name.")
     job_id: Optional[str] = _flag("--job-id", help="Job id (default {default}).")
     task: Optional[str] = _flag("--task", help="Task name (default '{default}').")
     store: Optional[str] = _flag("--store", help="Store name.")
-    state_dir: Optional[Path] = _flag("--state-dir", help="The job's state base dir; the store dir is "
-                                                          "DIR/<store>/<task, spaces->_>.")
+    state_dir: Optional[Path] = _flag("--state-dir", help="The job's state dir (DIR/<store>/<task dir>).")
     standby_root: Optional[Path] = _flag("--standby-root", help="statectl's dir for standby replicas (default: "
                                                                 "<state-dir>.statectl-standby; never in the state "
                                                                 "dir, on its filesystem).")
     store_dir: Optional[Path] = _flag("--store-dir", help="The store dir itself (instead of --state-dir).")
-    keep_last: Optional[int] = _flag("--keep-last", help="Keep the last N snapshots of each task/store restorable "
-                                                         "(default {default}).")
+    keep_last: Optional[int] = _flag("--keep-last", help="Snapshots kept per task and store (default {default}).")
     parallelism: Optional[int] = _flag("--parallelism", "-j", help="Transfers in flight (default {default}).")
-    chunk_size: Optional[str] = _flag("--chunk-size", help="Upload files in blobs of at most this size "
-                                                           "(default {default}).")
+    limit_rate: Optional[str] = _flag("--limit-rate", metavar="RATE",
+                                      help="Bandwidth cap, e.g. 50MiB/s (default {default}).")
+    chunk_size: Optional[str] = _flag("--chunk-size", help="Largest blob uploaded (default {default}).")
     ttl: Optional[str] = _flag("--ttl", help="Expiry of uncommitted blobs (default {default}).")
-    grace: Optional[str] = _flag("--grace", help="Leave unreferenced blobs younger than this, and the blobs of "
-                                                 "a snapshot retention dropped this long after (default {default}; "
-                                                 "gc: at least 1m).")
-    create: Optional[bool] = _flag("--create", help="Start a new file:// blob store (snapshots copy: the "
-                                                    "--to-blobstore one) if its dir does not exist, rather than exit "
-                                                    "10.")
+    grace: Optional[str] = _flag("--grace", help="Age before a blob no snapshot needs is deleted (default "
+                                                 "{default}).")
+    create: Optional[bool] = _flag("--create", help="Create a missing file:// blob store dir (else exit 10).")
 
     def settings(self) -> dict[str, Any]:
         """The flags that are settings (all but --store-dir), paths as strings, for config.resolve."""
@@ -97,7 +95,8 @@ def flag_help(name: str) -> str:
 def flag_option(name: str) -> Any:
     """The annotated type typer reads a settings flag's option from."""
     f = _FIELDS[name]
-    return Annotated[_TYPES[name], typer.Option(*f.metadata["decls"], help=flag_help(name), show_default=False)]
+    return Annotated[_TYPES[name], typer.Option(*f.metadata["decls"], help=flag_help(name), show_default=False,
+                                                metavar=f.metadata["metavar"])]
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Flags)}
@@ -130,6 +129,10 @@ def state_command(*names: str) -> Callable[[F], F]:
 
         @functools.wraps(func)
         def command(ctx: typer.Context, **kwargs: Any) -> Any:
+            from statectl.cli.hints import invocation
+
+            g = global_options(ctx)
+            g.invocation = invocation(ctx, config=g.config, profile=g.profile)  # for the hints of its errors
             flags = Flags(**{n: kwargs.pop(n) for n in names})
             with Env(ctx, flags) as env:
                 return func(env=env, **kwargs)
@@ -154,6 +157,24 @@ def stop_on_signals() -> tuple[threading.Event, list[int]]:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return stop, received
+
+
+# The Spark options of the commands that run a Spark job (adstore load --spark, rescale).
+SPARK_MASTER = Annotated[str, typer.Option("--master", help="Spark master: local[*] (default), yarn, k8s://...",
+                                           show_default=False)]
+SPARK_CONF = Annotated[Optional[list[str]], typer.Option("--spark-conf", help="KEY=VALUE for spark-submit "
+                                                                              "(repeatable).", show_default=False)]
+
+
+def parse_spark_conf(values: list[str] | None) -> dict[str, str]:
+    """--spark-conf KEY=VALUE... as a dict; UsageError for a value without ``=`` or a key."""
+    out = {}
+    for v in values or []:
+        k, sep, val = v.partition("=")
+        if not sep or not k:
+            raise UsageError(f"--spark-conf {v!r}: expected KEY=VALUE")
+        out[k] = val
+    return out
 
 
 EXAMPLE_WIDTH = 78  # an example line fits an 80-column terminal with its indent
@@ -217,31 +238,6 @@ def shell_lines(command: str, *, indent: str = "  ", width: int = EXAMPLE_WIDTH)
     return "\n".join(lines)
 
 
-def exit_codes_epilog(*codes: int | tuple[int, str]) -> str:
-    """A command's "Exit codes: ..." paragraph: each code with its name in statectl.errors.EXIT_CODES, or
-    with what it means for this command (a ``(code, meaning)`` pair)."""
-    return f"Exit codes: {describe_exit_codes(codes)}."
-
-
-@dataclass
-class GlobalOptions:
-    config: Optional[str] = None
-    profile: Optional[str] = None
-    output: Optional[str] = None
-    resolved_output: Optional[str] = None  # what the command's settings resolved it to (flag, env, profile)
-    result_written: bool = False  # the command printed its result (an error after it adds no JSON document)
-    verbose: bool = False
-    quiet: bool = False
-    debug: bool = False
-
-
-def global_options(ctx: typer.Context) -> GlobalOptions:
-    root = ctx.find_root()
-    if not isinstance(root.obj, GlobalOptions):
-        root.obj = GlobalOptions()
-    return root.obj
-
-
 class Env:
     """One command run: the Session its flags resolve to (settings and adapters), plus what only the CLI
     has: the flags as given, output rendering and progress bars. Closes the Session on exit."""
@@ -254,6 +250,11 @@ class Env:
                          debug=g.debug or None)
         self.flags = flags
         self.settings = resolve_settings(overrides, config_file=g.config, profile=g.profile)
+        if not self.settings.quiet:
+            from statectl.redact import redact
+
+            for warning in self.settings.warnings:  # a typo in a profile not in use
+                sys.stderr.write(redact(f"warning: {warning}") + "\n")
         self.session: Session = Session(self.settings, create_blobstore=bool(flags.create))
         self.json = self.settings.output == "json"
         g.resolved_output = self.settings.output
@@ -321,6 +322,18 @@ def print_json(obj: Any) -> None:
 
     sys.stdout.write(redact(json_text(obj)) + "\n")
     sys.stdout.flush()
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """``header`` and ``rows`` as lines of columns two spaces apart, each as wide as its widest cell (the last
+    column not padded)."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in [header, *rows]]
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``1 store``, ``2 stores``: ``n`` and the noun, in the plural (``nouns``, default noun + s) unless one."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
 
 
 def human_bytes(n: int | None) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from statectl.cli.common import STORE_REF, Env, exit_codes_epilog, print_json, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import STORE_REF, Env, print_json, state_command
 
 app = typer.Typer(help="Inspect statectl's settings.", no_args_is_help=True, rich_markup_mode=None)
 

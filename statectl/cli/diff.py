@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import STORE, Env, exit_codes_epilog, human_bytes, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import STORE, Env, human_bytes, state_command
 
 EPILOG = (
     "Examples:\n\n"
@@ -34,10 +35,15 @@ def diff(
     session, store_dir = env.session, env.flags.store_dir
     sdir = session.store_dir(store_dir) if against is None else (store_dir or Path("."))
     r = run_diff(DiffOptions(session.ref(), sdir, snapshot, against), session.blobstore, session.catalog)
-    lines = [f"+ {e.path} ({human_bytes(e.size)})" for e in r.added]
-    lines += [f"- {e.path} ({human_bytes(e.size)})" for e in r.removed]
-    lines.append(f"{len(r.added)} added ({human_bytes(r.bytes_added)}), {len(r.retained)} unchanged, "
-                 f"{len(r.removed)} removed ({human_bytes(r.bytes_removed)}): {r.new} vs {r.old} (in {r.blobstore})")
+    changed = {c.path: c for c in r.changed}  # a rewritten file: one "~" line, not "+" and "-"
+    added = [e for e in r.added if e.path not in changed]
+    removed = [e for e in r.removed if e.path not in changed]
+    lines = [f"+ {e.path} ({human_bytes(e.size)})" for e in added]
+    lines += [f"~ {c.path} ({human_bytes(c.size)}, was {human_bytes(c.old_size)})" for c in r.changed]
+    lines += [f"- {e.path} ({human_bytes(e.size)})" for e in removed]
+    lines.append(f"{len(added)} added ({human_bytes(sum(e.size for e in added))}), {len(r.changed)} changed "
+                 f"({human_bytes(sum(c.size for c in r.changed))}), {len(r.retained)} unchanged, {len(removed)} "
+                 f"removed ({human_bytes(sum(e.size for e in removed))}): {r.new} vs {r.old} (in {r.blobstore})")
     env.emit(r, "\n".join(lines))
     if not r.same:
         raise typer.Exit(1)

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from statectl.cli.common import BLOBSTORE, Env, exit_codes_epilog, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import BLOBSTORE, Env, state_command
 from statectl.errors import StatectlError
 
 EPILOG = (

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from statectl.cli.common import Env, exit_codes_epilog, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import Env, state_command
 from statectl.errors import UsageError
 
 if TYPE_CHECKING:

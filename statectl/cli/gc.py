@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli.common import BLOBSTORE, Env, exit_codes_epilog, human_bytes, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import BLOBSTORE, Env, human_bytes, plural, state_command
 
 EPILOG = (
     "Examples:\n\n"
@@ -48,10 +49,11 @@ def gc(
         lines += [f"{'would delete' if dry_run else 'deleted'} {a.key} ({human_bytes(a.size)}): {a.reason}"
                   for a in r.deleted + r.debris]
     verb = "would delete" if dry_run else "deleted"
-    debris = f", {r.debris_deleted} leftovers of unfinished writes" if r.debris_deleted else ""
-    lines.append(f"{verb} {r.blobs_deleted} blobs{debris} ({human_bytes(r.bytes_reclaimed)}), kept {r.blobs_kept}; "
-                 f"{r.snapshots_expired} snapshots expired, {r.cleanups_finished} interrupted cleanups finished, "
-                 f"{r.stores} stores in {r.blobstore}, {r.duration_s:.1f}s")
+    debris = f", {plural(r.debris_deleted, 'leftover')} of unfinished writes" if r.debris_deleted else ""
+    lines.append(f"{verb} {plural(r.blobs_deleted, 'blob')}{debris} ({human_bytes(r.bytes_reclaimed)}), kept "
+                 f"{r.blobs_kept}; {plural(r.snapshots_expired, 'snapshot')} expired, "
+                 f"{plural(r.cleanups_finished, 'interrupted cleanup')} finished, {plural(r.stores, 'store')} in "
+                 f"{r.blobstore}, {r.duration_s:.1f}s")
     if not (dry_run or s.verbose):
         r.deleted = []  # a gc of 100 000 blobs would print them all: only when asked for
         r.debris = []

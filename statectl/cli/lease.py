@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli.common import BLOBSTORE, STORE_REF, Env, exit_codes_epilog, state_command
-from statectl.errors import NotFoundError, UsageError
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import BLOBSTORE, STORE_REF, Env, state_command
+from statectl.errors import NotFoundError, UsageError, command
 
 app = typer.Typer(help="Inspect or break the lease that keeps two backups of a store from running at once.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -27,12 +28,15 @@ BREAK_EPILOG = (
 
 
 def _describe(h, problem: str = "") -> str:
+    holder = f"{h.operation} on host {h.host or '?'}, pid {h.pid}, since {h.started or '?'}"
+    if h.released and not problem:  # it binds nobody: no expiry to show
+        by = f" (broken by {h.broken_by})" if h.broken_by else ""
+        return f"lease of {h.store or h.key}: released at {h.released_at or '?'}{by}; last held by {holder}"
     if problem:
         state = f"malformed ({problem}); it binds nobody: a backup takes it over, 'lease break' replaces it"
     else:
-        state = "released" if h.released else ("held" if h.live else "stale (expired or left by a dead process)")
-    return (f"lease of {h.store or h.key}: {state}; {h.operation} on host {h.host or '?'}, pid {h.pid}, "
-            f"since {h.started or '?'}, expires {h.expires or '?'}")
+        state = "held" if h.live else "stale (expired or left by a dead process)"
+    return f"lease of {h.store or h.key}: {state}; {holder}, expires {h.expires or '?'}"
 
 
 @app.command("show", epilog="Example:\n\n  statectl lease show --job page-views --store counts\n\n"
@@ -65,7 +69,7 @@ def break_(
     ref = env.session.ref()
     if not yes and not sys.stdin.isatty():
         raise UsageError("lease break needs confirmation and there is no terminal to ask on",
-                         hint="pass --yes (after 'statectl lease show' to see the holder)")
+                         hint=("pass --yes (after ", command("lease show"), " to see the holder)"))
     blobstore = env.session.blobstore
     found = inspect_lease(blobstore, ref)
     if found is None:

@@ -5,15 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import traceback
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
-from statectl.cli.common import GlobalOptions, global_options
+from statectl.cli.base import GlobalOptions, global_options
+from statectl.cli.registry import COMMANDS, LazyCommands
 from statectl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, StatectlError, describe_exit_codes
-from statectl.redact import add_from_env, redact
 
 EXIT_CODES_HELP = "Exit codes: " + describe_exit_codes(meanings={EXIT_FAILURE: "failure (diff: different)"}) + "."
 
@@ -30,6 +29,8 @@ def _shows_help(e: BaseException) -> bool:
 
 
 def _stderr(message: str) -> None:
+    from statectl.redact import redact
+
     sys.stderr.write(redact(message) + "\n")
     sys.stderr.flush()
 
@@ -81,12 +82,15 @@ class StatectlGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except StatectlError as e:
+            from statectl.cli.hints import hint_text
+
+            hint = hint_text(e, ctx.find_root().command, getattr(ctx.find_root().obj, "invocation", None))
             _stderr(f"Error: {e}")
-            if e.hint:
-                _stderr(f"Hint: {e.hint}")
+            if hint:
+                _stderr(f"Hint: {hint}")
             if _debug(ctx):
-                _stderr(traceback.format_exc().rstrip())
-            _json_error(ctx, str(e), e.hint, e.exit_code)
+                _stderr(_traceback())
+            _json_error(ctx, str(e), hint, e.exit_code)
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt as e:
             message = f"Interrupted by {e.args[0]}." if isinstance(e, Terminated) else "Interrupted."
@@ -101,12 +105,49 @@ class StatectlGroup(TyperGroup):
             raise
         except Exception as e:
             if _debug(ctx):
-                _stderr(traceback.format_exc().rstrip())
+                _stderr(_traceback())
             _stderr(f"Error: unexpected {type(e).__name__}: {e}")
             _stderr("Hint: run again with --debug for a traceback, and report it")
             _json_error(ctx, f"unexpected {type(e).__name__}: {e}", "run again with --debug for a traceback, and "
                         "report it", EXIT_FAILURE)
             raise typer.Exit(EXIT_FAILURE) from None
+
+
+class RootGroup(StatectlGroup):
+    """The statectl group: its commands are the registry's, each built when first used (cli.registry), and
+    its help lists them by their summaries without loading them."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        lazy = LazyCommands(COMMANDS)
+        lazy.update(self.commands)
+        self.commands = lazy
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return list(self.commands)  # the names, in the registry's order, without building a command
+
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+        commands = self.commands
+        if not isinstance(commands, LazyCommands):
+            return super().format_commands(ctx, formatter)
+        names = self.list_commands(ctx)
+        if not names:
+            return None
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            summary = commands.summary(name)
+            if summary is None:
+                cmd = self.get_command(ctx, name)
+                if cmd is None or cmd.hidden:
+                    continue
+                rows.append((name, cmd.get_short_help_str(limit)))
+            else:
+                # The summary shortened as the command's own help would be (click's first-sentence rule).
+                rows.append((name, TyperCommand(name=name, help=summary).get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+        return None
 
 
 def _json_error(ctx: typer.Context, message: str, hint: str | None, code: int, args: list[str] | None = None) -> None:
@@ -125,6 +166,8 @@ def _json_error(ctx: typer.Context, message: str, hint: str | None, code: int, a
     if output != "json":
         return
     import json
+
+    from statectl.redact import redact
 
     sys.stdout.write(redact(json.dumps({"error": message, "hint": hint, "exit_code": code}, ensure_ascii=False))
                      + "\n")
@@ -159,13 +202,19 @@ def _output_flag(args: list[str]) -> str | None:
     return found
 
 
+def _traceback() -> str:
+    import traceback
+
+    return traceback.format_exc().rstrip()
+
+
 def _debug(ctx: typer.Context) -> bool:
     obj = ctx.find_root().obj
     return bool(getattr(obj, "debug", False))
 
 
 app = typer.Typer(
-    cls=StatectlGroup,
+    cls=RootGroup,
     name="statectl",
     help="Operations tool for the local RocksDB state of stream-processing jobs (Apache Samza formats): "
          "incremental snapshots to S3 or a local dir, fast restores.\n\n" + EXIT_CODES_HELP,
@@ -182,10 +231,10 @@ def _version(value: bool) -> None:
     """--version: statectl's version on the first line, then what `statectl version` reads from the installed
     packages alone (no RocksDB, no java -version: scripts call --version on their hot start path)."""
     if value:
-        from statectl.cli.version import render
+        from statectl.cli.base import render_versions
         from statectl.engine.version import installed_versions
 
-        print(render(installed_versions(), full=False))
+        print(render_versions(installed_versions(), full=False))
         raise typer.Exit(0)
 
 
@@ -200,6 +249,8 @@ def main(
     debug: Annotated[bool, typer.Option("--debug", help="Tracebacks for errors.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version (and rocksdict's and pyspark's).")] = False,
 ) -> None:
+    from statectl.redact import add_from_env
+
     add_from_env()
     g = global_options(ctx)
     g.config, g.profile, g.output, g.verbose, g.quiet, g.debug = config, profile, output, verbose, quiet, debug
@@ -214,40 +265,6 @@ def main(
             handler.addFilter(RedactingFilter())
 
 
-def _register() -> None:
-    from statectl.cli import (adstore, backup, config, diff, doctor, drain, gc, lease, rescale, restore, snapshots,
-                              standby, version)
-
-    app.command("backup", help=backup.backup.__doc__, epilog=backup.EPILOG)(backup.backup)
-    app.command("restore", help=restore.restore.__doc__, epilog=restore.EPILOG)(restore.restore)
-    app.command("diff", help=diff.diff.__doc__, epilog=diff.EPILOG)(diff.diff)
-    app.command("gc", help=gc.gc.__doc__, epilog=gc.EPILOG)(gc.gc)
-    app.command("doctor", help=doctor.doctor.__doc__, epilog=doctor.EPILOG)(doctor.doctor)
-    app.add_typer(snapshots.app, name="snapshots")
-    app.add_typer(config.app, name="config")
-    app.add_typer(lease.app, name="lease")
-    app.add_typer(drain.app, name="drain")
-    app.add_typer(standby.app, name="standby")
-    app.add_typer(adstore.app, name="adstore")
-    app.command("rescale", help=rescale.rescale.__doc__, epilog=rescale.EPILOG)(rescale.rescale)
-    app.command("version", help=version.version.__doc__, epilog=version.EPILOG)(version.version)
-    _literal_examples(app)
-
-
-def _literal_examples(typer_app: typer.Typer) -> None:
-    """Every command's example commands kept as written in --help (literal_examples), not re-wrapped."""
-    from statectl.cli.common import literal_examples
-
-    for info in typer_app.registered_commands:
-        info.epilog = literal_examples(info.epilog)
-    for group in typer_app.registered_groups:
-        if group.typer_instance is not None:
-            _literal_examples(group.typer_instance)
-
-
-_register()
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised in the main thread so that it unwinds like Ctrl-C: temp dirs removed,
     leases released, exit 130."""
@@ -258,7 +275,7 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def run() -> None:
-    """Console-script entry point."""
+    """Run the statectl command line (cli.entry, the console script, calls it for all but a lone --version)."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
     # A path that is not valid UTF-8 (a surrogate-escaped file name) must not crash the output of a result.

@@ -38,8 +38,7 @@ class RichProgress(ProgressReporter):
                 TransferSpeedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[files]}"),
                 console=self._console, transient=True,
             )
-            self._task = self._progress.add_task(description, total=total_bytes or None,
-                                                 files=f"0/{total_files} files")
+            self._task = self._progress.add_task(description, total=total_bytes or None, files=self._files())
             self._progress.start()
 
     def advance(self, nbytes: int) -> None:
@@ -50,7 +49,11 @@ class RichProgress(ProgressReporter):
         with self._lock:
             self._files_done += 1
             if self._progress is not None:
-                self._progress.update(self._task, files=f"{self._files_done}/{self._files_total} files")
+                self._progress.update(self._task, files=self._files())
+
+    def _files(self) -> str:
+        """The files column: done of total; nothing for a phase that counts no files (total 0)."""
+        return f"{self._files_done}/{self._files_total} files" if self._files_total else ""
 
     def stop(self) -> None:
         with self._lock:

@@ -2,8 +2,9 @@
 
 checkpoint -> diff against the previous snapshot (the BackupPlan) -> upload what changed (TTL'd) ->
 upload the index (TTL'd, with its prev pointer) -> record the checkpoint (the commit) -> post-commit
-cleanup -> delete stale local checkpoint dirs. ``backup_all`` backs up every task dir of a state dir,
-each under the task a TaskNamer names.
+cleanup -> delete stale local checkpoint dirs. ``plan_backup`` decides the same with nothing written
+(backup --dry-run): the files uploaded or kept, and what retention would then expire and delete.
+``backup_all`` backs up (or plans) every task dir of a state dir, each under the task a TaskNamer names.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import read_index
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
-from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, now_ms
+from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, iso_utc, now_ms
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id
-from statectl.catalog.commit import commit_snapshot, finish_commit, prepare_commit
+from statectl.catalog.retention import RetentionPlan
+from statectl.catalog.commit import commit_snapshot, finish_commit, plan_commit, prepare_commit
 from statectl.errors import (
     CorruptSnapshotError,
     NotAStoreError,
@@ -31,6 +33,7 @@ from statectl.errors import (
     SnapshotNotFoundError,
     StatectlError,
     UsageError,
+    one_cause,
 )
 from statectl.fsutil import chown_tree, owner_of
 from statectl.local.layout import (
@@ -39,12 +42,14 @@ from statectl.local.layout import (
     TaskDir,
     checkpoint_dir,
     local_checkpoint_dirs,
+    not_in_checkpoint,
     task_dirs,
     task_named_by_dir,
     tasks_of_dir,
 )
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
+from statectl.ratelimit import RateLimit
 from statectl.rocks.store import (
     create_checkpoint,
     lock_holder,
@@ -79,6 +84,9 @@ class BackupOptions:
     # The job's state base dir, when the store dir was found in it: a note then names the store's other
     # task dirs there, which this backup leaves out (backup --all-tasks takes them all).
     state_dir: Path | None = None
+    # The bucket every byte uploaded is taken from (Session.rate_limit: one for the whole command, which
+    # backup_all's stores share); None: no limit.
+    rate_limit: RateLimit | None = None
 
     def validate(self) -> None:
         if self.keep_last < 1:
@@ -113,12 +121,14 @@ class BackupPlan:
     """What one backup uploads, decided against the latest snapshot before anything goes up: the
     checkpoint it reads (``source``, named ``checkpoint_id``), the snapshot it builds on (``prev_record``;
     None: a full backup, also when the latest one is unusable or damaged) and the diff of the checkpoint's
-    files against that snapshot's: the ``added`` files go up, the retained ones keep their blobs."""
+    files against that snapshot's: the ``added`` files go up, the retained ones keep their blobs.
+    ``previous_files``: how many files that snapshot has (the diff leaves out names it ignores)."""
 
     checkpoint_id: str
     source: Path
     prev_record: CheckpointRecord | None
     diff: DirDiff
+    previous_files: int = 0
 
     @property
     def added(self) -> list[LocalFile]:
@@ -192,6 +202,133 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     )
 
 
+@dataclass(frozen=True)
+class PlannedUpload:
+    """A file of the snapshot a backup would make: uploaded (``upload``) or kept from the previous one (``keep``)."""
+
+    path: str
+    size: int
+    action: str
+
+
+@dataclass(frozen=True)
+class PlannedExpiry:
+    """A snapshot the backup's retention would expire: its blobs go at that cleanup, or (``until``, UTC) once
+    the grace period after it has passed."""
+
+    checkpoint_id: str
+    snapshot_id: str
+    reason: str
+    until: str | None
+
+
+@dataclass(frozen=True)
+class PlannedDeletion:
+    blob_id: str
+    reason: str
+
+
+@dataclass
+class BackupDryRun:
+    """What ``backup`` would do, decided with nothing written (``backup --dry-run``): the dir it would read
+    (``source``), the snapshot it would build on, each file uploaded or kept (counts named as
+    BackupResult's), and what its cleanup would then expire and delete. Planned from a live store dir (no
+    --checkpoint-dir), the files are the store's now: the backup's own checkpoint also flushes what the
+    write-ahead log holds into a new SST file, which is not counted."""
+
+    store: str
+    task: str
+    source: str
+    previous_snapshot_id: str | None
+    files_total: int
+    files_uploaded: int
+    bytes_total: int
+    bytes_uploaded: int
+    files_removed: int
+    files: list[PlannedUpload]
+    expired: list[PlannedExpiry]
+    deleted: list[PlannedDeletion]
+    dry_run: bool = True
+    notes: list[str] = field(default_factory=list)
+    blobstore: str = ""
+
+
+def plan_backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+                progress: ProgressReporter | None = None) -> BackupDryRun:
+    """The plan of ``backup(opts)``, writing nothing anywhere: no checkpoint dir, lease, blob, catalog or
+    Kafka record; the store's files are read (CRCs of the small ones, as a backup compares them), never
+    opened as a store. Raises what ``backup`` raises before it uploads: bad options, a missing or non-RocksDB
+    dir, a store a running process holds (LockHeldError, without --checkpoint-dir), a blob store that is not
+    there, credentials that cannot write (AuthError), the store's lease held by another backup (LockHeldError;
+    one a gc holds is a note: the backup would wait for it). Idempotent."""
+    opts.validate()
+    progress = NoteRecorder(progress)
+    source, checkpoint_id = _source(opts)
+    notice = Lease(blobstore, opts.ref, wait_for_gc=GC_WAIT_SECONDS).preflight()
+    if notice:
+        progress.note(notice)
+    prev_record = _latest(checkpoints, opts.ref, progress)
+    live = opts.checkpoint_dir is None
+    if live:  # the checkpoint the backup would make: the store dir as it is now
+        source = Path(opts.store_dir)
+        plan = _plan(opts, blobstore, checkpoint_id, source, prev_record, _adopted(source), progress,
+                     ignore=not_in_checkpoint(source))
+    else:
+        plan = _plan(opts, blobstore, checkpoint_id, source, prev_record, None, progress)
+    index = SnapshotIndex(
+        creation_time_millis=now_ms(),
+        snapshot_metadata=SnapshotMetadata(checkpoint_id, opts.ref.job, opts.ref.job_id, opts.ref.task, opts.ref.store),
+        dir_index=build_dir_index(plan.diff, {id(f): FileIndex(f.name, (), f.metadata, 0) for f in plan.added}),
+        prev_snapshot_index_blob_id=plan.prev_record.index_blob_id if plan.prev_record else None)
+    retention = plan_commit(blobstore, checkpoints, opts.ref, index, keep_last=opts.keep_last,
+                            grace_seconds=opts.grace_seconds)
+    return _dry_run(opts, plan, retention, source, live, progress.notes, blobstore.url)
+
+
+def _latest(checkpoints: BlobCheckpointStore, ref: StoreRef, progress: ProgressReporter) -> CheckpointRecord | None:
+    """The latest committed snapshot of ``ref`` a backup would build on, read only (prepare_commit, which
+    finishes an interrupted cleanup first, writes): a note when that cleanup is pending."""
+    try:
+        record = checkpoints.latest(ref)
+    except SnapshotNotFoundError:
+        return None
+    if record is not None and record.created_ms and not record.cleanup_done:
+        progress.note(f"the cleanup after snapshot {record.checkpoint_id} of {ref} did not finish: the backup "
+                      "finishes it first ('statectl gc --dry-run' lists what that deletes)")
+    return record
+
+
+def _dry_run(opts: BackupOptions, plan: BackupPlan, retention: RetentionPlan, source: Path, live: bool,
+             notes: list[str], url: str) -> BackupDryRun:
+    """The plan's result. From a ``live`` store dir, the files RocksDB writes anew whenever the store is
+    opened (as the backup's checkpoint opens it) count as uploads, even where they are the same now."""
+    added = [(rel, f.size) for rel, f in plan.diff.added()]
+    kept = [(rel, f.size) for rel, f in plan.diff.retained()]
+    if live:  # such a file replaces its namesake in the previous snapshot
+        rewritten = [(rel, size) for rel, size in kept if _rewritten_at_open(rel)]
+        added, kept = added + rewritten, [k for k in kept if k not in rewritten]
+    removed = plan.previous_files - len(kept)  # every file of the previous snapshot not kept
+    files = sorted([PlannedUpload(rel, size, "upload") for rel, size in added]
+                   + [PlannedUpload(rel, size, "keep") for rel, size in kept], key=lambda f: f.path)
+    cooling = {id(e) for e in retention.cooling}
+    expired = [PlannedExpiry(e.record.checkpoint_id, e.record.index_blob_id, e.reason,
+                             iso_utc(e.until_ms / 1000) if id(e) in cooling else None)
+               for e in retention.newly_expired]
+    return BackupDryRun(
+        store=opts.ref.store, task=opts.ref.task, source=str(source),
+        previous_snapshot_id=plan.prev_record.index_blob_id if plan.prev_record else None,
+        files_total=len(files), files_uploaded=len(added), bytes_total=sum(f.size for f in files),
+        bytes_uploaded=sum(size for _, size in added), files_removed=removed,
+        files=files, expired=expired, deleted=[PlannedDeletion(d.blob_id, d.reason) for d in retention.delete],
+        notes=notes, blobstore=url)
+
+
+def _rewritten_at_open(rel: str) -> bool:
+    """Whether RocksDB writes the file anew at each open of the store: CURRENT, the MANIFEST, the OPTIONS
+    file and the write-ahead log (a new number each time)."""
+    return "/" not in rel and (rel == "CURRENT" or rel.startswith(("MANIFEST-", "OPTIONS-")) or rel.endswith(".log"))
+
+
 def _source(opts: BackupOptions) -> tuple[Path, str]:
     """The checkpoint dir the backup reads and its checkpoint id: the job's (``opts.checkpoint_dir``,
     whose id is its name's suffix when that is one), or a new one beside the store, which must then not
@@ -219,9 +356,10 @@ def _make_checkpoint(store: Path, source: Path) -> tuple[int, int] | None:
 
 def _plan(opts: BackupOptions, blobstore: BlobStore, checkpoint_id: str, source: Path,
           prev_record: CheckpointRecord | None, adopt: tuple[int, int] | None,
-          progress: ProgressReporter) -> BackupPlan:
+          progress: ProgressReporter, ignore: Any = NEVER_UPLOADED) -> BackupPlan:
     """Diff ``source`` against the snapshot of ``prev_record``; a full backup (and a note saying why) when
-    that snapshot's index is unusable or its blobs are not all there."""
+    that snapshot's index is unusable or its blobs are not all there. ``ignore``: the names left out (a
+    live store dir planned from leaves out what a checkpoint of it would not hold)."""
     prev_index: SnapshotIndex | None = None
     if prev_record is not None:
         try:
@@ -229,7 +367,7 @@ def _plan(opts: BackupOptions, blobstore: BlobStore, checkpoint_id: str, source:
         except (SnapshotNotFoundError, CorruptSnapshotError) as e:
             progress.note(f"previous snapshot unusable ({e}); taking a full backup")
             prev_record = None
-    diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=NEVER_UPLOADED, adopt=adopt)
+    diff = diff_local(source, prev_index.dir_index if prev_index else None, ignore=ignore, adopt=adopt)
     if prev_index is not None:
         # The new snapshot will reference the blobs of every retained file: make sure they are still
         # there (one stat each), or a blob deleted behind statectl's back would be carried into every
@@ -240,8 +378,9 @@ def _plan(opts: BackupOptions, blobstore: BlobStore, checkpoint_id: str, source:
             progress.note(f"the latest snapshot of {opts.ref} is damaged ({len(problems)} of its blobs are missing "
                           f"or the wrong size, e.g. {p.blob_id} of {p.rel}: {p.reason}); taking a full backup")
             prev_record = None
-            diff = diff_local(source, None, ignore=NEVER_UPLOADED, adopt=adopt)
-    return BackupPlan(checkpoint_id, source, prev_record, diff)
+            diff = diff_local(source, None, ignore=ignore, adopt=adopt)
+    previous = sum(1 for _ in prev_index.dir_index.walk_present()) if prev_index and prev_record else 0
+    return BackupPlan(checkpoint_id, source, prev_record, diff, previous)
 
 
 def _upload_and_commit(plan: BackupPlan, opts: BackupOptions, blobstore: BlobStore,
@@ -251,7 +390,7 @@ def _upload_and_commit(plan: BackupPlan, opts: BackupOptions, blobstore: BlobSto
     added = plan.added
     failpoints.hit("before-upload")
     uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size, parallelism=opts.parallelism,
-                            ttl_seconds=opts.ttl_seconds, progress=progress)
+                            ttl_seconds=opts.ttl_seconds, progress=progress, limit=opts.rate_limit)
     index = SnapshotIndex(
         creation_time_millis=now_ms(),
         snapshot_metadata=SnapshotMetadata(plan.checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
@@ -284,8 +423,14 @@ def _store_owner(store: Path, mark: Path) -> tuple[int, int] | None:
     user's, never statectl's. Run as root, the checkpoint's files are that owner's already (rocks.store.
     create_checkpoint), the ``mark`` now too; as another user than the store's, the files it made are its
     own and are recorded as the store's (returned: diff_local's ``adopt``); None when nothing is to adopt."""
+    chown_tree(mark, owner_of(store))
+    return _adopted(store)
+
+
+def _adopted(store: Path) -> tuple[int, int] | None:
+    """The owner of ``store`` when the files a checkpoint of it makes are this process's user's and recorded
+    as the store's (see _store_owner); None when there is none to adopt."""
     owner = owner_of(store)
-    chown_tree(mark, owner)
     return owner if os.geteuid() not in (0, owner[0]) else None
 
 
@@ -300,9 +445,13 @@ def _delete_stale_checkpoint_dirs(store: Path, keep: str | None) -> None:
 
 @dataclass
 class BackupAllResult:
-    results: list[BackupResult]
+    """``backup --all`` / ``--all-tasks``: a result per store backed up (with ``dry_run``, its plan), and the
+    store dirs that failed, each with its error."""
+
+    results: list[BackupResult | BackupDryRun]
     failures: list[tuple[str, str]]
     blobstore: str = ""
+    dry_run: bool = False
 
 
 class TaskNamer:
@@ -363,12 +512,13 @@ def _job_model_tasks(log: Any, ref: StoreRef) -> set[str]:
 
 
 def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-               progress: ProgressReporter | None = None, *, store: str | None = None) -> BackupAllResult:
+               progress: ProgressReporter | None = None, *, store: str | None = None,
+               dry_run: bool = False) -> BackupAllResult:
     """Back up every store under ``state_dir`` (every task dir of ``store`` only, when given: backup
-    --all-tasks), each under the task a TaskNamer names. A dir it cannot name, a damaged store (store files
-    but no CURRENT) and a store that fails are listed in ``failures`` and do not stop the others (the CLI
-    exits 3 then); when every store failed in its backup with the same error, that error is raised.
-    NotFoundError when there is no store to back up."""
+    --all-tasks), each under the task a TaskNamer names; with ``dry_run``, plan each (plan_backup) instead.
+    A dir it cannot name, a damaged store (store files but no CURRENT) and a store that fails are listed in
+    ``failures`` and do not stop the others (the CLI exits 3 then); when every store failed in its backup
+    with the same error, that error is raised (errors.one_cause). NotFoundError when there is no store."""
     from dataclasses import replace
 
     if not state_dir.is_dir():
@@ -391,14 +541,17 @@ def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, check
             todo.append((d, StoreRef(base.ref.job, base.ref.job_id, namer.name(d), d.store)))
         except (NotAStoreError, PartialError) as e:
             failures.append((str(d.path), str(e)))
-    results, errors = [], []
+    results: list[BackupResult | BackupDryRun] = []
+    errors: list[StatectlError] = []
+    run = plan_backup if dry_run else backup
     for d, ref in todo:
         try:
-            results.append(backup(replace(base, ref=ref, store_dir=d.path, checkpoint_dir=None, state_dir=None),
-                                  blobstore, checkpoints, progress))
+            results.append(run(replace(base, ref=ref, store_dir=d.path, checkpoint_dir=None, state_dir=None),
+                               blobstore, checkpoints, progress))
         except StatectlError as e:
             failures.append((str(d.path), str(e)))
             errors.append(e)
-    if failures and not results and len(errors) == len(failures) and len({(type(e), str(e)) for e in errors}) == 1:
-        raise errors[0]  # every store failed for one reason (a missing blob store, bad credentials): say it once
-    return BackupAllResult(results, failures, blobstore.url)
+    cause = one_cause(errors, len(failures), len(results))
+    if cause is not None:
+        raise cause
+    return BackupAllResult(results, failures, blobstore.url, dry_run)

@@ -4,7 +4,8 @@ of a snapshot, server-side where the stores can (ARCHITECTURE.md).
 resolve and pin the source snapshot -> take the target's lease, finish its interrupted cleanup -> copy
 every blob to a new blob id (TTL'd: S3 CopyObject / UploadPartCopy, a file copy on ``file://``, or
 streamed through the client between stores that cannot copy from each other) -> the new index ->
-commit exactly as backup does (catalog.commit: commit_snapshot, finish_commit).
+commit exactly as backup does (catalog.commit: commit_snapshot, finish_commit). ``copy_all`` copies every
+task of a store, or every store of a job, task by task.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from statectl import defaults
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.commit import commit_snapshot, finish_commit, prepare_commit
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
+from statectl.catalog.listing import CatalogTree, check_known
 from statectl.catalog.pins import ReaderPin
 from statectl.catalog.records import BlobCheckpointStore, now_ms
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
 from statectl.catalog.resolve import ResolvedSnapshot, resolve_snapshot
-from statectl.errors import UsageError
+from statectl.errors import StatectlError, UsageError, one_cause
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
+from statectl.ratelimit import RateLimit, format_rate
 from statectl.snapshot.model import DirIndex, FileBlob, FileIndex, SnapshotIndex, SnapshotMetadata, parse_file_owner
 from statectl.transfer.copy import copy_blobs
 from statectl.transfer.download import blob_ranges
@@ -44,6 +47,9 @@ class CopyOptions:
     keep_last: int = defaults.KEEP_LAST
     grace_seconds: int = defaults.GRACE_SECONDS
     file_owner: str | None = None
+    # The bucket the bytes of blobs streamed through this host are taken from (Session.rate_limit); a
+    # server-side copy moves none and is not limited.
+    rate_limit: RateLimit | None = None
 
     def validate(self) -> None:
         check_parallelism(self.parallelism)
@@ -182,11 +188,15 @@ def _checked(opts: CopyOptions, source: BlobStore, target: BlobStore,
     if opts.source == opts.target and source.identity == target.identity:
         same = "" if source.url == target.url else f" ({target.url} is {source.url})"
         raise UsageError(f"the target of a copy is the source store itself{same}",
-                         hint="name another job, task or store with --to-job/--to-task/--to-store")
+                         hint="name another job, task, store or blob store with --to-job/--to-task/--to-store/"
+                              "--to-blobstore")
     progress = NoteRecorder(progress)
     if not _same_domain(source, target):
         progress.note(f"{source.url} and {target.url} cannot copy from each other: the blobs are streamed "
                       "through this host")
+    elif opts.rate_limit is not None:
+        progress.note(f"--limit-rate {format_rate(opts.rate_limit.rate)} does not apply: the blobs are copied "
+                      "server-side, none through this host")
     return progress
 
 
@@ -219,7 +229,7 @@ def execute_copy(plan: CopyPlan, opts: CopyOptions, source: BlobStore, target: B
             progress.note(lease.notice)
         prepare_commit(target, target_catalog, t, grace_seconds=opts.grace_seconds, progress=progress)
         new_ids = copy_blobs(jobs, source, target, plan.server_side, ttl_seconds=opts.ttl_seconds,
-                             parallelism=opts.parallelism, progress=progress)
+                             parallelism=opts.parallelism, progress=progress, limit=opts.rate_limit)
         mapping = {old: new for (old, _), new in zip(jobs, new_ids)}
         checkpoint_id = new_checkpoint_id()
         index = SnapshotIndex(
@@ -257,3 +267,53 @@ def _renamed(d: DirIndex, mapping: dict[str, str]) -> DirIndex:
 
 def _owned(d: DirIndex, file_owner: str | None) -> DirIndex:
     return d if file_owner is None else d.with_owner(*parse_file_owner(file_owner))
+
+
+@dataclass
+class CopyAllResult:
+    """``snapshots copy --all-tasks`` / ``--all``: a result per task copied (with ``dry_run``, its plan), in
+    store then task order, and the source stores that failed (``<store>/<task>``), each with its error."""
+
+    results: list[CopyResult | CopyPlan]
+    failures: list[tuple[str, str]]
+    blobstore: str = ""
+    to_blobstore: str = ""
+    dry_run: bool = False
+
+
+def copy_all(opts: CopyOptions, source: BlobStore, source_catalog: BlobCheckpointStore, target: BlobStore,
+             target_catalog: BlobCheckpointStore, progress: ProgressReporter | None = None, *,
+             all_stores: bool = False, dry_run: bool = False) -> CopyAllResult:
+    """Copy the latest snapshot of every task of store ``opts.source.store`` (``all_stores``: of every store)
+    of the source job into the same task of ``opts.target``'s job (and store: ``opts.target.store``, or with
+    ``all_stores`` the same store), each task by ``copy_snapshot`` (``dry_run``: ``plan_copy``): server-side
+    where the stores can, committed task by task. The tasks are those the source catalog holds (with a Kafka
+    commit log also those only the job's checkpoint topic knows). ``opts.snapshot`` must be None (each task's
+    latest); the task of ``opts.source``/``opts.target`` is ignored.
+
+    Raises SnapshotNotFoundError (exit 10) when the source holds nothing of the job (or store), before
+    anything is written. A task whose copy fails is listed in ``failures`` (nothing committed for it) and
+    the others go on (the CLI exits 3); when every task failed with the same error (a target that is the
+    source, credentials that cannot write, a target blob store that is not there), that error is raised."""
+    if opts.snapshot is not None:
+        raise UsageError("a snapshot id names one task's snapshot: a copy of every task copies each one's latest")
+    src = opts.source
+    store = None if all_stores else src.store
+    tree = CatalogTree.read(source_catalog, src.job, job_id=src.job_id)
+    check_known(source_catalog, src.job, src.job_id, store, tree=tree)
+    results: list[CopyResult | CopyPlan] = []
+    failures: list[tuple[str, str]] = []
+    errors: list[StatectlError] = []
+    for ref in tree.refs(src.job, src.job_id, store):
+        target_ref = replace(opts.target, task=ref.task, store=ref.store if all_stores else opts.target.store)
+        one = replace(opts, source=ref, target=target_ref)
+        try:
+            results.append(plan_copy(one, source, source_catalog, target, progress) if dry_run else
+                           copy_snapshot(one, source, source_catalog, target, target_catalog, progress))
+        except StatectlError as e:
+            failures.append((f"{ref.store}/{ref.task}", str(e)))
+            errors.append(e)
+    cause = one_cause(errors, len(failures), len(results))
+    if cause is not None:
+        raise cause
+    return CopyAllResult(results, failures, source.url, target.url, dry_run)

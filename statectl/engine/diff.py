@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
 from statectl.catalog.resolve import resolve_snapshot
 from statectl.errors import NotFoundError, UsageError
-from statectl.local.layout import NOT_IN_CHECKPOINTS, OFFSET_FILES, is_info_log
+from statectl.local.layout import not_in_checkpoint
 from statectl.snapshot.diff import LocalFile, diff_indexes, diff_local
 
 
@@ -34,7 +33,21 @@ class DiffEntry:
 
 
 @dataclass
+class ChangedEntry:
+    """A path in both ``added`` and ``removed``: a file rewritten (RocksDB's CURRENT, an OPTIONS file), with
+    its new and old size."""
+
+    path: str
+    size: int
+    old_size: int
+
+
+@dataclass
 class DiffResult:
+    """What a backup now would upload (``added``, every file it uploads) and drop (``removed``); ``changed``
+    holds the paths in both, each once; ``bytes_added`` and ``bytes_removed`` count all of ``added`` and
+    ``removed``."""
+
     new: str
     old: str
     added: list[DiffEntry] = field(default_factory=list)
@@ -43,6 +56,7 @@ class DiffResult:
     bytes_added: int = 0
     bytes_removed: int = 0
     blobstore: str = ""  # the blob store of the snapshot(s) (printed with its secrets masked)
+    changed: list[ChangedEntry] = field(default_factory=list)
 
     @property
     def same(self) -> bool:
@@ -66,7 +80,7 @@ def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: BlobCheckpointSto
         snap = resolve_snapshot(blobstore, checkpoints, opts.ref, opts.snapshot)
         if not opts.store_dir.is_dir():
             raise NotFoundError(f"store dir {opts.store_dir} does not exist")
-        d = diff_local(opts.store_dir, snap.index.dir_index, ignore=_not_in_checkpoint(opts.store_dir))
+        d = diff_local(opts.store_dir, snap.index.dir_index, ignore=not_in_checkpoint(opts.store_dir))
         label_new, label_old = str(opts.store_dir), snap.index_blob_id
     out = DiffResult(label_new, label_old, blobstore=blobstore.url)
     for path, f in d.added():
@@ -77,16 +91,9 @@ def diff(opts: DiffOptions, blobstore: BlobStore, checkpoints: BlobCheckpointSto
         out.removed.append(DiffEntry(path, f.size))
     out.bytes_added = sum(e.size for e in out.added)
     out.bytes_removed = sum(e.size for e in out.removed)
+    old_sizes = {e.path: e.size for e in out.removed}
+    out.changed = [ChangedEntry(e.path, e.size, old_sizes[e.path]) for e in out.added if e.path in old_sizes]
     return out
 
 
-def _not_in_checkpoint(store_dir: Path):
-    """A predicate for the files of a live store dir that a RocksDB checkpoint of it would not hold:
-    offset files, LOCK, IDENTITY, info logs, and every OPTIONS file but the newest."""
-    skip = OFFSET_FILES | NOT_IN_CHECKPOINTS
-    options = [n for n in os.listdir(store_dir) if n.startswith("OPTIONS-") and n[8:].isdigit()]
-    newest = max(options, key=lambda n: int(n[8:]), default=None)
-    return lambda n: n in skip or is_info_log(n) or (n.startswith("OPTIONS-") and n != newest)
-
-
-__all__ = ["DiffEntry", "DiffOptions", "DiffResult", "LocalFile", "diff"]
+__all__ = ["ChangedEntry", "DiffEntry", "DiffOptions", "DiffResult", "LocalFile", "diff"]

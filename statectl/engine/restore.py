@@ -28,9 +28,10 @@ from statectl.local.layout import checkpoint_dir, local_checkpoint_dirs
 from statectl.local.staged import StagedStore, check_free_space, check_target, note_if_linked, resolve_target
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, ProgressReporter
+from statectl.ratelimit import RateLimit
 from statectl.snapshot.diff import LocalFile, group_name, owner_name, same_local_file
 from statectl.snapshot.model import FileIndex
-from statectl.transfer.download import DownloadItem, blob_ranges, download_files
+from statectl.transfer.download import DownloadItem, blob_ranges, download_files, range_size_for
 from statectl.transfer.verify import require_blobs
 
 DEFAULT_RANGE_SIZE = 16 * 1024 * 1024
@@ -42,7 +43,8 @@ class RestoreOptions:
     """What to restore where. ``target_dir`` defaults to the store dir; ``force`` allows replacing a
     non-empty target that is not a RocksDB store (never one that holds a store, the blob store or a
     mount point); ``state_dir`` (when known) protects the job's other stores from being replaced; ``from_other_store`` allows ``snapshot`` to name a snapshot of another job, task or
-    store (a deliberate cross-restore)."""
+    store (a deliberate cross-restore). ``range_size``: the smallest ranged GET a large file is split into
+    (transfer.download.range_size_for: only files larger than an even share of the download per slot are)."""
 
     ref: StoreRef
     store_dir: Path
@@ -53,6 +55,7 @@ class RestoreOptions:
     force: bool = False
     from_other_store: bool = False
     state_dir: Path | None = None  # the job's state base dir, when known: its other stores are never replaced
+    rate_limit: RateLimit | None = None  # the bucket every byte downloaded is taken from (Session.rate_limit)
 
     def validate(self) -> None:
         check_parallelism(self.parallelism)
@@ -72,6 +75,8 @@ class RestoreResult:
     duration_s: float
     notes: list[str] = field(default_factory=list)
     blobstore: str = ""  # the blob store's URL (printed with its secrets masked)
+    store: str = ""  # the store and task restored (restore --all: which one this result is of)
+    task: str = ""
 
 @dataclass(frozen=True)
 class PlannedFile:
@@ -103,6 +108,8 @@ class RestorePlan:
     dry_run: bool = True
     notes: list[str] = field(default_factory=list)
     snapshot: ResolvedSnapshot | None = field(default=None, repr=False, metadata={"internal": True})
+    store: str = ""
+    task: str = ""
 
 
 def plan_restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
@@ -176,7 +183,8 @@ def _plan(opts: RestoreOptions, target: Path, snap: ResolvedSnapshot, blobstore:
     # Before touching the disk: the blobs of every file larger than one download range (which a restore
     # preallocates: a size no blob backs, 10**15 bytes, is refused here, not on a full disk); smaller files
     # show a missing or wrong blob as they download. A dry run stats every blob: it downloads none.
-    require_blobs(blobstore, to_fetch, opts.parallelism, larger_than=0 if dry_run else opts.range_size)
+    range_size = range_size_for(opts.range_size, opts.parallelism, sum(fi.size for _, fi in to_fetch))
+    require_blobs(blobstore, to_fetch, opts.parallelism, larger_than=0 if dry_run else range_size)
     check_free_space(target, sum(fi.size for _, fi in to_fetch))
     planned = [PlannedFile(rel, fi.size, "reuse", str(local[rel])) if rel in local
                else PlannedFile(rel, fi.size, "download") for rel, fi in files]
@@ -184,7 +192,7 @@ def _plan(opts: RestoreOptions, target: Path, snap: ResolvedSnapshot, blobstore:
         snapshot_id=snap.index_blob_id, checkpoint_id=checkpoint_id, target_dir=str(target),
         files_total=len(files), files_downloaded=len(to_fetch), files_reused=len(local),
         bytes_total=sum(fi.size for _, fi in files), bytes_downloaded=sum(fi.size for _, fi in to_fetch),
-        files=planned, snapshot=snap)
+        files=planned, snapshot=snap, store=opts.ref.store, task=opts.ref.task)
 
 
 def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOptions,
@@ -210,8 +218,9 @@ def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOption
             if f.action == "reuse":
                 _reuse(Path(f.source), fi, tmp / f.path, staged.owner)
         to_download = [DownloadItem(f.path, tmp / f.path, fi) for f, fi in files if f.action == "download"]
+        range_size = range_size_for(opts.range_size, opts.parallelism, sum(i.index.size for i in to_download))
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
-                                          range_size=opts.range_size, progress=progress)
+                                          range_size=range_size, progress=progress, limit=opts.rate_limit)
         staged.commit()  # the downloads and copies fsynced their files: "dirs" is enough
     for note in staged.notes:
         progress.note(note)
@@ -229,6 +238,8 @@ def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOption
         duration_s=round(time.monotonic() - started, 3),
         notes=progress.notes,
         blobstore=blobstore.url,
+        store=opts.ref.store,
+        task=opts.ref.task,
     )
 
 def _disk_full(target: Path, files: list[tuple[str, FileIndex]]) -> DiskFullError:

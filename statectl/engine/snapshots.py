@@ -30,8 +30,15 @@ from statectl.transfer.download import blob_ranges
 from statectl.transfer.sink import CrcSink
 
 
+# ``kind`` of the elements of the three listings of ``snapshots list`` (docs/json.md): a script that reads
+# any of them tells them apart by it.
+KIND_JOB, KIND_TASK_STORE, KIND_SNAPSHOT = "job", "task_store", "snapshot"
+
+
 @dataclass
 class SnapshotSummary:
+    """One committed snapshot of a task's store."""
+
     snapshot_id: str
     checkpoint_id: str
     created: str | None
@@ -40,6 +47,7 @@ class SnapshotSummary:
     latest: bool = False
     problem: str | None = None
     blobstore: str = ""  # the blob store's URL (secrets are masked when printed)
+    kind: str = KIND_SNAPSHOT
 
 
 @dataclass
@@ -54,6 +62,7 @@ class JobSummary:
     latest_checkpoint_id: str
     latest_checkpoint_time: str | None
     blobstore: str
+    kind: str = KIND_JOB
 
 
 @dataclass
@@ -69,6 +78,7 @@ class TaskSummary:
     latest_checkpoint_id: str | None
     created: str | None
     blobstore: str
+    kind: str = KIND_TASK_STORE
 
 
 def _iso(ms: int) -> str | None:
@@ -182,7 +192,7 @@ def read_index_file(path: Path) -> SnapshotIndex:
     try:
         return parse_index(data)
     except CorruptSnapshotError as e:
-        raise type(e)(f"index file {path}: {e}", hint=e.hint) from None
+        raise type(e)(f"index file {path}: {e}", hint=e.hint_parts) from None
 
 
 @dataclass

@@ -2,13 +2,16 @@
 pyspark and Java (the Spark jobs' needs), and Python.
 
 ``installed_versions`` reads only the installed distributions' metadata (no import, no process: it is what
-``statectl --version`` prints, which scripts call on their hot start path); ``versions`` adds what only
+``statectl --version`` prints, which scripts call on their hot start path: the version comes from the name of
+the distribution's ``<name>-<version>.dist-info`` dir on sys.path, importlib.metadata only when there is
+none, e.g. an egg-info install); ``versions`` adds what only
 running something tells: the RocksDB library (a store made in a temporary dir) and ``java -version``.
 """
 
 from __future__ import annotations
 
-import platform
+import os
+import sys
 from dataclasses import dataclass
 
 from statectl import __version__
@@ -31,6 +34,17 @@ class Versions:
 
 
 def _dist_version(name: str) -> str | None:
+    # The first dist-info of that name on sys.path, as importlib.metadata finds it, without its import
+    # (email, zipfile, csv...) and its read of every distribution's METADATA.
+    prefix = name.replace("-", "_").lower() + "-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for n in names:
+            if n.lower().startswith(prefix) and n.endswith(".dist-info") and "-" not in n[len(prefix):-10]:
+                return n[len(prefix):-10]
     import importlib.metadata
 
     try:
@@ -41,7 +55,7 @@ def _dist_version(name: str) -> str | None:
 
 def installed_versions() -> Versions:
     """statectl's, Python's, and the installed rocksdict's and pyspark's versions, from metadata only."""
-    return Versions(statectl=__version__, python=platform.python_version(), rocksdict=_dist_version("rocksdict"),
+    return Versions(statectl=__version__, python=sys.version.split()[0], rocksdict=_dist_version("rocksdict"),
                     pyspark=_dist_version("pyspark"))
 
 

@@ -26,8 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statectl.errors import UsageError
+# Checkpoint ids and the format error have a module of their own (the catalog and every restore read ids
+# without the checkpoint formats); they are this module's names too.
+from statectl.formats.checkpoint_id import CheckpointFormatError, is_canonical_checkpoint_id  # noqa: F401
+from statectl.formats.checkpoint_id import parse_checkpoint_id
 from statectl.formats.jackson import java_hashmap_order, java_string_hash, to_json, to_json_text  # noqa: F401
-from statectl.formats.java import java_is_blank, java_parse_long
 
 GROUP_BY_PARTITION_FACTORY = "org.apache.samza.container.grouper.stream.GroupByPartitionFactory"
 BLOB_STORE_FACTORY = "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory"
@@ -38,17 +41,10 @@ KEY_TYPE_V2 = "checkpoint-v2"
 CHECKPOINT_V2_VERSION = 2
 CHANGELOG_MARKER_VERSION = 1
 
-# CheckpointId: "<currentTimeMillis>-<nanoTime % 1000000>", neither part padded.
-_CHECKPOINT_ID = re.compile(r"([0-9]+)-([0-9]+)")
-_LONG_MAX = 2 ** 63 - 1
 # A v1 changelog entry of a transactional-state job: CheckpointedChangelogOffset "<checkpointId>:<offset>".
 _CHECKPOINTED_CHANGELOG_OFFSET = re.compile(r"([0-9]+-[0-9]+):(.*)", re.DOTALL)
 # Kafka's legal topic names.
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
-
-
-class CheckpointFormatError(ValueError):
-    """Bytes that are not a valid Samza checkpoint key, value or marker."""
 
 
 # -- topic ---------------------------------------------------------------------------------------
@@ -79,35 +75,6 @@ def job_of_checkpoint_topic(topic: str) -> tuple[str, str] | None:
 
 
 # -- checkpoint ids --------------------------------------------------------------------------------
-
-
-def parse_checkpoint_id(value: str) -> tuple[int, int]:
-    """(millis, second part) of a CheckpointId, read exactly as Samza's CheckpointId.deserialize reads it
-    (the pair is its sort key). That is: not blank; split on ``-`` (Java's String.split, which drops
-    trailing empty parts); the first two parts parsed by ``Long.parseLong``; anything after them ignored.
-
-    Long.parseLong takes an optional ``+``, then digits of any script in the BMP (``Character.digit``:
-    ``"\\u0661"`` is 1, a fullwidth ``"\\uFF11"`` too), within a long's range. So ``1-2-3``, ``+1-2``,
-    ``007-1`` and ``\\u0661-\\u0662`` are ids (of (1, 2), (1, 2), (7, 1), (1, 2)); ``-1-2``, ``1``, ``1--2``,
-    ``1 -2`` and ``99999999999999999999-1`` are not. A part can never be negative: ``-`` is the separator.
-    The one parser of checkpoint ids in statectl. Raises CheckpointFormatError.
-    """
-    if not isinstance(value, str) or java_is_blank(value):
-        raise CheckpointFormatError(f"invalid checkpoint id {value!r}: expected <millis>-<n>")
-    parts = value.split("-")
-    while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
-        parts.pop()
-    parsed = [java_parse_long(p) for p in parts[:2]]
-    if len(parsed) < 2 or None in parsed:
-        raise CheckpointFormatError(f"invalid checkpoint id {value!r}: expected <millis>-<n>")
-    return parsed[0], parsed[1]  # type: ignore[return-value]
-
-
-def is_canonical_checkpoint_id(value: str) -> bool:
-    """Whether ``value`` is a checkpoint id exactly as Samza (and statectl) create them: two unsigned,
-    unpadded-or-not decimal parts and nothing else. Names of local checkpoint dirs must be canonical: a
-    dir named ``<store>-1-2-old`` is somebody's, not a checkpoint to clean up."""
-    return bool(_CHECKPOINT_ID.fullmatch(value)) and all(int(p) <= _LONG_MAX for p in value.split("-"))
 
 
 # -- JSON as Jackson writes it -------------------------------------------------------------------

@@ -3,7 +3,7 @@ Parquet (pyarrow, imported inside functions), JSON lines, CSV. A dir is read fil
 skipping hidden files, Spark's markers (``_SUCCESS``, ``_*``) and files not named as the format's
 (``.parquet``; ``.jsonl``, ``.json``, ``.ndjson``; ``.csv``).
 
-The rows are what the Spark path's readers give (statectl.spark.job), so both build the same store:
+The rows are what the Spark path's readers give (statectl.spark.sources), so both build the same store:
 Parquet rows as pyarrow's ``to_pylist`` (nested structs as dicts); JSON lines as ``json.loads`` of each
 non-blank line (an object); CSV with a header row, every value a string, an empty field None (Spark reads
 an empty field as null).

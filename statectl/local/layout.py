@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from statectl.errors import UsageError
-from statectl.formats.checkpoint import is_canonical_checkpoint_id
+from statectl.formats.checkpoint_id import is_canonical_checkpoint_id
 
 # Offset files Samza writes into store dirs; not part of a snapshot's identity (FORMATS.md).
 OFFSET_FILES = frozenset({"OFFSET", "OFFSET-v2", "OFFSET-V2", "SIDE-INPUT-OFFSETS", "CHECKPOINT-V2", "CHECKPOINT-V1"})
@@ -30,6 +30,16 @@ NOT_IN_CHECKPOINTS = frozenset({"LOCK", "LOG", "IDENTITY", CHECKPOINT_MARK})
 def is_info_log(name: str) -> bool:
     """RocksDB's human-readable info logs (``LOG``, ``LOG.old.<ts>``), which checkpoints leave out."""
     return name == "LOG" or name.startswith("LOG.old.")
+
+
+def not_in_checkpoint(store_dir: Path):
+    """A predicate for the files of a live store dir that a RocksDB checkpoint of it would not hold: offset
+    files, LOCK, IDENTITY, info logs, and every OPTIONS file but the newest (what ``diff`` and ``backup
+    --dry-run`` leave out of a live store dir)."""
+    skip = OFFSET_FILES | NOT_IN_CHECKPOINTS
+    options = [n for n in os.listdir(store_dir) if n.startswith("OPTIONS-") and n[8:].isdigit()]
+    newest = max(options, key=lambda n: int(n[8:]), default=None)
+    return lambda n: n in skip or is_info_log(n) or (n.startswith("OPTIONS-") and n != newest)
 
 
 def task_dir_name(task: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.rocks.store import ROCKSDICT_CONFIG, _rocksdict, lock_holder, locked_error
+from statectl.rocks.store import ROCKSDICT_CONFIG, rocksdict_module, lock_holder, locked_error
 
 
 class LiveStore:
@@ -25,7 +25,7 @@ class LiveStore:
     """
 
     def __init__(self, path: Path, *, max_open_files: int = -1, wal: bool = True):
-        rd = _rocksdict()
+        rd = rocksdict_module()
         self.path = Path(path)
         self._rd = rd
         self.write_options = rd.WriteOptions()

@@ -41,6 +41,12 @@ KEPT_CUSTOM = frozenset({5, 6, 7, 8, 9, 12, 14, 15})  # ancester time, creation 
 
 BYTEWISE = b"leveldb.BytewiseComparator"
 
+# The value type of an internal key that bounds a range deletion (dbformat.h, kTypeRangeDeletion), and the
+# trailer of a range deletion's end as a file's largest key: the largest sequence number with that type
+# (InternalKey::IsRangeTombstoneSentinel), which makes the end exclusive.
+RANGE_DELETION = 0x0F
+RANGE_DELETION_SENTINEL = struct.pack("<Q", ((1 << 56) - 1) << 8 | RANGE_DELETION)
+
 
 class ManifestError(ValueError):
     """A MANIFEST that cannot be read (damaged, truncated) or describes what statectl does not handle."""
@@ -72,6 +78,21 @@ class LiveFile:
     @property
     def largest_key(self) -> bytes:
         return self.largest[:-8]
+
+    @property
+    def end_exclusive(self) -> bool:
+        """Whether ``largest`` is a range deletion's end, which the file's keys stay below."""
+        return self.largest[-8:] == RANGE_DELETION_SENTINEL
+
+    @property
+    def bounded_by_range_deletion(self) -> bool:
+        """Whether either bound is a range deletion's, not a key the store's writer wrote."""
+        return self.smallest[-8] == RANGE_DELETION or self.largest[-8] == RANGE_DELETION
+
+    def meets(self, start: bytes, end: bytes) -> bool:
+        """Whether the file's key range reaches into the key range [start, end)."""
+        return self.smallest_key < end and (self.largest_key > start if self.end_exclusive
+                                            else self.largest_key >= start)
 
 
 @dataclass

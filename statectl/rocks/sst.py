@@ -19,8 +19,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from statectl.errors import StatectlError
 from statectl.formats.adstore import Digest
-from statectl.rocks.store import ROCKSDICT_CONFIG, _rocksdict, open_readonly
-from statectl.rocks.writer import _error
+from statectl.rocks.store import ROCKSDICT_CONFIG, rocksdict_module, open_readonly
+from statectl.rocks.writer import store_error
 
 
 def write_sst(path: Path, entries: Iterable[tuple[bytes, bytes]]) -> Digest:
@@ -31,7 +31,7 @@ def write_sst(path: Path, entries: Iterable[tuple[bytes, bytes]]) -> Digest:
     Raises ValueError for a key that is not above the one before it, TypeError for a key or value that is
     not bytes, and then leaves no file; OSError(ENOSPC) for a full disk; StatectlError naming the file otherwise.
     """
-    rd = _rocksdict()
+    rd = rocksdict_module()
     path = Path(path)
     digest = Digest()
     it = iter(entries)
@@ -44,7 +44,7 @@ def write_sst(path: Path, entries: Iterable[tuple[bytes, bytes]]) -> Digest:
         try:
             writer.open(str(path))
         except Exception as e:
-            raise _error(path, "SST open", e) from e
+            raise store_error(path, "SST open", e) from e
         prev: bytes | None = None
         entry: tuple[bytes, bytes] | None = first
         batch: list[tuple[bytes, bytes]] = []
@@ -58,7 +58,7 @@ def write_sst(path: Path, entries: Iterable[tuple[bytes, bytes]]) -> Digest:
             try:
                 writer[key] = value
             except Exception as e:
-                raise _error(path, "SST write", e) from e
+                raise store_error(path, "SST write", e) from e
             batch.append(entry)
             if len(batch) >= 4096:
                 digest.add_sorted(batch)
@@ -69,7 +69,7 @@ def write_sst(path: Path, entries: Iterable[tuple[bytes, bytes]]) -> Digest:
         try:
             writer.finish()
         except Exception as e:
-            raise _error(path, "SST finish", e) from e
+            raise store_error(path, "SST finish", e) from e
         done = True
     finally:
         if not done:
@@ -91,14 +91,14 @@ class SstWriter:
     """
 
     def __init__(self, path: Path):
-        rd = _rocksdict()
+        rd = rocksdict_module()
         self.path = Path(path)
         self.digest = Digest()
         self._writer: Any = rd.SstFileWriter(rd.Options(raw_mode=True))
         try:
             self._writer.open(str(self.path))
         except Exception as e:
-            raise _error(self.path, "SST open", e) from e
+            raise store_error(self.path, "SST open", e) from e
 
     def add(self, keys: Sequence[bytes], values: Sequence[bytes], checksum: int | None = None) -> None:
         """Append the entries; ``checksum``: the sum of their entry_digest (mod 2**64) when the caller has
@@ -113,7 +113,7 @@ class SstWriter:
             bad = next((x for x in (*keys, *values) if not isinstance(x, bytes)), b"")
             if not isinstance(bad, bytes):  # rocksdict's raw mode refuses it (KeyError or ValueError)
                 raise TypeError(f"SST entries must be bytes, got {type(bad).__name__}") from None
-            raise _error(self.path, "SST write", e) from e
+            raise store_error(self.path, "SST write", e) from e
         if checksum is None:
             self.digest.add_sorted_columns(keys, values)
         else:
@@ -123,7 +123,7 @@ class SstWriter:
         try:
             self._writer.finish()
         except Exception as e:
-            raise _error(self.path, "SST finish", e) from e
+            raise store_error(self.path, "SST finish", e) from e
         return self.digest
 
     def abort(self) -> None:
@@ -142,7 +142,7 @@ def ingest_into_new_store(store_path: Path, files: list[Path]) -> None:
     when ``store_path`` holds something, a file is missing, or RocksDB refuses (a file that is not an SST,
     overlapping files); OSError(ENOSPC) for a full disk.
     """
-    rd = _rocksdict()
+    rd = rocksdict_module()
     store_path = Path(store_path)
     if store_path.exists() and (not store_path.is_dir() or any(store_path.iterdir())):
         raise StatectlError(f"cannot ingest into {store_path}: it exists and is not an empty dir")
@@ -172,7 +172,7 @@ def ingest_into_new_store(store_path: Path, files: list[Path]) -> None:
         try:
             db = rd.Rdict(str(store_path), options)
         except Exception as e:
-            raise _error(store_path, "create", e) from e
+            raise store_error(store_path, "create", e) from e
         try:
             if linked:
                 ingest = rd.IngestExternalFileOptions()
@@ -180,11 +180,11 @@ def ingest_into_new_store(store_path: Path, files: list[Path]) -> None:
                 try:
                     db.ingest_external_file(linked, ingest)
                 except Exception as e:
-                    raise _error(store_path, "ingest", e) from e
+                    raise store_error(store_path, "ingest", e) from e
             try:
                 db.flush()
             except Exception as e:
-                raise _error(store_path, "flush", e) from e
+                raise store_error(store_path, "flush", e) from e
         finally:
             db.close()
             (store_path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
@@ -201,7 +201,7 @@ def scan_digest(store_path: Path) -> Digest:
     try:
         db = open_readonly(store_path)
     except Exception as e:
-        raise _error(store_path, "open", e) from e
+        raise store_error(store_path, "open", e) from e
     digest = Digest()
     try:
         cursor = db.iter()
@@ -210,7 +210,7 @@ def scan_digest(store_path: Path) -> Digest:
         try:
             cursor.status()
         except Exception as e:
-            raise _error(store_path, "read", e) from e
+            raise store_error(store_path, "read", e) from e
         del cursor  # before the store closes
     finally:
         db.close()

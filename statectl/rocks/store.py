@@ -75,7 +75,7 @@ def check_not_held(path: Path) -> None:
         raise locked_error(path, pid)
 
 
-def _rocksdict():
+def rocksdict_module():
     try:
         import rocksdict
     except ImportError as e:  # pragma: no cover - rocksdict is a dependency
@@ -111,7 +111,7 @@ def create_checkpoint(store_dir: Path, checkpoint_dir: Path) -> None:
     """
     require_store(store_dir)
     check_not_held(store_dir)
-    rd = _rocksdict()
+    rd = rocksdict_module()
     had_config = (store_dir / ROCKSDICT_CONFIG).exists()
     try:
         db = rd.Rdict(str(store_dir), _options(rd), column_families=_column_families(rd, store_dir) or None)
@@ -140,6 +140,6 @@ def create_checkpoint(store_dir: Path, checkpoint_dir: Path) -> None:
 
 def open_readonly(store_dir: Path):
     """Open a store read-only (never takes its LOCK) for key iteration; caller closes it."""
-    rd = _rocksdict()
+    rd = rocksdict_module()
     return rd.Rdict(str(store_dir), _options(rd), access_type=rd.AccessType.read_only(),
                     column_families=_column_families(rd, store_dir) or None)

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from statectl import failpoints
 from statectl.errors import StatectlError
-from statectl.rocks.store import ROCKSDICT_CONFIG, _rocksdict
+from statectl.rocks.store import ROCKSDICT_CONFIG, rocksdict_module
 
 
 class StoreWriter:
@@ -22,7 +22,7 @@ class StoreWriter:
     """
 
     def __init__(self, path: Path):
-        rd = _rocksdict()
+        rd = rocksdict_module()
         self.path = Path(path)
         self._rd = rd
         options = rd.Options(raw_mode=True)
@@ -32,7 +32,7 @@ class StoreWriter:
         try:
             self._db: Any = rd.Rdict(str(self.path), options)
         except Exception as e:
-            raise _error(self.path, "create", e) from e
+            raise store_error(self.path, "create", e) from e
 
     def apply(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Write ``(key, value)`` pairs as one atomic batch, in order; a None value deletes the key."""
@@ -46,7 +46,7 @@ class StoreWriter:
         try:
             self._db.write(wb, self._write_opts)
         except Exception as e:
-            raise _error(self.path, "write", e) from e
+            raise store_error(self.path, "write", e) from e
 
     def close(self, *, flush: bool = True) -> None:
         """Flush (unless ``flush`` is False, when the store is being thrown away) and close. Idempotent.
@@ -60,13 +60,13 @@ class StoreWriter:
             if flush:
                 db.flush()
         except Exception as e:
-            raise _error(self.path, "flush", e) from e
+            raise store_error(self.path, "flush", e) from e
         finally:
             db.close()
             (self.path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
 
 
-def _error(path: Path, what: str, e: Exception) -> Exception:
+def store_error(path: Path, what: str, e: Exception) -> Exception:
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
     if "no space left" in msg.lower():
         return OSError(errno.ENOSPC, f"RocksDB {what} in {path}: {msg}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from statectl.errors import IndexFormatError, UnsafePathError, UsageError
-from statectl.formats.checkpoint import CheckpointFormatError, parse_checkpoint_id
+from statectl.formats.checkpoint_id import CheckpointFormatError, parse_checkpoint_id
 from statectl.formats.jackson import to_json
 from statectl.formats.java import java_is_blank
 

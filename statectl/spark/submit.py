@@ -1,7 +1,8 @@
-"""The driver side of the Spark bulk path of ``adstore load --spark``: what to build (:class:`BuildSpec`), the
-check that Spark can run here (:func:`check_spark`), and :func:`run_build`, which submits
-statectl/spark/job.py with the spark-submit of the pyspark install and hands back the SST files it wrote,
-sorted and partitioned as the target stores are, with their :class:`BuildManifest`.
+"""statectl's side of the Spark bulk path of ``adstore load --spark`` and ``rescale``: what to build
+(:class:`BuildSpec`), the check that Spark can run here (:func:`check_spark`), and :func:`run_build`, which
+submits statectl/spark/job.py with the spark-submit of the pyspark install (statectl.spark.launch) and hands
+back the SST files it wrote, sorted and partitioned as the target stores are, with their
+:class:`BuildManifest`.
 
 A build is idempotent per spec: ``out_dir`` ends with ``BUILD-MANIFEST.json`` (written last), and a
 re-run that finds a complete manifest of the same spec (every file there with its size; for files, the
@@ -26,30 +27,23 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from statectl.errors import BlobNotFoundError, MissingDependencyError, StatectlError, UsageError
 from statectl.formats.adstore import Digest, KeyValueSpec
-from statectl.fsutil import process_alive, write_atomic
 from statectl.progress import NullProgress, ProgressReporter
+from statectl.spark.launch import submit_job
 
 BUILD_MANIFEST = "BUILD-MANIFEST.json"  # in out_dir, written last by the job
 JOB_FILE = "BUILD-JOB.json"  # in out_dir: what the job is asked to do (no secrets)
 LOG_FILE = "spark-submit.log"  # in out_dir: spark-submit's stdout and stderr
 SST_PREFIX = "store-"  # every SST file of a build: store-<store>-<file>-<seq>.sst
 STAGING_PREFIX = "adstore-builds/"  # blob keys of staged SST files: adstore-builds/<build id>/<file>
-ERROR_MARK = "STATECTL-BUILD-ERROR: "  # the job's one-line error, on its stderr
 SPARK_INSTALL_HINT = "pip install 'statectl[spark]' (pyspark; it needs a Java 17)"
 FORMATS = ("parquet", "jsonl", "csv")
-KILL_GRACE_S = 10.0
 _SUFFIXES = {"parquet": (".parquet",), "jsonl": (".jsonl", ".json", ".ndjson"), "csv": (".csv",)}
 
 
@@ -321,9 +315,6 @@ class BuildManifest:
         return out
 
 
-# -- can Spark run here? -------------------------------------------------------------------------------
-
-
 def spark_submit_path(what: str = "adstore load --spark") -> Path:
     """The spark-submit of the pyspark install; MissingDependencyError (13) when pyspark is not installed."""
     import importlib.util
@@ -349,9 +340,6 @@ def check_spark(what: str = "adstore load --spark") -> Path:
         raise MissingDependencyError(f"{what} cannot run Spark: {spark.detail}",
                                      hint=spark.hint or SPARK_INSTALL_HINT)
     return submit
-
-
-# -- the build -------------------------------------------------------------------------------------------
 
 
 def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf: dict[str, str] | None = None,
@@ -394,7 +382,8 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
         job_file = out_dir / JOB_FILE
         job_file.write_text(json.dumps(job, indent=2) + "\n")
         progress.note(f"running the Spark build of {_describe(spec)} on {master} (log: {out_dir / LOG_FILE})")
-        _submit(submit, job_file, out_dir, master, conf or {}, timeout_s, _secret_env(s3, kafka_security))
+        submit_job(submit, job_file, out_dir / LOG_FILE, master, conf or {}, timeout_s,
+                   _secret_env(s3, kafka_security))
         try:
             manifest = BuildManifest.read(out_dir)
         except (OSError, ValueError) as e:
@@ -548,7 +537,7 @@ def _s3_public(s3: Any) -> dict[str, Any] | None:
     if s3 is None:
         return None
     return {k: getattr(s3, k) for k in ("endpoint_url", "region", "profile", "max_connections", "timeout_s",
-                                        "part_size")}
+                                        "part_size", "sse", "sse_kms_key_id")}
 
 
 def _kafka_public(security: Any) -> dict[str, Any] | None:
@@ -569,248 +558,3 @@ def _secret_env(s3: Any, security: Any) -> dict[str, str]:
         if value:
             env[name] = value
     return env
-
-
-def _job_script() -> Path:
-    return Path(__file__).with_name("job.py")
-
-
-def spark_command(submit: Path, job_file: Path, master: str, conf: dict[str, str]) -> list[str]:
-    """The spark-submit command line of a build (no secrets in it)."""
-    settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
-                "spark.sql.session.timeZone": "UTC", "spark.pyspark.python": sys.executable,
-                "spark.pyspark.driver.python": sys.executable, "spark.driver.memory": "1g",
-                "spark.speculation": "false", **conf}
-    cmd = [str(submit), "--master", master, "--name", "statectl adstore build"]
-    for k, v in settings.items():
-        cmd += ["--conf", f"{k}={v}"]
-    return cmd + [str(_job_script()), str(job_file)]
-
-
-class ClassArchive:
-    """The driver JVM's class-data-sharing archive (JDK CDS), kept per Java and pyspark install in
-    ``$XDG_CACHE_HOME/statectl/spark/`` (~/.cache): the classes a build loads (Spark SQL, Parquet, Arrow,
-    Netty...) mapped from one file instead of read, verified and linked from the jars each start. A
-    build's JVM then starts and plans its first job about 4 s sooner (2 cores; 19.5 -> 15.5 s for 2 M
-    rows). The first build on a machine records it (``-XX:ArchiveClassesAtExit``; the JVM's exit takes
-    longer, once: about 20 s on 2 cores); later builds map it (``-XX:SharedArchiveFile``). It takes about
-    180 MB; a recording left by a statectl killed outright is removed by the next build that records.
-
-    The JVM maps the archive without checking its length and dies of SIGBUS on a cut one, so it is kept
-    only when whole: recorded under a name of its own, renamed into place, and its size written beside it
-    (``.size``) after the build succeeded; an archive without that size, or of another size, is not used
-    (and is recorded again). A JVM that still dies of a fatal error on it loses it: the build is run once
-    more without (:func:`_submit`). A mismatched archive (another JDK build, changed jars) the JVM itself
-    ignores with a warning in the log. The user's own ``-Xshare``/``-XX:SharedArchiveFile``/
-    ``-XX:ArchiveClassesAtExit`` in ``spark.driver.extraJavaOptions`` turn it off (``-Xshare:off``: never
-    use or record one); so does a cache dir that cannot be written."""
-
-    def __init__(self, submit: Path, conf: dict[str, str]):
-        self.path: Path | None = None
-        self.recording: Path | None = None
-        if re.search(r"-Xshare|SharedArchiveFile|ArchiveClassesAtExit", conf.get(_JAVA_OPTS, "")):
-            return
-        from statectl.spark.probe import java_binary
-
-        java = java_binary()[0]
-        try:
-            real = os.path.realpath(java) if java else ""
-            jars = submit.parent.parent / "jars"
-            ident = [real, str(os.stat(real).st_mtime_ns) if real else "", str(jars),
-                     str(jars.stat().st_mtime_ns), *sorted(os.listdir(jars))]
-            base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "statectl" / "spark"
-            name = "classes-" + hashlib.sha256("\0".join(ident).encode()).hexdigest()[:16]
-            path = base / f"{name}.jsa"
-            if _read_size(path.with_suffix(".size")) == _file_size(path) is not None:
-                self.path = path
-                return
-            base.mkdir(parents=True, exist_ok=True)
-            _remove_orphans(base, name)
-            self.recording = base / f".{name}.{os.getpid()}.{time.monotonic_ns()}.jsa"
-            self.path = path
-        except OSError:
-            self.path = self.recording = None
-
-    def conf(self, conf: dict[str, str]) -> dict[str, str]:
-        """``conf`` with the JVM option that maps (or records) the archive, before the user's own."""
-        if self.path is None:
-            return conf
-        flag = f"-XX:ArchiveClassesAtExit={self.recording}" if self.recording else f"-XX:SharedArchiveFile={self.path}"
-        return {**conf, _JAVA_OPTS: f"{flag} {conf.get(_JAVA_OPTS, '')}".strip()}
-
-    def keep(self) -> None:
-        """After a build that succeeded: put a recorded archive in place (its size beside it)."""
-        if self.recording is None or self.path is None:
-            return
-        try:
-            size = _file_size(self.recording)
-            if size:
-                os.replace(self.recording, self.path)
-                write_atomic(self.path.with_suffix(".size"), f"{size}\n", unique=True)
-        except OSError:
-            pass
-        self.discard()
-
-    def discard(self) -> None:
-        """Remove what this build was recording (a failed or killed build's may be cut)."""
-        if self.recording is not None:
-            self.recording.unlink(missing_ok=True)
-
-    def drop(self) -> None:
-        """Forget the archive in use (the JVM died on it): the next build records a new one."""
-        if self.path is not None and self.recording is None:
-            self.path.with_suffix(".size").unlink(missing_ok=True)
-            self.path.unlink(missing_ok=True)
-
-
-_JAVA_OPTS = "spark.driver.extraJavaOptions"
-_JVM_FATAL = "A fatal error has been detected by the Java Runtime Environment"
-
-
-def _remove_orphans(base: Path, name: str) -> None:
-    """Remove the recordings (``.<name>.<pid>.<ns>.jsa``) of statectl processes that are gone (killed
-    outright while their build recorded)."""
-    for f in base.glob(f".{name}.*.jsa"):
-        pid = f.name.split(".")[2]
-        if not (pid.isdigit() and process_alive(int(pid))):
-            f.unlink(missing_ok=True)
-
-
-def _file_size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return None
-
-
-def _read_size(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _submit(submit: Path, job_file: Path, out_dir: Path, master: str, conf: dict[str, str],
-            timeout_s: float | None, secrets: dict[str, str]) -> None:
-    """Run spark-submit (:func:`_submit_once`) with the driver's :class:`ClassArchive`; a JVM that dies of
-    a fatal error (SIGBUS, SIGSEGV) while mapping one is run once more without it."""
-    archive = ClassArchive(submit, conf)
-    try:
-        _submit_once(submit, job_file, out_dir, master, archive.conf(conf), timeout_s, secrets)
-    except StatectlError:
-        archive.discard()
-        if archive.path is None or archive.recording is not None \
-                or _JVM_FATAL not in (out_dir / LOG_FILE).read_text(errors="replace"):
-            raise
-        archive.drop()
-        _submit_once(submit, job_file, out_dir, master, conf, timeout_s, secrets)
-        return
-    except BaseException:
-        archive.discard()
-        raise
-    archive.keep()
-
-
-def _submit_once(submit: Path, job_file: Path, out_dir: Path, master: str, conf: dict[str, str],
-                 timeout_s: float | None, secrets: dict[str, str]) -> None:
-    """Run spark-submit in its own process group, its output into the log; kill the group when interrupted
-    (Ctrl-C, SIGTERM) or past ``timeout_s``; spark-submit gets SIGTERM when statectl dies any other way
-    (where setpriv is installed)."""
-    root = str(Path(__file__).resolve().parents[2])
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STATECTL_S3_", "STATECTL_KAFKA_"))}
-    env.update(secrets)
-    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    if master.startswith("local"):
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    log_path = out_dir / LOG_FILE
-    cmd = spark_command(submit, job_file, master, conf)
-    setpriv = shutil.which("setpriv")
-    # A statectl killed outright (SIGKILL, OOM) cannot kill the group: spark-submit is told to get SIGTERM when
-    # its parent dies (Linux's parent-death signal, through util-linux's setpriv, which execs it: same pid).
-    launch = [setpriv, "--pdeathsig", "TERM", "--", *cmd] if setpriv else cmd
-    with _sigterm_as_interrupt(), open(log_path, "wb") as log:
-        log.write(("$ " + " ".join(cmd) + "\n").encode())
-        log.flush()
-        proc = subprocess.Popen(launch, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                cwd=out_dir, start_new_session=True)
-        try:
-            code = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            raise StatectlError(f"the Spark build did not finish within {timeout_s:g}s; it was stopped",
-                                hint=f"see {log_path}") from None
-        except BaseException:
-            _kill(proc)
-            raise
-    if code != 0:
-        raise StatectlError(f"the Spark build failed: {job_error(log_path) or f'spark-submit exited with {code}'}",
-                            hint=f"see {log_path}")
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """SIGTERM to spark-submit's process group (the JVM and its Python workers), SIGKILL after a grace."""
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=wait)
-            _wait_group_gone(proc.pid, KILL_GRACE_S)  # the group (Python workers) may outlive its leader
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _wait_group_gone(pgid: int, wait_s: float) -> None:
-    """SIGKILL what is left of process group ``pgid`` until none of it is left, for at most ``wait_s``."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-
-
-class _sigterm_as_interrupt:
-    """While a build runs in the main thread of a program that left SIGTERM at its default (which would
-    end it at once, leaving Spark running), SIGTERM raises KeyboardInterrupt so the job is killed first."""
-
-    def __enter__(self) -> None:
-        self._old = None
-        if threading.current_thread() is threading.main_thread() \
-                and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            self._old = signal.signal(signal.SIGTERM, _raise_interrupt)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGTERM, self._old)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-_PY_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S")
-
-
-def job_error(log_path: Path) -> str | None:
-    """The job's own one-line error from its log: the line it marked, else the last line that looks like a
-    Python exception; None when there is neither."""
-    try:
-        lines = log_path.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    marked = [line[line.index(ERROR_MARK) + len(ERROR_MARK):] for line in lines if ERROR_MARK in line]
-    if marked:
-        return marked[-1].strip()
-    found = [line.strip() for line in lines if _PY_ERROR.match(line.strip())]
-    return found[-1][:500] if found else None
-
-
-def iter_store_files(manifest: BuildManifest) -> Iterator[tuple[int | None, list[Path]]]:
-    """(store, its SST files in key order) for every store of a build."""
-    for s in manifest.stores:
-        yield s.store, manifest.paths(s.store)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import tempfile
 import threading
+from typing import Any
 
 from statectl import failpoints
 from statectl.blobstore.base import BlobStore
-from statectl.errors import BlobNotFoundError, CorruptSnapshotError
+from statectl.errors import BlobNotFoundError, CorruptSnapshotError, command
 from statectl.parallel import run_parallel
 from statectl.progress import ProgressReporter
+from statectl.ratelimit import RateLimit
 
 # A streamed blob is buffered in memory up to this size, then in a temporary file (seekable: a retried
 # put rewinds it), so memory stays bounded by parallelism x this whatever the blob sizes.
@@ -19,9 +21,12 @@ SPOOL_BYTES = 8 * 1024 * 1024
 
 
 def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore, server_side: bool, *,
-               ttl_seconds: int, parallelism: int, progress: ProgressReporter) -> list[str]:
+               ttl_seconds: int, parallelism: int, progress: ProgressReporter,
+               limit: RateLimit | None = None) -> list[str]:
     """Copy each (blob id, length) to a new TTL'd blob of ``target``; the new ids in order. A missing
-    source blob is CorruptSnapshotError: the snapshot exists but is damaged."""
+    source blob is CorruptSnapshotError: the snapshot exists but is damaged. ``limit``: the bucket a
+    streamed blob's bytes are taken from, once each, as they come in from ``source`` (a server-side copy
+    moves none through this host and takes nothing)."""
     half = len(jobs) // 2
 
     def task(i: int, blob_id: str, length: int):
@@ -34,11 +39,11 @@ def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore
                 if server_side:
                     new = target.copy(blob_id, ttl_seconds=ttl_seconds, source=source, size=length)
                 else:
-                    new = _stream(blob_id, length, source, target, ttl_seconds)
+                    new = _stream(blob_id, length, source, target, ttl_seconds, limit, cancel)
             except BlobNotFoundError:
                 raise CorruptSnapshotError(f"blob {blob_id} of the snapshot is missing from {source.url}",
-                                           hint="run 'statectl snapshots verify' on the source to list every "
-                                                "missing blob; nothing was committed") from None
+                                           hint=("run ", command("snapshots verify"), " on the source to list "
+                                                 "every missing blob; nothing was committed")) from None
             progress.advance(length)
             progress.file_done()
             return new
@@ -52,10 +57,34 @@ def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore
         progress.stop()
 
 
-def _stream(blob_id: str, length: int, source: BlobStore, target: BlobStore, ttl_seconds: int) -> str:
+def _stream(blob_id: str, length: int, source: BlobStore, target: BlobStore, ttl_seconds: int,
+            limit: RateLimit | None, cancel: threading.Event) -> str:
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as buf:
-        n = source.get(blob_id, buf)
+        n = source.get(blob_id, buf if limit is None else _Metered(buf, limit, cancel))
         if n != length:
             raise CorruptSnapshotError(f"blob {blob_id} has {n} bytes, its snapshot's index says {length}")
         buf.seek(0)
         return target.put(buf, size=n, ttl_seconds=ttl_seconds)
+
+
+class _Metered:
+    """A download's destination that takes each byte written from ``limit`` before it passes it on to
+    ``dst`` (tell and seek are ``dst``'s: a retried GET rewinds it)."""
+
+    def __init__(self, dst: Any, limit: RateLimit, cancel: threading.Event):
+        self._dst = dst
+        self._limit = limit
+        self._cancel = cancel
+
+    def write(self, data: bytes) -> int:
+        self._limit.take(len(data), self._cancel)
+        return self._dst.write(data)
+
+    def tell(self) -> int:
+        return self._dst.tell()
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self._dst.seek(pos, whence)
+
+    def seekable(self) -> bool:
+        return True

@@ -22,9 +22,11 @@ from statectl.errors import (
     CorruptSnapshotError,
     DiskFullError,
     StatectlError,
+    command,
 )
 from statectl.parallel import Cancelled, run_parallel
 from statectl.progress import ProgressReporter
+from statectl.ratelimit import RateLimit
 from statectl.snapshot.crc import combine_all
 from statectl.snapshot.model import FileIndex
 from statectl.transfer.sink import CrcSink
@@ -63,16 +65,25 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
     return out
 
 
+def range_size_for(range_size: int, parallelism: int, total: int) -> int:
+    """The size of the ranged GETs that download ``total`` bytes in ``parallelism`` slots: ``range_size`` at
+    least, and at least an even share of the total per slot. A file is then split only when it alone would
+    keep one slot busy longer than the others: every GET costs a request (and a file of several ranges a size
+    check before it is preallocated), while whole files already keep every slot busy."""
+    return max(range_size, -(-total // max(1, parallelism)))
+
+
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
-                   progress: ProgressReporter) -> int:
-    """Download files in parallel (large blobs as several ranged GETs), verifying size and CRC32, then
+                   progress: ProgressReporter, limit: RateLimit | None = None) -> int:
+    """Download files in parallel (blobs larger than ``range_size`` as several ranged GETs: pass
+    range_size_for's), verifying size and CRC32, then
     setting permission bits and fsyncing each file as it completes. Returns bytes downloaded. Making
-    their directories durable is the caller's.
+    their directories durable is the caller's. ``limit``: the bucket every byte received is taken from.
 
     Raises ChecksumMismatchError (CRC or size differs), CorruptSnapshotError (a blob is missing), DiskFullError. Files
     already written are left for the caller to remove.
     """
-    tasks: list[Callable[[threading.Event], None]] = []
+    tasks: list[tuple[int, Callable[[threading.Event], None]]] = []
     states = []
     for item in items:
         ranges = blob_ranges(item.index, f"file {item.rel}")
@@ -91,14 +102,17 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
             for j, start in enumerate(starts):
                 last = j == len(starts) - 1
                 length = blob_len - start if last else range_size
-                tasks.append(_download_task(blobstore, state, seg_no, blob_id, file_offset, start, length, last,
-                                            progress))
+                tasks.append((length, _download_task(blobstore, state, seg_no, blob_id, file_offset, start, length,
+                                                     last, progress, limit)))
                 seg_no += 1
         state.segments = seg_no
     total = sum(i.index.size for i in items)
     progress.start("downloading", total, len(items))
+    # Longest first: the last transfers to start are then the short ones, and the slots finish together
+    # instead of one large file running on alone at the end.
+    tasks.sort(key=lambda t: -t[0])
     try:
-        run_parallel(tasks, parallelism)
+        run_parallel([task for _, task in tasks], parallelism)
     finally:
         progress.stop()
     for state in states:
@@ -168,7 +182,7 @@ class _FileState:
 
 
 def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id: str, file_offset: int,
-                   start: int, length: int, last: bool, progress: ProgressReporter):
+                   start: int, length: int, last: bool, progress: ProgressReporter, limit: RateLimit | None):
     def run(cancel: threading.Event) -> None:
         if cancel.is_set():
             raise Cancelled()
@@ -176,7 +190,7 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
         fd = os.open(state.item.dest, os.O_WRONLY)
         try:
             writer = CrcSink(progress, cancel=cancel, fd=fd, file_offset=file_offset + start, limit=length, what=what,
-                             allow_more=not last)
+                             allow_more=not last, rate_limit=limit)
             # The blob's last range is requested open-ended, so a blob longer than the index says shows.
             try:
                 failpoints.hit("during-download")
@@ -184,7 +198,8 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
             except BlobNotFoundError:
                 # The snapshot exists but is damaged: not "no such snapshot" (exit 10).
                 raise CorruptSnapshotError(f"{what} is missing from {blobstore.url}",
-                                           hint="run 'statectl snapshots verify' to list every missing blob") from None
+                                           hint=("run ", command("snapshots verify"),
+                                                 " to list every missing blob")) from None
         finally:
             os.close(fd)
         if writer.written != length:

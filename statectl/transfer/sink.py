@@ -17,6 +17,7 @@ from statectl import failpoints
 from statectl.errors import ChecksumMismatchError, DiskFullError
 from statectl.parallel import Cancelled
 from statectl.progress import ProgressReporter
+from statectl.ratelimit import RateLimit
 from statectl.snapshot.crc import crc32
 
 WRITEBACK_STEP = 8 * 1024 * 1024
@@ -52,11 +53,13 @@ class CrcSink:
     ``limit``, more bytes than ``limit`` are a ChecksumMismatchError "longer than the index says", unless
     ``allow_more`` (a range that is not the blob's last: the store sent what was asked, the rest is cut).
     ``cancel`` set: the next write raises Cancelled. ``seek(0)`` (a retried GET) rewinds: the count, the
-    CRC and the progress reported start again.
+    CRC and the progress reported start again. With ``rate_limit``, every byte received is taken from the
+    bucket before it is written (a slow sink slows the read of the response: TCP holds the sender back).
     """
 
     def __init__(self, progress: ProgressReporter, *, cancel: threading.Event | None = None, fd: int | None = None,
-                 file_offset: int = 0, limit: int | None = None, what: str = "blob", allow_more: bool = False):
+                 file_offset: int = 0, limit: int | None = None, what: str = "blob", allow_more: bool = False,
+                 rate_limit: RateLimit | None = None):
         self._fd = fd
         self._file_offset = file_offset
         self._limit = limit
@@ -64,6 +67,7 @@ class CrcSink:
         self._cancel = cancel
         self._progress = progress
         self._allow_more = allow_more
+        self._rate_limit = rate_limit
         self.written = 0
         self.crc = 0
         self._submitted = 0  # bytes handed to the kernel's writeback already
@@ -71,6 +75,8 @@ class CrcSink:
     def write(self, data: bytes) -> int:
         if self._cancel is not None and self._cancel.is_set():
             raise Cancelled()
+        if self._rate_limit is not None:
+            self._rate_limit.take(len(data), self._cancel)
         n = len(data)
         if self._limit is not None and self.written + n > self._limit:
             if self._allow_more:  # a range that is not the blob's last: the store sent what we asked

@@ -14,6 +14,7 @@ from statectl.errors import StatectlError
 from statectl.formats.java import JAVA_INT_MAX
 from statectl.parallel import Cancelled, run_parallel
 from statectl.progress import ProgressReporter
+from statectl.ratelimit import RateLimit
 from statectl.snapshot.crc import combine_all, crc32
 from statectl.snapshot.diff import LocalFile
 from statectl.snapshot.model import (
@@ -30,9 +31,13 @@ class _ChunkReader:
     it has already reached (a retry rewinds to the start; botocore rewinds each multipart part to the
     part's start after hashing it) and re-reads of the same, immutable bytes leave the CRC as it is.
     Seeking past the furthest byte read would leave a gap in the CRC and is refused.
+
+    With ``limit``, every byte read (re-reads too: a retry sends them again) is taken from the bucket
+    before it is handed on, in reads of at most READ_BUF.
     """
 
-    def __init__(self, f, offset: int, length: int, progress: ProgressReporter, cancel: threading.Event):
+    def __init__(self, f, offset: int, length: int, progress: ProgressReporter, cancel: threading.Event,
+                 limit: RateLimit | None = None):
         self._f = f
         self._offset = offset
         self._length = length
@@ -41,6 +46,8 @@ class _ChunkReader:
         self._progress = progress
         self._cancel = cancel
         self._reached = 0  # bytes [0, _reached) are in the CRC and were reported to progress
+        self._limit = limit
+        self._max_read = READ_BUF if limit is not None else READ_BUF * 8
         f.seek(offset)
 
     def read(self, n: int = -1) -> bytes:
@@ -48,8 +55,10 @@ class _ChunkReader:
             raise Cancelled()
         left = self._length - self._pos
         n = left if n is None or n < 0 or n > left else n
-        data = self._f.read(min(n, READ_BUF * 8))
+        data = self._f.read(min(n, self._max_read))
         if data:
+            if self._limit is not None:
+                self._limit.take(len(data), self._cancel)
             end = self._pos + len(data)
             if end > self._reached:
                 new = data if self._pos == self._reached else memoryview(data)[self._reached - self._pos:]
@@ -89,8 +98,10 @@ def chunk_spans(size: int, chunk_size: int) -> list[tuple[int, int]]:
 
 
 def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: int, parallelism: int,
-                 ttl_seconds: int | None, progress: ProgressReporter) -> list[FileIndex]:
-    """Upload files in chunks (:func:`chunk_spans`), in parallel; return their FileIndexes.
+                 ttl_seconds: int | None, progress: ProgressReporter,
+                 limit: RateLimit | None = None) -> list[FileIndex]:
+    """Upload files in chunks (:func:`chunk_spans`), in parallel; return their FileIndexes. ``limit``: the
+    bucket every byte sent is taken from (None: as fast as it goes).
 
     Every blob carries ``ttl_seconds``. A file whose size or mtime changes while it is read raises
     StatectlError: checkpoint files are immutable, so a change means someone is writing into it.
@@ -101,7 +112,7 @@ def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: in
     owners: list[tuple[int, int, int]] = []  # (file index, chunk offset, chunk length) per task
     for i, lf in enumerate(files):
         for offset, length in chunk_spans(lf.size, chunk_size):
-            tasks.append(_upload_task(blobstore, lf, offset, length, ttl_seconds, progress))
+            tasks.append(_upload_task(blobstore, lf, offset, length, ttl_seconds, progress, limit))
             owners.append((i, offset, length))
     progress.start("uploading", sum(lf.size for lf in files), len(files))
     try:
@@ -125,12 +136,13 @@ def upload_files(blobstore: BlobStore, files: list[LocalFile], *, chunk_size: in
 
 
 def _upload_task(blobstore: BlobStore, lf: LocalFile, offset: int, length: int, ttl_seconds: int | None,
-                 progress: ProgressReporter) -> Callable[[threading.Event], tuple[str, int, int]]:
+                 progress: ProgressReporter,
+                 limit: RateLimit | None) -> Callable[[threading.Event], tuple[str, int, int]]:
     def run(cancel: threading.Event) -> tuple[str, int, int]:
         if cancel.is_set():
             raise Cancelled()
         with open(lf.path, "rb") as f:
-            reader = _ChunkReader(f, offset, length, progress, cancel)
+            reader = _ChunkReader(f, offset, length, progress, cancel, limit)
             blob_id = blobstore.put(reader, size=length, ttl_seconds=ttl_seconds)
             failpoints.hit("during-upload")
             if reader.tell() != length:

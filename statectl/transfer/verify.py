@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from statectl.blobstore.base import BlobStore
-from statectl.errors import BlobNotFoundError, ChecksumMismatchError, CorruptSnapshotError
+from statectl.errors import BlobNotFoundError, ChecksumMismatchError, CorruptSnapshotError, command
 from statectl.parallel import Cancelled, run_parallel
 from statectl.snapshot.model import FileIndex
 from statectl.transfer.download import blob_ranges
@@ -64,7 +64,7 @@ def require_blobs(blobstore: BlobStore, files: list[tuple[str, FileIndex]], para
     for p in problems:
         if p.missing:
             raise CorruptSnapshotError(f"blob {p.blob_id} of {p.rel} is missing from {blobstore.url}",
-                                       hint="run 'statectl snapshots verify' to list every missing blob")
+                                       hint=("run ", command("snapshots verify"), " to list every missing blob"))
         raise ChecksumMismatchError(f"blob {p.blob_id} of {p.rel}: {p.reason}",
                                     hint="the snapshot's index or blobs are damaged; restore an older snapshot "
                                          "with --snapshot")

@@ -173,7 +173,7 @@ def files_bench(work: Path, records: int, masters: list[str], repeat: int, fmt: 
     rows in ``order`` (:func:`_ids`), ``repeat`` rounds (each round runs them all, one after the other, so
     a ratio compares runs made side by side); the median of the rounds' ratios: spark_<master>/put (time)
     and each master's time over the first's. Before the rounds, one Spark build of 1 000 rows, so the
-    rounds map the driver's class archive (statectl.spark.submit.ClassArchive) as every build but a
+    rounds map the driver's class archive (statectl.spark.launch.ClassArchive) as every build but a
     machine's first does: its time is ``first_build_s`` (recording the archive, when there was none)."""
     import shutil
     import statistics

@@ -7,9 +7,13 @@ S3 server started here, in one run, so that every ratio is measured on the same 
 
 Figures (docs/benchmarks.md, with their targets):
   1. a store of random 1 KiB values in ~64 MiB SST files (tests/tools/genstore.py)
+ 1b. start-up (tests/bench/startup.py): statectl --version, --help and a restore of a 110 KiB store from
+     file:// vs python -c pass, interleaved; targets --version < 0.12 s, the tiny restore < 0.2 s
   2. full backup: statectl backup vs rclone copy --transfers 8 vs a parallel boto3 PUT (8 threads), all
      uploading the same files: the RocksDB checkpoint of the store (SSTs + small metadata files)
   3. restore into an empty dir: statectl restore (downloads + CRC32 checks + fsync) vs rclone copy down
+ 3b. restore-peers (tests/bench/restorebench.py): restore vs a boto3 GET + fsync of each file, at 512 MiB and
+     1 GiB, in 64 MiB and in 4 MiB SSTs; target <= 1.0x
   4. incremental backup after adding 5% new keys: bytes uploaded vs the bytes of new files + 1 MiB
   5. restore of the latest snapshot when the identical local checkpoint dir exists (hard links only)
   6. peak RSS of backup and restore, at the base size and at --big-gib (must not grow with the store)
@@ -29,7 +33,10 @@ Figures (docs/benchmarks.md, with their targets):
  11. copy (tests/bench/copybench.py): snapshots copy of the store's snapshot to another bucket of the same
      server vs restore + backup vs rclone copy bucket to bucket: time and bytes through the client
  12. rescale (optional, --only rescale; tests/bench/rescalebench.py): 4 -> 8 tasks of a hash-partitioned
-     store of --size-gib on Spark local[2]: wall time, phases, bytes read and written by the executors
+     store of --size-gib on Spark local[2]: wall time, phases, bytes read and written by the executors; and
+     4 -> 8 -> 4 of a key-group store of that size on SeaweedFS and file:// (--only rescale-kg: this alone)
+ 13. rate (tests/bench/ratebench.py): backup --limit-rate 20MiB/s of a 256 MiB store vs the ideal 12.8 s
+     (bytes uploaded / rate), within 10 %
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
@@ -67,9 +74,9 @@ VALUE_SIZE = 1024
 JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-FIGURES = ("backup", "restore", "incremental", "local", "memory", "gc", "drain", "standby", "adstore", "copy",
-           "rescale")
-OPTIONAL = {"rescale"}  # run only when --only names them
+FIGURES = ("backup", "restore", "restore-peers", "incremental", "local", "memory", "gc", "drain", "standby",
+           "adstore", "copy", "rate", "rescale", "rescale-kg", "startup")
+OPTIONAL = {"rescale", "rescale-kg"}  # run only when --only names them
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
 
@@ -125,8 +132,10 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--gc-blobs", default=None, metavar="N,...",
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
     p.add_argument("--only", default="", metavar="FIG,...",
-                   help="only these figures: backup, restore (needs backup), incremental, local (needs incremental), "
-                        "memory, gc, drain, standby, adstore, copy, rescale; default all but rescale")
+                   help="only these figures: backup, restore (needs backup), restore-peers (restore vs boto3 GET + "
+                        "fsync at 512 MiB and 1 GiB, large and small files), incremental, local (needs incremental), "
+                        "memory, gc, drain, standby, adstore, copy, rate, rescale, rescale-kg, startup; default all "
+                        "but rescale and rescale-kg")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -251,8 +260,11 @@ class Bench:
         """The environment of every timed command: the user's shell minus anything that could point a
         tool elsewhere (AWS_*, STATECTL_*, RCLONE_*, proxies, config files), plus the server's settings."""
         assert self.server is not None
+        # PYTHONDONTWRITEBYTECODE too: an installed statectl runs from bytecode, as the peers' packages do; an
+        # editable one without its __pycache__ would compile every module at every start.
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("AWS_", "STATECTL_", "RCLONE_")) and k.lower() not in PROXY_VARS}
+               if not k.startswith(("AWS_", "STATECTL_", "RCLONE_")) and k.lower() not in PROXY_VARS
+               and k != "PYTHONDONTWRITEBYTECODE"}
         xdg = self.s.work / "xdg"
         env.update({
             "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
@@ -412,12 +424,20 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain", "standby", "adstore", "rescale"}:
+        if s.only - {"gc", "drain", "standby", "adstore", "rate", "rescale", "rescale-kg", "restore-peers", "startup"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
         if "restore" in s.only:
             self.figure_restore()
+        if "startup" in s.only:
+            from tests.bench.startup import measure
+
+            self.results["startup"] = measure(self.statectl, self.env, s.work / "startup", max(20, s.runs * 4))
+        if "restore-peers" in s.only:
+            from tests.bench.restorebench import figure_restore_peers
+
+            self.results["restore_peers"] = figure_restore_peers(self, (64, 128) if s.quick else (512, 1024))
         if "incremental" in s.only:
             self.figure_incremental(store)
         if "local" in s.only:
@@ -436,7 +456,11 @@ class Bench:
             from tests.bench.copybench import figure_copy
 
             self.results["copy"] = figure_copy(self, store)
-        if "rescale" in s.only:
+        if "rate" in s.only:
+            from tests.bench.ratebench import figure_rate
+
+            self.results["rate"] = figure_rate(self)
+        if "rescale" in s.only or "rescale-kg" in s.only:
             self.figure_rescale()
 
     def figure_store(self, store: Path, keys: int) -> None:
@@ -758,20 +782,28 @@ class Bench:
         self.results["adstore"] = adstorebench.bench(self.s.work / "adstore", records)
 
     def figure_rescale(self) -> None:
-        """Rescale 4 -> 8 of a hash-partitioned store of --size-gib (tests/bench/rescalebench.py)."""
+        """Rescale 4 -> 8 of a hash-partitioned store of --size-gib, and 4 -> 8 -> 4 of a key-group store of that
+        size on SeaweedFS and file:// (tests/bench/rescalebench.py); --only rescale-kg: the key-group part alone."""
         from tests.bench import rescalebench
 
         assert self.server is not None
-        log(f"12. rescale 4 -> 8 of {human(self.s.size_bytes)} on Spark local[2]")
-        bucket = self.bucket("rescale")
-        self.results["rescale"] = rescalebench.bench(self.s.work / "rescale", self.s.size_bytes, self.env,
-                                                     self.server.endpoint, bucket)
-        self.drop_bucket(bucket)
-        log(f"12b. rescale 4 -> 8 -> 4 of a key-group store of {human(self.s.size_bytes)} (--key-groups)")
+        self.results["rescale"] = {}
+        if "rescale" in self.s.only:
+            log(f"12. rescale 4 -> 8 of {human(self.s.size_bytes)} on Spark local[2]")
+            bucket = self.bucket("rescale")
+            self.results["rescale"] = rescalebench.bench(self.s.work / "rescale", self.s.size_bytes, self.env,
+                                                         self.server.endpoint, bucket)
+            self.drop_bucket(bucket)
+        log(f"12b. rescale 4 -> 8 -> 4 of a key-group store of {human(self.s.size_bytes)} (--key-groups), "
+            "SeaweedFS and file://")
         bucket = self.bucket("rescale-kg")
-        self.results["rescale"]["key_groups"] = rescalebench.bench_key_groups(
-            self.s.work / "rescale", self.s.size_bytes, self.env, self.server.endpoint, bucket)
+        work = self.s.work / "rescale"
+        stores = {"s3": ["--blobstore", f"s3://{bucket}/statectl", "--s3-endpoint", self.server.endpoint],
+                  "file": ["--blobstore", f"file://{work / 'kg-blobs'}"]}
+        self.results["rescale"]["key_groups"] = {}
+        rescalebench.bench_key_groups(work, self.s.size_bytes, self.env, stores, self.results["rescale"]["key_groups"])
         self.drop_bucket(bucket)
+        drop_tree(work / "kg-blobs")
 
 
 # ---- the report -----------------------------------------------------------------------------------
@@ -819,10 +851,19 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
         sc = r["statectl"]["wall_s"]
         for peer, label, target in (("rclone", "rclone copy --checksum", "<= 1.00x rclone"),
                                     ("rclone_plus_fsync", "rclone copy + fsync of its files", "(fair durability)"),
-                                    ("boto3", "boto3 GET x8 threads", "(reference)")):
+                                    ("boto3", "boto3 GET x8 threads", "(reference)"),
+                                    ("boto3_plus_fsync", "boto3 GET x8 + fsync of its files", "<= 1.00x")):
             p = r[peer]["wall_s"]
             add("3", "restore into an empty dir, wall", sc["median"], _fmt_s(sc), label, p["median"], _fmt_s(p),
-                target, (sc["median"] <= p["median"]) if peer == "rclone" else None)
+                target, (sc["median"] <= p["median"]) if not target.startswith("(") else None)
+    if res.get("startup"):
+        from tests.bench.startup import add_figures
+
+        add_figures(res["startup"], add, _fmt_s)
+    if res.get("restore_peers"):
+        from tests.bench.restorebench import add_figures
+
+        add_figures(res["restore_peers"], add, _fmt_s)
     inc = res.get("incremental")
     if inc:
         add("4", "incremental backup after +5% keys, bytes uploaded", inc["incremental"]["bytes_uploaded"],
@@ -882,6 +923,15 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{growth['rss_mb_to']:.0f} MB", f"{growth['from']:,} blobs", growth["rss_mb_from"],
                 f"{growth['rss_mb_from']:.0f} MB", "< 32 B per extra blob", per_blob < 32, ratio=growth["ratio"],
                 note=f"{per_blob:.1f} B per extra blob")
+    rate = res.get("rate")
+    if rate:
+        from tests.bench.ratebench import RATE_FLAG, figure_row
+
+        row = figure_row(rate)
+        add("13", f"backup --limit-rate {RATE_FLAG} of {human(rate['bytes_uploaded'])}, wall", row["value"],
+            _fmt_s(rate["wall_s"]), "ideal: bytes / rate", row["ideal"], f"{row['ideal']:.2f} s", "1.00x +- 10 %",
+            row["ok"], ratio=row["ratio"], note=f"engine {rate['engine_s']['median']:.2f} s; no limit: "
+                                                f"{rate['unlimited']['wall_s']['median']:.2f} s")
     return out
 
 
@@ -958,10 +1008,22 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import adstorebench
 
         lines += ["", *adstorebench.report_lines(res["adstore"])]
+    if res.get("startup"):
+        from tests.bench import startup
+
+        lines += ["", *startup.report_lines(res["startup"])]
+    if res.get("restore_peers"):
+        from tests.bench import restorebench
+
+        lines += ["", *restorebench.report_lines(res["restore_peers"])]
     if res.get("copy"):
         from tests.bench import copybench
 
         lines += ["", *copybench.report_lines(res["copy"])]
+    if res.get("rate"):
+        from tests.bench import ratebench
+
+        lines += ["", *ratebench.report_lines(res["rate"])]
     if res.get("rescale"):
         from tests.bench import rescalebench
 

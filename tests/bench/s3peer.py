@@ -1,10 +1,11 @@
 """The plain-boto3 peer: a parallel PUT (or GET) of every file of a directory, nothing else.
 
     python -m tests.bench.s3peer put DIR s3://bucket/prefix --endpoint URL [--threads 8]
-    python -m tests.bench.s3peer get s3://bucket/prefix DIR --endpoint URL [--threads 8]
+    python -m tests.bench.s3peer get s3://bucket/prefix DIR --endpoint URL [--threads 8] [--fsync]
 
 One ``put_object`` per file (no multipart, no checksums beyond what botocore does by default for the
-endpoint), one streamed ``get_object`` per object; credentials from AWS_ACCESS_KEY_ID /
+endpoint), one streamed ``get_object`` per object (with ``--fsync``, each file fsynced by the thread that
+wrote it, as it completes: the durability a restore gives, at its cheapest); credentials from AWS_ACCESS_KEY_ID /
 AWS_SECRET_ACCESS_KEY. Prints one JSON line: files and bytes moved.
 """
 
@@ -45,7 +46,7 @@ def put(client, src: Path, bucket: str, prefix: str, threads: int) -> tuple[int,
     return len(sizes), sum(sizes)
 
 
-def get(client, bucket: str, prefix: str, dest: Path, threads: int) -> tuple[int, int]:
+def get(client, bucket: str, prefix: str, dest: Path, threads: int, fsync: bool = False) -> tuple[int, int]:
     keys = []
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else ""):
         keys += [o["Key"] for o in page.get("Contents", [])]
@@ -60,6 +61,9 @@ def get(client, bucket: str, prefix: str, dest: Path, threads: int) -> tuple[int
             while chunk := body.read(READ_BUF):
                 f.write(chunk)
                 n += len(chunk)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         return n
 
     with ThreadPoolExecutor(threads) as pool:
@@ -74,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dst")
     p.add_argument("--endpoint", required=True)
     p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--fsync", action="store_true", help="get: fsync each file as it completes")
     a = p.parse_args(argv)
     client = loopback_s3_client(a.endpoint, os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"],
                                 timeout=120.0)
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         files, nbytes = put(client, Path(a.src), bucket, prefix, a.threads)
     else:
         bucket, prefix = _split(a.src)
-        files, nbytes = get(client, bucket, prefix, Path(a.dst), a.threads)
+        files, nbytes = get(client, bucket, prefix, Path(a.dst), a.threads, a.fsync)
     print(json.dumps({"files": files, "bytes": nbytes}))
     return 0
 

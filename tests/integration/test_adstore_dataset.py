@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from statectl.engine.adstore_dataset import CURSOR, END_MARKER_HEADER
+from statectl.engine.adstore.dataset import CURSOR, END_MARKER_HEADER
 from statectl.formats.adstore import MANIFEST
 from statectl.kafka.client import create_topic
 from tests.tools.standby_helpers import STATECTL, clean_env, cli, read_store, wait_until

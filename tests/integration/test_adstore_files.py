@@ -234,7 +234,8 @@ def test_versions_switch_rollback_and_keep_versions(files: Files):
         [(1, False, 100, len(e1), f"{digest_of(e1).checksum:016x}", "put", str(d1)),
          (2, True, 120, len(e2), f"{digest_of(e2).checksum:016x}", "put", str(d2))]
     text = cli(files.tmp, "adstore", "versions", "--store-dir", str(files.store())).stdout
-    assert text.splitlines()[1].startswith("*    2")
+    assert text.splitlines()[0].split() == ["VERSION", "CREATED", "KEYS", "BUILT", "SOURCE", "(*", "CURRENT)"]
+    assert text.splitlines()[2].startswith("*       2") and text.splitlines()[1].startswith("        1")
 
     r = json.loads(cli(files.tmp, "adstore", "switch", *files.where(), "-o", "json").stdout)  # a rollback
     assert (r["version"], r["previous"]) == (1, 2)
@@ -387,7 +388,7 @@ def test_the_put_paths_digest_is_the_stores_whatever_the_key_order(tmp_path: Pat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from statectl.engine.adstore_files import FileLoadOptions, load_file
+    from statectl.engine.adstore.files import FileLoadOptions, load_file
     from statectl.formats.adstore import KeyValueSpec
 
     keys = [f"k{i:05d}" for i in range(500)]

@@ -256,3 +256,42 @@ def test_backup_deletes_only_the_checkpoint_dirs_it_made(blobstore, sdir: Path):
     second = backup(BackupOptions(REF, sdir, keep_local_checkpoint=True), blobstore, cps)
     assert set(local_checkpoint_dirs(sdir)) == {"1700000000000-123456", second.checkpoint_id}
     assert fingerprint(samza) == samza_files
+
+
+@pytest.mark.parametrize("parallelism, ranges_per_file", [(2, 1), (8, 2)])
+def test_a_file_is_split_into_ranged_gets_only_when_larger_than_a_slots_share(
+        blobstore, tmp_path: Path, parallelism: int, ranges_per_file: int):
+    """A store of a few KiB plus four 2 MiB files (one blob each): with 2 slots each slot's share is over 4 MiB,
+    so every file is one GET and none is preallocated (no size check first); with 8 slots (a share just over
+    1 MiB) each 2 MiB file is two ranged GETs, its blob size checked before anything is written. Either way
+    every byte comes back."""
+    from statectl.blobstore.stats import StatsBlobStore
+    from statectl.rocks.store import create_checkpoint
+
+    cps = BlobCheckpointStore(blobstore)
+    small = store_dir(tmp_path / "state", REF.store, REF.task)
+    make_store(small, 10, 100, seed=3)
+    cp = small.with_name(small.name + "-1700000000000-7")
+    create_checkpoint(small, cp)
+    data = {f"f{i}.bin": os.urandom(2 * MiB) for i in range(4)}
+    for name, body in data.items():
+        (cp / name).write_bytes(body)
+    files = [p for p in cp.rglob("*") if p.is_file() and p.stat().st_size]
+    b = backup(BackupOptions(REF, small, checkpoint_dir=cp, chunk_size=4 * MiB), blobstore, cps)
+    data_blobs = read_index(blobstore, b.snapshot_id).present_blob_ids()
+
+    class Counted(StatsBlobStore):
+        data_gets = 0
+
+        def get(self, key, dst, *, start=0, length=None):
+            if key in data_blobs:
+                type(self).data_gets += 1
+            return super().get(key, dst, start=start, length=length)
+
+    counted = Counted(blobstore)
+    r = restore(RestoreOptions(REF, tmp_path / "none", target_dir=tmp_path / "restored", parallelism=parallelism,
+                               range_size=MiB), counted, BlobCheckpointStore(counted))
+    assert r.bytes_downloaded == sum(p.stat().st_size for p in files)
+    assert Counted.data_gets == len(files) + 4 * (ranges_per_file - 1)
+    assert counted.request_counts().get("stat", 0) == (4 if ranges_per_file > 1 else 0)
+    assert {name: (tmp_path / "restored" / name).read_bytes() for name in data} == data

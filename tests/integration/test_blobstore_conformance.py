@@ -27,6 +27,7 @@ from statectl.errors import (
     EXIT_NOT_FOUND,
     AuthError,
     BlobNotFoundError,
+    BlobStoreMissingError,
     BlobStoreError,
     NotFoundError,
     PreconditionFailedError,
@@ -590,8 +591,9 @@ def test_s3_missing_bucket_is_not_found_naming_it(seaweed, s3_options: S3Options
     for name, call in calls.items():
         with pytest.raises(NotFoundError) as exc:
             call()
-        # Not BlobNotFoundError: callers read that as "this blob is gone", not "wrong bucket".
-        assert type(exc.value) is NotFoundError, (name, exc.value)
+        # The store is missing, not a blob: callers read BlobNotFoundError as "this blob is gone".
+        assert type(exc.value) is BlobStoreMissingError, (name, exc.value)
+        assert not isinstance(exc.value, BlobNotFoundError), name
         assert "no-such-bucket-statectl" in str(exc.value), name
         assert exc.value.exit_code == EXIT_NOT_FOUND
     store.close()

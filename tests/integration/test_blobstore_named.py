@@ -73,7 +73,8 @@ def test_every_result_names_its_blob_store(url: str, env: Path, tmp_path: Path):
         "diff": (["diff", *WHERE, "--state-dir", str(state)], f" (in {url})\n"),
         "snapshots show": (["snapshots", "show", *WHERE], f"blob store: {url}\n"),
         "snapshots list": (["snapshots", "list", *WHERE], f"snapshots of pv-1/Partition 0/counts in blob store {url}:"),
-        "snapshots copy": (["snapshots", "copy", *WHERE, "--to-job", "pv-2"], f"of job pv-2 in {url}: "),
+        "snapshots copy": (["snapshots", "copy", *WHERE, "--to-job", "pv-2"],
+                           f" to pv-2-1/Partition 0/counts in {url}: "),
         "gc": (["gc", "--dry-run", "--grace", "1m"], f" stores in {url}, "),
     }
     for name, (args, part) in texts.items():
@@ -94,9 +95,16 @@ def test_a_file_blob_store_that_does_not_exist_is_an_error_unless_create(env: Pa
     for args in commands:
         r = _run(*args, "--blobstore", url, code=10)
         error, hint = r.stderr.splitlines()
+        if args[:2] == ["snapshots", "copy"]:  # its --create starts the target only: the source must exist
+            assert error == f"Error: blob store {url} does not exist (the source, --blobstore)"
+            assert hint == "Hint: check --blobstore (and --s3-endpoint): a copy's source must exist"
+            continue
         assert error == f"Error: blob store {url} does not exist", args
-        assert hint == "Hint: check --blobstore; to start a new blob store there, run 'statectl backup --create' " \
-                       "(or create the dir)"
+        # The command that starts it there: a backup with the flags of this one that it takes.
+        start, end = "Hint: check --blobstore; to start a new blob store there, run '", "' (or create the dir)"
+        assert hint.startswith(start) and hint.endswith(end), hint
+        argv = hint[len(start):-len(end)].split()
+        assert argv[:2] == ["statectl", "backup"] and argv[-1] == "--create" and f"--blobstore {url}" in hint
     assert not (tmp_path / "bakcups").exists() and not (tmp_path / "r").exists()
     # A usage error is said first, as with a missing bucket: the dir is looked at on first use.
     r = _run("backup", *WHERE, "--state-dir", str(state), "--blobstore", url, "--keep-last", "0", code=2)

@@ -15,9 +15,9 @@ DATA = Path(__file__).parent.parent / "data"
 BACKUP_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "store", "task", "files_total", "files_uploaded", "bytes_total",
                  "bytes_uploaded", "files_removed", "duration_s", "notes"}
 RESTORE_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "target_dir", "files_total", "files_downloaded", "files_reused",
-                  "bytes_total", "bytes_downloaded", "duration_s", "notes"}
-DIFF_FIELDS = {"blobstore", "new", "old", "added", "retained", "removed", "bytes_added", "bytes_removed"}
-LIST_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "created", "files", "bytes", "latest", "problem"}
+                  "bytes_total", "bytes_downloaded", "duration_s", "notes", "store", "task"}
+DIFF_FIELDS = {"blobstore", "new", "old", "added", "retained", "removed", "bytes_added", "bytes_removed", "changed"}
+LIST_FIELDS = {"blobstore", "snapshot_id", "checkpoint_id", "created", "files", "bytes", "latest", "problem", "kind"}
 VERIFY_FIELDS = {"blobstore", "snapshot_id", "ok", "files", "blobs", "downloaded", "missing", "corrupt"}
 
 
@@ -65,6 +65,29 @@ def test_backup_restore_diff_list_verify_json(cli, state: Path, tmp_path: Path):
     cli("backup", *common, "--state-dir", str(state), "--grace", "0s")
     r = cli("diff", *common, "--snapshot", b2["checkpoint_id"], "--against", b["snapshot_id"], code=10)
     assert r.stderr.startswith("Error: no snapshot")
+
+
+def test_diff_shows_a_rewritten_file_as_one_changed_line(cli, state: Path):
+    common = ["--job", "pv", "--store", "counts", "--state-dir", str(state)]
+    cli("backup", *common)
+    make_store(store_dir(state, "counts", "Partition 0"), 100, 64, seed=4, start=9000)  # a new CURRENT
+    lines = cli("diff", *common, code=1).stdout.splitlines()
+    assert [line for line in lines if "CURRENT" in line] == ["~ CURRENT (16 B, was 16 B)"], lines
+    added = [line for line in lines if line.startswith("+ ")]
+    removed = [line for line in lines if line.startswith("- ")]
+    assert lines[-1].startswith(f"{len(added)} added (") and f"), 1 changed (16 B), " in lines[-1]
+    assert f" unchanged, {len(removed)} removed (" in lines[-1]
+    d = json.loads(cli("diff", *common, "-o", "json", code=1).stdout)
+    assert d["changed"] == [{"path": "CURRENT", "size": 16, "old_size": 16}]
+    # added and removed list every file a backup uploads and drops, a rewritten one in both.
+    assert "CURRENT" in {e["path"] for e in d["added"]} & {e["path"] for e in d["removed"]}
+    assert d["bytes_added"] == sum(e["size"] for e in d["added"]) and len(d["added"]) == len(added) + 1
+
+
+def test_counts_of_one_are_singular(cli, state: Path):
+    cli("backup", "--job", "pv", "--store", "counts", "--state-dir", str(state))
+    text = cli("gc", "--grace", "1m").stdout
+    assert ", 1 store in file://" in text and " 0 snapshots expired, " in text, text
 
 
 def test_text_output_is_the_result_only(cli, state: Path):

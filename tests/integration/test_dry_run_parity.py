@@ -385,9 +385,9 @@ def test_adstore_load_from_a_topic(cli, tansu, tmp_path: Path, kind: str):
         case.cleanup.append(hold_store(store))
         case.code, case.words = 11, str(store)
     elif kind == "dataset-loader-running":
-        from statectl.engine.adstore_dataset import _loader_lock
+        from statectl.engine.adstore.dataset_chain import loader_lock
 
-        lock = _loader_lock(store).__enter__()  # a --dataset-versions --follow of the store runs
+        lock = loader_lock(store).__enter__()  # a --dataset-versions --follow of the store runs
         case.cleanup.append(lambda: lock.__exit__(None, None, None))
         case.args += ["--dataset-versions"]
         case.code = 11

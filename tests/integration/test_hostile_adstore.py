@@ -294,7 +294,7 @@ def test_switch_refuses_a_damaged_version_and_versions_reports_it(files: Files, 
     problems = {v["version"]: v["problem"] for v in r["versions"]}
     assert problems[2] is None and problems[3] is None and "damaged" in problems[1] and "CURRENT" in problems[1]
     text = cli(tmp_path, "adstore", "versions", *files.where()).stdout
-    assert "damaged" in text.splitlines()[0]
+    assert text.splitlines()[0].split()[0] == "VERSION" and "damaged" in text.splitlines()[1]
 
     r = cli(tmp_path, "adstore", "switch", *files.where(), "--version", "1", code=1)
     assert "version 1" in error_line(r.stderr) and "damaged" in r.stderr
@@ -450,7 +450,7 @@ class _Appender(NullProgress):
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("change", ["append", "replace"])
 def test_a_file_changed_while_read_fails_the_load(files: Files, tmp_path: Path, change: str):
-    from statectl.engine.adstore_files import FileLoadOptions, load_file
+    from statectl.engine.adstore.files import FileLoadOptions, load_file
     from statectl.formats.adstore import KeyValueSpec
 
     files.load(write_csv(tmp_path / "v1.csv", 10))
@@ -561,7 +561,7 @@ def test_a_really_full_disk_during_a_file_load(small_disk, tmp_path: Path):
 def test_disk_full_is_a_typed_error_in_process(files: Files, tmp_path: Path):
     """The engine raises DiskFullError (exit 1), for a Python caller too."""
     from statectl import failpoints
-    from statectl.engine.adstore_files import FileLoadOptions, load_file
+    from statectl.engine.adstore.files import FileLoadOptions, load_file
     from statectl.formats.adstore import KeyValueSpec
 
     ds = write_csv(tmp_path / "d.csv", 100)
@@ -574,7 +574,7 @@ def test_disk_full_is_a_typed_error_in_process(files: Files, tmp_path: Path):
 
 
 def test_old_spark_build_dirs_are_removed_only_when_provably_a_builds(tmp_path: Path):
-    from statectl.engine.adstore_common import BUILD_LOCK, _remove_old_builds
+    from statectl.engine.adstore.builds import BUILD_LOCK, remove_old_builds
 
     parent = tmp_path / "state" / STORE
     parent.mkdir(parents=True)
@@ -607,7 +607,7 @@ def test_old_spark_build_dirs_are_removed_only_when_provably_a_builds(tmp_path: 
         for p in (in_use / BUILD_LOCK, in_use):
             t = os.stat(p).st_mtime - old
             os.utime(p, (t, t))
-        _remove_old_builds(ours)
+        remove_old_builds(ours)
     finally:
         os.close(fd)
     assert not stale.exists()
@@ -648,8 +648,8 @@ def test_a_file_changed_during_the_spark_build_fails_the_load(files: Files, tmp_
     """The Spark path compares the dataset's files before and after the build: a file rewritten while the
     job runs fails the load, no version is made, and the build's dir is removed (it was built from what
     is no longer there)."""
-    from statectl.engine.adstore_common import SparkOptions
-    from statectl.engine.adstore_files import FileLoadOptions, load_file
+    from statectl.engine.adstore.common import SparkOptions
+    from statectl.engine.adstore.files import FileLoadOptions, load_file
     from statectl.formats.adstore import KeyValueSpec
 
     files.load(write_csv(tmp_path / "v1.csv", 10))

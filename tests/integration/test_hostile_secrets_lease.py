@@ -210,14 +210,21 @@ def test_a_malformed_lease_is_shown_taken_over_by_backup_and_broken(world: World
 def test_a_backup_waits_for_a_gc_holding_the_lease(world: World, blobs: BlobStore):
     gc_lease = Lease(blobs, REF, operation="gc")
     gc_lease.acquire()
-    releaser = threading.Timer(2.0, gc_lease.release)
-    releaser.start()
+    backup = subprocess.Popen([str(STATECTL), "backup", *WHERE, "--state-dir", str(world.state), "-o", "json"],
+                              cwd=world.tmp, env=clean_env(world.tmp), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
     try:
-        p = world.run("backup", *WHERE, "--state-dir", str(world.state), "-o", "json")
+        # The gc lets go only once the backup is seen waiting (asleep between its polls of the lease), however
+        # long the backup took to start on a busy machine.
+        wchan = Path(f"/proc/{backup.pid}/wchan")
+        while backup.poll() is None and "nanosleep" not in (wchan.read_text() if wchan.exists() else ""):
+            time.sleep(0.01)
+        gc_lease.release()
+        stdout, stderr = backup.communicate(timeout=60)
     finally:
-        releaser.join()
-    assert p.returncode == 0, p.stderr
-    notes = json.loads(p.stdout)["notes"]  # the wait shows in a note, not on a clock
+        backup.kill()
+    assert backup.returncode == 0, stderr
+    notes = json.loads(stdout)["notes"]  # the wait shows in a note, not on a clock
     assert any("waited" in n and "gc" in n for n in notes), notes
 
 

@@ -21,21 +21,33 @@ DATA = Path(__file__).parent.parent / "data"
 
 BACKUP = ["blobstore", "bytes_total", "bytes_uploaded", "checkpoint_id", "duration_s", "files_removed",
           "files_total", "files_uploaded", "notes", "snapshot_id", "store", "task"]
-LEASE = ["etag", "expires", "host", "key", "live", "local_alive", "operation", "pid", "released", "started",
-         "started_s", "store"]
+LEASE = ["broken_by", "etag", "expires", "host", "key", "live", "local_alive", "operation", "pid", "released",
+         "released_at", "started", "started_s", "store"]
+RESTORE = ["blobstore", "bytes_downloaded", "bytes_total", "checkpoint_id", "duration_s", "files_downloaded",
+           "files_reused", "files_total", "notes", "snapshot_id", "store", "target_dir", "task"]
+COPY = ["blobstore", "blobs_copied", "bytes_copied", "bytes_through_client", "checkpoint_id", "duration_s", "files",
+        "job", "job_id", "notes", "server_side", "snapshot_id", "source_snapshot_id", "store", "task", "to_blobstore"]
 SCHEMAS: dict[str, object] = {
     "backup": BACKUP,
-    "backup --all": {"results": [BACKUP], "failures": None, "blobstore": None},
-    "restore": ["blobstore", "bytes_downloaded", "bytes_total", "checkpoint_id", "duration_s", "files_downloaded", "files_reused",
-                "files_total", "notes", "snapshot_id", "target_dir"],
+    "backup --all": {"results": [BACKUP], "failures": None, "blobstore": None, "dry_run": None},
+    "backup --dry-run": {"store": None, "task": None, "source": None, "previous_snapshot_id": None, "files_total": None,
+                         "files_uploaded": None, "bytes_total": None, "bytes_uploaded": None, "files_removed": None,
+                         "files": [["action", "path", "size"]], "expired": [["checkpoint_id", "reason", "snapshot_id",
+                                                                            "until"]],
+                         "deleted": [["blob_id", "reason"]], "dry_run": None, "notes": None, "blobstore": None},
+    "restore": RESTORE,
+    "restore --all": {"results": [RESTORE], "failures": None, "blobstore": None, "dry_run": None, "container": None},
+    "snapshots copy --all": {"results": [COPY], "failures": None, "blobstore": None, "to_blobstore": None,
+                             "dry_run": None},
     "diff": {"blobstore": None, "new": None, "old": None, "added": [["path", "size"]], "retained": [["path", "size"]],
-             "removed": [["path", "size"]], "bytes_added": None, "bytes_removed": None},
-    "snapshots list": [["blobstore", "bytes", "checkpoint_id", "created", "files", "latest", "problem",
+             "removed": [["path", "size"]], "bytes_added": None, "bytes_removed": None,
+             "changed": [["old_size", "path", "size"]]},
+    "snapshots list": [["blobstore", "bytes", "checkpoint_id", "created", "files", "kind", "latest", "problem",
                         "snapshot_id"]],
-    "snapshots list (jobs)": [["blobstore", "checkpoints", "job", "job_id", "latest_checkpoint_id",
+    "snapshots list (jobs)": [["blobstore", "checkpoints", "job", "job_id", "kind", "latest_checkpoint_id",
                                "latest_checkpoint_time", "stores", "tasks"]],
-    "snapshots list --job": [["blobstore", "created", "job", "job_id", "latest_checkpoint_id", "latest_snapshot_id",
-                              "snapshots", "store", "task"]],
+    "snapshots list --job": [["blobstore", "created", "job", "job_id", "kind", "latest_checkpoint_id",
+                              "latest_snapshot_id", "snapshots", "store", "task"]],
     "snapshots show": {"creation-time-millis": None, "dir-index": None, "prev-snapshot-index-blob-id": None,
                        "snapshot-metadata": ["checkpoint-id", "job-id", "job-name", "store-name", "task-name"]},
     "snapshots verify": ["blobstore", "blobs", "corrupt", "downloaded", "files", "missing", "ok", "snapshot_id"],
@@ -88,7 +100,10 @@ def test_every_command_result_has_its_pinned_fields(run, tmp_path: Path):
         "backup": run("backup", *where, "--state-dir", str(state)),
         "backup --all": run("backup", "--all", "--job", "pv", "--state-dir", str(state)),
     }
+    got["restore --all"] = run("restore", "--all", "--job", "pv", "--state-dir", str(tmp_path / "new"))
+    got["snapshots copy --all"] = run("snapshots", "copy", "--all", "--job", "pv", "--to-job", "pv-copy")
     make_store(sdir, 100, 256, seed=2, start=10_000, sst_mb=1)
+    got["backup --dry-run"] = run("backup", *where, "--state-dir", str(state), "--dry-run")
     got["diff"] = run("diff", *where, "--state-dir", str(state), code=1)
     got["restore"] = run("restore", *where, "--target-dir", str(tmp_path / "copy"))
     got["snapshots list"] = run("snapshots", "list", *where)

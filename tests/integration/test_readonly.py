@@ -103,7 +103,7 @@ def test_read_only_credentials_with_a_half_done_cleanup_and_gc(tmp_path: Path, s
 
     p = world.run("gc", "--blobstore", url, env=rw)
     assert p.returncode == 0, p.stderr
-    assert "1 interrupted cleanups finished" in p.stdout, p.stdout
+    assert "1 interrupted cleanup finished" in p.stdout, p.stdout
     assert [(r["state"], r["cleanup-done"]) for r in _records(seaweed_auth.client, bucket)] == [("committed", True)]
     latest = _records(seaweed_auth.client, bucket)[0]["snapshot-index-blob-id"]
     index = json.loads(seaweed_auth.client.get_object(Bucket=bucket, Key=f"statectl/{latest}")["Body"].read())

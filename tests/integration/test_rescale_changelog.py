@@ -10,7 +10,7 @@ from statectl.blobstore import open_blobstore
 from statectl.catalog.kafka_log import KafkaCheckpointLog, KafkaCheckpointLogs
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
-from statectl.engine.rescale_commit import changelog_markers
+from statectl.engine.rescale.commit import changelog_markers
 from statectl.formats.checkpoint import (
     KAFKA_CHANGELOG_FACTORY,
     SSP,

@@ -1,7 +1,9 @@
-"""statectl rescale --key-groups: key-group stores (Flink's layout) re-partitioned by copying the files
-inside a target's key groups server-side, unread, and rewriting only the boundary ones. Whole statectl
-processes, real rocksdict, a file:// blob store, real spark-submit (local[2]) where files are rewritten.
-Each target must hold exactly the keys of its key groups, open in RocksDB, and restore as any snapshot."""
+"""statectl rescale --key-groups: key-group stores (Flink's layout) re-partitioned by copying every file a
+target needs server-side, unread, and clipping off the key groups it does not own with range deletions;
+a source whose files reach into another source's key groups of a target is read whole by the executors.
+Whole statectl processes, real rocksdict, a file:// blob store or SeaweedFS, real spark-submit (local[2])
+where a source is read. Each target must hold exactly the keys of its key groups, open in RocksDB, compact,
+and restore as any snapshot."""
 
 from __future__ import annotations
 
@@ -92,7 +94,18 @@ def _check(tmp: Path, blobs: str, job: str, m: int, expected: dict[bytes, bytes]
             db.close()
 
 
-def test_scale_out_copies_most_bytes_server_side(tmp_path: Path):
+def _sst_count(tmp: Path, blobs: str, job: str, task: str) -> int:
+    snap = _latest(tmp, blobs, job, task)[0]
+    shown = json.loads(cli(tmp, "snapshots", "show", snap, "--blobstore", blobs, "--job", job, "--store", STORE,
+                           "--task", task, "-o", "json").stdout)
+    return sum(f["file-name"].endswith(".sst") for f in shown["dir-index"]["files-present"])
+
+
+def test_scale_out_and_back_copies_every_file_and_reads_none(tmp_path: Path):
+    """4 -> 8: every file a target needs is copied, the boundary files into both targets, and the key groups
+    beyond a target's clipped off (a source's key of the task before's key group among them); no Spark job.
+    8 -> 4, the targets back: the files both halves copied are listed once, the range deletions left behind,
+    and each target is its source's files again."""
     blobs = f"file://{tmp_path / 'blobs'}"
     expected = _make_sources(tmp_path, blobs, "kg", 4, foreign=True)
     before = {f"Partition {p}": _latest(tmp_path, blobs, "kg", f"Partition {p}") for p in range(4)}
@@ -100,16 +113,41 @@ def test_scale_out_copies_most_bytes_server_side(tmp_path: Path):
             "--to", "8", "--key-groups", str(GROUPS), "--work-dir", str(tmp_path), *SPARK, "-o", "json"]
     dry = json.loads(cli(tmp_path, *args, "--dry-run").stdout)
     assert dry["dry_run"] and not dry["committed"]
-    total = sum(s["bytes"] for s in dry["sources"])
-    assert dry["bytes_copied"] > 0.6 * total and 0 < dry["bytes_rewritten"] < 0.4 * total, dry
+    ssts = sum(s["bytes"] for s in dry["sources"]) - 4 * 64 * 1024  # give or take the MANIFESTs and OPTIONS
+    assert dry["bytes_copied"] > ssts and dry["bytes_rewritten"] == 0 and dry["files_rewritten"] == 0, dry
     text = cli(tmp_path, *args[:-2], "--dry-run").stdout
-    assert "copied server-side" in text and "read and rewritten" in text
+    assert "copied server-side" in text and "0 files (0 B) read and rewritten" in text
 
     r = json.loads(cli(tmp_path, *args, timeout=300).stdout)
-    assert (r["bytes_copied"], r["bytes_rewritten"]) == (dry["bytes_copied"], dry["bytes_rewritten"])
-    assert r["bytes_read"] <= r["bytes_rewritten"] + 4096 * 4  # the executors read the boundary files only
+    assert (r["bytes_copied"], r["files_copied"]) == (dry["bytes_copied"], dry["files_copied"])
+    assert r["bytes_read"] == 0 and r["bytes_written"] == 0 and "spark_s" not in r["phases"], r
     _check(tmp_path, blobs, "kg8", 8, expected, r)
     _sources_intact(tmp_path, blobs, "kg", before)
+
+    back = [a if a not in ("kg", "kg8", "4", "8") else {"kg": "kg8", "kg8": "kg4", "4": "8", "8": "4"}[a]
+            for a in args]
+    r = json.loads(cli(tmp_path, *back, timeout=300).stdout)
+    assert r["bytes_read"] == 0 and r["bytes_rewritten"] == 0 and "spark_s" not in r["phases"], r
+    _check(tmp_path, blobs, "kg4", 4, expected, r)
+    for p in range(4):  # the source's files, each once, and a range deletion of the task before's key
+        assert _sst_count(tmp_path, blobs, "kg4", f"Partition {p}") == _sst_count(tmp_path, blobs, "kg",
+                                                                                  f"Partition {p}") + (p > 0)
+
+
+def test_sources_reaching_into_each_others_key_groups_are_read_whole(tmp_path: Path):
+    """4 -> 2 where sources 1 and 3 hold a key of the task before's last key group, which lands in the same
+    target: their files cannot be listed beside the others', so the executors read those two whole; the
+    other two are copied."""
+    blobs = f"file://{tmp_path / 'blobs'}"
+    expected = _make_sources(tmp_path, blobs, "kg", 4, foreign=True)
+    r = json.loads(cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "kg", "--to-job", "kg2", "--store", STORE,
+                       "--from", "4", "--to", "2", "--key-groups", str(GROUPS), "--work-dir", str(tmp_path), *SPARK,
+                       "-o", "json", timeout=300).stdout)
+    sources = r["sources"]
+    assert r["bytes_rewritten"] == sources[1]["bytes"] + sources[3]["bytes"], r
+    assert [s["keys"] for s in sources].count(None) == 2 and r["bytes_read"] > 0
+    assert all(t["files_copied"] > 0 and t["files_read"] > 0 for t in r["targets"])
+    _check(tmp_path, blobs, "kg2", 2, expected, r)
 
 
 def test_scale_in_is_all_server_side_copies(tmp_path: Path):
@@ -149,3 +187,46 @@ def test_not_a_key_group_store_exits_1(tmp_path: Path):
     assert "key group" in p.stderr and "--key-groups" in p.stderr
     p = cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "kg", "--store", STORE, "--from", "2", "--to", "4",
             "--key-groups", "16", "--partitioner", "a:b", code=2)
+
+
+def _blob_ids(url: str, s3: dict, job: str, tasks: int, tmp: Path) -> tuple[set[str], set[str]]:
+    """The blob ids of the latest snapshots of ``job``'s tasks: of their SST files, and of their MANIFESTs."""
+    from statectl.blobstore import S3Options, open_blobstore
+    from statectl.catalog.index import read_index
+
+    store = open_blobstore(url, s3=S3Options(**s3))
+    try:
+        ssts, manifests = set(), set()
+        for p in range(tasks):
+            index = read_index(store, _latest(tmp, url, job, f"Partition {p}")[0])
+            for rel, fi in index.dir_index.walk_present():
+                (ssts if rel.endswith(".sst") else manifests if rel.startswith("MANIFEST") else set()).update(
+                    b.blob_id for b in fi.blobs)
+        return ssts, manifests
+    finally:
+        store.close()
+
+
+def test_on_s3_no_source_file_is_downloaded(tmp_path: Path, faulty_s3):
+    """On SeaweedFS, every request through a proxy that logs them: 4 -> 8 and 8 -> 4 GET the sources'
+    MANIFESTs but no byte of any source SST file; the targets restore to exactly their key groups' keys."""
+    proxy = faulty_s3.proxy
+    (tmp_path / "statectl.toml").write_text(
+        f'[default]\ns3_endpoint = "{proxy.url}"\ns3_region = "us-east-1"\n'
+        f's3_access_key_id = "{faulty_s3.seaweed.access_key}"\n'
+        f's3_secret_access_key = "{faulty_s3.seaweed.secret_key}"\n')
+    s3 = {"endpoint_url": faulty_s3.seaweed.endpoint, "region": "us-east-1",
+          "access_key_id": faulty_s3.seaweed.access_key, "secret_access_key": faulty_s3.seaweed.secret_key}
+    url = faulty_s3.url
+    expected = _make_sources(tmp_path, url, "kg", 4)
+    for job, to_job, n, m in (("kg", "kg8", 4, 8), ("kg8", "kg4", 8, 4)):
+        ssts, manifests = _blob_ids(url, s3, job, n, tmp_path)
+        proxy.reset_stats()
+        r = json.loads(cli(tmp_path, "rescale", "--blobstore", url, "--job", job, "--to-job", to_job, "--store", STORE,
+                           "--from", str(n), "--to", str(m), "--key-groups", str(GROUPS), "--work-dir",
+                           str(tmp_path), *SPARK, "-o", "json", timeout=300).stdout)
+        gets = [target for method, target, _ in list(proxy.log) if method == "GET"]
+        assert all(any(b in g for g in gets) for b in manifests), "the proxy's log misses the MANIFESTs' GETs"
+        downloaded = [g for g in gets if any(b in g for b in ssts)]
+        assert not downloaded, f"{len(downloaded)} GETs of source SST blobs, e.g. {downloaded[0]}"
+        _check(tmp_path, url, to_job, m, expected, r)

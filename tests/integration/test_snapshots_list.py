@@ -93,6 +93,9 @@ def test_list_each_level(where, tmp_path: Path):
     rows = json.loads(_run("snapshots", "list", "--blobstore", url, "--job", "page-views", "--store", "counts",
                            "--task", "Partition 0", "-o", "json").stdout)
     assert len(rows) == 2 and rows[0]["snapshot_id"] == latest[REFS[0]] and rows[0]["blobstore"] == url
+    # Each element says which of the three listings it is of (docs/json.md).
+    assert ({j["kind"] for j in jobs}, {t["kind"] for t in tasks + only}, {r["kind"] for r in rows}) == (
+        {"job"}, {"task_store"}, {"snapshot"})
 
 
 def test_an_empty_blob_store_lists_no_jobs(where):

@@ -415,7 +415,7 @@ def test_the_sort_key_sorts_as_the_key_does():
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from statectl.spark.job import _with_sort_key
+    from statectl.spark.frames import _with_sort_key
 
     keys = [b"", b"\x00", b"a", b"member", b"member-", b"member-\x00", b"member-\x00\x00", b"member-0",
             b"member-00000001", b"member-00000001\x00", b"member-00000002", b"member-\xff", b"member.",
@@ -435,7 +435,7 @@ def test_the_sort_key_sorts_as_the_key_does():
 
 
 def test_the_class_archive_is_recorded_then_mapped_and_a_cut_one_is_dropped(tmp_path, monkeypatch):
-    """The driver JVM's class archive (submit.ClassArchive) with a real JVM: the first build records it,
+    """The driver JVM's class archive (launch.ClassArchive) with a real JVM: the first build records it,
     the next maps it (same entries), and a cut one, which kills the JVM with SIGBUS as it maps it, costs a
     second run without it, not the build; the archive is then forgotten."""
     import pyarrow as pa

@@ -263,7 +263,10 @@ def test_without_a_pre_restore_promote_is_refused_with_14(world: World, procs):
     p = promote(w, code=14)
     err = error_lines(p.stderr)
     assert len(err) == 1 and "blob store" in err[0] and "Traceback" not in p.stderr, p.stderr
-    assert "follow --pre-restore" in p.stderr
+    # The hint's command follows this store of this job, pre-restoring it.
+    hint = next(line for line in p.stderr.splitlines() if line.startswith("Hint: "))
+    assert "statectl standby follow " in hint and f" --kafka {w.bootstrap} " in hint and f" --job {w.job} " in hint \
+        and " --pre-restore" in hint, hint
     assert json.loads(p.stdout)["exit_code"] == 14
     assert not (w.state / STORE).exists() and not root(w).exists()
 

@@ -160,14 +160,50 @@ def test_config_file_not_utf8(env):
 
 @pytest.mark.parametrize("profile_text, profile", [
     ('[default]\nblobstor = "s3://b"\n', "default"),
-    ('[default]\njob = "j"\n[other]\nblobstor = "s3://b"\n', "other"),  # every profile is checked
+    ('[default]\njob = "j"\n[other]\nblobstor = "s3://b"\n', "other"),  # the profile in use
 ])
 def test_unknown_key(env, profile_text, profile):
     write("statectl.toml", profile_text)
     with pytest.raises(ConfigError) as exc:
-        resolve(NO_FLAGS, env=env)
+        resolve(NO_FLAGS, profile=profile, env=env)
     assert str(exc.value) == f"statectl.toml: [{profile}] unknown key 'blobstor'"
     assert exc.value.hint == "known keys: " + ", ".join(sorted(KEYS))
+
+
+@pytest.mark.parametrize("line, message", [
+    ('blobstor = "s3://b"', "unknown key 'blobstor'"),
+    ('parallelism = "many"', "key 'parallelism': invalid value 'many' ("),
+    ("s3_secret_access_key = 123456789", "key 's3_secret_access_key': invalid value: "),
+])
+def test_a_typo_in_a_profile_not_in_use_is_a_warning_naming_it(env, line, message):
+    write("statectl.toml", f'[default]\njob = "j"\n\n[staging]\n{line}\n')
+    s = resolve(NO_FLAGS, env=env)
+    assert s.job == "j" and len(s.warnings) == 1 and "123456789" not in s.warnings[0]
+    assert s.warnings[0].startswith(f"statectl.toml: [staging] {message}")
+    assert s.warnings[0].endswith("(profile 'staging' is not in use: only a warning)")
+    # No profile in use at all (no [default]): every profile's problem is a warning.
+    write("statectl.toml", f"[staging]\n{line}\n")
+    assert len(resolve(NO_FLAGS, env=env).warnings) == 1
+    # In the profile in use it stays an error.
+    with pytest.raises(ConfigError, match=r"^statectl.toml: \[staging\] "):
+        resolve(NO_FLAGS, profile="staging", env=env)
+
+
+def test_the_cli_prints_a_warning_for_a_profile_not_in_use(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from statectl.cli.main import app
+    from tests.tools.standby_helpers import isolate_cli
+
+    isolate_cli(tmp_path, monkeypatch)
+    write(tmp_path / "statectl.toml", '[default]\njob = "j"\n\n[prod]\nparalelism = 4\n')
+    r = CliRunner().invoke(app, ["config", "show"])
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == ("warning: statectl.toml: [prod] unknown key 'paralelism' (profile 'prod' is not in use: "
+                        "only a warning)\n")
+    assert CliRunner().invoke(app, ["config", "show", "-q"]).stderr == ""
+    r = CliRunner().invoke(app, ["--profile", "prod", "config", "show"])
+    assert r.exit_code == 2 and r.stderr.startswith("Error: statectl.toml: [prod] unknown key 'paralelism'")
 
 
 @pytest.mark.parametrize("line, key, value", [
@@ -223,6 +259,8 @@ def test_top_level_scalar(env):
     ("STATECTL_CHUNK_SIZE", "huge"),
     ("STATECTL_TTL", "forever"),
     ("STATECTL_ZOOKEEPER", "zk1:2181,zk2:port/x"),
+    ("STATECTL_LIMIT_RATE", "0"),
+    ("STATECTL_LIMIT_RATE", "-1MiB/s"),
 ])
 def test_invalid_env_value(env, name, value):
     with pytest.raises(ConfigError) as exc:
@@ -236,6 +274,8 @@ def test_invalid_env_value(env, name, value):
     ("chunk_size", "huge", "--chunk-size"),
     ("ttl", "forever", "--ttl"),
     ("zookeeper", "zk1:2181/samza/", "--zookeeper"),
+    ("limit_rate", "fast", "--limit-rate"),
+    ("limit_rate", "0", "--limit-rate"),
 ])
 def test_invalid_flag_value_is_a_usage_error(env, name, value, flag):
     with pytest.raises(UsageError) as exc:
@@ -251,6 +291,8 @@ def test_invalid_flag_value_is_a_usage_error(env, name, value, flag):
     ("STATECTL_QUIET", "yes", True),
     ("STATECTL_DEBUG", "0", False),
     ("STATECTL_OUTPUT", "JSON", "json"),
+    ("STATECTL_LIMIT_RATE", "20MiB/s", 20 * 1024 * 1024),
+    ("STATECTL_LIMIT_RATE", "off", None),
     ("STATECTL_ZOOKEEPER", " zk1:2181,[::1]:2182,zk3/samza/prod ", "zk1:2181,[::1]:2182,zk3/samza/prod"),
 ])
 def test_env_values_are_parsed(env, name, raw, parsed):
@@ -556,12 +598,78 @@ def test_config_show_prints_sizes_and_durations_as_a_user_writes_them(tmp_path, 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    write("statectl.toml", '[default]\nchunk_size = "8MiB"\nttl = "90s"\n')
+    write("statectl.toml", '[default]\nchunk_size = "8MiB"\nttl = "90s"\nlimit_rate = "500k"\n')
     runner = CliRunner()
     text = runner.invoke(app, ["config", "show"])
     assert text.exit_code == 0, text.output
     shown = {line.split()[0]: line.split()[1] for line in text.stdout.splitlines()[3:] if len(line.split()) >= 3}
     assert shown["chunk_size"] == "8MiB" and shown["ttl"] == "90s" and shown["grace"] == "6h"
+    assert shown["limit_rate"] == "500KiB/s"
     assert parse_size(shown["chunk_size"]) == 8 * 1024 * 1024 and parse_duration(shown["grace"]) == 6 * 3600
     rows = {r["key"]: r for r in json.loads(runner.invoke(app, ["-o", "json", "config", "show"]).stdout)["settings"]}
     assert rows["chunk_size"]["value"] == 8 * 1024 * 1024 and rows["ttl"]["value"] == 90
+    assert rows["limit_rate"]["value"] == 500 * 1024
+
+
+def test_limit_rate_from_a_profile_and_off_from_a_flag(env):
+    write("statectl.toml", '[default]\nlimit_rate = "20MiB/s"\n[slow]\nlimit_rate = "500KiB/s"\n')
+    s = resolve(NO_FLAGS, env=env)
+    assert s.limit_rate == 20 * 1024 * 1024 and s.source("limit_rate").startswith("profile default")
+    assert resolve(NO_FLAGS, profile="slow", env=env).limit_rate == 500 * 1024
+    s = resolve({"limit_rate": "off"}, env=env)  # one run without the profile's limit
+    assert s.limit_rate is None and s.source("limit_rate") == "flag"
+
+
+@pytest.mark.parametrize("value", ['"0"', '"-20MiB/s"', '"fast"', "0", '"50"'])
+def test_a_bad_limit_rate_in_a_profile_is_a_config_error(env, value):
+    write("statectl.toml", f"[default]\nlimit_rate = {value}\n")
+    with pytest.raises(ConfigError) as exc:
+        resolve(NO_FLAGS, env=env)
+    assert "key 'limit_rate': invalid value" in str(exc.value) and "\n" not in str(exc.value)
+    assert exc.value.exit_code == 2
+
+
+# -- S3 server-side encryption ------------------------------------------------------------------------
+
+def test_sse_settings_from_flags_env_and_profile(env):
+    s = resolve({"sse": "aws:kms", "sse_kms_key_id": "alias/backups"}, env=env)
+    assert (s.sse, s.sse_kms_key_id) == ("aws:kms", "alias/backups")
+    assert resolve(NO_FLAGS, env=dict(env, STATECTL_SSE="AES256")).sse == "AES256"
+    write("statectl.toml", '[default]\nsse = "aws:kms"\nsse_kms_key_id = "arn:aws:kms:eu-west-1:1:key/k"\n')
+    s = resolve(NO_FLAGS, env=env)
+    assert (s.sse, s.sse_kms_key_id) == ("aws:kms", "arn:aws:kms:eu-west-1:1:key/k")
+    assert resolve(NO_FLAGS, env=env, config="statectl.toml").source("sse").startswith("profile default")
+    # --sse aws:kms over the profile's keeps the profile's key; AES256 over it replaces the pair.
+    assert resolve({"sse": "aws:kms"}, env=env).sse_kms_key_id == "arn:aws:kms:eu-west-1:1:key/k"
+    s = resolve({"sse": "AES256"}, env=env)
+    assert (s.sse, s.sse_kms_key_id) == ("AES256", None)
+    assert resolve(NO_FLAGS, env=dict(env, STATECTL_SSE="AES256")).sse_kms_key_id is None
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"sse": "aes256"}, "--sse: invalid value 'aes256' (expected AES256 or aws:kms)"),
+    ({"sse": "aws:kms:dsse"}, "--sse: invalid value 'aws:kms:dsse' (expected AES256 or aws:kms)"),
+    ({"sse_kms_key_id": "k"}, "--sse-kms-key-id needs --sse aws:kms, not none"),
+    ({"sse": "AES256", "sse_kms_key_id": "k"}, "--sse-kms-key-id needs --sse aws:kms, not AES256"),
+    ({"sse": "aws:kms", "sse_kms_key_id": "two words"}, "--sse-kms-key-id: invalid value 'two words'"),
+    ({"sse": "aws:kms", "sse_kms_key_id": ""}, "--sse-kms-key-id: invalid value ''"),
+])
+def test_sse_flags_that_cannot_work_are_usage_errors(env, flags, message):
+    with pytest.raises(UsageError) as exc:
+        resolve(flags, env=env)
+    assert not isinstance(exc.value, ConfigError)
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+def test_a_kms_key_without_aws_kms_in_env_or_profile_is_a_config_error(env):
+    with pytest.raises(UsageError, match=r"^--sse-kms-key-id needs --sse aws:kms, not AES256 \(env STATECTL_SSE\)$"):
+        resolve({"sse_kms_key_id": "k"}, env=dict(env, STATECTL_SSE="AES256"))
+    write("statectl.toml", '[default]\nsse_kms_key_id = "k"\n')
+    with pytest.raises(ConfigError, match=r"^sse_kms_key_id \(profile default \(statectl.toml\)\) needs sse aws:kms, "
+                                          r"not none$"):
+        resolve(NO_FLAGS, env=env)
+    with pytest.raises(ConfigError, match=r"not AES256 \(env STATECTL_SSE\)$"):
+        resolve(NO_FLAGS, env=dict(env, STATECTL_SSE_KMS_KEY_ID="k2", STATECTL_SSE="AES256"))
+    write("statectl.toml", '[default]\nsse = "aws"\n')
+    with pytest.raises(ConfigError, match="key 'sse': invalid value 'aws' \\(expected AES256 or aws:kms\\)"):
+        resolve(NO_FLAGS, env=env)

@@ -154,3 +154,16 @@ def test_the_embedded_default_named_by_another_spelling_is_made_too(tmp_path: Pa
         assert session.settings.source("blobstore") != "default"
         session.blobstore
     assert (default / "statectl" / "blobs").is_dir()
+
+
+def test_one_rate_limit_per_session(env):
+    """Every transfer of a command run takes from the same bucket: the session makes it once."""
+    session = Session.from_env(env=env, limit_rate="20MiB/s")
+    bucket = session.rate_limit
+    assert bucket is not None and bucket.rate == 20 * 1024 * 1024
+    assert session.rate_limit is bucket
+    assert Session.from_env(env=env, limit_rate="20MiB/s").rate_limit is not bucket
+    assert Session.from_env(env=env).rate_limit is None
+    assert Session.from_env(env={**env, "STATECTL_LIMIT_RATE": "1G/s"}).rate_limit.rate == 1024 ** 3
+    with pytest.raises(UsageError, match="--limit-rate: invalid value '0'"):
+        Session.from_env(env=env, limit_rate="0")

@@ -53,7 +53,7 @@ METRICS_PORT = Annotated[Optional[int], typer.Option(
 METRICS_ADDR = Annotated[str, typer.Option("--metrics-addr", help="The address --metrics-port listens on.")]
 
 
-@state_command(*WHERE, "standby_root", "zookeeper", "blobstore", "s3_endpoint")
+@state_command(*WHERE, "standby_root", "zookeeper", "blobstore", "s3_endpoint", "limit_rate")
 def follow(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, replica: REPLICA = 0,
            replica_dir: REPLICA_DIR = None, container: CONTAINER = None, layout: LAYOUT = "standby-root",
            to_checkpoint: FOLLOW_TO_CHECKPOINT = False, pre_restore: PRE_RESTORE = False,
@@ -83,8 +83,8 @@ def _seeder(env: Env) -> Any:
 
     def seeder(rep: Replica) -> Any:
         def seed(index_id: str, target: Path) -> None:
-            restore(RestoreOptions(rep.ref, target, target_dir=target, snapshot=index_id, force=True),
-                    session.blobstore, session.catalog, env.progress)
+            restore(RestoreOptions(rep.ref, target, target_dir=target, snapshot=index_id, force=True,
+                                   rate_limit=session.rate_limit), session.blobstore, session.catalog, env.progress)
 
         return seed
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from statectl.cli.common import Env, exit_codes_epilog, state_command
+from statectl.cli.common import Env, exit_codes_epilog, state_command, table
 from statectl.cli.standby.shared import metrics_file_option, metrics_path, root_flag, write_metrics
 from statectl.errors import UsageError
 
@@ -43,16 +43,31 @@ def status(env: Env, metrics_file: metrics_file_option("each replica's lag, offs
         from statectl.metrics import status_families
 
         write_metrics(env, metrics_file, lambda: status_families(rows))
-    lines = []
-    for r in rows:
-        lines.append(f"{r.replica_dir}  offset {r.applied_offset}  lag {r.lag_records} records / "
-                     f"{'?' if r.lag_s is None else f'{r.lag_s:.1f}s'}  "
-                     f"{'following (pid ' + str(r.follower_pid) + ')' if r.following else 'not followed'}  "
-                     f"{'promotable' if r.promotable else 'not promotable'}  {r.layout}"
-                     + (f"  container {r.container}" if r.container is not None else ""))
+    env.emit(rows, status_text(rows))
+
+
+STATUS_HEADER = ["REPLICA", "OFFSET", "LAG RECORDS", "LAG SECONDS", "FOLLOWER", "PROMOTABLE", "LAYOUT", "CONTAINER"]
+
+
+def status_text(rows: list[Any]) -> str:
+    """The replicas as a table under STATUS_HEADER (an old-layout one followed by the command that moves it),
+    or ``no replicas``."""
+    if not rows:
+        return "no replicas"
+
+    def cells(r: Any) -> list[str]:
+        return ["-" if v is None else str(v) for v in (
+            r.replica_dir, r.applied_offset, r.lag_records, None if r.lag_s is None else f"{r.lag_s:.1f}",
+            f"pid {r.follower_pid}" if r.following else None, "yes" if r.promotable else "no", r.layout,
+            r.container)]
+
+    header, *lines = table(STATUS_HEADER, [cells(r) for r in rows])
+    out = [header]
+    for r, line in zip(rows, lines):
+        out.append(line)
         if r.move_command:
-            lines.append(f"  old layout: in the state dir, where Samza deletes it; move it: {r.move_command}")
-    env.emit(rows, "\n".join(lines or ["no replicas"]))
+            out.append(f"  old layout: in the state dir, where Samza deletes it; move it: {r.move_command}")
+    return "\n".join(out)
 
 
 @state_command("kafka", "job", "job_id")

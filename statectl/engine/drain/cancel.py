@@ -25,7 +25,7 @@ from statectl.engine.drain.model import (
     since,
 )
 from statectl.engine.drain.status import read_status
-from statectl.errors import NotFoundError, UsageError
+from statectl.errors import NotFoundError, UsageError, command
 from statectl.formats.drain import DRAIN_NAMESPACE
 
 
@@ -83,7 +83,7 @@ def _plan_cancel(job: DrainJob, uuid: str | None, bad: bool, all_stale: bool) ->
             what = " or ".join(w for w, on in (("record Samza cannot read", bad),
                                                 ("notification of another run", all_stale)) if on)
             raise NotFoundError(f"no {what} in {job.coordinator.topic}",
-                                hint="'statectl drain status' lists the notifications and their states")
+                                hint=(command("drain status"), " lists the notifications and their states"))
         plan.tombstones += [PlannedTombstone(b.key, None, "job-breaking", b.offset) for b in broken]
         plan.tombstones += [PlannedTombstone(n.key or n.uuid, n.uuid, "stale", n.offset) for n in stale]
         plan.bad_removed = broken
@@ -97,13 +97,13 @@ def _plan_cancel(job: DrainJob, uuid: str | None, bad: bool, all_stale: bool) ->
     if not targets and not leftovers:
         what = f"drain notification {uuid}" if uuid else f"pending drain notification for run {st.run_id}"
         raise NotFoundError(f"no {what} in {job.coordinator.topic}",
-                            hint="'statectl drain status' lists the notifications and their states")
+                            hint=(command("drain status"), " lists the notifications and their states"))
     seen = [n for n in targets if n.state == SEEN]
     if seen:
         raise DrainIrrevocableError(
             f"job {target.job}-{target.job_id} is already draining (notification {seen[0].uuid}, run "
             f"{seen[0].run_id}): a drain cannot be undone",
-            hint="wait for it with 'statectl drain wait', then redeploy the job")
+            hint=("wait for it with ", command("drain wait"), ", then redeploy the job"))
     plan.tombstones += [PlannedTombstone(n.key or n.uuid, n.uuid, "pending", n.offset) for n in targets]
     plan.tombstones += [PlannedTombstone(n.key or n.uuid, n.uuid, "drained", n.offset) for n in leftovers]
     plan.cancelled = [n.uuid for n in targets + leftovers]

@@ -24,7 +24,7 @@ from statectl.engine.drain.model import (
     since,
 )
 from statectl.engine.drain.status import read_status
-from statectl.errors import NotFoundError, UsageError
+from statectl.errors import NotFoundError, UsageError, command
 
 DEFAULT_POLL_S = 1.0
 
@@ -61,7 +61,7 @@ def wait(target: DrainTarget, *, timeout_s: float, uuid: str | None = None, poll
             if time.monotonic() >= deadline:
                 raise DrainIncompleteError(
                     f"job {target.job}-{target.job_id} has not drained after {timeout_s:g}s: "
-                    + _describe(st), hint="'statectl drain status' shows the notification and what is in flight")
+                    + _describe(st), hint=(command("drain status"), " shows the notification and what is in flight"))
             time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
             st = read_status(job)
 
@@ -76,7 +76,7 @@ def _waiting_for(job: DrainJob, st: DrainStatus, uuid: str | None) -> list[str]:
             and (n.uuid == uuid if uuid else n.run_id == st.run_id)]
     if not done:
         what = f"drain notification {uuid}" if uuid else f"drain notification for run {st.run_id}"
-        raise NotFoundError(f"no {what} in {job.coordinator.topic}", hint="start one with 'statectl drain start'")
+        raise NotFoundError(f"no {what} in {job.coordinator.topic}", hint=("start one with ", command("drain start")))
     return done[-1:]
 
 
@@ -97,7 +97,7 @@ def _completion(job: DrainJob, st: DrainStatus, waiting_for: list[str]) -> tuple
         target = job.target
         raise DrainIncompleteError(f"drain notification {cancelled[0]} was cancelled: job "
                                    f"{target.job}-{target.job_id} is not draining",
-                                   hint="start another with 'statectl drain start'")
+                                   hint=("start another with ", command("drain start")))
     signal = SIGNAL_CLEARED if all(states.get(u) == CLEARED for u in waiting_for) else SIGNAL_CHECKPOINTS
     return waiting_for, signal
 

@@ -123,7 +123,7 @@ def _changelog_stream(bootstrap: str, ref: StoreRef, changelog: str | None, mode
         try:
             ss = changelog_stream(config, ref.store)
         except ConfigError as e:
-            raise ConfigError(f"the config of job {job}: {e}", hint=e.hint) from None
+            raise ConfigError(f"the config of job {job}: {e}", hint=e.hint_parts) from None
         if ss is None:
             raise NotFoundError(f"the config of job {job} names no changelog for store {ref.store!r} ({key})"
                                 + ("" if config else f" (it has no config on coordinator stream "

@@ -32,11 +32,14 @@ from statectl.engine.standby.nextstart import (
 )
 from statectl.engine.standby.promote import PromoteResult, check_active_dir, check_changelog_identity, promote
 from statectl.engine.standby.replica import Replica, is_locked, lock_holder, made_by_follower
-from statectl.errors import DiscardedError, NotFoundError, StatectlError, UsageError
+from statectl.errors import DiscardedError, NotFoundError, StatectlError, UsageError, command
 from statectl.formats.offsets import OFFSET_V2, OffsetFileError, read_offsets
 from statectl.kafka.client import KafkaSecurity
 from statectl.local.layout import checkpoint_dir, store_dir
 from statectl.progress import ProgressReporter
+
+# What a container's follower takes none of: it follows every task and store of the container.
+_ONE_TASK = ("task", "store")
 
 
 @dataclass
@@ -108,7 +111,8 @@ def _plan_one(sc: StandbyContainer, rep: Replica, bootstrap: str, state_dir: Pat
     if not (rep.replica_dir / OFFSET_V2).exists():
         raise NotFoundError(f"no replica of task {rep.ref.task!r} store {rep.ref.store!r} of container "
                             f"{sc.container} on this host (no {rep.replica_dir / OFFSET_V2})",
-                            hint=f"follow it here first: statectl standby follow --container {sc.container}")
+                            hint=("follow it here first: ", command("standby follow", "--container", sc.container,
+                                                                     without=_ONE_TASK)))
     if not made_by_follower(rep):
         raise UsageError(f"refusing to promote {rep.replica_dir}: statectl's follower did not make it")
     follower_to_fence(rep)  # LockHeldError for one this host cannot stop: before anything is written
@@ -233,8 +237,8 @@ def _plan_pre_restored(sc: StandbyContainer, rep: Replica, active: Path, done: d
         raise DiscardedError(
             f"refusing to fail over container {sc.container}: the job restores store {rep.ref.store!r} of task "
             f"{rep.ref.task!r} from the blob store, and no pre-restored checkpoint dir is kept on this host",
-            hint=f"keep its snapshots pre-restored here: statectl standby follow --container {sc.container} "
-                 "--pre-restore")
+            hint=("keep its snapshots pre-restored here: ",
+                  command("standby follow", "--container", sc.container, "--pre-restore", without=_ONE_TASK)))
     check_here(anchor, None if pointed else bootstrap, security=security)
     follower_to_fence(anchor)
     return Planned(anchor, active, None, done, blob=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from statectl.engine.standby.follower import FollowerSettings, restart as restart_process
 from statectl.engine.standby.replica import FollowStatus, PROMOTER, Replica, holder_of, is_locked, lock_holder
-from statectl.errors import LockHeldError, StatectlError
+from statectl.errors import LockHeldError, StatectlError, command
 from statectl.fsutil import process_alive
 from statectl.local.layout import standby_root
 
@@ -33,7 +33,7 @@ def follower_to_fence(replica: Replica) -> int | None:
     pid, host, role = holder_of(replica.lock_path)
     if role == PROMOTER:
         raise LockHeldError(f"replica {replica.replica_dir} is being promoted by pid {pid} on {host}",
-                            hint="let that promote end, then see 'statectl standby status'")
+                            hint=("let that promote end, then see ", command("standby status")))
     if pid is None or host != socket.gethostname() or pid == os.getpid() or not process_alive(pid):
         raise LockHeldError(f"replica {replica.replica_dir} is held by a follower this host cannot stop "
                             f"(pid {pid} on {host})", hint="stop that follower, then promote again")

@@ -30,9 +30,9 @@ from statectl.redact import SECRET_ENV
 
 # The settings a follower runs with that `standby follow` takes no flag for: passed as STATECTL_* variables.
 # Secrets (passwords, keys, tokens) are not among them.
-ENV_SETTINGS = ("s3_region", "s3_profile", "kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username",
-                "kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile", "kafka_ssl_check_hostname", "timeout",
-                "retries", "retry_time", "parallelism", "chunk_size")
+ENV_SETTINGS = ("s3_region", "s3_profile", "sse", "sse_kms_key_id", "kafka_security_protocol", "kafka_sasl_mechanism",
+                "kafka_sasl_username", "kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile", "kafka_ssl_check_hostname", "timeout",
+                "retries", "retry_time", "parallelism", "chunk_size", "limit_rate")
 
 
 LAYOUTS = ("standby-root", "active-path")

@@ -19,7 +19,7 @@ from typing import Any
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.refs import StoreRef
 from statectl.engine.standby.replica import Replica
-from statectl.errors import DiscardedError, StatectlError, UsageError
+from statectl.errors import DiscardedError, StatectlError, UsageError, command
 from statectl.formats import jobconfig
 from statectl.formats.checkpoint import (
     BLOB_STORE_FACTORY,
@@ -152,8 +152,8 @@ def _check_changelog_restore(config: dict[str, str], store: str, checkpoint: Any
         raise DiscardedError(
             f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), "
             "whose restore deletes the store dir and every checkpoint dir but one identical to the snapshot",
-            hint="keep the snapshot pre-restored on this host with 'statectl standby follow --pre-restore', "
-                 "then promote without --replica-dir and --active-dir")
+            hint=("keep the snapshot pre-restored on this host with ", command("standby follow", "--pre-restore"),
+                  ", then promote without --replica-dir and --active-dir"))
     if factory is None:
         raise DiscardedError(f"{refused}: the job's config gives the store no changelog "
                              f"(stores.{store}.changelog) nor restore factories, so its start deletes the dir",

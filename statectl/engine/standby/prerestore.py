@@ -354,7 +354,7 @@ def check_not_half_promoted(anchor: Replica, status: FollowStatus | None) -> Non
             and not _in_state_dir(anchor, checkpoint_base(anchor)):
         raise UsageError(f"a promote of store {anchor.ref.store!r} of task {anchor.ref.task!r} was interrupted after "
                          f"it moved the pre-restored dir to {status.pending_dir}",
-                         hint="run 'statectl standby promote' for it again: it finishes the promote")
+                         hint=("run ", anchor.ref.command("standby promote"), " again: it finishes the promote"))
 
 
 def _in_state_dir(anchor: Replica, path: Path) -> bool:

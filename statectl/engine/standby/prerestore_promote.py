@@ -113,14 +113,13 @@ def _plan_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobstore
     anchor = locate_pre_restore(state_dir, ref, root)
     refused = f"refusing to promote store {ref.store!r} of task {ref.task!r}"
     before = own_status(anchor)
-    follow_cmd = ("statectl standby follow --pre-restore --kafka ... --job ... --task ... --store ... "
-                  "--state-dir ... --blobstore ...")
     if before is None:
         raise DiscardedError(
             f"{refused}: the job restores the store from the blob store (BlobStoreStateBackendFactory), whose "
             "restore deletes the store dir and every checkpoint dir but one identical to the snapshot, and no "
             "pre-restored checkpoint dir is kept on this host",
-            hint=f"keep the latest snapshot pre-restored here with '{follow_cmd}', then promote")
+            hint=("keep the latest snapshot pre-restored here with ", ref.command("standby follow", "--pre-restore"),
+                  ", then promote"))
     if _clean_on_start(bootstrap, ref, security):
         raise DiscardedError(f"{refused}: stores.{ref.store}.clean.on.container.start is true, so the job's start "
                              "downloads the snapshot whatever is here (BlobStoreRestoreManager.shouldRestore)",

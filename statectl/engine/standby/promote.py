@@ -51,7 +51,7 @@ from statectl.engine.standby.replica import (
     read_status,
     record_offset,
 )
-from statectl.errors import DiscardedError, LockHeldError, NotFoundError, StatectlError, UsageError
+from statectl.errors import DiscardedError, Hint, LockHeldError, NotFoundError, StatectlError, UsageError
 from statectl.formats.offsets import OFFSET, OFFSET_V2, write_offset
 from statectl.fsutil import chown_tree, fsync_dirs, make_dirs, owner_of
 from statectl.kafka.client import (
@@ -200,11 +200,12 @@ def _plan_promote(replica: Replica, active_dir: Path, bootstrap: str, consumer_o
                   start: NextStart | None, assume_non_transactional: bool) -> PromotePlan:
     if not (replica.replica_dir / OFFSET_V2).exists():
         raise NotFoundError(f"no replica at {replica.replica_dir} (no {OFFSET_V2})",
-                            hint="start one with 'statectl standby follow'")
+                            hint=("start one with ", replica.ref.command("standby follow")))
     if not made_by_follower(replica):  # a promote moves the replica dir away: only one a follower made
         raise UsageError(f"refusing to promote {replica.replica_dir}: statectl's follower did not make it (no "
                          f"{replica.replica_dir.name}{STATUS_SUFFIX} beside it naming it)",
-                         hint="promote a replica 'statectl standby follow' keeps (leave --replica-dir out)")
+                         hint=("promote a replica that ", replica.ref.command("standby follow"),
+                               " keeps (leave --replica-dir out)"))
     fence_pid = follower_to_fence(replica)
     cl_bootstrap = replica.changelog_kafka(bootstrap, security)[0]
     check_changelog_identity(replica, consumer_of(), cl_bootstrap)
@@ -265,7 +266,7 @@ def _execute_promote(plan: PromotePlan, replica: Replica, bootstrap: str, consum
             said = str(e)
             if restart_follower and was_following:  # once the lock is released: the follower takes it again
                 said += "; " + restart_fenced(replica, before, bootstrap)
-            raise e.exit_as(said, hint=e.hint) from None
+            raise e.exit_as(said, hint=e.hint_parts) from None
     except Exception as e:
         full = disk_full_error(replica, e, "promoting")
         if full is None or full is e:
@@ -297,7 +298,7 @@ def _catch_up_as_planned(plan: PromotePlan, replica: Replica, bootstrap: str, co
     try:
         _check_not_ahead(replica, target, plan.start)  # the follower may have applied more meanwhile
     except DiscardedError as e:
-        raise _NotPromoted(str(e), hint=e.hint, exit_as=DiscardedError) from None
+        raise _NotPromoted(str(e), hint=e.hint_parts, exit_as=DiscardedError) from None
     position = _catch_up(replica, consumer, cl_bootstrap, lambda: target, deadline, result)
     if position != target:  # nothing below the target left to read: never claim more
         raise _NotPromoted(f"cannot promote {replica.replica_dir}: the changelog ends at offset "
@@ -356,7 +357,7 @@ def _still_promotable(replica: Replica, consumer: Any, bootstrap: str) -> None:
     try:
         check_changelog_identity(replica, consumer, bootstrap)
     except StatectlError as e:
-        raise _NotPromoted(str(e), hint=e.hint) from None
+        raise _NotPromoted(str(e), hint=e.hint_parts) from None
 
 
 def _tail(consumer: Any, replica: Replica, bootstrap: str) -> Tail:
@@ -373,8 +374,8 @@ def _check_not_ahead(replica: Replica, target: int | None, start: NextStart) -> 
             f"refusing to promote {replica.replica_dir}: it holds changelog offset {applied}, past the offset "
             f"{target} the job's next start restores to (checkpoint {start.checkpoint_id}, transactional restore): "
             "the start would delete it, and a store cannot be rolled back",
-            hint="follow with 'statectl standby follow --to-checkpoint' (it applies only up to the task's latest "
-                 "checkpoint), or promote once the job has checkpointed past it")
+            hint=("follow with ", replica.ref.command("standby follow", "--to-checkpoint"), " (it applies only up "
+                  "to the task's latest checkpoint), or promote once the job has checkpointed past it"))
 
 
 def _check_checkpoint_dir(replica: Replica, target: Path) -> None:
@@ -415,7 +416,7 @@ class _NotPromoted(StatectlError):
     """The replica could not be caught up, or may not be promoted: nothing was swapped (promote restarts
     the follower, then raises ``exit_as``)."""
 
-    def __init__(self, message: str, *, hint: str | None = None, exit_as: type[StatectlError] = StatectlError):
+    def __init__(self, message: str, *, hint: Hint | None = None, exit_as: type[StatectlError] = StatectlError):
         super().__init__(message, hint=hint)
         self.exit_as = exit_as
 
@@ -430,7 +431,8 @@ def _catch_up(replica: Replica, consumer: Any, bootstrap: str, target_of: Callab
         check_replica_in_range(consumer, replica, bootstrap, offset)
     except OffsetOutOfRange as e:
         raise _NotPromoted(f"cannot promote {replica.replica_dir}: {e}; the active dir is untouched",
-                           hint="let 'statectl standby follow' re-seed the replica, then promote") from None
+                           hint=("let ", replica.ref.command("standby follow"), " re-seed the replica, then promote")
+                           ) from None
     target = target_of()
     db = open_replica(replica)
     position = offset
@@ -495,5 +497,5 @@ def check_changelog_identity(replica: Replica, consumer: Any, bootstrap: str, st
     raise StatectlError(f"refusing to promote {replica.replica_dir}: changelog {replica.changelog} was deleted and "
                         f"recreated since the replica was followed (topic id {status.topic_id}, now {now}): its "
                         "records and offset are the old topic's",
-                        hint="run 'statectl standby follow' for it (it re-seeds the replica from the new changelog), "
-                             "then promote")
+                        hint=("run ", replica.ref.command("standby follow"), " (it re-seeds the replica from the new "
+                              "changelog), then promote"))

@@ -29,7 +29,7 @@ from typing import Any
 from statectl import failpoints
 from statectl.catalog.refs import StoreRef
 from statectl.engine.standby.follower import FollowerSettings
-from statectl.errors import DiskFullError, LockHeldError, StatectlError, UsageError, is_disk_full
+from statectl.errors import DiskFullError, LockHeldError, StatectlError, UsageError, command, is_disk_full
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import OFFSET_V2, OffsetFileError, SIDE_INPUT_OFFSETS, read_offsets, write_offsets
 from statectl.kafka.client import KafkaSecurity
@@ -284,7 +284,7 @@ class PromoteLock:
 
 def promoting_error(replica: Replica) -> LockHeldError:
     return LockHeldError(f"replica {replica.replica_dir} is being promoted by {_who(replica.promote_lock_path)}",
-                         hint="let that promote (or failover) end, then see 'statectl standby status'")
+                         hint=("let that promote (or failover) end, then see ", command("standby status")))
 
 
 def check_not_promoting(replica: Replica) -> None:

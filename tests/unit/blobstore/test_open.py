@@ -103,3 +103,15 @@ def test_an_s3_store_is_its_endpoint_bucket_and_normalised_prefix():
     assert ident("s3://bk1/p", "http://127.0.0.1:9001") != one
     assert ident("s3://bk1/p", "https://s3.example.com:443") == ident("s3://bk1/p", "https://S3.example.com")
     assert ident("s3://bk1/p", None)[1] == ""
+
+
+@pytest.mark.parametrize("sse, key, message", [
+    ("aes256", None, "unknown server-side encryption 'aes256': expected AES256 or aws:kms"),
+    (None, "alias/k", "a KMS key id needs server-side encryption aws:kms, not none"),
+    ("AES256", "alias/k", "a KMS key id needs server-side encryption aws:kms, not AES256"),
+])
+def test_s3_encryption_settings_that_cannot_work_are_refused(sse, key, message):
+    from statectl.blobstore import S3Options
+
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        open_blobstore("s3://bucket/p", s3=S3Options(endpoint_url="http://127.0.0.1:9", sse=sse, sse_kms_key_id=key))

@@ -64,7 +64,8 @@ def test_a_malformed_lease_is_reported_taken_over_and_breakable(bs, name):
     done = break_lease(bs, REF, expected=info)
     assert done.released and not done.live
     again, problem = inspect_lease(bs, REF)
-    assert problem == "" and again.released and again.expires.endswith("Z")
+    # A released lease binds nobody: when it was released, no expiry.
+    assert problem == "" and again.released and again.released_at.endswith("Z") and again.expires == ""
 
     # A backup takes a malformed record over (conditionally) and says so.
     bs.put_at(lease_key(REF), MALFORMED[name])
@@ -96,6 +97,32 @@ def test_well_formed_leases_read_as_before(bs):
     bs.put_at(lease_key(REF), b'{"owner": "someone-else", "expires": 0}')  # expired, old-style: no problem
     info, problem = inspect_lease(bs, REF)
     assert problem == "" and not info.live
+
+
+def test_a_released_lease_shows_when_it_was_released_and_no_expiry(bs, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from statectl.cli.main import app
+    from tests.tools.standby_helpers import isolate_cli
+
+    isolate_cli(tmp_path, monkeypatch)
+    where = ["--blobstore", bs.url, "--job", REF.job, "--store", REF.store]
+    with Lease(bs, REF, seconds=300):
+        held = read_lease(bs, REF)
+    info = read_lease(bs, REF)
+    assert held.expires and not held.released and held.released_at == ""
+    assert info.released and info.expires == "" and info.released_at.endswith("Z") and info.broken_by == ""
+    text = CliRunner().invoke(app, ["lease", "show", *where]).stdout
+    assert text.startswith(f"lease of {REF}: released at {info.released_at}; last held by backup on host "
+                           f"{socket.gethostname()}") and "expires" not in text, text
+    shown = json.loads(CliRunner().invoke(app, ["lease", "show", *where, "-o", "json"]).stdout)
+    assert (shown["released"], shown["expires"], shown["released_at"]) == (True, "", info.released_at)
+    # Broken by an operator: when and by whom.
+    bs.put_at(lease_key(REF), body(str(time.time() + 200)))
+    break_lease(bs, REF, expected=read_lease(bs, REF))
+    text = CliRunner().invoke(app, ["lease", "show", *where]).stdout
+    assert f"released at {read_lease(bs, REF).released_at} (broken by {socket.gethostname()}:" in text, text
+    assert "expires" not in text and "last held by backup on host elsewhere.example" in text
 
 
 # ---- a gc holding the lease --------------------------------------------------------------------------

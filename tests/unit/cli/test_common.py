@@ -14,15 +14,16 @@ from typer.testing import CliRunner
 
 from statectl import config, errors
 from statectl.cli import common
-from statectl.cli.common import STORE, Env, Flags, exit_codes_epilog, flag_help, state_command
+from statectl.cli.base import exit_codes_epilog
+from statectl.cli.common import STORE, Env, Flags, flag_help, state_command
 from statectl.cli.main import EXIT_CODES_HELP, app
 
 # Every command's flags as the contract has them (CLI.md): none may be lost or renamed.
 FLAGS = {
-    "backup": {"--all", "--all-tasks", "--blobstore", "--checkpoint-dir", "--chunk-size", "--create", "--grace", "--job", "--job-id", "--kafka",
+    "backup": {"--limit-rate", "--sse", "--sse-kms-key-id", "--all", "--all-tasks", "--blobstore", "--checkpoint-dir", "--chunk-size", "--create", "--dry-run", "--grace", "--job", "--job-id", "--kafka",
                "--keep-last",
                "--parallelism", "--s3-endpoint", "--state-dir", "--store", "--store-dir", "--task", "--ttl", "-j"},
-    "restore": {"--blobstore", "--dry-run", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
+    "restore": {"--limit-rate", "--all", "--all-tasks", "--blobstore", "--container", "--dry-run", "--force", "--from-changelog", "--from-other-store", "--job", "--job-id", "--kafka",
                 "--parallelism", "--partition", "--s3-endpoint", "--snapshot", "--state-dir", "--store", "--store-dir",
                 "--system", "--target-dir", "--task", "--to-checkpoint", "--until-offset", "-j"},
     "diff": {"--against", "--blobstore", "--job", "--job-id", "--kafka", "--s3-endpoint", "--snapshot", "--state-dir",
@@ -35,10 +36,11 @@ FLAGS = {
                        "--task"},
     "snapshots verify": {"--blobstore", "--download", "--job", "--job-id", "--kafka", "--parallelism",
                          "--s3-endpoint", "--store", "--task", "-j"},
-    "snapshots copy": {"--blobstore", "--create", "--dry-run", "--file-owner", "--grace", "--job", "--job-id", "--kafka",
+    "snapshots copy": {"--limit-rate", "--all", "--all-tasks", "--blobstore", "--create", "--dry-run", "--file-owner", "--grace", "--job", "--job-id", "--kafka",
                        "--keep-last", "--parallelism",
                        "--s3-endpoint", "--store", "--task", "--to-blobstore", "--to-job", "--to-job-id",
-                       "--to-s3-endpoint", "--to-store", "--to-task", "--ttl", "-j"},
+                       "--to-s3-endpoint", "--to-sse", "--to-sse-kms-key-id", "--to-store", "--to-task", "--ttl",
+                       "-j"},
     "config show": {"--blobstore", "--job", "--job-id", "--kafka", "--keep-last", "--parallelism", "--s3-endpoint",
                     "--state-dir", "--store", "--task", "-j"},
     "lease show": {"--blobstore", "--job", "--job-id", "--s3-endpoint", "--store", "--task"},
@@ -47,7 +49,7 @@ FLAGS = {
     "drain status": {"--job", "--job-id", "--kafka", "--run-id"},
     "drain wait": {"--job", "--job-id", "--kafka", "--poll", "--run-id", "--timeout", "--uuid"},
     "drain cancel": {"--all-stale", "--bad", "--dry-run", "--job", "--job-id", "--kafka", "--run-id", "--uuid"},
-    "standby follow": {"--blobstore", "--changelog", "--job", "--job-id", "--kafka", "--layout", "--partition",
+    "standby follow": {"--limit-rate", "--blobstore", "--changelog", "--job", "--job-id", "--kafka", "--layout", "--partition",
                        "--replica", "--replica-dir", "--s3-endpoint", "--state-dir", "--store", "--task",
                        "--to-checkpoint", "--metrics-port", "--metrics-addr", "--container", "--pre-restore",
                        "--zookeeper", "--standby-root"},
@@ -60,7 +62,7 @@ FLAGS = {
                          "--metrics-file", "--replica", "--s3-endpoint", "--state-dir", "--timeout", "--to-checkpoint",
                          "--standby-root"},
     "standby check": {"--host", "--job", "--job-id", "--kafka", "--metrics-file"},
-    "adstore load": {"--allow-empty", "--blobstore", "--broadcast", "--dataset-versions", "--dry-run", "--end-marker", "--extractor",
+    "adstore load": {"--limit-rate", "--allow-empty", "--blobstore", "--broadcast", "--dataset-versions", "--dry-run", "--end-marker", "--extractor",
                      "--follow", "--format", "--from-file", "--kafka", "--keep-versions", "--key-field",
                      "--master", "--max-age",
                      "--partitions", "--partition-count", "--s3-endpoint", "--spark", "--spark-conf", "--stage-through-blobstore",
@@ -121,9 +123,9 @@ def test_a_shared_flag_is_one_definition_everywhere():
 @pytest.mark.parametrize("name, text", [
     ("job_id", "Job id (default 1). [env STATECTL_JOB_ID]"),
     ("task", "Task name (default 'Partition 0'). [env STATECTL_TASK]"),
-    ("keep_last", "Keep the last N snapshots of each task/store restorable (default 1). [env STATECTL_KEEP_LAST]"),
+    ("keep_last", "Snapshots kept per task and store (default 1). [env STATECTL_KEEP_LAST]"),
     ("parallelism", "Transfers in flight (default 8). [env STATECTL_PARALLELISM]"),
-    ("chunk_size", "Upload files in blobs of at most this size (default 64MiB). [env STATECTL_CHUNK_SIZE]"),
+    ("chunk_size", "Largest blob uploaded (default 64MiB). [env STATECTL_CHUNK_SIZE]"),
     ("ttl", "Expiry of uncommitted blobs (default 30d). [env STATECTL_TTL]"),
     ("store_dir", "The store dir itself (instead of --state-dir)."),
 ])
@@ -135,8 +137,7 @@ def test_a_changed_default_shows_in_the_help(monkeypatch):
     monkeypatch.setitem(config.KEYS, "parallelism", dataclasses.replace(config.KEYS["parallelism"], default=16))
     monkeypatch.setitem(config.KEYS, "grace", dataclasses.replace(config.KEYS["grace"], default=2 * 86400))
     assert flag_help("parallelism") == "Transfers in flight (default 16). [env STATECTL_PARALLELISM]"
-    assert flag_help("grace").startswith("Leave unreferenced blobs younger than this, and the blobs of a snapshot "
-                                         "retention dropped this long after (default 2d; gc: at least 1m)")
+    assert flag_help("grace") == "Age before a blob no snapshot needs is deleted (default 2d). [env STATECTL_GRACE]"
 
 
 def test_every_default_in_help_reads_back_as_the_default():
@@ -236,3 +237,12 @@ def test_no_command_repeats_the_store_flags_by_hand():
         text = module.read_text(encoding="utf-8")
         for name in STORE:
             assert f'"--{name.replace("_", "-")}"' not in text, f"{module.name} declares --{name} itself"
+
+
+def test_the_encryption_flags_offer_what_the_settings_and_the_store_accept():
+    from statectl.blobstore import SSE_MODES
+
+    commands = _commands()
+    for path, name in (("backup", "--sse"), ("snapshots copy", "--to-sse")):
+        assert tuple(_params(commands[path])[name].type.choices) == SSE_MODES, (path, name)
+    assert [config.KEYS["sse"].parse(mode) for mode in SSE_MODES] == list(SSE_MODES)

@@ -1,6 +1,8 @@
 """A hint that suggests a statectl command which then fails with exit 2 is a bug (issue 22, item 3): every
-``statectl ...`` command named in a hint, note or message of the package parses with the current CLI (its
-command exists, its flags exist and take the values given), without running it."""
+``statectl ...`` command named in a hint, note or message of the package (as text, or as a
+statectl.errors.Command) parses with the current CLI (its command exists, its flags exist and take the values
+given), without running it. How the CLI completes a hint's commands with the flags of the failing
+invocation: tests/unit/cli/test_hint_scope.py, and tests/integration/test_hint_commands.py runs them."""
 
 from __future__ import annotations
 
@@ -33,10 +35,33 @@ def _text(node: ast.AST) -> str:
         return _text(node.body) + " | " + _text(node.orelse)
     if isinstance(node, ast.BoolOp):
         return " | ".join(_text(v) for v in node.values)
+    if isinstance(node, ast.Tuple):  # a hint of text and statectl.errors.Command parts
+        return "".join(_text(e) for e in node.elts)
+    command = _command(node)
+    if command is not None:
+        return f"'{command}'"
     if isinstance(node, ast.Call):  # a helper building the hint from its arguments (catalog.listing._nearest)
         texts = [_text(a) for a in [*node.args, *(k.value for k in node.keywords)]]
         return " | ".join(f"'{t}'" if t.startswith("statectl ") else t for t in texts)
     return ""
+
+
+def _command(node: ast.AST) -> str | None:
+    """The command line of a statectl.errors.Command made in the code: ``command("snapshots list", "--job", job)``
+    or ``ref.command("standby follow", "--pre-restore")`` (StoreRef.command: its store's flags are left out),
+    each expression a HOLE; None for any other expression."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)):
+        return None
+    func = node.func
+    if not ((isinstance(func, ast.Name) and func.id == "command")
+            or (isinstance(func, ast.Attribute) and func.attr == "command")):
+        return None
+    if node.args[0].value.split()[:1] and node.args[0].value.split()[0] not in TOP:  # typer's app.command("list")
+        return None
+    words = [a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else HOLE
+             for a in node.args if not isinstance(a, ast.Starred)]
+    return " ".join(["statectl", *words])
 
 
 def _strings() -> list[tuple[str, int, str]]:
@@ -51,6 +76,8 @@ def _strings() -> list[tuple[str, int, str]]:
                 continue
             if isinstance(node, ast.keyword) and node.arg == "hint":
                 out.append((str(path.relative_to(PACKAGE)), node.value.lineno, _text(node.value)))
+            elif _command(node) is not None:  # a Command made for a hint by a helper (catalog.listing)
+                out.append((str(path.relative_to(PACKAGE)), node.lineno, _text(node)))
             elif isinstance(node, (ast.Constant, ast.JoinedStr)) and not isinstance(getattr(node, "value", None), bytes):
                 text = _text(node)
                 if "'statectl " in text or ": statectl " in text:

@@ -39,3 +39,14 @@ def test_help_documents_exit_codes():
     for code in ("10", "11", "12"):
         assert code in r.output
     assert "--to-blobstore" in r.output and "server-side" in r.output
+
+
+def test_a_target_kms_key_without_aws_kms_is_a_usage_error(tmp_path: Path):
+    for args, said in ((["--to-sse-kms-key-id", "alias/k"], "needs --to-sse aws:kms, not none"),
+                       (["--to-sse", "AES256", "--to-sse-kms-key-id", "alias/k"], "needs --to-sse aws:kms, not AES256"),
+                       (["--to-sse", "aws:kms", "--to-sse-kms-key-id", "a b"], "--to-sse-kms-key-id: invalid value"),
+                       (["--to-sse", "aes"], "Invalid value for '--to-sse'")):
+        r = _run(tmp_path, "--to-job", "staging", *args)
+        assert r.exit_code == 2, r.output
+        assert said in r.stderr and r.stderr.count("Error:") == 1 and "Traceback" not in r.output
+    assert sorted(p.name for p in (tmp_path / "blobs").iterdir()) == []  # nothing written

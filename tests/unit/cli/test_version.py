@@ -15,7 +15,7 @@ from pathlib import Path
 import tomli
 
 import statectl
-from statectl.cli.version import render
+from statectl.cli.base import render_versions as render
 from statectl.engine.version import Versions
 from statectl.spark.probe import java_binary
 

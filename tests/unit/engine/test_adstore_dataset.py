@@ -1,4 +1,4 @@
-"""engine.adstore_dataset: what a marker is and what version it names, the cursor file, and the options."""
+"""engine.adstore.dataset: what a marker is and what version it names, the cursor file, and the options."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from statectl.engine.adstore_dataset import (
+from statectl.engine.adstore.dataset import (
     END_MARKER_HEADER,
+    Cursor,
     DatasetLoadOptions,
-    _Cursor,
-    _marker_value,
+    marker_value,
     parse_dataset_version,
 )
 from statectl.errors import UsageError
@@ -35,23 +35,23 @@ def test_marker_by_header_or_by_key():
     by_header = DatasetLoadOptions("b:1", "t", "s", Path("/x"))
     by_key = DatasetLoadOptions("b:1", "t", "s", Path("/x"), end_marker="__END__")
     marker = Rec(None, b"", [(END_MARKER_HEADER, b"3")])
-    assert _marker_value(marker, by_header) == b"3"
-    assert _marker_value(Rec(b"k", b"v", [("other", b"3")]), by_header) is None
-    assert _marker_value(Rec(b"k", b"v", []), by_header) is None
-    assert _marker_value(Rec(None, b"", [(END_MARKER_HEADER, None)]), by_header) == b""  # a garbage marker
-    assert _marker_value(marker, by_key) is None  # the header does not count when markers are keyed
-    assert _marker_value(Rec(b"__END__", b"7", []), by_key) == b"7"
-    assert _marker_value(Rec(b"__END__", None, []), by_key) == b""
-    assert _marker_value(Rec(b"__END_", b"7", []), by_key) is None
+    assert marker_value(marker, by_header) == b"3"
+    assert marker_value(Rec(b"k", b"v", [("other", b"3")]), by_header) is None
+    assert marker_value(Rec(b"k", b"v", []), by_header) is None
+    assert marker_value(Rec(None, b"", [(END_MARKER_HEADER, None)]), by_header) == b""  # a garbage marker
+    assert marker_value(marker, by_key) is None  # the header does not count when markers are keyed
+    assert marker_value(Rec(b"__END__", b"7", []), by_key) == b"7"
+    assert marker_value(Rec(b"__END__", None, []), by_key) == b""
+    assert marker_value(Rec(b"__END_", b"7", []), by_key) is None
 
 
 def test_cursor_round_trip_and_damage():
-    c = _Cursor("t", "kafka", {0: 12, 3: 40}, 7, 2, [0, 3])
-    assert _Cursor.from_json(c.to_json()) == c
-    assert _Cursor.from_json(_Cursor("t", "kafka").to_json()) == _Cursor("t", "kafka")
+    c = Cursor("t", "kafka", {0: 12, 3: 40}, 7, 2, [0, 3])
+    assert Cursor.from_json(c.to_json()) == c
+    assert Cursor.from_json(Cursor("t", "kafka").to_json()) == Cursor("t", "kafka")
     for bad in ("", "[]", '{"topic": "t"}', '{"topic": "t", "system": "kafka", "offsets": {"a": 1}}'):
         with pytest.raises(ValueError):
-            _Cursor.from_json(bad)
+            Cursor.from_json(bad)
 
 
 @pytest.mark.parametrize("kw, msg", [({"keep_versions": 0}, "--keep-versions"), ({"end_marker": ""}, "--end-marker"),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from statectl.engine.adstore_seal import SealOptions
+from statectl.engine.adstore.seal import SealOptions
 from statectl.errors import UsageError
 
 

@@ -1,4 +1,4 @@
-"""engine.adstore_status.predict: StorageManagerUtil.isStaleStore and isOffsetFileValid on real dirs."""
+"""engine.adstore.status.predict: StorageManagerUtil.isStaleStore and isOffsetFileValid on real dirs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from statectl.engine.adstore_status import predict, record_side_inputs, recorded_side_inputs
+from statectl.engine.adstore.status import predict, record_side_inputs, recorded_side_inputs
 from statectl.formats.checkpoint import SSP
 from statectl.formats.offsets import OFFSET_V2, SIDE_INPUT_OFFSETS, write_offset_file, write_offsets, write_side_input_offsets
 
@@ -55,7 +55,7 @@ def test_recorded_side_inputs(tmp_path: Path):
 def test_checkpoint_read_versions_as_taskconfig_reads_them():
     import pytest
 
-    from statectl.engine.adstore_status import checkpoint_read_versions
+    from statectl.engine.adstore.status import checkpoint_read_versions
     from statectl.errors import ConfigError
 
     assert checkpoint_read_versions({}) == [1]  # Samza's default: v1 only
@@ -68,7 +68,7 @@ def test_checkpoint_read_versions_as_taskconfig_reads_them():
 def test_wiped_tasks_by_container_and_host():
     """The grouping the Tansu tests (tests/integration/test_adstore_seal.py) check end to end, on a model
     without task assignments too: the job is then one group."""
-    from statectl.engine.adstore_status import _wiped_tasks
+    from statectl.engine.adstore.status import _wiped_tasks
     from statectl.formats.jobmodel import JobModel
 
     def detail(active: list[str]) -> str:
@@ -86,7 +86,7 @@ def test_wiped_tasks_by_container_and_host():
 
 def test_new_run_topic_only_for_a_batch_application_with_a_run_id():
     """StreamManager.createUniqueNameForBatch: the topic carries the run id only in BATCH mode with one."""
-    from statectl.engine.adstore_status import new_run_topic
+    from statectl.engine.adstore.status import new_run_topic
 
     assert new_run_topic({"app.mode": "BATCH", "app.run.id": "1700000000000-ab12cd34"})
     assert new_run_topic({"app.mode": "batch", "app.run.id": "1"})

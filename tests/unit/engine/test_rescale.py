@@ -1,4 +1,4 @@
-"""engine.rescale and its Spark pieces without Spark: options, the task-map and snapshots files, the
+"""statectl.engine.rescale and its Spark pieces without Spark: options, the task-map and snapshots files, the
 partitioner, the executors' CRC-checked fetch of a source snapshot, the per-source figures, and the
 verification that refuses targets that do not hold the sources' entries in the partitioner's tasks."""
 
@@ -15,15 +15,11 @@ import pytest
 from statectl.blobstore import open_blobstore
 from statectl.errors import UsageError
 from statectl.formats.adstore import Digest, murmur2, partition_of
-from statectl.engine.rescale import (
-    RescaleOptions,
-    RescaleResult,
-    VerificationError,
-    _verify,
-    load_snapshots_file,
-    load_task_map,
-)
-from statectl.spark.job import BuildError, _SourceStatsParam, fetch_snapshot, load_partitioner
+from statectl.engine.rescale.build import VerificationError, verify_targets
+from statectl.engine.rescale.options import RescaleOptions, load_snapshots_file, load_task_map
+from statectl.engine.rescale.result import RescaleResult
+from statectl.spark.context import BuildError
+from statectl.spark.rescale_reader import _SourceStatsParam, fetch_snapshot, load_partitioner
 from statectl.spark.submit import BuildSpec
 
 
@@ -163,34 +159,34 @@ def test_verify_passes_exactly_partitioned_targets_and_refuses_the_rest(tmp_path
     src.add_sorted(sorted(keys.items()))
     good = [_store(tmp_path / f"good{j}", parts[j]) for j in range(2)]
     r = _result()
-    _verify(o, [tmp_path / "good0", tmp_path / "good1"], _manifest([src], good), r)
+    verify_targets(o, [tmp_path / "good0", tmp_path / "good1"], _manifest([src], good), r)
     assert r.verified and r.keys == 300 and [t.keys for t in r.targets] == [len(parts[0]), len(parts[1])]
 
     # the same entries with the targets swapped: counts and hash add up, but every key is in the wrong task
     swapped = [_store(tmp_path / f"swap{j}", parts[1 - j]) for j in range(2)]
     with pytest.raises(VerificationError, match="belong to another task"):
-        _verify(o, [tmp_path / "swap0", tmp_path / "swap1"], _manifest([src], swapped), _result())
+        verify_targets(o, [tmp_path / "swap0", tmp_path / "swap1"], _manifest([src], swapped), _result())
 
     # one value changed: same key count, another content hash
     changed = dict(parts[0])
     changed[next(iter(changed))] = b"other"
     d = [_store(tmp_path / "chg0", changed), good[1]]
     with pytest.raises(VerificationError, match="content hash"):
-        _verify(o, [tmp_path / "chg0", tmp_path / "good1"], _manifest([src], d), _result())
+        verify_targets(o, [tmp_path / "chg0", tmp_path / "good1"], _manifest([src], d), _result())
 
     # a key lost
     lost = dict(parts[1])
     lost.pop(next(iter(lost)))
     d = [good[0], _store(tmp_path / "lost1", lost)]
     with pytest.raises(VerificationError, match="299 keys, the sources 300"):
-        _verify(o, [tmp_path / "good0", tmp_path / "lost1"], _manifest([src], d), _result())
+        verify_targets(o, [tmp_path / "good0", tmp_path / "lost1"], _manifest([src], d), _result())
 
 
 def test_work_dir_removes_what_killed_rescales_left_but_not_a_running_ones(tmp_path: Path):
     import fcntl
     import os
 
-    from statectl.engine.rescale import WORK_LOCK, WORK_PREFIX, _WorkDir
+    from statectl.engine.rescale.build import WORK_LOCK, WORK_PREFIX, WorkDir
 
     dead = tmp_path / f"{WORK_PREFIX}dead"
     (dead / "build").mkdir(parents=True)
@@ -202,7 +198,7 @@ def test_work_dir_removes_what_killed_rescales_left_but_not_a_running_ones(tmp_p
     mine = tmp_path / f"{WORK_PREFIX}mine-not-a-rescale"  # no lock file: not provably a rescale's
     mine.mkdir()
     try:
-        with _WorkDir(tmp_path) as work:
+        with WorkDir(tmp_path) as work:
             assert work.is_dir() and work.name.startswith(WORK_PREFIX)
             assert not dead.exists() and running.is_dir() and mine.is_dir()
         assert not work.exists()
@@ -220,13 +216,14 @@ def _targets(tmp_path: Path, m: int) -> tuple[list[Path], dict[bytes, bytes]]:
 
 
 def _upload(tmp_path: Path, spec: str = "rescale-commit=off"):
-    """_upload_and_commit of two small target stores into job "dst" with failpoints ``spec``: (the result,
+    """upload_targets of two small target stores into job "dst" with failpoints ``spec``: (the result,
     the error raised or None, the latest record of each target afterwards)."""
     from statectl import failpoints
     from statectl.catalog.records import BlobCheckpointStore
     from statectl.catalog.refs import StoreRef
-    from statectl.engine.rescale import SourceInfo, TargetInfo, _upload_and_commit
-    from statectl.engine.rescale_rerun import Recorder
+    from statectl.engine.rescale.result import SourceInfo, TargetInfo
+    from statectl.engine.rescale.upload import upload_targets
+    from statectl.engine.rescale.rerun import Recorder
     from statectl.errors import StatectlError
     from statectl.progress import NullProgress
 
@@ -240,7 +237,7 @@ def _upload(tmp_path: Path, spec: str = "rescale-commit=off"):
     o = opts(to_tasks=2, to_job="dst")
     try:
         with failpoints.active(spec):
-            _upload_and_commit(o, "dst", paths, blobs, catalog, r, NullProgress(), Recorder(blobs, o, None))
+            upload_targets(o, "dst", paths, blobs, catalog, r, NullProgress(), Recorder(blobs, o, None))
     except StatectlError as e:
         error = e
     latest = [catalog.latest(StoreRef("dst", "1", f"Partition {j}", "s")) for j in range(2)]
@@ -273,7 +270,7 @@ def test_a_cut_commit_is_recorded_and_the_same_rescale_run_again_commits_the_res
     from statectl.catalog.rescales import COMMITTING, DONE, read_rescale
     from dataclasses import replace
 
-    from statectl.engine.rescale_rerun import RecordedRescaleError, check_recorded, finish
+    from statectl.engine.rescale.rerun import RecordedRescaleError, check_recorded, finish
     from statectl.progress import NullProgress
 
     r, error, latest = _upload(tmp_path, "rescale-commit=1*off->raise")
@@ -316,7 +313,7 @@ def test_a_cut_rescale_whose_uploads_are_gone_is_refused_dry_run_too(tmp_path: P
 
     from statectl.catalog.index import read_index
     from statectl.catalog.records import BlobCheckpointStore
-    from statectl.engine.rescale_rerun import RecordedRescaleError, check_recorded, finish
+    from statectl.engine.rescale.rerun import RecordedRescaleError, check_recorded, finish
     from statectl.progress import NullProgress
 
     r, _, _ = _upload(tmp_path, "rescale-commit=1*off->raise")
@@ -336,7 +333,7 @@ def test_a_cut_rescale_whose_uploads_are_gone_is_refused_dry_run_too(tmp_path: P
 def test_a_malformed_record_is_refused_unless_again_replaces_it(tmp_path: Path):
     from statectl.catalog.records import BlobCheckpointStore
     from statectl.catalog.rescales import MalformedRescaleRecord, rescale_key
-    from statectl.engine.rescale_rerun import check_recorded
+    from statectl.engine.rescale.rerun import check_recorded
 
     blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
     catalog = BlobCheckpointStore(blobs)

@@ -1,4 +1,4 @@
-"""The layout checks of a rescale (statectl.engine.rescale_layout) on synthetic MANIFEST file sets; the real
+"""The layout checks of a rescale (statectl.engine.rescale.layout) on synthetic MANIFEST file sets; the real
 thing is covered by tests/integration/test_rescale_rerun.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from statectl.engine.rescale_layout import LayoutError, check_hash_layout, check_key_group_layout
+from statectl.engine.rescale.layout import LayoutError, check_hash_layout, check_key_group_layout
 from statectl.formats.adstore import partition_of
 from statectl.rocks.manifest import LiveFile, Manifest
 
@@ -65,5 +65,5 @@ def test_key_group_layout_refuses_files_wholly_outside_their_source_only():
     eight = [_m(f(2 * p, 2 * p + 1)) for p in range(4)]
     with pytest.raises(LayoutError, match="Partition 1 holds key groups 2..3"):
         check_key_group_layout(eight, tasks, g)
-    # a file without a valid prefix is left to rescale_plan.plan, which names it
+    # a file without a valid prefix is left to keygroup_plan.plan, which names it
     check_key_group_layout([_m(f(0, 1), (_ikey(b"\xff"), _ikey(b"\xff")))] + good[1:], tasks, g)

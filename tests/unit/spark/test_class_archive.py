@@ -1,4 +1,4 @@
-"""statectl.spark.submit.ClassArchive without a JVM: which option a build's driver gets, and what becomes
+"""statectl.spark.launch.ClassArchive without a JVM: which option a build's driver gets, and what becomes
 of a recorded archive. (A real JVM records, maps and survives a cut archive in
 tests/integration/test_spark_build.py.)"""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from statectl.spark.submit import ClassArchive
+from statectl.spark.launch import ClassArchive
 
 OPTS = "spark.driver.extraJavaOptions"
 

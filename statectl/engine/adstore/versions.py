@@ -1,6 +1,6 @@
 """adstore versions and switch: the sealed versions of a versioned store (local.versions: a link ``S`` to
-``S.versions/<n>``, made by engine.adstore_files and engine.adstore_dataset), and switching it to another
-one (a rollback) under the store's StoreLock (engine.adstore_common).
+``S.versions/<n>``, made by engine.adstore.files and engine.adstore.dataset), and switching it to another
+one (a rollback) under the store's StoreLock (engine.adstore.common).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ command assumes, so that the targets can hold the whole state and nothing but it
 - Every source's keys belong to its own task under the ``--from`` partitioning. From each source's MANIFEST
   (statectl.rocks.manifest), before any Spark job: a hash-partitioned source's files' smallest and largest
   keys must route to it; a key-group source's files must reach into its own key groups. The executors then
-  check every key of the hash path as they read it (statectl.spark.job).
+  check every key of the hash path as they read it (statectl.spark.rescale_reader).
 
 A refusal (LayoutError, exit 1) names the first task, file or key that does not fit; nothing is written.
 """
@@ -20,11 +20,6 @@ from statectl.blobstore.base import BlobStore
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
 from statectl.errors import CorruptSnapshotError, SnapshotNotFoundError, StatectlError
-
-# The value type of an internal key that bounds a range deletion (RocksDB's kTypeRangeDeletion): such a bound
-# is any key the deletion chose, not one the job wrote.
-_RANGE_DELETION = 0x0F
-
 
 class LayoutError(StatectlError):
     """The sources are not the layout the rescale assumes (exit 1); nothing was written."""
@@ -104,15 +99,16 @@ def source_manifest(blobstore: BlobStore, index: Any, task: str) -> Any:
 
 def check_hash_layout(manifests: list[Any], tasks: list[str], partitioner: str | None) -> None:
     """LayoutError unless the smallest and largest key of every file of source ``i`` (``manifests[i]``) routes
-    to task ``i`` of ``len(tasks)`` under ``partitioner`` (statectl.spark.job.load_partitioner's name)."""
-    from statectl.spark.job import load_partitioner
+    to task ``i`` of ``len(tasks)`` under ``partitioner`` (statectl.spark.rescale_reader.load_partitioner's name)."""
+    from statectl.rocks.manifest import RANGE_DELETION
+    from statectl.spark.rescale_reader import load_partitioner
 
     route = load_partitioner(partitioner)
     n = len(tasks)
     for i, (task, m) in enumerate(zip(tasks, manifests)):
         for f in m.live_files:
             for bound in (f.smallest, f.largest):
-                if bound[-8] == _RANGE_DELETION:
+                if bound[-8] == RANGE_DELETION:  # a range deletion's bound: any key it chose, not one written
                     continue
                 key = bound[:-8]
                 try:
@@ -134,13 +130,17 @@ LAYOUT_HINT = ("nothing was written. --from must be the number of tasks that wro
 def check_key_group_layout(manifests: list[Any], tasks: list[str], groups: int) -> None:
     """LayoutError when a file of source ``i`` lies wholly outside the key groups task ``i`` of ``len(tasks)``
     owns (one reaching past them is a store Flink clips: the rescale reads only the source's own groups).
-    Files without valid key-group prefixes are left to rescale_plan.plan, which refuses them."""
+    A file bounded by a range deletion says nothing of who wrote it (a rescale's targets hold such files for
+    the key groups they clip off); files without valid key-group prefixes are left to keygroup_plan.plan,
+    which refuses them."""
     from statectl.formats.keygroups import KeyGroupError, key_group, task_range
 
     n = len(tasks)
     for i, (task, m) in enumerate(zip(tasks, manifests)):
         first, last = task_range(i, n, groups)
         for f in m.live_files:
+            if f.bounded_by_range_deletion:
+                continue
             try:
                 a, b = key_group(f.smallest_key, groups), key_group(f.largest_key, groups)
             except KeyGroupError:
@@ -157,8 +157,8 @@ def check_key_group_layout(manifests: list[Any], tasks: list[str], groups: int) 
 
 def check_sources(opts: Any, blobstore: BlobStore, checkpoints: BlobCheckpointStore, indexes: list[Any],
                   leftovers: dict[str, str]) -> list[Any]:
-    """Every check above for a rescale's options (engine.rescale.RescaleOptions) and its sources' indexes;
-    ``leftovers`` as check_other_tasks takes them. Returns the sources' MANIFESTs."""
+    """Every check above for a rescale's options (statectl.engine.rescale.options.RescaleOptions) and its
+    sources' indexes; ``leftovers`` as check_other_tasks takes them. Returns the sources' MANIFESTs."""
     tasks = opts.source_tasks
     if not opts.ignore_other_tasks:
         check_other_tasks(checkpoints, opts.job, opts.job_id, opts.store, tasks, leftovers)

@@ -1,7 +1,8 @@
-"""adstore load from a file dataset (:func:`load_file`, seed 003): a new version is built beside the current
-one (local.versions), sealed with a manifest (rows read, keys, key range, checksum of the entries), and
-switched to; older versions beyond ``keep_versions`` are deleted. With ``spark`` the version is built from
-SST files a Spark job wrote (engine.adstore_common), ingested into a new store. Locks: engine.adstore_common.
+"""adstore load from a file dataset (:func:`load_file`) and its plan: a new version is built beside the
+current one (local.versions), sealed with a manifest (rows read, keys, key range, checksum of the entries),
+and switched to; older versions beyond ``keep_versions`` are deleted. With ``spark`` the version is built
+from SST files a Spark job wrote (engine.adstore.builds), ingested into a new store. Locks:
+engine.adstore.common.
 """
 
 from __future__ import annotations
@@ -12,19 +13,17 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from statectl import failpoints
-from statectl.engine.adstore_common import (
-    BUILD_DIR_PREFIX,
-    AdstoreExtractError,
-    SparkOptions,
-    _BuildLock,
-    _check_spec,
-    _remove_build,
-    _remove_old_builds,
-)
+from statectl.engine.adstore.builds import BUILD_DIR_PREFIX, BuildLock, remove_build, remove_old_builds
+from statectl.engine.adstore.common import AdstoreExtractError, SparkOptions, check_spec
 from statectl.errors import DiskFullError, StatectlError, UsageError, is_disk_full
 from statectl.formats.adstore import Digest, ExtractError, KeyValueSpec, VersionManifest, partition_of
 from statectl.local.layout import store_dir
 from statectl.progress import NullProgress, ProgressReporter
+from statectl.ratelimit import RateLimit, format_rate
+
+
+# With a rate limit, the rows' bytes are taken from it this many at a time: small bursts, few takes.
+RATE_STEP = 256 * 1024
 
 
 class EmptyDatasetError(StatectlError):
@@ -37,7 +36,9 @@ class FileLoadOptions:
     """Load the dataset at ``path`` as a new version of ``store``: broadcast (one store, ``store_dir`` or
     the store dir of ``task``) or ``partitions`` stores ``Partition k`` (rows by Kafka's partitioner over
     the key bytes). ``keep_versions``: sealed versions kept per store (the current one always).
-    ``allow_empty``: a dataset without rows makes an empty version (by default it is refused)."""
+    ``allow_empty``: a dataset without rows makes an empty version (by default it is refused).
+    ``rate_limit``: the bucket the rows' bytes (keys and values) are taken from as they are read, in a
+    load built here (a Spark build reads the dataset in its executors: not limited, a note says so)."""
 
     path: Path
     store: str
@@ -50,6 +51,7 @@ class FileLoadOptions:
     keep_versions: int = 2
     batch_rows: int = 10_000
     allow_empty: bool = False
+    rate_limit: RateLimit | None = None
 
     def validate(self) -> None:
         if not self.store:
@@ -64,7 +66,7 @@ class FileLoadOptions:
             raise UsageError("--keep-versions must be at least 1")
         if self.state_dir is not None:  # the names (store, task) checked before anything is written
             store_dir(Path(self.state_dir), self.store, self.task)
-        _check_spec(self.spec, topic=False)
+        check_spec(self.spec, topic=False)
 
     def store_dirs(self) -> list[Path]:
         if self.partitions is None:
@@ -220,6 +222,8 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
     dirs = _file_targets(opts)
     for note in _key_notes(ds, opts):
         progress.note(note)
+    if spark is not None and opts.rate_limit is not None:
+        progress.note(f"--limit-rate {format_rate(opts.rate_limit.rate)} does not apply: Spark reads the dataset")
     try:
         with ExitStack() as locks:
             for d in dirs:
@@ -231,7 +235,7 @@ def load_file(opts: FileLoadOptions, *, progress: ProgressReporter | None = None
                                 "version was made", hint=f"free some space in {dirs[0].parent}") from e
         raise
     result.duration_s = round(time.monotonic() - began, 3)
-    result.notes = list(getattr(progress, "notes", []))
+    result.notes = list(progress.notes)
     return result
 
 
@@ -284,7 +288,7 @@ def _load_file_locked(opts: FileLoadOptions, ds: Any, dirs: list[Path], progress
                                          digest.keys, digest.as_json()["first_key"], digest.as_json()["last_key"],
                                          digest.as_json()["checksum"], previous, gone))
     if build_dir is not None:
-        _remove_build(build_dir)
+        remove_build(build_dir)
     return result
 
 
@@ -309,7 +313,7 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
     writers = [StoreWriter(b.path) for b in builds]
     pending: list[list[tuple[bytes, bytes]]] = [[] for _ in builds]
     digests = [_SortedDigest() for _ in builds]
-    n = nbytes = 0
+    n = nbytes = paid = 0
     ok = False
     progress.start(f"loading {ds.path}", 0, len(ds.files))
     current_file = None
@@ -327,10 +331,15 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
             pending[k].append((key, value))
             n += 1
             nbytes += len(key) + len(value)
+            if opts.rate_limit is not None and nbytes - paid >= RATE_STEP:
+                opts.rate_limit.take(nbytes - paid)
+                paid = nbytes
             if len(pending[k]) >= opts.batch_rows:
                 writers[k].apply(pending[k])
                 digests[k].add(pending[k])
                 pending[k] = []
+        if opts.rate_limit is not None:
+            opts.rate_limit.take(nbytes - paid)
         for k, w in enumerate(writers):
             if pending[k]:
                 w.apply(pending[k])
@@ -380,8 +389,8 @@ def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOpt
                      partitions_out=opts.partitions, staging=sp.staging, path=str(Path(ds.path).absolute()),
                      fmt=ds.fmt, files=tuple(str(Path(f).absolute()) for f in ds.files))
     build_dir = builds[0].store.parent / f"{BUILD_DIR_PREFIX}{spec.spec_hash()[:16]}"
-    _remove_old_builds(build_dir)
-    locks.enter_context(_BuildLock(build_dir))
+    remove_old_builds(build_dir)
+    locks.enter_context(BuildLock(build_dir))
     before = stamps(ds)
     t0 = time.monotonic()
     manifest = run_build(spec, build_dir, master=sp.master, conf=sp.conf, progress=progress, s3=sp.s3)
@@ -389,7 +398,7 @@ def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOpt
     try:
         check_unchanged(ds, before)
     except StatectlError:
-        _remove_build(build_dir)  # built from files that are no longer there as they were
+        remove_build(build_dir)  # built from files that are no longer there as they were
         raise
     if manifest.path == "jvm":
         progress.note("the Spark job made the entries from Arrow batches, not row by row (a plain key column and "

@@ -5,7 +5,7 @@ dir, side-input stores included (ContainerStorageManager.restoreStores -> clearL
 ContainerStorageManagerUtil.getStoreDirPath puts side-input stores there), so a store loaded before the job's
 first start ("load, then deploy") is gone when it starts. One checkpoint for each of the job's tasks keeps the
 dir; TaskSideInputStorageManager then keeps each side-input store that is not stale and whose offset file names
-exactly its task's side-input SSPs (engine.adstore_status.predict), and reads on from those offsets.
+exactly its task's side-input SSPs (engine.adstore.status.predict), and reads on from those offsets.
 
 The checkpoint written is empty: a v1 and a v2 record per task (KafkaCheckpointManager reads the versions of
 task.checkpoint.read.versions, 1 by default), no input offsets (OffsetManager starts the inputs where it starts
@@ -18,7 +18,7 @@ The tasks: the job's active tasks on its coordinator stream; for a job that neve
 ``tasks`` or the store dirs' ``Partition_N``. Refused (DiscardedError, exit 14,
 nothing written) when the job's start would not keep the stores anyway: no task.checkpoint.factory,
 checkpoints outside Kafka, a BATCH application with a run id (every run reads a new checkpoint topic:
-engine.adstore_status.new_run_topic), or a store the start deletes as stale or mismatched.
+engine.adstore.status.new_run_topic), or a store the start deletes as stale or mismatched.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statectl.engine.adstore_status import (
+from statectl.engine.adstore.status import (
     CHECKPOINT_FACTORY,
     DELETE_MISMATCHED,
     DELETE_STALE,

@@ -10,7 +10,7 @@ written before its first commit, decides what the same command does the next tim
     read (within one job: nor the one it made of that task), or a target of a cut one moved on since;
 - the record of another rescale whose commit was cut: refused; running that one again finishes it.
 
-``--again`` sets the record aside: a new rescale, with every check a new one gets (rescale_layout).
+``--again`` sets the record aside: a new rescale, with every check a new one gets (statectl.engine.rescale.layout).
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from statectl.catalog.rescales import (
     rescale_key,
     write_rescale,
 )
-from statectl.engine.rescale import RescaleOptions, RescaleResult, SourceInfo, TargetInfo
-from statectl.engine.rescale_commit import PendingTarget, changelog_markers, commit_targets, take_leases
-from statectl.engine.rescale_layout import latest_id
+from statectl.engine.rescale.options import RescaleOptions
+from statectl.engine.rescale.result import RescaleResult, SourceInfo, TargetInfo
+from statectl.engine.rescale.commit import PendingTarget, changelog_markers, commit_targets, take_leases
+from statectl.engine.rescale.layout import latest_id
 from statectl.errors import BlobNotFoundError, PreconditionFailedError, StatectlError
 from statectl.progress import ProgressReporter
 
@@ -56,7 +57,7 @@ class Recorded:
     """What check_recorded found. ``record``: this rescale's record (None: run a new rescale); ``pending``:
     the indexes of its targets still to commit (none: it is done); ``etag``: of the record in the target
     store, whichever rescale's (None: there is none); ``leftovers``: task -> snapshot of the sources' store
-    that a recorded scale-in of it read and left behind (not state: rescale_layout.check_other_tasks)."""
+    that a recorded scale-in of it read and left behind (not state: layout.check_other_tasks)."""
 
     record: RescaleRecord | None = None
     etag: str | None = None

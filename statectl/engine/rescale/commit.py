@@ -1,5 +1,5 @@
-"""The commit of a rescale's targets (statectl.engine.rescale), shared by a new rescale and one run again
-(statectl.engine.rescale_rerun): the targets' leases, the changelog markers their checkpoints carry, the
+"""The commit of a rescale's targets, shared by a new rescale and one run again
+(statectl.engine.rescale.rerun): the targets' leases, the changelog markers their checkpoints carry, the
 record of the rescale, the commits in order and backup's post-commit cleanup of each."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statectl import failpoints
 from statectl.blobstore.base import BlobStore
@@ -15,11 +15,10 @@ from statectl.catalog.commit import finish_commit, prepare_commit
 from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord
 from statectl.catalog.refs import StoreRef
+from statectl.engine.rescale.options import RescaleOptions
+from statectl.engine.rescale.result import RescaleResult
 from statectl.errors import PartialError, StatectlError
 from statectl.progress import ProgressReporter
-
-if TYPE_CHECKING:
-    from statectl.engine.rescale import RescaleOptions, RescaleResult
 
 WHAT = "rescale"
 
@@ -86,7 +85,8 @@ def changelog_markers(checkpoints: BlobCheckpointStore, refs: list[StoreRef]) ->
     """Per target, the markers its commit adds besides the blob-store one. With a Kafka checkpoint topic:
     when the target task's latest checkpoint names a changelog position for the store (the old
     partitioning's), a marker for the same changelog stream, the task's changelog partition (the job's
-    set-changelog mapping, as its next start assigns it: _changelog_partitions), with no offset, so that the job does not replay the old partition's changelog from there onto the new state.
+    set-changelog mapping, as its next start assigns it: _changelog_partitions), with no offset, so that the
+    job does not replay the old partition's changelog from there onto the new state.
     None otherwise (the commit leaves the task's other markers and input offsets as they are). Read once,
     before anything is uploaded."""
     log = checkpoints.commit_log

@@ -1,0 +1,207 @@
+"""The Spark side of a rescale: its work dir (WorkDir), the Spark job that re-routes the sources' keys into
+each target's SST files, ingested into staged stores (build_targets), and the read-back of those stores
+(verify_targets), which refuses targets that do not hold exactly the sources' entries, each in the task
+the partitioner names."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from statectl import failpoints
+from statectl.blobstore.base import BlobStore
+from statectl.engine.rescale.commit import WHAT
+from statectl.engine.rescale.options import RescaleOptions
+from statectl.engine.rescale.result import RescaleResult, TargetInfo
+from statectl.errors import DiskFullError, StatectlError
+from statectl.local.layout import task_dir_name
+from statectl.progress import ProgressReporter
+
+
+class VerificationError(StatectlError):
+    """The targets do not hold what the sources held (exit 1); nothing was committed."""
+
+
+WORK_PREFIX = "statectl-rescale-"
+WORK_LOCK = "RESCALE.lock"
+
+
+class WorkDir:
+    """A temporary dir of this rescale in ``parent`` (default the temp dir), flock'ed while it runs and
+    removed at the end. The dirs that killed rescales left there (their lock free) are removed first."""
+
+    def __init__(self, parent: Path | None):
+        self.parent = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+        self._fd: int | None = None
+
+    def __enter__(self) -> Path:
+        import fcntl
+        import os
+
+        self.parent.mkdir(parents=True, exist_ok=True)
+        for old in self.parent.glob(WORK_PREFIX + "*"):
+            if old.is_symlink() or not old.is_dir() or not (old / WORK_LOCK).is_file():
+                continue
+            try:
+                fd = os.open(old / WORK_LOCK, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a running rescale's
+            finally:
+                os.close(fd)
+            shutil.rmtree(old, ignore_errors=True)
+        self.path = Path(tempfile.mkdtemp(prefix=WORK_PREFIX, dir=self.parent))
+        self._fd = os.open(self.path / WORK_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        import os
+
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: BlobStore, work: Path,
+                  result: RescaleResult, progress: ProgressReporter) -> tuple[list[Path], Any]:
+    """Run the Spark job and ingest each target's SST files into a staged store; return the stores and the
+    job's BuildManifest."""
+    from statectl.local.staged import StagedStore
+    from statectl.rocks.sst import ingest_into_new_store
+    from statectl.spark.submit import BuildSpec, run_build
+
+    hashed = opts.key_groups is None
+    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=opts.to_tasks, snapshots=tuple(snapshots),
+                     source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging,
+                     partitions_in=opts.from_tasks if hashed else None,
+                     source_partitioner=opts.source_partitioner if hashed else None)
+    t0 = time.monotonic()
+    try:
+        manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
+                             timeout_s=opts.timeout_s, s3=opts.s3)
+    except StatectlError as e:
+        _keep_log(e, work / "build")
+        raise
+    result.phases["spark_s"] = round(time.monotonic() - t0, 3)
+    by_task = {s["task"]: s for s in manifest.sources}
+    for src in result.sources:
+        got = by_task.get(src.task)
+        if got is None:
+            raise VerificationError(f"the Spark job did not report reading the snapshot of {src.task}")
+        src.keys = int(got["keys"])
+        result.bytes_read += int(got["bytes_read"])
+    result.bytes_written = sum(f.size for f in manifest.files)
+    t0 = time.monotonic()
+    out = []
+    for k, task in enumerate(opts.target_tasks):
+        target = work / "stores" / task_dir_name(task)
+
+        def full(target: Path = target) -> DiskFullError:
+            return DiskFullError(f"no space left on device building {target}", hint=f"free space in {work}, "
+                                 "or give --work-dir on a larger disk")
+        failpoints.hit("rescale-ingest")
+        with StagedStore(target, what=WHAT, disk_full=full, sync="dirs") as staged:
+            ingest_into_new_store(staged.path, manifest.paths(k))
+            staged.commit()
+        out.append(target)
+    result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
+    return out, manifest
+
+
+def _keep_log(e: StatectlError, build: Path) -> None:
+    """The Spark job's log that ``e``'s hint names lives in the work dir, which goes when the rescale ends: keep
+    a copy beside the work dir and name that instead."""
+    import os
+
+    from statectl.spark.submit import LOG_FILE
+
+    log = build / LOG_FILE
+    if not e.hint or str(log) not in e.hint or not log.is_file():
+        return
+    kept = build.parent.parent / f"{WORK_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{LOG_FILE}"
+    try:
+        shutil.copyfile(log, kept)
+    except OSError:
+        e.hint = None
+        return
+    e.hint = e.hint.replace(str(log), str(kept))
+
+
+def verify_targets(opts: RescaleOptions, stores: list[Path], manifest: Any, result: RescaleResult) -> None:
+    """Read every target store back: its keys must all route to it, and the targets together must hold the
+    sources' key count and content hash (statectl.formats.adstore.Digest: order-independent).
+    VerificationError naming the first problem (and how many more) otherwise."""
+    from statectl.formats.adstore import Digest
+    from statectl.spark.rescale_reader import load_partitioner
+
+    route = load_partitioner(opts.partitioner)
+    t0 = time.monotonic()
+    want = Digest()
+    for s in manifest.sources:
+        want.merge(Digest.from_json(s["digest"]))
+    got = Digest()
+    problems: list[str] = []
+    for k, (task, path) in enumerate(zip(opts.target_tasks, stores)):
+        digest = _read_target(path, k, task, lambda key: route(key, opts.to_tasks), problems)
+        if digest.checksum != manifest.store(k).digest.checksum or digest.keys != manifest.store(k).digest.keys:
+            problems.append(f"target {task} holds {digest.keys} keys, the Spark job wrote "
+                            f"{manifest.store(k).digest.keys}")
+        got.merge(digest)
+        if k < len(result.targets):  # the key-group path planned them: these are the keys it rewrote
+            result.targets[k].keys = digest.keys
+        else:
+            result.targets.append(TargetInfo(task, digest.keys))
+    result.keys = got.keys
+    result.content_hash = f"{got.checksum:016x}"
+    if got.keys != want.keys:
+        problems.append(f"the targets hold {got.keys} keys, the sources {want.keys}")
+    elif got.checksum != want.checksum:
+        problems.append(f"the targets' content hash {got.checksum:016x} differs from the sources' {want.checksum:016x}")
+    result.phases["verify_s"] = round(time.monotonic() - t0, 3)
+    if problems:
+        raise VerificationError(f"rescale verification failed, nothing was committed: {problems[0]}"
+                                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                                hint="the source snapshots are untouched; with duplicate keys across source "
+                                     "tasks the store was not partitioned by this partitioner")
+    result.verified = True
+
+
+def _read_target(path: Path, k: int, task: str, route: Any, problems: list[str]) -> Any:
+    """The Digest of target store ``k`` at ``path``; a problem added when ``route(key)`` sends one of its keys
+    to another target."""
+    from statectl.formats.adstore import Digest
+    from statectl.rocks.store import open_readonly
+
+    digest = Digest()
+    misrouted = [0]
+    example: list[bytes] = []
+
+    def entries(cursor: Any):
+        while cursor.valid():
+            key = cursor.key()
+            if route(key) != k:
+                misrouted[0] += 1
+                if not example:
+                    example.append(key)
+            yield key, cursor.value()
+            cursor.next()
+
+    db = open_readonly(path)
+    try:
+        cursor = db.iter()
+        cursor.seek_to_first()
+        digest.add_sorted(entries(cursor))
+        del cursor
+    finally:
+        db.close()
+    if misrouted[0]:
+        problems.append(f"{misrouted[0]} keys of target {task} belong to another task (e.g. {example[0]!r})")
+    return digest
