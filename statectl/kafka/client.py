@@ -339,13 +339,20 @@ def _open(bootstrap: str, factory: Callable[[], Any], security: KafkaSecurity | 
 
 
 def open_consumer(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                  security: KafkaSecurity | None = None) -> Any:
+                  security: KafkaSecurity | None = None, changes: bool = False) -> Any:
     """A KafkaConsumer outside any group, that never creates topics and never resets a position silently
-    (an out-of-range position raises). The caller closes it. Errors as the module says."""
+    (an out-of-range position raises). ``changes``: its polls return kafka.changes.Change tuples (offset,
+    timestamp, key, value), decoded with less work than ConsumerRecords. The caller closes it. Errors as the
+    module says."""
     kafka = kafka_module()
     cfg = dict(_common(bootstrap, timeout_s, security), group_id=None, enable_auto_commit=False,
                allow_auto_create_topics=False, auto_offset_reset="none", **FETCH_SETTINGS)
-    return _open(bootstrap, lambda: kafka.KafkaConsumer(**cfg), security, timeout_s)
+    consumer = _open(bootstrap, lambda: kafka.KafkaConsumer(**cfg), security, timeout_s)
+    if changes:
+        from statectl.kafka.changes import decode_changes
+
+        decode_changes(consumer)
+    return consumer
 
 
 class LazyConsumer:

@@ -192,7 +192,7 @@ def _changelog_consumers(replica: Replica, bootstrap: str, security: KafkaSecuri
     """Two consumers on the brokers of the replica's changelog (the reader's, the tail watch's), the changelog
     partition checked to exist (NotFoundError) before the second is opened; both closed at the end."""
     cl_bootstrap, cl_security = replica.changelog_kafka(bootstrap, security)
-    consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security)
+    consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security, changes=True)
     tail_consumer = None
     try:
         require_partition(consumer, replica.changelog, replica.partition, cl_bootstrap)
