@@ -66,6 +66,8 @@ def _produce(bootstrap: str, topic: str, n: int, start: int = 0) -> None:
 
 
 def _promote(bootstrap: str, work: Path, gib: float) -> float:
+    from statectl.catalog.refs import StoreRef
+    from statectl.engine.standby.replica import FollowStatus, Replica, write_status
     from statectl.formats.checkpoint import SSP
     from statectl.formats.offsets import OFFSET_V2, SIDE_INPUT_OFFSETS, write_offsets
     from statectl.kafka.client import create_topic
@@ -78,6 +80,10 @@ def _promote(bootstrap: str, work: Path, gib: float) -> float:
     make_store(replica, int(gib * 1024 ** 3 / 1024), 1024, seed=7, sst_mb=64)
     for name in (OFFSET_V2, SIDE_INPUT_OFFSETS):  # the replica holds offsets 0..9999: the tail is 10 000
         write_offsets(replica / name, {SSP("kafka", topic, 0): str(TAIL - 1)})
+    # The status file a follower writes beside its replica: promote moves only a replica a follower made.
+    rep = Replica(StoreRef("bench", "1", "Partition 0", "s"), topic, 0, replica)
+    write_status(rep, FollowStatus(str(replica), topic, 0, os.getpid(), socket.gethostname(), TAIL - 1,
+                                   seeded_from="changelog", job="bench", job_id="1", task="Partition 0", store="s"))
     t0 = time.monotonic()
     r = subprocess.run([STATECTL, "standby", "promote", "--kafka", bootstrap, "--job", "bench", "--task", "Partition 0",
                         "--store", "s", "--changelog", topic, "--partition", "0", "--replica-dir", str(replica),
