@@ -6,9 +6,11 @@ sizes, a 13-field ConsumerRecord, a deserializer call per key and value): for a 
 that is most of a replay's time. :func:`decode_changes` installs a decoder of its own on one consumer's
 fetcher that reads the v2 record format (Kafka's DefaultRecordBatch) into Change tuples, checking what
 kafka-python checks: each batch's CRC (``check_crcs``), every record's length, no bytes left over; control
-batches skipped. Everything else stays kafka-python's: the fetches, positions and errors, and the decoding
-of what this decoder does not handle (message formats v0/v1, READ_COMMITTED, deserializers). A kafka-python
-whose fetcher or record batch does not have the shape read here is left as it is (its own decoding).
+batches skipped; a batch that does not add up is refused whole (kafka-python returns its records before
+the fault first). Everything else stays kafka-python's: the fetches, positions and errors, the records of
+message formats v0/v1 (read through its record objects), and consumers this decoder does not serve
+(READ_COMMITTED, deserializers). A kafka-python whose fetcher or record batch does not have the shape read
+here is left as it is (its own decoding).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Iterator
 Change = collections.namedtuple("Change", "offset timestamp key value")
 
 _make = tuple.__new__
-_LOG_APPEND_TIME = 1
+_LOG_APPEND_TIME = 0x08  # the batch attribute: every record's timestamp is the batch's max timestamp
 
 
 def decode_changes(consumer: Any) -> bool:
@@ -155,7 +157,7 @@ def _decode(buf: bytes, pos: int, header: tuple[Any, ...]) -> tuple[list[Change]
     HEADER_STRUCT unpacks them); (the changes, the position after the last). A varint of one byte, the usual
     case of every field but the deltas, is read inline; the fields are kafka-python's _read_msg's."""
     base_offset, attributes, first_ts, max_ts, count = header[0], header[5], header[7], header[8], header[12]
-    log_append = bool(attributes & 0x08)
+    log_append = bool(attributes & _LOG_APPEND_TIME)
     varint = _varint
     out: list[Change] = []
     append = out.append
