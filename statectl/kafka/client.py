@@ -36,6 +36,10 @@ EMPTY_POLL_MS = 300
 # Fail a read that makes no progress for this long while short of the reported end.
 STALL_TIMEOUT_S = 60.0
 MAX_POLL_RECORDS = 10_000
+# How statectl's consumers fetch: big responses (a changelog replay reads whole partitions) and a short wait
+# at the end. The benchmarks' raw consumers fetch the same way.
+FETCH_SETTINGS = {"fetch_max_wait_ms": 100, "max_partition_fetch_bytes": 8 * 1024 * 1024,
+                  "fetch_max_bytes": 64 * 1024 * 1024, "max_poll_records": MAX_POLL_RECORDS}
 CLIENT_ID = "statectl"
 
 
@@ -335,15 +339,20 @@ def _open(bootstrap: str, factory: Callable[[], Any], security: KafkaSecurity | 
 
 
 def open_consumer(bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                  security: KafkaSecurity | None = None) -> Any:
+                  security: KafkaSecurity | None = None, changes: bool = False) -> Any:
     """A KafkaConsumer outside any group, that never creates topics and never resets a position silently
-    (an out-of-range position raises). The caller closes it. Errors as the module says."""
+    (an out-of-range position raises). ``changes``: its polls return kafka.changes.Change tuples (offset,
+    timestamp, key, value), decoded with less work than ConsumerRecords. The caller closes it. Errors as the
+    module says."""
     kafka = kafka_module()
     cfg = dict(_common(bootstrap, timeout_s, security), group_id=None, enable_auto_commit=False,
-               allow_auto_create_topics=False, auto_offset_reset="none", fetch_max_wait_ms=100,
-               max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_bytes=64 * 1024 * 1024,
-               max_poll_records=MAX_POLL_RECORDS)
-    return _open(bootstrap, lambda: kafka.KafkaConsumer(**cfg), security, timeout_s)
+               allow_auto_create_topics=False, auto_offset_reset="none", **FETCH_SETTINGS)
+    consumer = _open(bootstrap, lambda: kafka.KafkaConsumer(**cfg), security, timeout_s)
+    if changes:
+        from statectl.kafka.changes import decode_changes
+
+        decode_changes(consumer)
+    return consumer
 
 
 class LazyConsumer:
@@ -525,12 +534,14 @@ class PartitionReader:
         self.position = pos
         return pos
 
-    def at_end(self) -> bool:
-        """Whether the position has reached the end the client last heard of (the high watermark of its latest
-        fetch; on Tansu the last batch's base offset + 1, so it may be reached with records still to come: a
-        hint for when to flush, never an end of the read)."""
+    def at_end(self, position: int | None = None) -> bool:
+        """Whether ``position`` (default: the reader's; a caller reading ahead passes the next offset it has
+        applied) has reached the end the client last heard of (the high watermark of its latest fetch; on Tansu
+        the last batch's base offset + 1, so it may be reached with records still to come: a hint for when to
+        flush, never an end of the read)."""
         hw = self.consumer.highwater(self.tp)
-        return hw is not None and self.position is not None and self.position >= hw
+        position = self.position if position is None else position
+        return hw is not None and position is not None and position >= hw
 
     def batches(self, stop: int | None = None, *, follow: bool = False, quick: bool = False) -> Iterator[list[Any]]:
         """Yield lists of ConsumerRecords in offset order from the current position to the end, or to the

@@ -13,13 +13,23 @@ from statectl.rocks.store import ROCKSDICT_CONFIG, rocksdict_module, lock_holder
 
 class LiveStore:
     """The store at ``path``, created if missing, opened read-write (raw bytes keys and values; its LOCK
-    is held until :meth:`close`); ``max_open_files`` as RocksDB's option. ``db`` is the rocksdict.Rdict. Raises LockHeldError when another
-    process holds it; StatectlError when it cannot be opened."""
+    is held until :meth:`close`); ``max_open_files`` as RocksDB's option. ``db`` is the rocksdict.Rdict,
+    written with ``write_options``. Raises LockHeldError when another process holds it; StatectlError when
+    it cannot be opened.
 
-    def __init__(self, path: Path, *, max_open_files: int = -1):
+    ``wal`` False: written without a WAL, for a writer that records its position after a flush (a standby
+    replica): a write is durable once flushed, and the position recorded after the flush covers it; a kill
+    loses only writes that no recorded position names, and the WAL would write every record twice. (The
+    memtable stays RocksDB's default: rocksdict opens a store with the column family options its OPTIONS
+    file names, so any other would be forced on every later reader of the store.)
+    """
+
+    def __init__(self, path: Path, *, max_open_files: int = -1, wal: bool = True):
         rd = rocksdict_module()
         self.path = Path(path)
         self._rd = rd
+        self.write_options = rd.WriteOptions()
+        self.write_options.disable_wal = not wal
         options = rd.Options(raw_mode=True)
         options.create_if_missing(True)
         # -1 (RocksDB's default) opens every table file at open; a writer that reads little (a standby)

@@ -7,17 +7,19 @@ import uuid
 
 import pytest
 
+from statectl.kafka.changes import Change
 from statectl.kafka.client import PartitionReader, create_topic, open_consumer
 from statectl.kafka.compacted import CompactedTopic
-from tests.integration.test_changelog_restore import produce
+from tests.integration.test_changelog_restore import changelog_records, produce
 
 
 @pytest.mark.timeout(120)
-def test_follow_reads_on_past_the_end_and_says_when_caught_up(tansu):
+@pytest.mark.parametrize("changes", [False, True])
+def test_follow_reads_on_past_the_end_and_says_when_caught_up(tansu, changes):
     topic = f"follow-{uuid.uuid4().hex[:8]}"
     create_topic(tansu.bootstrap, topic, partitions=1)
     produce(tansu.bootstrap, topic, [(0, f"k{i}".encode(), f"v{i}".encode()) for i in range(3)])
-    consumer = open_consumer(tansu.bootstrap)
+    consumer = open_consumer(tansu.bootstrap, changes=changes)
     try:
         reader = PartitionReader(consumer, topic, 0, tansu.bootstrap)
         reader.seek()
@@ -35,9 +37,45 @@ def test_follow_reads_on_past_the_end_and_says_when_caught_up(tansu):
                 break
         assert seen == [b"v0", b"v1", b"v2", b"v3", None]
         assert reader.position == 5
+        assert (type(batch[-1]) is Change) == changes
         batches.close()
     finally:
         consumer.close()
+
+
+def read_all(bootstrap: str, topic: str, changes: bool) -> list:
+    consumer = open_consumer(bootstrap, changes=changes)
+    try:
+        reader = PartitionReader(consumer, topic, 0, bootstrap)
+        reader.seek()
+        return [r for batch in reader.batches() for r in batch]
+    finally:
+        consumer.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_changes_are_the_records_kafka_python_decodes(tansu, compression):
+    """A consumer opened with ``changes`` (the standby follower's) reads the same offsets, timestamps, keys and
+    values as kafka-python's own decoding: batches of many records, headers, null keys, tombstones, empty
+    values, compressed or not, as the broker stores them."""
+    from kafka import KafkaProducer
+
+    topic = f"changes-{uuid.uuid4().hex[:8]}"
+    create_topic(tansu.bootstrap, topic, partitions=1)
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, acks="all", linger_ms=50, batch_size=1 << 16,
+                             compression_type=compression)
+    try:
+        for i, (key, value) in enumerate(changelog_records(3)):
+            producer.send(topic, key=None if i % 97 == 5 and value is not None else key, value=value, partition=0,
+                          headers=[("h", b"%d" % i)] if i % 10 == 0 else None)
+        producer.flush()
+    finally:
+        producer.close()
+    theirs = read_all(tansu.bootstrap, topic, changes=False)
+    ours = read_all(tansu.bootstrap, topic, changes=True)
+    assert len(theirs) > 300 and all(type(c) is Change for c in ours)
+    assert ours == [(r.offset, r.timestamp, r.key, r.value) for r in theirs]
 
 
 @pytest.mark.timeout(120)

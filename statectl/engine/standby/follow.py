@@ -56,6 +56,7 @@ from statectl.kafka.client import (
     open_consumer,
     require_partition,
 )
+from statectl.kafka.readahead import ReadAhead
 from statectl.kafka.tails import Tail, TopicRecreated, TopicWatch, check_in_range
 from statectl.progress import NullProgress, ProgressReporter
 
@@ -191,7 +192,7 @@ def _changelog_consumers(replica: Replica, bootstrap: str, security: KafkaSecuri
     """Two consumers on the brokers of the replica's changelog (the reader's, the tail watch's), the changelog
     partition checked to exist (NotFoundError) before the second is opened; both closed at the end."""
     cl_bootstrap, cl_security = replica.changelog_kafka(bootstrap, security)
-    consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security)
+    consumer = open_consumer(cl_bootstrap, timeout_s=timeout_s, security=cl_security, changes=True)
     tail_consumer = None
     try:
         require_partition(consumer, replica.changelog, replica.partition, cl_bootstrap)
@@ -310,28 +311,34 @@ class _Following:
         self.outage: str | None = None
         last_flush = last_status = time.monotonic()
         newest_applied_ts = -1
-        batches = (reader.batches(follow=True) if self.cap is None else _capped_batches(
-            reader, self.cap, self.stop, offset, lambda at: check_replica_in_range(consumer, replica, bootstrap, at),
-            status, self.progress))
-        for batch in batches:
-            if batch:
-                apply_records(db, batch)
-                self.pending += len(batch)
-                self.result.records_applied += len(batch)
-                status.records_applied = self.result.records_applied
-                status.applied_offset = batch[-1].offset
-                newest_applied_ts = batch[-1].timestamp
-            now = time.monotonic()
-            if self.pending and (self.pending >= FLUSH_RECORDS or now - last_flush >= FLUSH_SECONDS
-                                 or not batch or self.stop.is_set()
-                                 or (now - last_flush >= FLUSH_AT_END_S and reader.at_end())):
-                record_offset(replica, db, status.applied_offset)
-                self.pending, last_flush = 0, now
-            if now - last_status >= self.status_every_s or self.stop.is_set():
-                self._report(newest_applied_ts)
-                last_status = time.monotonic()
-            if self.stop.is_set():
-                break
+
+        def batches() -> Iterator[list[Any]]:
+            return reader.batches(follow=True) if self.cap is None else _capped_batches(
+                reader, self.cap, self.stop, offset, lambda at: check_replica_in_range(consumer, replica, bootstrap,
+                                                                                       at), status, self.progress)
+
+        # The next batches are fetched and decoded while this thread applies and flushes (kafka.readahead).
+        with ReadAhead(batches, name=f"read-{replica.changelog}-{replica.partition}") as ahead:
+            for batch in ahead:
+                if batch:
+                    apply_records(db, batch)
+                    self.pending += len(batch)
+                    self.result.records_applied += len(batch)
+                    status.records_applied = self.result.records_applied
+                    status.applied_offset = batch[-1].offset
+                    newest_applied_ts = batch[-1].timestamp
+                now = time.monotonic()
+                if self.pending and (self.pending >= FLUSH_RECORDS or now - last_flush >= FLUSH_SECONDS
+                                     or not batch or self.stop.is_set()
+                                     or (now - last_flush >= FLUSH_AT_END_S
+                                         and reader.at_end(status.applied_offset + 1))):
+                    record_offset(replica, db, status.applied_offset)
+                    self.pending, last_flush = 0, now
+                if now - last_status >= self.status_every_s or self.stop.is_set():
+                    self._report(newest_applied_ts)
+                    last_status = time.monotonic()
+                if self.stop.is_set():
+                    break
 
     def _report(self, newest_applied_ts: int) -> None:
         """The lag (unless stopping: no broker round trip, it may not answer) into the status file and to

@@ -389,14 +389,15 @@ def apply_records(db: LiveStore, records: list[Any]) -> None:
             wb.delete(r.key)
         else:
             wb.put(r.key, r.value)
-    db.db.write(wb)
+    db.db.write(wb, db.write_options)
 
 
 def open_replica(replica: Replica) -> LiveStore:
-    """The replica's store, opened read-write; LockHeldError (exit 11) with a hint of its own when a
-    process holds it (the store's hint is backup's)."""
+    """The replica's store, opened read-write and written without a WAL (record_offset flushes before it
+    records an offset: a kill loses only what no offset file names yet); LockHeldError (exit 11) with a
+    hint of its own when a process holds it (the store's hint is backup's)."""
     try:
-        return LiveStore(replica.replica_dir, max_open_files=MAX_OPEN_FILES)
+        return LiveStore(replica.replica_dir, max_open_files=MAX_OPEN_FILES, wal=False)
     except LockHeldError as e:
         raise LockHeldError(str(e), hint="stop the process that has the replica's store open, then follow or "
                                          "promote again") from None
