@@ -382,8 +382,12 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
         job_file = out_dir / JOB_FILE
         job_file.write_text(json.dumps(job, indent=2) + "\n")
         progress.note(f"running the Spark build of {_describe(spec)} on {master} (log: {out_dir / LOG_FILE})")
-        submit_job(submit, job_file, out_dir / LOG_FILE, master, conf or {}, timeout_s,
-                   _secret_env(s3, kafka_security))
+        subject = f"Spark build of {_describe(spec)}"
+        try:
+            submit_job(submit, job_file, out_dir / LOG_FILE, master, conf or {}, timeout_s,
+                       _secret_env(s3, kafka_security), lambda figures: progress.status(subject, **figures))
+        finally:
+            progress.status(subject)  # its line ends with the job
         try:
             manifest = BuildManifest.read(out_dir)
         except (OSError, ValueError) as e:
