@@ -61,7 +61,7 @@ class StatusLines:
 
     def write(self) -> None:
         figures = self.figures()
-        if figures != self._last:
+        if figures != self._last and figures["stages_total"]:  # nothing to say before the first job
             print(STATUS_MARK + json.dumps(figures), file=sys.stderr, flush=True)
             self._last = figures
 
