@@ -5,7 +5,8 @@ entries out as the target stores are (Kafka's partitioner for partitioned file b
 partition; a rescale's partitioner), sorts each by key bytes (then by source order: the last row or record
 of a key wins, a None value leaves the key out), has the executors write SST files (statectl.spark.writer)
 into out_dir, or through the blob store when ``staging`` names one, and writes ``BUILD-MANIFEST.json`` into
-out_dir last (tmp + rename).
+out_dir last (tmp + rename). While it runs, its status (stages done, rows written) goes to stderr as status
+lines (statectl.spark.status).
 
 A row, record or read that fails ends the job; its one-line error is printed after ERROR_MARK.
 

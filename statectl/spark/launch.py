@@ -1,6 +1,6 @@
 """The launch of a Spark build's job: the spark-submit command line (:func:`spark_command`, no secrets in
-it), spark-submit run in its own process group and killed with it when interrupted or late
-(:func:`submit_job`), the driver JVM's class-data-sharing archive (:class:`ClassArchive`), and the job's own
+it), spark-submit run in its own process group and killed with it when interrupted or late, the job's
+status lines read from its log as it runs (:func:`submit_job`), the driver JVM's class-data-sharing archive (:class:`ClassArchive`), and the job's own
 one-line error read back from its log (:func:`job_error`, after ERROR_MARK)."""
 
 from __future__ import annotations
