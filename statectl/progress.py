@@ -7,7 +7,9 @@ one operation whatever reporter the caller handed in.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Protocol, Sequence, Union
+
+Figure = Union[int, float, str, None]
 
 
 class ProgressReporter(Protocol):
@@ -31,6 +33,12 @@ class ProgressReporter(Protocol):
 
     def note(self, message: str) -> None:
         """A one-line remark for the operator (a warning or what was skipped); never the result."""
+
+    def status(self, subject: str, **figures: Figure) -> None:
+        """The current figures of ``subject`` (the phase's own description, or what else is going on: a
+        Spark build, a replica), each replacing the last of its name: rows read, Spark ``stages`` done of
+        ``stages_total``, a replica's offset and lag (a name ending ``_s``: seconds; None: unknown). A
+        terminal shows them as the subject's line; a status without figures ends that line."""
 
 
 class NullProgress(ProgressReporter):
@@ -66,3 +74,6 @@ class NoteRecorder(ProgressReporter):
     def note(self, message: str) -> None:
         self.notes.append(message)  # list.append is atomic: reporters are called from worker threads
         self.inner.note(message)
+
+    def status(self, subject: str, **figures: Figure) -> None:
+        self.inner.status(subject, **figures)

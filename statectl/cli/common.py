@@ -278,6 +278,9 @@ class Env:
         return self._progress
 
     def close(self) -> None:
+        close_display = getattr(self._progress, "close", None)  # a terminal's display ends with the command
+        if close_display is not None:
+            close_display()
         self.session.close()
 
     def __enter__(self) -> "Env":

@@ -5,7 +5,8 @@ entries out as the target stores are (Kafka's partitioner for partitioned file b
 partition; a rescale's partitioner), sorts each by key bytes (then by source order: the last row or record
 of a key wins, a None value leaves the key out), has the executors write SST files (statectl.spark.writer)
 into out_dir, or through the blob store when ``staging`` names one, and writes ``BUILD-MANIFEST.json`` into
-out_dir last (tmp + rename).
+out_dir last (tmp + rename). While it runs, its status (stages done, rows written) goes to stderr as status
+lines (statectl.spark.status).
 
 A row, record or read that fails ends the job; its one-line error is printed after ERROR_MARK.
 
@@ -31,6 +32,7 @@ from statectl.spark.frames import arrow_batches, lay_out, plain_frame
 from statectl.spark.rescale_reader import snapshots_rdd
 from statectl.spark.sampler import FilePartitioner, file_bounds
 from statectl.spark.sources import files_rdd, topic_rdd
+from statectl.spark.status import StatusLines
 from statectl.spark.launch import ERROR_MARK
 from statectl.spark.submit import BUILD_MANIFEST, BuildFile, BuildManifest, StoreBuild
 from statectl.spark.writer import WriteArrow, WriteFiles, entry_digest_columns
@@ -48,29 +50,32 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
     try:
         sc = spark.sparkContext
         sc.setLogLevel("WARN")
-        plain = plain_frame(spark, job)
-        if plain is not None:
-            arrow_batches(spark, job)
-            laid_out, ranges = lay_out(spark, job, plain)
-            checked = ranges != "spark-sample"
-            # one store per partition when checked (_with_sort_key's sk), else the ranges may span two
-            laid_out = laid_out.sortWithinPartitions(*(["sk"] if checked else ["store", "k"]), "fi", "bs", "id")
-            written = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
-                       .mapInArrow(WriteArrow(job), "task string").collect())
-            tasks = [json.loads(row.task) for row in written]
-            return _finish(job, tasks, began, "jvm", ranges=ranges)
-        stats = None
-        if spec.source == "snapshots":
-            keyed, stats = snapshots_rdd(sc, job)
-        else:
-            keyed = topic_rdd(sc, job) if spec.source == "topic" else files_rdd(spark, job)
-        stores, per_store = len(job.stores), spec.files_per_store
-        bounds: list[list[bytes]] = []
-        if per_store > 1:
-            keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)  # read the source once for the sample and the build
-            bounds = file_bounds(keyed, stores, per_store)
-        laid_out = keyed.repartitionAndSortWithinPartitions(stores * per_store, FilePartitioner(per_store, bounds))
-        tasks = laid_out.mapPartitionsWithIndex(WriteFiles(job)).collect()
+        written = sc.accumulator(0)  # rows the finished tasks wrote: the build's status
+        with StatusLines(sc, written):
+            plain = plain_frame(spark, job)
+            if plain is not None:
+                arrow_batches(spark, job)
+                laid_out, ranges = lay_out(spark, job, plain)
+                checked = ranges != "spark-sample"
+                # one store per partition when checked (_with_sort_key's sk), else the ranges may span two
+                laid_out = laid_out.sortWithinPartitions(*(["sk"] if checked else ["store", "k"]), "fi", "bs", "id")
+                written_tasks = (laid_out.select("store", "k", "v", *entry_digest_columns(),
+                                                 *(["pid"] if checked else []))
+                                 .mapInArrow(WriteArrow(job, written), "task string").collect())
+                tasks = [json.loads(row.task) for row in written_tasks]
+                return _finish(job, tasks, began, "jvm", ranges=ranges)
+            stats = None
+            if spec.source == "snapshots":
+                keyed, stats = snapshots_rdd(sc, job)
+            else:
+                keyed = topic_rdd(sc, job) if spec.source == "topic" else files_rdd(spark, job)
+            stores, per_store = len(job.stores), spec.files_per_store
+            bounds: list[list[bytes]] = []
+            if per_store > 1:
+                keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)  # read the source once for the sample and the build
+                bounds = file_bounds(keyed, stores, per_store)
+            laid_out = keyed.repartitionAndSortWithinPartitions(stores * per_store, FilePartitioner(per_store, bounds))
+            tasks = laid_out.mapPartitionsWithIndex(WriteFiles(job, written)).collect()
     except BuildError:
         raise
     except Exception as e:

@@ -1,6 +1,6 @@
 """The launch of a Spark build's job: the spark-submit command line (:func:`spark_command`, no secrets in
-it), spark-submit run in its own process group and killed with it when interrupted or late
-(:func:`submit_job`), the driver JVM's class-data-sharing archive (:class:`ClassArchive`), and the job's own
+it), spark-submit run in its own process group and killed with it when interrupted or late, the job's
+status lines read from its log as it runs (:func:`submit_job`), the driver JVM's class-data-sharing archive (:class:`ClassArchive`), and the job's own
 one-line error read back from its log (:func:`job_error`, after ERROR_MARK)."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from statectl.errors import StatectlError
 from statectl.fsutil import process_alive, write_atomic
+from statectl.spark.status import STATUS_EVERY_S, StatusReader
 
 ERROR_MARK = "STATECTL-BUILD-ERROR: "  # the job's one-line error, on its stderr
 KILL_GRACE_S = 10.0
@@ -144,20 +145,22 @@ def _read_size(path: Path) -> int | None:
 
 
 def submit_job(submit: Path, job_file: Path, log_path: Path, master: str, conf: dict[str, str],
-               timeout_s: float | None, secrets: dict[str, str]) -> None:
+               timeout_s: float | None, secrets: dict[str, str],
+               on_status: Callable[[dict[str, int]], None] | None = None) -> None:
     """Run spark-submit (:func:`_submit_once`) with the driver's :class:`ClassArchive`, in ``log_path``'s dir
     (out_dir), its output into ``log_path``; a JVM that dies of a fatal error (SIGBUS, SIGSEGV) while mapping
-    one is run once more without it. StatectlError (with the job's own error) when the job fails."""
+    one is run once more without it. ``on_status`` gets the job's status figures as it writes them
+    (statectl.spark.status). StatectlError (with the job's own error) when the job fails."""
     archive = ClassArchive(submit, conf)
     try:
-        _submit_once(submit, job_file, log_path, master, archive.conf(conf), timeout_s, secrets)
+        _submit_once(submit, job_file, log_path, master, archive.conf(conf), timeout_s, secrets, on_status)
     except StatectlError:
         archive.discard()
         if archive.path is None or archive.recording is not None \
                 or _JVM_FATAL not in log_path.read_text(errors="replace"):
             raise
         archive.drop()
-        _submit_once(submit, job_file, log_path, master, conf, timeout_s, secrets)
+        _submit_once(submit, job_file, log_path, master, conf, timeout_s, secrets, on_status)
         return
     except BaseException:
         archive.discard()
@@ -166,7 +169,8 @@ def submit_job(submit: Path, job_file: Path, log_path: Path, master: str, conf: 
 
 
 def _submit_once(submit: Path, job_file: Path, log_path: Path, master: str, conf: dict[str, str],
-                 timeout_s: float | None, secrets: dict[str, str]) -> None:
+                 timeout_s: float | None, secrets: dict[str, str],
+                 on_status: Callable[[dict[str, int]], None] | None) -> None:
     """Run spark-submit in its own process group, its output into the log; kill the group when interrupted
     (Ctrl-C, SIGTERM) or past ``timeout_s``; spark-submit gets SIGTERM when statectl dies any other way
     (where setpriv is installed)."""
@@ -188,7 +192,7 @@ def _submit_once(submit: Path, job_file: Path, log_path: Path, master: str, conf
         proc = subprocess.Popen(launch, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=log_path.parent, start_new_session=True)
         try:
-            code = proc.wait(timeout=timeout_s)
+            code = _wait(proc, timeout_s, StatusReader(log_path, on_status))
         except subprocess.TimeoutExpired:
             _kill(proc)
             raise StatectlError(f"the Spark build did not finish within {timeout_s:g}s; it was stopped",
@@ -199,6 +203,22 @@ def _submit_once(submit: Path, job_file: Path, log_path: Path, master: str, conf
     if code != 0:
         raise StatectlError(f"the Spark build failed: {job_error(log_path) or f'spark-submit exited with {code}'}",
                             hint=f"see {log_path}")
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float | None, status: StatusReader) -> int:
+    """spark-submit's exit code, reading the job's status lines as it runs; TimeoutExpired past ``timeout_s``."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        wait = STATUS_EVERY_S if deadline is None else min(STATUS_EVERY_S, max(0.0, deadline - time.monotonic()))
+        try:
+            code = proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            status.poll()
+            continue
+        status.poll()  # the last figures, written as the job ended
+        return code
 
 
 def _kill(proc: subprocess.Popen) -> None:

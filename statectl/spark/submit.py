@@ -382,8 +382,7 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
         job_file = out_dir / JOB_FILE
         job_file.write_text(json.dumps(job, indent=2) + "\n")
         progress.note(f"running the Spark build of {_describe(spec)} on {master} (log: {out_dir / LOG_FILE})")
-        submit_job(submit, job_file, out_dir / LOG_FILE, master, conf or {}, timeout_s,
-                   _secret_env(s3, kafka_security))
+        _submit(submit, spec, job_file, master, conf or {}, timeout_s, _secret_env(s3, kafka_security), progress)
         try:
             manifest = BuildManifest.read(out_dir)
         except (OSError, ValueError) as e:
@@ -402,6 +401,17 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
             staging.close()
     manifest.duration_s = round(time.monotonic() - began, 3)
     return manifest
+
+
+def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: dict[str, str],
+            timeout_s: float | None, secrets: dict[str, str], progress: ProgressReporter) -> None:
+    """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``."""
+    subject = f"Spark build of {_describe(spec)}"
+    try:
+        submit_job(submit, job_file, job_file.parent / LOG_FILE, master, conf, timeout_s, secrets,
+                   lambda figures: progress.status(subject, **figures))
+    finally:
+        progress.status(subject)  # its line ends with the job
 
 
 def build_hash(spec: BuildSpec) -> str:

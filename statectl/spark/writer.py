@@ -56,13 +56,16 @@ class _Peek:
 class WriteFiles:
     """A sorted output partition of one store -> its SST files and one task record (:func:`_write_files`)."""
 
-    def __init__(self, job: BuildJob):
-        self.job = job
+    def __init__(self, job: BuildJob, written: Any = None):
+        self.job, self.written = job, written  # written: the accumulator of rows written (the build's status)
 
     def __call__(self, split: int, items: Iterable[Any]) -> Iterator[dict[str, Any]]:
         job, spec = self.job, self.job.spec
         store_idx, file_no = divmod(split, spec.files_per_store)
-        yield _write_files(job, job.stores[store_idx], file_no, items)
+        record = _write_files(job, job.stores[store_idx], file_no, items)
+        if self.written is not None:
+            self.written.add(record["rows"])
+        yield record
 
 
 def _write_files(job: BuildJob, store: Any, file_no: int, items: Iterable[Any]) -> dict[str, Any]:
@@ -238,8 +241,8 @@ class WriteArrow:
     back until then), the kept keys and values go to the SST writer as lists, and the digest is summed in
     numpy from hk and hl: no Python object per row but the key and value bytes themselves."""
 
-    def __init__(self, job: BuildJob):
-        self.job = job
+    def __init__(self, job: BuildJob, written: Any = None):
+        self.job, self.written = job, written  # written: the accumulator of rows written (the build's status)
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -274,6 +277,8 @@ class WriteArrow:
             if held is not None:
                 out(held[0]).add([held[1]], [held[2]], held[3], 1)
             records = [outs[s].close() for s in sorted(outs)]
+            if self.written is not None:
+                self.written.add(sum(r["rows"] for r in records))
         finally:
             for o in outs.values():
                 o.abort()

@@ -418,3 +418,24 @@ def test_the_put_paths_digest_is_the_stores_whatever_the_key_order(tmp_path: Pat
                 (len(entries), min(entries).hex(), max(entries).hex(), f"{d.checksum:016x}")
             got.update(entries)
         assert got == expected
+
+
+@pytest.mark.timeout(120)
+def test_progress_moves_as_the_rows_are_read(files: Files, tmp_path: Path):
+    """The load's bar gets the rows' bytes and its status the rows read, batch by batch while the files are
+    read (a status before the first file is done), to the result's figures."""
+    from statectl.engine.adstore.load import LoadOptions, load
+    from tests.tools.progress_recorder import Recorder
+
+    rows = make_rows(12, 25_000)
+    data = tmp_path / "export"
+    write_dataset(data / "part-0.csv", "csv", rows[:12_500])
+    write_dataset(data / "part-1.csv", "csv", rows[12_500:])
+    rec = Recorder()
+    r = load(LoadOptions(STORE, files.state, from_file=data, key_field="id", value_field="name"), progress=rec)
+    kinds = [c[0] for c in rec.calls if c[0] != "note"]
+    assert kinds[0] == "start" and kinds[-1] == "stop"
+    assert kinds.index("status") < kinds.index("file_done")  # shown while the first file is read
+    seen = [s["rows"] for s in rec.statuses(f"loading {data}")]
+    assert seen == [10_000, 20_000, 25_000] and r.rows == 25_000
+    assert sum(c[1] for c in rec.calls if c[0] == "advance") == r.bytes > 0

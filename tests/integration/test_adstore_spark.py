@@ -199,3 +199,22 @@ def test_an_interrupted_ingest_is_re_run_from_the_same_build(tmp_path: Path):
     got = _stores(state, "s")
     assert got == {f"Partition_{k}": {key: v for key, v in expected.items() if partition_of(key, 2) == k}
                    for k in range(2)}
+
+
+def test_the_builds_stages_and_rows_reach_the_progress(tmp_path: Path):
+    """The Spark driver's status (stages done of total, rows written) reaches the load's reporter while the
+    build runs, its last figures those of the whole build, and its line ends with the job."""
+    from statectl.engine.adstore.common import SparkOptions
+    from statectl.engine.adstore.load import LoadOptions, load
+    from tests.tools.progress_recorder import Recorder
+
+    data = tmp_path / "rows.csv"
+    data.write_text("id,name\n" + "".join(f"id-{i:05d},name-{i}\n" for i in range(3000)))
+    rec = Recorder()
+    r = load(LoadOptions("spark", tmp_path / "state", from_file=data, key_field="id", value_field="name",
+                         spark=SparkOptions(master="local[2]")), progress=rec)
+    shown = rec.statuses("Spark build of ")
+    assert shown and shown[-1] == {}
+    last = shown[-2]
+    assert last["stages"] == last["stages_total"] > 0 and last["rows"] == r.rows == 3000
+    assert all(s["stages"] <= s["stages_total"] for s in shown[:-1])

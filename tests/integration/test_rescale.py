@@ -278,3 +278,28 @@ def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
         want = {k: v for k, v in expected.items() if zlib.crc32(k) % 2 == j}
         assert r["targets"][j]["keys"] == len(want)
         assert _restored(tmp_path, blobs, "crc", f"Partition {j}") == want
+
+
+def test_rescale_shows_the_spark_builds_stages_and_rows(tmp_path: Path):
+    """rescale's reporter gets the Spark driver's status: stages done of total and the rows written, the last
+    figures those of the whole build (every key of the sources)."""
+    from statectl.blobstore import open_blobstore
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.engine.rescale.execute import rescale
+    from statectl.engine.rescale.options import RescaleOptions
+    from tests.tools.progress_recorder import Recorder
+
+    blobs = f"file://{tmp_path / 'blobs'}"
+    expected = _make_sources(tmp_path, blobs, "shown", 2, 4)
+    rec = Recorder()
+    store = open_blobstore(blobs)
+    try:
+        r = rescale(RescaleOptions(STORE, "shown", from_tasks=2, to_tasks=3, master="local[2]", work_dir=tmp_path),
+                    store, BlobCheckpointStore(store), rec)
+    finally:
+        store.close()
+    assert r.committed and r.keys == len(expected)
+    shown = rec.statuses("Spark build of ")
+    assert shown and shown[-1] == {}
+    last = shown[-2]
+    assert last["stages"] == last["stages_total"] > 0 and last["rows"] == len(expected)

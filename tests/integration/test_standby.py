@@ -380,7 +380,7 @@ def seeder(world: World):
     return seed, calls
 
 
-def follow_in_thread(replica: Replica, bootstrap: str, until: int, seed=None, timeout: float = 120):
+def follow_in_thread(replica: Replica, bootstrap: str, until: int, seed=None, timeout: float = 120, progress=None):
     """Run ``follow`` on a thread until the replica has applied offset ``until``; return its result."""
     stop = threading.Event()
     out: list = []
@@ -392,7 +392,8 @@ def follow_in_thread(replica: Replica, bootstrap: str, until: int, seed=None, ti
 
     def run() -> None:
         try:
-            out.append(follow(replica, bootstrap, seed=seed, stop=stop, on_status=on_status, status_every_s=0.05))
+            out.append(follow(replica, bootstrap, seed=seed, stop=stop, on_status=on_status, status_every_s=0.05,
+                              progress=progress))
         except BaseException as e:  # noqa: BLE001 - re-raised below
             errors.append(e)
 
@@ -447,6 +448,25 @@ def test_seeded_from_the_snapshot_the_checkpoint_names_then_the_tail(world: Worl
     r = follow_in_thread(third, w.bootstrap, last)
     assert (r.records_applied, r.applied_offset) == (n + m, last)
     assert read_store(third.replica_dir) == w.writer.state()
+
+
+@pytest.mark.timeout(180)
+def test_the_progress_shows_the_replicas_offset_and_lag(world: World):
+    """standby follow's terminal line comes from the reporter's status: the replica's offset and lag as it
+    catches up, its line ended when the follower stops."""
+    from tests.tools.progress_recorder import Recorder
+
+    w = world
+    w.writer.send(random_records(random.Random(11), 400))
+    rec = Recorder()
+    replica = Replica(w.ref, w.topic, 0, w.replica)
+    follow_in_thread(replica, w.bootstrap, w.writer.last_offset, progress=rec)
+    shown = rec.statuses(f"replica {w.replica}")
+    assert shown[-1] == {}  # the line ends with the follower
+    figures = [s for s in shown if s and s["offset"] is not None]
+    assert figures and figures[-1]["offset"] == w.writer.last_offset == 399 and figures[-1]["applied"] == 400
+    assert [s["offset"] for s in figures] == sorted(s["offset"] for s in figures)
+    assert figures[-1]["lag"] == 0 and figures[-1]["lag_s"] == 0.0
 
 
 @pytest.mark.timeout(300)

@@ -127,3 +127,28 @@ def test_no_progress_and_only_the_result_when_not_a_tty(world, tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert proc.stdout.startswith("snapshot ") and proc.stdout.count("\n") == 1
+
+
+@pytest.mark.timeout(240)
+def test_standby_follow_shows_the_replicas_offset_and_lag_on_a_terminal(tmux: Tmux, tansu, tmp_path: Path):
+    import random
+
+    from tests.tools.standby_helpers import ChangelogWriter, random_records
+
+    topic = tansu.create_topic(f"tty-changelog-{uuid.uuid4().hex[:8]}", partitions=1)
+    writer = ChangelogWriter(tansu.bootstrap, topic)
+    try:
+        writer.send(random_records(random.Random(3), 300))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "TERM": "xterm-256color",
+               "LANG": "C.UTF-8", "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "XDG_DATA_HOME": str(tmp_path / "data")}
+        (tmp_path / "state").mkdir()
+        tmux.start(f"{STATECTL} standby follow --kafka {tansu.bootstrap} --job tty --task 'Partition 0' --store counts "
+                   f"--state-dir {tmp_path / 'state'} --changelog {topic} --partition 0", env)
+        tmux.wait_for("offset 299  lag 0")
+        writer.send(random_records(random.Random(4), 200))
+        tmux.wait_for("offset 499  lag 0")  # the line moves on as the replica does
+        tmux.ctrl_c()
+        screen = tmux.wait_for("EXIT=")
+        assert "EXIT=130" in screen and "stopped following" in screen, screen
+    finally:
+        writer.close()

@@ -33,3 +33,48 @@ def test_a_recorder_keeps_its_own_operation_notes_and_forwards_them():
     recorder = NoteRecorder(outer)
     recorder.note("during")
     assert recorder.notes == ["during"] and outer.notes == ["before", "during"]
+
+
+def test_a_terminal_shows_the_status_figures_beside_the_bar_and_on_lines_of_their_own():
+    import io
+
+    from rich.console import Console
+
+    from statectl.cli.progress import RichProgress
+
+    out = io.StringIO()
+    display = RichProgress(Console(file=out, force_terminal=True, width=160, markup=False, highlight=False))
+    display.status("Spark build of x", stages=1, stages_total=3, rows=100)
+    display.start("loading data", 0, 2)
+    display.advance(2048)
+    display.status("loading data", rows=12345)
+    display.status("replica /r", offset=499, lag=0, lag_s=0.0)
+    display.close()
+    shown = out.getvalue()
+    assert "Spark build of x" in shown and "stages 1/3  rows 100" in shown
+    assert "loading data" in shown and "2.0/? KiB" in shown and "rows 12,345" in shown
+    assert "replica /r" in shown and "offset 499  lag 0 / 0.0s" in shown
+    assert shown.rfind("\x1b[?25h") > shown.rfind("\x1b[?25l")  # the display ended: the cursor shown again
+
+
+def test_a_status_without_figures_ends_its_line_and_the_display_when_nothing_is_left():
+    import io
+
+    from rich.console import Console
+
+    from statectl.cli.progress import RichProgress
+
+    out = io.StringIO()
+    display = RichProgress(Console(file=out, force_terminal=True, width=160, markup=False, highlight=False))
+    display.status("replica /r", offset=1, lag=None)
+    assert "\x1b[?25h" not in out.getvalue()  # drawing (the cursor hidden)
+    display.status("replica /r")
+    assert out.getvalue().rfind("\x1b[?25h") > out.getvalue().rfind("\x1b[?25l")
+
+
+def test_figures_read_as_words():
+    from statectl.cli.progress import figures_text
+
+    assert figures_text({"stages": 2, "stages_total": 5, "rows": 1_000_000}) == "stages 2/5  rows 1,000,000"
+    assert figures_text({"offset": None, "lag": None, "lag_s": None}) == "offset ?  lag ? / ?"
+    assert figures_text({"checkpoint": "c-1", "lag": 1, "lag_s": 3.25}) == "checkpoint c-1  lag 1 / 3.2s"

@@ -194,41 +194,19 @@ def _follow_container(env: Env, container: str, replica: int, layout: str, to_ch
 
 
 class _Lag:
-    """The follower's lag: a live line on a terminal, JSON lines with -o json, nothing otherwise."""
+    """The follower's status lines with -o json (on a terminal the engine's progress shows the lag)."""
 
     def __init__(self, env: Env):
-        import os
-
         self._json = env.json
-        self._live: Any = None
-        self._lines: dict[str, str] = {}  # replica dir -> its line (a container follower has many)
         self._guard = threading.Lock()  # a container's followers report from their threads
-        if not env.json and sys.stderr.isatty() and not env.settings.quiet and not os.environ.get("CI"):
-            from rich.console import Console
-            from rich.live import Live
-
-            self._live = Live("", console=Console(stderr=True, markup=False, highlight=False), transient=True)
-            self._live.start()
 
     def update(self, st: Any) -> None:
-        with self._guard:
-            self._show(st)
-
-    def _show(self, st: Any) -> None:
         if self._json:
             from statectl.cli.common import to_jsonable
 
-            sys.stdout.write(json.dumps(to_jsonable(st)) + "\n")
-            sys.stdout.flush()
-        elif self._live is not None:
-            lag_s = "?" if st.lag_s is None else f"{st.lag_s:.1f}s"
-            self._lines[st.replica_dir] = (f"{st.replica_dir}: offset {st.applied_offset}, lag {st.lag_records} "
-                                           f"records / {lag_s}, {st.records_applied} applied")
-            self._live.update("\n".join(self._lines[d] for d in sorted(self._lines)))
-
-    def close(self) -> None:
-        if self._live is not None:
-            self._live.stop()
+            with self._guard:
+                sys.stdout.write(json.dumps(to_jsonable(st)) + "\n")
+                sys.stdout.flush()
 
 
 def _layout(env: Env, rep: Replica, layout: str, replica: int,
@@ -300,7 +278,6 @@ def _following(env: Env, metrics: tuple[Any, Any] | None, run: Any) -> tuple[Any
     try:
         r = run(stop, display.update if metrics is None else metrics[0].feeding(display.update))
     finally:
-        display.close()
         if metrics is not None:
             metrics[0].stopped()
             metrics[1].close()

@@ -313,9 +313,10 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
     writers = [StoreWriter(b.path) for b in builds]
     pending: list[list[tuple[bytes, bytes]]] = [[] for _ in builds]
     digests = [_SortedDigest() for _ in builds]
-    n = nbytes = paid = 0
+    subject = f"loading {ds.path}"
+    read = _ReadTally(progress, subject, opts.rate_limit, opts.batch_rows)
     ok = False
-    progress.start(f"loading {ds.path}", 0, len(ds.files))
+    progress.start(subject, 0, len(ds.files))
     current_file = None
     try:
         for f, i, row in rows:
@@ -329,17 +330,12 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
                 raise AdstoreExtractError(f"{f} row {i}: {e}", hint="fix the dataset or --key-field") from None
             k = 0 if len(builds) == 1 else partition_of(key, len(builds))
             pending[k].append((key, value))
-            n += 1
-            nbytes += len(key) + len(value)
-            if opts.rate_limit is not None and nbytes - paid >= RATE_STEP:
-                opts.rate_limit.take(nbytes - paid)
-                paid = nbytes
+            read.add(len(key) + len(value))
             if len(pending[k]) >= opts.batch_rows:
                 writers[k].apply(pending[k])
                 digests[k].add(pending[k])
                 pending[k] = []
-        if opts.rate_limit is not None:
-            opts.rate_limit.take(nbytes - paid)
+        read.flush()
         for k, w in enumerate(writers):
             if pending[k]:
                 w.apply(pending[k])
@@ -351,7 +347,39 @@ def _put_rows(ds: Any, rows: Iterator[tuple[Path, int, dict[str, Any]]], builds:
         progress.stop()
         for w in writers:
             w.close(flush=ok)
-    return n, n, nbytes, [d.digest for d in digests]
+    return read.rows, read.rows, read.bytes, [d.digest for d in digests]
+
+
+class _ReadTally:
+    """The rows read so far and their bytes (keys and values): the bytes taken from the rate limit every
+    RATE_STEP, and shown every ``step`` rows (the bar's bytes, the rows as the phase's status), so that
+    a load's progress moves as its rows are read."""
+
+    def __init__(self, progress: ProgressReporter, subject: str, rate_limit: RateLimit | None, step: int):
+        self.progress, self.subject, self.rate_limit, self.step = progress, subject, rate_limit, step
+        self.rows = self.bytes = 0
+        self._paid = self._shown_rows = self._shown_bytes = 0
+
+    def add(self, nbytes: int) -> None:
+        self.rows += 1
+        self.bytes += nbytes
+        if self.rate_limit is not None and self.bytes - self._paid >= RATE_STEP:
+            self.rate_limit.take(self.bytes - self._paid)
+            self._paid = self.bytes
+        if self.rows - self._shown_rows >= self.step:
+            self._show()
+
+    def flush(self) -> None:
+        """Pay for and show what is left (the end of the dataset)."""
+        if self.rate_limit is not None:
+            self.rate_limit.take(self.bytes - self._paid)
+            self._paid = self.bytes
+        self._show()
+
+    def _show(self) -> None:
+        self.progress.advance(self.bytes - self._shown_bytes)
+        self.progress.status(self.subject, rows=self.rows)
+        self._shown_rows, self._shown_bytes = self.rows, self.bytes
 
 
 class _SortedDigest:

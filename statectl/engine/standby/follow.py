@@ -174,6 +174,7 @@ def follow(replica: Replica, bootstrap: str, *, security: KafkaSecurity | None =
                 try:
                     run.loop()
                 finally:
+                    progress.status(f"replica {replica.replica_dir}")  # its line ends with the follower
                     if run.cap is not None:
                         run.cap.close()
     except Exception as e:
@@ -357,6 +358,8 @@ class _Following:
                 _lag(status, tails[replica.partition], newest_applied_ts)
             self.outage = watch.outage
         write_status(replica, status)
+        self.progress.status(f"replica {replica.replica_dir}", offset=status.applied_offset,
+                             lag=status.lag_records, lag_s=status.lag_s, applied=status.records_applied)
         if self.on_status is not None:
             self.on_status(status)
 

@@ -136,12 +136,19 @@ class _PreRestoring:
             if now - last_status >= status_every_s or self.stop.is_set():
                 _lag(self.status, self.latest)
                 write_status(self.anchor, self.status)
+                self.progress.status(self.subject, checkpoint=self.status.checkpoint_id, lag=self.status.lag_records,
+                                     lag_s=self.status.lag_s, downloaded=self.result.records_applied)
                 if on_status is not None:
                     on_status(self.status)
                 last_status = now
             self.stop.wait(poll_s)
+        self.progress.status(self.subject)  # its line ends with the follower
         _lag(self.status, self.latest)
         write_status(self.anchor, self.status)
+
+    @property
+    def subject(self) -> str:
+        return f"pre-restore of {self.anchor.ref.store} {self.anchor.ref.task}"
 
     def _say(self, kind: str, text: str | None) -> None:
         if text is not None and self.said.get(kind) != text:
