@@ -133,10 +133,17 @@ def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
                   for lo, hi in zip(edges, edges[1:])]
         prefixes += ranges + [b""] * (per_store - len(ranges))
     pid = (F.col("store") * F.lit(per_store) + within).cast("int")
-    slots = _hash_slots(parts)
-    slot = F.element_at(F.array(*[F.lit(x).cast("bigint") for x in slots]), pid + 1)
-    laid_out = plain.withColumn("pid", pid).repartition(parts, slot)
+    laid_out = to_partitions(plain.withColumn("pid", pid), parts)
     return _with_sort_key(laid_out, prefixes), f"{spec.fmt}-sample"
+
+
+def to_partitions(df: Any, parts: int) -> Any:
+    """``df`` shuffled into ``parts`` partitions, each row into the one its ``pid`` column names (Spark's hash
+    partitioning of a bigint that lands there: :func:`_hash_slots`)."""
+    from pyspark.sql import functions as F
+
+    slot = F.element_at(F.array(*[F.lit(x).cast("bigint") for x in _hash_slots(parts)]), F.col("pid") + 1)
+    return df.repartition(parts, slot)
 
 
 def _with_sort_key(df: Any, prefixes: list[bytes]) -> Any:

@@ -70,7 +70,8 @@ for db, b in zip(outs, batches):
         db.write(b)
     db.flush()
     db.close()
-print(keys)
+with open(f"{dst}.keys", "w") as fh:
+    fh.write(str(keys))
 """
 
 
@@ -157,8 +158,9 @@ def _script(work: Path, where: list[str], n: int, m: int, to_job: str, keys: int
                       PYTHON=sys.executable, WHERE=" ".join(where))
     os.sync()
     sample = run_measured(["sh", "-c", SCRIPT], env=script_env, cwd=work / "cwd", timeout=7200)
-    if int(sample.stdout.split()[-1]) != keys:
-        raise RuntimeError(f"rescale bench: the script re-keyed {sample.stdout.split()[-1]} keys, not {keys}")
+    done = int((w / "dst" / f"{STORE}.keys").read_text())
+    if done != keys:
+        raise RuntimeError(f"rescale bench: the script re-keyed {done} keys, not {keys}")
     shutil.rmtree(w, ignore_errors=True)
     return {"wall_s": round(sample.wall_s, 2), "max_rss_mb": round(sample.max_rss_mb, 1),
             "cpu_s": round(sample.cpu_s, 1)}
