@@ -119,6 +119,11 @@ def bench(work: Path, keys: int, env: dict[str, str], endpoint: str, bucket: str
     (work / "rekey.py").write_text(REKEY)
     (work / "cwd").mkdir(exist_ok=True)
     out: dict[str, Any] = {"keys": keys, "value_size": HASH_VALUE_SIZE, "source_bytes": source_bytes, "cases": []}
+    # untimed: the first Spark job on a machine records the JVM's class archive (statectl.spark.launch)
+    warm = _rescale(work, where, *directions[0], f"{JOB}-warm-up", keys, env)
+    out["warm_up_s"] = warm["wall_s"]
+    log(f"  rescale {directions[0][0]} -> {directions[0][1]}, warm-up (the class archive recorded): "
+        f"{warm['wall_s']:.1f} s")
     for n, m in directions:
         case: dict[str, Any] = {"tasks_in": n, "tasks_out": m, "statectl": [], "script": []}
         for r in range(rounds):
