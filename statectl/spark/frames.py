@@ -104,7 +104,7 @@ def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
     the JVM from those bounds. Otherwise (files the driver cannot read) Spark's repartitionByRange samples
     the input itself (one more read of it). Returns (the frame, where the ranges came from:
     BuildManifest.ranges; unless that is "spark-sample", the frame has ``pid`` and the sort key ``sk`` of
-    :func:`_with_sort_key`, and each partition holds one store)."""
+    :func:`with_sort_key`, and each partition holds one store)."""
     from pyspark.sql import functions as F
 
     spec = job.spec
@@ -134,7 +134,7 @@ def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
         prefixes += ranges + [b""] * (per_store - len(ranges))
     pid = (F.col("store") * F.lit(per_store) + within).cast("int")
     laid_out = to_partitions(plain.withColumn("pid", pid), parts)
-    return _with_sort_key(laid_out, prefixes), f"{spec.fmt}-sample"
+    return with_sort_key(laid_out, prefixes), f"{spec.fmt}-sample"
 
 
 def to_partitions(df: Any, parts: int) -> Any:
@@ -146,7 +146,7 @@ def to_partitions(df: Any, parts: int) -> Any:
     return df.repartition(parts, slot)
 
 
-def _with_sort_key(df: Any, prefixes: list[bytes]) -> Any:
+def with_sort_key(df: Any, prefixes: list[bytes]) -> Any:
     """``df`` (one store per partition, its ``pid``) with ``sk``: a binary that sorts as ``k`` does and
     tells keys apart in its first 8 bytes where ``k`` may not. Spark sorts by a column's first 8 bytes
     (its sort prefix) and compares whole rows only on ties, so keys that share a long beginning

@@ -27,7 +27,7 @@ from typing import Any
 from statectl.formats.adstore import MASK64, Digest
 from statectl.fsutil import write_atomic
 from statectl.spark.context import BuildError, BuildJob, local_path, one_line
-from statectl.spark.frames import arrow_batches, lay_out, plain_frame, to_partitions
+from statectl.spark.frames import arrow_batches, lay_out, plain_frame, to_partitions, with_sort_key
 from statectl.spark.rescale_reader import CheckTargets, snapshots_frame
 from statectl.spark.sampler import FilePartitioner, file_bounds
 from statectl.spark.sources import files_rdd, topic_rdd
@@ -56,7 +56,7 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
             arrow_batches(spark, job)
             laid_out, ranges = lay_out(spark, job, plain)
             checked = ranges != "spark-sample"
-            # one store per partition when checked (_with_sort_key's sk), else the ranges may span two
+            # one store per partition when checked (with_sort_key's sk), else the ranges may span two
             laid_out = laid_out.sortWithinPartitions(*(["sk"] if checked else ["store", "k"]), "fi", "bs", "id")
             written = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
                        .mapInArrow(WriteArrow(job), "task string").collect())
@@ -81,7 +81,8 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _rescale(spark: Any, job: BuildJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Digest]:
     """A snapshots build: the sources' entries, read and routed in Arrow batches (rescale_reader), shuffled to
-    their target's partition, sorted by key, and written by the executors, which check that every key is
+    their target's partition, sorted by key (frames.with_sort_key: most keys begin with spec.key_prefix), and
+    written by the executors, which check that every key is
     their target's. Returns the write tasks' records, what each source's reader counted, and the Digest of
     every entry the readers gave the JVM (summed as they pass, before the shuffle: the targets' digests,
     summed after it by the writers, must add up to it)."""
@@ -93,7 +94,8 @@ def _rescale(spark: Any, job: BuildJob) -> tuple[list[dict[str, Any]], list[dict
     seen = Observation("sources")
     hk, hl = (F.crc32(F.col("k")), entry_digest_columns()[1])
     entries = entries.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(hk).alias("hk"), F.sum(hl).alias("hl"))
-    laid_out = to_partitions(entries.withColumn("pid", F.col("store")), len(job.stores)).sortWithinPartitions("k")
+    laid_out = to_partitions(entries.withColumn("pid", F.col("store")), len(job.stores))
+    laid_out = with_sort_key(laid_out, [bytes.fromhex(spec.key_prefix)] * len(job.stores)).sortWithinPartitions("sk")
     written = (laid_out.select("store", "k", "v", *entry_digest_columns(), "pid")
                .mapInArrow(WriteArrow(job, CheckTargets(job)), "task string").collect())
     got = seen.get

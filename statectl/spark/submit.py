@@ -101,6 +101,7 @@ class BuildSpec:
     partitioner: str | None = None
     partitions_in: int | None = None
     source_partitioner: str | None = None
+    key_prefix: str = ""  # hex: the bytes the sources' keys mostly begin with (the sort needs not compare them)
 
     def validate(self) -> None:
         """Raise UsageError for a spec that cannot be built."""

@@ -431,3 +431,21 @@ def test_a_malformed_record_is_refused_unless_again_replaces_it(tmp_path: Path):
     found = check_recorded(opts(again=True), blobs, catalog, ["a", "b"])
     assert found.record is None and found.etag == etag  # the new record replaces it, conditionally
     blobs.close()
+
+
+def test_the_key_prefix_of_the_sources_comes_from_their_files_bounds_range_deletions_left_out():
+    import struct
+
+    from statectl.engine.rescale.build import key_prefix
+
+    def bound(key: bytes, kind: int = 1) -> bytes:
+        return key + struct.pack("<Q", 7 << 8 | kind)
+
+    def manifest(*pairs):
+        return SimpleNamespace(live_files=[SimpleNamespace(smallest=bound(a), largest=bound(b, k)) for a, b, k in pairs])
+
+    files = [manifest((b"user-00012", b"user-00977", 1)), manifest((b"user-00100", b"user-00555", 1))]
+    assert key_prefix(files) == b"user-00"
+    assert key_prefix(files + [manifest((b"user-00200", b"zzz", 0x0F))]) == b"user-00"  # a range deletion's end
+    assert key_prefix(files + [manifest((b"admin", b"admin", 1))]) == b""
+    assert key_prefix(files + [None]) == b"" and key_prefix([]) == b""
