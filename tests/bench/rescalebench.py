@@ -115,13 +115,12 @@ def bench(work: Path, keys: int, env: dict[str, str], endpoint: str, bucket: str
     for p in range(tasks_in):
         subprocess.run([STATECTL, "-q", "backup", *where, "--job", JOB, "--task", f"Partition {p}", "--state-dir",
                         str(state)], env=env, cwd=work, check=True, capture_output=True)
-    source_bytes = sum(f.stat().st_size for f in (state / STORE).rglob("*") if f.is_file())
     (work / "rekey.py").write_text(REKEY)
     (work / "cwd").mkdir(exist_ok=True)
-    out: dict[str, Any] = {"keys": keys, "value_size": HASH_VALUE_SIZE, "source_bytes": source_bytes, "cases": []}
+    out: dict[str, Any] = {"keys": keys, "value_size": HASH_VALUE_SIZE, "cases": []}
     # untimed: the first Spark job on a machine records the JVM's class archive (statectl.spark.launch)
     warm = _rescale(work, where, *directions[0], f"{JOB}-warm-up", keys, env)
-    out["warm_up_s"] = warm["wall_s"]
+    out["warm_up_s"], out["source_bytes"] = warm["wall_s"], warm["source_bytes"]
     log(f"  rescale {directions[0][0]} -> {directions[0][1]}, warm-up (the class archive recorded): "
         f"{warm['wall_s']:.1f} s")
     for n, m in directions:
@@ -148,7 +147,7 @@ def _rescale(work: Path, where: list[str], n: int, m: int, to_job: str, keys: in
     return {"wall_s": round(sample.wall_s, 2), "max_rss_mb": round(sample.max_rss_mb, 1),
             "cpu_s": round(sample.cpu_s, 1), "phases": r["phases"], "bytes_read": r["bytes_read"],
             "bytes_written": r["bytes_written"], "bytes_uploaded": r["bytes_uploaded"],
-            "per_target_keys": [t["keys"] for t in r["targets"]]}
+            "source_bytes": sum(s["bytes"] for s in r["sources"]), "per_target_keys": [t["keys"] for t in r["targets"]]}
 
 
 def _script(work: Path, where: list[str], n: int, m: int, to_job: str, keys: int,
@@ -174,6 +173,7 @@ def _script(work: Path, where: list[str], n: int, m: int, to_job: str, keys: int
 def _summary(case: dict[str, Any]) -> dict[str, Any]:
     for who in ("statectl", "script"):
         case[f"{who}_wall"] = stat([x["wall_s"] for x in case[who]]).to_json()
+        case[f"{who}_cpu"] = stat([x["cpu_s"] for x in case[who]]).to_json()
     case["ratio"] = round(case["statectl_wall"]["median"] / case["script_wall"]["median"], 3)
     case["phases"] = {k: round(statistics.median(x["phases"].get(k, 0) for x in case["statectl"]), 2)
                       for k in case["statectl"][0]["phases"]}
@@ -339,7 +339,8 @@ def report_lines(res: dict[str, Any]) -> list[str]:
             f"re-key + backup; goal <= {GOAL:.2f}x):",
             f"  statectl {sc['median']:.1f} s [{sc['min']:.1f}-{sc['max']:.1f}], script {p['median']:.1f} s "
             f"[{p['min']:.1f}-{p['max']:.1f}], n={sc['n']}: ratio {c['ratio']:.2f}x "
-            f"{'ok' if c['ratio'] <= GOAL else 'OVER'}",
+            f"{'ok' if c['ratio'] <= GOAL else 'OVER'}; CPU (medians) {c['statectl_cpu']['median']:.1f} s and "
+            f"{c['script_cpu']['median']:.1f} s",
             f"  phases (medians): Spark job {ph.get('spark_s', 0):.1f} s incl. start-up, ingest "
             f"{ph.get('ingest_s', 0):.1f} s, verify {ph.get('verify_s', 0):.1f} s, upload {ph.get('upload_s', 0):.1f} s, "
             f"commit {ph.get('commit_s', 0):.1f} s; peak RSS {c['max_rss_mb']:.0f} MB",
