@@ -79,6 +79,9 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
     return _finish(job, tasks, began)
 
 
+_ADAPTIVE = "spark.sql.adaptive.enabled"
+
+
 def _rescale(spark: Any, job: BuildJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Digest]:
     """A snapshots build: the sources' entries, read and routed in Arrow batches (rescale_reader), shuffled to
     their target's partition, sorted by key (frames.with_sort_key: most keys begin with spec.key_prefix), and
@@ -90,6 +93,9 @@ def _rescale(spark: Any, job: BuildJob) -> tuple[list[dict[str, Any]], list[dict
     from pyspark.sql import functions as F
 
     spec = job.spec
+    if not spark.sparkContext.getConf().contains(_ADAPTIVE):
+        # the shuffle's partitions are the targets: nothing to re-plan once the read stage ends (one job, not two)
+        spark.conf.set(_ADAPTIVE, "false")
     entries, stats = snapshots_frame(spark, job)
     seen = Observation("sources")
     hk, hl = (F.crc32(F.col("k")), entry_digest_columns()[1])

@@ -161,7 +161,8 @@ class ReadSnapshots:
                 raise BuildError(f"snapshot {source['snapshot']} of {source['task']} has column families "
                                  "besides the default one ({}): rescale re-partitions single-column-family "
                                  "stores only".format(", ".join(sorted(others))))
-            items = db.items(**_bounds(source, spec.partitioner))
+            bounds = _bounds(source, spec.partitioner)  # alive while the iterator is: it holds its bound
+            items = db.items(**bounds)
             rows, n = 256, 0
             while True:
                 chunk = list(itertools.islice(items, rows))
@@ -175,7 +176,7 @@ class ReadSnapshots:
                 yield pa.RecordBatch.from_arrays([stores, k, v], ["store", "k", "v"])
                 n += len(ks)
                 rows = max(64, min(65536, _BATCH_BYTES * len(ks) // max(1, k.nbytes + v.nbytes)))
-            del items
+            del items, bounds
             return n
         finally:
             db.close()
@@ -190,7 +191,7 @@ def _bounds(source: dict[str, Any], partitioner: str | None) -> dict[str, Any]:
 
     first, last = source["groups"]
     groups = load_partitioner(partitioner).groups
-    opts = _rocksdict().ReadOptions(raw_mode=True)
+    opts = _rocksdict().ReadOptions()
     opts.set_iterate_upper_bound(group_bound(last + 1, groups))
     return {"from_key": group_bound(first, groups), "read_opt": opts}
 

@@ -269,6 +269,19 @@ def test_the_reader_gives_a_snapshots_entries_in_arrow_batches_routed_and_counte
     assert out.column("store").to_pylist() == [partition_of(k, 3) for k in sorted(want)]
     assert counted[0]["keys"] == len(want) and counted[0]["bytes_read"] == sum(f["size"] for f in files)
 
+    # the same store as a source of key groups 0x6b.. (b"k") only, by a key-group partitioner: none of
+    # group 0x6a, all of 0x6b, none above
+    groups = {**source, "groups": [0x6b, 0x6b]}
+    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=2, snapshots=(groups,),
+                     source_store=f"file://{tmp_path / 'blobs'}", partitioner="keygroups:128")
+    job = SimpleNamespace(spec=spec, blobstore=lambda url: open_blobstore(url))
+    batch = pa.RecordBatch.from_arrays([pa.array([0], pa.int32()), pa.array([json.dumps(groups)])], ["i", "source"])
+    out = pa.Table.from_batches(list(ReadSnapshots(job, SimpleNamespace(add=counted.update))([batch])))
+    assert out.column("k").to_pylist() == sorted(want) and set(out.column("store").to_pylist()) == {1}
+    groups["groups"] = [0x6c, 0x7f]
+    batch = pa.RecordBatch.from_arrays([pa.array([0], pa.int32()), pa.array([json.dumps(groups)])], ["i", "source"])
+    assert sum(b.num_rows for b in ReadSnapshots(job, SimpleNamespace(add=counted.update))([batch])) == 0
+
 
 def test_work_dir_removes_what_killed_rescales_left_but_not_a_running_ones(tmp_path: Path):
     import fcntl
