@@ -85,10 +85,9 @@ _ADAPTIVE = "spark.sql.adaptive.enabled"
 def _rescale(spark: Any, job: BuildJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Digest]:
     """A snapshots build: the sources' entries, read and routed in Arrow batches (rescale_reader), shuffled to
     their target's partition, sorted by key (frames.with_sort_key: most keys begin with spec.key_prefix), and
-    written by the executors, which check that every key is
-    their target's. Returns the write tasks' records, what each source's reader counted, and the Digest of
-    every entry the readers gave the JVM (summed as they pass, before the shuffle: the targets' digests,
-    summed after it by the writers, must add up to it)."""
+    written by the executors, which check that every key is their target's. Returns the write tasks' records,
+    what each source's reader counted, and the Digest of every entry the readers gave the JVM (summed as they
+    pass, before the shuffle: the targets' digests, summed after it by the writers, must add up to it)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -98,6 +97,8 @@ def _rescale(spark: Any, job: BuildJob) -> tuple[list[dict[str, Any]], list[dict
         spark.conf.set(_ADAPTIVE, "false")
     entries, stats = snapshots_frame(spark, job)
     seen = Observation("sources")
+    # Digest.checksum = sum(hk << 32 | hl) = (sum(hk) << 32) + sum(hl) mod 2**64; bigint sums of 32-bit CRCs
+    # cannot overflow below 2**31 entries (and fail the job, never wrap, in Spark's ANSI mode above)
     hk, hl = (F.crc32(F.col("k")), entry_digest_columns()[1])
     entries = entries.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(hk).alias("hk"), F.sum(hl).alias("hl"))
     laid_out = to_partitions(entries.withColumn("pid", F.col("store")), len(job.stores))
