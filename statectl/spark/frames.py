@@ -104,7 +104,7 @@ def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
     the JVM from those bounds. Otherwise (files the driver cannot read) Spark's repartitionByRange samples
     the input itself (one more read of it). Returns (the frame, where the ranges came from:
     BuildManifest.ranges; unless that is "spark-sample", the frame has ``pid`` and the sort key ``sk`` of
-    :func:`_with_sort_key`, and each partition holds one store)."""
+    :func:`with_sort_key`, and each partition holds one store)."""
     from pyspark.sql import functions as F
 
     spec = job.spec
@@ -133,13 +133,20 @@ def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
                   for lo, hi in zip(edges, edges[1:])]
         prefixes += ranges + [b""] * (per_store - len(ranges))
     pid = (F.col("store") * F.lit(per_store) + within).cast("int")
-    slots = _hash_slots(parts)
-    slot = F.element_at(F.array(*[F.lit(x).cast("bigint") for x in slots]), pid + 1)
-    laid_out = plain.withColumn("pid", pid).repartition(parts, slot)
-    return _with_sort_key(laid_out, prefixes), f"{spec.fmt}-sample"
+    laid_out = to_partitions(plain.withColumn("pid", pid), parts)
+    return with_sort_key(laid_out, prefixes), f"{spec.fmt}-sample"
 
 
-def _with_sort_key(df: Any, prefixes: list[bytes]) -> Any:
+def to_partitions(df: Any, parts: int) -> Any:
+    """``df`` shuffled into ``parts`` partitions, each row into the one its ``pid`` column names (Spark's hash
+    partitioning of a bigint that lands there: :func:`_hash_slots`)."""
+    from pyspark.sql import functions as F
+
+    slot = F.element_at(F.array(*[F.lit(x).cast("bigint") for x in _hash_slots(parts)]), F.col("pid") + 1)
+    return df.repartition(parts, slot)
+
+
+def with_sort_key(df: Any, prefixes: list[bytes]) -> Any:
     """``df`` (one store per partition, its ``pid``) with ``sk``: a binary that sorts as ``k`` does and
     tells keys apart in its first 8 bytes where ``k`` may not. Spark sorts by a column's first 8 bytes
     (its sort prefix) and compares whole rows only on ties, so keys that share a long beginning

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statectl.formats.adstore import Digest
+from statectl.formats.adstore import MASK64, Digest
 from statectl.fsutil import write_atomic
 from statectl.spark.context import BuildError, BuildJob, local_path, one_line
-from statectl.spark.frames import arrow_batches, lay_out, plain_frame
-from statectl.spark.rescale_reader import snapshots_rdd
+from statectl.spark.frames import arrow_batches, lay_out, plain_frame, to_partitions, with_sort_key
+from statectl.spark.rescale_reader import CheckTargets, snapshots_frame
 from statectl.spark.sampler import FilePartitioner, file_bounds
 from statectl.spark.sources import files_rdd, topic_rdd
 from statectl.spark.status import StatusLines
@@ -52,23 +52,21 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         sc.setLogLevel("WARN")
         written = sc.accumulator(0)  # rows the finished tasks wrote: the build's status
         with StatusLines(sc, written):
+            if spec.source == "snapshots":
+                tasks, sources, digest = _rescale(spark, job, written)
+                return _finish(job, tasks, began, "jvm", sources=sources, source_digest=digest)
             plain = plain_frame(spark, job)
             if plain is not None:
                 arrow_batches(spark, job)
                 laid_out, ranges = lay_out(spark, job, plain)
                 checked = ranges != "spark-sample"
-                # one store per partition when checked (_with_sort_key's sk), else the ranges may span two
+                # one store per partition when checked (with_sort_key's sk), else the ranges may span two
                 laid_out = laid_out.sortWithinPartitions(*(["sk"] if checked else ["store", "k"]), "fi", "bs", "id")
-                written_tasks = (laid_out.select("store", "k", "v", *entry_digest_columns(),
-                                                 *(["pid"] if checked else []))
-                                 .mapInArrow(WriteArrow(job, written), "task string").collect())
-                tasks = [json.loads(row.task) for row in written_tasks]
+                rows = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
+                        .mapInArrow(WriteArrow(job, written), "task string").collect())
+                tasks = [json.loads(row.task) for row in rows]
                 return _finish(job, tasks, began, "jvm", ranges=ranges)
-            stats = None
-            if spec.source == "snapshots":
-                keyed, stats = snapshots_rdd(sc, job)
-            else:
-                keyed = topic_rdd(sc, job) if spec.source == "topic" else files_rdd(spark, job)
+            keyed = topic_rdd(sc, job) if spec.source == "topic" else files_rdd(spark, job)
             stores, per_store = len(job.stores), spec.files_per_store
             bounds: list[list[bytes]] = []
             if per_store > 1:
@@ -82,20 +80,56 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         raise BuildError(summarize(e)) from None  # while the JVM still answers for its exception
     finally:
         spark.stop()
-    sources = None
-    if stats is not None:
-        got = stats.value
-        sources = [got[i] for i in sorted(got)]
-        if len(sources) != len(spec.snapshots):
-            raise BuildError(f"read {len(sources)} of the {len(spec.snapshots)} source snapshots")
-    return _finish(job, tasks, began, sources=sources)
+    return _finish(job, tasks, began)
+
+
+_ADAPTIVE = "spark.sql.adaptive.enabled"
+
+
+def _rescale(spark: Any, job: BuildJob,
+             written: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Digest]:
+    """A snapshots build: the sources' entries, read and routed in Arrow batches (rescale_reader), shuffled to
+    their target's partition, sorted by key (frames.with_sort_key: most keys begin with spec.key_prefix), and
+    written by the executors, which check that every key is their target's. Returns the write tasks' records,
+    what each source's reader counted, and the Digest of every entry the readers gave the JVM (summed as they
+    pass, before the shuffle: the targets' digests, summed after it by the writers, must add up to it).
+    ``written``: the accumulator of rows written (the build's status)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    spec = job.spec
+    if not spark.sparkContext.getConf().contains(_ADAPTIVE):
+        # the shuffle's partitions are the targets: nothing to re-plan once the read stage ends (one job, not two)
+        spark.conf.set(_ADAPTIVE, "false")
+    entries, stats = snapshots_frame(spark, job)
+    seen = Observation("sources")
+    # Digest.checksum = sum(hk << 32 | hl) = (sum(hk) << 32) + sum(hl) mod 2**64; bigint sums of 32-bit CRCs
+    # cannot overflow below 2**31 entries (and fail the job, never wrap, in Spark's ANSI mode above)
+    hk, hl = (F.crc32(F.col("k")), entry_digest_columns()[1])
+    entries = entries.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(hk).alias("hk"), F.sum(hl).alias("hl"))
+    laid_out = to_partitions(entries.withColumn("pid", F.col("store")), len(job.stores))
+    laid_out = with_sort_key(laid_out, [bytes.fromhex(spec.key_prefix)] * len(job.stores)).sortWithinPartitions("sk")
+    written = (laid_out.select("store", "k", "v", *entry_digest_columns(), "pid")
+               .mapInArrow(WriteArrow(job, written, CheckTargets(job)), "task string").collect())
+    got = seen.get
+    read = stats.value
+    sources = [read[i] for i in sorted(read)]
+    if len(sources) != len(spec.snapshots):
+        raise BuildError(f"read {len(sources)} of the {len(spec.snapshots)} source snapshots")
+    keys = sum(int(s["keys"]) for s in sources)
+    if int(got["rows"] or 0) != keys:
+        raise BuildError(f"the readers gave {keys} entries of the sources, the Spark job saw {got['rows']}")
+    checksum = ((int(got["hk"] or 0) << 32) + int(got["hl"] or 0)) & MASK64
+    return [json.loads(row.task) for row in written], sources, Digest(keys, None, None, checksum)
 
 
 def _finish(job: BuildJob, tasks: list[dict[str, Any]], began: float, path: str = "python",
-            sources: list[dict[str, Any]] | None = None, ranges: str | None = None) -> dict[str, Any]:
+            sources: list[dict[str, Any]] | None = None, ranges: str | None = None,
+            source_digest: Digest | None = None) -> dict[str, Any]:
     """Write the manifest (submit.BuildManifest) made of the tasks' records; ``path``: how the entries were
-    made, "jvm" (plain_frame) or "python"; ``sources``: what a snapshots build read from each source;
-    ``ranges``: where the JVM path's key ranges came from (BuildManifest.ranges). Returns its document."""
+    made, "jvm" (plain_frame, a rescale) or "python"; ``sources``: what a snapshots build read from each
+    source, ``source_digest``: the Digest of all they read; ``ranges``: where the JVM path's key ranges came
+    from (BuildManifest.ranges). Returns its document."""
     spec = job.spec
     per_store = {s: StoreBuild(s, [], 0, 0, Digest()) for s in job.stores}
     files = []
@@ -114,7 +148,7 @@ def _finish(job: BuildJob, tasks: list[dict[str, Any]], began: float, path: str 
     manifest = BuildManifest(job.spec_hash, job.out_dir, list(per_store.values()), sorted(files, key=lambda f: f.name),
                              offsets, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              round(time.monotonic() - began, 3), path=path, ranges=ranges or "",
-                             sources=sources or [], build_id=job.build_id)
+                             sources=sources or [], build_id=job.build_id, source_digest=source_digest)
     doc = manifest.to_dict()
     # unique: the temporary file is then .BUILD-MANIFEST.json.<pid>.tmp, a name a build dir may hold (what a
     # kill leaves there must not make the dir look like something else: engine.adstore.builds.is_build_dir)

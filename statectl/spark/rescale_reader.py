@@ -1,16 +1,19 @@
-"""The rescale's reader on the executors: the entries of source snapshots, re-routed to their target by the
-partitioner (:func:`load_partitioner`). Each task downloads its source snapshots from the blob store
-(:func:`fetch_snapshot`, CRC32-checked while it streams), reads each whole as RocksDB does, checks that every
-key belongs to its source's task, and counts per source what it read (an accumulator)."""
+"""The rescale's reader and router on the executors (:class:`ReadSnapshots`): the entries of source
+snapshots as Arrow batches, each row with its target store by the partitioner (:func:`route_batch`: Kafka's
+murmur2 vectorised over the batch's key column, statectl.formats.adstore.partitions_of). Each task downloads
+its source snapshot from the blob store (:func:`fetch_snapshot`, CRC32-checked while it streams), reads it
+whole as RocksDB does, checks that every key belongs to its source's task, and counts per source what it read
+(an accumulator). :class:`CheckTargets` is the writers' check that every key they get is their target's."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from statectl.formats.adstore import Digest, partition_of
+from statectl.formats.adstore import partition_of, partitions_of
 from statectl.spark.context import BuildError, BuildJob, one_line
 from statectl.spark.submit import BuildSpec
 
@@ -99,44 +102,50 @@ class _SourceStatsParam:
         return a
 
 
-class _ReadSnapshots:
-    """A task's source snapshots -> ((target store, key, (source index,)), value) for every entry.
+_BATCH_BYTES = 4 << 20  # the reader's Arrow batches, about (keys and values)
+
+
+class ReadSnapshots:
+    """Arrow batches of (i, source) (source i of BuildSpec.snapshots, as JSON) -> batches of (store, k, v) for
+    every entry of each source, store being the target the job's partitioner gives the key.
 
     A snapshot is read whole, as RocksDB reads it (its SST files of every level, tombstones, its WAL): the
     executor downloads its files from the blob store into a temporary dir and iterates a read-only open of
     it. Reading SST files one by one would be wrong for a store that is not fully compacted: a key can be
-    in several levels, and a deletion in a newer file hides it."""
+    in several levels, and a deletion in a newer file hides it. The entries come in key order, in batches of
+    about _BATCH_BYTES; the keys are checked against the source's task and routed a batch at a time."""
 
     def __init__(self, job: BuildJob, stats: Any):
         self.job = job
         self.stats = stats
 
-    def __call__(self, items: Iterable[tuple[int, dict[str, Any]]]) -> Iterator[tuple[tuple[int, bytes, tuple], bytes]]:
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         import shutil
 
         spec = self.job.spec
-        route = load_partitioner(spec.partitioner)
-        placed = _placed_check(spec)
         blobs = self.job.blobstore(spec.source_store)
         try:
-            for i, source in items:
-                work = Path(tempfile.mkdtemp(prefix="statectl-rescale-src-", dir=_app_dir()))
-                try:
-                    read = fetch_snapshot(blobs, source, work)
-                    digest = Digest()
-                    yield from self._entries(i, source, work, route, placed, digest)
-                    self.stats.add({i: {"task": source["task"], "snapshot": source["snapshot"], "keys": digest.keys,
-                                        "digest": digest.as_json(), "bytes_read": read}})
-                finally:
-                    shutil.rmtree(work, ignore_errors=True)
+            for b in batches:
+                for i, text in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
+                    source = json.loads(text)
+                    work = Path(tempfile.mkdtemp(prefix="statectl-rescale-src-", dir=_app_dir()))
+                    try:
+                        read = fetch_snapshot(blobs, source, work)
+                        keys = yield from self._entries(i, source, work)
+                        self.stats.add({i: {"task": source["task"], "snapshot": source["snapshot"], "keys": keys,
+                                            "bytes_read": read}})
+                    finally:
+                        shutil.rmtree(work, ignore_errors=True)
         finally:
             blobs.close()
 
-    def _entries(self, i: int, source: dict[str, Any], work: Path, route: Any, placed: Any,
-                 digest: Digest) -> Iterator[tuple[tuple[int, bytes, tuple], bytes]]:
-        """The entries of source ``i``, downloaded into ``work``, each with its target (``route``); a
-        key-group source's own key groups only, a hash-partitioned source's keys checked by ``placed``.
-        ``digest`` adds every entry read."""
+    def _entries(self, i: int, source: dict[str, Any], work: Path) -> Iterator[Any]:
+        """The batches of source ``i``, downloaded into ``work``: a key-group source's own key groups only, a
+        hash-partitioned source's keys checked against its task. Returns the number of entries."""
+        import itertools
+
+        import pyarrow as pa
+
         from statectl.rocks.store import open_readonly
 
         spec = self.job.spec
@@ -150,66 +159,105 @@ class _ReadSnapshots:
             others = [cf for cf in _rocksdict().Rdict.list_cf(str(work)) if cf != "default"]
             if others:  # re-partitioning only the default one would drop them silently
                 raise BuildError(f"snapshot {source['snapshot']} of {source['task']} has column families "
-                                 f"besides the default one ({', '.join(sorted(others))}): rescale "
-                                 "re-partitions single-column-family stores only")
-            cursor = db.iter()
-            end = _seek(cursor, source, route)
-            check = placed if end is None else None
-            while cursor.valid():
-                key, value = cursor.key(), cursor.value()
-                if end is not None and key >= end:
+                                 "besides the default one ({}): rescale re-partitions single-column-family "
+                                 "stores only".format(", ".join(sorted(others))))
+            bounds = _bounds(source, spec.partitioner)  # alive while the iterator is: it holds its bound
+            items = db.items(**bounds)
+            rows, n = 256, 0
+            while True:
+                chunk = list(itertools.islice(items, rows))
+                if not chunk:
                     break
-                if check is not None:
-                    check(key, i, source)
-                digest.add(key, value)
-                try:
-                    target = route(key, m)
-                except Exception as e:
-                    raise BuildError(f"partitioner {spec.partitioner}: {one_line(e)}") from None
-                if not isinstance(target, int) or not 0 <= target < m:
-                    raise BuildError(f"partitioner {spec.partitioner or 'murmur2'} gave {target!r} for a "
-                                     f"key of {source['task']}: expected 0..{m - 1}")
-                yield (target, key, (i,)), value
-                cursor.next()
-            del cursor
+                ks, vs = zip(*chunk)
+                k, v = pa.array(ks, pa.binary()), pa.array(vs, pa.binary())
+                if source.get("groups") is None:
+                    check_placed(spec, k, i, source)
+                stores = route_batch(spec.partitioner, k, m, f"a key of {source['task']}")
+                yield pa.RecordBatch.from_arrays([stores, k, v], ["store", "k", "v"])
+                n += len(ks)
+                rows = max(64, min(65536, _BATCH_BYTES * len(ks) // max(1, k.nbytes + v.nbytes)))
+            del items, bounds
+            return n
         finally:
             db.close()
 
 
-def _seek(cursor: Any, source: dict[str, Any], route: Any) -> bytes | None:
-    """Put ``cursor`` on the source's first key and return the key it ends before: a key-group source
-    (``groups``) is read in its own key groups only; None (the end) for any other."""
+def _bounds(source: dict[str, Any], partitioner: str | None) -> dict[str, Any]:
+    """The items() arguments that read a key-group source (``groups``) in its own key groups only; none (every
+    key) for any other."""
     if source.get("groups") is None:
-        cursor.seek_to_first()
-        return None
+        return {}
     from statectl.formats.keygroups import group_bound
 
     first, last = source["groups"]
-    groups = route.groups
-    cursor.seek(group_bound(first, groups))
-    return group_bound(last + 1, groups)
+    groups = load_partitioner(partitioner).groups
+    opts = _rocksdict().ReadOptions()
+    opts.set_iterate_upper_bound(group_bound(last + 1, groups))
+    return {"from_key": group_bound(first, groups), "read_opt": opts}
 
 
-def _placed_check(spec: BuildSpec) -> Any:
-    """f(key, i, source) raising BuildError when ``key`` of source ``i`` does not route to task i under
-    (spec.source_partitioner, spec.partitions_in): the sources are not the layout the rescale assumes, and
-    the targets would hold a mix of two partitionings. None when the spec asks for no such check."""
-    n = spec.partitions_in
-    if not n:
-        return None
-    route_in = load_partitioner(spec.source_partitioner)
-    name = spec.source_partitioner or "murmur2"
+def route_batch(name: str | None, keys: Any, partitions: int, what: str) -> Any:
+    """The task of each key of ``keys`` (a pyarrow binary array) under partitioner ``name`` into
+    ``partitions`` tasks, as a pyarrow int32 array: Kafka's (None, ``murmur2``) vectorised in numpy, any other
+    called per key. BuildError naming the partitioner when it fails or gives something else than a task
+    number (``what``: the key's place)."""
+    import pyarrow as pa
 
-    def check(key: bytes, i: int, source: dict[str, Any]) -> None:
+    if not name or name == "murmur2":
+        return pa.array(partitions_of(keys, partitions), pa.int32())
+    route = load_partitioner(name)
+    out = []
+    for key in keys.to_pylist():
         try:
-            j = route_in(key, n)
+            target = route(key, partitions)
         except Exception as e:
             raise BuildError(f"partitioner {name}: {one_line(e)}") from None
-        if j != i:
-            raise BuildError(f"the sources are not a {n}-way layout by {name}: key {key[:40]!r} of {source['task']} "
-                             f"(snapshot {source['snapshot']}) belongs to task {j} of {n}, not {i}; nothing was "
-                             "written")
-    return check
+        if not isinstance(target, int) or not 0 <= target < partitions:
+            raise BuildError(f"partitioner {name} gave {target!r} for {what}: expected 0..{partitions - 1}")
+        out.append(target)
+    return pa.array(out, pa.int32())
+
+
+def check_placed(spec: BuildSpec, keys: Any, i: int, source: dict[str, Any]) -> None:
+    """BuildError when a key of ``keys`` (of source ``i``) does not route to task i under
+    (spec.source_partitioner, spec.partitions_in): the sources are not the layout the rescale assumes, and
+    the targets would hold a mix of two partitionings. Nothing to check without spec.partitions_in."""
+    import pyarrow.compute as pc
+
+    n = spec.partitions_in
+    if not n:
+        return
+    name = spec.source_partitioner or "murmur2"
+    tasks = route_batch(spec.source_partitioner, keys, n, f"a key of {source['task']}")
+    wrong = pc.not_equal(tasks, i)
+    if not pc.any(wrong).as_py():
+        return
+    at = pc.index(wrong, True).as_py()
+    key, j = keys[at].as_py(), tasks[at].as_py()
+    raise BuildError(f"the sources are not a {n}-way layout by {name}: key {key[:40]!r} of {source['task']} "
+                     f"(snapshot {source['snapshot']}) belongs to task {j} of {n}, not {i}; nothing was written")
+
+
+class CheckTargets:
+    """The writers' check of a batch of one target's rows: every key routes to that target under the job's
+    partitioner. The message names the key, the target and the task it belongs to."""
+
+    def __init__(self, job: BuildJob):
+        self.job = job
+
+    def __call__(self, keys: Any, target: int) -> None:
+        import pyarrow.compute as pc
+
+        spec = self.job.spec
+        m = spec.partitions_out or 1
+        tasks = route_batch(spec.partitioner, keys, m, f"a key of target {target}")
+        wrong = pc.not_equal(tasks, target)
+        if not pc.any(wrong).as_py():
+            return
+        at = pc.index(wrong, True).as_py()
+        raise BuildError(f"rescale verification failed, nothing was committed: {pc.sum(wrong).as_py()} keys of "
+                         f"target {target} belong to another task (e.g. {keys[at].as_py()!r} of task "
+                         f"{tasks[at].as_py()})")
 
 
 def _app_dir() -> str | None:
@@ -230,7 +278,18 @@ def _rocksdict() -> Any:
     return rocksdict
 
 
-def snapshots_rdd(sc: Any, job: BuildJob) -> tuple[Any, Any]:
+def _rocksdict() -> Any:
+    import rocksdict
+
+    return rocksdict
+
+
+def snapshots_frame(spark: Any, job: BuildJob) -> tuple[Any, Any]:
+    """The entries of every source snapshot as a DataFrame (store, k, v), one source per read task, and the
+    accumulator of what each read (:class:`_SourceStatsParam`)."""
+    sc = spark.sparkContext
     stats = sc.accumulator({}, _SourceStatsParam())  # pyspark calls zero and addInPlace only
-    sources = list(enumerate(job.spec.snapshots))
-    return sc.parallelize(sources, max(1, len(sources))).mapPartitions(_ReadSnapshots(job, stats)), stats
+    sources = [(i, json.dumps(s)) for i, s in enumerate(job.spec.snapshots)]
+    rows = sc.parallelize(sources, max(1, len(sources)))
+    frame = spark.createDataFrame(rows, "i int, source string")
+    return frame.mapInArrow(ReadSnapshots(job, stats), "store int, k binary, v binary"), stats

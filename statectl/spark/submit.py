@@ -101,6 +101,7 @@ class BuildSpec:
     partitioner: str | None = None
     partitions_in: int | None = None
     source_partitioner: str | None = None
+    key_prefix: str = ""  # hex: the bytes the sources' keys mostly begin with (the sort needs not compare them)
 
     def validate(self) -> None:
         """Raise UsageError for a spec that cannot be built."""
@@ -244,9 +245,11 @@ class BuildManifest:
     # (repartitionByRange read the input for them). JSON lines on that path: Spark's text reader, the lines
     # parsed per Arrow batch by pyarrow in the executors' Python (not a Python object per row)
     ranges: str = ""
-    # a snapshots build: per source task what the executors read, {"task", "keys", "digest", "bytes_read"}
+    # a snapshots build: per source task what the executors read, {"task", "snapshot", "keys", "bytes_read"},
+    # and the Digest of every entry read (keys and checksum)
     sources: list[dict[str, Any]] = field(default_factory=list)
     build_id: str = ""
+    source_digest: Digest | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``BUILD-MANIFEST.json`` document (the job writes it; :meth:`read` reads it back)."""
@@ -262,6 +265,8 @@ class BuildManifest:
             out["ranges"] = self.ranges
         if self.sources:
             out["sources"] = self.sources
+        if self.source_digest is not None:
+            out["source_digest"] = self.source_digest.as_json()
         return out
 
     def store(self, store: int | None) -> StoreBuild:
@@ -296,7 +301,8 @@ class BuildManifest:
                        {int(p): int(e) for p, e in (d.get("offsets") or {}).items()}, str(d.get("created", "")),
                        float(d.get("duration_s", 0.0)), path=str(d.get("path", "python")),
                        ranges=str(d.get("ranges", "")),
-                       sources=list(d.get("sources") or []), build_id=str(d.get("build_id", "")))
+                       sources=list(d.get("sources") or []), build_id=str(d.get("build_id", "")),
+                       source_digest=None if d.get("source_digest") is None else Digest.from_json(d["source_digest"]))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"malformed {BUILD_MANIFEST} in {out_dir}: {e}") from None
 

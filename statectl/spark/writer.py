@@ -239,10 +239,13 @@ class WriteArrow:
     Per Arrow batch and store: the last row of each key is kept by comparing each key with the next in
     Arrow (a key's last row in a batch may still be replaced by the first of the next batch: it is held
     back until then), the kept keys and values go to the SST writer as lists, and the digest is summed in
-    numpy from hk and hl: no Python object per row but the key and value bytes themselves."""
+    numpy from hk and hl: no Python object per row but the key and value bytes themselves. ``check``: called
+    with each run's keys (a pyarrow array) and its store's index before they are written (a rescale's
+    partitioner check: statectl.spark.rescale_reader.CheckTargets)."""
 
-    def __init__(self, job: BuildJob, written: Any = None):
+    def __init__(self, job: BuildJob, written: Any = None, check: Any = None):
         self.job, self.written = job, written  # written: the accumulator of rows written (the build's status)
+        self.check = check
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -265,6 +268,8 @@ class WriteArrow:
                     continue
                 digests = self._digests(b, part)
                 for store, lo, hi in _store_runs(b.column(0), b.num_rows):
+                    if self.check is not None:
+                        self.check(b.column(1).slice(lo, hi - lo), store)
                     ks, vs, d = _last_of_each_key(b.column(1).slice(lo, hi - lo), b.column(2).slice(lo, hi - lo),
                                                   digests[lo:hi])
                     if held is not None:

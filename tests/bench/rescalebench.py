@@ -1,18 +1,20 @@
-"""make bench, rescale (issue 20; optional: ``--only rescale``), whole processes, on the harness's SeaweedFS:
+"""make bench, rescale (optional: ``--only rescale``), whole processes, on the harness's SeaweedFS:
 
-A hash-partitioned store of 4 tasks (16-byte keys, 1 KiB random values, murmur2 % 4), backed up to S3, is
-rescaled 4 -> 8 with ``statectl rescale`` (Spark local[2], start-up included). Reported: the wall time,
-the phases (resolve, Spark, ingest, verify, upload, commit), the bytes the executors read (the source
-snapshots, from S3) and wrote (the targets' SST files), the bytes uploaded, the keys verified, peak RSS
-(spark-submit's JVM included: a child statectl waits for).
+A hash-partitioned store of 4 tasks (``--rescale-keys`` 16-byte keys, 100-byte random values, murmur2 % 4),
+backed up to S3, is rescaled 4 -> 2 and 4 -> 8 with ``statectl rescale`` (Spark local[2], start-up
+included), against the obvious script doing the same (:data:`SCRIPT`): ``statectl restore`` of each of the 4
+snapshots, a plain Python re-key with rocksdict and Kafka's murmur2 (statectl.formats.adstore.partition_of)
+into the M new stores, ``statectl backup`` of each; run in turn, round by round. Reported: the medians and
+spread of both, their ratio (the goal: <= 0.5x), the rescale's phases (resolve, Spark, ingest, verify,
+upload, commit), the bytes the executors read and wrote, the keys verified, peak RSS (spark-submit's JVM
+included: a child statectl waits for).
 
 The same size as a key-group store (Flink's layout: 128 key groups, a 1-byte prefix; each task's store
 bulk-loaded as 64 MiB SST files at the bottom level, as a compacted store holds them) is rescaled 4 -> 8
 and 8 -> 4 with ``--key-groups 128``, on SeaweedFS and on ``file://``: reported beside the wall time are
-the bytes copied server-side (unread) and read and rewritten by the executors. ``--only rescale-kg`` runs
-the key-group figure alone.
+the bytes copied server-side (unread) and read and rewritten by the executors: ``--only rescale-kg``.
 
-    .venv/bin/python -m tests.bench.run --only rescale --size-gib 0.25
+    .venv/bin/python -m tests.bench.run --only rescale --rescale-keys 2000000 --runs 3
 """
 
 from __future__ import annotations
@@ -20,26 +22,67 @@ from __future__ import annotations
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from tests.bench.measure import run_measured
+from tests.bench.measure import run_measured, stat
 
 STATECTL = str(Path(sys.executable).parent / "statectl")
 JOB, STORE = "rescale-bench", "store"
-VALUE_SIZE = 1024
+VALUE_SIZE = 1024  # the key-group figure's values
+HASH_VALUE_SIZE = 100  # the hash figure's values (the adstore figure's rows: 16-byte keys, 100-byte values)
+GOAL = 0.5  # the rescale's time over the script's, at most
+
+# The obvious script: restore the N snapshots, re-key them in plain Python, back up the M new stores.
+SCRIPT = """set -e
+for p in $(seq 0 $((N - 1))); do
+  "$STATECTL" -q restore $WHERE --job "$JOB" --task "Partition $p" --target-dir "$W/src/$p"
+done
+"$PYTHON" "$W/rekey.py" "$W/src" "$N" "$M" "$W/dst/$STORE"
+for q in $(seq 0 $((M - 1))); do
+  "$STATECTL" -q backup $WHERE --job "$TO_JOB" --task "Partition $q" --state-dir "$W/dst"
+done
+"""
+REKEY = """import sys
+import rocksdict
+from statectl.formats.adstore import partition_of
+
+src, n, m, dst = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+outs = [rocksdict.Rdict(f"{dst}/Partition_{q}", rocksdict.Options(raw_mode=True)) for q in range(m)]
+batches = [rocksdict.WriteBatch(raw_mode=True) for _ in range(m)]
+keys = 0
+for p in range(n):
+    db = rocksdict.Rdict(f"{src}/{p}", rocksdict.Options(raw_mode=True),
+                         access_type=rocksdict.AccessType.read_only())
+    for k, v in db.items():
+        q = partition_of(k, m)
+        batches[q].put(k, v)
+        keys += 1
+        if len(batches[q]) >= 4096:
+            outs[q].write(batches[q])
+            batches[q] = rocksdict.WriteBatch(raw_mode=True)
+    db.close()
+for db, b in zip(outs, batches):
+    if len(b):
+        db.write(b)
+    db.flush()
+    db.close()
+with open(f"{dst}.keys", "w") as fh:
+    fh.write(str(keys))
+"""
 
 
-def make_sources(state: Path, size_bytes: int, tasks: int, seed: int = 7) -> int:
+def make_sources(state: Path, keys: int, tasks: int, value_size: int = HASH_VALUE_SIZE, seed: int = 7) -> int:
     """``tasks`` stores under ``state/STORE/Partition_k``, each holding the keys murmur2 sends to it; return
     the number of keys."""
+    import pyarrow as pa
     import rocksdict
 
-    from statectl.formats.adstore import partition_of
+    from statectl.formats.adstore import partitions_of
 
-    keys = max(1000, size_bytes // VALUE_SIZE)
     rng = random.Random(seed)
     dbs = []
     for p in range(tasks):
@@ -48,43 +91,105 @@ def make_sources(state: Path, size_bytes: int, tasks: int, seed: int = 7) -> int
         opts = rocksdict.Options(raw_mode=True)
         opts.set_target_file_size_base(64 * 1024 * 1024)
         dbs.append(rocksdict.Rdict(str(path), opts))
-    batches = [rocksdict.WriteBatch(raw_mode=True) for _ in range(tasks)]
-    for i in range(keys):
-        k = b"key-%012d" % i
-        p = partition_of(k, tasks)
-        batches[p].put(k, rng.randbytes(VALUE_SIZE))
-        if len(batches[p]) >= 4096:
-            dbs[p].write(batches[p])
-            batches[p] = rocksdict.WriteBatch(raw_mode=True)
-    for db, b in zip(dbs, batches):
-        if len(b):
+    for lo in range(0, keys, 65536):
+        ks = [b"key-%012d" % i for i in range(lo, min(keys, lo + 65536))]
+        batches = [rocksdict.WriteBatch(raw_mode=True) for _ in range(tasks)]
+        for k, p in zip(ks, partitions_of(pa.array(ks, pa.binary()), tasks).tolist()):
+            batches[p].put(k, rng.randbytes(value_size))
+        for db, b in zip(dbs, batches):
             db.write(b)
+    for db in dbs:
         db.flush()
         db.close()
     return keys
 
 
-def bench(work: Path, size_bytes: int, env: dict[str, str], endpoint: str, bucket: str,
-          tasks_in: int = 4, tasks_out: int = 8) -> dict[str, Any]:
+def bench(work: Path, keys: int, env: dict[str, str], endpoint: str, bucket: str, rounds: int,
+          directions: tuple[tuple[int, int], ...] = ((4, 2), (4, 8)), log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The rescale and the script, each direction, ``rounds`` times in turn (which runs first alternates)."""
     work.mkdir(parents=True, exist_ok=True)
     state = work / "state"
-    keys = make_sources(state, size_bytes, tasks_in)
-    where = ["--blobstore", f"s3://{bucket}/statectl", "--s3-endpoint", endpoint, "--job", JOB, "--store", STORE]
+    tasks_in = directions[0][0]
+    make_sources(state, keys, tasks_in)
+    where = ["--blobstore", f"s3://{bucket}/statectl", "--s3-endpoint", endpoint, "--store", STORE]
     for p in range(tasks_in):
-        subprocess.run([STATECTL, "-q", "backup", *where, "--task", f"Partition {p}", "--state-dir", str(state)],
-                       env=env, cwd=work, check=True, capture_output=True)
-    cmd = [STATECTL, "-q", "-o", "json", "rescale", *where, "--to-job", f"{JOB}-{tasks_out}", "--from", str(tasks_in),
-           "--to", str(tasks_out), "--master", "local[2]", "--work-dir", str(work)]
+        subprocess.run([STATECTL, "-q", "backup", *where, "--job", JOB, "--task", f"Partition {p}", "--state-dir",
+                        str(state)], env=env, cwd=work, check=True, capture_output=True)
+    (work / "rekey.py").write_text(REKEY)
+    (work / "cwd").mkdir(exist_ok=True)
+    out: dict[str, Any] = {"keys": keys, "value_size": HASH_VALUE_SIZE, "cases": []}
+    # untimed: the first Spark job on a machine records the JVM's class archive (statectl.spark.launch)
+    warm = _rescale(work, where, *directions[0], f"{JOB}-warm-up", keys, env)
+    out["warm_up_s"], out["source_bytes"] = warm["wall_s"], warm["source_bytes"]
+    log(f"  rescale {directions[0][0]} -> {directions[0][1]}, warm-up (the class archive recorded): "
+        f"{warm['wall_s']:.1f} s")
+    for n, m in directions:
+        case: dict[str, Any] = {"tasks_in": n, "tasks_out": m, "statectl": [], "script": []}
+        for r in range(rounds):
+            order = ("statectl", "script") if r % 2 == 0 else ("script", "statectl")
+            for who in order:
+                run = _rescale if who == "statectl" else _script
+                case[who].append(run(work, where, n, m, f"{JOB}-{who}-{m}-r{r}", keys, env))
+                log(f"  rescale {n} -> {m}, round {r + 1}: {who} {case[who][-1]['wall_s']:.1f} s")
+        out["cases"].append(_summary(case))
+    return out
+
+
+def _rescale(work: Path, where: list[str], n: int, m: int, to_job: str, keys: int,
+             env: dict[str, str]) -> dict[str, Any]:
+    cmd = [STATECTL, "-q", "-o", "json", "rescale", *where, "--job", JOB, "--to-job", to_job, "--from", str(n),
+           "--to", str(m), "--master", "local[2]", "--work-dir", str(work)]
+    os.sync()
     sample = run_measured(cmd, env=env, cwd=work / "cwd", timeout=7200)
     r = json.loads(sample.stdout)
     if not r["verified"] or not r["committed"] or r["keys"] != keys:
         raise RuntimeError(f"rescale bench: unexpected result {r}")
-    return {"size_bytes": size_bytes, "keys": keys, "tasks_in": tasks_in, "tasks_out": tasks_out,
-            "wall_s": round(sample.wall_s, 2), "max_rss_mb": round(sample.max_rss_mb, 1),
-            "cpu_s": round(sample.cpu_s, 1),
-            "phases": r["phases"], "bytes_read": r["bytes_read"], "bytes_written": r["bytes_written"],
-            "bytes_uploaded": r["bytes_uploaded"], "source_bytes": sum(s["bytes"] for s in r["sources"]),
-            "per_target_keys": [t["keys"] for t in r["targets"]]}
+    return {"wall_s": round(sample.wall_s, 2), "max_rss_mb": round(sample.max_rss_mb, 1),
+            "cpu_s": round(sample.cpu_s, 1), "phases": r["phases"], "bytes_read": r["bytes_read"],
+            "bytes_written": r["bytes_written"], "bytes_uploaded": r["bytes_uploaded"],
+            "source_bytes": sum(s["bytes"] for s in r["sources"]), "per_target_keys": [t["keys"] for t in r["targets"]]}
+
+
+def _script(work: Path, where: list[str], n: int, m: int, to_job: str, keys: int,
+            env: dict[str, str]) -> dict[str, Any]:
+    import shutil
+
+    w = work / "script"
+    shutil.rmtree(w, ignore_errors=True)
+    w.mkdir()
+    (w / "rekey.py").write_text(REKEY)
+    script_env = dict(env, N=str(n), M=str(m), W=str(w), STORE=STORE, JOB=JOB, TO_JOB=to_job, STATECTL=STATECTL,
+                      PYTHON=sys.executable, WHERE=" ".join(where))
+    os.sync()
+    sample = run_measured(["sh", "-c", SCRIPT], env=script_env, cwd=work / "cwd", timeout=7200)
+    done = int((w / "dst" / f"{STORE}.keys").read_text())
+    if done != keys:
+        raise RuntimeError(f"rescale bench: the script re-keyed {done} keys, not {keys}")
+    shutil.rmtree(w, ignore_errors=True)
+    return {"wall_s": round(sample.wall_s, 2), "max_rss_mb": round(sample.max_rss_mb, 1),
+            "cpu_s": round(sample.cpu_s, 1)}
+
+
+def _summary(case: dict[str, Any]) -> dict[str, Any]:
+    for who in ("statectl", "script"):
+        case[f"{who}_wall"] = stat([x["wall_s"] for x in case[who]]).to_json()
+        case[f"{who}_cpu"] = stat([x["cpu_s"] for x in case[who]]).to_json()
+    case["ratio"] = round(case["statectl_wall"]["median"] / case["script_wall"]["median"], 3)
+    case["phases"] = {k: round(statistics.median(x["phases"].get(k, 0) for x in case["statectl"]), 2)
+                      for k in case["statectl"][0]["phases"]}
+    last = case["statectl"][-1]
+    case.update({k: last[k] for k in ("bytes_read", "bytes_written", "bytes_uploaded", "per_target_keys")})
+    case["max_rss_mb"] = max(x["max_rss_mb"] for x in case["statectl"])
+    return case
+
+
+def add_figures(res: dict[str, Any], add: Callable[..., None], fmt: Callable[[dict[str, Any]], str]) -> None:
+    """The cases as rows of the run.py table (``add`` and ``fmt`` are run.figures' own)."""
+    for c in res.get("cases", []):
+        sc, p = c["statectl_wall"], c["script_wall"]
+        add("12", f"rescale {c['tasks_in']} -> {c['tasks_out']} of {res['keys']:,} keys (Spark local[2]), wall",
+            sc["median"], fmt(sc), "restore + Python re-key + backup", p["median"], fmt(p), f"<= {GOAL:.2f}x",
+            sc["median"] <= GOAL * p["median"])
 
 
 KEY_GROUPS = 128
@@ -224,20 +329,25 @@ def raw_copy(flags: list[str], blobs: list[tuple[str, int]], env: dict[str, str]
 
 
 def report_lines(res: dict[str, Any]) -> list[str]:
-    if "phases" not in res:  # the key-group figure alone (--only rescale-kg)
-        return key_group_lines(res.get("key_groups"))
+    lines = []
     mib = 1024 ** 2
-    ph = res["phases"]
-    return [
-        f"rescale {res['tasks_in']} -> {res['tasks_out']} of {res['source_bytes'] / mib:.0f} MiB "
-        f"({res['keys']:,} keys, 1 KiB values), Spark local[2], whole process:",
-        f"  wall {res['wall_s']:.1f} s (Spark job {ph.get('spark_s', 0):.1f} s incl. start-up, ingest "
-        f"{ph.get('ingest_s', 0):.1f} s, verify {ph.get('verify_s', 0):.1f} s, upload {ph.get('upload_s', 0):.1f} s, "
-        f"commit {ph.get('commit_s', 0):.1f} s), peak RSS {res['max_rss_mb']:.0f} MB, CPU {res['cpu_s']:.0f} s",
-        f"  executors read {res['bytes_read'] / mib:.1f} MiB (the source snapshots, from S3) and wrote "
-        f"{res['bytes_written'] / mib:.1f} MiB of SST files; uploaded {res['bytes_uploaded'] / mib:.1f} MiB; "
-        f"keys per target {min(res['per_target_keys']):,}-{max(res['per_target_keys']):,}",
-    ] + key_group_lines(res.get("key_groups"))
+    for c in res.get("cases", []):
+        sc, p, ph = c["statectl_wall"], c["script_wall"], c["phases"]
+        lines += [
+            f"rescale {c['tasks_in']} -> {c['tasks_out']} of {res['source_bytes'] / mib:.0f} MiB ({res['keys']:,} keys, "
+            f"{res['value_size']}-byte values), Spark local[2], whole process, vs the obvious script (restore + Python "
+            f"re-key + backup; goal <= {GOAL:.2f}x):",
+            f"  statectl {sc['median']:.1f} s [{sc['min']:.1f}-{sc['max']:.1f}], script {p['median']:.1f} s "
+            f"[{p['min']:.1f}-{p['max']:.1f}], n={sc['n']}: ratio {c['ratio']:.2f}x "
+            f"{'ok' if c['ratio'] <= GOAL else 'OVER'}; CPU (medians) {c['statectl_cpu']['median']:.1f} s and "
+            f"{c['script_cpu']['median']:.1f} s",
+            f"  phases (medians): Spark job {ph.get('spark_s', 0):.1f} s incl. start-up, ingest "
+            f"{ph.get('ingest_s', 0):.1f} s, verify {ph.get('verify_s', 0):.1f} s, upload {ph.get('upload_s', 0):.1f} s, "
+            f"commit {ph.get('commit_s', 0):.1f} s; peak RSS {c['max_rss_mb']:.0f} MB",
+            f"  executors read {c['bytes_read'] / mib:.1f} MiB (the source snapshots, from S3) and wrote "
+            f"{c['bytes_written'] / mib:.1f} MiB of SST files; uploaded {c['bytes_uploaded'] / mib:.1f} MiB; "
+            f"keys per target {min(c['per_target_keys']):,}-{max(c['per_target_keys']):,}"]
+    return lines + key_group_lines(res.get("key_groups"))
 
 
 # Goals of a key-group rescale of 1 GiB, each direction: Flink's ingest-DB restore (1.3-1.5 s) plus the commit.

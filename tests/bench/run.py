@@ -32,9 +32,10 @@ Figures (docs/benchmarks.md, with their targets):
      from the same rows; the ingest step alone; peak RSS of each
  11. copy (tests/bench/copybench.py): snapshots copy of the store's snapshot to another bucket of the same
      server vs restore + backup vs rclone copy bucket to bucket: time and bytes through the client
- 12. rescale (optional, --only rescale; tests/bench/rescalebench.py): 4 -> 8 tasks of a hash-partitioned
-     store of --size-gib on Spark local[2]: wall time, phases, bytes read and written by the executors; and
-     4 -> 8 -> 4 of a key-group store of that size on SeaweedFS and file:// (--only rescale-kg: this alone)
+ 12. rescale (optional, --only rescale; tests/bench/rescalebench.py): 4 -> 2 and 4 -> 8 tasks of a
+     hash-partitioned store of --rescale-keys keys on Spark local[2] vs the obvious script (restore, re-key
+     in Python, backup), target <= 0.5x; and 4 -> 8 -> 4 of a key-group store of --size-gib on SeaweedFS
+     and file:// (--only rescale-kg)
  13. rate (tests/bench/ratebench.py): backup --limit-rate 20MiB/s of a 256 MiB store vs the ideal 12.8 s
      (bytes uploaded / rate), within 10 %
 
@@ -99,6 +100,7 @@ class Settings:
     quick: bool
     only: set[str]
     gc_blobs: list[int] = field(default_factory=list)
+    rescale_keys: int = 2_000_000
 
     @property
     def work(self) -> Path:
@@ -136,6 +138,8 @@ def parse_args(argv: list[str] | None) -> Settings:
                         "fsync at 512 MiB and 1 GiB, large and small files), incremental, local (needs incremental), "
                         "memory, gc, drain, standby, adstore, copy, rate, rescale, rescale-kg, startup; default all "
                         "but rescale and rescale-kg")
+    p.add_argument("--rescale-keys", type=int, default=None,
+                   help="keys of the hash-partitioned rescale figure (default 2000000; --quick: 200000)")
     a = p.parse_args(argv)
     size = a.size_gib if a.size_gib is not None else (0.125 if a.quick else 1.0)
     big = a.big_gib if a.big_gib is not None else (0.5 if a.quick else 4.0)
@@ -156,6 +160,7 @@ def parse_args(argv: list[str] | None) -> Settings:
         keep=a.keep, verify=not a.no_verify, quick=a.quick, only=only,
         gc_blobs=[int(x.replace("_", "")) for x in (a.gc_blobs or ("10000,100000" if a.quick else "100000,1000000"))
                   .split(",") if x.strip()],
+        rescale_keys=a.rescale_keys or (200_000 if a.quick else 2_000_000),
     )
 
 
@@ -782,18 +787,22 @@ class Bench:
         self.results["adstore"] = adstorebench.bench(self.s.work / "adstore", records)
 
     def figure_rescale(self) -> None:
-        """Rescale 4 -> 8 of a hash-partitioned store of --size-gib, and 4 -> 8 -> 4 of a key-group store of that
-        size on SeaweedFS and file:// (tests/bench/rescalebench.py); --only rescale-kg: the key-group part alone."""
+        """--only rescale: 4 -> 2 and 4 -> 8 of a hash-partitioned store of --rescale-keys keys against the obvious
+        script; --only rescale-kg: 4 -> 8 -> 4 of a key-group store of --size-gib on SeaweedFS and file://
+        (tests/bench/rescalebench.py)."""
         from tests.bench import rescalebench
 
         assert self.server is not None
         self.results["rescale"] = {}
         if "rescale" in self.s.only:
-            log(f"12. rescale 4 -> 8 of {human(self.s.size_bytes)} on Spark local[2]")
+            log(f"12. rescale 4 -> 2 and 4 -> 8 of {self.s.rescale_keys:,} keys on Spark local[2] vs the script, "
+                f"{self.s.runs} rounds")
             bucket = self.bucket("rescale")
-            self.results["rescale"] = rescalebench.bench(self.s.work / "rescale", self.s.size_bytes, self.env,
-                                                         self.server.endpoint, bucket)
+            self.results["rescale"] = rescalebench.bench(self.s.work / "rescale", self.s.rescale_keys, self.env,
+                                                         self.server.endpoint, bucket, self.s.runs, log=log)
             self.drop_bucket(bucket)
+        if "rescale-kg" not in self.s.only:
+            return
         log(f"12b. rescale 4 -> 8 -> 4 of a key-group store of {human(self.s.size_bytes)} (--key-groups), "
             "SeaweedFS and file://")
         bucket = self.bucket("rescale-kg")
@@ -864,6 +873,10 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
         from tests.bench.restorebench import add_figures
 
         add_figures(res["restore_peers"], add, _fmt_s)
+    if res.get("rescale"):
+        from tests.bench import rescalebench
+
+        rescalebench.add_figures(res["rescale"], add, _fmt_s)
     inc = res.get("incremental")
     if inc:
         add("4", "incremental backup after +5% keys, bytes uploaded", inc["incremental"]["bytes_uploaded"],

@@ -133,7 +133,7 @@ def test_spark_without_java_exits_13(tmp_path: Path):
 def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path, case: int):
     """Key and value one plain column each (strings, ints, booleans; CSV: strings with empty fields; JSON
     lines: strings, with some numbers, objects and nulls that are made row by row; keys sharing a beginning,
-    and a few sorting below or above it: the sort key of _with_sort_key): the JVM path (cast or
+    and a few sorting below or above it: the sort key of with_sort_key): the JVM path (cast or
     parse in Arrow, range-partition, sort in Spark; SST files written from Arrow batches) builds what the
     put path builds, duplicates resolved to the last row in file order, across several files. (Booleans
     partitioned in three: make soak, a Spark start-up each.)"""

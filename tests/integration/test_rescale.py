@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from statectl.formats.adstore import partition_of
+from statectl.formats.adstore import Digest, partition_of
 from tests.tools.standby_helpers import STATECTL, clean_env, cli, read_store
 
 pytestmark = pytest.mark.timeout(600)
@@ -109,6 +109,9 @@ def _uncommitted_blobs_carry_a_ttl(url: str, committed: list[str]) -> int:
 
 def _check_targets(tmp: Path, blobs: str, job: str, m: int, expected: dict[bytes, bytes], result: dict) -> None:
     assert result["tasks_out"] == m and result["keys"] == len(expected)
+    digest = Digest()
+    digest.add_sorted(sorted(expected.items()))  # the executors' sums are statectl's Digest of the entries
+    assert result["content_hash"] == f"{digest.checksum:016x}"
     assert result["verified"] and result["committed"] and result["changelog_position"] is None
     for j in range(m):
         want = {k: v for k, v in expected.items() if partition_of(k, m) == j}

@@ -150,6 +150,29 @@ def test_a_key_outside_its_task_is_refused_by_the_executors_and_the_log_named_is
     assert not [d for d in work.iterdir() if d.is_dir()], "the work dir outlived the rescale"
 
 
+def test_a_key_its_target_does_not_own_is_refused_by_the_writers_naming_it(tmp_path: Path):
+    """The executors that write a target check every key against the partitioner: a partitioner that gives a
+    key another task each time it is asked (a job's bug) sends keys to targets that do not own them; the
+    writers refuse them, naming one and its task, exit 1, nothing committed, and it is the Spark job that said
+    so (its log, which the hint names, has it): the targets are never read back."""
+    (tmp_path / "jobparts").mkdir()
+    (tmp_path / "jobparts" / "flip.py").write_text(
+        "import itertools\n\n_calls = itertools.count()\n\n\ndef flip(key, n):\n    return next(_calls) % n\n")
+    blobs = f"file://{tmp_path / 'blobs'}"
+    _make_sources(tmp_path, blobs, "flip", 2, 9)
+    p = subprocess.run([STATECTL, "rescale", "--blobstore", blobs, "--job", "flip", "--to-job", "flipped", "--store",
+                        STORE, "--from", "2", "--to", "2", "--partitioner", "flip:flip", "--from-partitioner", "murmur2",
+                        "--work-dir", str(tmp_path / "work"), *SPARK],
+                       env=dict(clean_env(tmp_path), PYTHONPATH=str(tmp_path / "jobparts")), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert "verification failed" in p.stderr and "belong to another task (e.g. b'" in p.stderr, p.stderr
+    _nothing_committed(tmp_path, blobs, "flipped", 2)
+    hint = next(line for line in p.stderr.splitlines() if line.startswith("Hint:"))
+    log = Path(hint.split("see ", 1)[1].split()[0])
+    assert "belong to another task" in log.read_text(errors="replace"), hint
+
+
 def test_refusals_before_writing_exit_the_same_with_dry_run(tmp_path: Path):
     """No Spark job: each refusal the rescale makes before writing exits with the same code with --dry-run,
     and the blob store is as it was."""

@@ -409,13 +409,13 @@ def test_a_signal_kills_the_spark_submit_process_group(tmp_path, sig):
 
 
 def test_the_sort_key_sorts_as_the_key_does():
-    """_with_sort_key's sk, in a real Spark: for any partition prefix P, keys that begin with P, keys below
+    """with_sort_key's sk, in a real Spark: for any partition prefix P, keys that begin with P, keys below
     and above it, shorter than it, empty, or with 0x00/0xff bytes sort by sk exactly as by their bytes,
     and sk tells every two keys apart (so sorting by (sk, file order) keeps the last row of a key last)."""
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from statectl.spark.frames import _with_sort_key
+    from statectl.spark.frames import with_sort_key
 
     keys = [b"", b"\x00", b"a", b"member", b"member-", b"member-\x00", b"member-\x00\x00", b"member-0",
             b"member-00000001", b"member-00000001\x00", b"member-00000002", b"member-\xff", b"member.",
@@ -425,7 +425,7 @@ def test_the_sort_key_sorts_as_the_key_does():
     try:
         rows = [(bytearray(k), pid) for pid in range(len(prefixes)) for k in reversed(keys)]
         df = spark.createDataFrame(rows, "k binary, pid int").repartition(len(prefixes), "pid")
-        got = _with_sort_key(df, prefixes).sortWithinPartitions("sk").select("k", "sk", "pid").collect()
+        got = with_sort_key(df, prefixes).sortWithinPartitions("sk").select("k", "sk", "pid").collect()
     finally:
         spark.stop()
     for pid, p in enumerate(prefixes):

@@ -22,10 +22,11 @@ The hash path:
 resolve the source snapshots (latest, or named) -> what the blob store records of this rescale: done, or
 cut in its commit, it is finished there -> check that the sources are the --from layout -> a Spark job
 (statectl.spark, source "snapshots"): the executors read each source snapshot from the blob store
-(CRC32-checked while it streams), check that each key belongs to its source's task, emit (target, key,
-value) with the job's partitioner, partition by target, sort, and write SST files -> ingest each target's
-files into a staged store -> verify (key count and order-independent content hash of the targets equal the
-sources'; every key in the task the partitioner names) -> upload the M new snapshots with TTLs, as backup
+(CRC32-checked while it streams), check that each key belongs to its source's task and route it with the
+job's partitioner, in Arrow batches; the entries are shuffled to their target, sorted, and written as SST
+files by executors that refuse any key outside their target -> ingest each target's files into a staged
+store -> verify, from the job's figures (key count and order-independent content hash of the targets equal
+those of the entries read from the sources; each staged store holds the entries written for it) -> upload the M new snapshots with TTLs, as backup
 does, and check their blobs -> record the rescale -> commit the M checkpoint records -> post-commit cleanup
 (the TTLs go; catalog.commit's prepare_commit and finish_commit, as backup and snapshots copy use them).
 Nothing is committed before every target is uploaded and verified: a failure or a kill before that leaves

@@ -1,7 +1,7 @@
 """The Spark side of a rescale: its work dir (WorkDir), the Spark job that re-routes the sources' keys into
-each target's SST files, ingested into staged stores (build_targets), and the read-back of those stores
-(verify_targets), which refuses targets that do not hold exactly the sources' entries, each in the task
-the partitioner names."""
+each target's SST files, ingested into staged stores (build_targets), and the check of what the job reports
+(verify_targets), which refuses targets that do not hold exactly the sources' entries; the executors refuse
+any key outside the task the partitioner names."""
 
 from __future__ import annotations
 
@@ -71,9 +71,11 @@ class WorkDir:
 
 
 def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: BlobStore, work: Path,
-                  result: RescaleResult, progress: ProgressReporter) -> tuple[list[Path], Any]:
+                  result: RescaleResult, progress: ProgressReporter,
+                  manifests: list[Any] | None = None) -> tuple[list[Path], Any]:
     """Run the Spark job and ingest each target's SST files into a staged store; return the stores and the
-    job's BuildManifest."""
+    job's BuildManifest. ``manifests``: the sources' (their files' key bounds give the job the bytes their
+    keys begin with)."""
     from statectl.local.staged import StagedStore
     from statectl.rocks.sst import ingest_into_new_store
     from statectl.spark.submit import BuildSpec, run_build
@@ -82,7 +84,8 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
     spec = BuildSpec("snapshots", layout="partitioned", partitions_out=opts.to_tasks, snapshots=tuple(snapshots),
                      source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging,
                      partitions_in=opts.from_tasks if hashed else None,
-                     source_partitioner=opts.source_partitioner if hashed else None)
+                     source_partitioner=opts.source_partitioner if hashed else None,
+                     key_prefix=key_prefix(manifests or []).hex())
     t0 = time.monotonic()
     try:
         manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
@@ -116,6 +119,20 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
     return out, manifest
 
 
+def key_prefix(manifests: list[Any]) -> bytes:
+    """The bytes the smallest and largest key of every file of the sources (their MANIFESTs; None: unknown)
+    begin with. Keys outside those files (a WAL's) may not: the job's sort is exact with any prefix."""
+    import os
+
+    from statectl.rocks.manifest import RANGE_DELETION
+
+    if not manifests or any(m is None for m in manifests):
+        return b""
+    bounds = [b[:-8] for m in manifests for f in m.live_files for b in (f.smallest, f.largest)
+              if b[-8] != RANGE_DELETION]
+    return os.path.commonprefix(bounds) if bounds else b""
+
+
 def _keep_log(e: StatectlError, build: Path) -> None:
     """The Spark job's log that ``e``'s hint names lives in the work dir, which goes when the rescale ends: keep
     a copy beside the work dir and name that instead."""
@@ -136,29 +153,31 @@ def _keep_log(e: StatectlError, build: Path) -> None:
 
 
 def verify_targets(opts: RescaleOptions, stores: list[Path], manifest: Any, result: RescaleResult) -> None:
-    """Read every target store back: its keys must all route to it, and the targets together must hold the
-    sources' key count and content hash (statectl.formats.adstore.Digest: order-independent).
-    VerificationError naming the first problem (and how many more) otherwise."""
+    """Check what the Spark job reports, without reading a key: its writers refused any key outside their
+    target (the partitioner, in the executors) and digested what they wrote; the targets' digests must add
+    up to the Digest of every entry the readers took from the sources (key count and order-independent
+    content hash: statectl.formats.adstore.Digest), and each staged store must hold the entries of the files
+    written for it (their count, from the files' table properties). VerificationError naming the first
+    problem (and how many more) otherwise."""
     from statectl.formats.adstore import Digest
-    from statectl.spark.rescale_reader import load_partitioner
 
-    route = load_partitioner(opts.partitioner)
     t0 = time.monotonic()
-    want = Digest()
-    for s in manifest.sources:
-        want.merge(Digest.from_json(s["digest"]))
+    want = manifest.source_digest
     got = Digest()
     problems: list[str] = []
+    if want is None:
+        problems.append("the Spark job did not report the digest of what it read")
+        want = Digest()
     for k, (task, path) in enumerate(zip(opts.target_tasks, stores)):
-        digest = _read_target(path, k, task, lambda key: route(key, opts.to_tasks), problems)
-        if digest.checksum != manifest.store(k).digest.checksum or digest.keys != manifest.store(k).digest.keys:
-            problems.append(f"target {task} holds {digest.keys} keys, the Spark job wrote "
-                            f"{manifest.store(k).digest.keys}")
-        got.merge(digest)
+        wrote = manifest.store(k).digest
+        held = _entries(path)
+        if held != wrote.keys:
+            problems.append(f"target {task} holds {held} keys, the Spark job wrote {wrote.keys}")
+        got.merge(wrote)
         if k < len(result.targets):  # the key-group path planned them: these are the keys it rewrote
-            result.targets[k].keys = digest.keys
+            result.targets[k].keys = wrote.keys
         else:
-            result.targets.append(TargetInfo(task, digest.keys))
+            result.targets.append(TargetInfo(task, wrote.keys))
     result.keys = got.keys
     result.content_hash = f"{got.checksum:016x}"
     if got.keys != want.keys:
@@ -174,34 +193,14 @@ def verify_targets(opts: RescaleOptions, stores: list[Path], manifest: Any, resu
     result.verified = True
 
 
-def _read_target(path: Path, k: int, task: str, route: Any, problems: list[str]) -> Any:
-    """The Digest of target store ``k`` at ``path``; a problem added when ``route(key)`` sends one of its keys
-    to another target."""
-    from statectl.formats.adstore import Digest
+def _entries(path: Path) -> int:
+    """The entries of the store at ``path`` as its SST files' table properties count them (the staged store
+    holds ingested files only: no deletion, no key twice)."""
     from statectl.rocks.store import open_readonly
-
-    digest = Digest()
-    misrouted = [0]
-    example: list[bytes] = []
-
-    def entries(cursor: Any):
-        while cursor.valid():
-            key = cursor.key()
-            if route(key) != k:
-                misrouted[0] += 1
-                if not example:
-                    example.append(key)
-            yield key, cursor.value()
-            cursor.next()
 
     db = open_readonly(path)
     try:
-        cursor = db.iter()
-        cursor.seek_to_first()
-        digest.add_sorted(entries(cursor))
-        del cursor
+        files = db.live_files()
     finally:
         db.close()
-    if misrouted[0]:
-        problems.append(f"{misrouted[0]} keys of target {task} belong to another task (e.g. {example[0]!r})")
-    return digest
+    return sum(int(f["num_entries"]) - int(f["num_deletions"]) for f in files)

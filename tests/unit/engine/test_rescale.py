@@ -142,44 +142,145 @@ def _store(path: Path, entries: dict[bytes, bytes]) -> Digest:
     return d
 
 
-def _manifest(sources: list[Digest], targets: list[Digest]):
-    return SimpleNamespace(sources=[{"digest": d.as_json()} for d in sources],
-                           store=lambda k: SimpleNamespace(digest=targets[k]))
+def _manifest(source: Digest | None, targets: list[Digest]):
+    return SimpleNamespace(source_digest=source, store=lambda k: SimpleNamespace(digest=targets[k]))
 
 
 def _result() -> RescaleResult:
     return RescaleResult("s", "j", "j", 2, 2, 0, "murmur2", [], [])
 
 
-def test_verify_passes_exactly_partitioned_targets_and_refuses_the_rest(tmp_path: Path):
+def test_verify_adds_up_the_jobs_digests_and_counts_each_staged_stores_entries(tmp_path: Path):
     keys = {b"k%04d" % i: b"v%d" % i for i in range(300)}
     o = opts(to_tasks=2)
     parts = [{k: v for k, v in keys.items() if partition_of(k, 2) == j} for j in range(2)]
     src = Digest()
     src.add_sorted(sorted(keys.items()))
     good = [_store(tmp_path / f"good{j}", parts[j]) for j in range(2)]
+    stores = [tmp_path / "good0", tmp_path / "good1"]
     r = _result()
-    verify_targets(o, [tmp_path / "good0", tmp_path / "good1"], _manifest([src], good), r)
+    verify_targets(o, stores, _manifest(src, good), r)
     assert r.verified and r.keys == 300 and [t.keys for t in r.targets] == [len(parts[0]), len(parts[1])]
-
-    # the same entries with the targets swapped: counts and hash add up, but every key is in the wrong task
-    swapped = [_store(tmp_path / f"swap{j}", parts[1 - j]) for j in range(2)]
-    with pytest.raises(VerificationError, match="belong to another task"):
-        verify_targets(o, [tmp_path / "swap0", tmp_path / "swap1"], _manifest([src], swapped), _result())
+    assert r.content_hash == f"{src.checksum:016x}"
 
     # one value changed: same key count, another content hash
     changed = dict(parts[0])
     changed[next(iter(changed))] = b"other"
-    d = [_store(tmp_path / "chg0", changed), good[1]]
+    d = Digest()
+    d.add_sorted(sorted(changed.items()))
     with pytest.raises(VerificationError, match="content hash"):
-        verify_targets(o, [tmp_path / "chg0", tmp_path / "good1"], _manifest([src], d), _result())
+        verify_targets(o, stores, _manifest(src, [d, good[1]]), _result())
 
-    # a key lost
+    # a key lost by the job: its targets' digests say 299 keys
     lost = dict(parts[1])
     lost.pop(next(iter(lost)))
-    d = [good[0], _store(tmp_path / "lost1", lost)]
+    d = Digest()
+    d.add_sorted(sorted(lost.items()))
+    _store(tmp_path / "lost1", lost)
     with pytest.raises(VerificationError, match="299 keys, the sources 300"):
-        verify_targets(o, [tmp_path / "good0", tmp_path / "lost1"], _manifest([src], d), _result())
+        verify_targets(o, [stores[0], tmp_path / "lost1"], _manifest(src, [good[0], d]), _result())
+
+    # a staged store that does not hold what the job wrote for it (the stores swapped)
+    with pytest.raises(VerificationError, match=f"target Partition 0 holds {len(parts[1])} keys, the Spark job "
+                                                f"wrote {len(parts[0])}"):
+        verify_targets(o, stores[::-1], _manifest(src, good), _result())
+    with pytest.raises(VerificationError, match="did not report the digest"):
+        verify_targets(o, stores, _manifest(None, good), _result())
+
+
+def test_route_batch_is_kafkas_partitioner_vectorised_or_the_jobs_called_per_key():
+    import pyarrow as pa
+
+    from statectl.spark.rescale_reader import route_batch
+
+    keys = [b"", b"a", b"hello", b"\xff" * 7, b"user-00042"] + [b"k%d" % i for i in range(500)]
+    got = route_batch(None, pa.array(keys, pa.binary()), 7, "x").to_pylist()
+    assert got == [partition_of(k, 7) for k in keys] == route_batch("murmur2", pa.array(keys), 7, "x").to_pylist()
+    per_key = route_batch("statectl.formats.adstore:partition_of", pa.array(keys, pa.binary()), 7, "x")
+    assert per_key.to_pylist() == got
+    with pytest.raises(BuildError, match=r"partitioner zlib:crc32 gave \d+ for a key of Partition 1: expected 0\.\.1"):
+        route_batch("zlib:crc32", pa.array([b"a", b"b"], pa.binary()), 2, "a key of Partition 1")
+
+
+def test_the_readers_and_the_writers_refuse_a_key_outside_its_task_and_name_it():
+    import pyarrow as pa
+
+    from statectl.spark.rescale_reader import CheckTargets, check_placed
+
+    keys = [b"user-%05d" % i for i in range(400)]
+    mine = [k for k in keys if partition_of(k, 2) == 1]
+    stray = next(k for k in keys if partition_of(k, 2) == 0)
+    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=3, partitions_in=2,
+                     snapshots=({"task": "Partition 1"},), source_store="file:///x")
+    source = {"task": "Partition 1", "snapshot": "blobs/s1"}
+    check_placed(spec, pa.array(mine, pa.binary()), 1, source)
+    with pytest.raises(BuildError, match=rf"not a 2-way layout by murmur2: key {stray!r} of Partition 1 \(snapshot "
+                                         r"blobs/s1\) belongs to task 0 of 2, not 1"):
+        check_placed(spec, pa.array(mine[:9] + [stray] + mine[9:], pa.binary()), 1, source)
+
+    job = SimpleNamespace(spec=spec)
+    check = CheckTargets(job)
+    target = [k for k in keys if partition_of(k, 3) == 2]
+    check(pa.array(target, pa.binary()), 2)
+    others = [k for k in keys if partition_of(k, 3) != 2][:2]
+    with pytest.raises(BuildError, match=rf"verification failed.*: 2 keys of target 2 belong to another task "
+                                         rf"\(e\.g\. {others[0]!r} of task {partition_of(others[0], 3)}\)"):
+        check(pa.array(target[:5] + others + target[5:], pa.binary()), 2)
+
+
+def test_the_reader_gives_a_snapshots_entries_in_arrow_batches_routed_and_counted(tmp_path: Path):
+    """A real store with a key in two levels and a tombstone, backed up as files to a file:// blob store: the
+    reader gives exactly its live entries, each with its murmur2 target, and counts them; a key-group source
+    gives its own key groups only."""
+    import pyarrow as pa
+    import rocksdict
+
+    from statectl.spark.rescale_reader import ReadSnapshots
+
+    path = tmp_path / "src"
+    db = rocksdict.Rdict(str(path), rocksdict.Options(raw_mode=True))
+    want = {}
+    for i in range(3000):
+        db[b"k%05d" % i] = want[b"k%05d" % i] = b"v1-%d" % i
+    db.flush()
+    for i in range(0, 3000, 7):
+        del db[b"k%05d" % i]
+        want.pop(b"k%05d" % i)
+    for i in range(0, 3000, 5):
+        db[b"k%05d" % i] = want[b"k%05d" % i] = b"v2" * (i % 50)
+    db.close()
+    blobs = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    files = []
+    for f in sorted(p for p in path.iterdir() if p.is_file() and p.name != "LOCK"):
+        data = f.read_bytes()
+        files.append({"path": f.name, "size": len(data), "checksum": zlib.crc32(data),
+                      "blobs": [[blobs.put(io.BytesIO(data), size=len(data), ttl_seconds=None), 0]]})
+    blobs.close()
+    source = {"task": "Partition 0", "snapshot": "blobs/s0", "files": files}
+    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=3, snapshots=(source,),
+                     source_store=f"file://{tmp_path / 'blobs'}")
+    counted: dict = {}
+    job = SimpleNamespace(spec=spec, blobstore=lambda url: open_blobstore(url))
+    read = ReadSnapshots(job, SimpleNamespace(add=counted.update))
+    batch = pa.RecordBatch.from_arrays([pa.array([0], pa.int32()), pa.array([json.dumps(source)])], ["i", "source"])
+    out = pa.Table.from_batches(list(read([batch])))
+    got = dict(zip(out.column("k").to_pylist(), out.column("v").to_pylist()))
+    assert got == want and out.column("k").to_pylist() == sorted(want)
+    assert out.column("store").to_pylist() == [partition_of(k, 3) for k in sorted(want)]
+    assert counted[0]["keys"] == len(want) and counted[0]["bytes_read"] == sum(f["size"] for f in files)
+
+    # the same store as a source of key groups 0x6b.. (b"k") only, by a key-group partitioner: none of
+    # group 0x6a, all of 0x6b, none above
+    groups = {**source, "groups": [0x6b, 0x6b]}
+    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=2, snapshots=(groups,),
+                     source_store=f"file://{tmp_path / 'blobs'}", partitioner="keygroups:128")
+    job = SimpleNamespace(spec=spec, blobstore=lambda url: open_blobstore(url))
+    batch = pa.RecordBatch.from_arrays([pa.array([0], pa.int32()), pa.array([json.dumps(groups)])], ["i", "source"])
+    out = pa.Table.from_batches(list(ReadSnapshots(job, SimpleNamespace(add=counted.update))([batch])))
+    assert out.column("k").to_pylist() == sorted(want) and set(out.column("store").to_pylist()) == {1}
+    groups["groups"] = [0x6c, 0x7f]
+    batch = pa.RecordBatch.from_arrays([pa.array([0], pa.int32()), pa.array([json.dumps(groups)])], ["i", "source"])
+    assert sum(b.num_rows for b in ReadSnapshots(job, SimpleNamespace(add=counted.update))([batch])) == 0
 
 
 def test_work_dir_removes_what_killed_rescales_left_but_not_a_running_ones(tmp_path: Path):
@@ -343,3 +444,21 @@ def test_a_malformed_record_is_refused_unless_again_replaces_it(tmp_path: Path):
     found = check_recorded(opts(again=True), blobs, catalog, ["a", "b"])
     assert found.record is None and found.etag == etag  # the new record replaces it, conditionally
     blobs.close()
+
+
+def test_the_key_prefix_of_the_sources_comes_from_their_files_bounds_range_deletions_left_out():
+    import struct
+
+    from statectl.engine.rescale.build import key_prefix
+
+    def bound(key: bytes, kind: int = 1) -> bytes:
+        return key + struct.pack("<Q", 7 << 8 | kind)
+
+    def manifest(*pairs):
+        return SimpleNamespace(live_files=[SimpleNamespace(smallest=bound(a), largest=bound(b, k)) for a, b, k in pairs])
+
+    files = [manifest((b"user-00012", b"user-00977", 1)), manifest((b"user-00100", b"user-00555", 1))]
+    assert key_prefix(files) == b"user-00"
+    assert key_prefix(files + [manifest((b"user-00200", b"zzz", 0x0F))]) == b"user-00"  # a range deletion's end
+    assert key_prefix(files + [manifest((b"admin", b"admin", 1))]) == b""
+    assert key_prefix(files + [None]) == b"" and key_prefix([]) == b""
