@@ -518,10 +518,11 @@ def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, check
                dry_run: bool = False) -> BackupAllResult:
     """Back up every store under ``state_dir`` (every task dir of ``store`` only, when given: backup
     --all-tasks), each under the task a TaskNamer names; with ``dry_run``, plan each (plan_backup) instead.
-    Several stores run at once (engine.at_once), each with its share of ``base.parallelism``; results and
-    failures come in task dir order. A dir it cannot name, a damaged store (store files but no CURRENT) and a store that fails are listed in
-    ``failures`` and do not stop the others (the CLI exits 3 then); when every store failed in its backup
-    with the same error, that error is raised (errors.one_cause). NotFoundError when there is no store."""
+    Several stores run at once (engine.at_once), each with its share of ``base.parallelism``; the results
+    come in task dir order. A dir it cannot name, a damaged store (store files but no CURRENT) and a store
+    that fails are listed in ``failures`` and do not stop the others (the CLI exits 3 then); when every store
+    failed in its backup with the same error, that error is raised (errors.one_cause). NotFoundError when
+    there is no store."""
     from dataclasses import replace
 
     if not state_dir.is_dir():
