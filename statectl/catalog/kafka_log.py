@@ -20,8 +20,10 @@ another one).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import functools
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from statectl import failpoints
 from statectl.errors import (
@@ -74,13 +76,28 @@ V2_HINT = ("statectl keeps snapshots in v2 checkpoints: set task.checkpoint.writ
            "task.checkpoint.read.versions=2,1 in the job's config, or back up without --kafka")
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_at_a_time(method: F) -> F:
+    """The method holds its log's lock: one reader and one producer serve every thread, and a commit merges
+    the markers of the task's latest checkpoint, so two stores of a task committing at once (backup --all)
+    would otherwise each write the other's old marker back."""
+    @functools.wraps(method)
+    def locked(self: "KafkaCheckpointLog", *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked  # type: ignore[return-value]
+
+
 class KafkaCheckpointLog:
     """Latest checkpoints of a job's tasks in its Samza checkpoint topic, and commits of new ones.
 
     ``config``: the job's config when the caller has it (None: read from the job's coordinator stream on
     ``bootstrap`` when first needed; no coordinator stream, or one without config, is an empty config).
-    Not thread-safe. ``close()`` releases the connections; the object can be used again after it (it
-    reconnects and re-reads the topic).
+    Thread-safe: its operations run one at a time. ``close()`` releases the connections; the object can be
+    used again after it (it reconnects and re-reads the topic).
     """
 
     def __init__(self, bootstrap: str, job: str, job_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -94,13 +111,16 @@ class KafkaCheckpointLog:
         self._config = dict(config) if config is not None else None
         self._producer: Any = None
         self._topic_reader: CompactedTopic[CheckpointKey] | None = None
+        self._lock = threading.RLock()
 
     @property
+    @_one_at_a_time
     def topic(self) -> str:
         """The checkpoint topic: ``__samza_checkpoint_ver_1_for_<job>_<job-id>``, with ``-<app.run.id>`` for a
         BATCH application (reads the job's config the first time)."""
         return self._base_topic + batch_suffix(self.job_config())
 
+    @_one_at_a_time
     def job_config(self) -> dict[str, str]:
         """The job's config: the one given, else its coordinator stream's set-config (read once; empty when
         the stream does not exist). Raises StatectlError when the brokers cannot be reached."""
@@ -123,6 +143,7 @@ class KafkaCheckpointLog:
         return self._topic_reader
 
     @property
+    @_one_at_a_time
     def skipped_records(self) -> int:
         return self._topic.skipped
 
@@ -132,6 +153,7 @@ class KafkaCheckpointLog:
 
     # -- the contract ------------------------------------------------------------------------------
 
+    @_one_at_a_time
     def latest(self, ref: StoreRef) -> tuple[str, str] | None:
         """(checkpoint id, index blob id) of ``ref.store`` in the latest v2 checkpoint of ``ref.task``, or None
         when that checkpoint has no blob-store marker for the store.
@@ -149,6 +171,7 @@ class KafkaCheckpointLog:
         marker = cp.state_checkpoint_markers.get(BLOB_STORE_FACTORY, {}).get(ref.store)
         return None if marker is None else (cp.checkpoint_id, marker)
 
+    @_one_at_a_time
     def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
                input_offsets: Mapping[str, str] | None = None,
                markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
@@ -171,6 +194,7 @@ class KafkaCheckpointLog:
         self._write(ref.task, checkpoint_id, {BLOB_STORE_FACTORY: {ref.store: index_blob_id}, **(markers or {})},
                     input_offsets)
 
+    @_one_at_a_time
     def commit_offsets(self, task: str, checkpoint_id: str, input_offsets: Mapping[str, str]) -> None:
         """Write a v2 checkpoint of ``task`` with ``input_offsets`` (a task without stores commits its
         progress), every marker of its latest v2 checkpoint kept. Errors as :meth:`commit`."""
@@ -200,6 +224,7 @@ class KafkaCheckpointLog:
         produce(self._producer_client(), self.topic, CHECKPOINT_PARTITION, encode_key(key), encode_v2(cp),
                 self.bootstrap, timeout_s=max(30.0, self.timeout_s))
 
+    @_one_at_a_time
     def latest_checkpoints(self) -> tuple[dict[str, CheckpointV2], list[str]]:
         """The latest v2 checkpoint of every task (read on to the end), and a line for each one skipped as
         malformed. Raises SnapshotNotFoundError (exit 10) when the topic does not exist."""
@@ -217,6 +242,7 @@ class KafkaCheckpointLog:
                 found[task] = cp
         return found, problems
 
+    @_one_at_a_time
     def task_key_types(self) -> dict[str, dict[str, bool]] | None:
         """task -> {key type of its records: whether its latest record of that type is live (a tombstone
         is not)}, read on to the end; None when the topic does not exist. Raises StatectlError when the
@@ -228,6 +254,7 @@ class KafkaCheckpointLog:
             out.setdefault(task, {})[key_type] = rec.value is not None
         return out
 
+    @_one_at_a_time
     def write_first(self, tasks: list[str], checkpoint_id: str, grouper_factory: str) -> tuple[list[str], list[str]]:
         """For each of ``tasks`` that has no record in the topic at all (a tombstone counts: Samza's
         KafkaCheckpointManager fails on a record after it), a v1 and a v2 checkpoint (``checkpoint_id``) with
@@ -302,6 +329,7 @@ class KafkaCheckpointLog:
                                 "takes statectl's empty checkpoint (inputs from their default offsets)",
                                 hint="let the job commit again (every task.commit.ms) before it restarts")
 
+    @_one_at_a_time
     def read_checkpoints(self) -> dict[str, CheckpointV1 | CheckpointV2]:
         """Task -> the checkpoint the job's start reads for it (read on to the end), as Samza's
         KafkaCheckpointManager.readCheckpoints picks it from the job's config: only key types whose version is in
@@ -338,6 +366,7 @@ class KafkaCheckpointLog:
         return {task: (self._latest_v2(task) if rec.key.type == KEY_TYPE_V2 else self._latest_v1(task))
                 for task, rec in picked.items()}
 
+    @_one_at_a_time
     def read_changelog_offset(self, task: str, store: str, ssp: SSP) -> tuple[SSP, str | None] | None:
         """(changelog SSP, offset) of ``store`` in the checkpoint the job's start reads for ``task``
         (:meth:`read_checkpoints`), as TransactionalStateTaskRestoreManager.getCheckpointedChangelogOffsets
@@ -361,6 +390,7 @@ class KafkaCheckpointLog:
                                        f"changelog marker of store {store!r}: {e}") from None
         return marker.ssp, marker.offset
 
+    @_one_at_a_time
     def task_names(self) -> set[str]:
         """Every task with a checkpoint (v1 or v2) in the topic, read on to its end: names the job itself
         wrote. Empty when the topic does not exist."""
@@ -368,6 +398,7 @@ class KafkaCheckpointLog:
             return set()
         return set(self._tasks(KEY_TYPE_V2)) | set(self._tasks(KEY_TYPE_V1))
 
+    @_one_at_a_time
     def latest_changelog_offset(self, task: str, store: str, *,
                                 changelog_topic: str | None = None) -> tuple[dict, str | None] | None:
         """(changelog SSP, offset) of ``store``'s Kafka changelog in the latest checkpoint of ``task``, or None.
@@ -406,6 +437,7 @@ class KafkaCheckpointLog:
         ssp, value = entries[0]
         return _ssp_dict(ssp), split_changelog_offset(value)[1]
 
+    @_one_at_a_time
     def close(self) -> None:
         """Close the connections; idempotent."""
         producer, self._producer = self._producer, None
@@ -450,6 +482,7 @@ class KafkaCheckpointLog:
             raise CorruptSnapshotError(f"latest v1 checkpoint of task {task!r} in {self.topic} (offset "
                                        f"{rec.offset}) is malformed: {e}") from None
 
+    @_one_at_a_time
     def grouper_factory(self, task: str = "") -> str:
         """The SSP grouper factory to name in a key of ``task``: the job's configured one, as Samza's
         KafkaCheckpointManager writes and checks it (JobConfig.getSystemStreamPartitionGrouperFactory:
@@ -517,13 +550,15 @@ class KafkaCheckpointLogs:
         self.timeout_s = timeout_s
         self.security = security
         self._logs: dict[tuple[str, str], KafkaCheckpointLog] = {}
+        self._lock = threading.Lock()
 
     def for_job(self, job: str, job_id: str) -> KafkaCheckpointLog:
-        log = self._logs.get((job, job_id))
-        if log is None:
-            log = self._logs[(job, job_id)] = KafkaCheckpointLog(self.bootstrap, job, job_id, timeout_s=self.timeout_s,
-                                                                             security=self.security)
-        return log
+        with self._lock:  # one log per job, whichever thread asks first
+            log = self._logs.get((job, job_id))
+            if log is None:
+                log = self._logs[(job, job_id)] = KafkaCheckpointLog(self.bootstrap, job, job_id,
+                                                                     timeout_s=self.timeout_s, security=self.security)
+            return log
 
     def latest(self, ref: StoreRef) -> tuple[str, str] | None:
         return self.for_job(ref.job, ref.job_id).latest(ref)

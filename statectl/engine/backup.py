@@ -4,7 +4,8 @@ checkpoint -> diff against the previous snapshot (the BackupPlan) -> upload what
 upload the index (TTL'd, with its prev pointer) -> record the checkpoint (the commit) -> post-commit
 cleanup -> delete stale local checkpoint dirs. ``plan_backup`` decides the same with nothing written
 (backup --dry-run): the files uploaded or kept, and what retention would then expire and delete.
-``backup_all`` backs up (or plans) every task dir of a state dir, each under the task a TaskNamer names.
+``backup_all`` backs up (or plans) every task dir of a state dir, each under the task a TaskNamer names, several
+stores at once (engine.at_once).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, iso_
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id
 from statectl.catalog.retention import RetentionPlan
 from statectl.catalog.commit import commit_snapshot, finish_commit, plan_commit, prepare_commit
+from statectl.engine.at_once import SharedProgress, run_at_once, shares
 from statectl.errors import (
     CorruptSnapshotError,
     NotAStoreError,
@@ -48,7 +50,7 @@ from statectl.local.layout import (
     tasks_of_dir,
 )
 from statectl.parallel import check_parallelism
-from statectl.progress import NoteRecorder, ProgressReporter
+from statectl.progress import NoteRecorder, NullProgress, ProgressReporter
 from statectl.ratelimit import RateLimit
 from statectl.rocks.store import (
     create_checkpoint,
@@ -516,9 +518,11 @@ def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, check
                dry_run: bool = False) -> BackupAllResult:
     """Back up every store under ``state_dir`` (every task dir of ``store`` only, when given: backup
     --all-tasks), each under the task a TaskNamer names; with ``dry_run``, plan each (plan_backup) instead.
-    A dir it cannot name, a damaged store (store files but no CURRENT) and a store that fails are listed in
-    ``failures`` and do not stop the others (the CLI exits 3 then); when every store failed in its backup
-    with the same error, that error is raised (errors.one_cause). NotFoundError when there is no store."""
+    Several stores run at once (engine.at_once), each with its share of ``base.parallelism``; the results
+    come in task dir order. A dir it cannot name, a damaged store (store files but no CURRENT) and a store
+    that fails are listed in ``failures`` and do not stop the others (the CLI exits 3 then); when every store
+    failed in its backup with the same error, that error is raised (errors.one_cause). NotFoundError when
+    there is no store."""
     from dataclasses import replace
 
     if not state_dir.is_dir():
@@ -541,16 +545,24 @@ def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, check
             todo.append((d, StoreRef(base.ref.job, base.ref.job_id, namer.name(d), d.store)))
         except (NotAStoreError, PartialError) as e:
             failures.append((str(d.path), str(e)))
-    results: list[BackupResult | BackupDryRun] = []
-    errors: list[StatectlError] = []
     run = plan_backup if dry_run else backup
-    for d, ref in todo:
-        try:
-            results.append(run(replace(base, ref=ref, store_dir=d.path, checkpoint_dir=None, state_dir=None),
-                               blobstore, checkpoints, progress))
-        except StatectlError as e:
-            failures.append((str(d.path), str(e)))
-            errors.append(e)
+    at_once, each = shares(len(todo), base.parallelism)
+    shared = SharedProgress(progress if progress is not None else NullProgress())
+
+    def one(item: tuple[TaskDir, StoreRef]) -> BackupResult | BackupDryRun:
+        return run(replace(base, ref=item[1], store_dir=item[0].path, checkpoint_dir=None, state_dir=None,
+                           parallelism=each), blobstore, checkpoints, shared)
+
+    if not dry_run:
+        shared.inner.start(f"backing up {len(todo)} store{'s' if len(todo) != 1 else ''}", 0, 0)
+    try:
+        outcomes = run_at_once(todo, one, at_once, shared)
+    finally:
+        if not dry_run:
+            shared.inner.stop()
+    results = [o for o in outcomes if not isinstance(o, StatectlError)]
+    errors = [o for o in outcomes if isinstance(o, StatectlError)]
+    failures += [(str(d.path), str(o)) for (d, _), o in zip(todo, outcomes) if isinstance(o, StatectlError)]
     cause = one_cause(errors, len(failures), len(results))
     if cause is not None:
         raise cause

@@ -3,33 +3,28 @@ model) restored from the blob store in one run, each into its Samza place under 
 (``<state-dir>/<store>/<task, spaces -> _>``, as a restore with --store and --task puts it).
 
 Each store is one ``engine.restore.restore`` (its pin, its plan, its staged swap; a failure leaves its store
-as it was), several at once: at most ``stores_at_once`` stores are in flight, sharing the transfers of
-``parallelism`` between them, so that many small stores do not wait on one another and one large store
-does not take more than its share. A store that fails is listed and does not stop the others.
+as it was), several at once (engine.at_once: at most ``stores_at_once`` stores in flight, sharing the
+transfers of ``parallelism``). A store that fails is listed and does not stop the others.
 """
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from statectl import defaults
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.listing import CatalogTree, check_known
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.catalog.refs import StoreRef
+from statectl.engine.at_once import STORES_AT_ONCE, SharedProgress, run_at_once, shares
 from statectl.engine.restore import RestoreOptions, RestorePlan, RestoreResult, plan_restore, restore
 from statectl.errors import NotFoundError, SnapshotNotFoundError, StatectlError, UsageError, one_cause
 from statectl.local.layout import store_dir
-from statectl.parallel import Cancelled, check_parallelism
+from statectl.parallel import check_parallelism
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.ratelimit import RateLimit
-
-# How many stores restore at once (each with its share of --parallelism).
-STORES_AT_ONCE = 4
 
 
 @dataclass(frozen=True)
@@ -86,9 +81,8 @@ def restore_all(opts: RestoreAllOptions, blobstore: BlobStore, checkpoints: Blob
     opts.validate()
     progress = progress if progress is not None else NullProgress()
     refs, failures = _selected(opts, blobstore, checkpoints)
-    at_once = max(1, min(len(refs), opts.stores_at_once, opts.parallelism))
-    each = max(1, opts.parallelism // at_once)
-    shared = _Shared(progress)
+    at_once, each = shares(len(refs), opts.parallelism, opts.stores_at_once)
+    shared = SharedProgress(progress)
 
     def one(ref: StoreRef) -> RestoreResult | RestorePlan:
         ro = RestoreOptions(ref=ref, store_dir=store_dir(opts.state_dir, ref.store, ref.task), parallelism=each,
@@ -98,7 +92,7 @@ def restore_all(opts: RestoreAllOptions, blobstore: BlobStore, checkpoints: Blob
     if not dry_run:
         progress.start(f"restoring {len(refs)} store{'s' if len(refs) != 1 else ''}", 0, 0)
     try:
-        outcomes = _at_once(refs, one, at_once, shared)
+        outcomes = run_at_once(refs, one, at_once, shared)
     finally:
         if not dry_run:
             progress.stop()
@@ -148,50 +142,3 @@ def _container_tasks(opts: RestoreAllOptions) -> tuple[str, ...]:
     if model is None:  # required: NotFoundError instead
         raise NotFoundError(f"no job model of job {opts.ref.job}-{opts.ref.job_id}")
     return container_of(model, opts.container or "")[2]
-
-
-def _at_once(refs: list[StoreRef], one: Callable[[StoreRef], Any], at_once: int, shared: "_Shared") -> list[Any]:
-    """``one(ref)`` of every ref, ``at_once`` at a time: each one's result, or the StatectlError it raised.
-    Anything else (a bug, Ctrl-C in this thread) stops the others (``shared`` makes their transfers raise
-    Cancelled; the ones not started never start) and is raised once the running ones have stopped."""
-    def guarded(ref: StoreRef) -> Any:
-        try:
-            return one(ref)
-        except StatectlError as e:
-            return e
-
-    pool = ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="statectl-store")
-    futures: list[Future[Any]] = [pool.submit(guarded, ref) for ref in refs]
-    try:
-        wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [f for f in futures if f.done() and f.exception() is not None]
-        if failed:
-            raise failed[0].exception()  # type: ignore[misc]
-        return [f.result() for f in futures]
-    except BaseException:
-        shared.cancel.set()
-        for f in futures:
-            f.cancel()
-        raise
-    finally:
-        pool.shutdown(wait=True)
-
-
-class _Shared(ProgressReporter):
-    """The reporter the stores restoring at once share: their bytes advance the caller's one bar (the
-    caller starts and stops it; each restore's own phases are left out), their notes pass through; once
-    ``cancel`` is set every transfer's next bytes raise Cancelled, which fails its restore (its staged dir
-    removed, its store as it was)."""
-
-    def __init__(self, inner: ProgressReporter):
-        self.inner = inner
-        self.cancel = threading.Event()
-        self.notes: list[str] = []
-
-    def advance(self, nbytes: int) -> None:
-        if self.cancel.is_set():
-            raise Cancelled()
-        self.inner.advance(nbytes)
-
-    def note(self, message: str) -> None:
-        self.inner.note(message)

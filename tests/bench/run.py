@@ -38,6 +38,8 @@ Figures (docs/benchmarks.md, with their targets):
      and file:// (--only rescale-kg)
  13. rate (tests/bench/ratebench.py): backup --limit-rate 20MiB/s of a 256 MiB store vs the ideal 12.8 s
      (bytes uploaded / rate), within 10 %
+ 14. all-stores (tests/bench/allbench.py): backup --all and restore --all of 50, 100 and 200 stores x 200 keys
+     on SeaweedFS: the time per store at each count, linear (largest / smallest count <= 1.1x)
 
 Every timed command is a whole process (wall time from spawn to reap, peak RSS and CPU time from
 wait4), run at least --runs times (once when a run takes over --long-s seconds), interleaved with its
@@ -76,7 +78,7 @@ JOB, STORE = "bench", "store"
 ACCESS_KEY, SECRET_KEY = "benchAK", "benchSK"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
 FIGURES = ("backup", "restore", "restore-peers", "incremental", "local", "memory", "gc", "drain", "standby",
-           "adstore", "copy", "rate", "rescale", "rescale-kg", "startup")
+           "adstore", "copy", "rate", "rescale", "rescale-kg", "startup", "all-stores")
 OPTIONAL = {"rescale", "rescale-kg"}  # run only when --only names them
 RCLONE_UP_FLAGS = ["--transfers", "8", "--checkers", "8", "--s3-no-check-bucket"]
 RCLONE_DOWN_FLAGS = ["--transfers", "8", "--checkers", "8", "--checksum"]
@@ -136,8 +138,8 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), restore-peers (restore vs boto3 GET + "
                         "fsync at 512 MiB and 1 GiB, large and small files), incremental, local (needs incremental), "
-                        "memory, gc, drain, standby, adstore, copy, rate, rescale, rescale-kg, startup; default all "
-                        "but rescale and rescale-kg")
+                        "memory, gc, drain, standby, adstore, copy, rate, rescale, rescale-kg, startup, all-stores (backup "
+                        "--all and restore --all at 50, 100, 200 stores); default all but rescale and rescale-kg")
     p.add_argument("--rescale-keys", type=int, default=None,
                    help="keys of the hash-partitioned rescale figure (default 2000000; --quick: 200000)")
     a = p.parse_args(argv)
@@ -429,7 +431,8 @@ class Bench:
     def run_all(self) -> None:
         s = self.s
         store = s.work / "state" / STORE / "Partition_0"
-        if s.only - {"gc", "drain", "standby", "adstore", "rate", "rescale", "rescale-kg", "restore-peers", "startup"}:
+        if s.only - {"gc", "drain", "standby", "adstore", "rate", "rescale", "rescale-kg", "restore-peers", "startup",
+                     "all-stores"}:
             self.figure_store(store, s.keys)
         if "backup" in s.only:
             self.figure_backup(store)
@@ -465,6 +468,11 @@ class Bench:
             from tests.bench.ratebench import figure_rate
 
             self.results["rate"] = figure_rate(self)
+        if "all-stores" in s.only:
+            from tests.bench.allbench import figure_all_stores
+
+            self.results["all_stores"] = figure_all_stores(self, (10, 20, 40) if s.quick else (50, 100, 200),
+                                                           runs=min(s.runs, 3))
         if "rescale" in s.only or "rescale-kg" in s.only:
             self.figure_rescale()
 
@@ -877,6 +885,10 @@ def figures(res: dict[str, Any]) -> list[dict[str, Any]]:
         from tests.bench import rescalebench
 
         rescalebench.add_figures(res["rescale"], add, _fmt_s)
+    if res.get("all_stores"):
+        from tests.bench.allbench import add_figures
+
+        add_figures(res["all_stores"], add, _fmt_s)
     inc = res.get("incremental")
     if inc:
         add("4", "incremental backup after +5% keys, bytes uploaded", inc["incremental"]["bytes_uploaded"],
@@ -1029,6 +1041,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import restorebench
 
         lines += ["", *restorebench.report_lines(res["restore_peers"])]
+    if res.get("all_stores"):
+        from tests.bench import allbench
+
+        lines += ["", *allbench.report_lines(res["all_stores"])]
     if res.get("copy"):
         from tests.bench import copybench
 

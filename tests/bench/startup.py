@@ -63,7 +63,8 @@ def measure(statectl: str, env: dict[str, str], work: Path, runs: int) -> dict[s
     out: dict[str, Any] = {"runs": runs}
     for key, ss in samples.items():
         st = stat([x.wall_s for x in ss])
-        out[key] = {"wall_s": st.to_json(4), "ratio_to_python": round(st.median / base, 2)}
+        out[key] = {"wall_s": st.to_json(4), "ratio_to_python": round(st.median / base, 2),
+                    "cpu_s": stat([x.cpu_s for x in ss]).to_json(4)}
     return out
 
 
@@ -79,14 +80,18 @@ def add_figures(res: dict[str, Any], add: Callable[..., None], fmt: Callable[[di
 
 def report_lines(res: dict[str, Any]) -> list[str]:
     base = res["python_pass"]["wall_s"]["median"]
-    lines = [f"start-up ({res['runs']} interleaved runs each; python -c pass {base * 1000:.0f} ms):"]
+    cpu = res["python_pass"].get("cpu_s", {}).get("median")
+    lines = [f"start-up ({res['runs']} interleaved runs each; python -c pass {base * 1000:.0f} ms"
+             + (f", {cpu * 1000:.0f} ms CPU" if cpu is not None else "") + "; CPU = user + sys, what load changes least):"]
     for key, label, target in (("version", "statectl --version", VERSION_TARGET_S), ("help", "statectl --help", None),
                                ("tiny_restore", "restore of a 110 KiB store (file://)", RESTORE_TARGET_S)):
         w = res[key]["wall_s"]
         verdict = "" if target is None else (f"; target < {target:.2f} s: "
                                              + ("ok" if w["median"] < target else "MISSED"))
+        c = res[key].get("cpu_s")
         lines.append(f"  {label:<40} {w['median'] * 1000:6.0f} ms [{w['min'] * 1000:.0f}-{w['max'] * 1000:.0f}], "
-                     f"{res[key]['ratio_to_python']:.2f}x python -c pass{verdict}")
+                     f"{res[key]['ratio_to_python']:.2f}x python -c pass"
+                     + (f", CPU {c['median'] * 1000:.0f} ms" if c else "") + verdict)
     return lines
 
 

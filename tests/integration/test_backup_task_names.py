@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
+from statectl.catalog.refs import StoreRef
 from statectl.formats.coordinator import standby_task_name
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.local.layout import store_dir
@@ -164,3 +165,20 @@ def test_a_damaged_store_is_a_failure(cli, state: Path, flag: list[str]):
         (store_dir(state, "counts", task) / "CURRENT").unlink()
     doc = json.loads(cli("backup", *where, *flag, "-o", "json", code=3).stdout)
     assert doc["results"] == [] and len(doc["failures"]) == 3
+
+
+def test_stores_of_one_task_backed_up_at_once_keep_each_others_markers(cli, tansu, tmp_path: Path, job: str):
+    """backup --all backs up several stores at once: their commits to the one checkpoint topic each merge the
+    task's other markers, and all of them stay in the task's latest checkpoint."""
+    state = tmp_path / "state"
+    stores = [f"store{i}" for i in range(6)]
+    for i, s in enumerate(stores):
+        make_store(store_dir(state, s, "p0"), 100, 64, seed=i)
+    for _ in range(2):
+        doc = json.loads(cli("backup", "--job", job, "--kafka", tansu.bootstrap, "--state-dir", str(state), "--all",
+                             "-o", "json").stdout)
+        assert doc["failures"] == [] and backed_up(doc) == [(s, "p0") for s in stores]
+        with KafkaCheckpointLog(tansu.bootstrap, job, "1") as log:
+            markers = {s: log.latest(StoreRef(job, "1", "p0", s)) for s in stores}
+        # The task's one latest checkpoint (its id the last commit's) holds each store's snapshot.
+        assert {s: m[1] for s, m in markers.items() if m} == {r["store"]: r["snapshot_id"] for r in doc["results"]}
