@@ -218,7 +218,9 @@ def test_restore_all_restores_stores_at_once(blobstore, tmp_path: Path):
 
         def advance(self, nbytes: int) -> None:
             if not self.met:  # fails the restore (AssertionError) if the other store never starts
-                self.met = wait_until(both_staged, timeout=60, why="both stores restoring at once")
+                # both staged, or another store's thread saw them so (that store may have finished since)
+                self.met = wait_until(lambda: self.met or both_staged(), timeout=60,
+                                      why="both stores restoring at once")
 
     opts = RestoreAllOptions(StoreRef(JOB, "1", "Partition 0", "counts"), new, parallelism=4, stores_at_once=2)
     result = restore_all(opts, blobstore, cps, Meet())
@@ -244,7 +246,7 @@ def test_backup_all_backs_up_stores_at_once(blobstore, tmp_path: Path):
 
         def advance(self, nbytes: int) -> None:
             if not self.met:  # fails the backup (AssertionError) if the other store's never starts
-                self.met = wait_until(lambda: all(local_checkpoint_dirs(d) for d in dirs), timeout=60,
+                self.met = wait_until(lambda: self.met or all(local_checkpoint_dirs(d) for d in dirs), timeout=60,
                                       why="both stores backing up at once")
 
     base = BackupOptions(StoreRef(JOB, "1", "p0", "counts"), state, parallelism=4)
