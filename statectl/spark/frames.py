@@ -23,13 +23,14 @@ _BYTES_PER_TASK = 128 << 20  # input bytes per write task, at most (Spark's own 
 _PLAIN_TYPES = {"string", "binary", "int", "bigint", "smallint", "tinyint", "boolean"}
 
 
-def plain_frame(spark: Any, job: BuildJob) -> Any:
+def plain_frame(spark: Any, job: BuildJob, footers: Any = None) -> Any:
     """For a files build whose key and value are one column each, the entries as a DataFrame (store, k,
     v, fi, bs, id): the same bytes as the put path, the order (file's place, split start, row id) the put
     path's row order. The dataset's files are read in one read. Parquet and CSV: columns of a plain type
     (_PLAIN_TYPES), cast in the JVM. JSON lines: Spark's text reader, the lines parsed in Arrow batches
     by :class:`JsonRows`. None otherwise (the Python path then turns each row into an entry with
-    KeyValueSpec.row_entry)."""
+    KeyValueSpec.row_entry). ``footers`` (statectl.spark.footers): the Parquet files' own, giving the key and
+    value columns' schema when they can (Spark's reader then runs no job to infer it)."""
     from pyspark.sql import functions as F
 
     spec, kv = job.spec, job.spec.kv
@@ -37,7 +38,8 @@ def plain_frame(spark: Any, job: BuildJob) -> Any:
             or not kv.value_column:
         return None
     files = list(spec.files) or [str(spec.path)]
-    df = read_dataset(spark, spec.fmt, files)
+    schema = footers.spark_schema([kv.key_column, kv.value_column]) if footers is not None else None
+    df = read_dataset(spark, spec.fmt, files, schema)
     fi = _file_order(df, job)
     where = [fi.alias("fi"), F.col("_metadata.file_block_start").alias("bs"),
              F.monotonically_increasing_id().alias("id")]
@@ -95,7 +97,7 @@ def _files_per_store(sc: Any, job: BuildJob) -> int:
     return max(spec.files_per_store, -(-tasks // len(job.stores)))
 
 
-def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
+def lay_out(spark: Any, job: BuildJob, plain: Any, footers: Any = None) -> tuple[Any, str]:
     """``plain`` shuffled into stores x files_per_store partitions, partition p holding a range of (store,
     k) below partition p + 1's, all rows of a key in one partition. From Parquet the ranges come from a
     sample of the key column of a few row groups read on the driver (:func:`parquet_sample`), from JSON
@@ -111,8 +113,11 @@ def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
     stores = len(job.stores)
     per_store = _files_per_store(spark.sparkContext, job)
     parts = stores * per_store
-    sample = {"parquet": parquet_sample, "jsonl": jsonl_sample, "csv": csv_sample}.get(spec.fmt or "")
-    keys = sample(job, SAMPLE_PER_TASK * parts) if sample else None
+    if spec.fmt == "parquet":
+        keys = parquet_sample(job, SAMPLE_PER_TASK * parts, footers)
+    else:
+        sample = {"jsonl": jsonl_sample, "csv": csv_sample}.get(spec.fmt or "")
+        keys = sample(job, SAMPLE_PER_TASK * parts) if sample else None
     if keys is None:
         return plain.repartitionByRange(parts, "store", "k"), "spark-sample"
     parts_of = partition_of if spec.layout == "partitioned" else None
@@ -164,14 +169,14 @@ _ARROW_BYTES_CONF = "spark.sql.execution.arrow.maxBytesPerBatch"
 _ARROW_ROWS_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
-def arrow_batches(spark: Any, job: BuildJob) -> None:
+def arrow_batches(spark: Any, job: BuildJob, footers: Any = None) -> None:
     """Size the JVM path's Arrow batches by rows, not bytes: Spark checks a batch's size in bytes after
     every row it adds (maxBytesPerBatch, 64 MiB by default), a quarter of the JVM's time in the
     sort-and-write stage (2 M rows of 16-byte keys and 100-byte values: 5.9 -> 4.4 s of CPU). With the
     check off (Int.MaxValue), a batch holds maxRecordsPerBatch rows: about _ARROW_BATCH_BYTES of the
     dataset's average row (from the Parquet footers, or the first MiB of a JSON-lines file), 64 to
     10 000 rows. Left as they are when the user set either (``--spark-conf``), for CSV, or when the
-    files cannot be read here."""
+    files cannot be read here (``footers``: the Parquet files', read here when None)."""
     conf = spark.sparkContext.getConf()
     if conf.contains(_ARROW_BYTES_CONF) or conf.contains(_ARROW_ROWS_CONF):
         return
@@ -179,13 +184,12 @@ def arrow_batches(spark: Any, job: BuildJob) -> None:
     files = [local_path(f) for f in list(spec.files) or [str(spec.path)]]
     try:
         if spec.fmt == "parquet":
-            import pyarrow.parquet as pq
+            from statectl.spark.footers import read_footers
 
-            rows = size = 0
-            for f in files:
-                meta = pq.read_metadata(f)
-                rows += meta.num_rows
-                size += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            footers = footers or read_footers(job)
+            if footers is None:
+                return
+            rows, size = footers.rows_and_bytes()
         elif spec.fmt == "jsonl":
             with open(files[0], "rb") as fh:
                 head = fh.read(1 << 20)

@@ -29,36 +29,41 @@ from statectl.fsutil import write_atomic
 from statectl.spark.context import BuildError, BuildJob, local_path, one_line
 from statectl.spark.frames import arrow_batches, lay_out, plain_frame
 from statectl.spark.rescale_reader import snapshots_rdd
-from statectl.spark.sampler import FilePartitioner, file_bounds
+from statectl.spark.footers import read_footers
+from statectl.spark.sampler import FilePartitioner, file_bounds, prefetch_parquet_sample
 from statectl.spark.sources import files_rdd, topic_rdd
 from statectl.spark.launch import ERROR_MARK
 from statectl.spark.submit import BUILD_MANIFEST, BuildFile, BuildManifest, StoreBuild
-from statectl.spark.writer import WriteArrow, WriteFiles, entry_digest_columns
+from statectl.spark.writer import Warm, WriteArrow, WriteFiles, entry_digest_columns
 
 
 def build(doc: dict[str, Any]) -> dict[str, Any]:
     """Run the build the job document asks for; write and return the manifest."""
     from pyspark import StorageLevel
-    from pyspark.sql import SparkSession
 
     began = time.monotonic()
     job = BuildJob(doc)
     spec = job.spec
-    spark = SparkSession.builder.getOrCreate()
+    spark, footers = _session(job)
+    phases = {"session_s": round(time.monotonic() - began, 3)}
     try:
         sc = spark.sparkContext
         sc.setLogLevel("WARN")
-        plain = plain_frame(spark, job)
+        plain = plain_frame(spark, job, footers)
         if plain is not None:
-            arrow_batches(spark, job)
-            laid_out, ranges = lay_out(spark, job, plain)
+            _warm_workers(spark)
+            arrow_batches(spark, job, footers)
+            _no_adaptive_plan(spark)
+            laid_out, ranges = lay_out(spark, job, plain, footers)
             checked = ranges != "spark-sample"
             # one store per partition when checked (_with_sort_key's sk), else the ranges may span two
             laid_out = laid_out.sortWithinPartitions(*(["sk"] if checked else ["store", "k"]), "fi", "bs", "id")
+            phases["plan_s"] = round(time.monotonic() - began - phases["session_s"], 3)
             written = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
                        .mapInArrow(WriteArrow(job), "task string").collect())
+            phases["write_s"] = round(time.monotonic() - began - phases["session_s"] - phases["plan_s"], 3)
             tasks = [json.loads(row.task) for row in written]
-            return _finish(job, tasks, began, "jvm", ranges=ranges)
+            return _finish(job, tasks, began, "jvm", ranges=ranges, phases=phases)
         stats = None
         if spec.source == "snapshots":
             keyed, stats = snapshots_rdd(sc, job)
@@ -83,14 +88,70 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         sources = [got[i] for i in sorted(got)]
         if len(sources) != len(spec.snapshots):
             raise BuildError(f"read {len(sources)} of the {len(spec.snapshots)} source snapshots")
-    return _finish(job, tasks, began, sources=sources)
+    return _finish(job, tasks, began, sources=sources, phases=phases)
+
+
+def _session(job: BuildJob) -> tuple[Any, Any]:
+    """The SparkSession and the Parquet footers of a files build (None otherwise: statectl.spark.footers),
+    these read in a thread while the session starts (the JVM's start leaves the second core idle), with
+    the key column's sample (Footers.key_sample) and the driver's imports that the plan needs."""
+    import threading
+
+    from pyspark.sql import SparkSession
+
+    got: dict[str, Any] = {}
+
+    def read() -> None:
+        got["footers"] = footers = read_footers(job)
+        if footers is not None and job.spec.kv.key_column:
+            prefetch_parquet_sample(job, footers)
+        import pandas  # noqa: F401 - mapInArrow imports it (pyspark checks its version)
+
+    t = threading.Thread(target=read, name="statectl-footers", daemon=True)
+    t.start()
+    spark = SparkSession.builder.getOrCreate()
+    t.join()
+    return spark, got.get("footers")
+
+
+def _warm_workers(spark: Any) -> None:
+    """Start the Python workers of the write stage now, in the background: a job of one task per core
+    whose workers import what the write stage's tasks import (writer.Warm); Spark keeps them for reuse
+    (spark.python.worker.reuse), so the write stage's tasks find them ready instead of starting their own
+    while the driver still plans."""
+    import threading
+
+    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    if spark.sparkContext.getConf().get("spark.python.worker.reuse", "true").lower() != "true":
+        return
+    frame = spark.range(0, cores, 1, cores).mapInArrow(Warm(), "id long")
+    threading.Thread(target=lambda: _quietly(frame.collect), name="statectl-warm", daemon=True).start()
+
+
+def _quietly(fn: Any) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - only a head start: the build's own tasks start workers anyway
+        pass
+
+
+def _no_adaptive_plan(spark: Any) -> None:
+    """Adaptive query execution off (unless the user set it): the write's plan has one fixed shuffle into the
+    partitions it names, which AQE would only plan again between its two stages."""
+    if not spark.sparkContext.getConf().contains(_AQE):
+        spark.conf.set(_AQE, "false")
+
+
+_AQE = "spark.sql.adaptive.enabled"
 
 
 def _finish(job: BuildJob, tasks: list[dict[str, Any]], began: float, path: str = "python",
-            sources: list[dict[str, Any]] | None = None, ranges: str | None = None) -> dict[str, Any]:
+            sources: list[dict[str, Any]] | None = None, ranges: str | None = None,
+            phases: dict[str, float] | None = None) -> dict[str, Any]:
     """Write the manifest (submit.BuildManifest) made of the tasks' records; ``path``: how the entries were
     made, "jvm" (plain_frame) or "python"; ``sources``: what a snapshots build read from each source;
-    ``ranges``: where the JVM path's key ranges came from (BuildManifest.ranges). Returns its document."""
+    ``ranges``: where the JVM path's key ranges came from (BuildManifest.ranges); ``phases``: the driver's
+    (BuildManifest.phases). Returns its document."""
     spec = job.spec
     per_store = {s: StoreBuild(s, [], 0, 0, Digest()) for s in job.stores}
     files = []
@@ -109,7 +170,8 @@ def _finish(job: BuildJob, tasks: list[dict[str, Any]], began: float, path: str 
     manifest = BuildManifest(job.spec_hash, job.out_dir, list(per_store.values()), sorted(files, key=lambda f: f.name),
                              offsets, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              round(time.monotonic() - began, 3), path=path, ranges=ranges or "",
-                             sources=sources or [], build_id=job.build_id)
+                             sources=sources or [], build_id=job.build_id,
+                             phases={**(phases or {}), "driver_s": round(time.monotonic() - began, 3)})
     doc = manifest.to_dict()
     # unique: the temporary file is then .BUILD-MANIFEST.json.<pid>.tmp, a name a build dir may hold (what a
     # kill leaves there must not make the dir look like something else: engine.adstore.builds.is_build_dir)

@@ -247,6 +247,9 @@ class BuildManifest:
     # a snapshots build: per source task what the executors read, {"task", "keys", "digest", "bytes_read"}
     sources: list[dict[str, Any]] = field(default_factory=list)
     build_id: str = ""
+    # the driver's phases, in seconds: session_s (the SparkSession), plan_s (the JVM path's plan: footers,
+    # sample), write_s (its one job), driver_s (the driver's whole run, the JVM's start and exit excluded)
+    phases: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``BUILD-MANIFEST.json`` document (the job writes it; :meth:`read` reads it back)."""
@@ -262,6 +265,8 @@ class BuildManifest:
             out["ranges"] = self.ranges
         if self.sources:
             out["sources"] = self.sources
+        if self.phases:
+            out["phases"] = self.phases
         return out
 
     def store(self, store: int | None) -> StoreBuild:
@@ -296,7 +301,8 @@ class BuildManifest:
                        {int(p): int(e) for p, e in (d.get("offsets") or {}).items()}, str(d.get("created", "")),
                        float(d.get("duration_s", 0.0)), path=str(d.get("path", "python")),
                        ranges=str(d.get("ranges", "")),
-                       sources=list(d.get("sources") or []), build_id=str(d.get("build_id", "")))
+                       sources=list(d.get("sources") or []), build_id=str(d.get("build_id", "")),
+                       phases={str(k): float(v) for k, v in (d.get("phases") or {}).items()})
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"malformed {BUILD_MANIFEST} in {out_dir}: {e}") from None
 

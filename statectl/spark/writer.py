@@ -218,6 +218,20 @@ class _StoreFiles:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
+class Warm:
+    """Arrow batches passed through by a Python worker that first imports what :class:`WriteArrow` imports
+    (statectl.spark.job starts the workers with it while the driver plans)."""
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        import numpy  # noqa: F401
+        import pyarrow.compute  # noqa: F401
+
+        from statectl.rocks.sst import rocksdict_module
+
+        rocksdict_module()  # imported by SstWriter when the first file opens
+        yield from batches
+
+
 def entry_digest_columns() -> list[Any]:
     """The two halves of each entry's entry_digest (statectl.formats.adstore), computed in the JVM over
     (k, v): hk = CRC32(k), hl = CRC32(k + k's length as 4 bytes big-endian + v) (zlib.crc32(v,
