@@ -97,7 +97,7 @@ def _files_per_store(sc: Any, job: BuildJob) -> int:
     return max(spec.files_per_store, -(-tasks // len(job.stores)))
 
 
-def lay_out(spark: Any, job: BuildJob, plain: Any, footers: Any = None) -> tuple[Any, str]:
+def lay_out(spark: Any, job: BuildJob, plain: Any, footers: Any = None, presorted: bool = False) -> tuple[Any, str]:
     """``plain`` shuffled into stores x files_per_store partitions, partition p holding a range of (store,
     k) below partition p + 1's, all rows of a key in one partition. From Parquet the ranges come from a
     sample of the key column of a few row groups read on the driver (:func:`parquet_sample`), from JSON
@@ -106,10 +106,19 @@ def lay_out(spark: Any, job: BuildJob, plain: Any, footers: Any = None) -> tuple
     the JVM from those bounds. Otherwise (files the driver cannot read) Spark's repartitionByRange samples
     the input itself (one more read of it). Returns (the frame, where the ranges came from:
     BuildManifest.ranges; unless that is "spark-sample", the frame has ``pid`` and the sort key ``sk`` of
-    :func:`_with_sort_key`, and each partition holds one store)."""
+    :func:`_with_sort_key`, and each partition holds one store).
+
+    With ``presorted``, a Parquet dataset whose row groups' statistics say it is sorted by key
+    (Footers.sorted_runs) is not shuffled: each partition is a split Spark's reader makes, holding the rows
+    of whole row groups, whose ranges are disjoint as long as no split's row groups interleave with
+    another's (the caller checks the files it writes). Returns (it with ``sk``, "parquet-sorted") then."""
     from pyspark.sql import functions as F
 
     spec = job.spec
+    runs = footers.sorted_runs(spec.kv.key_column) if presorted and footers and spec.files_per_store == 1 else None
+    if runs:
+        return _with_sort_key(plain, F.lit(bytearray(os.path.commonprefix([runs[0][0], runs[-1][1]])))), \
+            "parquet-sorted"
     stores = len(job.stores)
     per_store = _files_per_store(spark.sparkContext, job)
     parts = stores * per_store
@@ -141,24 +150,23 @@ def lay_out(spark: Any, job: BuildJob, plain: Any, footers: Any = None) -> tuple
     slots = _hash_slots(parts)
     slot = F.element_at(F.array(*[F.lit(x).cast("bigint") for x in slots]), pid + 1)
     laid_out = plain.withColumn("pid", pid).repartition(parts, slot)
-    return _with_sort_key(laid_out, prefixes), f"{spec.fmt}-sample"
+    if not any(prefixes):
+        return laid_out.withColumn("sk", k), f"{spec.fmt}-sample"
+    p = F.element_at(F.array(*[F.lit(bytearray(x)) for x in prefixes]), F.col("pid") + 1)
+    return _with_sort_key(laid_out, p), f"{spec.fmt}-sample"
 
 
-def _with_sort_key(df: Any, prefixes: list[bytes]) -> Any:
-    """``df`` (one store per partition, its ``pid``) with ``sk``: a binary that sorts as ``k`` does and
-    tells keys apart in its first 8 bytes where ``k`` may not. Spark sorts by a column's first 8 bytes
-    (its sort prefix) and compares whole rows only on ties, so keys that share a long beginning
-    (``key-000000123456``) make it compare key pairs in full (the sort-and-write stage of 2 M shuffled such
-    keys on local[2]: 7.6 s with k, 5.5 s with sk). A partition's keys
-    mostly begin with the common beginning P of its sampled keys; sk is 0x01 + the rest of k for a key
-    that begins with P, 0x00 + k for a key below P, 0x02 + k for one above: the same order as k (a key
-    that does not begin with P sorts wholly below or wholly above the keys that do), and equal only for
+def _with_sort_key(df: Any, p: Any) -> Any:
+    """``df`` with ``sk``: a binary that sorts as ``k`` does and tells keys apart in its first 8 bytes where
+    ``k`` may not. Spark sorts by a column's first 8 bytes (its sort prefix) and compares whole rows only on
+    ties, so keys that share a long beginning (``key-000000123456``) make it compare key pairs in full (the
+    sort-and-write stage of 2 M shuffled such keys on local[2]: 7.6 s with k, 5.5 s with sk). ``p`` (a
+    column: a row's partition's) is the bytes the keys mostly begin with, P; sk is 0x01 + the rest of k for
+    a key that begins with P, 0x00 + k for a key below P, 0x02 + k for one above: the same order as k (a
+    key that does not begin with P sorts wholly below or wholly above the keys that do), and equal only for
     equal keys. P need not be right for every key: the order is exact for any P."""
     from pyspark.sql import functions as F
 
-    if not any(prefixes):
-        return df.withColumn("sk", F.col("k"))
-    p = F.element_at(F.array(*[F.lit(bytearray(x)) for x in prefixes]), F.col("pid") + 1)
     return df.withColumn("_p", p).withColumn("sk", F.expr(
         "CASE WHEN substring(k, 1, length(_p)) = _p THEN concat(X'01', substring(k, length(_p) + 1)) "
         "WHEN k < _p THEN concat(X'00', k) ELSE concat(X'02', k) END")).drop("_p")

@@ -54,15 +54,7 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
             _warm_workers(spark)
             arrow_batches(spark, job, footers)
             _no_adaptive_plan(spark)
-            laid_out, ranges = lay_out(spark, job, plain, footers)
-            checked = ranges != "spark-sample"
-            # one store per partition when checked (_with_sort_key's sk), else the ranges may span two
-            laid_out = laid_out.sortWithinPartitions(*(["sk"] if checked else ["store", "k"]), "fi", "bs", "id")
-            phases["plan_s"] = round(time.monotonic() - began - phases["session_s"], 3)
-            written = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
-                       .mapInArrow(WriteArrow(job), "task string").collect())
-            phases["write_s"] = round(time.monotonic() - began - phases["session_s"] - phases["plan_s"], 3)
-            tasks = [json.loads(row.task) for row in written]
+            tasks, ranges = _write_jvm(spark, job, plain, footers, began, phases)
             return _finish(job, tasks, began, "jvm", ranges=ranges, phases=phases)
         stats = None
         if spec.source == "snapshots":
@@ -89,6 +81,59 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         if len(sources) != len(spec.snapshots):
             raise BuildError(f"read {len(sources)} of the {len(spec.snapshots)} source snapshots")
     return _finish(job, tasks, began, sources=sources, phases=phases)
+
+
+def _write_jvm(spark: Any, job: BuildJob, plain: Any, footers: Any, began: float,
+               phases: dict[str, float]) -> tuple[list[dict[str, Any]], str]:
+    """The JVM path's one job (frames.lay_out, each partition sorted and written by writer.WriteArrow): the
+    tasks' records and where the key ranges came from. A dataset laid out as it is read ("parquet-sorted")
+    whose files turn out to overlap (statistics that said otherwise, or Spark's reader splitting it so that
+    a task's ranges interleave with another's) is built again with the shuffle: its files are removed."""
+    presorted = True
+    while True:
+        laid_out, ranges = lay_out(spark, job, plain, footers, presorted=presorted)
+        checked = ranges not in ("spark-sample", "parquet-sorted")
+        # one store per partition when checked (the sort key sk of frames._with_sort_key), else a partition
+        # may hold several stores
+        laid_out = laid_out.sortWithinPartitions(*(["sk"] if checked else ["store", "sk"]), "fi", "bs", "id")
+        phases.setdefault("plan_s", round(time.monotonic() - began - phases["session_s"], 3))
+        t0 = time.monotonic()
+        written = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
+                   .mapInArrow(WriteArrow(job), "task string").collect())
+        phases["write_s"] = round(phases.get("write_s", 0.0) + time.monotonic() - t0, 3)
+        tasks = [json.loads(row.task) for row in written]
+        overlap = _overlap(job, tasks)
+        if overlap is None:
+            return tasks, ranges
+        if ranges != "parquet-sorted":
+            raise BuildError(f"the build's files overlap: {overlap}")
+        _remove_written(job, tasks)
+        presorted = False
+
+
+def _overlap(job: BuildJob, tasks: list[dict[str, Any]]) -> str | None:
+    """Where two files of one store overlap (the first such pair), else None: every key of a store is in
+    one file, and a key's rows were all sorted in one task."""
+    ranges: dict[Any, list[tuple[str, str, str]]] = {}
+    for t in tasks:
+        for f in t["files"]:
+            d = f["digest"]
+            ranges.setdefault(t["store"], []).append((d["first_key"], d["last_key"], f["file"]))
+    for store, got in ranges.items():
+        got.sort(key=lambda r: bytes.fromhex(r[0]))
+        for a, b in zip(got, got[1:]):
+            if bytes.fromhex(a[1]) >= bytes.fromhex(b[0]):
+                return f"{a[2]} and {b[2]} of store {'all' if store is None else store}"
+    return None
+
+
+def _remove_written(job: BuildJob, tasks: list[dict[str, Any]]) -> None:
+    """Remove the files of ``tasks`` from out_dir (staged ones are replaced, and the rest deleted with the
+    build's staging prefix, by statectl.spark.submit.run_build)."""
+    if job.spec.staging == "local":
+        for t in tasks:
+            for f in t["files"]:
+                (job.out_dir / f["file"]).unlink(missing_ok=True)
 
 
 def _session(job: BuildJob) -> tuple[Any, Any]:
@@ -161,13 +206,15 @@ def _finish(job: BuildJob, tasks: list[dict[str, Any]], began: float, path: str 
         s.duplicates += t["duplicates"]
         for f in t["files"]:
             built = BuildFile.from_json(f)
-            s.files.append(built.name)
             s.digest.merge(built.digest)
             files.append(built)
+    # in key order: a task's files are named by its partition, which is key order but where the dataset was
+    # laid out as it was read (_write_jvm)
+    files.sort(key=lambda f: (job.store_index[f.store], f.digest.first_key or b"", f.name))
     for s in per_store.values():
-        s.files.sort()
+        s.files = [f.name for f in files if f.store == s.store]
     offsets = {p: spec.ranges[p][1] for p in spec.partitions} if spec.source == "topic" and spec.ranges else {}
-    manifest = BuildManifest(job.spec_hash, job.out_dir, list(per_store.values()), sorted(files, key=lambda f: f.name),
+    manifest = BuildManifest(job.spec_hash, job.out_dir, list(per_store.values()), files,
                              offsets, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              round(time.monotonic() - began, 3), path=path, ranges=ranges or "",
                              sources=sources or [], build_id=job.build_id,
