@@ -16,6 +16,7 @@ from statectl.spark.sampler import SAMPLE_PER_TASK, csv_sample, jsonl_sample, pa
 from statectl.spark.sources import JsonRows, WithStore, read_dataset
 
 
+_ONE_TASK_ROWS = 250_000  # a sorted Parquet file of as few rows is written as it is read, in one task
 _BYTES_PER_TASK = 128 << 20  # input bytes per write task, at most (Spark's own read split size)
 
 
@@ -108,15 +109,20 @@ def lay_out(spark: Any, job: BuildJob, plain: Any, footers: Any = None, presorte
     BuildManifest.ranges; unless that is "spark-sample", the frame has ``pid`` and the sort key ``sk`` of
     :func:`_with_sort_key`, and each partition holds one store).
 
-    With ``presorted``, a Parquet dataset whose row groups' statistics say it is sorted by key
+    With ``presorted``, a Parquet file (one: Spark's reader packs the splits of several files into
+    partitions by size, not by key) whose row groups' statistics say it is sorted by key
     (Footers.sorted_runs) is not shuffled: each partition is a split Spark's reader makes, holding the rows
-    of whole row groups, whose ranges are disjoint as long as no split's row groups interleave with
-    another's (the caller checks the files it writes). Returns (it with ``sk``, "parquet-sorted") then."""
+    of whole, consecutive row groups, so that the partitions' key ranges are disjoint (the caller checks the
+    files it writes: statistics can be wrong). That takes a row group per core (a row group is one task's),
+    or few rows (_ONE_TASK_ROWS: one task sorts them sooner than two shuffle them). Returns (it with ``sk``,
+    "parquet-sorted") then."""
     from pyspark.sql import functions as F
 
     spec = job.spec
-    runs = footers.sorted_runs(spec.kv.key_column) if presorted and footers and spec.files_per_store == 1 else None
-    if runs:
+    one_file = footers is not None and len(footers.files) == 1
+    runs = footers.sorted_runs(spec.kv.key_column) if presorted and one_file and spec.files_per_store == 1 else None
+    few = footers is not None and footers.rows_and_bytes()[0] <= _ONE_TASK_ROWS
+    if runs and (len(runs) >= spark.sparkContext.defaultParallelism or few):
         return _with_sort_key(plain, F.lit(bytearray(os.path.commonprefix([runs[0][0], runs[-1][1]])))), \
             "parquet-sorted"
     stores = len(job.stores)

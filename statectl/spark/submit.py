@@ -241,14 +241,16 @@ class BuildManifest:
     path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns) or "python"
     # the JVM path: where its key ranges came from, "parquet-sample" (the driver read a sample of the key
     # column), "jsonl-sample" / "csv-sample" (the driver read a few chunks of the files) or "spark-sample"
-    # (repartitionByRange read the input for them). JSON lines on that path: Spark's text reader, the lines
+    # (repartitionByRange read the input for them), or "parquet-sorted" (none: a Parquet file its row groups'
+    # statistics say is sorted, written as it is read, without a shuffle). JSON lines on that path: Spark's text reader, the lines
     # parsed per Arrow batch by pyarrow in the executors' Python (not a Python object per row)
     ranges: str = ""
     # a snapshots build: per source task what the executors read, {"task", "keys", "digest", "bytes_read"}
     sources: list[dict[str, Any]] = field(default_factory=list)
     build_id: str = ""
     # the driver's phases, in seconds: session_s (the SparkSession), plan_s (the JVM path's plan: footers,
-    # sample), write_s (its one job), driver_s (the driver's whole run, the JVM's start and exit excluded)
+    # sample), write_s (its one job), driver_s (the driver's whole run, the JVM's start and exit excluded);
+    # sorted_attempt_s: a "parquet-sorted" write whose files overlapped, done again with the shuffle
     phases: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
