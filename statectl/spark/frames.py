@@ -119,12 +119,9 @@ def lay_out(spark: Any, job: BuildJob, plain: Any, footers: Any = None, presorte
     from pyspark.sql import functions as F
 
     spec = job.spec
-    one_file = footers is not None and len(footers.files) == 1
-    runs = footers.sorted_runs(spec.kv.key_column) if presorted and one_file and spec.files_per_store == 1 else None
-    few = footers is not None and footers.rows_and_bytes()[0] <= _ONE_TASK_ROWS
-    if runs and (len(runs) >= spark.sparkContext.defaultParallelism or few):
-        return _with_sort_key(plain, F.lit(bytearray(os.path.commonprefix([runs[0][0], runs[-1][1]])))), \
-            "parquet-sorted"
+    as_read = _as_read(spark, job, plain, footers) if presorted else None
+    if as_read is not None:
+        return as_read, "parquet-sorted"
     stores = len(job.stores)
     per_store = _files_per_store(spark.sparkContext, job)
     parts = stores * per_store
@@ -160,6 +157,20 @@ def lay_out(spark: Any, job: BuildJob, plain: Any, footers: Any = None, presorte
         return laid_out.withColumn("sk", k), f"{spec.fmt}-sample"
     p = F.element_at(F.array(*[F.lit(bytearray(x)) for x in prefixes]), F.col("pid") + 1)
     return _with_sort_key(laid_out, p), f"{spec.fmt}-sample"
+
+
+def _as_read(spark: Any, job: BuildJob, plain: Any, footers: Any) -> Any:
+    """``plain`` with its sort key, laid out as Spark reads it, when :func:`lay_out` may (see there); else
+    None."""
+    from pyspark.sql import functions as F
+
+    if footers is None or len(footers.files) != 1 or job.spec.files_per_store != 1:
+        return None
+    runs = footers.sorted_runs(job.spec.kv.key_column)
+    if not runs or (len(runs) < spark.sparkContext.defaultParallelism
+                    and footers.rows_and_bytes()[0] > _ONE_TASK_ROWS):
+        return None
+    return _with_sort_key(plain, F.lit(bytearray(os.path.commonprefix([runs[0][0], runs[-1][1]]))))
 
 
 def _with_sort_key(df: Any, p: Any) -> Any:

@@ -183,8 +183,9 @@ def test_a_sorted_parquet_file_is_written_without_a_shuffle_and_checked(tmp_path
     # the first group (keys 00000..00998) claims 00000..00000, the second (00001..00999) 00001..00999
     _patch_footer(lying, b"key-00998", b"key-00000")
     kv = KeyValueSpec(key_column="k", value_column="v")
-    for name, data, file_rows, want_ranges in (("sorted", sorted_file, rows, "parquet-sorted"),
-                                               ("lying", lying, evens + odds, "parquet-sample")):
+    # sorted: a file per split and store; lying: per store one range of the shuffle (2 cores, 2 stores)
+    for name, data, file_rows, want_ranges, per_store in (("sorted", sorted_file, rows, "parquet-sorted", 2),
+                                                          ("lying", lying, evens + odds, "parquet-sample", 1)):
         spec = BuildSpec("files", kv, layout="partitioned", partitions_out=2, path=str(data), fmt="parquet",
                          files=(str(data),))
         conf = {"spark.sql.files.maxPartitionBytes": str(data.stat().st_size // 2 + 1),
@@ -196,7 +197,7 @@ def test_a_sorted_parquet_file_is_written_without_a_shuffle_and_checked(tmp_path
         assert sum(s.duplicates for s in manifest.stores) == 2000
         for s in manifest.stores:
             digests = [f.digest for f in manifest.files if f.store == s.store]
-            assert len(digests) == 2, f"{name}: a file per split (or write task) and store"
+            assert len(digests) == per_store, name
             assert all(a.last_key < b.first_key for a, b in zip(digests, digests[1:])), "disjoint, ascending"
         (tmp_path / name).mkdir()
         ingest_and_compare(manifest, expected_from_rows(file_rows, kv, 2), tmp_path / name)
