@@ -151,7 +151,10 @@ def _session(job: BuildJob) -> tuple[Any, Any]:
         got["footers"] = footers = read_footers(job)
         if footers is not None and job.spec.kv.key_column:
             prefetch_parquet_sample(job, footers)
-        import pandas  # noqa: F401 - mapInArrow imports it (pyspark checks its version)
+        try:
+            import pandas  # noqa: F401 - mapInArrow imports it (pyspark checks its version)
+        except ImportError:
+            pass  # mapInArrow says so
 
     t = threading.Thread(target=read, name="statectl-footers", daemon=True)
     t.start()
