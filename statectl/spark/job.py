@@ -93,9 +93,9 @@ def _write_jvm(spark: Any, job: BuildJob, plain: Any, footers: Any, began: float
     while True:
         laid_out, ranges = lay_out(spark, job, plain, footers, presorted=presorted)
         checked = ranges not in ("spark-sample", "parquet-sorted")
-        # one store per partition when checked (the sort key sk of frames._with_sort_key), else a partition
-        # may hold several stores
-        laid_out = laid_out.sortWithinPartitions(*(["sk"] if checked else ["store", "sk"]), "fi", "bs", "id")
+        # one store per partition when checked, else a partition may hold several; sk: frames._with_sort_key's
+        by = ["sk"] if checked else ["store", "k" if ranges == "spark-sample" else "sk"]
+        laid_out = laid_out.sortWithinPartitions(*by, "fi", "bs", "id")
         phases.setdefault("plan_s", round(time.monotonic() - began - phases["session_s"], 3))
         t0 = time.monotonic()
         written = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
