@@ -33,8 +33,8 @@ from statectl.spark.footers import read_footers
 from statectl.spark.sampler import FilePartitioner, file_bounds, prefetch_parquet_sample
 from statectl.spark.sources import files_rdd, topic_rdd
 from statectl.spark.launch import ERROR_MARK
-from statectl.spark.submit import BUILD_MANIFEST, BuildFile, BuildManifest, StoreBuild
-from statectl.spark.writer import Warm, WriteArrow, WriteFiles, entry_digest_columns
+from statectl.spark.submit import BUILD_MANIFEST, SST_PREFIX, BuildFile, BuildManifest, StoreBuild
+from statectl.spark.writer import OUT_OF_ORDER, Warm, WriteArrow, WriteFiles, entry_digest_columns
 
 
 def build(doc: dict[str, Any]) -> dict[str, Any]:
@@ -87,19 +87,28 @@ def _write_jvm(spark: Any, job: BuildJob, plain: Any, footers: Any, began: float
                phases: dict[str, float]) -> tuple[list[dict[str, Any]], str]:
     """The JVM path's one job (frames.lay_out, each partition sorted and written by writer.WriteArrow): the
     tasks' records and where the key ranges came from. A dataset laid out as it is read ("parquet-sorted")
-    whose files turn out to overlap (statistics that said otherwise, or Spark's reader splitting it so that
-    a task's ranges interleave with another's) is built again with the shuffle: its files are removed."""
-    presorted = True
+    is first written as it comes, unsorted (one store: its rows are in key order already, or a task says
+    they are not), then sorted in each partition; files that overlap then (statistics that lied) make it
+    built again with the shuffle. What an attempt wrote is removed before the next."""
+    presorted, sort = True, len(job.stores) > 1
     while True:
         laid_out, ranges = lay_out(spark, job, plain, footers, presorted=presorted)
         checked = ranges not in ("spark-sample", "parquet-sorted")
-        # one store per partition when checked, else a partition may hold several; sk: frames._with_sort_key's
-        by = ["sk"] if checked else ["store", "k" if ranges == "spark-sample" else "sk"]
-        laid_out = laid_out.sortWithinPartitions(*by, "fi", "bs", "id")
+        as_read = ranges == "parquet-sorted" and not sort
+        if not as_read:  # one store per partition when checked, else a partition may hold several
+            by = ["sk"] if checked else ["store", "k" if ranges == "spark-sample" else "sk"]
+            laid_out = laid_out.sortWithinPartitions(*by, "fi", "bs", "id")
         phases.setdefault("plan_s", round(time.monotonic() - began - phases["session_s"], 3))
         t0 = time.monotonic()
-        written = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
-                   .mapInArrow(WriteArrow(job), "task string").collect())
+        try:
+            written = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
+                       .mapInArrow(WriteArrow(job, as_read), "task string").collect())
+        except Exception as e:
+            if not as_read or OUT_OF_ORDER not in str(e):
+                raise
+            _clear_written(job)
+            phases["unsorted_attempt_s"], sort = round(time.monotonic() - t0, 3), True
+            continue
         phases["write_s"] = round(time.monotonic() - t0, 3)
         tasks = [json.loads(row.task) for row in written]
         overlap = _overlap(job, tasks)
@@ -107,7 +116,7 @@ def _write_jvm(spark: Any, job: BuildJob, plain: Any, footers: Any, began: float
             return tasks, ranges
         if ranges != "parquet-sorted":
             raise BuildError(f"the build's files overlap: {overlap}")
-        _remove_written(job, tasks)
+        _clear_written(job)
         phases["sorted_attempt_s"] = phases.pop("write_s")
         presorted = False
 
@@ -128,13 +137,12 @@ def _overlap(job: BuildJob, tasks: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _remove_written(job: BuildJob, tasks: list[dict[str, Any]]) -> None:
-    """Remove the files of ``tasks`` from out_dir (staged ones are replaced, and the rest deleted with the
+def _clear_written(job: BuildJob) -> None:
+    """Remove what an attempt wrote into out_dir (staged files are replaced, and the rest deleted with the
     build's staging prefix, by statectl.spark.submit.run_build)."""
-    if job.spec.staging == "local":
-        for t in tasks:
-            for f in t["files"]:
-                (job.out_dir / f["file"]).unlink(missing_ok=True)
+    for p in job.out_dir.iterdir():
+        if p.name.startswith((SST_PREFIX, f".{SST_PREFIX}")) and p.is_file():
+            p.unlink(missing_ok=True)
 
 
 def _session(job: BuildJob) -> tuple[Any, Any]:

@@ -250,7 +250,8 @@ class BuildManifest:
     build_id: str = ""
     # the driver's phases, in seconds: session_s (the SparkSession), plan_s (the JVM path's plan: footers,
     # sample), write_s (its one job), driver_s (the driver's whole run, the JVM's start and exit excluded);
-    # sorted_attempt_s: a "parquet-sorted" write whose files overlapped, done again with the shuffle
+    # unsorted_attempt_s / sorted_attempt_s: a "parquet-sorted" write, unsorted, that met rows out of key order
+    # (done again sorted) / sorted, whose files overlapped (done again with the shuffle)
     phases: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

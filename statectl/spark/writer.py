@@ -243,19 +243,33 @@ def entry_digest_columns() -> list[Any]:
     return [F.crc32(k).alias("hk"), F.crc32(F.concat(k, len4, F.col("v"))).alias("hl")]
 
 
+OUT_OF_ORDER = "rows out of key order"  # WriteArrow's error for rows given as_read that are not sorted
+
+
 class WriteArrow:
     """A range of the sorted (store, k, v, hk, hl[, pid]) entries -> the SST files of each store it holds (its
-    partition number orders the files of a store by key) and a task record per store, as JSON.
+    partition number orders the files of a store by key) and a task record per store, as JSON. ``as_read``:
+    the rows come as the dataset holds them, not sorted by Spark: rows out of key order (the SST writer
+    refuses a key not above the one before it) end the task with a BuildError saying OUT_OF_ORDER.
 
     Per Arrow batch and store: the last row of each key is kept by comparing each key with the next in
     Arrow (a key's last row in a batch may still be replaced by the first of the next batch: it is held
     back until then), the kept keys and values go to the SST writer as lists, and the digest is summed in
     numpy from hk and hl: no Python object per row but the key and value bytes themselves."""
 
-    def __init__(self, job: BuildJob):
+    def __init__(self, job: BuildJob, as_read: bool = False):
         self.job = job
+        self.as_read = as_read
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        try:
+            yield from self._write(batches)
+        except ValueError as e:  # the SST writer's: a key not above the one before it
+            if not self.as_read:
+                raise
+            raise BuildError(f"{OUT_OF_ORDER}: {e}") from None
+
+    def _write(self, batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
         from pyspark import TaskContext
 

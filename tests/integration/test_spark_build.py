@@ -165,17 +165,57 @@ def _patch_footer(path: Path, old: bytes, new: bytes) -> None:
     path.write_bytes(data[:start] + footer.replace(old, new))
 
 
-def test_a_sorted_parquet_file_is_written_without_a_shuffle_and_checked(tmp_path):
-    """A Parquet file whose row groups' statistics say it is sorted by key is written as Spark reads it, in
-    two splits (no shuffle, no sample): the same stores as the put path's, a key's rows (several in a row
-    group) resolved to the last. Statistics that lie (a row group claiming a range it does not hold) make
-    the splits' files overlap: the build is done again with the shuffle, and is still the put path's."""
+def _sorted_rows() -> list[dict]:
+    return [{"k": f"key-{i // 3:05d}", "v": None if i % 7 == 0 else f"v{i}"} for i in range(3000)]
+
+
+def _two_splits(data: Path) -> dict[str, str]:
+    return {"spark.sql.files.maxPartitionBytes": str(data.stat().st_size // 2 + 1),
+            "spark.sql.files.openCostInBytes": "0"}
+
+
+def _check_build(manifest: BuildManifest, rows: list[dict], kv: KeyValueSpec, stores: int | None, files: int,
+                 tmp_path: Path) -> None:
+    assert sum(s.rows for s in manifest.stores) == 3000 and sum(s.duplicates for s in manifest.stores) == 2000
+    for s in manifest.stores:
+        digests = [f.digest for f in manifest.files if f.store == s.store]
+        assert len(digests) == files, s.store
+        assert all(a.last_key < b.first_key for a, b in zip(digests, digests[1:])), "disjoint, ascending"
+    tmp_path.mkdir()
+    ingest_and_compare(manifest, expected_from_rows(rows, kv, stores), tmp_path)
+
+
+def test_a_sorted_parquet_file_is_written_as_it_is_read(tmp_path):
+    """One store from a Parquet file whose row groups' statistics say it is sorted by key: written as Spark
+    reads it, in two splits, neither shuffled nor sorted (a key's 3 rows resolved to the last); the same
+    file with each row group's rows reversed (the statistics the same) is met out of order by the writer,
+    and written again sorted in each split. Both are the put path's store."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = [{"k": f"key-{i // 3:05d}", "v": None if i % 7 == 0 else f"v{i}"} for i in range(3000)]
+    rows = _sorted_rows()
+    kv = KeyValueSpec(key_column="k", value_column="v")
+    jumbled = [r for g in range(0, 3000, 999) for r in reversed(rows[g:g + 999])]
+    for name, file_rows, attempt in (("sorted", rows, False), ("jumbled", jumbled, True)):
+        data = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.Table.from_pylist(file_rows), data, row_group_size=999)  # a key's rows in one group
+        spec = BuildSpec("files", kv, path=str(data), fmt="parquet", files=(str(data),))
+        manifest = run_build(spec, tmp_path / f"out-{name}", master=MASTER, conf=_two_splits(data))
+        assert manifest.path == "jvm" and manifest.ranges == "parquet-sorted", name
+        assert ("unsorted_attempt_s" in manifest.phases) == attempt, manifest.phases
+        _check_build(manifest, file_rows, kv, None, 2, tmp_path / name)
+
+
+def test_sorted_parquet_stores_without_a_shuffle_and_statistics_that_lie(tmp_path):
+    """Partitioned stores from a sorted Parquet file: each split sorted by store and key, no shuffle.
+    Statistics that lie (a row group claiming a range it does not hold) make the splits' files overlap:
+    the build is done again with the shuffle, and is still the put path's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _sorted_rows()
     sorted_file = tmp_path / "sorted.parquet"
-    pq.write_table(pa.Table.from_pylist(rows), sorted_file, row_group_size=999)  # a key's 3 rows in one group
+    pq.write_table(pa.Table.from_pylist(rows), sorted_file, row_group_size=999)
     evens = [r for r in rows if int(r["k"][4:]) % 2 == 0]
     odds = [r for r in rows if int(r["k"][4:]) % 2 == 1]
     lying = tmp_path / "lying.parquet"
@@ -188,19 +228,10 @@ def test_a_sorted_parquet_file_is_written_without_a_shuffle_and_checked(tmp_path
                                                           ("lying", lying, evens + odds, "parquet-sample", 1)):
         spec = BuildSpec("files", kv, layout="partitioned", partitions_out=2, path=str(data), fmt="parquet",
                          files=(str(data),))
-        conf = {"spark.sql.files.maxPartitionBytes": str(data.stat().st_size // 2 + 1),
-                "spark.sql.files.openCostInBytes": "0"}  # two splits
-        manifest = run_build(spec, tmp_path / f"out-{name}", master=MASTER, conf=conf)
+        manifest = run_build(spec, tmp_path / f"out-{name}", master=MASTER, conf=_two_splits(data))
         assert manifest.path == "jvm" and manifest.ranges == want_ranges, name
         assert ("sorted_attempt_s" in manifest.phases) == (name == "lying"), manifest.phases
-        assert sum(s.rows for s in manifest.stores) == 3000
-        assert sum(s.duplicates for s in manifest.stores) == 2000
-        for s in manifest.stores:
-            digests = [f.digest for f in manifest.files if f.store == s.store]
-            assert len(digests) == per_store, name
-            assert all(a.last_key < b.first_key for a, b in zip(digests, digests[1:])), "disjoint, ascending"
-        (tmp_path / name).mkdir()
-        ingest_and_compare(manifest, expected_from_rows(file_rows, kv, 2), tmp_path / name)
+        _check_build(manifest, file_rows, kv, 2, per_store, tmp_path / name)
     assert not [p for p in (tmp_path / "out-lying").iterdir() if p.name.startswith("store-")
                 and p.name not in {f.name for f in manifest.files}], "the overlapping files are removed"
 
