@@ -87,10 +87,12 @@ def _write_jvm(spark: Any, job: BuildJob, plain: Any, footers: Any, began: float
                phases: dict[str, float]) -> tuple[list[dict[str, Any]], str]:
     """The JVM path's one job (frames.lay_out, each partition sorted and written by writer.WriteArrow): the
     tasks' records and where the key ranges came from. A dataset laid out as it is read ("parquet-sorted")
-    is first written as it comes, unsorted (one store: its rows are in key order already, or a task says
-    they are not), then sorted in each partition; files that overlap then (statistics that lied) make it
+    is first written as it comes, unsorted (one store, several row groups in key order: its rows are in key
+    order already, or a task says they are not), then sorted in each partition; files that overlap then (statistics that lied) make it
     built again with the shuffle. What an attempt wrote is removed before the next."""
-    presorted, sort = True, len(job.stores) > 1
+    # unsorted only where the statistics say something of the rows' order: several row groups in key order
+    runs = footers.sorted_runs(job.spec.kv.key_column) if footers is not None else None
+    presorted, sort = True, len(job.stores) > 1 or len(runs or ()) < 2
     while True:
         laid_out, ranges = lay_out(spark, job, plain, footers, presorted=presorted)
         checked = ranges not in ("spark-sample", "parquet-sorted")
