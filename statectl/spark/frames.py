@@ -16,6 +16,7 @@ from statectl.spark.sampler import SAMPLE_PER_TASK, csv_sample, jsonl_sample, pa
 from statectl.spark.sources import JsonRows, WithStore, read_dataset
 
 
+_ONE_TASK_ROWS = 250_000  # a sorted Parquet file of as few rows is written as it is read, in one task
 _BYTES_PER_TASK = 128 << 20  # input bytes per write task, at most (Spark's own read split size)
 
 
@@ -23,13 +24,14 @@ _BYTES_PER_TASK = 128 << 20  # input bytes per write task, at most (Spark's own 
 _PLAIN_TYPES = {"string", "binary", "int", "bigint", "smallint", "tinyint", "boolean"}
 
 
-def plain_frame(spark: Any, job: BuildJob) -> Any:
+def plain_frame(spark: Any, job: BuildJob, footers: Any = None) -> Any:
     """For a files build whose key and value are one column each, the entries as a DataFrame (store, k,
     v, fi, bs, id): the same bytes as the put path, the order (file's place, split start, row id) the put
     path's row order. The dataset's files are read in one read. Parquet and CSV: columns of a plain type
     (_PLAIN_TYPES), cast in the JVM. JSON lines: Spark's text reader, the lines parsed in Arrow batches
     by :class:`JsonRows`. None otherwise (the Python path then turns each row into an entry with
-    KeyValueSpec.row_entry)."""
+    KeyValueSpec.row_entry). ``footers`` (statectl.spark.footers): the Parquet files' own, giving the key and
+    value columns' schema when they can (Spark's reader then runs no job to infer it)."""
     from pyspark.sql import functions as F
 
     spec, kv = job.spec, job.spec.kv
@@ -37,7 +39,8 @@ def plain_frame(spark: Any, job: BuildJob) -> Any:
             or not kv.value_column:
         return None
     files = list(spec.files) or [str(spec.path)]
-    df = read_dataset(spark, spec.fmt, files)
+    schema = footers.spark_schema([kv.key_column, kv.value_column]) if footers is not None else None
+    df = read_dataset(spark, spec.fmt, files, schema)
     fi = _file_order(df, job)
     where = [fi.alias("fi"), F.col("_metadata.file_block_start").alias("bs"),
              F.monotonically_increasing_id().alias("id")]
@@ -95,7 +98,7 @@ def _files_per_store(sc: Any, job: BuildJob) -> int:
     return max(spec.files_per_store, -(-tasks // len(job.stores)))
 
 
-def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
+def lay_out(spark: Any, job: BuildJob, plain: Any, footers: Any = None, presorted: bool = False) -> tuple[Any, str]:
     """``plain`` shuffled into stores x files_per_store partitions, partition p holding a range of (store,
     k) below partition p + 1's, all rows of a key in one partition. From Parquet the ranges come from a
     sample of the key column of a few row groups read on the driver (:func:`parquet_sample`), from JSON
@@ -104,15 +107,29 @@ def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
     the JVM from those bounds. Otherwise (files the driver cannot read) Spark's repartitionByRange samples
     the input itself (one more read of it). Returns (the frame, where the ranges came from:
     BuildManifest.ranges; unless that is "spark-sample", the frame has ``pid`` and the sort key ``sk`` of
-    :func:`with_sort_key`, and each partition holds one store)."""
+    :func:`with_sort_key`, and each partition holds one store).
+
+    With ``presorted``, a Parquet file (one: Spark's reader packs the splits of several files into
+    partitions by size, not by key) whose row groups' statistics say it is sorted by key
+    (Footers.sorted_runs) is not shuffled: each partition is a split Spark's reader makes, holding the rows
+    of whole, consecutive row groups, so that the partitions' key ranges are disjoint (the caller checks the
+    files it writes: statistics can be wrong). That takes a row group per core (a row group is one task's),
+    or few rows (_ONE_TASK_ROWS: one task sorts them sooner than two shuffle them). Returns (it with ``sk``,
+    "parquet-sorted") then."""
     from pyspark.sql import functions as F
 
     spec = job.spec
+    as_read = _as_read(spark, job, plain, footers) if presorted else None
+    if as_read is not None:
+        return as_read, "parquet-sorted"
     stores = len(job.stores)
     per_store = _files_per_store(spark.sparkContext, job)
     parts = stores * per_store
-    sample = {"parquet": parquet_sample, "jsonl": jsonl_sample, "csv": csv_sample}.get(spec.fmt or "")
-    keys = sample(job, SAMPLE_PER_TASK * parts) if sample else None
+    if spec.fmt == "parquet":
+        keys = parquet_sample(job, SAMPLE_PER_TASK * parts, footers)
+    else:
+        sample = {"jsonl": jsonl_sample, "csv": csv_sample}.get(spec.fmt or "")
+        keys = sample(job, SAMPLE_PER_TASK * parts) if sample else None
     if keys is None:
         return plain.repartitionByRange(parts, "store", "k"), "spark-sample"
     parts_of = partition_of if spec.layout == "partitioned" else None
@@ -134,7 +151,10 @@ def lay_out(spark: Any, job: BuildJob, plain: Any) -> tuple[Any, str]:
         prefixes += ranges + [b""] * (per_store - len(ranges))
     pid = (F.col("store") * F.lit(per_store) + within).cast("int")
     laid_out = to_partitions(plain.withColumn("pid", pid), parts)
-    return with_sort_key(laid_out, prefixes), f"{spec.fmt}-sample"
+    if not any(prefixes):
+        return laid_out.withColumn("sk", k), f"{spec.fmt}-sample"
+    p = F.element_at(F.array(*[F.lit(bytearray(x)) for x in prefixes]), F.col("pid") + 1)
+    return with_sort_key(laid_out, p), f"{spec.fmt}-sample"
 
 
 def to_partitions(df: Any, parts: int) -> Any:
@@ -146,21 +166,31 @@ def to_partitions(df: Any, parts: int) -> Any:
     return df.repartition(parts, slot)
 
 
-def with_sort_key(df: Any, prefixes: list[bytes]) -> Any:
-    """``df`` (one store per partition, its ``pid``) with ``sk``: a binary that sorts as ``k`` does and
-    tells keys apart in its first 8 bytes where ``k`` may not. Spark sorts by a column's first 8 bytes
-    (its sort prefix) and compares whole rows only on ties, so keys that share a long beginning
-    (``key-000000123456``) make it compare key pairs in full (the sort-and-write stage of 2 M shuffled such
-    keys on local[2]: 7.6 s with k, 5.5 s with sk). A partition's keys
-    mostly begin with the common beginning P of its sampled keys; sk is 0x01 + the rest of k for a key
-    that begins with P, 0x00 + k for a key below P, 0x02 + k for one above: the same order as k (a key
-    that does not begin with P sorts wholly below or wholly above the keys that do), and equal only for
+def _as_read(spark: Any, job: BuildJob, plain: Any, footers: Any) -> Any:
+    """``plain`` with its sort key, laid out as Spark reads it, when :func:`lay_out` may (see there); else
+    None."""
+    from pyspark.sql import functions as F
+
+    if footers is None or len(footers.files) != 1 or job.spec.files_per_store != 1:
+        return None
+    runs = footers.sorted_runs(job.spec.kv.key_column)
+    if not runs or (len(runs) < spark.sparkContext.defaultParallelism
+                    and footers.rows_and_bytes()[0] > _ONE_TASK_ROWS):
+        return None
+    return with_sort_key(plain, F.lit(bytearray(os.path.commonprefix([runs[0][0], runs[-1][1]]))))
+
+
+def with_sort_key(df: Any, p: Any) -> Any:
+    """``df`` with ``sk``: a binary that sorts as ``k`` does and tells keys apart in its first 8 bytes where
+    ``k`` may not. Spark sorts by a column's first 8 bytes (its sort prefix) and compares whole rows only on
+    ties, so keys that share a long beginning (``key-000000123456``) make it compare key pairs in full (the
+    sort-and-write stage of 2 M shuffled such keys on local[2]: 7.6 s with k, 5.5 s with sk). ``p`` (a
+    column: a row's partition's) is the bytes the keys mostly begin with, P; sk is 0x01 + the rest of k for
+    a key that begins with P, 0x00 + k for a key below P, 0x02 + k for one above: the same order as k (a
+    key that does not begin with P sorts wholly below or wholly above the keys that do), and equal only for
     equal keys. P need not be right for every key: the order is exact for any P."""
     from pyspark.sql import functions as F
 
-    if not any(prefixes):
-        return df.withColumn("sk", F.col("k"))
-    p = F.element_at(F.array(*[F.lit(bytearray(x)) for x in prefixes]), F.col("pid") + 1)
     return df.withColumn("_p", p).withColumn("sk", F.expr(
         "CASE WHEN substring(k, 1, length(_p)) = _p THEN concat(X'01', substring(k, length(_p) + 1)) "
         "WHEN k < _p THEN concat(X'00', k) ELSE concat(X'02', k) END")).drop("_p")
@@ -171,14 +201,14 @@ _ARROW_BYTES_CONF = "spark.sql.execution.arrow.maxBytesPerBatch"
 _ARROW_ROWS_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
-def arrow_batches(spark: Any, job: BuildJob) -> None:
+def arrow_batches(spark: Any, job: BuildJob, footers: Any = None) -> None:
     """Size the JVM path's Arrow batches by rows, not bytes: Spark checks a batch's size in bytes after
     every row it adds (maxBytesPerBatch, 64 MiB by default), a quarter of the JVM's time in the
     sort-and-write stage (2 M rows of 16-byte keys and 100-byte values: 5.9 -> 4.4 s of CPU). With the
     check off (Int.MaxValue), a batch holds maxRecordsPerBatch rows: about _ARROW_BATCH_BYTES of the
     dataset's average row (from the Parquet footers, or the first MiB of a JSON-lines file), 64 to
     10 000 rows. Left as they are when the user set either (``--spark-conf``), for CSV, or when the
-    files cannot be read here."""
+    files cannot be read here (``footers``: the Parquet files', read here when None)."""
     conf = spark.sparkContext.getConf()
     if conf.contains(_ARROW_BYTES_CONF) or conf.contains(_ARROW_ROWS_CONF):
         return
@@ -186,13 +216,12 @@ def arrow_batches(spark: Any, job: BuildJob) -> None:
     files = [local_path(f) for f in list(spec.files) or [str(spec.path)]]
     try:
         if spec.fmt == "parquet":
-            import pyarrow.parquet as pq
+            from statectl.spark.footers import read_footers
 
-            rows = size = 0
-            for f in files:
-                meta = pq.read_metadata(f)
-                rows += meta.num_rows
-                size += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            footers = footers or read_footers(job)
+            if footers is None:
+                return
+            rows, size = footers.rows_and_bytes()
         elif spec.fmt == "jsonl":
             with open(files[0], "rb") as fh:
                 head = fh.read(1 << 20)

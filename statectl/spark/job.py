@@ -30,23 +30,24 @@ from statectl.fsutil import write_atomic
 from statectl.spark.context import BuildError, BuildJob, local_path, one_line
 from statectl.spark.frames import arrow_batches, lay_out, plain_frame, to_partitions, with_sort_key
 from statectl.spark.rescale_reader import CheckTargets, snapshots_frame
-from statectl.spark.sampler import FilePartitioner, file_bounds
+from statectl.spark.footers import read_footers
+from statectl.spark.sampler import FilePartitioner, file_bounds, prefetch_parquet_sample
 from statectl.spark.sources import files_rdd, topic_rdd
 from statectl.spark.status import StatusLines
 from statectl.spark.launch import ERROR_MARK
-from statectl.spark.submit import BUILD_MANIFEST, BuildFile, BuildManifest, StoreBuild
-from statectl.spark.writer import WriteArrow, WriteFiles, entry_digest_columns
+from statectl.spark.submit import BUILD_MANIFEST, SST_PREFIX, BuildFile, BuildManifest, StoreBuild
+from statectl.spark.writer import OUT_OF_ORDER, Warm, WriteArrow, WriteFiles, entry_digest_columns
 
 
 def build(doc: dict[str, Any]) -> dict[str, Any]:
     """Run the build the job document asks for; write and return the manifest."""
     from pyspark import StorageLevel
-    from pyspark.sql import SparkSession
 
     began = time.monotonic()
     job = BuildJob(doc)
     spec = job.spec
-    spark = SparkSession.builder.getOrCreate()
+    spark, footers = _session(job)
+    phases = {"session_s": round(time.monotonic() - began, 3)}
     try:
         sc = spark.sparkContext
         sc.setLogLevel("WARN")
@@ -54,18 +55,14 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         with StatusLines(sc, written):
             if spec.source == "snapshots":
                 tasks, sources, digest = _rescale(spark, job, written)
-                return _finish(job, tasks, began, "jvm", sources=sources, source_digest=digest)
-            plain = plain_frame(spark, job)
+                return _finish(job, tasks, began, "jvm", sources=sources, source_digest=digest, phases=phases)
+            plain = plain_frame(spark, job, footers)
             if plain is not None:
-                arrow_batches(spark, job)
-                laid_out, ranges = lay_out(spark, job, plain)
-                checked = ranges != "spark-sample"
-                # one store per partition when checked (with_sort_key's sk), else the ranges may span two
-                laid_out = laid_out.sortWithinPartitions(*(["sk"] if checked else ["store", "k"]), "fi", "bs", "id")
-                rows = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
-                        .mapInArrow(WriteArrow(job, written), "task string").collect())
-                tasks = [json.loads(row.task) for row in rows]
-                return _finish(job, tasks, began, "jvm", ranges=ranges)
+                _warm_workers(spark)
+                arrow_batches(spark, job, footers)
+                _no_adaptive_plan(spark)
+                tasks, ranges = _write_jvm(spark, job, plain, footers, began, phases, written)
+                return _finish(job, tasks, began, "jvm", ranges=ranges, phases=phases)
             keyed = topic_rdd(sc, job) if spec.source == "topic" else files_rdd(spark, job)
             stores, per_store = len(job.stores), spec.files_per_store
             bounds: list[list[bytes]] = []
@@ -80,10 +77,7 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         raise BuildError(summarize(e)) from None  # while the JVM still answers for its exception
     finally:
         spark.stop()
-    return _finish(job, tasks, began)
-
-
-_ADAPTIVE = "spark.sql.adaptive.enabled"
+    return _finish(job, tasks, began, phases=phases)
 
 
 def _rescale(spark: Any, job: BuildJob,
@@ -98,9 +92,7 @@ def _rescale(spark: Any, job: BuildJob,
     from pyspark.sql import functions as F
 
     spec = job.spec
-    if not spark.sparkContext.getConf().contains(_ADAPTIVE):
-        # the shuffle's partitions are the targets: nothing to re-plan once the read stage ends (one job, not two)
-        spark.conf.set(_ADAPTIVE, "false")
+    _no_adaptive_plan(spark)  # the shuffle's partitions are the targets: one job, not two
     entries, stats = snapshots_frame(spark, job)
     seen = Observation("sources")
     # Digest.checksum = sum(hk << 32 | hl) = (sum(hk) << 32) + sum(hl) mod 2**64; bigint sums of 32-bit CRCs
@@ -108,9 +100,9 @@ def _rescale(spark: Any, job: BuildJob,
     hk, hl = (F.crc32(F.col("k")), entry_digest_columns()[1])
     entries = entries.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(hk).alias("hk"), F.sum(hl).alias("hl"))
     laid_out = to_partitions(entries.withColumn("pid", F.col("store")), len(job.stores))
-    laid_out = with_sort_key(laid_out, [bytes.fromhex(spec.key_prefix)] * len(job.stores)).sortWithinPartitions("sk")
-    written = (laid_out.select("store", "k", "v", *entry_digest_columns(), "pid")
-               .mapInArrow(WriteArrow(job, written, CheckTargets(job)), "task string").collect())
+    laid_out = with_sort_key(laid_out, F.lit(bytearray(bytes.fromhex(spec.key_prefix)))).sortWithinPartitions("sk")
+    rows = (laid_out.select("store", "k", "v", *entry_digest_columns(), "pid")
+            .mapInArrow(WriteArrow(job, written, check=CheckTargets(job)), "task string").collect())
     got = seen.get
     read = stats.value
     sources = [read[i] for i in sorted(read)]
@@ -120,16 +112,138 @@ def _rescale(spark: Any, job: BuildJob,
     if int(got["rows"] or 0) != keys:
         raise BuildError(f"the readers gave {keys} entries of the sources, the Spark job saw {got['rows']}")
     checksum = ((int(got["hk"] or 0) << 32) + int(got["hl"] or 0)) & MASK64
-    return [json.loads(row.task) for row in written], sources, Digest(keys, None, None, checksum)
+    return [json.loads(row.task) for row in rows], sources, Digest(keys, None, None, checksum)
+
+
+def _write_jvm(spark: Any, job: BuildJob, plain: Any, footers: Any, began: float, phases: dict[str, float],
+               written: Any = None) -> tuple[list[dict[str, Any]], str]:
+    """The JVM path's one job (frames.lay_out, each partition sorted and written by writer.WriteArrow): the
+    tasks' records and where the key ranges came from. A dataset laid out as it is read ("parquet-sorted")
+    is first written as it comes, unsorted (one store, several row groups in key order: its rows are in key
+    order already, or a task says they are not), then sorted in each partition; files that overlap then (statistics that lied) make it
+    built again with the shuffle. What an attempt wrote is removed before the next. ``written``: the
+    accumulator of rows written (the build's status)."""
+    # unsorted only where the statistics say something of the rows' order: several row groups in key order
+    runs = footers.sorted_runs(job.spec.kv.key_column) if footers is not None else None
+    presorted, sort = True, len(job.stores) > 1 or len(runs or ()) < 2
+    while True:
+        laid_out, ranges = lay_out(spark, job, plain, footers, presorted=presorted)
+        checked = ranges not in ("spark-sample", "parquet-sorted")
+        as_read = ranges == "parquet-sorted" and not sort
+        if not as_read:  # one store per partition when checked, else a partition may hold several
+            by = ["sk"] if checked else ["store", "k" if ranges == "spark-sample" else "sk"]
+            laid_out = laid_out.sortWithinPartitions(*by, "fi", "bs", "id")
+        phases.setdefault("plan_s", round(time.monotonic() - began - phases["session_s"], 3))
+        t0 = time.monotonic()
+        try:
+            rows = (laid_out.select("store", "k", "v", *entry_digest_columns(), *(["pid"] if checked else []))
+                    .mapInArrow(WriteArrow(job, written, as_read=as_read), "task string").collect())
+        except Exception as e:
+            if not as_read or OUT_OF_ORDER not in str(e):
+                raise
+            _clear_written(job)
+            phases["unsorted_attempt_s"], sort = round(time.monotonic() - t0, 3), True
+            continue
+        phases["write_s"] = round(time.monotonic() - t0, 3)
+        tasks = [json.loads(row.task) for row in rows]
+        overlap = _overlap(job, tasks)
+        if overlap is None:
+            return tasks, ranges
+        if ranges != "parquet-sorted":
+            raise BuildError(f"the build's files overlap: {overlap}")
+        _clear_written(job)
+        phases["sorted_attempt_s"] = phases.pop("write_s")
+        presorted = False
+
+
+def _overlap(job: BuildJob, tasks: list[dict[str, Any]]) -> str | None:
+    """Where two files of one store overlap (the first such pair), else None: every key of a store is in
+    one file, and a key's rows were all sorted in one task."""
+    ranges: dict[Any, list[tuple[str, str, str]]] = {}
+    for t in tasks:
+        for f in t["files"]:
+            d = f["digest"]
+            ranges.setdefault(t["store"], []).append((d["first_key"], d["last_key"], f["file"]))
+    for store, got in ranges.items():
+        got.sort(key=lambda r: bytes.fromhex(r[0]))
+        for a, b in zip(got, got[1:]):
+            if bytes.fromhex(a[1]) >= bytes.fromhex(b[0]):
+                return f"{a[2]} and {b[2]} of store {'all' if store is None else store}"
+    return None
+
+
+def _clear_written(job: BuildJob) -> None:
+    """Remove what an attempt wrote into out_dir (staged files are replaced, and the rest deleted with the
+    build's staging prefix, by statectl.spark.submit.run_build)."""
+    for p in job.out_dir.iterdir():
+        if p.name.startswith((SST_PREFIX, f".{SST_PREFIX}")) and p.is_file():
+            p.unlink(missing_ok=True)
+
+
+def _session(job: BuildJob) -> tuple[Any, Any]:
+    """The SparkSession and the Parquet footers of a files build (None otherwise: statectl.spark.footers),
+    these read in a thread while the session starts (the JVM's start leaves the second core idle), with
+    the key column's sample (Footers.key_sample) and the driver's imports that the plan needs."""
+    import threading
+
+    from pyspark.sql import SparkSession
+
+    got: dict[str, Any] = {}
+
+    def read() -> None:
+        got["footers"] = footers = read_footers(job)
+        if footers is not None and job.spec.kv.key_column:
+            prefetch_parquet_sample(job, footers)
+        try:
+            import pandas  # noqa: F401 - mapInArrow imports it (pyspark checks its version)
+        except ImportError:
+            pass  # mapInArrow says so
+
+    t = threading.Thread(target=read, name="statectl-footers", daemon=True)
+    t.start()
+    spark = SparkSession.builder.getOrCreate()
+    t.join()
+    return spark, got.get("footers")
+
+
+def _warm_workers(spark: Any) -> None:
+    """Start the Python workers of the write stage now, in the background: a job of one task per core
+    whose workers import what the write stage's tasks import (writer.Warm); Spark keeps them for reuse
+    (spark.python.worker.reuse), so the write stage's tasks find them ready instead of starting their own
+    while the driver still plans."""
+    import threading
+
+    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    if spark.sparkContext.getConf().get("spark.python.worker.reuse", "true").lower() != "true":
+        return
+    frame = spark.range(0, cores, 1, cores).mapInArrow(Warm(), "id long")
+    threading.Thread(target=lambda: _quietly(frame.collect), name="statectl-warm", daemon=True).start()
+
+
+def _quietly(fn: Any) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - only a head start: the build's own tasks start workers anyway
+        pass
+
+
+def _no_adaptive_plan(spark: Any) -> None:
+    """Adaptive query execution off (unless the user set it): the write's plan has one fixed shuffle into the
+    partitions it names, which AQE would only plan again between its two stages."""
+    if not spark.sparkContext.getConf().contains(_AQE):
+        spark.conf.set(_AQE, "false")
+
+
+_AQE = "spark.sql.adaptive.enabled"
 
 
 def _finish(job: BuildJob, tasks: list[dict[str, Any]], began: float, path: str = "python",
             sources: list[dict[str, Any]] | None = None, ranges: str | None = None,
-            source_digest: Digest | None = None) -> dict[str, Any]:
+            source_digest: Digest | None = None, phases: dict[str, float] | None = None) -> dict[str, Any]:
     """Write the manifest (submit.BuildManifest) made of the tasks' records; ``path``: how the entries were
     made, "jvm" (plain_frame, a rescale) or "python"; ``sources``: what a snapshots build read from each
     source, ``source_digest``: the Digest of all they read; ``ranges``: where the JVM path's key ranges came
-    from (BuildManifest.ranges). Returns its document."""
+    from (BuildManifest.ranges); ``phases``: the driver's (BuildManifest.phases). Returns its document."""
     spec = job.spec
     per_store = {s: StoreBuild(s, [], 0, 0, Digest()) for s in job.stores}
     files = []
@@ -139,16 +253,19 @@ def _finish(job: BuildJob, tasks: list[dict[str, Any]], began: float, path: str 
         s.duplicates += t["duplicates"]
         for f in t["files"]:
             built = BuildFile.from_json(f)
-            s.files.append(built.name)
             s.digest.merge(built.digest)
             files.append(built)
+    # in key order: a task's files are named by its partition, which is key order but where the dataset was
+    # laid out as it was read (_write_jvm)
+    files.sort(key=lambda f: (job.store_index[f.store], f.digest.first_key or b"", f.name))
     for s in per_store.values():
-        s.files.sort()
+        s.files = [f.name for f in files if f.store == s.store]
     offsets = {p: spec.ranges[p][1] for p in spec.partitions} if spec.source == "topic" and spec.ranges else {}
-    manifest = BuildManifest(job.spec_hash, job.out_dir, list(per_store.values()), sorted(files, key=lambda f: f.name),
+    manifest = BuildManifest(job.spec_hash, job.out_dir, list(per_store.values()), files,
                              offsets, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              round(time.monotonic() - began, 3), path=path, ranges=ranges or "",
-                             sources=sources or [], build_id=job.build_id, source_digest=source_digest)
+                             sources=sources or [], build_id=job.build_id, source_digest=source_digest,
+                             phases={**(phases or {}), "driver_s": round(time.monotonic() - began, 3)})
     doc = manifest.to_dict()
     # unique: the temporary file is then .BUILD-MANIFEST.json.<pid>.tmp, a name a build dir may hold (what a
     # kill leaves there must not make the dir look like something else: engine.adstore.builds.is_build_dir)

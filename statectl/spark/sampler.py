@@ -18,6 +18,7 @@ from statectl.spark.context import BuildJob, local_path
 _SAMPLES_PER_FILE = 64
 SAMPLE_PER_TASK = 200  # keys sampled per write task for its key range (the JVM path)
 _SAMPLE_ROW_GROUPS = 64  # row groups read for that sample, at most
+_SAMPLE_KEEP = 4096  # keys kept of each row group read, at even steps (the sample picks from them)
 _SAMPLE_CHUNK = 256 << 10  # bytes of a JSON-lines or CSV file read per chunk of that sample
 
 
@@ -70,39 +71,35 @@ def file_bounds(keyed: Any, stores: int, files_per_store: int) -> list[list[byte
     return bounds
 
 
-def parquet_sample(job: BuildJob, want: int) -> list[bytes] | None:
-    """About ``want`` keys (the bytes the JVM path makes of them) spread over the dataset, read on the
-    driver from the key column of at most _SAMPLE_ROW_GROUPS row groups spread over its files (their
-    footers and that column's chunks only). None when a file is not a local file pyarrow can read (then
+def parquet_sample(job: BuildJob, want: int, footers: Any = None) -> list[bytes] | None:
+    """About ``want`` keys (the bytes the JVM path makes of them) spread over the dataset, from the key
+    column of at most _SAMPLE_ROW_GROUPS row groups spread over its files, read on the driver
+    (statectl.spark.footers.Footers.key_sample: their footers and that column's chunks only; ``footers``:
+    those of the dataset, read here when None). None when a file is not a local file pyarrow can read (then
     Spark samples). The sample only balances the partitions; the result does not depend on it."""
     try:
         import pyarrow as pa
-        import pyarrow.parquet as pq
+
+        from statectl.spark.footers import read_footers
     except ImportError:
         return None
-    spec = job.spec
-    column = spec.kv.key_column
-    groups: list[tuple[Any, int, int]] = []
-    try:
-        for f in list(spec.files) or [str(spec.path)]:
-            pf = pq.ParquetFile(local_path(f), pre_buffer=False)
-            groups += [(pf, i, pf.metadata.row_group(i).num_rows) for i in range(pf.metadata.num_row_groups)]
-        if len(groups) > _SAMPLE_ROW_GROUPS:
-            step = len(groups) / _SAMPLE_ROW_GROUPS
-            groups = [groups[int(i * step)] for i in range(_SAMPLE_ROW_GROUPS)]
-        per_group = max(1, -(-want // max(1, len(groups))))
-        keys: list[bytes] = []
-        for pf, i, rows in groups:
-            if not rows:
-                continue
-            values = pf.read_row_group(i, columns=[column]).column(0)
-            picked = values.take(pa.array(range(0, rows, max(1, rows // per_group)), pa.int64()))
-            for v in picked.to_pylist():
-                if v is not None:
-                    keys.append(_sample_bytes(v))
-    except Exception:  # a dir, a remote path, a file pyarrow reads otherwise than Spark: Spark samples
+    footers = footers or read_footers(job)
+    picked = footers.key_sample(job.spec.kv.key_column, _SAMPLE_ROW_GROUPS, _SAMPLE_KEEP) if footers else None
+    if picked is None:
         return None
+    per_group = max(1, -(-want // max(1, len(picked))))
+    keys: list[bytes] = []
+    for values in picked:
+        n = len(values)
+        for v in values.take(pa.array(range(0, n, max(1, n // per_group)), pa.int64())).to_pylist():
+            if v is not None:
+                keys.append(_sample_bytes(v))
     return keys
+
+
+def prefetch_parquet_sample(job: BuildJob, footers: Any) -> None:
+    """Read what :func:`parquet_sample` picks from (Footers.key_sample), before it is asked for."""
+    footers.key_sample(job.spec.kv.key_column, _SAMPLE_ROW_GROUPS, _SAMPLE_KEEP)
 
 
 def jsonl_sample(job: BuildJob, want: int) -> list[bytes] | None:

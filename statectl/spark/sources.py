@@ -120,9 +120,11 @@ def files_rdd(spark: Any, job: BuildJob) -> Any:
     return df.rdd.mapPartitionsWithIndex(_FileRows(job, columns))
 
 
-def read_dataset(spark: Any, fmt: str, files: list[str]) -> Any:
+def read_dataset(spark: Any, fmt: str, files: list[str], schema: str | None = None) -> Any:
+    """The dataset's DataFrame; ``schema``: a Parquet dataset's columns as Spark would infer them (DDL), so
+    that the reader runs no job to infer them (statectl.spark.footers)."""
     if fmt == "parquet":
-        return spark.read.parquet(*files)
+        return (spark.read.schema(schema) if schema else spark.read).parquet(*files)
     if fmt == "jsonl":
         return spark.read.text(files)
     # Python's csv module (the put path): RFC 4180 quoting ("" inside quotes), newlines in quoted fields,

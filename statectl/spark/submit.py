@@ -242,7 +242,8 @@ class BuildManifest:
     path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns) or "python"
     # the JVM path: where its key ranges came from, "parquet-sample" (the driver read a sample of the key
     # column), "jsonl-sample" / "csv-sample" (the driver read a few chunks of the files) or "spark-sample"
-    # (repartitionByRange read the input for them). JSON lines on that path: Spark's text reader, the lines
+    # (repartitionByRange read the input for them), or "parquet-sorted" (none: a Parquet file its row groups'
+    # statistics say is sorted, written as it is read, without a shuffle). JSON lines on that path: Spark's text reader, the lines
     # parsed per Arrow batch by pyarrow in the executors' Python (not a Python object per row)
     ranges: str = ""
     # a snapshots build: per source task what the executors read, {"task", "snapshot", "keys", "bytes_read"},
@@ -250,6 +251,11 @@ class BuildManifest:
     sources: list[dict[str, Any]] = field(default_factory=list)
     build_id: str = ""
     source_digest: Digest | None = None
+    # the driver's phases, in seconds: session_s (the SparkSession), plan_s (the JVM path's plan: footers,
+    # sample), write_s (its one job), driver_s (the driver's whole run, the JVM's start and exit excluded);
+    # unsorted_attempt_s / sorted_attempt_s: a "parquet-sorted" write, unsorted, that met rows out of key order
+    # (done again sorted) / sorted, whose files overlapped (done again with the shuffle)
+    phases: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``BUILD-MANIFEST.json`` document (the job writes it; :meth:`read` reads it back)."""
@@ -267,6 +273,8 @@ class BuildManifest:
             out["sources"] = self.sources
         if self.source_digest is not None:
             out["source_digest"] = self.source_digest.as_json()
+        if self.phases:
+            out["phases"] = self.phases
         return out
 
     def store(self, store: int | None) -> StoreBuild:
@@ -302,7 +310,8 @@ class BuildManifest:
                        float(d.get("duration_s", 0.0)), path=str(d.get("path", "python")),
                        ranges=str(d.get("ranges", "")),
                        sources=list(d.get("sources") or []), build_id=str(d.get("build_id", "")),
-                       source_digest=None if d.get("source_digest") is None else Digest.from_json(d["source_digest"]))
+                       source_digest=None if d.get("source_digest") is None else Digest.from_json(d["source_digest"]),
+                       phases={str(k): float(v) for k, v in (d.get("phases") or {}).items()})
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"malformed {BUILD_MANIFEST} in {out_dir}: {e}") from None
 

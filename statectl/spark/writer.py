@@ -221,6 +221,20 @@ class _StoreFiles:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
+class Warm:
+    """Arrow batches passed through by a Python worker that first imports what :class:`WriteArrow` imports
+    (statectl.spark.job starts the workers with it while the driver plans)."""
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        import numpy  # noqa: F401
+        import pyarrow.compute  # noqa: F401
+
+        from statectl.rocks.sst import rocksdict_module
+
+        rocksdict_module()  # imported by SstWriter when the first file opens
+        yield from batches
+
+
 def entry_digest_columns() -> list[Any]:
     """The two halves of each entry's entry_digest (statectl.formats.adstore), computed in the JVM over
     (k, v): hk = CRC32(k), hl = CRC32(k + k's length as 4 bytes big-endian + v) (zlib.crc32(v,
@@ -232,9 +246,14 @@ def entry_digest_columns() -> list[Any]:
     return [F.crc32(k).alias("hk"), F.crc32(F.concat(k, len4, F.col("v"))).alias("hl")]
 
 
+OUT_OF_ORDER = "rows out of key order"  # WriteArrow's error for rows given as_read that are not sorted
+
+
 class WriteArrow:
     """A range of the sorted (store, k, v, hk, hl[, pid]) entries -> the SST files of each store it holds (its
-    partition number orders the files of a store by key) and a task record per store, as JSON.
+    partition number orders the files of a store by key) and a task record per store, as JSON. ``as_read``:
+    the rows come as the dataset holds them, not sorted by Spark: rows out of key order (the SST writer
+    refuses a key not above the one before it) end the task with a BuildError saying OUT_OF_ORDER.
 
     Per Arrow batch and store: the last row of each key is kept by comparing each key with the next in
     Arrow (a key's last row in a batch may still be replaced by the first of the next batch: it is held
@@ -243,11 +262,20 @@ class WriteArrow:
     with each run's keys (a pyarrow array) and its store's index before they are written (a rescale's
     partitioner check: statectl.spark.rescale_reader.CheckTargets)."""
 
-    def __init__(self, job: BuildJob, written: Any = None, check: Any = None):
+    def __init__(self, job: BuildJob, written: Any = None, check: Any = None, as_read: bool = False):
         self.job, self.written = job, written  # written: the accumulator of rows written (the build's status)
         self.check = check
+        self.as_read = as_read
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        try:
+            yield from self._write(batches)
+        except ValueError as e:  # the SST writer's: a key not above the one before it
+            if not self.as_read:
+                raise
+            raise BuildError(f"{OUT_OF_ORDER}: {e}") from None
+
+    def _write(self, batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
         from pyspark import TaskContext
 

@@ -7,6 +7,8 @@
    included) vs the put path from the same rows. Target: at least 2x faster.
 3. The ingest step alone (from the Spark path's phases), and the peak RSS of each (the Spark path's
    includes spark-submit's JVM: it is a child statectl waits for).
+4. The crossover (:func:`crossover_bench`): the Spark path vs the put path at 4 M rows of shuffled keys,
+   8 M sorted and 20 M shuffled, side by side round by round. Targets: at least 1.0x, 1.0x and 1.5x.
 
     .venv/bin/python -m tests.bench.adstorebench [--records 2000000]
     # the Parquet figures alone (no broker), each master side by side with the put path, rounds repeated
@@ -15,6 +17,10 @@
     .venv/bin/python -m tests.bench.adstorebench --files-only --format jsonl --repeat 2
     # keys in no order, a third of the rows overwriting earlier ones (default: ascending, distinct)
     .venv/bin/python -m tests.bench.adstorebench --files-only --order shuffled
+    # the crossover figure (make bench --only adstore runs it too): Spark vs put at 4 M shuffled, 8 M sorted
+    # and 20 M shuffled rows, 3 rounds; smaller sizes for a quick look
+    .venv/bin/python -m tests.bench.adstorebench --crossover --repeat 3
+    .venv/bin/python -m tests.bench.adstorebench --crossover 400k:shuffled,800k:sorted --repeat 2
 """
 
 from __future__ import annotations
@@ -168,13 +174,14 @@ def bench(work: Path, records: int = 2_000_000) -> dict[str, Any]:
 
 
 def files_bench(work: Path, records: int, masters: list[str], repeat: int, fmt: str = "parquet",
-                order: str = "sorted") -> dict[str, Any]:
+                order: str = "sorted", warm: bool = True) -> dict[str, Any]:
     """The put path and the Spark path under each of ``masters`` from one Parquet (or JSON-lines) file of
     rows in ``order`` (:func:`_ids`), ``repeat`` rounds (each round runs them all, one after the other, so
     a ratio compares runs made side by side); the median of the rounds' ratios: spark_<master>/put (time)
     and each master's time over the first's. Before the rounds, one Spark build of 1 000 rows, so the
     rounds map the driver's class archive (statectl.spark.launch.ClassArchive) as every build but a
-    machine's first does: its time is ``first_build_s`` (recording the archive, when there was none)."""
+    machine's first does: its time is ``first_build_s`` (recording the archive, when there was none); without
+    ``warm`` there is none (a figure measured after another)."""
     import shutil
     import statistics
 
@@ -184,15 +191,17 @@ def files_bench(work: Path, records: int, masters: list[str], repeat: int, fmt: 
     write = _parquet if fmt == "parquet" else _jsonl
     write(data, records, order)
     common = ["adstore", "load", "--from-file", str(data), "--key-field", "k", "--value-field", "v", "-o", "json"]
-    warm = work / f"warm.{fmt}"
-    write(warm, 1000)
-    first = run_measured([STATECTL, *common[:3], str(warm), *common[4:], "--store", "warm", "--state-dir",
-                          str(work / "warm-state"), "--spark", "--master", masters[0]], env=env, cwd=work / "warm")
+    first = None
+    if warm:
+        tiny = work / f"warm.{fmt}"
+        write(tiny, 1000)
+        first = run_measured([STATECTL, *common[:3], str(tiny), *common[4:], "--store", "warm", "--state-dir",
+                              str(work / "warm-state"), "--spark", "--master", masters[0]], env=env, cwd=work / "warm")
     rounds = []
     for r in range(repeat):
         got: dict[str, Any] = {}
         runs = [("put", [])] + [(m, ["--spark", "--master", m]) for m in masters]
-        for name, extra in runs:
+        for name, extra in (runs if r % 2 == 0 else runs[::-1]):  # who goes first alternates
             cwd = work / f"r{r}-{name}"
             s = run_measured([STATECTL, *common, "--store", f"s{r}{len(got)}", "--state-dir", str(work / "state"),
                               *extra], env=env, cwd=cwd)
@@ -204,11 +213,67 @@ def files_bench(work: Path, records: int, masters: list[str], repeat: int, fmt: 
         rounds.append(got)
         shutil.rmtree(work / "state", ignore_errors=True)
     out: dict[str, Any] = {"records": records, "format": fmt, "order": order,
-                           "first_build_s": round(first.wall_s, 2), "rounds": rounds}
+                           "first_build_s": round(first.wall_s, 2) if first else None, "rounds": rounds}
     for m in masters:
-        out[f"spark_{m}/put"] = round(statistics.median(g[m]["s"] / g["put"]["s"] for g in rounds), 3)
+        ratios = [g[m]["s"] / g["put"]["s"] for g in rounds]
+        out[f"spark_{m}/put"] = round(statistics.median(ratios), 3)
+        out[f"spark_{m}/put_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
     for m in masters[1:]:
         out[f"{m}/{masters[0]}"] = round(statistics.median(g[m]["s"] / g[masters[0]]["s"] for g in rounds), 3)
+    return out
+
+
+# The crossover figure's cases: (rows, key order); targets: the Spark path no slower than the put path at 4 M
+# shuffled and at 8 M sorted rows, and at least 1.5x faster at 20 M.
+CROSSOVER = ((4_000_000, "shuffled"), (8_000_000, "sorted"), (20_000_000, "shuffled"))
+CROSSOVER_TARGETS = {(4_000_000, "shuffled"): 1.0, (8_000_000, "sorted"): 1.0, (20_000_000, "shuffled"): 1.5}
+
+
+def crossover_bench(work: Path, cases: list[tuple[int, str]], rounds: int,
+                    master: str = "local[2]") -> dict[str, Any]:
+    """``adstore load --from-file --spark`` against the put path (the same load without --spark) for each
+    case (rows, key order: :func:`_ids`) of one Parquet file, ``rounds`` rounds each, the two run side by side
+    in every round (:func:`files_bench`; a warm-up build first). Per case: the median of the rounds' put/spark
+    time ratios (above 1: Spark is faster), their range, the medians of each path's time and the Spark
+    path's phases of its median round."""
+    import statistics
+
+    out: dict[str, Any] = {"master": master, "rounds": rounds, "cases": []}
+    for i, (records, order) in enumerate(cases):
+        r = files_bench(work / f"c{i}", records, [master], rounds, order=order, warm=i == 0)
+        runs = r["rounds"]
+        speed = sorted(g["put"]["s"] / g[master]["s"] for g in runs)
+        mid = sorted(runs, key=lambda g: g[master]["s"])[len(runs) // 2]
+        out["cases"].append({
+            "records": records, "order": order, "put_s": round(statistics.median(g["put"]["s"] for g in runs), 2),
+            "spark_s": round(statistics.median(g[master]["s"] for g in runs), 2),
+            "put_over_spark": round(statistics.median(speed), 3), "range": [round(speed[0], 3), round(speed[-1], 3)],
+            "target": CROSSOVER_TARGETS.get((records, order)), "spark_phases": mid[master]["phases"],
+            "put_phases": mid["put"]["phases"], "runs": [{k: g[k]["s"] for k in ("put", master)} for g in runs]})
+        if r["first_build_s"] is not None:
+            out["first_build_s"] = r["first_build_s"]
+    return out
+
+
+def crossover_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"adstore --from-file --spark ({r['master']}) vs the put path, Parquet, 16 B keys, 100 B values, "
+             f"{r['rounds']} rounds side by side (put/spark time: above 1, Spark is faster)"]
+    for c in r["cases"]:
+        target = c["target"]
+        verdict = "" if target is None else f" (target >= {target}x: {'met' if c['put_over_spark'] >= target else 'missed'})"
+        lines.append(f"  {c['records']:,} rows, keys {c['order']}: Spark {c['spark_s']} s, put {c['put_s']} s -> "
+                     f"{c['put_over_spark']}x [{c['range'][0]}-{c['range'][1]}]{verdict}; Spark phases "
+                     f"{', '.join(f'{k} {v}' for k, v in c['spark_phases'].items())}")
+    return lines
+
+
+def parse_cases(text: str) -> list[tuple[int, str]]:
+    """``4M:shuffled,8M:sorted,20M`` (order shuffled unless named; K and M multiply) -> cases."""
+    out = []
+    for item in text.split(","):
+        size, _, order = item.strip().partition(":")
+        mult = {"k": 1_000, "m": 1_000_000}.get(size[-1:].lower(), 1)
+        out.append((int(float(size.rstrip("kKmM")) * mult), order or "shuffled"))
     return out
 
 
@@ -234,7 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help="with --files-only: the input")
     p.add_argument("--order", choices=("sorted", "shuffled"), default="sorted",
                    help="with --files-only: keys ascending and distinct, or in no order with repeats")
+    p.add_argument("--crossover", nargs="?", const="4M:shuffled,8M:sorted,20M:shuffled", default=None,
+                   metavar="ROWS:ORDER,...", help="only the Spark path vs the put path at these sizes (default "
+                   "4M:shuffled,8M:sorted,20M:shuffled), --repeat rounds")
     args = p.parse_args(argv)
+    if args.crossover:
+        with tempfile.TemporaryDirectory(prefix="adstorebench-", dir=args.work) as tmp:
+            r = crossover_bench(Path(tmp), parse_cases(args.crossover), args.repeat, args.masters.split(",")[0])
+        print("\n".join(crossover_lines(r)))
+        print(json.dumps(r))
+        return 0
     if args.files_only:
         with tempfile.TemporaryDirectory(prefix="adstorebench-", dir=args.work) as tmp:
             r = files_bench(Path(tmp), args.records, args.masters.split(","), args.repeat, args.format, args.order)

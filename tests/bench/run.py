@@ -29,7 +29,9 @@ Figures (docs/benchmarks.md, with their targets):
      container with 64 MiB and 512 MiB per replica (must be flat, <= 3 s)
  10. adstore (tests/bench/adstorebench.py, on a Tansu broker): 2 M records (16-byte keys, 100-byte values)
      loaded from a topic vs a raw kafka-python consume; the Spark bulk path from Parquet vs the put path
-     from the same rows; the ingest step alone; peak RSS of each
+     from the same rows; the ingest step alone; peak RSS of each; 10b. the crossover: the Spark path vs the
+     put path at 4 M shuffled, 8 M sorted and 20 M shuffled rows of Parquet, --runs rounds side by side
+     (--adstore-sizes picks others); targets >= 1.0x, 1.0x, 1.5x
  11. copy (tests/bench/copybench.py): snapshots copy of the store's snapshot to another bucket of the same
      server vs restore + backup vs rclone copy bucket to bucket: time and bytes through the client
  12. rescale (optional, --only rescale; tests/bench/rescalebench.py): 4 -> 2 and 4 -> 8 tasks of a
@@ -103,6 +105,7 @@ class Settings:
     only: set[str]
     gc_blobs: list[int] = field(default_factory=list)
     rescale_keys: int = 2_000_000
+    adstore_sizes: str | None = None
 
     @property
     def work(self) -> Path:
@@ -135,6 +138,8 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--no-verify", action="store_true", help="skip the fingerprint check of a restored store")
     p.add_argument("--gc-blobs", default=None, metavar="N,...",
                    help="blob counts for the gc memory figure (default 100000,1000000; --quick: 10000,100000)")
+    p.add_argument("--adstore-sizes", default=None, metavar="ROWS:ORDER,...",
+                   help="the adstore crossover's cases (default 4M:shuffled,8M:sorted,20M:shuffled; --quick: a tenth)")
     p.add_argument("--only", default="", metavar="FIG,...",
                    help="only these figures: backup, restore (needs backup), restore-peers (restore vs boto3 GET + "
                         "fsync at 512 MiB and 1 GiB, large and small files), incremental, local (needs incremental), "
@@ -163,6 +168,7 @@ def parse_args(argv: list[str] | None) -> Settings:
         gc_blobs=[int(x.replace("_", "")) for x in (a.gc_blobs or ("10000,100000" if a.quick else "100000,1000000"))
                   .split(",") if x.strip()],
         rescale_keys=a.rescale_keys or (200_000 if a.quick else 2_000_000),
+        adstore_sizes=a.adstore_sizes,
     )
 
 
@@ -793,6 +799,12 @@ class Bench:
         records = 200_000 if self.s.quick else 2_000_000
         log(f"10. adstore: {records:,} records from a topic vs a raw consume; Spark bulk path vs put path")
         self.results["adstore"] = adstorebench.bench(self.s.work / "adstore", records)
+        cases = adstorebench.parse_cases(self.s.adstore_sizes) if self.s.adstore_sizes else \
+            [(n // 10 if self.s.quick else n, order) for n, order in adstorebench.CROSSOVER]
+        log(f"10b. adstore crossover: Spark vs put at {', '.join(f'{n:,} {o}' for n, o in cases)}, "
+            f"{self.s.runs} rounds")
+        self.results["adstore_crossover"] = adstorebench.crossover_bench(self.s.work / "adstore-x", cases,
+                                                                        self.s.runs)
 
     def figure_rescale(self) -> None:
         """--only rescale: 4 -> 2 and 4 -> 8 of a hash-partitioned store of --rescale-keys keys against the obvious
@@ -1033,6 +1045,10 @@ def report_text(res: dict[str, Any]) -> str:
         from tests.bench import adstorebench
 
         lines += ["", *adstorebench.report_lines(res["adstore"])]
+    if res.get("adstore_crossover"):
+        from tests.bench import adstorebench
+
+        lines += ["", *adstorebench.crossover_lines(res["adstore_crossover"])]
     if res.get("startup"):
         from tests.bench import startup
 

@@ -156,6 +156,86 @@ def test_plain_columns_in_small_arrow_batches_partitioned_and_rolled_over(tmp_pa
     ingest_and_compare(manifest, expected, tmp_path)
 
 
+def _patch_footer(path: Path, old: bytes, new: bytes) -> None:
+    """Replace ``old`` by ``new`` (as long) in the footer of a Parquet file: its statistics, not its rows."""
+    data = path.read_bytes()
+    start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    footer = data[start:]
+    assert len(old) == len(new) and old in footer
+    path.write_bytes(data[:start] + footer.replace(old, new))
+
+
+def _sorted_rows() -> list[dict]:
+    return [{"k": f"key-{i // 3:05d}", "v": None if i % 7 == 0 else f"v{i}"} for i in range(3000)]
+
+
+def _two_splits(data: Path) -> dict[str, str]:
+    return {"spark.sql.files.maxPartitionBytes": str(data.stat().st_size // 2 + 1),
+            "spark.sql.files.openCostInBytes": "0"}
+
+
+def _check_build(manifest: BuildManifest, rows: list[dict], kv: KeyValueSpec, stores: int | None, files: int,
+                 tmp_path: Path) -> None:
+    assert sum(s.rows for s in manifest.stores) == 3000 and sum(s.duplicates for s in manifest.stores) == 2000
+    for s in manifest.stores:
+        digests = [f.digest for f in manifest.files if f.store == s.store]
+        assert len(digests) == files, s.store
+        assert all(a.last_key < b.first_key for a, b in zip(digests, digests[1:])), "disjoint, ascending"
+    tmp_path.mkdir()
+    ingest_and_compare(manifest, expected_from_rows(rows, kv, stores), tmp_path)
+
+
+def test_a_sorted_parquet_file_is_written_as_it_is_read(tmp_path):
+    """One store from a Parquet file whose row groups' statistics say it is sorted by key: written as Spark
+    reads it, in two splits, neither shuffled nor sorted (a key's 3 rows resolved to the last); the same
+    file with each row group's rows reversed (the statistics the same) is met out of order by the writer,
+    and written again sorted in each split. Both are the put path's store."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _sorted_rows()
+    kv = KeyValueSpec(key_column="k", value_column="v")
+    jumbled = [r for g in range(0, 3000, 999) for r in reversed(rows[g:g + 999])]
+    for name, file_rows, attempt in (("sorted", rows, False), ("jumbled", jumbled, True)):
+        data = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.Table.from_pylist(file_rows), data, row_group_size=999)  # a key's rows in one group
+        spec = BuildSpec("files", kv, path=str(data), fmt="parquet", files=(str(data),))
+        manifest = run_build(spec, tmp_path / f"out-{name}", master=MASTER, conf=_two_splits(data))
+        assert manifest.path == "jvm" and manifest.ranges == "parquet-sorted", name
+        assert ("unsorted_attempt_s" in manifest.phases) == attempt, manifest.phases
+        _check_build(manifest, file_rows, kv, None, 2, tmp_path / name)
+
+
+def test_sorted_parquet_stores_without_a_shuffle_and_statistics_that_lie(tmp_path):
+    """Partitioned stores from a sorted Parquet file: each split sorted by store and key, no shuffle.
+    Statistics that lie (a row group claiming a range it does not hold) make the splits' files overlap:
+    the build is done again with the shuffle, and is still the put path's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _sorted_rows()
+    sorted_file = tmp_path / "sorted.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), sorted_file, row_group_size=999)
+    evens = [r for r in rows if int(r["k"][4:]) % 2 == 0]
+    odds = [r for r in rows if int(r["k"][4:]) % 2 == 1]
+    lying = tmp_path / "lying.parquet"
+    pq.write_table(pa.Table.from_pylist(evens + odds), lying, row_group_size=len(evens))
+    # the first group (keys 00000..00998) claims 00000..00000, the second (00001..00999) 00001..00999
+    _patch_footer(lying, b"key-00998", b"key-00000")
+    kv = KeyValueSpec(key_column="k", value_column="v")
+    # sorted: a file per split and store; lying: per store one range of the shuffle (2 cores, 2 stores)
+    for name, data, file_rows, want_ranges, per_store in (("sorted", sorted_file, rows, "parquet-sorted", 2),
+                                                          ("lying", lying, evens + odds, "parquet-sample", 1)):
+        spec = BuildSpec("files", kv, layout="partitioned", partitions_out=2, path=str(data), fmt="parquet",
+                         files=(str(data),))
+        manifest = run_build(spec, tmp_path / f"out-{name}", master=MASTER, conf=_two_splits(data))
+        assert manifest.path == "jvm" and manifest.ranges == want_ranges, name
+        assert ("sorted_attempt_s" in manifest.phases) == (name == "lying"), manifest.phases
+        _check_build(manifest, file_rows, kv, 2, per_store, tmp_path / name)
+    assert not [p for p in (tmp_path / "out-lying").iterdir() if p.name.startswith("store-")
+                and p.name not in {f.name for f in manifest.files}], "the overlapping files are removed"
+
+
 def test_csv_partitioned_through_s3(tmp_path, s3_url, s3_options):
     from statectl.blobstore import open_blobstore
 
@@ -425,7 +505,8 @@ def test_the_sort_key_sorts_as_the_key_does():
     try:
         rows = [(bytearray(k), pid) for pid in range(len(prefixes)) for k in reversed(keys)]
         df = spark.createDataFrame(rows, "k binary, pid int").repartition(len(prefixes), "pid")
-        got = with_sort_key(df, prefixes).sortWithinPartitions("sk").select("k", "sk", "pid").collect()
+        p = F.element_at(F.array(*[F.lit(bytearray(x)) for x in prefixes]), F.col("pid") + 1)
+        got = with_sort_key(df, p).sortWithinPartitions("sk").select("k", "sk", "pid").collect()
     finally:
         spark.stop()
     for pid, p in enumerate(prefixes):

@@ -423,6 +423,8 @@ def _spark_files(builds: list[Any], ds: Any, opts: FileLoadOptions, sp: SparkOpt
     t0 = time.monotonic()
     manifest = run_build(spec, build_dir, master=sp.master, conf=sp.conf, progress=progress, s3=sp.s3)
     phases["build_s"] = round(time.monotonic() - t0, 3)
+    if manifest.spark_ran and manifest.phases:  # the driver's; the rest is the JVM's start and exit
+        phases.update({f"spark_{k}": v for k, v in manifest.phases.items()})
     try:
         check_unchanged(ds, before)
     except StatectlError:
