@@ -367,6 +367,9 @@ def test_dataset_versions_refuse_a_topic_store_and_bad_flags(dataset):
     assert "--end-marker is for --dataset-versions" in p.stderr
     p = cli(t.tmp, *t.args("--spark"), code=2)
     assert "--dataset-versions" in p.stderr
+    for spec, says in (("nocolon", "is not module:callable"), ("no_such_module_here:f", "cannot import")):
+        p = cli(t.tmp, *t.args("--extractor", spec), "--state-dir", str(t.tmp / "other"), code=2)
+        assert says in p.stderr and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) <= 2
 
 
 def test_a_store_loaded_partitioned_is_not_loaded_as_broadcast(dataset):

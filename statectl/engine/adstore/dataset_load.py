@@ -74,8 +74,8 @@ def load_dataset_versions(opts: DatasetLoadOptions, *, stop: threading.Event | N
         stack.callback(consumer.close)
         layout = _layout(opts, _partitions(opts, consumer))
         _lock_stores(layout, opts, stack)
-        extract = opts.record_extractor()
         try:
+            extract = opts.record_extractor()
             for path, ps in layout:
                 stores.append(resume_store(path, ps, opts, consumer, progress))
             stack.callback(drop_builds, stores)
