@@ -101,7 +101,6 @@ class BuildSpec:
     partitioner: str | None = None
     partitions_in: int | None = None
     source_partitioner: str | None = None
-    key_prefix: str = ""  # hex: the bytes the sources' keys mostly begin with (the sort needs not compare them)
 
     def validate(self) -> None:
         """Raise UsageError for a spec that cannot be built."""
@@ -239,7 +238,9 @@ class BuildManifest:
     created: str = ""
     duration_s: float = 0.0
     spark_ran: bool = True
-    path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns) or "python"
+    path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns), "python", or
+    # "split" (a rescale: each source written as read into a file per target; a target's files overlap in key
+    # range, each key in one of them)
     # the JVM path: where its key ranges came from, "parquet-sample" (the driver read a sample of the key
     # column), "jsonl-sample" / "csv-sample" (the driver read a few chunks of the files) or "spark-sample"
     # (repartitionByRange read the input for them), or "parquet-sorted" (none: a Parquet file its row groups'
