@@ -95,11 +95,16 @@ def _rescale(job: BuildJob, began: float) -> dict[str, Any]:
         sc.setLogLevel("WARN")
         written = sc.accumulator(0)  # rows the finished tasks wrote: the build's status
         sources = [(i, json.dumps(s)) for i, s in enumerate(spec.snapshots)]
-        t0 = time.monotonic()
+        t0, submitted = time.monotonic(), time.time()
         with StatusLines(sc, written):
             records = [json.loads(r) for r in
                        sc.parallelize(sources, len(sources)).mapPartitions(SplitSources(job, written)).collect()]
         phases["write_s"] = round(time.monotonic() - t0, 3)
+        # from the job's submission to its first task's start (the Python workers' start), and the tasks' own
+        # times summed: the download of the sources, and their read, route and write
+        phases["tasks_start_s"] = round(min((r["began"] for r in records), default=submitted) - submitted, 3)
+        phases["fetch_s"] = round(sum(r["fetch_s"] for r in records), 3)
+        phases["split_s"] = round(sum(r["split_s"] for r in records), 3)
     except BuildError:
         raise
     except Exception as e:

@@ -160,6 +160,12 @@ class StoreFiles:
         if not n:
             return
         budget = self.job.spec.max_file_bytes
+        size = sum(map(len, keys)) + sum(map(len, values))
+        if self.sst is not None and self.used + size < budget:  # all into the open file, which stays open
+            self.sst.add(keys, values, int(digests.sum()))
+            self.file_rows += n
+            self.used += size
+            return
         sizes = list(accumulate(map(operator.add, map(len, keys), map(len, values))))
         lo = 0
         while lo < n:

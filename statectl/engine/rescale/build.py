@@ -93,6 +93,7 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
         _keep_log(e, work / "build")
         raise
     result.phases["spark_s"] = round(time.monotonic() - t0, 3)
+    result.phases.update({f"spark_{k}": v for k, v in manifest.phases.items()})  # the job's own (BuildManifest)
     by_task = {s["task"]: s for s in manifest.sources}
     for src in result.sources:
         got = by_task.get(src.task)
