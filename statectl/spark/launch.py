@@ -118,6 +118,16 @@ class ClassArchive:
 
 
 _JAVA_OPTS = "spark.driver.extraJavaOptions"
+# A driver JVM that only schedules tasks and passes their records (a rescale's: the work is in the Python
+# workers) spends most of its CPU compiling with C2 and collecting with parallel GC threads: C1 only and the
+# serial collector (a trivial job on local[2], 2 loaded cores: 6.0 -> 3.8 s of CPU, about 3 s sooner).
+LIGHT_DRIVER = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def light_driver(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with LIGHT_DRIVER in the driver's JVM options, before the user's own (the JVM takes a flag's
+    last setting)."""
+    return {**conf, _JAVA_OPTS: f"{LIGHT_DRIVER} {conf.get(_JAVA_OPTS, '')}".strip()}
 _JVM_FATAL = "A fatal error has been detected by the Java Runtime Environment"
 
 

@@ -35,7 +35,7 @@ from typing import Any
 from statectl.errors import BlobNotFoundError, MissingDependencyError, StatectlError, UsageError
 from statectl.formats.adstore import Digest, KeyValueSpec
 from statectl.progress import NullProgress, ProgressReporter
-from statectl.spark.launch import submit_job
+from statectl.spark.launch import light_driver, submit_job
 
 BUILD_MANIFEST = "BUILD-MANIFEST.json"  # in out_dir, written last by the job
 JOB_FILE = "BUILD-JOB.json"  # in out_dir: what the job is asked to do (no secrets)
@@ -400,7 +400,9 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
         job_file = out_dir / JOB_FILE
         job_file.write_text(json.dumps(job, indent=2) + "\n")
         progress.note(f"running the Spark build of {_describe(spec)} on {master} (log: {out_dir / LOG_FILE})")
-        _submit(submit, spec, job_file, master, conf or {}, timeout_s, _secret_env(s3, kafka_security), progress)
+        # a rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale)
+        conf = light_driver(conf or {}) if spec.source == "snapshots" else conf or {}
+        _submit(submit, spec, job_file, master, conf, timeout_s, _secret_env(s3, kafka_security), progress)
         try:
             manifest = BuildManifest.read(out_dir)
         except (OSError, ValueError) as e:
