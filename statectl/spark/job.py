@@ -34,7 +34,7 @@ from statectl.spark.rescale_reader import SplitSources
 from statectl.spark.footers import read_footers
 from statectl.spark.sampler import FilePartitioner, file_bounds, prefetch_parquet_sample
 from statectl.spark.sources import files_rdd, topic_rdd
-from statectl.spark.status import StatusLines
+from statectl.spark.status import DONE_MARK, StatusLines
 from statectl.spark.launch import ERROR_MARK
 from statectl.spark.submit import BUILD_MANIFEST, SST_PREFIX, BuildFile, BuildManifest, StoreBuild
 from statectl.spark.writer import OUT_OF_ORDER, Warm, WriteArrow, WriteFiles, entry_digest_columns
@@ -88,9 +88,19 @@ def _rescale(job: BuildJob, began: float) -> dict[str, Any]:
     phases."""
     from pyspark import SparkContext
 
-    spec = job.spec
     sc = SparkContext.getOrCreate()
     phases = {"session_s": round(time.monotonic() - began, 3)}
+    try:
+        doc = _split_sources(sc, job, began, phases)
+        print(DONE_MARK, file=sys.stderr, flush=True)  # the launcher goes on while the context stops
+        return doc
+    finally:
+        sc.stop()
+
+
+def _split_sources(sc: Any, job: BuildJob, began: float, phases: dict[str, float]) -> dict[str, Any]:
+    """The rescale's one stage on ``sc`` (_rescale); writes and returns the manifest."""
+    spec = job.spec
     try:
         sc.setLogLevel("WARN")
         written = sc.accumulator(0)  # rows the finished tasks wrote: the build's status
@@ -109,8 +119,6 @@ def _rescale(job: BuildJob, began: float) -> dict[str, Any]:
         raise
     except Exception as e:
         raise BuildError(summarize(e)) from None  # while the JVM still answers for its exception
-    finally:
-        sc.stop()
     if sorted(r["source"] for r in records) != list(range(len(sources))):
         raise BuildError(f"read {len(records)} of the {len(sources)} source snapshots")
     records.sort(key=lambda r: r["source"])
