@@ -400,9 +400,7 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
         job_file = out_dir / JOB_FILE
         job_file.write_text(json.dumps(job, indent=2) + "\n")
         progress.note(f"running the Spark build of {_describe(spec)} on {master} (log: {out_dir / LOG_FILE})")
-        # a rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale)
-        conf = light_driver(conf or {}) if spec.source == "snapshots" else conf or {}
-        _submit(submit, spec, job_file, master, conf, timeout_s, _secret_env(s3, kafka_security), progress)
+        _submit(submit, spec, job_file, master, conf or {}, timeout_s, _secret_env(s3, kafka_security), progress)
         try:
             manifest = BuildManifest.read(out_dir)
         except (OSError, ValueError) as e:
@@ -425,8 +423,10 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
 
 def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: dict[str, str],
             timeout_s: float | None, secrets: dict[str, str], progress: ProgressReporter) -> None:
-    """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``."""
+    """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``. A
+    rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale): launch.light_driver."""
     subject = f"Spark build of {_describe(spec)}"
+    conf = light_driver(conf) if spec.source == "snapshots" else conf
     try:
         submit_job(submit, job_file, job_file.parent / LOG_FILE, master, conf, timeout_s, secrets,
                    lambda figures: progress.status(subject, **figures))
