@@ -6,8 +6,8 @@ by source order: the last row or record of a key wins, a None value leaves the k
 write SST files (statectl.spark.writer) into out_dir, or through the blob store when ``staging`` names one,
 and writes ``BUILD-MANIFEST.json`` into out_dir last (tmp + rename). A rescale's sources are in key order
 already: one stage, one task per source, reads each and writes its target files as it reads
-(statectl.spark.rescale_reader), with no shuffle. While it runs, its status (stages done, rows written) goes to stderr as status
-lines (statectl.spark.status).
+(statectl.spark.rescale_reader), with no shuffle. While it runs, its status (stages done, rows written)
+goes to stderr as status lines (statectl.spark.status).
 
 A row, record or read that fails ends the job; its one-line error is printed after ERROR_MARK.
 

@@ -252,10 +252,11 @@ class BuildManifest:
     sources: list[dict[str, Any]] = field(default_factory=list)
     build_id: str = ""
     source_digest: Digest | None = None
-    # the driver's phases, in seconds: session_s (the SparkSession or a rescale's SparkContext), plan_s (the JVM path's plan: footers,
-    # sample), write_s (its one job), driver_s (the driver's whole run, the JVM's start and exit excluded);
-    # unsorted_attempt_s / sorted_attempt_s: a "parquet-sorted" write, unsorted, that met rows out of key order
-    # (done again sorted) / sorted, whose files overlapped (done again with the shuffle); a rescale's
+    # the driver's phases, in seconds: session_s (the SparkSession or a rescale's SparkContext), plan_s (the
+    # JVM path's plan: footers, sample), write_s (its one job), driver_s (the driver's whole run, the JVM's
+    # start and exit excluded); unsorted_attempt_s / sorted_attempt_s: a "parquet-sorted" write, unsorted,
+    # that met rows out of key order (done again sorted) / sorted, whose files overlapped (done again with the
+    # shuffle); a rescale's
     # tasks_start_s (from its job's submission to its first task's start), fetch_s and split_s (its tasks'
     # downloads and their read-route-write, summed over the sources)
     phases: dict[str, float] = field(default_factory=dict)

@@ -379,8 +379,9 @@ def report_lines(res: dict[str, Any]) -> list[str]:
             f"{ph.get('ingest_s', 0):.1f} s, verify {ph.get('verify_s', 0):.1f} s, upload {ph.get('upload_s', 0):.1f} s, "
             f"commit {ph.get('commit_s', 0):.1f} s; peak RSS {c['max_rss_mb']:.0f} MB",
             f"  Spark job phases (medians): SparkContext {ph.get('spark_session_s', 0):.1f} s, to the first task "
-            f"{ph.get('spark_tasks_start_s', 0):.1f} s, the stage {ph.get('spark_write_s', 0):.1f} s (its tasks: download "
-            f"{ph.get('spark_fetch_s', 0):.1f} s, read-route-write {ph.get('spark_split_s', 0):.1f} s, summed)",
+            f"{ph.get('spark_tasks_start_s', 0):.1f} s, the stage {ph.get('spark_write_s', 0):.1f} s (its tasks: "
+            f"download {ph.get('spark_fetch_s', 0):.1f} s, read-route-write {ph.get('spark_split_s', 0):.1f} s, "
+            "summed)",
             f"  executors read {c['bytes_read'] / mib:.1f} MiB (the source snapshots, from S3) and wrote "
             f"{c['bytes_written'] / mib:.1f} MiB of SST files; uploaded {c['bytes_uploaded'] / mib:.1f} MiB; "
             f"keys per target {min(c['per_target_keys']):,}-{max(c['per_target_keys']):,}"]
@@ -388,7 +389,8 @@ def report_lines(res: dict[str, Any]) -> list[str]:
     if floor:
         w, c = floor["wall"], floor["cpu"]
         lines.append(f"an empty Spark job (SparkContext on local[2], one empty task per core, stop; launched as the "
-                     f"rescale's): {w['median']:.1f} s [{w['min']:.1f}-{w['max']:.1f}], CPU {c['median']:.1f} s, n={w['n']}")
+                     f"rescale's): {w['median']:.1f} s [{w['min']:.1f}-{w['max']:.1f}], CPU {c['median']:.1f} s, "
+                     f"n={w['n']}")
     return lines + key_group_lines(res.get("key_groups"))
 
 
