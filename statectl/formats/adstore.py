@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import functools
 import importlib
 import json
 import operator
@@ -334,6 +335,39 @@ def entry_digest(key: bytes, value: bytes) -> int:
     depend on the order entries are seen in nor on how they are split into files."""
     kc = zlib.crc32(key)
     return ((kc << 32) | zlib.crc32(value, zlib.crc32(len(key).to_bytes(4, "big"), kc))) & MASK64
+
+
+def entry_digests(keys: Sequence[bytes], values: Sequence[bytes]) -> Any:
+    """:func:`entry_digest` of each entry of the columns ``keys`` and ``values``, as a numpy uint64 array (the
+    loops over the entries in C: map over zlib.crc32, the key's length bytes folded into the CRC in numpy);
+    its sum (numpy's wraps mod 2**64) adds to a checksum."""
+    import numpy as np
+
+    n = len(keys)
+    crc = zlib.crc32
+    kcs = np.fromiter(map(crc, keys), np.uint64, n)
+    c = kcs ^ np.uint64(0xFFFFFFFF)  # zlib.crc32(len4, kc), a byte at a time over the batch
+    lengths = np.fromiter(map(len, keys), np.uint64, n)
+    table = _crc_table()
+    for shift in (24, 16, 8, 0):
+        c = table[(c ^ (lengths >> np.uint64(shift))) & np.uint64(0xFF)] ^ (c >> np.uint64(8))
+    c ^= np.uint64(0xFFFFFFFF)
+    lows = np.fromiter(map(crc, values, c.tolist()), np.uint64, n)
+    return (kcs << np.uint64(32)) | lows
+
+
+@functools.cache
+def _crc_table() -> Any:
+    """zlib's CRC-32 table (reflected 0xEDB88320), as numpy uint64."""
+    import numpy as np
+
+    table = []
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table.append(c)
+    return np.array(table, np.uint64)
 
 
 @dataclass

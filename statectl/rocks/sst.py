@@ -134,7 +134,8 @@ class SstWriter:
 
 def ingest_into_new_store(store_path: Path, files: list[Path]) -> None:
     """Create a RocksDB store at ``store_path`` (which must not exist, or be an empty dir) holding the
-    entries of the SST ``files`` (disjoint key ranges, as :func:`write_sst` made them), flushed and closed.
+    entries of the SST ``files`` (as :func:`write_sst` made them; no key in two of them: files whose key ranges
+    overlap go to L0 at sequence numbers of their own), flushed and closed.
 
     The files are hard-linked into a sibling dir and the links ingested with ``move_files``, so the files
     themselves stay: an ingest interrupted at any point is re-run by removing ``store_path`` and calling

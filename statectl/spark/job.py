@@ -1,12 +1,13 @@
 """The PySpark application of ``adstore load --spark`` and ``rescale``, run by spark-submit
 (statectl.spark.submit): ``spark-submit ... statectl/spark/job.py <out_dir>/BUILD-JOB.json``. This is the
-driver: :func:`build` reads the source (statectl.spark.sources, statectl.spark.rescale_reader), lays the
-entries out as the target stores are (Kafka's partitioner for partitioned file builds; a topic's own
-partition; a rescale's partitioner), sorts each by key bytes (then by source order: the last row or record
-of a key wins, a None value leaves the key out), has the executors write SST files (statectl.spark.writer)
-into out_dir, or through the blob store when ``staging`` names one, and writes ``BUILD-MANIFEST.json`` into
-out_dir last (tmp + rename). While it runs, its status (stages done, rows written) goes to stderr as status
-lines (statectl.spark.status).
+driver: :func:`build` reads the source (statectl.spark.sources), lays the entries out as the target stores
+are (Kafka's partitioner for partitioned file builds; a topic's own partition), sorts each by key bytes (then
+by source order: the last row or record of a key wins, a None value leaves the key out), has the executors
+write SST files (statectl.spark.writer) into out_dir, or through the blob store when ``staging`` names one,
+and writes ``BUILD-MANIFEST.json`` into out_dir last (tmp + rename). A rescale's sources are in key order
+already: one stage, one task per source, reads each and writes its target files as it reads
+(statectl.spark.rescale_reader), with no shuffle. While it runs, its status (stages done, rows written)
+goes to stderr as status lines (statectl.spark.status).
 
 A row, record or read that fails ends the job; its one-line error is printed after ERROR_MARK.
 
@@ -25,15 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from statectl.formats.adstore import MASK64, Digest
+from statectl.formats.adstore import Digest
 from statectl.fsutil import write_atomic
 from statectl.spark.context import BuildError, BuildJob, local_path, one_line
-from statectl.spark.frames import arrow_batches, lay_out, plain_frame, to_partitions, with_sort_key
-from statectl.spark.rescale_reader import CheckTargets, snapshots_frame
+from statectl.spark.frames import arrow_batches, lay_out, plain_frame
+from statectl.spark.rescale_reader import SplitSources
 from statectl.spark.footers import read_footers
 from statectl.spark.sampler import FilePartitioner, file_bounds, prefetch_parquet_sample
 from statectl.spark.sources import files_rdd, topic_rdd
-from statectl.spark.status import StatusLines
+from statectl.spark.status import DONE_MARK, StatusLines
 from statectl.spark.launch import ERROR_MARK
 from statectl.spark.submit import BUILD_MANIFEST, SST_PREFIX, BuildFile, BuildManifest, StoreBuild
 from statectl.spark.writer import OUT_OF_ORDER, Warm, WriteArrow, WriteFiles, entry_digest_columns
@@ -46,6 +47,8 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
     began = time.monotonic()
     job = BuildJob(doc)
     spec = job.spec
+    if spec.source == "snapshots":
+        return _rescale(job, began)
     spark, footers = _session(job)
     phases = {"session_s": round(time.monotonic() - began, 3)}
     try:
@@ -53,9 +56,6 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
         sc.setLogLevel("WARN")
         written = sc.accumulator(0)  # rows the finished tasks wrote: the build's status
         with StatusLines(sc, written):
-            if spec.source == "snapshots":
-                tasks, sources, digest = _rescale(spark, job, written)
-                return _finish(job, tasks, began, "jvm", sources=sources, source_digest=digest, phases=phases)
             plain = plain_frame(spark, job, footers)
             if plain is not None:
                 _warm_workers(spark)
@@ -80,39 +80,54 @@ def build(doc: dict[str, Any]) -> dict[str, Any]:
     return _finish(job, tasks, began, phases=phases)
 
 
-def _rescale(spark: Any, job: BuildJob,
-             written: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Digest]:
-    """A snapshots build: the sources' entries, read and routed in Arrow batches (rescale_reader), shuffled to
-    their target's partition, sorted by key (frames.with_sort_key: most keys begin with spec.key_prefix), and
-    written by the executors, which check that every key is their target's. Returns the write tasks' records,
-    what each source's reader counted, and the Digest of every entry the readers gave the JVM (summed as they
-    pass, before the shuffle: the targets' digests, summed after it by the writers, must add up to it).
-    ``written``: the accumulator of rows written (the build's status)."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
+def _rescale(job: BuildJob, began: float) -> dict[str, Any]:
+    """A snapshots build: one stage of one task per source (rescale_reader.SplitSources: each source read once
+    and written as it is read into a file per target it routes keys to), on a plain SparkContext (no SQL
+    session, no plan, no shuffle). Writes the manifest with what each source's task read, the Digest of every
+    entry read (the targets' files' Digests, summed per target by _finish, must add up to it) and the
+    phases."""
+    from pyspark import SparkContext
 
+    sc = SparkContext.getOrCreate()
+    phases = {"session_s": round(time.monotonic() - began, 3)}
+    try:
+        doc = _split_sources(sc, job, began, phases)
+        print(DONE_MARK, file=sys.stderr, flush=True)  # the launcher goes on while the context stops
+        return doc
+    finally:
+        sc.stop()
+
+
+def _split_sources(sc: Any, job: BuildJob, began: float, phases: dict[str, float]) -> dict[str, Any]:
+    """The rescale's one stage on ``sc`` (_rescale); writes and returns the manifest."""
     spec = job.spec
-    _no_adaptive_plan(spark)  # the shuffle's partitions are the targets: one job, not two
-    entries, stats = snapshots_frame(spark, job)
-    seen = Observation("sources")
-    # Digest.checksum = sum(hk << 32 | hl) = (sum(hk) << 32) + sum(hl) mod 2**64; bigint sums of 32-bit CRCs
-    # cannot overflow below 2**31 entries (and fail the job, never wrap, in Spark's ANSI mode above)
-    hk, hl = (F.crc32(F.col("k")), entry_digest_columns()[1])
-    entries = entries.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(hk).alias("hk"), F.sum(hl).alias("hl"))
-    laid_out = to_partitions(entries.withColumn("pid", F.col("store")), len(job.stores))
-    laid_out = with_sort_key(laid_out, F.lit(bytearray(bytes.fromhex(spec.key_prefix)))).sortWithinPartitions("sk")
-    rows = (laid_out.select("store", "k", "v", *entry_digest_columns(), "pid")
-            .mapInArrow(WriteArrow(job, written, check=CheckTargets(job)), "task string").collect())
-    got = seen.get
-    read = stats.value
-    sources = [read[i] for i in sorted(read)]
-    if len(sources) != len(spec.snapshots):
-        raise BuildError(f"read {len(sources)} of the {len(spec.snapshots)} source snapshots")
-    keys = sum(int(s["keys"]) for s in sources)
-    if int(got["rows"] or 0) != keys:
-        raise BuildError(f"the readers gave {keys} entries of the sources, the Spark job saw {got['rows']}")
-    checksum = ((int(got["hk"] or 0) << 32) + int(got["hl"] or 0)) & MASK64
-    return [json.loads(row.task) for row in rows], sources, Digest(keys, None, None, checksum)
+    try:
+        sc.setLogLevel("WARN")
+        written = sc.accumulator(0)  # rows the finished tasks wrote: the build's status
+        sources = [(i, json.dumps(s)) for i, s in enumerate(spec.snapshots)]
+        t0, submitted = time.monotonic(), time.time()
+        with StatusLines(sc, written):
+            records = [json.loads(r) for r in
+                       sc.parallelize(sources, len(sources)).mapPartitions(SplitSources(job, written)).collect()]
+        phases["write_s"] = round(time.monotonic() - t0, 3)
+        # from the job's submission to its first task's start (the Python workers' start), and the tasks' own
+        # times summed: the download of the sources, and their read, route and write
+        phases["tasks_start_s"] = round(min((r["began"] for r in records), default=submitted) - submitted, 3)
+        phases["fetch_s"] = round(sum(r["fetch_s"] for r in records), 3)
+        phases["split_s"] = round(sum(r["split_s"] for r in records), 3)
+    except BuildError:
+        raise
+    except Exception as e:
+        raise BuildError(summarize(e)) from None  # while the JVM still answers for its exception
+    if sorted(r["source"] for r in records) != list(range(len(sources))):
+        raise BuildError(f"read {len(records)} of the {len(sources)} source snapshots")
+    records.sort(key=lambda r: r["source"])
+    digest = Digest()
+    for r in records:
+        digest.merge(Digest.from_json(r["digest"]))
+    read = [{k: r[k] for k in ("task", "snapshot", "keys", "bytes_read")} for r in records]
+    tasks = [t for r in records for t in r["targets"]]
+    return _finish(job, tasks, began, "split", sources=read, source_digest=digest, phases=phases)
 
 
 def _write_jvm(spark: Any, job: BuildJob, plain: Any, footers: Any, began: float, phases: dict[str, float],
@@ -241,7 +256,7 @@ def _finish(job: BuildJob, tasks: list[dict[str, Any]], began: float, path: str 
             sources: list[dict[str, Any]] | None = None, ranges: str | None = None,
             source_digest: Digest | None = None, phases: dict[str, float] | None = None) -> dict[str, Any]:
     """Write the manifest (submit.BuildManifest) made of the tasks' records; ``path``: how the entries were
-    made, "jvm" (plain_frame, a rescale) or "python"; ``sources``: what a snapshots build read from each
+    made, "jvm" (plain_frame), "split" (a rescale) or "python"; ``sources``: what a snapshots build read from each
     source, ``source_digest``: the Digest of all they read; ``ranges``: where the JVM path's key ranges came
     from (BuildManifest.ranges); ``phases``: the driver's (BuildManifest.phases). Returns its document."""
     spec = job.spec

@@ -1,21 +1,28 @@
-"""The rescale's reader and router on the executors (:class:`ReadSnapshots`): the entries of source
-snapshots as Arrow batches, each row with its target store by the partitioner (:func:`route_batch`: Kafka's
-murmur2 vectorised over the batch's key column, statectl.formats.adstore.partitions_of). Each task downloads
-its source snapshot from the blob store (:func:`fetch_snapshot`, CRC32-checked while it streams), reads it
-whole as RocksDB does, checks that every key belongs to its source's task, and counts per source what it read
-(an accumulator). :class:`CheckTargets` is the writers' check that every key they get is their target's."""
+"""The rescale's work on the executors (:class:`SplitSources`): each task takes source snapshots, reads each
+once and writes its keys straight into one SST file per target it routes keys to, no shuffle. A source's keys
+come in key order, so the subset routed to any one target is in key order too: each target's file of a source
+is written as it is read, unsorted. Each task downloads its source snapshot from the blob store
+(:func:`fetch_snapshot`, CRC32-checked while it streams), reads it whole as RocksDB does, checks that every key
+belongs to its source's task (:func:`check_placed`), routes the keys with the partitioner a batch at a time
+(:func:`route_batch`: Kafka's murmur2 vectorised over the batch, statectl.formats.adstore.partitions_of),
+checks every key given to a target's file against that target (:func:`check_target`), and reports per source
+the Digest of every entry it read and per target file the Digest of what it holds: the driver checks that they
+add up."""
+
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from statectl.formats.adstore import partition_of, partitions_of
+from statectl.formats.adstore import Digest, entry_digests, partition_of, partitions_of
 from statectl.spark.context import BuildError, BuildJob, one_line
 from statectl.spark.submit import BuildSpec
+from statectl.spark.writer import StoreFiles
 
 
 def load_partitioner(name: str | None) -> Any:
@@ -90,71 +97,63 @@ def fetch_snapshot(blobs: Any, source: dict[str, Any], into: Path) -> int:
     return total
 
 
-class _SourceStatsParam:
-    """A Spark accumulator of per-source figures {source index: figures}: a retried task's figures replace
-    its first attempt's (they are the same), so nothing is counted twice."""
-
-    def zero(self, value: dict[int, Any]) -> dict[int, Any]:
-        return {}
-
-    def addInPlace(self, a: dict[int, Any], b: dict[int, Any]) -> dict[int, Any]:
-        a.update(b)
-        return a
+_BATCH_BYTES = 4 << 20  # the reader's batches, about (keys and values)
 
 
-_BATCH_BYTES = 4 << 20  # the reader's Arrow batches, about (keys and values)
-
-
-class ReadSnapshots:
-    """Arrow batches of (i, source) (source i of BuildSpec.snapshots, as JSON) -> batches of (store, k, v) for
-    every entry of each source, store being the target the job's partitioner gives the key.
+class SplitSources:
+    """A task's (i, source) pairs (source i of BuildSpec.snapshots, as JSON) -> one JSON record per source:
+    {"source": i, "task", "snapshot", "keys", "bytes_read", "digest": the Digest of every entry read,
+    "targets": [{"store", "rows", "duplicates": 0, "files": [...]}, ...], "began": the task's start (epoch
+    seconds), "fetch_s" and "split_s": the download's and the read-and-write's time}, its files written as the Python
+    path's writer names them, ``store-<target>-<i>-<seq>.sst`` (statectl.spark.writer), into out_dir or
+    through the blob store.
 
     A snapshot is read whole, as RocksDB reads it (its SST files of every level, tombstones, its WAL): the
     executor downloads its files from the blob store into a temporary dir and iterates a read-only open of
-    it. Reading SST files one by one would be wrong for a store that is not fully compacted: a key can be
-    in several levels, and a deletion in a newer file hides it. The entries come in key order, in batches of
-    about _BATCH_BYTES; the keys are checked against the source's task and routed a batch at a time."""
+    it. Reading SST files one by one would be wrong for a store that is not fully compacted: a key can be in
+    several levels, and a deletion in a newer file hides it. ``written``: the accumulator of rows written
+    (the build's status)."""
 
-    def __init__(self, job: BuildJob, stats: Any):
-        self.job = job
-        self.stats = stats
+    def __init__(self, job: BuildJob, written: Any = None):
+        self.job, self.written = job, written
 
-    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+    def __call__(self, sources: Iterable[tuple[int, str]]) -> Iterator[str]:
         import shutil
 
         spec = self.job.spec
         blobs = self.job.blobstore(spec.source_store)
         try:
-            for b in batches:
-                for i, text in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
-                    source = json.loads(text)
-                    work = Path(tempfile.mkdtemp(prefix="statectl-rescale-src-", dir=_app_dir()))
-                    try:
-                        read = fetch_snapshot(blobs, source, work)
-                        keys = yield from self._entries(i, source, work)
-                        self.stats.add({i: {"task": source["task"], "snapshot": source["snapshot"], "keys": keys,
-                                            "bytes_read": read}})
-                    finally:
-                        shutil.rmtree(work, ignore_errors=True)
+            for i, text in sources:
+                began = time.time()
+                source = json.loads(text)
+                work = Path(tempfile.mkdtemp(prefix="statectl-rescale-src-", dir=_app_dir()))
+                try:
+                    read = fetch_snapshot(blobs, source, work)
+                    fetched = time.time()
+                    record = self._split(i, source, work)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+                if self.written is not None:
+                    self.written.add(record["keys"])
+                yield json.dumps({**record, "source": i, "task": source["task"], "snapshot": source["snapshot"],
+                                  "bytes_read": read, "began": began, "fetch_s": round(fetched - began, 3),
+                                  "split_s": round(time.time() - fetched, 3)})
         finally:
             blobs.close()
 
-    def _entries(self, i: int, source: dict[str, Any], work: Path) -> Iterator[Any]:
-        """The batches of source ``i``, downloaded into ``work``: a key-group source's own key groups only, a
-        hash-partitioned source's keys checked against its task. Returns the number of entries."""
-        import itertools
-
-        import pyarrow as pa
-
+    def _split(self, i: int, source: dict[str, Any], work: Path) -> dict[str, Any]:
+        """Source ``i``, downloaded into ``work``, into its targets' files: a key-group source's own key groups
+        only, a hash-partitioned source's keys checked against its task. Returns its record's figures."""
         from statectl.rocks.store import open_readonly
 
         spec = self.job.spec
-        m = spec.partitions_out or 1
         try:
             db = open_readonly(work)
         except Exception as e:
             raise BuildError(f"snapshot {source['snapshot']} of {source['task']}: cannot open it: "
                              f"{one_line(e)}") from None
+        outs: dict[int, Any] = {}
+        digest = Digest()
         try:
             others = [cf for cf in _rocksdict().Rdict.list_cf(str(work)) if cf != "default"]
             if others:  # re-partitioning only the default one would drop them silently
@@ -162,24 +161,94 @@ class ReadSnapshots:
                                  "besides the default one ({}): rescale re-partitions single-column-family "
                                  "stores only".format(", ".join(sorted(others))))
             bounds = _bounds(source, spec.partitioner)  # alive while the iterator is: it holds its bound
-            items = db.items(**bounds)
-            rows, n = 256, 0
-            while True:
-                chunk = list(itertools.islice(items, rows))
-                if not chunk:
-                    break
-                ks, vs = zip(*chunk)
-                k, v = pa.array(ks, pa.binary()), pa.array(vs, pa.binary())
-                if source.get("groups") is None:
-                    check_placed(spec, k, i, source)
-                stores = route_batch(spec.partitioner, k, m, f"a key of {source['task']}")
-                yield pa.RecordBatch.from_arrays([stores, k, v], ["store", "k", "v"])
-                n += len(ks)
-                rows = max(64, min(65536, _BATCH_BYTES * len(ks) // max(1, k.nbytes + v.nbytes)))
-            del items, bounds
-            return n
+            attempt = _attempt()
+            for ks, vs in _batches(db, bounds):
+                d = entry_digests(ks, vs)
+                digest.merge(Digest(len(ks), ks[0], ks[-1], int(d.sum())))
+                for t, tk, tv, td in self._route(i, source, ks, vs, d):
+                    if t not in outs:
+                        outs[t] = StoreFiles(self.job, self.job.stores[t], i, attempt)
+                    outs[t].add(tk, tv, td, len(tk))
+            del bounds
+            targets = [outs[t].close() for t in sorted(outs)]
         finally:
+            for o in outs.values():
+                o.abort()
             db.close()
+        return {"keys": digest.keys, "digest": digest.as_json(), "targets": targets}
+
+    def _route(self, i: int, source: dict[str, Any], ks: list[bytes], vs: list[bytes],
+               d: Any) -> Iterator[tuple[int, list[bytes], list[bytes], Any]]:
+        """A batch of source ``i``'s entries (``d``: their entry digests) as (target, keys, values, digests) per
+        target, in key order, each target's keys checked against it."""
+        import numpy as np
+
+        spec = self.job.spec
+        m = spec.partitions_out or 1
+        k = binary_array(ks)
+        if source.get("groups") is None:
+            check_placed(spec, k, i, source)
+        stores = route_batch(spec.partitioner, k, m, f"a key of {source['task']}").to_numpy()
+        lo, hi = int(stores.min()), int(stores.max())
+        if lo == hi:  # every key to one target (e.g. 2n -> n tasks by murmur2)
+            check_target(spec, k, lo)
+            yield lo, ks, vs, d
+            return
+        order = np.argsort(stores, kind="stable")
+        cuts = np.searchsorted(stores[order], np.arange(lo, hi + 2))
+        for t in range(lo, hi + 1):
+            idx = order[cuts[t - lo]:cuts[t - lo + 1]]
+            if not len(idx):
+                continue
+            check_target(spec, k.take(idx), t)
+            pick = idx.tolist()
+            yield t, [ks[j] for j in pick], [vs[j] for j in pick], d[idx]
+
+
+def _batches(db: Any, bounds: dict[str, Any]) -> Iterator[tuple[list[bytes], list[bytes]]]:
+    """(keys, values) lists of about _BATCH_BYTES each of the items of the read-only store ``db`` (within
+    ``bounds``: items()'s arguments). The keys and the values come from two iterators over the same unchanging
+    store, in step (about half the cost of one iterator's (key, value) tuples taken apart); BuildError when
+    one ends before the other."""
+    import itertools
+
+    keys, values = db.keys(**bounds), db.values(**bounds)
+    rows = 1024
+    while True:
+        ks = list(itertools.islice(keys, rows))
+        vs = list(itertools.islice(values, rows))
+        if len(ks) != len(vs):
+            raise BuildError(f"the store gave {len(ks)} keys and {len(vs)} values in one batch")
+        if not ks:
+            return
+        yield ks, vs
+        size = sum(map(len, ks)) + sum(map(len, vs))
+        rows = max(64, min(65536, _BATCH_BYTES * len(ks) // max(1, size)))
+
+
+def binary_array(values: list[bytes]) -> Any:
+    """``values`` as a pyarrow binary array, built from one join of the bytes and their offsets (cheaper than
+    pa.array of the list)."""
+    import numpy as np
+    import pyarrow as pa
+
+    offsets = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, values), np.int64, len(values)), out=offsets[1:])
+    data = b"".join(values)
+    if offsets[-1] < 2**31:
+        return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                                 pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.large_binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _attempt() -> int:
+    """This task's attempt number (0 outside Spark): its unfinished files are named by it."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return 0
+    ctx = TaskContext.get()
+    return ctx.attemptNumber() if ctx is not None else 0
 
 
 def _bounds(source: dict[str, Any], partitioner: str | None) -> dict[str, Any]:
@@ -238,26 +307,20 @@ def check_placed(spec: BuildSpec, keys: Any, i: int, source: dict[str, Any]) -> 
                      f"(snapshot {source['snapshot']}) belongs to task {j} of {n}, not {i}; nothing was written")
 
 
-class CheckTargets:
-    """The writers' check of a batch of one target's rows: every key routes to that target under the job's
-    partitioner. The message names the key, the target and the task it belongs to."""
+def check_target(spec: BuildSpec, keys: Any, target: int) -> None:
+    """BuildError when a key of ``keys``, given to target ``target``'s file, does not route there under the
+    job's partitioner. The message names the key and the task it belongs to."""
+    import pyarrow.compute as pc
 
-    def __init__(self, job: BuildJob):
-        self.job = job
-
-    def __call__(self, keys: Any, target: int) -> None:
-        import pyarrow.compute as pc
-
-        spec = self.job.spec
-        m = spec.partitions_out or 1
-        tasks = route_batch(spec.partitioner, keys, m, f"a key of target {target}")
-        wrong = pc.not_equal(tasks, target)
-        if not pc.any(wrong).as_py():
-            return
-        at = pc.index(wrong, True).as_py()
-        raise BuildError(f"rescale verification failed, nothing was committed: {pc.sum(wrong).as_py()} keys of "
-                         f"target {target} belong to another task (e.g. {keys[at].as_py()!r} of task "
-                         f"{tasks[at].as_py()})")
+    m = spec.partitions_out or 1
+    tasks = route_batch(spec.partitioner, keys, m, f"a key of target {target}")
+    wrong = pc.not_equal(tasks, target)
+    if not pc.any(wrong).as_py():
+        return
+    at = pc.index(wrong, True).as_py()
+    raise BuildError(f"rescale verification failed, nothing was committed: {pc.sum(wrong).as_py()} keys of "
+                     f"target {target} belong to another task (e.g. {keys[at].as_py()!r} of task "
+                     f"{tasks[at].as_py()})")
 
 
 def _app_dir() -> str | None:
@@ -276,20 +339,3 @@ def _rocksdict() -> Any:
     import rocksdict
 
     return rocksdict
-
-
-def _rocksdict() -> Any:
-    import rocksdict
-
-    return rocksdict
-
-
-def snapshots_frame(spark: Any, job: BuildJob) -> tuple[Any, Any]:
-    """The entries of every source snapshot as a DataFrame (store, k, v), one source per read task, and the
-    accumulator of what each read (:class:`_SourceStatsParam`)."""
-    sc = spark.sparkContext
-    stats = sc.accumulator({}, _SourceStatsParam())  # pyspark calls zero and addInPlace only
-    sources = [(i, json.dumps(s)) for i, s in enumerate(job.spec.snapshots)]
-    rows = sc.parallelize(sources, max(1, len(sources)))
-    frame = spark.createDataFrame(rows, "i int, source string")
-    return frame.mapInArrow(ReadSnapshots(job, stats), "store int, k binary, v binary"), stats

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 STATUS_MARK = "STATECTL-BUILD-STATUS: "
+# The job's manifest is written and nothing it does after counts (its SparkContext's stop and the JVM's exit,
+# about 1.3 s): the launcher may go on while they finish (statectl.spark.launch).
+DONE_MARK = "STATECTL-BUILD-DONE"
 STATUS_EVERY_S = 0.5
 
 
@@ -77,11 +80,11 @@ class StatusReader:
         self.log_path, self.on_status = log_path, on_status
         self._offset = 0
         self._partial = b""
+        self.done = False  # the job said DONE_MARK
 
     def poll(self) -> None:
-        """Hand ``on_status`` the newest status line written since the last poll (none: not called)."""
-        if self.on_status is None:
-            return
+        """Hand ``on_status`` the newest status line written since the last poll (none: not called); note
+        DONE_MARK."""
         try:
             with open(self.log_path, "rb") as f:
                 f.seek(self._offset)
@@ -94,10 +97,11 @@ class StatusReader:
         newest = None
         for line in lines:
             text = line.decode(errors="replace")
+            self.done = self.done or text.startswith(DONE_MARK)
             if STATUS_MARK in text:
                 try:
                     newest = json.loads(text[text.index(STATUS_MARK) + len(STATUS_MARK):])
                 except ValueError:
                     continue
-        if isinstance(newest, dict):
+        if isinstance(newest, dict) and self.on_status is not None:
             self.on_status(newest)

@@ -35,7 +35,7 @@ from typing import Any
 from statectl.errors import BlobNotFoundError, MissingDependencyError, StatectlError, UsageError
 from statectl.formats.adstore import Digest, KeyValueSpec
 from statectl.progress import NullProgress, ProgressReporter
-from statectl.spark.launch import submit_job
+from statectl.spark.launch import light_driver, submit_job
 
 BUILD_MANIFEST = "BUILD-MANIFEST.json"  # in out_dir, written last by the job
 JOB_FILE = "BUILD-JOB.json"  # in out_dir: what the job is asked to do (no secrets)
@@ -101,7 +101,6 @@ class BuildSpec:
     partitioner: str | None = None
     partitions_in: int | None = None
     source_partitioner: str | None = None
-    key_prefix: str = ""  # hex: the bytes the sources' keys mostly begin with (the sort needs not compare them)
 
     def validate(self) -> None:
         """Raise UsageError for a spec that cannot be built."""
@@ -239,7 +238,9 @@ class BuildManifest:
     created: str = ""
     duration_s: float = 0.0
     spark_ran: bool = True
-    path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns) or "python"
+    path: str = "python"  # how the job made the entries: "jvm" (plain key and value columns), "python", or
+    # "split" (a rescale: each source written as read into a file per target; a target's files overlap in key
+    # range, each key in one of them)
     # the JVM path: where its key ranges came from, "parquet-sample" (the driver read a sample of the key
     # column), "jsonl-sample" / "csv-sample" (the driver read a few chunks of the files) or "spark-sample"
     # (repartitionByRange read the input for them), or "parquet-sorted" (none: a Parquet file its row groups'
@@ -251,10 +252,13 @@ class BuildManifest:
     sources: list[dict[str, Any]] = field(default_factory=list)
     build_id: str = ""
     source_digest: Digest | None = None
-    # the driver's phases, in seconds: session_s (the SparkSession), plan_s (the JVM path's plan: footers,
-    # sample), write_s (its one job), driver_s (the driver's whole run, the JVM's start and exit excluded);
-    # unsorted_attempt_s / sorted_attempt_s: a "parquet-sorted" write, unsorted, that met rows out of key order
-    # (done again sorted) / sorted, whose files overlapped (done again with the shuffle)
+    # the driver's phases, in seconds: session_s (the SparkSession or a rescale's SparkContext), plan_s (the
+    # JVM path's plan: footers, sample), write_s (its one job), driver_s (the driver's whole run, the JVM's
+    # start and exit excluded); unsorted_attempt_s / sorted_attempt_s: a "parquet-sorted" write, unsorted,
+    # that met rows out of key order (done again sorted) / sorted, whose files overlapped (done again with the
+    # shuffle); a rescale's
+    # tasks_start_s (from its job's submission to its first task's start), fetch_s and split_s (its tasks'
+    # downloads and their read-route-write, summed over the sources)
     phases: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -420,8 +424,10 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
 
 def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: dict[str, str],
             timeout_s: float | None, secrets: dict[str, str], progress: ProgressReporter) -> None:
-    """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``."""
+    """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``. A
+    rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale): launch.light_driver."""
     subject = f"Spark build of {_describe(spec)}"
+    conf = light_driver(conf) if spec.source == "snapshots" else conf
     try:
         submit_job(submit, job_file, job_file.parent / LOG_FILE, master, conf, timeout_s, secrets,
                    lambda figures: progress.status(subject, **figures))

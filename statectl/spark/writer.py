@@ -120,7 +120,7 @@ def _write_files(job: BuildJob, store: Any, file_no: int, items: Iterable[Any]) 
     return {"store": store, "rows": counts.rows, "duplicates": counts.duplicates, "files": files}
 
 
-class _StoreFiles:
+class StoreFiles:
     """A task's SST files of one store, from chunks of its entries (sorted, each key once: :meth:`add`):
     named ``store-<label>-<file_no>-<seq>`` and rolled over at ``max_file_bytes`` as :func:`_write_files`
     names and rolls them, into out_dir or through the blob store. :meth:`close` gives the task record
@@ -160,6 +160,12 @@ class _StoreFiles:
         if not n:
             return
         budget = self.job.spec.max_file_bytes
+        size = sum(map(len, keys)) + sum(map(len, values))
+        if self.sst is not None and self.used + size < budget:  # all into the open file, which stays open
+            self.sst.add(keys, values, int(digests.sum()))
+            self.file_rows += n
+            self.used += size
+            return
         sizes = list(accumulate(map(operator.add, map(len, keys), map(len, values))))
         lo = 0
         while lo < n:
@@ -258,13 +264,10 @@ class WriteArrow:
     Per Arrow batch and store: the last row of each key is kept by comparing each key with the next in
     Arrow (a key's last row in a batch may still be replaced by the first of the next batch: it is held
     back until then), the kept keys and values go to the SST writer as lists, and the digest is summed in
-    numpy from hk and hl: no Python object per row but the key and value bytes themselves. ``check``: called
-    with each run's keys (a pyarrow array) and its store's index before they are written (a rescale's
-    partitioner check: statectl.spark.rescale_reader.CheckTargets)."""
+    numpy from hk and hl: no Python object per row but the key and value bytes themselves."""
 
-    def __init__(self, job: BuildJob, written: Any = None, check: Any = None, as_read: bool = False):
+    def __init__(self, job: BuildJob, written: Any = None, as_read: bool = False):
         self.job, self.written = job, written  # written: the accumulator of rows written (the build's status)
-        self.check = check
         self.as_read = as_read
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
@@ -282,12 +285,12 @@ class WriteArrow:
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
         attempt = ctx.attemptNumber() if ctx is not None else 0
-        outs: dict[int, _StoreFiles] = {}
+        outs: dict[int, StoreFiles] = {}
         held: tuple[int, bytes, bytes, Any] | None = None  # (store, key, value, digest) of the last row seen
 
-        def out(store: int) -> _StoreFiles:
+        def out(store: int) -> StoreFiles:
             if store not in outs:
-                outs[store] = _StoreFiles(self.job, self.job.stores[store], part, attempt)
+                outs[store] = StoreFiles(self.job, self.job.stores[store], part, attempt)
             return outs[store]
 
         try:
@@ -296,8 +299,6 @@ class WriteArrow:
                     continue
                 digests = self._digests(b, part)
                 for store, lo, hi in _store_runs(b.column(0), b.num_rows):
-                    if self.check is not None:
-                        self.check(b.column(1).slice(lo, hi - lo), store)
                     ks, vs, d = _last_of_each_key(b.column(1).slice(lo, hi - lo), b.column(2).slice(lo, hi - lo),
                                                   digests[lo:hi])
                     if held is not None:

@@ -75,6 +75,18 @@ with open(f"{dst}.keys", "w") as fh:
 """
 
 
+# The floor a Spark rescale cannot go below: spark-submit of a job that starts a SparkContext on local[2], runs
+# one empty task per core (the Python workers' start) and stops, launched as statectl launches the rescale's
+# (the same command line, driver JVM options and class archive).
+EMPTY_JOB = """import sys
+from pyspark import SparkContext
+
+sc = SparkContext.getOrCreate()
+sc.parallelize([0, 1], 2).mapPartitions(lambda it: [0]).collect()
+sc.stop()
+"""
+
+
 def make_sources(state: Path, keys: int, tasks: int, value_size: int = HASH_VALUE_SIZE, seed: int = 7) -> int:
     """``tasks`` stores under ``state/STORE/Partition_k``, each holding the keys murmur2 sends to it; return
     the number of keys."""
@@ -123,6 +135,7 @@ def bench(work: Path, keys: int, env: dict[str, str], endpoint: str, bucket: str
     out["warm_up_s"], out["source_bytes"] = warm["wall_s"], warm["source_bytes"]
     log(f"  rescale {directions[0][0]} -> {directions[0][1]}, warm-up (the class archive recorded): "
         f"{warm['wall_s']:.1f} s")
+    floor: list[dict[str, Any]] = []
     for n, m in directions:
         case: dict[str, Any] = {"tasks_in": n, "tasks_out": m, "statectl": [], "script": []}
         for r in range(rounds):
@@ -131,8 +144,29 @@ def bench(work: Path, keys: int, env: dict[str, str], endpoint: str, bucket: str
                 run = _rescale if who == "statectl" else _script
                 case[who].append(run(work, where, n, m, f"{JOB}-{who}-{m}-r{r}", keys, env))
                 log(f"  rescale {n} -> {m}, round {r + 1}: {who} {case[who][-1]['wall_s']:.1f} s")
+            floor.append(empty_spark_job(work, env))
+            log(f"  an empty Spark job: {floor[-1]['wall_s']:.1f} s")
         out["cases"].append(_summary(case))
+    out["empty_spark_job"] = {"wall": stat([x["wall_s"] for x in floor]).to_json(),
+                              "cpu": stat([x["cpu_s"] for x in floor]).to_json()}
     return out
+
+
+def empty_spark_job(work: Path, env: dict[str, str]) -> dict[str, Any]:
+    """EMPTY_JOB's wall and CPU time, launched as statectl launches a rescale's job."""
+    from statectl.spark.launch import ClassArchive, light_driver, spark_command
+    from statectl.spark.submit import spark_submit_path
+
+    submit = spark_submit_path()
+    job = work / "empty-job.py"
+    job.write_text(EMPTY_JOB)
+    conf = light_driver({})
+    archive = ClassArchive(submit, conf)  # the rescale's warm-up recorded it
+    cmd = spark_command(submit, job, "local[2]", archive.conf(conf) if archive.recording is None else conf)
+    cmd[-2:] = [str(job)]  # the empty job instead of statectl's
+    run_env = dict(env, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    sample = run_measured(cmd, env=run_env, cwd=work / "cwd", timeout=600)
+    return {"wall_s": round(sample.wall_s, 2), "cpu_s": round(sample.cpu_s, 1)}
 
 
 def _rescale(work: Path, where: list[str], n: int, m: int, to_job: str, keys: int,
@@ -344,9 +378,19 @@ def report_lines(res: dict[str, Any]) -> list[str]:
             f"  phases (medians): Spark job {ph.get('spark_s', 0):.1f} s incl. start-up, ingest "
             f"{ph.get('ingest_s', 0):.1f} s, verify {ph.get('verify_s', 0):.1f} s, upload {ph.get('upload_s', 0):.1f} s, "
             f"commit {ph.get('commit_s', 0):.1f} s; peak RSS {c['max_rss_mb']:.0f} MB",
+            f"  Spark job phases (medians): SparkContext {ph.get('spark_session_s', 0):.1f} s, to the first task "
+            f"{ph.get('spark_tasks_start_s', 0):.1f} s, the stage {ph.get('spark_write_s', 0):.1f} s (its tasks: "
+            f"download {ph.get('spark_fetch_s', 0):.1f} s, read-route-write {ph.get('spark_split_s', 0):.1f} s, "
+            "summed)",
             f"  executors read {c['bytes_read'] / mib:.1f} MiB (the source snapshots, from S3) and wrote "
             f"{c['bytes_written'] / mib:.1f} MiB of SST files; uploaded {c['bytes_uploaded'] / mib:.1f} MiB; "
             f"keys per target {min(c['per_target_keys']):,}-{max(c['per_target_keys']):,}"]
+    floor = res.get("empty_spark_job")
+    if floor:
+        w, c = floor["wall"], floor["cpu"]
+        lines.append(f"an empty Spark job (SparkContext on local[2], one empty task per core, stop; launched as the "
+                     f"rescale's): {w['median']:.1f} s [{w['min']:.1f}-{w['max']:.1f}], CPU {c['median']:.1f} s, "
+                     f"n={w['n']}")
     return lines + key_group_lines(res.get("key_groups"))
 
 

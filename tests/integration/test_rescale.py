@@ -76,6 +76,23 @@ def _restored(tmp: Path, blobs: str, job: str, task: str) -> dict[bytes, bytes]:
     return read_store(target)
 
 
+def _compacts(store: Path, want: dict[bytes, bytes], sources: int) -> None:
+    """The restored target holds a file of each of its ``sources`` (their key ranges overlap: in L0 but the
+    first), opens, compacts into files that no longer overlap, and holds ``want`` still."""
+    import rocksdict
+
+    db = rocksdict.Rdict(str(store), rocksdict.Options(raw_mode=True))
+    try:
+        files = db.live_files()
+        assert len(files) == sources and sum(f["level"] == 0 for f in files) >= sources - 1, files
+        db.compact_range(None, None)
+        assert {f["level"] for f in db.live_files()} == ({6} if want else set()), db.live_files()
+        assert all(db[k] == v for k, v in want.items())
+    finally:
+        db.close()
+    assert read_store(store) == want
+
+
 def _nothing_committed(tmp: Path, blobs: str, job: str, m: int) -> None:
     for j in range(m):
         assert _latest(tmp, blobs, job, f"Partition {j}") == [], f"a snapshot of {job} Partition {j} was committed"
@@ -118,6 +135,8 @@ def _check_targets(tmp: Path, blobs: str, job: str, m: int, expected: dict[bytes
         assert result["targets"][j]["keys"] == len(want)
         got = _restored(tmp, blobs, job, f"Partition {j}")
         assert got == want, f"target Partition {j} differs from a fresh partitioning"
+        _compacts(tmp / "restored" / job / f"Partition_{j}", want, len({partition_of(k, result["tasks_in"])
+                                                                          for k in want}))
         snap = json.loads(cli(tmp, "snapshots", "show", result["targets"][j]["snapshot_id"], "--blobstore", blobs,
                               "--job", job, "--store", STORE, "--task", f"Partition {j}", "-o", "json").stdout)
         assert snap["prev-snapshot-index-blob-id"] is None

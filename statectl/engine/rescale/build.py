@@ -71,11 +71,11 @@ class WorkDir:
 
 
 def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: BlobStore, work: Path,
-                  result: RescaleResult, progress: ProgressReporter,
-                  manifests: list[Any] | None = None) -> tuple[list[Path], Any]:
+                  result: RescaleResult, progress: ProgressReporter) -> tuple[list[Path], Any]:
     """Run the Spark job and ingest each target's SST files into a staged store; return the stores and the
-    job's BuildManifest. ``manifests``: the sources' (their files' key bounds give the job the bytes their
-    keys begin with)."""
+    job's BuildManifest. A target's files are one per source (or more, rolled over at max_file_bytes): their
+    key ranges overlap, each key in one file; RocksDB's ingestion puts such files in L0 at sequence numbers
+    of their own."""
     from statectl.local.staged import StagedStore
     from statectl.rocks.sst import ingest_into_new_store
     from statectl.spark.submit import BuildSpec, run_build
@@ -84,8 +84,7 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
     spec = BuildSpec("snapshots", layout="partitioned", partitions_out=opts.to_tasks, snapshots=tuple(snapshots),
                      source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging,
                      partitions_in=opts.from_tasks if hashed else None,
-                     source_partitioner=opts.source_partitioner if hashed else None,
-                     key_prefix=key_prefix(manifests or []).hex())
+                     source_partitioner=opts.source_partitioner if hashed else None)
     t0 = time.monotonic()
     try:
         manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
@@ -94,6 +93,7 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
         _keep_log(e, work / "build")
         raise
     result.phases["spark_s"] = round(time.monotonic() - t0, 3)
+    result.phases.update({f"spark_{k}": v for k, v in manifest.phases.items()})  # the job's own (BuildManifest)
     by_task = {s["task"]: s for s in manifest.sources}
     for src in result.sources:
         got = by_task.get(src.task)
@@ -117,20 +117,6 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
         out.append(target)
     result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
     return out, manifest
-
-
-def key_prefix(manifests: list[Any]) -> bytes:
-    """The bytes the smallest and largest key of every file of the sources (their MANIFESTs; None: unknown)
-    begin with. Keys outside those files (a WAL's) may not: the job's sort is exact with any prefix."""
-    import os
-
-    from statectl.rocks.manifest import RANGE_DELETION
-
-    if not manifests or any(m is None for m in manifests):
-        return b""
-    bounds = [b[:-8] for m in manifests for f in m.live_files for b in (f.smallest, f.largest)
-              if b[-8] != RANGE_DELETION]
-    return os.path.commonprefix(bounds) if bounds else b""
 
 
 def _keep_log(e: StatectlError, build: Path) -> None:

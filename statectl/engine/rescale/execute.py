@@ -71,7 +71,7 @@ def execute_rescale(plan: RescalePlan, blobstore: BlobStore, checkpoints: BlobCh
     recorder = Recorder(blobstore, opts, plan.recorded.etag)
     with WorkDir(opts.work_dir) as work:
         if plan.key_groups is None:
-            stores, manifest = build_targets(opts, plan.snapshots, blobstore, work, result, progress, plan.manifests)
+            stores, manifest = build_targets(opts, plan.snapshots, blobstore, work, result, progress)
             verify_targets(opts, stores, manifest, result)
             upload_targets(opts, plan.to_job, stores, blobstore, checkpoints, result, progress, recorder)
         else:

@@ -29,25 +29,36 @@ def upload_targets(opts: RescaleOptions, to_job: str, stores: list[Path], blobst
     rescale (``recorder``: rerun.Recorder), commit all M checkpoint records and run backup's post-commit
     cleanup for each (commit.commit_targets). ``copied``: per target, FileIndexes of blobs already copied into
     the blob store (TTL'd) that its snapshot lists besides the uploads."""
+    from concurrent.futures import ThreadPoolExecutor
+
     t0 = time.monotonic()
     refs = [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
-    pending = []
     with ExitStack() as stack:
         leases = take_leases(stack, opts, blobstore, checkpoints, refs, progress)
         markers = changelog_markers(checkpoints, refs)
-        for k, (ref, path, info) in enumerate(zip(refs, stores, result.targets)):
-            extra = copied[k] if copied else []
-            pending.append(_upload_target(opts, ref, path, extra, blobstore, checkpoints, result, info, progress))
+
+        def one(k: int) -> tuple[PendingTarget, int]:
+            return _upload_target(opts, refs[k], stores[k], copied[k] if copied else [], blobstore, checkpoints,
+                                  result, result.targets[k], progress)
+
+        # a few targets at once: each is a few files and several requests one after the other (index, checks)
+        with ThreadPoolExecutor(min(_TARGETS_AT_ONCE, len(refs)), thread_name_prefix="statectl-upload") as pool:
+            done = list(pool.map(one, range(len(refs))))
+        pending = [p for p, _ in done]
+        result.bytes_uploaded += sum(n for _, n in done)
         result.phases["upload_s"] = round(time.monotonic() - t0, 3)
         commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress)
 
 
+_TARGETS_AT_ONCE = 4
+
+
 def _upload_target(opts: RescaleOptions, ref: StoreRef, path: Path, extra: list[Any], blobstore: BlobStore,
                    checkpoints: BlobCheckpointStore, result: RescaleResult, info: Any,
-                   progress: ProgressReporter) -> PendingTarget:
+                   progress: ProgressReporter) -> tuple[PendingTarget, int]:
     """Upload the target store at ``path`` as a snapshot of ``ref`` listing ``extra`` (copied FileIndexes)
-    besides its files, read it back, fill ``info`` (TargetInfo) and return it ready to commit.
-    CorruptSnapshotError when a blob or the index does not read back as uploaded."""
+    besides its files, read it back, fill ``info`` (TargetInfo) and return it ready to commit, with the bytes
+    uploaded. CorruptSnapshotError when a blob or the index does not read back as uploaded."""
     from statectl.catalog.index import read_index
     from statectl.errors import CorruptSnapshotError
     from statectl.transfer.verify import check_blobs
@@ -65,13 +76,13 @@ def _upload_target(opts: RescaleOptions, ref: StoreRef, path: Path, extra: list[
                                    hint="nothing was committed; run rescale again")
     info.snapshot_id, info.checkpoint_id = index_id, checkpoint_id
     info.files, info.bytes = len(present), sum(f.size for _, f in present)
-    result.bytes_uploaded += sum(f.size for f in uploaded)
+    sent = sum(f.size for f in uploaded)
     uploaded = list(uploaded) + list(extra)  # the copies' TTLs go with the commit too
     # The commit's cleanup keeps every older snapshot of the target (within one job: the source of
     # its task, kept for a roll-back); the next backup of the task applies its own --keep-last.
     keep = max(opts.keep_last, 1 + len(checkpoints.list(ref)))
     return PendingTarget(ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis, keep_last=keep),
-                         index, [b.blob_id for fi in uploaded for b in fi.blobs])
+                         index, [b.blob_id for fi in uploaded for b in fi.blobs]), sent
 
 
 def _snapshot_of(opts: RescaleOptions, ref: StoreRef, checkpoint_id: str, path: Path, extra: list[Any],

@@ -19,7 +19,7 @@ from statectl.engine.rescale.build import VerificationError, verify_targets
 from statectl.engine.rescale.options import RescaleOptions, load_snapshots_file, load_task_map
 from statectl.engine.rescale.result import RescaleResult
 from statectl.spark.context import BuildError
-from statectl.spark.rescale_reader import _SourceStatsParam, fetch_snapshot, load_partitioner
+from statectl.spark.rescale_reader import fetch_snapshot, load_partitioner
 from statectl.spark.submit import BuildSpec
 
 
@@ -121,15 +121,6 @@ def test_fetch_snapshot_checks_every_file(tmp_path: Path):
     blobs.close()
 
 
-def test_source_figures_of_a_retried_task_are_not_counted_twice():
-    p = _SourceStatsParam()
-    acc = p.zero({})
-    acc = p.addInPlace(acc, {0: {"keys": 5}})
-    acc = p.addInPlace(acc, {1: {"keys": 7}})
-    acc = p.addInPlace(acc, {0: {"keys": 5}})  # the retry
-    assert acc == {0: {"keys": 5}, 1: {"keys": 7}}
-
-
 def _store(path: Path, entries: dict[bytes, bytes]) -> Digest:
     import rocksdict
 
@@ -205,7 +196,7 @@ def test_route_batch_is_kafkas_partitioner_vectorised_or_the_jobs_called_per_key
 def test_the_readers_and_the_writers_refuse_a_key_outside_its_task_and_name_it():
     import pyarrow as pa
 
-    from statectl.spark.rescale_reader import CheckTargets, check_placed
+    from statectl.spark.rescale_reader import check_placed, check_target
 
     keys = [b"user-%05d" % i for i in range(400)]
     mine = [k for k in keys if partition_of(k, 2) == 1]
@@ -218,24 +209,60 @@ def test_the_readers_and_the_writers_refuse_a_key_outside_its_task_and_name_it()
                                          r"blobs/s1\) belongs to task 0 of 2, not 1"):
         check_placed(spec, pa.array(mine[:9] + [stray] + mine[9:], pa.binary()), 1, source)
 
-    job = SimpleNamespace(spec=spec)
-    check = CheckTargets(job)
     target = [k for k in keys if partition_of(k, 3) == 2]
-    check(pa.array(target, pa.binary()), 2)
+    check_target(spec, pa.array(target, pa.binary()), 2)
     others = [k for k in keys if partition_of(k, 3) != 2][:2]
     with pytest.raises(BuildError, match=rf"verification failed.*: 2 keys of target 2 belong to another task "
                                          rf"\(e\.g\. {others[0]!r} of task {partition_of(others[0], 3)}\)"):
-        check(pa.array(target[:5] + others + target[5:], pa.binary()), 2)
+        check_target(spec, pa.array(target[:5] + others + target[5:], pa.binary()), 2)
 
 
-def test_the_reader_gives_a_snapshots_entries_in_arrow_batches_routed_and_counted(tmp_path: Path):
+def _split(tmp_path: Path, source: dict, **spec) -> tuple[dict, dict[int, dict[bytes, bytes]]]:
+    """SplitSources run on ``source`` alone, outside Spark: its record and, per target, the entries of the
+    file it wrote (its keys ascending, its Digest as recorded)."""
+    from statectl.rocks.sst import scan_digest
+    from statectl.spark.context import BuildJob
+    from statectl.spark.rescale_reader import SplitSources
+
+    out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
+    out.mkdir()
+    s = BuildSpec("snapshots", layout="partitioned", snapshots=(source,), source_store=f"file://{tmp_path / 'blobs'}",
+                  **spec)
+    job = BuildJob({"spec": s.to_dict(), "spec_hash": "h", "build_id": "b", "out_dir": str(out)})
+    [record] = [json.loads(r) for r in SplitSources(job)([(0, json.dumps(source))])]
+    got: dict[int, dict[bytes, bytes]] = {}
+    for t in record["targets"]:
+        [f] = t["files"]
+        assert f["file"] == f"store-{t['store']}-0000-0000.sst"
+        got[t["store"]] = entries = _sst_entries(out / f["file"])
+        assert scan_digest(out / f"{f['file']}.db") == Digest.from_json(f["digest"])
+        assert t["rows"] == len(entries) and t["duplicates"] == 0
+    return record, got
+
+
+def _sst_entries(path: Path) -> dict[bytes, bytes]:
+    """The entries of the SST file at ``path``, ingested (a copy) into a store beside it."""
+    import shutil
+
+    from statectl.rocks.sst import ingest_into_new_store
+    from statectl.rocks.store import open_readonly
+
+    copy = path.with_name(path.name + ".copy")
+    shutil.copyfile(path, copy)
+    ingest_into_new_store(path.with_name(path.name + ".db"), [copy])
+    db = open_readonly(path.with_name(path.name + ".db"))
+    try:
+        return dict(db.items())
+    finally:
+        db.close()
+
+
+def test_each_source_is_read_once_into_a_file_per_target_its_keys_checked_and_digested(tmp_path: Path):
     """A real store with a key in two levels and a tombstone, backed up as files to a file:// blob store: the
-    reader gives exactly its live entries, each with its murmur2 target, and counts them; a key-group source
-    gives its own key groups only."""
-    import pyarrow as pa
+    task writes exactly its live entries, each into its murmur2 target's file, and reports the Digest of all
+    it read and of each file; a key-group source gives its own key groups only; a key outside the source's
+    task is refused, and nothing is left in out_dir then."""
     import rocksdict
-
-    from statectl.spark.rescale_reader import ReadSnapshots
 
     path = tmp_path / "src"
     db = rocksdict.Rdict(str(path), rocksdict.Options(raw_mode=True))
@@ -257,30 +284,26 @@ def test_the_reader_gives_a_snapshots_entries_in_arrow_batches_routed_and_counte
                       "blobs": [[blobs.put(io.BytesIO(data), size=len(data), ttl_seconds=None), 0]]})
     blobs.close()
     source = {"task": "Partition 0", "snapshot": "blobs/s0", "files": files}
-    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=3, snapshots=(source,),
-                     source_store=f"file://{tmp_path / 'blobs'}")
-    counted: dict = {}
-    job = SimpleNamespace(spec=spec, blobstore=lambda url: open_blobstore(url))
-    read = ReadSnapshots(job, SimpleNamespace(add=counted.update))
-    batch = pa.RecordBatch.from_arrays([pa.array([0], pa.int32()), pa.array([json.dumps(source)])], ["i", "source"])
-    out = pa.Table.from_batches(list(read([batch])))
-    got = dict(zip(out.column("k").to_pylist(), out.column("v").to_pylist()))
-    assert got == want and out.column("k").to_pylist() == sorted(want)
-    assert out.column("store").to_pylist() == [partition_of(k, 3) for k in sorted(want)]
-    assert counted[0]["keys"] == len(want) and counted[0]["bytes_read"] == sum(f["size"] for f in files)
+    record, got = _split(tmp_path, source, partitions_out=3)
+    assert sorted(got) == [0, 1, 2] and all(partition_of(k, 3) == t for t, e in got.items() for k in e)
+    assert {k: v for e in got.values() for k, v in e.items()} == want
+    whole = Digest()
+    whole.add_sorted(sorted(want.items()))
+    assert Digest.from_json(record["digest"]) == whole and record["keys"] == len(want)
+    assert record["bytes_read"] == sum(f["size"] for f in files) and record["task"] == "Partition 0"
 
     # the same store as a source of key groups 0x6b.. (b"k") only, by a key-group partitioner: none of
     # group 0x6a, all of 0x6b, none above
-    groups = {**source, "groups": [0x6b, 0x6b]}
-    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=2, snapshots=(groups,),
-                     source_store=f"file://{tmp_path / 'blobs'}", partitioner="keygroups:128")
-    job = SimpleNamespace(spec=spec, blobstore=lambda url: open_blobstore(url))
-    batch = pa.RecordBatch.from_arrays([pa.array([0], pa.int32()), pa.array([json.dumps(groups)])], ["i", "source"])
-    out = pa.Table.from_batches(list(ReadSnapshots(job, SimpleNamespace(add=counted.update))([batch])))
-    assert out.column("k").to_pylist() == sorted(want) and set(out.column("store").to_pylist()) == {1}
-    groups["groups"] = [0x6c, 0x7f]
-    batch = pa.RecordBatch.from_arrays([pa.array([0], pa.int32()), pa.array([json.dumps(groups)])], ["i", "source"])
-    assert sum(b.num_rows for b in ReadSnapshots(job, SimpleNamespace(add=counted.update))([batch])) == 0
+    record, got = _split(tmp_path, {**source, "groups": [0x6b, 0x6b]}, partitions_out=2, partitioner="keygroups:128")
+    assert list(got) == [1] and got[1] == want
+    record, got = _split(tmp_path, {**source, "groups": [0x6c, 0x7f]}, partitions_out=2, partitioner="keygroups:128")
+    assert got == {} and record["keys"] == 0 and record["targets"] == []
+
+    # the store as task 0 of 2 by murmur2: about half its keys are task 1's
+    stray = next(k for k in sorted(want) if partition_of(k, 2) == 1)
+    with pytest.raises(BuildError, match=rf"not a 2-way layout by murmur2: key {stray!r} of Partition 0"):
+        _split(tmp_path, source, partitions_out=3, partitions_in=2)
+    assert not list((tmp_path / "out-3").iterdir())
 
 
 def test_work_dir_removes_what_killed_rescales_left_but_not_a_running_ones(tmp_path: Path):
@@ -444,21 +467,3 @@ def test_a_malformed_record_is_refused_unless_again_replaces_it(tmp_path: Path):
     found = check_recorded(opts(again=True), blobs, catalog, ["a", "b"])
     assert found.record is None and found.etag == etag  # the new record replaces it, conditionally
     blobs.close()
-
-
-def test_the_key_prefix_of_the_sources_comes_from_their_files_bounds_range_deletions_left_out():
-    import struct
-
-    from statectl.engine.rescale.build import key_prefix
-
-    def bound(key: bytes, kind: int = 1) -> bytes:
-        return key + struct.pack("<Q", 7 << 8 | kind)
-
-    def manifest(*pairs):
-        return SimpleNamespace(live_files=[SimpleNamespace(smallest=bound(a), largest=bound(b, k)) for a, b, k in pairs])
-
-    files = [manifest((b"user-00012", b"user-00977", 1)), manifest((b"user-00100", b"user-00555", 1))]
-    assert key_prefix(files) == b"user-00"
-    assert key_prefix(files + [manifest((b"user-00200", b"zzz", 0x0F))]) == b"user-00"  # a range deletion's end
-    assert key_prefix(files + [manifest((b"admin", b"admin", 1))]) == b""
-    assert key_prefix(files + [None]) == b"" and key_prefix([]) == b""

@@ -24,3 +24,27 @@ def test_the_reader_hands_over_the_newest_status_line_once(tmp_path: Path):
         f.write('es_total": 2, "rows": 30}\n' + STATUS_MARK + "{not json\n")
     reader.poll()
     assert got[-1] == {"stages": 2, "stages_total": 2, "rows": 30} and len(got) == 2
+
+
+def test_the_launcher_goes_on_once_the_job_says_it_is_done_and_reaps_it_later(tmp_path: Path):
+    """A job that says DONE_MARK (its manifest written) and then takes its time to exit (its SparkContext's
+    stop, the JVM's exit): the launcher returns 0 while it still runs, when allowed to; otherwise it waits
+    for its own exit code."""
+    import subprocess
+
+    from statectl.spark.launch import _wait
+    from statectl.spark.status import DONE_MARK
+
+    log = tmp_path / "spark-submit.log"
+    script = f"echo '{STATUS_MARK}{{\"stages\": 1, \"stages_total\": 1, \"rows\": 5}}'; echo {DONE_MARK}; "
+    with open(log, "wb") as out:
+        slow = subprocess.Popen(["sh", "-c", script + "exec sleep 600"], stdout=out)
+        try:
+            got: list[dict] = []
+            assert _wait(slow, None, StatusReader(log, got.append), early=True) == 0
+            assert slow.poll() is None and got == [{"stages": 1, "stages_total": 1, "rows": 5}]
+        finally:
+            slow.kill()
+            slow.wait()
+        failing = subprocess.Popen(["sh", "-c", script + "exit 3"], stdout=out)
+        assert _wait(failing, None, StatusReader(log, None), early=False) == 3
