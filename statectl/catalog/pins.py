@@ -38,6 +38,9 @@ at all once its process is gone on this host. gc deletes pins that no longer bin
 older than its grace period). A reader that stalls past its own expiry loses the pin; it goes on, and
 its downloads' size and CRC checks still catch a blob that vanished.
 
+A pin record is written without an fsync (``put_at(durable=False)``): it binds only while its reader
+runs, and the crash that could lose it (its host's) ends the reader with it.
+
 A reader that cannot write (read-only credentials, a read-only mount) goes on without a pin and says so
 in a note: its snapshot is then protected by the grace period (the ``grace`` setting, 6h by default):
 a backup that expires it meanwhile keeps its blobs that long. A read slower than that fails, and a
@@ -53,7 +56,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 import uuid
@@ -290,12 +292,12 @@ class ReaderPin:
                 self._delete_locked()  # re-resolved to another store's snapshot: one pin at a time
             self._body_fields = {"index_blob_id": snap.index_blob_id, "checkpoint_id": checkpoint_id,
                                  "store": str(owner), "operation": self.operation,
-                                 "host": socket.gethostname(), "pid": os.getpid()}
+                                 "host": lease.this_host(), "pid": os.getpid()}
             now = time.time()
             try:
                 if self._etag is not None:
                     self._check_unchanged()
-                self._etag = self.blobstore.put_at(key, self._body(now))
+                self._etag = self.blobstore.put_at(key, self._body(now), durable=False)
             except StatectlError as e:
                 self._etag = None
                 self.unpinned_reason = str(e)
@@ -329,7 +331,7 @@ class ReaderPin:
             except (PreconditionFailedError, BlobNotFoundError):
                 self.lost = "its record was removed or replaced (gc took it for a dead reader's)"
                 return
-            self._etag = self.blobstore.put_at(self.key, self._body(now))
+            self._etag = self.blobstore.put_at(self.key, self._body(now), durable=False)
             self._expires = now + self.seconds
 
     def _check_unchanged(self) -> None:

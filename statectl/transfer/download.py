@@ -93,8 +93,8 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
         # its ranges land in parallel. A one-range file is written in order, and an unchecked size claim
         # must not reserve disk it will never fill.
         _create(item.dest, item.index.size if item.index.size > range_size else 0)
-        if not ranges:
-            state.finish_empty()
+        if not ranges:  # sealed (its fsync) in the pool with the others, not before they start
+            tasks.append((0, _empty_task(state, progress)))
             continue
         seg_no = 0
         for blob_id, file_offset, blob_len in ranges:
@@ -181,6 +181,16 @@ class _FileState:
         self.finished = True
 
 
+def _empty_task(state: _FileState, progress: ProgressReporter):
+    def run(cancel: threading.Event) -> None:
+        if cancel.is_set():
+            raise Cancelled()
+        state.finish_empty()
+        progress.file_done()
+
+    return run
+
+
 def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id: str, file_offset: int,
                    start: int, length: int, last: bool, progress: ProgressReporter, limit: RateLimit | None):
     def run(cancel: threading.Event) -> None:
@@ -190,7 +200,7 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
         fd = os.open(state.item.dest, os.O_WRONLY)
         try:
             writer = CrcSink(progress, cancel=cancel, fd=fd, file_offset=file_offset + start, limit=length, what=what,
-                             allow_more=not last, rate_limit=limit)
+                             allow_more=not last, rate_limit=limit, flush_tail=state.segments > 1)
             # The blob's last range is requested open-ended, so a blob longer than the index says shows.
             try:
                 failpoints.hit("during-download")
