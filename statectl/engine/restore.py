@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from statectl import defaults
+from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import snapshot_owner
 from statectl.catalog.pins import ReaderPin
@@ -152,6 +152,7 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         def read(snap: ResolvedSnapshot, confirm: Callable[[], None]) -> RestoreResult:
             def before_swap() -> None:
                 confirm()
+                failpoints.hit("before-swap")
                 pin.release_soon()  # every byte is here: the pin's delete overlaps the swap
 
             plan = _plan(opts, target, snap, blobstore, progress)
