@@ -45,7 +45,8 @@ class RestoreOptions:
     non-empty target that is not a RocksDB store (never one that holds a store, the blob store or a
     mount point); ``state_dir`` (when known) protects the job's other stores from being replaced; ``from_other_store`` allows ``snapshot`` to name a snapshot of another job, task or
     store (a deliberate cross-restore). ``range_size``: the smallest ranged GET a large file is split into
-    (transfer.download.range_size_for: only files larger than an even share of the download per slot are)."""
+    (transfer.download.range_size_for: only files larger than a quarter of an even share of the download per slot
+    are)."""
 
     ref: StoreRef
     store_dir: Path

@@ -65,12 +65,20 @@ def blob_ranges(index: FileIndex, what: str) -> list[tuple[str, int, int]]:
     return out
 
 
+# The ranges per download slot a large file is split into (range_size_for). Connections do not share the
+# bandwidth evenly: with one whole 64 MiB file per slot, the slowest connection of a 512 MiB restore finished
+# up to 0.7 s after the first, alone; with ranges a quarter of a slot's share, the fast slots take the last
+# ones. A file of several ranges is also preallocated, which spares the kernel the block allocation of
+# each write (a third of the restore's system time there).
+RANGES_PER_SLOT = 4
+
+
 def range_size_for(range_size: int, parallelism: int, total: int) -> int:
     """The size of the ranged GETs that download ``total`` bytes in ``parallelism`` slots: ``range_size`` at
-    least, and at least an even share of the total per slot. A file is then split only when it alone would
-    keep one slot busy longer than the others: every GET costs a request (and a file of several ranges a size
-    check before it is preallocated), while whole files already keep every slot busy."""
-    return max(range_size, -(-total // max(1, parallelism)))
+    least, and at least a RANGES_PER_SLOT-th of an even share of the total per slot. Smaller files are
+    fetched whole: every GET costs a request, and a file of several ranges a size check before it is
+    preallocated."""
+    return max(range_size, -(-total // (max(1, parallelism) * RANGES_PER_SLOT)))
 
 
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
