@@ -18,7 +18,9 @@ The protocol, for a snapshot S:
 3. Reader: check that S is still retained: its catalog record is still ``committed``, or S is still
    the store's latest checkpoint. If it is not, retention may have decided on S before seeing the
    pin: the reader drops S and resolves again (the latest), or fails with SnapshotNotFoundError
-   (exit 10) for a snapshot named by id. Only then does it read S's data blobs.
+   (exit 10) for a snapshot named by id. Only then does it read S's data blobs (``resolve``), or, with
+   ``read`` (a restore), it reads them while 2 and 3 run and makes nothing of them lasting until 3 kept
+   S: a blob gone by then fails the read, which is then S dropped, never a store built from part of it.
 4. Reader: renew the pin in the background (every third of its period, after checking that its record
    is still the one it wrote, so a pin gc removed is never silently re-created) while it reads; delete
    it at the end.
@@ -29,8 +31,9 @@ blob a pinned snapshot references; a pinned snapshot's record stays (``expired``
 retention, with no live pin left, finishes it. gc reads the pins after the catalog and keeps every
 blob a live pin's snapshot references. Both sides write first and read second, so one of them sees
 the other: if the reader's check (3) saw S retained, the marking came after it, hence after the pin
-was written, and the listing that follows the marking finds the pin; if the marking came first, the
-check sees it and the reader lets S go. A commit that makes S no longer the latest is likewise
+was written, and the listing that follows the marking finds the pin (and nothing of S was deleted
+before: retention marks before it deletes); if the marking came first, the check sees it and the reader
+lets S go. A commit that makes S no longer the latest is likewise
 followed by its cleanup's marking and listing.
 
 A pin binds until ``expires_at`` plus CLOCK_SLACK_SECONDS (the writer's clock may be behind), and not
