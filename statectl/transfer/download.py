@@ -97,11 +97,7 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
         ranges = blob_ranges(item.index, f"file {item.rel}")
         state = _FileState(item, len(ranges))
         states.append(state)
-        # Only a file of several ranges (whose blob sizes the caller checked: check_blobs) is preallocated:
-        # its ranges land in parallel. A one-range file is written in order, and an unchecked size claim
-        # must not reserve disk it will never fill.
-        _create(item.dest, item.index.size if item.index.size > range_size else 0)
-        if not ranges:  # sealed (its fsync) in the pool with the others, not before they start
+        if not ranges:  # created and sealed (its fsync) in the pool with the others, not before they start
             tasks.append((0, _empty_task(state, progress)))
             continue
         seg_no = 0
@@ -114,6 +110,12 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
                                                      last, progress, limit)))
                 seg_no += 1
         state.segments = seg_no
+        # A file of several segments exists before they start, in any order; a one-segment file is created
+        # by its own download, in the pool. Only a file of several ranges (whose blob sizes the caller
+        # checked: check_blobs) is preallocated: its ranges land in parallel. A one-range file is written in
+        # order, and an unchecked size claim must not reserve disk it will never fill.
+        if seg_no > 1:
+            _create(item.dest, item.index.size if item.index.size > range_size else 0)
     total = sum(i.index.size for i in items)
     progress.start("downloading", total, len(items))
     # Longest first: the last transfers to start are then the short ones, and the slots finish together
@@ -129,26 +131,30 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
     return total
 
 
+def _open_new(dest: Path) -> int:
+    """``dest`` created (or truncated) and open for writing; a full disk is a DiskFullError."""
+    try:
+        return os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"no space left on device for {dest}") from e
+        raise
+
+
 def _create(dest: Path, size: int) -> None:
     """Create (or truncate) ``dest``, preallocating ``size`` bytes where the filesystem can."""
+    fd = _open_new(dest)
     try:
-        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            if size:
-                try:
-                    os.posix_fallocate(fd, 0, size)
-                except OSError as e:
-                    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                        raise
-                    # filesystems without fallocate: the writes themselves will report ENOSPC. Where it
-                    # works it is also faster: parallel ranged writes into a sparse file fragment the
-                    # allocation, and the fsync then pays for it (measured: 20 % of a 1 GiB restore).
-        finally:
-            os.close(fd)
+        if size:
+            os.posix_fallocate(fd, 0, size)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(f"no space left on device for {dest} ({size} bytes)") from e
-        raise
+        # filesystems without fallocate: the writes themselves will report ENOSPC. Where it works it is
+        # also faster: parallel ranged writes into a sparse file fragment the allocation, and the fsync
+        # then pays for it (measured: 20 % of a 1 GiB restore).
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -193,6 +199,7 @@ def _empty_task(state: _FileState, progress: ProgressReporter):
     def run(cancel: threading.Event) -> None:
         if cancel.is_set():
             raise Cancelled()
+        _create(state.item.dest, 0)
         state.finish_empty()
         progress.file_done()
 
@@ -205,7 +212,7 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
         if cancel.is_set():
             raise Cancelled()
         what = f"blob {blob_id} of {state.item.rel}"
-        fd = os.open(state.item.dest, os.O_WRONLY)
+        fd = _open_new(state.item.dest) if state.segments == 1 else os.open(state.item.dest, os.O_WRONLY)
         try:
             writer = CrcSink(progress, cancel=cancel, fd=fd, file_offset=file_offset + start, limit=length, what=what,
                              allow_more=not last, rate_limit=limit, flush_tail=state.segments > 1)
