@@ -260,7 +260,7 @@ class ReaderPin:
         for _ in range(RESOLVE_ATTEMPTS):
             snap = resolve_snapshot(self.blobstore, self.checkpoints, self.ref, snapshot,
                                     allow_other_store=allow_other_store)
-            check = _PinCheck(lambda: self._pinned(snap, snapshot))
+            check = _PinCheck(lambda snap=snap: self._pinned(snap, snapshot))
             try:
                 return use(snap, check.confirm)
             except StatectlError:
