@@ -31,7 +31,8 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
 - snapshots copy: ``during-copy`` (once, when the copy of half the blobs starts), then backup's
   ``after-index-upload``, ``before-kafka-commit``, ``after-kafka-commit``, ``after-commit``, ``during-cleanup``,
   ``after-cleanup``.
-- restore: ``during-download`` (each blob range), ``download-write`` (each write into a restored file).
+- restore: ``during-download`` (each blob range), ``download-write`` (each write into a restored file),
+  ``before-swap`` (the store built aside and its reader pin confirmed, before the swap).
 - changelog restore: ``changelog-apply`` (each write batch into the new store).
 - standby follow and promote: ``standby-apply`` (each write batch into the replica); promote of a
   pre-restore: ``pre-restore-moved`` (after the pre-restored dir is renamed into the state dir).

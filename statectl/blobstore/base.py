@@ -97,11 +97,14 @@ class BlobStore(Protocol):
         seeks it back.
         """
 
-    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False,
+               durable: bool = True) -> str:
         """Write a small object at ``key``, atomically replacing any previous one (no TTL); return its
         etag. With ``if_none_match`` the write happens only if there is no object yet, with ``if_match``
         only if the object's etag is still that one; otherwise PreconditionFailedError. Conditional
-        writes are atomic among statectl processes (S3 conditional writes; a file lock on file://)."""
+        writes are atomic among statectl processes (S3 conditional writes; a file lock on file://).
+        ``durable=False``: the object need only outlive the process that writes it (a reader's pin), so a
+        store that would fsync it (file://) does not; other processes see it as they see any write."""
 
     def read_at(self, key: str) -> tuple[bytes, str]:
         """A small object's bytes and etag (for a later conditional ``put_at``). Raises BlobNotFoundError."""

@@ -153,7 +153,8 @@ class LocalBlobStore:
         # references the blob, which is all a TTL is for; it never deletes a referenced blob for a TTL.
         self._write_atomic(self._ttl_path(path), lambda f: f.write(expiry), durable=False)
 
-    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False,
+               durable: bool = True) -> str:
         path = self._path(key)
 
         def write() -> None:
@@ -162,7 +163,7 @@ class LocalBlobStore:
                 self._ttl_path(path).unlink(missing_ok=True)
             except OSError as e:
                 raise BlobStoreError(f"file: put {key}: {e.strerror or e}") from e
-            self._write_atomic(path, lambda f: f.write(data))
+            self._write_atomic(path, lambda f: f.write(data), durable=durable)
 
         if if_match is None and not if_none_match:
             write()

@@ -10,7 +10,6 @@ key it yielded.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from pathlib import Path
@@ -88,6 +87,8 @@ class RetryingBlobStore:
     def _back_off(self, what: str, e: TransientBlobStoreError, attempt: int, started: float) -> None:
         """Sleep before attempt ``attempt + 1`` of a request first tried at ``started``, or raise the
         final BlobStoreError when it has had its attempts or its time."""
+        import random
+
         delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
         elapsed = self._clock() - started
         if attempt >= self.attempts or (self.deadline_s is not None and elapsed + delay > self.deadline_s):
@@ -104,7 +105,8 @@ class RetryingBlobStore:
         return self._call("put", lambda: self.inner.put(src, size=size, ttl_seconds=ttl_seconds),
                           lambda: src.seek(pos), retryable=pos is not None)
 
-    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False,
+               durable: bool = True) -> str:
         """A conditional write whose attempt failed after the store may have executed it (a 500, a reset
         after the request went out) meets its own write on the retry and fails its precondition. The
         object then holding exactly ``data`` means the earlier attempt landed: its etag is returned.
@@ -116,7 +118,8 @@ class RetryingBlobStore:
         def attempt() -> str:
             nonlocal maybe_landed
             try:
-                return self.inner.put_at(key, data, if_match=if_match, if_none_match=if_none_match)
+                return self.inner.put_at(key, data, if_match=if_match, if_none_match=if_none_match,
+                                          durable=durable)
             except TransientBlobStoreError:
                 maybe_landed = True
                 raise

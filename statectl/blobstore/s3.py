@@ -304,7 +304,9 @@ class S3BlobStore:
                 pass  # an orphaned upload is reclaimed by the bucket's abort-incomplete rule or gc
             raise
 
-    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False,
+               durable: bool = True) -> str:
+        # ``durable`` asks nothing of S3: every object it acknowledges is stored durably.
         extra: dict[str, str] = {}  # the conditions only: a failed one is a PreconditionFailedError
         if if_none_match:
             extra["IfNoneMatch"] = "*"

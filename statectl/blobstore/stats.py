@@ -72,10 +72,11 @@ class StatsBlobStore:
         self._bytes_moved("sent", size)
         return self.inner.put(src, size=size, ttl_seconds=ttl_seconds)
 
-    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+    def put_at(self, key: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False,
+               durable: bool = True) -> str:
         self._count("put_at")
         self._bytes_moved("sent", len(data))
-        return self.inner.put_at(key, data, if_match=if_match, if_none_match=if_none_match)
+        return self.inner.put_at(key, data, if_match=if_match, if_none_match=if_none_match, durable=durable)
 
     def read_at(self, key: str) -> tuple[bytes, str]:
         self._count("read_at")

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import socket
 import threading
 import time
 import uuid
@@ -102,7 +100,7 @@ class Lease:
 
     def _body(self, now: float, released: bool = False) -> bytes:
         return json.dumps({
-            "owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(), "operation": self.operation,
+            "owner": self.owner, "host": this_host(), "pid": os.getpid(), "operation": self.operation,
             "store": str(self.ref), "started": self.started, "acquired": now, "expires": now + self.seconds,
             "released": released,
         }).encode()
@@ -140,6 +138,8 @@ class Lease:
                 continue
             if outcome.get("operation") != "gc" or now >= deadline:
                 raise self._held_error(outcome, waited)
+            import random
+
             pause = min(delay * random.uniform(0.5, 1.0), deadline - now)
             time.sleep(pause)
             waited += pause
@@ -279,7 +279,7 @@ def _inspect(key: str, data: bytes, etag: str, slack: float = 0.0) -> tuple[Leas
     rec = _record(data)
     holder = rec.fields
     pid = holder.get("pid")
-    here = holder.get("host") == socket.gethostname()
+    here = holder.get("host") == this_host()
     released = bool(holder.get("released"))
     # A holder's release rewrites the record (``acquired`` is then when); a break adds ``broken_at``.
     released_at = _iso(holder.get("broken_at", holder.get("acquired"))) if released else ""
@@ -382,7 +382,7 @@ def break_lease(blobstore: BlobStore, ref: StoreRef, *, expected: LeaseInfo, for
     if problem:
         # Only what was readable survives, and an expiry that can be read: the result is a proper record.
         fields = dict(fields, expires=min(fields.get("expires", now), now), malformed=problem)
-    body = json.dumps(dict(fields, released=True, broken_by=f"{socket.gethostname()}:{os.getpid()}",
+    body = json.dumps(dict(fields, released=True, broken_by=f"{this_host()}:{os.getpid()}",
                            broken_at=now)).encode()
     try:
         etag = blobstore.put_at(key, body, if_match=current.etag)
@@ -472,10 +472,16 @@ def _dead_here(holder: dict) -> bool:
     return process_gone(holder.get("host"), holder.get("pid"))
 
 
+def this_host() -> str:
+    """This host's name as socket.gethostname() gives it (the uname node name it reads), without loading
+    the socket module on the start of every command that writes a lease or a pin."""
+    return os.uname().nodename
+
+
 def process_gone(host: object, pid: object) -> bool:
     """True when ``host`` is this host and no process ``pid`` runs here: whatever that process held
     (a lease, a reader pin) binds nobody any more. False when it may still run, or cannot be told."""
-    if host == socket.gethostname() and _is_pid(pid):
+    if host == this_host() and _is_pid(pid):
         try:
             os.kill(pid, 0)  # type: ignore[arg-type]
         except ProcessLookupError:

@@ -18,7 +18,9 @@ The protocol, for a snapshot S:
 3. Reader: check that S is still retained: its catalog record is still ``committed``, or S is still
    the store's latest checkpoint. If it is not, retention may have decided on S before seeing the
    pin: the reader drops S and resolves again (the latest), or fails with SnapshotNotFoundError
-   (exit 10) for a snapshot named by id. Only then does it read S's data blobs.
+   (exit 10) for a snapshot named by id. Only then does it read S's data blobs (``resolve``), or, with
+   ``read`` (a restore), it reads them while 2 and 3 run and makes nothing of them lasting until 3 kept
+   S: a blob gone by then fails the read, which is then S dropped, never a store built from part of it.
 4. Reader: renew the pin in the background (every third of its period, after checking that its record
    is still the one it wrote, so a pin gc removed is never silently re-created) while it reads; delete
    it at the end.
@@ -29,14 +31,18 @@ blob a pinned snapshot references; a pinned snapshot's record stays (``expired``
 retention, with no live pin left, finishes it. gc reads the pins after the catalog and keeps every
 blob a live pin's snapshot references. Both sides write first and read second, so one of them sees
 the other: if the reader's check (3) saw S retained, the marking came after it, hence after the pin
-was written, and the listing that follows the marking finds the pin; if the marking came first, the
-check sees it and the reader lets S go. A commit that makes S no longer the latest is likewise
+was written, and the listing that follows the marking finds the pin (and nothing of S was deleted
+before: retention marks before it deletes); if the marking came first, the check sees it and the reader
+lets S go. A commit that makes S no longer the latest is likewise
 followed by its cleanup's marking and listing.
 
 A pin binds until ``expires_at`` plus CLOCK_SLACK_SECONDS (the writer's clock may be behind), and not
 at all once its process is gone on this host. gc deletes pins that no longer bind (and malformed ones
 older than its grace period). A reader that stalls past its own expiry loses the pin; it goes on, and
 its downloads' size and CRC checks still catch a blob that vanished.
+
+A pin record is written without an fsync (``put_at(durable=False)``): it binds only while its reader
+runs, and the crash that could lose it (its host's) ends the reader with it.
 
 A reader that cannot write (read-only credentials, a read-only mount) goes on without a pin and says so
 in a note: its snapshot is then protected by the grace period (the ``grace`` setting, 6h by default):
@@ -53,11 +59,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 from urllib.parse import quote, unquote
 
 from statectl.blobstore.base import BlobStore
@@ -83,6 +89,8 @@ MAX_PIN_AHEAD_SECONDS = 86400
 
 # How often a reader resolves the latest snapshot again when each one it pinned was expired at once.
 RESOLVE_ATTEMPTS = 5
+
+T = TypeVar("T")
 
 
 def pins_prefix(ref: StoreRef) -> str:
@@ -219,6 +227,7 @@ class ReaderPin:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._releasing: threading.Thread | None = None
 
     @property
     def held(self) -> bool:
@@ -235,17 +244,46 @@ class ReaderPin:
         for _ in range(RESOLVE_ATTEMPTS):
             snap = resolve_snapshot(self.blobstore, self.checkpoints, self.ref, snapshot,
                                     allow_other_store=allow_other_store)
-            owner = _owner(snap, self.ref)
-            if not self._pin(owner, snap):
+            if self._pinned(snap, snapshot):
                 return snap
-            if self._still_retained(owner, snap, latest=snapshot is None) is not False:
-                return snap
-            if snapshot is not None:
-                raise self._expired(owner, snap, snapshot)
-        raise StatectlError(f"the latest snapshot of {self.ref} was replaced and expired {RESOLVE_ATTEMPTS} times "
-                            f"while this {self.operation} tried to pin it",
-                            hint="backups with --keep-last 1 are committing faster than it can start; run it "
-                                 "again, or name a snapshot with --snapshot")
+        raise self._replaced()
+
+    def read(self, snapshot: str | None, use: Callable[[ResolvedSnapshot, Callable[[], None]], T], *,
+             allow_other_store: bool = False) -> T:
+        """``use(snap, confirm)`` on the snapshot ``resolve`` finds, begun while the pin is written and checked
+        on a thread: the reads overlap those requests. ``use`` calls ``confirm()`` before it makes anything
+        of what it read lasting (a restore: before its swap); it raises when the check did not keep the
+        snapshot, and ``use`` must then leave nothing behind. What was read before the check is good once it
+        confirms: retention deletes no blob of a snapshot it still keeps, and it sees the pin from then on.
+        A read that failed (a blob gone) while the check did not keep the snapshot is that, not damage: a
+        named snapshot raises as in ``resolve``, the latest is resolved again. Raises as ``resolve``."""
+        for _ in range(RESOLVE_ATTEMPTS):
+            snap = resolve_snapshot(self.blobstore, self.checkpoints, self.ref, snapshot,
+                                    allow_other_store=allow_other_store)
+            check = _PinCheck(lambda snap=snap: self._pinned(snap, snapshot))
+            try:
+                return use(snap, check.confirm)
+            except StatectlError:
+                if check.kept():  # waits for the check; raises for a named snapshot it did not keep
+                    raise
+        raise self._replaced()
+
+    def _pinned(self, snap: ResolvedSnapshot, snapshot: str | None) -> bool:
+        """Pin ``snap`` and check that retention still keeps it: True to read it (also when no pin could be
+        written), False when it was the latest and is kept no more (resolve again). Raises
+        SnapshotNotFoundError for a snapshot named by ``snapshot`` that is kept no more."""
+        owner = _owner(snap, self.ref)
+        if not self._pin(owner, snap) or self._still_retained(owner, snap, latest=snapshot is None) is not False:
+            return True
+        if snapshot is not None:
+            raise self._expired(owner, snap, snapshot)
+        return False
+
+    def _replaced(self) -> StatectlError:
+        return StatectlError(f"the latest snapshot of {self.ref} was replaced and expired {RESOLVE_ATTEMPTS} times "
+                             f"while this {self.operation} tried to pin it",
+                             hint="backups with --keep-last 1 are committing faster than it can start; run it "
+                                  "again, or name a snapshot with --snapshot")
 
     def _expired(self, owner: StoreRef, snap: ResolvedSnapshot, snapshot: str) -> SnapshotNotFoundError:
         """The error for ``snap`` (named ``snapshot``) that retention no longer keeps: expired_error's when
@@ -261,6 +299,10 @@ class ReaderPin:
         """Whether retention still keeps the snapshot now that it is pinned: True; False (expired or
         forgotten, or no longer the latest when that was all that kept it); None when no catalog record
         names it (nothing can be checked)."""
+        if self.checkpoints.commit_log is None and snap.record is not None:
+            # The catalog is its own commit log: the snapshot's own record says whether retention keeps it.
+            r = self.checkpoints.record(owner, snap.record.checkpoint_id)
+            return r is not None and r.index_blob_id == snap.index_blob_id and r.state == COMMITTED
         if latest:
             try:
                 now = self.checkpoints.latest(self.ref)
@@ -286,16 +328,18 @@ class ReaderPin:
         key = pins_prefix(owner) + self.pin_id + ".json"
         checkpoint_id = snap.index.snapshot_metadata.checkpoint_id
         with self._lock:
+            if self._stop.is_set():  # released while a check was on its way: no pin outlives its reader
+                return False
             if self.key is not None and self.key != key:
                 self._delete_locked()  # re-resolved to another store's snapshot: one pin at a time
             self._body_fields = {"index_blob_id": snap.index_blob_id, "checkpoint_id": checkpoint_id,
                                  "store": str(owner), "operation": self.operation,
-                                 "host": socket.gethostname(), "pid": os.getpid()}
+                                 "host": lease.this_host(), "pid": os.getpid()}
             now = time.time()
             try:
                 if self._etag is not None:
                     self._check_unchanged()
-                self._etag = self.blobstore.put_at(key, self._body(now))
+                self._etag = self.blobstore.put_at(key, self._body(now), durable=False)
             except StatectlError as e:
                 self._etag = None
                 self.unpinned_reason = str(e)
@@ -329,7 +373,7 @@ class ReaderPin:
             except (PreconditionFailedError, BlobNotFoundError):
                 self.lost = "its record was removed or replaced (gc took it for a dead reader's)"
                 return
-            self._etag = self.blobstore.put_at(self.key, self._body(now))
+            self._etag = self.blobstore.put_at(self.key, self._body(now), durable=False)
             self._expires = now + self.seconds
 
     def _check_unchanged(self) -> None:
@@ -366,16 +410,55 @@ class ReaderPin:
     def release(self) -> None:
         """Stop renewing and delete the pin. Idempotent; best effort (an undeleted pin expires)."""
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        for thread in (self._thread, self._releasing):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join()
         with self._lock:
             self._delete_locked()
+
+    def release_soon(self) -> None:
+        """Begin ``release`` on a thread (the reader has read all it needs, and goes on with local work); the
+        context manager's exit waits for it."""
+        if self._releasing is None:
+            self._releasing = threading.Thread(target=self.release, name="statectl-pin-release", daemon=True)
+            self._releasing.start()
 
     def __enter__(self) -> "ReaderPin":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class _Dropped(StatectlError):
+    """The check of a pin did not keep its snapshot (ReaderPin.read resolves the latest again)."""
+
+
+class _PinCheck:
+    """ReaderPin._pinned run on its own thread, beside the reads it protects."""
+
+    def __init__(self, pinned: Callable[[], bool]):
+        self._kept: bool | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(pinned,), name="statectl-pin-check", daemon=True)
+        self._thread.start()
+
+    def _run(self, pinned: Callable[[], bool]) -> None:
+        try:
+            self._kept = pinned()
+        except BaseException as e:  # noqa: BLE001 - raised in the reader's thread by kept()
+            self._error = e
+
+    def kept(self) -> bool:
+        """Wait for the check: True when the snapshot is kept; raises what the check raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return bool(self._kept)
+
+    def confirm(self) -> None:
+        if not self.kept():
+            raise _Dropped("the snapshot was expired by retention just as it was pinned")
 
 
 def _owner(snap: ResolvedSnapshot, fallback: StoreRef) -> StoreRef:

@@ -126,6 +126,10 @@ class BlobCheckpointStore:
                 ids.append(name[:-5])
         return sorted(ids, key=parse_checkpoint_id, reverse=True)
 
+    def record(self, ref: StoreRef, checkpoint_id: str) -> CheckpointRecord | None:
+        """The catalog record of one checkpoint of the store (pending or expired too), or None."""
+        return self._read(self._key(ref, checkpoint_id))
+
     def records(self, ref: StoreRef) -> list[CheckpointRecord]:
         """Every catalog record of the store, pending ones included, newest first."""
         records = (self._read(self._key(ref, cid)) for cid in self._ids(ref))
@@ -174,9 +178,12 @@ class BlobCheckpointStore:
 
     def latest(self, ref: StoreRef) -> CheckpointRecord | None:
         """The store's latest committed checkpoint (from the commit log when there is one)."""
-        if self.commit_log is None:
-            committed = self.list(ref)
-            return committed[0] if committed else None
+        if self.commit_log is None:  # the newest committed record: read newest first, no further
+            for checkpoint_id in self._ids(ref):
+                record = self.record(ref, checkpoint_id)
+                if record is not None and record.state == COMMITTED:
+                    return record
+            return None
         found = self.commit_log.latest(ref)
         if found is None:
             return None

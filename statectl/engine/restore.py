@@ -15,8 +15,9 @@ import stat as stat_mod
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from statectl import defaults
+from statectl import defaults, failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.index import snapshot_owner
 from statectl.catalog.pins import ReaderPin
@@ -44,7 +45,8 @@ class RestoreOptions:
     non-empty target that is not a RocksDB store (never one that holds a store, the blob store or a
     mount point); ``state_dir`` (when known) protects the job's other stores from being replaced; ``from_other_store`` allows ``snapshot`` to name a snapshot of another job, task or
     store (a deliberate cross-restore). ``range_size``: the smallest ranged GET a large file is split into
-    (transfer.download.range_size_for: only files larger than an even share of the download per slot are)."""
+    (transfer.download.range_size_for: only files larger than a quarter of an even share of the download per slot
+    are)."""
 
     ref: StoreRef
     store_dir: Path
@@ -136,8 +138,10 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     error case the target dir is left exactly as it was.
 
     The snapshot is pinned while it is read (catalog.pins): retention and gc keep its blobs meanwhile.
-    With credentials that cannot write the pin, it is read unpinned and a note says so. The work done is
-    the plan ``plan_restore`` computes (made here once the snapshot is pinned), executed as it is.
+    With credentials that cannot write the pin, it is read unpinned and a note says so. The pin is written
+    and checked while the plan is made and the downloads begin (ReaderPin.read); the new store is swapped
+    in only once the check kept the snapshot. The work done is the plan ``plan_restore`` computes,
+    executed as it is.
     """
     with ReaderPin(blobstore, checkpoints, opts.ref, operation="restore") as pin:
         started = time.monotonic()
@@ -145,9 +149,17 @@ def restore(opts: RestoreOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
         # A restore only reads the blob store (but for its pin): an interrupted cleanup is finished by the
         # next backup or gc, which hold the store's lease (and a restore may run with read-only credentials).
         pin.progress = progress  # a note that no pin could be written goes into the result
-        snap = pin.resolve(opts.snapshot, allow_other_store=opts.from_other_store)
-        plan = _plan(opts, target, snap, blobstore, progress)
-        return execute_restore(plan, blobstore, opts, progress, started=started)
+
+        def read(snap: ResolvedSnapshot, confirm: Callable[[], None]) -> RestoreResult:
+            def before_swap() -> None:
+                confirm()
+                failpoints.hit("before-swap")
+                pin.release_soon()  # every byte is here: the pin's delete overlaps the swap
+
+            plan = _plan(opts, target, snap, blobstore, progress)
+            return execute_restore(plan, blobstore, opts, progress, started=started, before_swap=before_swap)
+
+        return pin.read(opts.snapshot, read, allow_other_store=opts.from_other_store)
 
 
 def _checked(opts: RestoreOptions, blobstore: BlobStore,
@@ -196,10 +208,12 @@ def _plan(opts: RestoreOptions, target: Path, snap: ResolvedSnapshot, blobstore:
 
 
 def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOptions,
-                    progress: ProgressReporter | None = None, *, started: float | None = None) -> RestoreResult:
+                    progress: ProgressReporter | None = None, *, started: float | None = None,
+                    before_swap: Callable[[], None] | None = None) -> RestoreResult:
     """Carry out ``plan``: build the store aside from exactly its files (each downloaded or reused as
     planned) and swap it into ``plan.target_dir``. Raises what ``restore`` raises; a local file planned for
-    reuse that is gone meanwhile fails the restore (the target untouched): plan again."""
+    reuse that is gone meanwhile fails the restore (the target untouched): plan again. ``before_swap``:
+    called once the store is built aside; what it raises fails the restore, the target untouched."""
     progress = progress if isinstance(progress, NoteRecorder) else NoteRecorder(progress)
     started = time.monotonic() if started is None else started
     if plan.snapshot is None:
@@ -221,6 +235,8 @@ def execute_restore(plan: RestorePlan, blobstore: BlobStore, opts: RestoreOption
         range_size = range_size_for(opts.range_size, opts.parallelism, sum(i.index.size for i in to_download))
         downloaded_bytes = download_files(blobstore, to_download, parallelism=opts.parallelism,
                                           range_size=range_size, progress=progress, limit=opts.rate_limit)
+        if before_swap is not None:
+            before_swap()
         staged.commit()  # the downloads and copies fsynced their files: "dirs" is enough
     for note in staged.notes:
         progress.note(note)

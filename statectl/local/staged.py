@@ -9,7 +9,6 @@ removes once its pid is gone. Also here: the checks that refuse a target no rest
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import shutil
@@ -237,6 +236,8 @@ _AT_FDCWD = -100
 
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths with renameat2(RENAME_EXCHANGE); False where unsupported."""
+    import ctypes  # only a swap over an existing store needs it
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.renameat2

@@ -55,11 +55,13 @@ class CrcSink:
     ``cancel`` set: the next write raises Cancelled. ``seek(0)`` (a retried GET) rewinds: the count, the
     CRC and the progress reported start again. With ``rate_limit``, every byte received is taken from the
     bucket before it is written (a slow sink slows the read of the response: TCP holds the sender back).
+    ``flush_tail=False``: the bytes after the last full writeback step are left to the fsync that follows
+    at once (the range is a whole file), not handed to the writeback first.
     """
 
     def __init__(self, progress: ProgressReporter, *, cancel: threading.Event | None = None, fd: int | None = None,
                  file_offset: int = 0, limit: int | None = None, what: str = "blob", allow_more: bool = False,
-                 rate_limit: RateLimit | None = None):
+                 rate_limit: RateLimit | None = None, flush_tail: bool = True):
         self._fd = fd
         self._file_offset = file_offset
         self._limit = limit
@@ -68,6 +70,7 @@ class CrcSink:
         self._progress = progress
         self._allow_more = allow_more
         self._rate_limit = rate_limit
+        self._flush_tail = flush_tail
         self.written = 0
         self.crc = 0
         self._submitted = 0  # bytes handed to the kernel's writeback already
@@ -88,7 +91,8 @@ class CrcSink:
             self._pwrite(data, n)
         self.crc = crc32(data, self.crc)
         self.written += n
-        if self._fd is not None and (self.written - self._submitted >= WRITEBACK_STEP or self.written == self._limit):
+        if self._fd is not None and (self.written - self._submitted >= WRITEBACK_STEP
+                                     or (self.written == self._limit and self._flush_tail)):
             start_writeback(self._fd, self._file_offset + self._submitted, self.written - self._submitted)
             self._submitted = self.written
         self._progress.advance(n)

@@ -258,13 +258,13 @@ def test_backup_deletes_only_the_checkpoint_dirs_it_made(blobstore, sdir: Path):
     assert fingerprint(samza) == samza_files
 
 
-@pytest.mark.parametrize("parallelism, ranges_per_file", [(2, 1), (8, 2)])
-def test_a_file_is_split_into_ranged_gets_only_when_larger_than_a_slots_share(
+@pytest.mark.parametrize("parallelism, ranges_per_file", [(1, 1), (2, 2), (8, 2)])
+def test_a_file_is_split_into_ranged_gets_only_when_larger_than_a_quarter_of_a_slots_share(
         blobstore, tmp_path: Path, parallelism: int, ranges_per_file: int):
-    """A store of a few KiB plus four 2 MiB files (one blob each): with 2 slots each slot's share is over 4 MiB,
-    so every file is one GET and none is preallocated (no size check first); with 8 slots (a share just over
-    1 MiB) each 2 MiB file is two ranged GETs, its blob size checked before anything is written. Either way
-    every byte comes back."""
+    """A store of a few KiB plus four 2 MiB files (one blob each): with 1 slot a quarter of its share is over
+    2 MiB, so every file is one GET and none is preallocated (no size check first); with 2 slots (a quarter
+    share just over 1 MiB) and with 8 (the 1 MiB range size) each 2 MiB file is two ranged GETs, its blob size
+    checked before anything is written. Either way every byte comes back."""
     from statectl.blobstore.stats import StatsBlobStore
     from statectl.rocks.store import create_checkpoint
 

@@ -24,7 +24,8 @@ from statectl.catalog.refs import StoreRef
 from statectl.engine.backup import BackupOptions, backup
 from statectl.engine.gc import GcOptions, gc
 from statectl.engine.restore import RestoreOptions, restore
-from statectl.errors import CorruptSnapshotError
+from statectl.blobstore.stats import StatsBlobStore
+from statectl.errors import CorruptSnapshotError, SnapshotNotFoundError
 from statectl.local.layout import store_dir
 from tests.integration.test_retention_gc import all_referenced, blob_keys
 from tests.tools.genstore import fingerprint, make_store
@@ -175,7 +176,7 @@ def test_a_pin_left_by_a_killed_restore_binds_nobody_and_gc_removes_it(blobstore
     first = backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=0), blobstore, cps)
     killed = subprocess.run(restore_args(blobstore, tmp_path / "restored"), capture_output=True, timeout=120,
                             env=cli_env(blobstore, tmp_path, s3_options, request,
-                                        STATECTL_FAILPOINTS="during-download=kill"))
+                                        STATECTL_FAILPOINTS="before-swap=kill"))
     assert killed.returncode == -9
     (left,) = read_pins(blobstore)
     assert left.index_blob_id == first.snapshot_id and left.host == socket.gethostname()
@@ -236,3 +237,58 @@ def test_a_pin_from_another_host_binds_until_it_expires(blobstore, tmp_path: Pat
     assert [r.checkpoint_id for r in cps.records(REF)] == [second.checkpoint_id]
     assert blob_keys(blobstore) == all_referenced(blobstore, cps)
     assert first.snapshot_id not in blob_keys(blobstore)
+
+
+class _PinAfterFirstRead(StatsBlobStore):
+    """The blob store, with the reader pin's write held until the first read of one of ``blobs`` has begun,
+    and ``meanwhile()`` run then, before that read (a backup that expires the snapshot being restored)."""
+
+    def __init__(self, inner, blobs: set[str], meanwhile):
+        super().__init__(inner)
+        self.blobs, self.meanwhile, self.read_began = blobs, meanwhile, threading.Event()
+
+    def put_at(self, key, data, **kw):
+        if key.startswith("pins/"):
+            assert self.read_began.wait(60), "the pin was written before any blob was read"
+        return super().put_at(key, data, **kw)
+
+    def get(self, key, dst, **kw):
+        if key in self.blobs and not self.read_began.is_set():
+            try:
+                self.meanwhile()
+            finally:
+                self.read_began.set()
+        return super().get(key, dst, **kw)
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["latest", "named"])
+def test_a_snapshot_expired_while_its_pin_is_written_is_never_swapped_in(blobstore, tmp_path: Path, named: bool):
+    """The pin is written and checked while the first blobs download. A backup that expires the snapshot and
+    deletes its blobs in that window (before the pin is there to stop it) makes the download fail; the
+    check then finds the snapshot expired: the latest is resolved again and restored, a named one is exit 10;
+    the target never holds the expired snapshot's half."""
+    cps = BlobCheckpointStore(blobstore)
+    sdir = store_dir(tmp_path / "state", REF.store, REF.task)
+    new_store(sdir, seed=1)
+    first = backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=0), blobstore, cps)
+    data = snapshot_blob_ids(first.snapshot_id, read_index(blobstore, first.snapshot_id)) - {first.snapshot_id}
+    later: list = []
+
+    def expire_it() -> None:
+        later.append(new_store(sdir, seed=2))
+        later.append(backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=0), blobstore, cps))
+        assert data - blob_keys(blobstore)  # blobs the restore needs are gone (its SST files')
+
+    gated = _PinAfterFirstRead(blobstore, data, expire_it)
+    target = tmp_path / "restored"
+    opts = RestoreOptions(REF, tmp_path / "none", target_dir=target, parallelism=1,
+                          snapshot=first.checkpoint_id if named else None)
+    if named:
+        with pytest.raises(SnapshotNotFoundError, match="expired by retention"):
+            restore(opts, gated, cps)
+        assert not target.exists()
+    else:
+        r = restore(opts, gated, cps)
+        expected, second = later
+        assert r.snapshot_id == second.snapshot_id and fingerprint(target) == expected
+    assert pins(blobstore) == []
