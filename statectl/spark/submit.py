@@ -357,6 +357,18 @@ def check_spark(what: str = "adstore load --spark") -> Path:
     return submit
 
 
+def _spark_at_hand(what: str) -> Path:
+    """spark-submit's path, after the checks of :func:`check_spark` that run nothing: pyspark is installed and
+    a java binary is found. That it runs and suits pyspark is asked only of a build that failed (``java
+    -version`` and pyspark's import take 0.3-1.5 s, before a JVM that starts anyway)."""
+    from statectl.spark import probe
+
+    submit = spark_submit_path(what)
+    if probe.java_binary()[0] is None:
+        check_spark(what)  # raises, with the JDK hint
+    return submit
+
+
 def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf: dict[str, str] | None = None,
               progress: ProgressReporter | None = None, timeout_s: float | None = None,
               s3: Any = None, kafka_security: Any = None) -> BuildManifest:
@@ -382,7 +394,8 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
     done = _reuse(out_dir, spec_hash, s3, progress)
     if done is not None:
         return done
-    submit = check_spark("rescale" if spec.source == "snapshots" else "adstore load --spark")
+    what = "rescale" if spec.source == "snapshots" else "adstore load --spark"
+    submit = _spark_at_hand(what)
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear(out_dir)
     staging = None
@@ -397,7 +410,11 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
         job_file = out_dir / JOB_FILE
         job_file.write_text(json.dumps(job, indent=2) + "\n")
         progress.note(f"running the Spark build of {_describe(spec)} on {master} (log: {out_dir / LOG_FILE})")
-        _submit(submit, spec, job_file, master, conf or {}, timeout_s, _secret_env(s3, kafka_security), progress)
+        try:
+            _submit(submit, spec, job_file, master, conf or {}, timeout_s, _secret_env(s3, kafka_security), progress)
+        except (StatectlError, OSError):
+            check_spark(what)  # when a Java that does not run, or does not suit pyspark, is why: exit 13, its hint
+            raise
         try:
             manifest = BuildManifest.read(out_dir)
         except (OSError, ValueError) as e:
