@@ -358,9 +358,8 @@ def check_spark(what: str = "adstore load --spark") -> Path:
 
 
 def _spark_at_hand(what: str) -> Path:
-    """spark-submit's path, after the checks of :func:`check_spark` that run nothing: pyspark is installed and
-    a java binary is found. That it runs and suits pyspark is asked only of a build that failed (``java
-    -version`` and pyspark's import take 0.3-1.5 s, before a JVM that starts anyway)."""
+    """spark-submit's path, after the checks of :func:`check_spark` that run nothing (pyspark installed, a java
+    found); the rest (``java -version``, pyspark's import: 0.3-1.5 s) only when a build fails (:func:`_submit`)."""
     from statectl.spark import probe
 
     submit = spark_submit_path(what)
@@ -394,8 +393,7 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
     done = _reuse(out_dir, spec_hash, s3, progress)
     if done is not None:
         return done
-    what = "rescale" if spec.source == "snapshots" else "adstore load --spark"
-    submit = _spark_at_hand(what)
+    submit = _spark_at_hand("rescale" if spec.source == "snapshots" else "adstore load --spark")
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear(out_dir)
     staging = None
@@ -410,11 +408,7 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
         job_file = out_dir / JOB_FILE
         job_file.write_text(json.dumps(job, indent=2) + "\n")
         progress.note(f"running the Spark build of {_describe(spec)} on {master} (log: {out_dir / LOG_FILE})")
-        try:
-            _submit(submit, spec, job_file, master, conf or {}, timeout_s, _secret_env(s3, kafka_security), progress)
-        except (StatectlError, OSError):
-            check_spark(what)  # when a Java that does not run, or does not suit pyspark, is why: exit 13, its hint
-            raise
+        _submit(submit, spec, job_file, master, conf or {}, timeout_s, _secret_env(s3, kafka_security), progress)
         try:
             manifest = BuildManifest.read(out_dir)
         except (OSError, ValueError) as e:
@@ -437,11 +431,15 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
 
 def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: dict[str, str],
             timeout_s: float | None, secrets: dict[str, str], progress: ProgressReporter) -> None:
-    """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``."""
+    """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``. When it
+    fails, :func:`check_spark` says whether a Java that does not run, or does not suit pyspark, is why (exit 13)."""
     subject = f"Spark build of {_describe(spec)}"
     try:
         submit_job(submit, job_file, job_file.parent / LOG_FILE, master, conf, timeout_s, secrets,
                    lambda figures: progress.status(subject, **figures))
+    except (StatectlError, OSError):
+        check_spark("rescale" if spec.source == "snapshots" else "adstore load --spark")
+        raise
     finally:
         progress.status(subject)  # its line ends with the job
 
