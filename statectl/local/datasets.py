@@ -83,6 +83,16 @@ def iter_rows(ds: Dataset) -> Iterator[tuple[Path, int, dict[str, Any]]]:
         _check_stamp(f, before)
 
 
+def first_row(ds: Dataset) -> dict[str, Any] | None:
+    """The first row of ``ds`` (None when it has none), read as :func:`iter_rows` reads it but no further:
+    of a Parquet file, a batch of one row (not the 65 536 rows a batch holds, turned into dicts)."""
+    for f in ds.files:
+        rows = _parquet(f, batch_rows=1) if ds.fmt == "parquet" else _jsonl(f) if ds.fmt == "jsonl" else _csv(f)
+        for _f, _n, row in rows:
+            return row
+    return None
+
+
 Stamp = tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns
 
 
@@ -114,7 +124,7 @@ def _check_stamp(f: Path, before: Stamp) -> None:
                            hint="load it again once whatever writes it has finished")
 
 
-def _parquet(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+def _parquet(f: Path, batch_rows: int = _PARQUET_BATCH_ROWS) -> Iterator[tuple[Path, int, dict[str, Any]]]:
     try:
         import pyarrow.parquet as pq
     except ImportError as e:
@@ -125,7 +135,7 @@ def _parquet(f: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
         # chunks are read as its batches are, and memory stays that of a row group and a batch.
         pf = pq.ParquetFile(f, pre_buffer=False)
         n = 0
-        for batch in pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+        for batch in pf.iter_batches(batch_size=batch_rows):
             for row in batch.to_pylist():
                 n += 1
                 yield f, n, row

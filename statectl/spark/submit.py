@@ -361,6 +361,17 @@ def check_spark(what: str = "adstore load --spark") -> Path:
     return submit
 
 
+def _spark_at_hand(what: str) -> Path:
+    """spark-submit's path, after the checks of :func:`check_spark` that run nothing (pyspark installed, a java
+    found); the rest (``java -version``, pyspark's import: 0.3-1.5 s) only when a build fails (:func:`_submit`)."""
+    from statectl.spark import probe
+
+    submit = spark_submit_path(what)
+    if probe.java_binary()[0] is None:
+        check_spark(what)  # raises, with the JDK hint
+    return submit
+
+
 def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf: dict[str, str] | None = None,
               progress: ProgressReporter | None = None, timeout_s: float | None = None,
               s3: Any = None, kafka_security: Any = None) -> BuildManifest:
@@ -386,7 +397,7 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
     done = _reuse(out_dir, spec_hash, s3, progress)
     if done is not None:
         return done
-    submit = check_spark("rescale" if spec.source == "snapshots" else "adstore load --spark")
+    submit = _spark_at_hand("rescale" if spec.source == "snapshots" else "adstore load --spark")
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear(out_dir)
     staging = None
@@ -425,12 +436,17 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
 def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: dict[str, str],
             timeout_s: float | None, secrets: dict[str, str], progress: ProgressReporter) -> None:
     """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``. A
-    rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale): launch.light_driver."""
+    rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale): launch.light_driver.
+    When it fails, :func:`check_spark` says whether a Java that does not run, or does not suit pyspark, is
+    why (exit 13)."""
     subject = f"Spark build of {_describe(spec)}"
     conf = light_driver(conf) if spec.source == "snapshots" else conf
     try:
         submit_job(submit, job_file, job_file.parent / LOG_FILE, master, conf, timeout_s, secrets,
                    lambda figures: progress.status(subject, **figures))
+    except (StatectlError, OSError):
+        check_spark("rescale" if spec.source == "snapshots" else "adstore load --spark")
+        raise
     finally:
         progress.status(subject)  # its line ends with the job
 

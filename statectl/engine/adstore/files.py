@@ -173,13 +173,12 @@ def plan_file_load(opts: FileLoadOptions, *, spark: SparkOptions | None = None) 
 def _key_notes(ds: Any, opts: FileLoadOptions) -> list[str]:
     """The note of formats.adstore.text_key_note, from the dataset's first row (none for an empty dataset)."""
     from statectl.formats.adstore import text_key_note
-    from statectl.local.datasets import iter_rows
+    from statectl.local.datasets import first_row
 
     column = opts.spec.key_column or ""
-    for _f, _i, row in iter_rows(ds):
-        note = text_key_note(column, row.get(column))
-        return [note] if note else []
-    return []
+    row = first_row(ds)
+    note = None if row is None else text_key_note(column, row.get(column))
+    return [note] if note else []
 
 
 def _file_targets(opts: FileLoadOptions) -> list[Path]:

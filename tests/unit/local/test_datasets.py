@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from statectl.errors import NotFoundError, UsageError
-from statectl.local.datasets import iter_rows, open_dataset
+from statectl.local.datasets import first_row, iter_rows, open_dataset
 
 
 def test_csv_with_a_byte_order_mark_and_empty_fields(tmp_path):
@@ -32,3 +32,22 @@ def test_a_dir_holds_only_its_format_files(tmp_path):
         open_dataset(d, "xml")
     with pytest.raises(NotFoundError):
         open_dataset(tmp_path / "missing")
+
+
+def test_first_row_is_the_first_row_read_past_empty_files(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = tmp_path / "parquet"
+    d.mkdir()
+    pq.write_table(pa.table({"id": pa.array([], pa.int64())}), d / "a.parquet")
+    pq.write_table(pa.table({"id": list(range(5, 100_005)), "v": ["x"] * 100_000}), d / "b.parquet",
+                   row_group_size=7)
+    j = tmp_path / "jsonl"
+    j.mkdir()
+    (j / "a.jsonl").write_text("\n\n")
+    (j / "b.jsonl").write_text('{"id": 3}\n{"id": 4}\n')
+    c = tmp_path / "c.csv"
+    c.write_text("id,v\n")
+    for ds, want in ((open_dataset(d), {"id": 5, "v": "x"}), (open_dataset(j), {"id": 3}), (open_dataset(c), None)):
+        assert first_row(ds) == want == next((row for _, _, row in iter_rows(ds)), None)

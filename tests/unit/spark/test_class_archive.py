@@ -102,3 +102,20 @@ def test_a_recording_left_by_a_killed_statectl_is_removed(submit):
     alive.write_bytes(b"recording")
     ClassArchive(submit, {})
     assert not orphan.exists() and alive.exists()
+
+
+def test_a_local_driver_compiles_less_and_the_users_options_come_last(tmp_path: Path):
+    """A local build's driver JVM gets the JIT thresholds of a short-lived JVM, before the archive's option and
+    the user's own (the JVM takes the last of an option); a cluster's driver gets none of them."""
+    from statectl.spark.launch import spark_command
+
+    def opts(master: str, conf: dict[str, str]) -> str | None:
+        cmd = spark_command(tmp_path / "spark-submit", tmp_path / "job.json", master, conf)
+        found = [a.split("=", 1)[1] for a in cmd if a.startswith(f"{OPTS}=")]
+        return found[-1] if found else None
+
+    local = opts("local[2]", {OPTS: "-XX:SharedArchiveFile=/a.jsa -XX:Tier4InvocationThreshold=7"})
+    assert local.startswith("-XX:Tier4InvocationThreshold=40000 ") and "-XX:Tier4BackEdgeThreshold=300000" in local
+    assert local.endswith(" -XX:SharedArchiveFile=/a.jsa -XX:Tier4InvocationThreshold=7")
+    assert opts("local[*]", {}).startswith("-XX:Tier4InvocationThreshold=40000")
+    assert opts("yarn", {OPTS: "-Dx=1"}) == "-Dx=1" and opts("spark://h:7077", {}) is None

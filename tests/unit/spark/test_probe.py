@@ -65,3 +65,25 @@ def test_no_java_at_all(tmp_path: Path, monkeypatch):
     java_check, _ = probe()
     assert java_check.detail.startswith("no java on PATH")
     assert os.environ["PATH"] == str(tmp_path)
+
+
+@pytest.mark.skipif(not PYSPARK, reason="a build needs pyspark's spark-submit")
+def test_a_build_runs_no_java_before_spark_submit_and_an_old_java_is_exit_13(tmp_path: Path, monkeypatch):
+    """A build starts spark-submit without a `java -version` first (a JVM's start of its own); when the build
+    fails, that check says why: here a Java 11, which pyspark 4 cannot run on (exit 13, the JDK hint)."""
+    from statectl.errors import MissingDependencyError
+    from statectl.formats.adstore import KeyValueSpec
+    from statectl.spark.submit import BuildSpec, run_build
+
+    calls = tmp_path / "calls"
+    fake_java(tmp_path / "jdk", f'echo "$@" >> {calls}\n[ "$1" = -version ] || exit 1\n'
+                                "echo 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "d.jsonl").write_text('{"id": "a"}\n')
+    spec = BuildSpec("files", KeyValueSpec(key_column="id"), path=str(tmp_path / "d.jsonl"), fmt="jsonl")
+    with pytest.raises(MissingDependencyError) as err:
+        run_build(spec, tmp_path / "out", master="local[1]", timeout_s=60)
+    assert "needs Java 17 or newer; the java found is 11.0.2" in str(err.value) and err.value.hint == JDK_HINT
+    ran = calls.read_text().splitlines()
+    assert "org.apache.spark.launcher.Main" in ran[0] and ran[1:] == ["-version"], ran
