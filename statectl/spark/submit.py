@@ -1,5 +1,5 @@
 """statectl's side of the Spark bulk path of ``adstore load --spark`` and ``rescale``: what to build
-(:class:`BuildSpec`), the check that Spark can run here (:func:`check_spark`), and :func:`run_build`, which
+(:class:`BuildSpec`) and :func:`run_build`, which checks that Spark can run here (statectl.spark.probe), then
 submits statectl/spark/job.py with the spark-submit of the pyspark install (statectl.spark.launch) and hands
 back the SST files it wrote, sorted and partitioned as the target stores are, with their
 :class:`BuildManifest`.
@@ -32,17 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statectl.errors import BlobNotFoundError, MissingDependencyError, StatectlError, UsageError
+from statectl.errors import BlobNotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import Digest, KeyValueSpec
 from statectl.progress import NullProgress, ProgressReporter
 from statectl.spark.launch import light_driver, submit_job
+from statectl.spark.probe import require_spark, spark_at_hand
 
 BUILD_MANIFEST = "BUILD-MANIFEST.json"  # in out_dir, written last by the job
 JOB_FILE = "BUILD-JOB.json"  # in out_dir: what the job is asked to do (no secrets)
 LOG_FILE = "spark-submit.log"  # in out_dir: spark-submit's stdout and stderr
 SST_PREFIX = "store-"  # every SST file of a build: store-<store>-<file>-<seq>.sst
 STAGING_PREFIX = "adstore-builds/"  # blob keys of staged SST files: adstore-builds/<build id>/<file>
-SPARK_INSTALL_HINT = "pip install 'statectl[spark]' (pyspark; it needs a Java 17)"
 FORMATS = ("parquet", "jsonl", "csv")
 _SUFFIXES = {"parquet": (".parquet",), "jsonl": (".jsonl", ".json", ".ndjson"), "csv": (".csv",)}
 
@@ -334,44 +334,6 @@ class BuildManifest:
         return out
 
 
-def spark_submit_path(what: str = "adstore load --spark") -> Path:
-    """The spark-submit of the pyspark install; MissingDependencyError (13) when pyspark is not installed."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.origin:
-        raise MissingDependencyError(f"pyspark is not installed; {what} needs it",
-                                     hint=SPARK_INSTALL_HINT)
-    return Path(spec.origin).parent / "bin" / "spark-submit"
-
-
-def check_spark(what: str = "adstore load --spark") -> Path:
-    """Raise MissingDependencyError (exit 13, with the install hint) unless pyspark imports with its
-    spark-submit and a Java it can run on is found (statectl.spark.probe); return spark-submit's path."""
-    from statectl.spark import probe
-
-    submit = spark_submit_path(what)
-    java, version = probe.check_java(True)
-    if java.status != probe.OK:
-        raise MissingDependencyError(f"{what} needs Java: {java.detail}", hint=java.hint)
-    spark = probe.check_spark(True, java, version)
-    if spark.status != probe.OK:
-        raise MissingDependencyError(f"{what} cannot run Spark: {spark.detail}",
-                                     hint=spark.hint or SPARK_INSTALL_HINT)
-    return submit
-
-
-def _spark_at_hand(what: str) -> Path:
-    """spark-submit's path, after the checks of :func:`check_spark` that run nothing (pyspark installed, a java
-    found); the rest (``java -version``, pyspark's import: 0.3-1.5 s) only when a build fails (:func:`_submit`)."""
-    from statectl.spark import probe
-
-    submit = spark_submit_path(what)
-    if probe.java_binary()[0] is None:
-        check_spark(what)  # raises, with the JDK hint
-    return submit
-
-
 def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf: dict[str, str] | None = None,
               progress: ProgressReporter | None = None, timeout_s: float | None = None,
               s3: Any = None, kafka_security: Any = None) -> BuildManifest:
@@ -397,7 +359,7 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
     done = _reuse(out_dir, spec_hash, s3, progress)
     if done is not None:
         return done
-    submit = _spark_at_hand("rescale" if spec.source == "snapshots" else "adstore load --spark")
+    submit = spark_at_hand("rescale" if spec.source == "snapshots" else "adstore load --spark")
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear(out_dir)
     staging = None
@@ -437,7 +399,7 @@ def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: di
             timeout_s: float | None, secrets: dict[str, str], progress: ProgressReporter) -> None:
     """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``. A
     rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale): launch.light_driver.
-    When it fails, :func:`check_spark` says whether a Java that does not run, or does not suit pyspark, is
+    When it fails, :func:`probe.require_spark` says whether a Java that does not run, or does not suit pyspark, is
     why (exit 13)."""
     subject = f"Spark build of {_describe(spec)}"
     conf = light_driver(conf) if spec.source == "snapshots" else conf
@@ -445,7 +407,7 @@ def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: di
         submit_job(submit, job_file, job_file.parent / LOG_FILE, master, conf, timeout_s, secrets,
                    lambda figures: progress.status(subject, **figures))
     except (StatectlError, OSError):
-        check_spark("rescale" if spec.source == "snapshots" else "adstore load --spark")
+        require_spark("rescale" if spec.source == "snapshots" else "adstore load --spark")
         raise
     finally:
         progress.status(subject)  # its line ends with the job

@@ -155,7 +155,7 @@ def bench(work: Path, keys: int, env: dict[str, str], endpoint: str, bucket: str
 def empty_spark_job(work: Path, env: dict[str, str]) -> dict[str, Any]:
     """EMPTY_JOB's wall and CPU time, launched as statectl launches a rescale's job."""
     from statectl.spark.launch import ClassArchive, light_driver, spark_command
-    from statectl.spark.submit import spark_submit_path
+    from statectl.spark.probe import spark_submit_path
 
     submit = spark_submit_path()
     job = work / "empty-job.py"

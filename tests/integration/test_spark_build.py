@@ -22,7 +22,8 @@ from statectl.errors import EXIT_MISSING_DEPENDENCY, MissingDependencyError, Sta
 from statectl.formats.adstore import Digest, KeyValueSpec, partition_of
 from statectl.rocks.sst import ingest_into_new_store, scan_digest
 from statectl.rocks.store import ROCKSDICT_CONFIG, open_readonly
-from statectl.spark.submit import BUILD_MANIFEST, LOG_FILE, BuildManifest, BuildSpec, check_spark, run_build
+from statectl.spark.probe import require_spark
+from statectl.spark.submit import BUILD_MANIFEST, LOG_FILE, BuildManifest, BuildSpec, run_build
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -417,7 +418,7 @@ def test_a_failing_extractor_fails_the_job_naming_the_record(tmp_path, tansu):
 def test_missing_pyspark_is_exit_13_with_the_install_hint(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)  # import pyspark -> ImportError, find_spec -> None
     with pytest.raises(MissingDependencyError) as err:
-        check_spark()
+        require_spark()
     assert err.value.exit_code == EXIT_MISSING_DEPENDENCY == 13
     assert "pyspark is not installed" in str(err.value) and "pip install 'statectl[spark]'" in err.value.hint
     (tmp_path / "d.jsonl").write_text('{"id": "a"}\n')
@@ -430,7 +431,7 @@ def test_missing_pyspark_is_exit_13_with_the_install_hint(tmp_path, monkeypatch)
 def test_missing_java_is_exit_13_with_the_jdk_hint(tmp_path, monkeypatch):
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # no bin/java in it
     with pytest.raises(MissingDependencyError) as err:
-        check_spark()
+        require_spark()
     assert err.value.exit_code == 13 and "Java" in str(err.value) and "JDK 17" in err.value.hint
 
 

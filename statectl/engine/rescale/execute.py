@@ -56,9 +56,9 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
 def _dry_run(plan: RescalePlan) -> None:
     """Check what the run's Spark job checks before it starts; the targets as planned, or by name."""
     if plan.runs_spark:
-        from statectl.spark.submit import check_spark
+        from statectl.spark.probe import require_spark
 
-        check_spark(WHAT)
+        require_spark(WHAT)
     if not plan.result.targets:
         plan.result.targets = [TargetInfo(t, 0) for t in plan.opts.target_tasks]
 
