@@ -5,6 +5,7 @@ record of the rescale, the commits in order and backup's post-commit cleanup of 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -75,9 +76,15 @@ def commit_targets(opts: RescaleOptions, blobstore: BlobStore, checkpoints: Blob
         done.append(p.ref.task)
     result.committed = True
     recorder.done(progress)
-    for p in pending:
-        finish_commit(blobstore, checkpoints, p.ref, p.record, p.index, new_blob_ids=p.blob_ids,
-                      grace_seconds=opts.grace_seconds, progress=progress, what=WHAT)
+    # each target's cleanup under its own lease, several at once (each is idempotent: the next backup or gc
+    # of a target finishes one cut short); the first error in target order is raised once all ran
+    at_once = max(1, min(len(pending), opts.parallelism, 8))  # each cleans up 8 blobs at a time
+    with ThreadPoolExecutor(at_once, thread_name_prefix="statectl-cleanup") as pool:
+        futures = [pool.submit(finish_commit, blobstore, checkpoints, p.ref, p.record, p.index,
+                               new_blob_ids=p.blob_ids, grace_seconds=opts.grace_seconds, progress=progress,
+                               what=WHAT) for p in pending]
+    for f in futures:
+        f.result()
     result.phases["commit_s"] = round(time.monotonic() - t0, 3)
 
 
