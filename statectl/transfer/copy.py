@@ -22,13 +22,15 @@ SPOOL_BYTES = 8 * 1024 * 1024
 
 def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore, server_side: bool, *,
                ttl_seconds: int, parallelism: int, progress: ProgressReporter,
-               limit: RateLimit | None = None, cancel: threading.Event | None = None) -> list[str]:
+               limit: RateLimit | None = None, cancel: threading.Event | None = None,
+               check: bool = False) -> list[str]:
     """Copy each (blob id, length) to a new TTL'd blob of ``target``; the new ids in order. A missing
     source blob is CorruptSnapshotError: the snapshot exists but is damaged. ``limit``: the bucket a
     streamed blob's bytes are taken from, once each, as they come in from ``source`` (a server-side copy
     moves none through this host and takes nothing). ``cancel``: set by a caller running this in the
-    background, it stops the copies (Cancelled). The largest blobs start first: the last to finish is a
-    small one."""
+    background, it stops the copies (Cancelled). ``check``: each copy is stat'ed as it lands, a
+    CorruptSnapshotError unless it is there with the length asked. The largest blobs start first: the last
+    to finish is a small one."""
     half = len(jobs) // 2
 
     def task(i: int, blob_id: str, length: int):
@@ -46,6 +48,8 @@ def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore
                 raise CorruptSnapshotError(f"blob {blob_id} of the snapshot is missing from {source.url}",
                                            hint=("run ", command("snapshots verify"), " on the source to list "
                                                  "every missing blob; nothing was committed")) from None
+            if check:
+                _check_copy(target, blob_id, new, length)
             progress.advance(length)
             progress.file_done()
             return new
@@ -62,6 +66,17 @@ def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore
     for k, new in zip(order, new_ids):
         out[k] = new
     return out
+
+
+def _check_copy(target: BlobStore, blob_id: str, new: str, length: int) -> None:
+    try:
+        size: int | None = target.stat(new).size
+    except BlobNotFoundError:
+        size = None
+    if size != length:
+        raise CorruptSnapshotError(f"the copy {new} of blob {blob_id} in {target.url} "
+                                   + ("is missing" if size is None else f"has {size} bytes, not {length}"),
+                                   hint="nothing was committed; run it again")
 
 
 def _stream(blob_id: str, length: int, source: BlobStore, target: BlobStore, ttl_seconds: int,

@@ -135,7 +135,8 @@ def _plan_copies(p: KeyGroupPlan, indexes: list[Any]) -> tuple[list[list[LiveFil
 
 def _copy(opts: RescaleOptions, jobs: list[tuple[str, int]], blobstore: BlobStore, progress: ProgressReporter,
           cancel: Any, phases: dict[str, float]) -> list[str]:
-    """Copy the blobs of ``jobs`` server-side (TTL'd), until ``cancel`` is set; their new ids in order. Each
+    """Copy the blobs of ``jobs`` server-side (TTL'd), each checked as it lands (the targets' snapshots read
+    back only what is uploaded for them), until ``cancel`` is set; their new ids in order. Each
     target owns copies, never the sources' blobs: a Samza job run on a target deletes the blobs of every file
     its next snapshot no longer lists (BlobStoreBackupManager.cleanUp, through BlobStoreUtil.cleanUpDir), which
     the source snapshots still need."""
@@ -143,7 +144,7 @@ def _copy(opts: RescaleOptions, jobs: list[tuple[str, int]], blobstore: BlobStor
 
     t0 = time.monotonic()
     new_ids = copy_blobs(jobs, blobstore, blobstore, True, ttl_seconds=opts.ttl_seconds,
-                         parallelism=opts.parallelism, progress=progress, cancel=cancel) if jobs else []
+                         parallelism=opts.parallelism, progress=progress, cancel=cancel, check=True) if jobs else []
     phases["copy_s"] = round(time.monotonic() - t0, 3)
     return new_ids
 
