@@ -55,10 +55,11 @@ def commit_targets(opts: RescaleOptions, blobstore: BlobStore, checkpoints: Blob
     then run the post-commit cleanups. PartialError (exit 3) when a commit fails after another target of the
     rescale was committed (``committed_before``: by an earlier run)."""
     failpoints.hit("rescale-before-commit")
-    for lease in leases:
-        lease.check()  # fencing: never commit after a backup took a target over
-    recorder.committing(checkpoints, [p.ref for p in pending], result)
     t0 = time.monotonic()
+    if leases:  # fencing: never commit after a backup took a target over (every lease renewed at once)
+        with ThreadPoolExecutor(min(len(leases), 8), thread_name_prefix="statectl-fence") as pool:
+            list(pool.map(lambda lease: lease.check(), leases))
+    recorder.committing(checkpoints, [p.ref for p in pending], result)
     done: list[str] = []
     total = committed_before + len(pending)
     for p, extra in zip(pending, markers):
