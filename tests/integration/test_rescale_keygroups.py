@@ -188,29 +188,35 @@ def test_scale_in_is_all_server_side_copies(tmp_path: Path):
 
 
 def _linked_copies_outlive_gc_until_due(tmp: Path, blobs: str, sources: dict[str, list[str]]) -> None:
-    """The TTL'd blobs a killed rescale left (every one a hard link to a source's file): a gc keeps them all;
-    once half have an expired TTL and the others' sidecars are past the grace, a gc deletes every one of them
-    and nothing else, and the sources verify byte for byte."""
+    """The TTL'd blobs a killed rescale left: its copies, each a hard link to a source's file, and the targets'
+    own files it may have uploaded meanwhile. A gc keeps them all; once half the copies have an expired TTL and
+    the others' sidecars are past the grace (and the uploads' TTLs expired), a gc deletes every one of them and
+    nothing else, and the sources verify byte for byte."""
     root = tmp / "blobs"
+    ttls = list((root / "blobs").rglob("*.ttl"))
     # (a sidecar without its blob is a copy the kill cut short: gc sweeps it as debris)
-    copies = sorted(b for b in (t.with_name(t.name[:-len(".ttl")]) for t in (root / "blobs").rglob("*.ttl"))
-                    if b.exists())
+    left = sorted(b for b in (t.with_name(t.name[:-len(".ttl")]) for t in ttls) if b.exists())
+    kept = {f.stat().st_ino for f in (root / "blobs").rglob("*") if f.is_file() and f.suffix != ".ttl"
+            and f not in left}
+    copies = [b for b in left if b.stat().st_ino in kept]
     assert copies and all(c.stat().st_nlink == 2 for c in copies), "the copies are not links to the sources' files"
+    uploads = [b for b in left if b not in copies]
     gc = ["gc", "--blobstore", blobs, "--grace", "1m", "-v", "-o", "json"]
     assert json.loads(cli(tmp, *gc).stdout)["blobs_deleted"] == 0
-    assert all(c.exists() for c in copies)
+    assert all(b.exists() for b in left)
     old = time.time() - 2 * 24 * 3600
-    for k, c in enumerate(copies):
-        ttl = c.with_name(c.name + ".ttl")
-        if k % 2:
+    expected = []
+    for k, b in enumerate(left):
+        ttl = b.with_name(b.name + ".ttl")
+        if k % 2 or b in uploads:
             ttl.write_text(str(int(time.time()) - 10))
+            expected.append((b.relative_to(root).as_posix(), "TTL expired"))
         else:
             os.utime(ttl, (old, old))
+            expected.append((b.relative_to(root).as_posix(), "unreferenced, older than the grace period"))
     r = json.loads(cli(tmp, *gc).stdout)
-    assert sorted((d["key"], d["reason"]) for d in r["deleted"]) == sorted(
-        (c.relative_to(root).as_posix(), "TTL expired" if k % 2 else "unreferenced, older than the grace period")
-        for k, c in enumerate(copies))
-    assert not any(c.exists() for c in copies)
+    assert sorted((d["key"], d["reason"]) for d in r["deleted"]) == sorted(expected)
+    assert not any(b.exists() for b in left)
     _sources_intact(tmp, blobs, "kg", sources)
 
 
