@@ -16,13 +16,15 @@ class Cancelled(Exception):
     pass
 
 
-def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int) -> list[T]:
+def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int,
+                 cancel: threading.Event | None = None) -> list[T]:
     """Run tasks on a thread pool; each gets a cancel Event it should check between reads.
 
     Returns results in task order. On the first exception (or Ctrl-C in the caller) the event is set,
     queued tasks are dropped, running ones stop at their next check, and the first error is raised.
+    ``cancel``: the event, when a caller running this in the background sets it to stop the tasks.
     """
-    cancel = threading.Event()
+    cancel = cancel or threading.Event()
     if not tasks:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(tasks))), thread_name_prefix="statectl") as pool:

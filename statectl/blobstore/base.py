@@ -63,7 +63,9 @@ class BlobInfo:
 
     key: str
     size: int
-    # May be truncated to the store's ``mtime_grain_s``: S3 keeps whole seconds.
+    # When the object was written under this key (gc's grace counts from it), truncated to the store's
+    # ``mtime_grain_s`` (S3 keeps whole seconds). A file:// copy with a TTL is a hard link, whose file keeps
+    # its source's mtime: its age is its TTL sidecar's (statectl.blobstore.local).
     modified_at: float
     expires_at: float | None = None
     ttl_known: bool = True

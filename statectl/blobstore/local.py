@@ -3,6 +3,12 @@
 Writes go to a temporary file in the same directory, are fsynced, then renamed into place, so a
 reader never sees a partial object. A TTL lives in a sidecar ``<key>.ttl`` holding the expiry epoch
 second; ``remove_ttl`` deletes the sidecar.
+
+A blob's file is never written again once its name appears (every write is a new file renamed into
+place), so a copy with a TTL is a hard link to the source's file: a copy for every reader and deleter
+(deleting either name leaves the other's bytes), made in microseconds. A link shares its source's
+modification time, so a blob's age (``BlobInfo.modified_at``, which gc's grace reads) is the later of
+its file's and its TTL sidecar's: the sidecar is written as the key is made.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ TMP_MARK = ".tmp-"
 COPY_BUF = 1024 * 1024
 # Errors that mean "no object under this key": a path through a file, or a directory (a key prefix).
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+# Where the filesystem or the OS refuses a hard link (another filesystem, a file not ours under
+# protected_hardlinks, the inode's link limit, no links at all): the copy is a byte copy instead.
+_NO_LINK = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOSYS)
 
 
 class LocalBlobStore:
@@ -260,8 +269,10 @@ class LocalBlobStore:
 
     def copy(self, key: str, *, ttl_seconds: int | None, source: BlobStore | None = None,
              size: int | None = None) -> str:
-        """A byte copy of the file (never a hard link: the copy gets its own mtime, which gc's grace
-        reads, and its own TTL sidecar), written like ``put``: TTL first, then an atomic rename."""
+        """A new key for the blob's bytes, made like ``put``'s: TTL first, then the name, durable. With a TTL,
+        a hard link to the source's file (its bytes are durable since it was written; the link's name is
+        fsynced), dated by its TTL sidecar (module doc); without one, or where no link can be made, a byte
+        copy in the kernel, fsynced, renamed into place. The source is never changed, its mtime included."""
         origin = innermost(source) if source is not None else self
         if not isinstance(origin, LocalBlobStore):
             raise UsageError(f"file: copy {key}: {source.url if source else ''} is not a file:// store; "  # type: ignore[union-attr]
@@ -270,28 +281,64 @@ class LocalBlobStore:
         new_key = new_blob_key()
         dst = self._path(new_key)
         try:
+            if not S_ISREG(os.stat(src).st_mode):  # a dir is a key prefix, not an object (as on S3)
+                raise BlobNotFoundError(f"file: blob {key} not found")
+        except _MISSING:
+            raise BlobNotFoundError(f"file: blob {key} not found") from None
+        except OSError as e:
+            raise BlobStoreError(f"file: copy {key}: {e.strerror or e}") from e
+        if ttl_seconds is not None:
+            self._write_ttl(dst, ttl_seconds)
+        try:
+            if ttl_seconds is None or not self._link(key, src, dst):
+                self._copy_bytes(key, src, dst)
+        except BaseException:
+            self._ttl_path(dst).unlink(missing_ok=True)
+            raise
+        return new_key
+
+    def _link(self, key: str, src: Path, dst: Path) -> bool:
+        """Hard-link ``dst`` to ``src`` and fsync its dir; False where no link can be made here (_NO_LINK)."""
+        try:
+            os.link(src, dst)
+        except _MISSING:
+            raise BlobNotFoundError(f"file: blob {key} not found") from None
+        except OSError as e:
+            if e.errno in _NO_LINK:
+                return False
+            if e.errno == errno.ENOSPC:
+                raise DiskFullError(f"file: no space left linking {dst}") from e
+            raise BlobStoreError(f"file: copy {key}: {e.strerror or e}") from e
+        try:
+            fsync_dir(dst.parent)
+        except BaseException:
+            dst.unlink(missing_ok=True)
+            raise
+        return True
+
+    def _copy_bytes(self, key: str, src: Path, dst: Path) -> None:
+        try:
             f = open(src, "rb")
         except _MISSING:
             raise BlobNotFoundError(f"file: blob {key} not found") from None
         except OSError as e:
             raise BlobStoreError(f"file: copy {key}: {e.strerror or e}") from e
         with f:
-            if ttl_seconds is not None:
-                self._write_ttl(dst, ttl_seconds)
-            try:
-                self._write_atomic(dst, lambda out: _copy_in_kernel(f, out))
-            except BaseException:
-                self._ttl_path(dst).unlink(missing_ok=True)
-                raise
-        return new_key
+            self._write_atomic(dst, lambda out: _copy_in_kernel(f, out))
 
-    def _expiry(self, path: Path) -> float | None:
+    def _ttl(self, path: Path) -> tuple[float | None, float]:
+        """The blob's expiry (None: no TTL; 0.0: a damaged sidecar, which reads as expired) and when its
+        sidecar was written (0.0: none)."""
         try:
-            return float(self._ttl_path(path).read_bytes())
+            with open(self._ttl_path(path), "rb") as f:
+                made = os.fstat(f.fileno()).st_mtime
+                data = f.read()
         except FileNotFoundError:
-            return None
+            return None, 0.0
+        try:
+            return float(data), made
         except ValueError:
-            return 0.0  # a damaged TTL sidecar: treat as already expired
+            return 0.0, made
 
     def stat(self, key: str) -> BlobInfo:
         path = self._path(key)
@@ -303,7 +350,8 @@ class LocalBlobStore:
             raise BlobStoreError(f"file: stat {key}: {e.strerror or e}") from e
         if not S_ISREG(st.st_mode):
             raise BlobNotFoundError(f"file: blob {key} not found")
-        return BlobInfo(key, st.st_size, st.st_mtime, self._expiry(path))
+        expires, made = self._ttl(path)
+        return BlobInfo(key, st.st_size, max(st.st_mtime, made), expires)
 
     def list(self, prefix: str = "", *, start_after: str | None = None) -> Iterator[BlobInfo]:
         """A depth-first walk, one directory read (and sorted) at a time: memory holds the entries of
@@ -348,8 +396,8 @@ class LocalBlobStore:
                 raise BlobStoreError(f"file: list {key}: {e.strerror or e}") from e
             if not S_ISREG(st.st_mode):
                 continue
-            expires = self._expiry(Path(full)) if name + TTL_SUFFIX in ttls else None
-            yield BlobInfo(key, st.st_size, st.st_mtime, expires)
+            expires, made = self._ttl(Path(full)) if name + TTL_SUFFIX in ttls else (None, 0.0)
+            yield BlobInfo(key, st.st_size, max(st.st_mtime, made), expires)
 
     def sweep_debris(self, older_than: float, *, dry_run: bool = False) -> list[BlobInfo]:
         """Partial files of killed writes (``.tmp-*``, sidecars' included) and ``<key>.ttl`` sidecars

@@ -17,9 +17,11 @@
    take no lease, such as a Samza job uploading to the same store, get that long to commit what they
    upload); then the leftovers of killed writes that the listing does not show
    (``BlobStore.sweep_debris``), older than the same horizon. Ages and TTLs are compared with gc's
-   start (ages less the grain of the store's modification times, ``mtime_grain_s``), so a blob written after it
-   started (by a backup whose lease or snapshot came too late for steps 1 and 3) is never a candidate. Only the referenced ids are held: memory does not grow with
-   the number of blobs in the store.
+   start (ages less the grain of the store's modification times, ``mtime_grain_s``), so a blob written
+   after it started (by a backup whose lease or snapshot came too late for steps 1 and 3) is never a
+   candidate. An age is ``BlobInfo.modified_at``: on file:// a hard-linked copy's is its TTL sidecar's,
+   not its source's. Only the referenced ids are held: memory does not grow with the number of blobs in
+   the store.
 """
 
 from __future__ import annotations

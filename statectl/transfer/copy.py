@@ -11,7 +11,7 @@ from typing import Any
 from statectl import failpoints
 from statectl.blobstore.base import BlobStore
 from statectl.errors import BlobNotFoundError, CorruptSnapshotError, command
-from statectl.parallel import run_parallel
+from statectl.parallel import Cancelled, run_parallel
 from statectl.progress import ProgressReporter
 from statectl.ratelimit import RateLimit
 
@@ -22,11 +22,15 @@ SPOOL_BYTES = 8 * 1024 * 1024
 
 def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore, server_side: bool, *,
                ttl_seconds: int, parallelism: int, progress: ProgressReporter,
-               limit: RateLimit | None = None) -> list[str]:
+               limit: RateLimit | None = None, cancel: threading.Event | None = None,
+               check: bool = False) -> list[str]:
     """Copy each (blob id, length) to a new TTL'd blob of ``target``; the new ids in order. A missing
     source blob is CorruptSnapshotError: the snapshot exists but is damaged. ``limit``: the bucket a
     streamed blob's bytes are taken from, once each, as they come in from ``source`` (a server-side copy
-    moves none through this host and takes nothing)."""
+    moves none through this host and takes nothing). ``cancel``: set by a caller running this in the
+    background, it stops the copies (Cancelled). ``check``: each copy is stat'ed as it lands, a
+    CorruptSnapshotError unless it is there with the length asked. The largest blobs start first: the last
+    to finish is a small one."""
     half = len(jobs) // 2
 
     def task(i: int, blob_id: str, length: int):
@@ -34,7 +38,7 @@ def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore
             if i == half:
                 failpoints.hit("during-copy")  # half the blobs are (being) copied: a kill leaves TTL'd copies
             if cancel.is_set():
-                return ""
+                raise Cancelled()
             try:
                 if server_side:
                     new = target.copy(blob_id, ttl_seconds=ttl_seconds, source=source, size=length)
@@ -44,17 +48,35 @@ def copy_blobs(jobs: list[tuple[str, int]], source: BlobStore, target: BlobStore
                 raise CorruptSnapshotError(f"blob {blob_id} of the snapshot is missing from {source.url}",
                                            hint=("run ", command("snapshots verify"), " on the source to list "
                                                  "every missing blob; nothing was committed")) from None
+            if check:
+                _check_copy(target, blob_id, new, length)
             progress.advance(length)
             progress.file_done()
             return new
 
         return run
 
+    order = sorted(range(len(jobs)), key=lambda k: -jobs[k][1])
     progress.start("copying", sum(n for _, n in jobs), len(jobs))
     try:
-        return run_parallel([task(i, b, n) for i, (b, n) in enumerate(jobs)], parallelism)
+        new_ids = run_parallel([task(i, *jobs[k]) for i, k in enumerate(order)], parallelism, cancel)
     finally:
         progress.stop()
+    out = [""] * len(jobs)
+    for k, new in zip(order, new_ids):
+        out[k] = new
+    return out
+
+
+def _check_copy(target: BlobStore, blob_id: str, new: str, length: int) -> None:
+    try:
+        size: int | None = target.stat(new).size
+    except BlobNotFoundError:
+        size = None
+    if size != length:
+        raise CorruptSnapshotError(f"the copy {new} of blob {blob_id} in {target.url} "
+                                   + ("is missing" if size is None else f"has {size} bytes, not {length}"),
+                                   hint="nothing was committed; run it again")
 
 
 def _stream(blob_id: str, length: int, source: BlobStore, target: BlobStore, ttl_seconds: int,

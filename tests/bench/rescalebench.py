@@ -267,37 +267,45 @@ def make_key_group_sources(state: Path, size_bytes: int, tasks: int, seed: int =
 
 
 def bench_key_groups(work: Path, size_bytes: int, env: dict[str, str], stores: dict[str, list[str]],
-                     out: dict[str, Any]) -> None:
+                     out: dict[str, Any], rounds: int = 1, server_cpu: Callable[[], float | None] | None = None) -> None:
     """4 -> 8 and then 8 -> 4 (the targets of the first, back) of one key-group store, backed up to each of
-    ``stores`` (name -> the blob store's statectl flags) and rescaled there; the figures go into ``out`` as
-    they are measured."""
+    ``stores`` (name -> the blob store's statectl flags) and rescaled there, ``rounds`` times, the stores in
+    turn round by round; after each rescale, the same bytes copied by the plainest means (raw_copy of the
+    targets' SST blobs: what it copied, and its range deletions). The samples go into ``out`` as they are
+    measured, with the load average and (``server_cpu``) the S3 server's CPU seconds of each."""
     work.mkdir(parents=True, exist_ok=True)
     state = work / "kg-state"
     keys = make_key_group_sources(state, size_bytes, 4)
     job = f"{JOB}-kg"
-    out.update({"size_bytes": size_bytes, "keys": keys})
+    out.update({"size_bytes": size_bytes, "keys": keys, "rounds": rounds})
     (work / "cwd").mkdir(exist_ok=True)
     for store, flags in stores.items():
-        where = [*flags, "--store", STORE]
         for p in range(4):
-            subprocess.run([STATECTL, "-q", "backup", *where, "--create", "--job", job, "--task", f"Partition {p}",
-                            "--state-dir", str(state)], env=env, cwd=work, check=True, capture_output=True)
-        runs = out.setdefault(store, {})
-        for name, src, dst, n, m in (("out", job, f"{job}-8", 4, 8), ("in", f"{job}-8", f"{job}-4", 8, 4)):
-            cmd = [STATECTL, "-q", "-o", "json", "rescale", *where, "--job", src, "--to-job", dst, "--from", str(n),
-                   "--to", str(m), "--key-groups", str(KEY_GROUPS), "--master", "local[2]", "--work-dir", str(work)]
-            os.sync()  # the backups' write-back out of the timed run
-            sample = run_measured(cmd, env=env, cwd=work / "cwd", timeout=7200)
-            floor = raw_copy(flags, source_ssts(where, src, n, env, work), env)  # after: no page cache warmed
-            r = json.loads(sample.stdout)
-            if not r["verified"] or not r["committed"]:
-                raise RuntimeError(f"rescale bench: unexpected result {r}")
-            runs[name] = {"tasks_in": n, "tasks_out": m, "wall_s": round(sample.wall_s, 2),
-                          "max_rss_mb": round(sample.max_rss_mb, 1), "phases": r["phases"],
-                          "bytes_copied": r["bytes_copied"], "bytes_rewritten": r["bytes_rewritten"],
-                          "bytes_read": r["bytes_read"], "bytes_written": r["bytes_written"],
-                          "bytes_uploaded": r["bytes_uploaded"], "source_bytes": sum(s["bytes"] for s in r["sources"]),
-                          "raw_copy": floor}
+            subprocess.run([STATECTL, "-q", "backup", *flags, "--store", STORE, "--create", "--job", job, "--task",
+                            f"Partition {p}", "--state-dir", str(state)], env=env, cwd=work, check=True,
+                           capture_output=True)
+    for r in range(rounds):
+        for store, flags in stores.items():
+            where = [*flags, "--store", STORE]
+            cpu = server_cpu if store == "s3" else None
+            for name, src, dst, n, m in (("out", job, f"{job}-8-{r}", 4, 8), ("in", f"{job}-8-{r}", f"{job}-4-{r}", 8, 4)):
+                cmd = [STATECTL, "-q", "-o", "json", "rescale", *where, "--job", src, "--to-job", dst, "--from", str(n),
+                       "--to", str(m), "--key-groups", str(KEY_GROUPS), "--master", "local[2]", "--work-dir", str(work)]
+                os.sync()  # the backups' and the last round's write-back out of the timed run
+                load, before = os.getloadavg()[0], cpu() if cpu else None
+                sample = run_measured(cmd, env=env, cwd=work / "cwd", timeout=7200)
+                server = round((cpu() or 0) - before, 2) if cpu and before is not None else None
+                res = json.loads(sample.stdout)
+                if not res["verified"] or not res["committed"]:
+                    raise RuntimeError(f"rescale bench: unexpected result {res}")
+                floor = raw_copy(flags, source_ssts(where, dst, m, env, work), env, cpu)
+                out.setdefault(store, {}).setdefault(name, []).append({
+                    "tasks_in": n, "tasks_out": m, "wall_s": round(sample.wall_s, 2), "cpu_s": round(sample.cpu_s, 2),
+                    "server_cpu_s": server, "load": round(load, 1), "max_rss_mb": round(sample.max_rss_mb, 1),
+                    "phases": res["phases"], "bytes_copied": res["bytes_copied"],
+                    "bytes_rewritten": res["bytes_rewritten"], "bytes_read": res["bytes_read"],
+                    "bytes_written": res["bytes_written"], "bytes_uploaded": res["bytes_uploaded"],
+                    "source_bytes": sum(x["bytes"] for x in res["sources"]), "raw_copy": floor})
 
 
 def source_ssts(where: list[str], job: str, tasks: int, env: dict[str, str], work: Path) -> list[tuple[str, int]]:
@@ -317,10 +325,11 @@ def source_ssts(where: list[str], job: str, tasks: int, env: dict[str, str], wor
     return out
 
 
-def raw_copy(flags: list[str], blobs: list[tuple[str, int]], env: dict[str, str], threads: int = 8) -> dict[str, Any]:
+def raw_copy(flags: list[str], blobs: list[tuple[str, int]], env: dict[str, str],
+             server_cpu: Callable[[], float | None] | None = None, threads: int = 8) -> dict[str, Any]:
     """The floor of a rescale's copies on this store: every blob of ``blobs`` copied once, 8 at a time, by the
-    plainest means (S3: boto3 copy_object; file://: copy_file_range and fsync), in this process; the copies
-    are deleted afterwards, untimed."""
+    plainest means (S3: boto3 copy_object; file://: copy_file_range and fsync, the disk's write speed), in this
+    process, with the S3 server's CPU seconds (``server_cpu``); the copies are deleted afterwards, untimed."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
@@ -354,12 +363,14 @@ def raw_copy(flags: list[str], blobs: list[tuple[str, int]], env: dict[str, str]
         def drop(done: list[str]) -> None:
             client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in done]})
     os.sync()
+    before = server_cpu() if server_cpu else None
     t0 = time.monotonic()
     with ThreadPoolExecutor(threads) as pool:
         done = list(pool.map(one, blobs))
     wall = time.monotonic() - t0
+    server = round((server_cpu() or 0) - before, 2) if server_cpu and before is not None else None
     drop(done)
-    return {"bytes": sum(n for _, n in blobs), "wall_s": round(wall, 2)}
+    return {"bytes": sum(n for _, n in blobs), "wall_s": round(wall, 2), "server_cpu_s": server}
 
 
 def report_lines(res: dict[str, Any]) -> list[str]:
@@ -402,30 +413,38 @@ def key_group_lines(kg: dict[str, Any] | None) -> list[str]:
     if not kg:
         return []
     mib = 1024 ** 2
-    lines = [f"rescale of a key-group store ({KEY_GROUPS} key groups, 64 MiB SST files), --key-groups, "
-             "whole process (goal at 1 GiB: " + ", ".join(f"{k} <= {v:.0f} s" for k, v in KEY_GROUP_GOAL_S.items())
-             + " each way):"]
-    for store in KEY_GROUP_GOAL_S:
+    lines = [f"rescale of a key-group store ({KEY_GROUPS} key groups, 64 MiB SST files), --key-groups, whole process, "
+             f"{kg.get('rounds', 1)} rounds (goal at 1 GiB: "
+             + ", ".join(f"{k} <= {v:.0f} s" for k, v in KEY_GROUP_GOAL_S.items()) + " each way):"]
+    for store, goal in KEY_GROUP_GOAL_S.items():
         for name in ("out", "in"):
-            r = kg.get(store, {}).get(name)
-            if r is None:
+            runs = kg.get(store, {}).get(name)
+            if not runs:
                 continue
-            floor = r.get("raw_copy")
-            if floor:
-                rate = floor["bytes"] / mib / max(floor["wall_s"], 1e-3)
-                lines.append(f"  {store} {r['tasks_in']} -> {r['tasks_out']}: the sources' SST files copied once by "
-                             f"the plainest means: {floor['bytes'] / mib:.0f} MiB in {floor['wall_s']:.1f} s "
-                             f"({rate:.0f} MiB/s); the rescale's copies at that rate: "
-                             f"{r['bytes_copied'] / mib / rate:.1f} s")
+            runs = runs if isinstance(runs, list) else [runs]
+            r, wall = runs[0], stat([x["wall_s"] for x in runs])
+            ph = {k: stat([x["phases"].get(k, 0.0) for x in runs]).median for k in ("resolve_s", "copy_s", "upload_s",
+                                                                                   "commit_s")}
+            loads = [x.get("load", 0.0) for x in runs]
             lines.append(
-                f"  {store} {r['tasks_in']} -> {r['tasks_out']}: wall {r['wall_s']:.1f} s (Spark "
-                f"{r['phases'].get('spark_s', 0):.1f} s, copy {r['phases'].get('copy_s', 0):.1f} s, upload "
-                f"{r['phases'].get('upload_s', 0):.1f} s); of {r['source_bytes'] / mib:.0f} MiB, "
-                f"{r['bytes_copied'] / mib:.1f} MiB copied server-side unread, {r['bytes_rewritten'] / mib:.1f} MiB "
-                f"read and rewritten (executors read {r['bytes_read'] / mib:.1f} MiB, wrote "
-                f"{r['bytes_written'] / mib:.1f} MiB); uploaded {r['bytes_uploaded'] / mib:.1f} MiB; peak RSS "
-                f"{r['max_rss_mb']:.0f} MB")
+                f"  {store} {r['tasks_in']} -> {r['tasks_out']}: wall {wall.median:.2f} s [{wall.min:.2f}-{wall.max:.2f}] "
+                f"n={wall.n} {'ok' if wall.median <= goal else 'OVER'} (load {min(loads):.1f}-{max(loads):.1f}); "
+                f"phases (medians): resolve {ph['resolve_s']:.2f} s, copy {ph['copy_s']:.2f} s, upload {ph['upload_s']:.2f}"
+                f" s (overlapping the copies), commit {ph['commit_s']:.2f} s; {r['bytes_copied'] / mib:.0f} MiB copied "
+                f"server-side of {r['source_bytes'] / mib:.0f} MiB, {r['bytes_rewritten'] / mib:.0f} MiB rewritten; "
+                f"statectl CPU {stat([x.get('cpu_s', 0.0) for x in runs]).median:.2f} s" + _server_cpu(runs))
+            floors = [x["raw_copy"] for x in runs if x.get("raw_copy")]
+            if floors:
+                fw = stat([f["wall_s"] for f in floors])
+                rate = floors[0]["bytes"] / mib / max(fw.median, 1e-3)
+                lines.append(f"    the same {floors[0]['bytes'] / mib:.0f} MiB copied by the plainest means: "
+                             f"{fw.median:.2f} s [{fw.min:.2f}-{fw.max:.2f}] ({rate:.0f} MiB/s)" + _server_cpu(floors))
     return lines
+
+
+def _server_cpu(samples: list[dict[str, Any]]) -> str:
+    cpu = [x["server_cpu_s"] for x in samples if x.get("server_cpu_s") is not None]
+    return f", SeaweedFS CPU {stat(cpu).median:.1f} s" if cpu else ""
 
 
 if __name__ == "__main__":

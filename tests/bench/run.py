@@ -824,13 +824,14 @@ class Bench:
         if "rescale-kg" not in self.s.only:
             return
         log(f"12b. rescale 4 -> 8 -> 4 of a key-group store of {human(self.s.size_bytes)} (--key-groups), "
-            "SeaweedFS and file://")
+            f"SeaweedFS and file://, {self.s.runs} rounds")
         bucket = self.bucket("rescale-kg")
         work = self.s.work / "rescale"
         stores = {"s3": ["--blobstore", f"s3://{bucket}/statectl", "--s3-endpoint", self.server.endpoint],
                   "file": ["--blobstore", f"file://{work / 'kg-blobs'}"]}
         self.results["rescale"]["key_groups"] = {}
-        rescalebench.bench_key_groups(work, self.s.size_bytes, self.env, stores, self.results["rescale"]["key_groups"])
+        rescalebench.bench_key_groups(work, self.s.size_bytes, self.env, stores, self.results["rescale"]["key_groups"],
+                                      rounds=self.s.runs, server_cpu=self.server_cpu_s)
         self.drop_bucket(bucket)
         drop_tree(work / "kg-blobs")
 

@@ -499,6 +499,55 @@ def test_file_failed_put_leaves_no_files(tmp_path) -> None:
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == [], "no stray data, temp or TTL files"
 
 
+def test_file_copy_with_a_ttl_is_a_link_as_old_as_the_copy(tmp_path) -> None:
+    """A copy with a TTL is a hard link to the source's file (no byte written): deleting either name leaves
+    the other's bytes, and its age (which gc's grace reads) is the copy's, from its TTL sidecar, not the file's
+    it shares with its source, whose age stays as it was. Without its TTL (committed) it is as old as its
+    bytes; a copy without a TTL, which nothing would date, is a byte copy."""
+    store = open_blobstore(f"file://{tmp_path}")
+    data = os.urandom(5000)
+    src, other = put_bytes(store, data), put_bytes(store, b"other")
+    old = time.time() - 3 * 24 * 3600
+    for key in (src, other):
+        os.utime(tmp_path / key, (old, old))
+    before = time.time() - 1  # file times come from a coarser clock than time.time()
+    dst = store.copy(src, ttl_seconds=900)
+    assert os.stat(tmp_path / dst).st_ino == os.stat(tmp_path / src).st_ino
+    listed = {i.key: i for i in store.list(BLOB_PREFIX)}
+    assert listed[dst].modified_at >= before and store.stat(dst).modified_at >= before
+    assert listed[src].modified_at == store.stat(src).modified_at == old, "the source's age is its own"
+    assert_expires_in(listed[dst], 900)
+    assert store.stat(src).expires_at is None
+    store.delete([dst])
+    assert get_bytes(store, src) == data
+    again = store.copy(src, ttl_seconds=900)
+    store.delete([src])
+    assert get_bytes(store, again) == data
+    store.remove_ttl(again)
+    assert store.stat(again).modified_at == old
+    plain = store.copy(other, ttl_seconds=None)
+    assert os.stat(tmp_path / plain).st_ino != os.stat(tmp_path / other).st_ino
+    assert store.stat(plain).modified_at >= before and get_bytes(store, plain) == b"other"
+
+
+@pytest.mark.parametrize("errno_name", ["EXDEV", "EPERM", "EMLINK"])
+def test_file_copy_where_no_link_can_be_made_is_a_byte_copy(tmp_path, monkeypatch, errno_name: str) -> None:
+    """Another filesystem, a file of another user under protected_hardlinks, an inode at its link limit: the
+    copy is written byte for byte instead."""
+    import errno
+
+    store = open_blobstore(f"file://{tmp_path}")
+    src = put_bytes(store, b"bytes")
+
+    def refuse(*_args, **_kwargs):
+        raise OSError(getattr(errno, errno_name), "refused")
+
+    monkeypatch.setattr(os, "link", refuse)
+    dst = store.copy(src, ttl_seconds=900)
+    assert get_bytes(store, dst) == b"bytes" and os.stat(tmp_path / dst).st_nlink == 1
+    assert_expires_in(store.stat(dst), 900)
+
+
 @pytest.mark.parametrize("key", ["records/x.ttl", "records/.tmp-x", "../escape", "/abs", "a//b", ""])
 def test_file_rejects_reserved_and_unsafe_keys(tmp_path, key: str) -> None:
     store = open_blobstore(f"file://{tmp_path}")

@@ -8,7 +8,9 @@ and restore as any snapshot."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -152,7 +154,9 @@ def test_sources_reaching_into_each_others_key_groups_are_read_whole(tmp_path: P
 
 def test_scale_in_is_all_server_side_copies(tmp_path: Path):
     """4 -> 2: every source lies inside one target, nothing is read (no Spark job), the L0 files and
-    their deletions go over as they are. Killed first while it copies: nothing committed."""
+    their deletions go over as they are. Killed first while it copies: nothing committed. On file:// the
+    copies are hard links to the sources' days-old files: gc keeps them as the fresh copies they are until
+    their TTL or the grace runs out, then reclaims them, and the sources' blobs stay whole."""
     import subprocess
 
     from tests.integration.test_rescale import _nothing_committed, _uncommitted_blobs_carry_a_ttl
@@ -161,6 +165,9 @@ def test_scale_in_is_all_server_side_copies(tmp_path: Path):
     blobs = f"file://{tmp_path / 'blobs'}"
     expected = _make_sources(tmp_path, blobs, "kg", 4)
     before = {f"Partition {p}": _latest(tmp_path, blobs, "kg", f"Partition {p}") for p in range(4)}
+    old = time.time() - 2 * 24 * 3600
+    for f in (tmp_path / "blobs" / "blobs").rglob("*"):
+        os.utime(f, (old, old))
     args = ["rescale", "--blobstore", blobs, "--job", "kg", "--to-job", "kg2", "--store", STORE, "--from", "4", "--to",
             "2", "--key-groups", str(GROUPS), "--work-dir", str(tmp_path), *SPARK, "-o", "json"]
     # killed while it copies: nothing committed, the sources as they were, every copy made so far TTL'd
@@ -170,6 +177,7 @@ def test_scale_in_is_all_server_side_copies(tmp_path: Path):
     _nothing_committed(tmp_path, blobs, "kg2", 2)
     _sources_intact(tmp_path, blobs, "kg", before)
     assert _uncommitted_blobs_carry_a_ttl(blobs, [ids[0] for ids in before.values()]) > 0
+    _linked_copies_outlive_gc_until_due(tmp_path, blobs, before)
     r = json.loads(cli(tmp_path, *args, timeout=300).stdout)
     assert r["bytes_rewritten"] == 0 and r["bytes_read"] == 0 and r["files_copied"] > 20
     assert all(t["files_read"] == 0 and t["bytes_copied"] > 0 for t in r["targets"])
@@ -177,6 +185,39 @@ def test_scale_in_is_all_server_side_copies(tmp_path: Path):
     # each target: the copies, a MANIFEST and CURRENT
     assert all(t["files"] == t["files_copied"] + 2 for t in r["targets"]), r["targets"]
     _check(tmp_path, blobs, "kg2", 2, expected, r)
+
+
+def _linked_copies_outlive_gc_until_due(tmp: Path, blobs: str, sources: dict[str, list[str]]) -> None:
+    """The TTL'd blobs a killed rescale left: its copies, each a hard link to a source's file, and the targets'
+    own files it may have uploaded meanwhile. A gc keeps them all; once half the copies have an expired TTL and
+    the others' sidecars are past the grace (and the uploads' TTLs expired), a gc deletes every one of them and
+    nothing else, and the sources verify byte for byte."""
+    root = tmp / "blobs"
+    ttls = list((root / "blobs").rglob("*.ttl"))
+    # (a sidecar without its blob is a copy the kill cut short: gc sweeps it as debris)
+    left = sorted(b for b in (t.with_name(t.name[:-len(".ttl")]) for t in ttls) if b.exists())
+    kept = {f.stat().st_ino for f in (root / "blobs").rglob("*") if f.is_file() and f.suffix != ".ttl"
+            and f not in left}
+    copies = [b for b in left if b.stat().st_ino in kept]
+    assert copies and all(c.stat().st_nlink == 2 for c in copies), "the copies are not links to the sources' files"
+    uploads = [b for b in left if b not in copies]
+    gc = ["gc", "--blobstore", blobs, "--grace", "1m", "-v", "-o", "json"]
+    assert json.loads(cli(tmp, *gc).stdout)["blobs_deleted"] == 0
+    assert all(b.exists() for b in left)
+    old = time.time() - 2 * 24 * 3600
+    expected = []
+    for k, b in enumerate(left):
+        ttl = b.with_name(b.name + ".ttl")
+        if k % 2 or b in uploads:
+            ttl.write_text(str(int(time.time()) - 10))
+            expected.append((b.relative_to(root).as_posix(), "TTL expired"))
+        else:
+            os.utime(ttl, (old, old))
+            expected.append((b.relative_to(root).as_posix(), "unreferenced, older than the grace period"))
+    r = json.loads(cli(tmp, *gc).stdout)
+    assert sorted((d["key"], d["reason"]) for d in r["deleted"]) == sorted(expected)
+    assert not any(b.exists() for b in left)
+    _sources_intact(tmp, blobs, "kg", sources)
 
 
 def test_not_a_key_group_store_exits_1(tmp_path: Path):

@@ -5,6 +5,7 @@ record of the rescale, the commits in order and backup's post-commit cleanup of 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -54,10 +55,11 @@ def commit_targets(opts: RescaleOptions, blobstore: BlobStore, checkpoints: Blob
     then run the post-commit cleanups. PartialError (exit 3) when a commit fails after another target of the
     rescale was committed (``committed_before``: by an earlier run)."""
     failpoints.hit("rescale-before-commit")
-    for lease in leases:
-        lease.check()  # fencing: never commit after a backup took a target over
-    recorder.committing(checkpoints, [p.ref for p in pending], result)
     t0 = time.monotonic()
+    if leases:  # fencing: never commit after a backup took a target over (every lease renewed at once)
+        with ThreadPoolExecutor(min(len(leases), 8), thread_name_prefix="statectl-fence") as pool:
+            list(pool.map(lambda lease: lease.check(), leases))
+    recorder.committing(checkpoints, [p.ref for p in pending], result)
     done: list[str] = []
     total = committed_before + len(pending)
     for p, extra in zip(pending, markers):
@@ -75,9 +77,15 @@ def commit_targets(opts: RescaleOptions, blobstore: BlobStore, checkpoints: Blob
         done.append(p.ref.task)
     result.committed = True
     recorder.done(progress)
-    for p in pending:
-        finish_commit(blobstore, checkpoints, p.ref, p.record, p.index, new_blob_ids=p.blob_ids,
-                      grace_seconds=opts.grace_seconds, progress=progress, what=WHAT)
+    # each target's cleanup under its own lease, several at once (each is idempotent: the next backup or gc
+    # of a target finishes one cut short); the first error in target order is raised once all ran
+    at_once = max(1, min(len(pending), opts.parallelism, 8))  # each cleans up 8 blobs at a time
+    with ThreadPoolExecutor(at_once, thread_name_prefix="statectl-cleanup") as pool:
+        futures = [pool.submit(finish_commit, blobstore, checkpoints, p.ref, p.record, p.index,
+                               new_blob_ids=p.blob_ids, grace_seconds=opts.grace_seconds, progress=progress,
+                               what=WHAT) for p in pending]
+    for f in futures:
+        f.result()
     result.phases["commit_s"] = round(time.monotonic() - t0, 3)
 
 

@@ -31,24 +31,42 @@ def rescale_key_groups(plan: RescalePlan, blobstore: BlobStore, checkpoints: Blo
     (the hash path's job, on those sources only), verified as the hash path verifies; every other file a
     target lists is copied server-side (TTL'd); each target is then its copies, its range deletions (at
     sequence numbers above every file's) and its partial store's files, under a MANIFEST written for them,
-    uploaded and committed as the hash path commits."""
+    uploaded and committed as the hash path commits. The copies run in the background: the range deletions,
+    the MANIFESTs, the targets' leases and the upload of their own files overlap them, and only the targets'
+    indexes wait for them."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from statectl.rocks.manifest import manifest_bytes, write_store_files
     from statectl.rocks.rangedel import write_range_deletions
 
     opts, p, result = plan.opts, plan.key_groups, plan.result
     assert p is not None
     partial = _build_partials(plan, blobstore, work, progress)
-    # the range deletions need to lie above the copied files only (the partial stores' keys are the target's
-    # own): RocksDB writes them while the blob store copies
-    top = max((m.last_sequence for m in plan.manifests if m is not None), default=0)
-    t0 = time.monotonic()
-    with ThreadPoolExecutor(1, thread_name_prefix="statectl-clips") as pool:
-        clips = pool.submit(write_range_deletions, work / "clips", [r for t in p.targets for r in t.clips], top)
-        listed, copied = _copy_files(opts, p, plan.indexes, blobstore, progress)
-        written = clips.result()
-    result.phases["copy_s"] = round(time.monotonic() - t0, 3)
+    listed, renamed, jobs = _plan_copies(p, plan.indexes)
+    cancel = threading.Event()
+    with ThreadPoolExecutor(1, thread_name_prefix="statectl-copies") as pool:
+        copying = pool.submit(_copy, opts, jobs, blobstore, progress, cancel, result.phases)
+        try:
+            # the range deletions need to lie above the copied files only (the partial stores' keys are the
+            # target's own)
+            top = max((m.last_sequence for m in plan.manifests if m is not None), default=0)
+            written = write_range_deletions(work / "clips", [r for t in p.targets for r in t.clips], top)
+            outs = _write_targets(plan, partial, written, listed, work, top)
+            upload_targets(opts, plan.to_job, outs, blobstore, checkpoints, result, progress, recorder,
+                           copies=lambda: _with_ids(renamed, copying.result()))
+        except BaseException:
+            cancel.set()  # what is copied so far carries its TTL: gc reclaims it
+            raise
+
+
+def _write_targets(plan: RescalePlan, partial: list[Path | None], written: list[tuple[Path, LiveFile]],
+                   listed: list[list[LiveFile]], work: Path, top: int) -> list[Path]:
+    """Each target's dir: its partial store's files and range deletions after its ``listed`` copies (appended
+    to it), checked, under a MANIFEST and CURRENT written for them; return the dirs."""
+    from statectl.rocks.manifest import manifest_bytes, write_store_files
+
+    opts, p, result = plan.opts, plan.key_groups, plan.result
+    assert p is not None
     outs = []
     for k, task in enumerate(opts.target_tasks):
         outs.append(work / "targets" / task_dir_name(task))
@@ -66,7 +84,7 @@ def rescale_key_groups(plan: RescalePlan, blobstore: BlobStore, checkpoints: Blo
                           number)
         result.targets[k].files = len(listed[k])
     result.verified = True
-    upload_targets(opts, plan.to_job, outs, blobstore, checkpoints, result, progress, recorder, copied=copied)
+    return outs
 
 
 def _build_partials(plan: RescalePlan, blobstore: BlobStore, work: Path,
@@ -93,11 +111,11 @@ def _build_partials(plan: RescalePlan, blobstore: BlobStore, work: Path,
     return list(stores)
 
 
-def _copy_files(opts: RescaleOptions, p: KeyGroupPlan, indexes: list[Any], blobstore: BlobStore,
-                progress: ProgressReporter) -> tuple[list[list[LiveFile]], list[list[Any]]]:
-    """Per target, the files it copies: listed (LiveFiles) under the numbers 1.., and their blobs copied
-    server-side (TTL'd), every target's at once, under the FileIndexes returned."""
-    from statectl.transfer.copy import copy_blobs
+def _plan_copies(p: KeyGroupPlan, indexes: list[Any]) -> tuple[list[list[LiveFile]], list[list[tuple[Any, str]]],
+                                                              list[tuple[str, int]]]:
+    """Per target, the files it copies: listed (LiveFiles) under the numbers 1.., and (renamed) their
+    FileIndexes in the sources' snapshots with their names in the target's; and the (blob id, length) of
+    every blob to copy, the targets' in turn."""
     from statectl.transfer.download import blob_ranges
 
     files_of = [dict(index.dir_index.walk_present()) for index in indexes]
@@ -112,12 +130,31 @@ def _copy_files(opts: RescaleOptions, p: KeyGroupPlan, indexes: list[Any], blobs
             fi = files_of[sf.source][sf.file.name]
             renamed[-1].append((fi, f"{number:06d}.sst"))
             jobs += [(blob_id, length) for blob_id, _, length in blob_ranges(fi, f"file {sf.file.name}")]
+    return listed, renamed, jobs
+
+
+def _copy(opts: RescaleOptions, jobs: list[tuple[str, int]], blobstore: BlobStore, progress: ProgressReporter,
+          cancel: Any, phases: dict[str, float]) -> list[str]:
+    """Copy the blobs of ``jobs`` server-side (TTL'd), each checked as it lands (the targets' snapshots read
+    back only what is uploaded for them), until ``cancel`` is set; their new ids in order. Each
+    target owns copies, never the sources' blobs: a Samza job run on a target deletes the blobs of every file
+    its next snapshot no longer lists (BlobStoreBackupManager.cleanUp, through BlobStoreUtil.cleanUpDir), which
+    the source snapshots still need."""
+    from statectl.transfer.copy import copy_blobs
+
+    t0 = time.monotonic()
     new_ids = copy_blobs(jobs, blobstore, blobstore, True, ttl_seconds=opts.ttl_seconds,
-                         parallelism=opts.parallelism, progress=progress) if jobs else []
+                         parallelism=opts.parallelism, progress=progress, cancel=cancel, check=True) if jobs else []
+    phases["copy_s"] = round(time.monotonic() - t0, 3)
+    return new_ids
+
+
+def _with_ids(renamed: list[list[tuple[Any, str]]], new_ids: list[str]) -> list[list[Any]]:
+    """Per target, the FileIndexes of its copies: each source FileIndex under its new name and its blobs' new
+    ids (``new_ids``: as _plan_copies listed the blobs)."""
     ids = iter(new_ids)
-    copied = [[dc_replace(fi, file_name=name, blobs=tuple(dc_replace(b, blob_id=next(ids)) for b in fi.blobs))
-               for fi, name in files] for files in renamed]
-    return listed, copied
+    return [[dc_replace(fi, file_name=name, blobs=tuple(dc_replace(b, blob_id=next(ids)) for b in fi.blobs))
+             for fi, name in files] for files in renamed]
 
 
 def _link_partial(partial: Path, out: Path, listed: list[LiveFile]) -> int:

@@ -162,7 +162,11 @@ def check_sources(opts: Any, blobstore: BlobStore, checkpoints: BlobCheckpointSt
     tasks = opts.source_tasks
     if not opts.ignore_other_tasks:
         check_other_tasks(checkpoints, opts.job, opts.job_id, opts.store, tasks, leftovers)
-    manifests = [source_manifest(blobstore, index, task) for index, task in zip(indexes, tasks)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    # every MANIFEST read at once; the first source in order that fails raises
+    with ThreadPoolExecutor(max(1, min(len(tasks), opts.parallelism)), thread_name_prefix="statectl-manifests") as pool:
+        manifests = list(pool.map(lambda it: source_manifest(blobstore, *it), zip(indexes, tasks)))
     if opts.key_groups is None:
         check_hash_layout(manifests, tasks, opts.source_partitioner)
     else:

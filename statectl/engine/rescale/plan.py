@@ -94,11 +94,16 @@ def resolve_sources(opts: RescaleOptions, blobstore: BlobStore, checkpoints: Blo
                     result: RescaleResult) -> tuple[list[dict[str, Any]], list[Any]]:
     """Resolve every source's snapshot (the latest, or the one --snapshots names) into ``result.sources``;
     return them as BuildSpec.snapshots holds them, and their indexes."""
+    from concurrent.futures import ThreadPoolExecutor
+
     snapshots = []
     indexes = []
-    for task in opts.source_tasks:
-        ref = StoreRef(opts.job, opts.job_id, task, opts.store)
-        snap = resolve_snapshot(blobstore, checkpoints, ref, opts.snapshots.get(task))
+    tasks = opts.source_tasks
+    # every source's catalog and index read at once; the first source in order that fails raises
+    with ThreadPoolExecutor(max(1, min(len(tasks), opts.parallelism)), thread_name_prefix="statectl-resolve") as pool:
+        resolved = list(pool.map(lambda task: resolve_snapshot(blobstore, checkpoints, StoreRef(
+            opts.job, opts.job_id, task, opts.store), opts.snapshots.get(task)), tasks))
+    for task, snap in zip(tasks, resolved):
         files = [{"path": rel, "size": fi.file_metadata.size, "checksum": fi.checksum,
                   "blobs": [[b.blob_id, b.offset] for b in fi.blobs]}
                  for rel, fi in snap.index.dir_index.walk_present() if Path(rel).name not in NEVER_UPLOADED]

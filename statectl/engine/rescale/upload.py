@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from statectl import failpoints
 from statectl.blobstore.base import BlobStore
@@ -18,92 +18,125 @@ from statectl.engine.rescale.commit import PendingTarget, changelog_markers, com
 from statectl.engine.rescale.options import RescaleOptions
 from statectl.engine.rescale.result import RescaleResult
 from statectl.local.layout import NEVER_UPLOADED
-from statectl.progress import ProgressReporter
+from statectl.parallel import run_parallel
+from statectl.progress import NullProgress, ProgressReporter
 from statectl.snapshot.model import parse_file_owner
+
+T = TypeVar("T")
 
 
 def upload_targets(opts: RescaleOptions, to_job: str, stores: list[Path], blobstore: BlobStore,
                    checkpoints: BlobCheckpointStore, result: RescaleResult, progress: ProgressReporter,
-                   recorder: Any, copied: list[list[Any]] | None = None) -> None:
+                   recorder: Any, copies: Callable[[], list[list[Any]]] | None = None) -> None:
     """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then record the
     rescale (``recorder``: rerun.Recorder), commit all M checkpoint records and run backup's post-commit
-    cleanup for each (commit.commit_targets). ``copied``: per target, FileIndexes of blobs already copied into
-    the blob store (TTL'd) that its snapshot lists besides the uploads."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    cleanup for each (commit.commit_targets). ``copies``: a key-group rescale's copies, in flight and each
+    checked as it lands (their progress shows; the targets' own small files go up and are checked quietly
+    meanwhile); called once those are up, it returns per target the FileIndexes of the blobs copied (TTL'd)
+    that its snapshot lists besides them."""
     t0 = time.monotonic()
     refs = [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
     with ExitStack() as stack:
         leases = take_leases(stack, opts, blobstore, checkpoints, refs, progress)
         markers = changelog_markers(checkpoints, refs)
-
-        def one(k: int) -> tuple[PendingTarget, int]:
-            return _upload_target(opts, refs[k], stores[k], copied[k] if copied else [], blobstore, checkpoints,
-                                  result, result.targets[k], progress)
-
-        # a few targets at once: each is a few files and several requests one after the other (index, checks)
-        with ThreadPoolExecutor(min(_TARGETS_AT_ONCE, len(refs)), thread_name_prefix="statectl-upload") as pool:
-            done = list(pool.map(one, range(len(refs))))
-        pending = [p for p, _ in done]
-        result.bytes_uploaded += sum(n for _, n in done)
-        result.phases["upload_s"] = round(time.monotonic() - t0, 3)
+        # several targets at a time, each with a share of --parallelism: as many requests in flight as asked
+        at_once = max(1, min(len(stores), opts.parallelism))
+        share = max(1, opts.parallelism // at_once)
+        if copies is None:  # every target's files in one transfer, their bytes on the progress bar
+            ups = _upload(refs, stores, blobstore, checkpoints, opts, opts.parallelism, progress)
+        else:
+            ups = _each([lambda ref=ref, path=path: _upload([ref], [path], blobstore, checkpoints, opts, share,
+                                                             NullProgress())[0] for ref, path in zip(refs, stores)],
+                        at_once)
+        waited = time.monotonic()
+        extra = copies() if copies is not None else [[] for _ in stores]
+        waited = time.monotonic() - waited
+        pending = _each([lambda k=k: _snapshot(opts, refs[k], ups[k], extra[k], blobstore, result.file_owner)
+                         for k in range(len(stores))], at_once)
+        for info, target in zip(result.targets, pending):
+            present = list(target.index.dir_index.walk_present())
+            info.snapshot_id, info.checkpoint_id = target.record.index_blob_id, target.record.checkpoint_id
+            info.files, info.bytes = len(present), sum(f.size for _, f in present)
+        result.bytes_uploaded += sum(f.size for up in ups for f in up.uploaded)
+        result.phases["upload_s"] = round(time.monotonic() - t0 - waited, 3)
         commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress)
 
 
-_TARGETS_AT_ONCE = 4
+def _each(calls: list[Callable[[], T]], parallelism: int) -> list[T]:
+    """The results of ``calls`` run ``parallelism`` at a time (the first error raised)."""
+    return run_parallel([lambda _cancel, call=call: call() for call in calls], parallelism)
 
 
-def _upload_target(opts: RescaleOptions, ref: StoreRef, path: Path, extra: list[Any], blobstore: BlobStore,
-                   checkpoints: BlobCheckpointStore, result: RescaleResult, info: Any,
-                   progress: ProgressReporter) -> tuple[PendingTarget, int]:
-    """Upload the target store at ``path`` as a snapshot of ``ref`` listing ``extra`` (copied FileIndexes)
-    besides its files, read it back, fill ``info`` (TargetInfo) and return it ready to commit, with the bytes
-    uploaded. CorruptSnapshotError when a blob or the index does not read back as uploaded."""
-    from statectl.catalog.index import read_index
+@dataclass
+class _Upload:
+    """A target store's own files uploaded (TTL'd) and checked: its diff against nothing, the files added,
+    their FileIndexes, and the snapshots its commit keeps."""
+
+    diff: Any
+    added: list[Any]
+    uploaded: list[Any]
+    keep_last: int
+
+
+def _upload(refs: list[StoreRef], paths: list[Path], blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+            opts: RescaleOptions, parallelism: int, progress: ProgressReporter) -> list[_Upload]:
+    """Upload the files of the target stores of ``refs`` at ``paths`` (TTL'd) in one transfer, ``parallelism``
+    at a time, and check every blob (CorruptSnapshotError when one does not read back as uploaded)."""
     from statectl.errors import CorruptSnapshotError
+    from statectl.snapshot.diff import diff_local
+    from statectl.transfer.upload import upload_files
     from statectl.transfer.verify import check_blobs
 
+    diffs = [diff_local(path, None, ignore=NEVER_UPLOADED) for path in paths]
+    added = [[f for _, f in diff.added()] for diff in diffs]
+    flat = upload_files(blobstore, [f for files in added for f in files], chunk_size=opts.chunk_size,  # type: ignore[arg-type]
+                        parallelism=parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
+    ups, start = [], 0
+    for ref, diff, files in zip(refs, diffs, added):
+        uploaded, start = flat[start:start + len(files)], start + len(files)
+        problems = check_blobs(blobstore, [(fi.file_name, fi) for fi in uploaded], parallelism)
+        if problems:
+            p = problems[0]
+            raise CorruptSnapshotError(f"the new snapshot of {ref} did not read back as uploaded: {p.blob_id} of "
+                                       f"{p.rel}: {p.reason}", hint="nothing was committed; run rescale again")
+        # The commit's cleanup keeps every older snapshot of the target (within one job: the source of
+        # its task, kept for a roll-back); the next backup of the task applies its own --keep-last.
+        ups.append(_Upload(diff, files, uploaded, max(opts.keep_last, 1 + len(checkpoints.list(ref)))))
+    return ups
+
+
+def _snapshot(opts: RescaleOptions, ref: StoreRef, up: _Upload, extra: list[Any], blobstore: BlobStore,
+              file_owner: str) -> PendingTarget:
+    """The snapshot of ``ref``: the uploaded files ``up`` and ``extra`` (copied FileIndexes, checked as they
+    landed), its index written and read back; ready to commit. CorruptSnapshotError when the index does not
+    read back as uploaded."""
+    from statectl.catalog.index import read_index
+    from statectl.errors import CorruptSnapshotError
+
     checkpoint_id = new_checkpoint_id()
-    index, uploaded = _snapshot_of(opts, ref, checkpoint_id, path, extra, blobstore, result, progress)
+    index = _index_of(ref, checkpoint_id, up, extra, file_owner)
     index_id = write_index(blobstore, index, opts.ttl_seconds)
     failpoints.hit("rescale-uploaded")
-    present = list(index.dir_index.walk_present())
-    problems = check_blobs(blobstore, present, opts.parallelism)
-    if problems or read_index(blobstore, index_id, what="new snapshot") != index:
-        p = problems[0] if problems else None
-        raise CorruptSnapshotError(f"the new snapshot of {ref} did not read back as uploaded"
-                                   + (f": {p.blob_id} of {p.rel}: {p.reason}" if p else ""),
+    if read_index(blobstore, index_id, what="new snapshot") != index:
+        raise CorruptSnapshotError(f"the new snapshot of {ref} did not read back as uploaded",
                                    hint="nothing was committed; run rescale again")
-    info.snapshot_id, info.checkpoint_id = index_id, checkpoint_id
-    info.files, info.bytes = len(present), sum(f.size for _, f in present)
-    sent = sum(f.size for f in uploaded)
-    uploaded = list(uploaded) + list(extra)  # the copies' TTLs go with the commit too
-    # The commit's cleanup keeps every older snapshot of the target (within one job: the source of
-    # its task, kept for a roll-back); the next backup of the task applies its own --keep-last.
-    keep = max(opts.keep_last, 1 + len(checkpoints.list(ref)))
-    return PendingTarget(ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis, keep_last=keep),
-                         index, [b.blob_id for fi in uploaded for b in fi.blobs]), sent
+    new = list(up.uploaded) + list(extra)  # the copies' TTLs go with the commit too
+    return PendingTarget(ref, CheckpointRecord(checkpoint_id, index_id, index.creation_time_millis,
+                                               keep_last=up.keep_last), index,
+                         [b.blob_id for fi in new for b in fi.blobs])
 
 
-def _snapshot_of(opts: RescaleOptions, ref: StoreRef, checkpoint_id: str, path: Path, extra: list[Any],
-                 blobstore: BlobStore, result: RescaleResult, progress: ProgressReporter) -> tuple[Any, list[Any]]:
-    """Upload the files of the store at ``path`` (TTL'd) and return the snapshot index of them and ``extra``,
-    with the owner the rescale records, and the uploaded FileIndexes."""
-    from statectl.snapshot.diff import build_dir_index, diff_local
+def _index_of(ref: StoreRef, checkpoint_id: str, up: _Upload, extra: list[Any], file_owner: str) -> Any:
+    """The snapshot index of the uploaded files ``up`` and ``extra``, with the owner the rescale records."""
+    from statectl.snapshot.diff import build_dir_index
     from statectl.snapshot.model import SnapshotIndex, SnapshotMetadata
-    from statectl.transfer.upload import upload_files
 
-    diff = diff_local(path, None, ignore=NEVER_UPLOADED)
-    added = [f for _, f in diff.added()]
-    uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size,  # type: ignore[arg-type]
-                            parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
-    dir_index = build_dir_index(diff, {id(lf): fi for lf, fi in zip(added, uploaded)})
+    dir_index = build_dir_index(up.diff, {id(lf): fi for lf, fi in zip(up.added, up.uploaded)})
     if extra:
         dir_index = replace(dir_index, files_present=tuple(sorted(dir_index.files_present + tuple(extra),
                                                                   key=lambda f: f.file_name)))
-    if result.file_owner:  # the staged stores' files are the user's statectl runs as
-        dir_index = dir_index.with_owner(*parse_file_owner(result.file_owner))
-    index = SnapshotIndex(creation_time_millis=now_ms(),
-                          snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
-                          dir_index=dir_index, prev_snapshot_index_blob_id=None)
-    return index, list(uploaded)
+    if file_owner:  # the staged stores' files are the user's statectl runs as
+        dir_index = dir_index.with_owner(*parse_file_owner(file_owner))
+    return SnapshotIndex(creation_time_millis=now_ms(),
+                         snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
+                         dir_index=dir_index, prev_snapshot_index_blob_id=None)
