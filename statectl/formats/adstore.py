@@ -78,13 +78,22 @@ def partitions_of(keys: Any, partitions: int) -> Any:
     array, computed column-wise in numpy (one pass per 4-byte block of the longest key) instead of a
     Python call per key. ValueError for an array with nulls."""
     import numpy as np
+
+    return (positive_murmur2s(keys) % np.uint32(partitions)).astype(np.int32)
+
+
+def positive_murmur2s(keys: Any) -> Any:
+    """``toPositive(murmur2(key))`` of every key of a pyarrow binary or string array (no nulls), as a numpy
+    uint32 array: what :func:`partitions_of` takes modulo the partitions (one hash serves several counts of
+    partitions). ValueError for an array with nulls."""
+    import numpy as np
     import pyarrow as pa
 
     if keys.null_count:
         raise ValueError("a null key")
     n = len(keys)
     if not n:
-        return np.zeros(0, np.int32)
+        return np.zeros(0, np.uint32)
     if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
         keys = keys.cast(pa.large_binary() if pa.types.is_large_string(keys.type) else pa.binary())
     large = pa.types.is_large_binary(keys.type)
@@ -114,7 +123,7 @@ def partitions_of(keys: Any, partitions: int) -> Any:
     h ^= h >> np.uint32(13)
     h *= m
     h ^= h >> np.uint32(15)
-    return ((h & np.uint32(0x7FFFFFFF)) % np.uint32(partitions)).astype(np.int32)
+    return h & np.uint32(0x7FFFFFFF)
 
 
 # -- values to bytes -------------------------------------------------------------------------------

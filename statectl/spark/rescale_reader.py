@@ -185,13 +185,13 @@ class SplitSources:
 
         spec = self.job.spec
         m = spec.partitions_out or 1
-        k = binary_array(ks)
+        routes = Routes(binary_array(ks))
         if source.get("groups") is None:
-            check_placed(spec, k, i, source)
-        stores = route_batch(spec.partitioner, k, m, f"a key of {source['task']}").to_numpy()
+            check_placed(spec, routes, i, source)
+        stores = routes.tasks(spec.partitioner, m, f"a key of {source['task']}")
         lo, hi = int(stores.min()), int(stores.max())
         if lo == hi:  # every key to one target (e.g. 2n -> n tasks by murmur2)
-            check_target(spec, k, lo)
+            check_target(spec, ks, lo, routes.again(spec.partitioner, m, ks))
             yield lo, ks, vs, d
             return
         order = np.argsort(stores, kind="stable")
@@ -200,9 +200,10 @@ class SplitSources:
             idx = order[cuts[t - lo]:cuts[t - lo + 1]]
             if not len(idx):
                 continue
-            check_target(spec, k.take(idx), t)
             pick = idx.tolist()
-            yield t, [ks[j] for j in pick], [vs[j] for j in pick], d[idx]
+            tk = [ks[j] for j in pick]
+            check_target(spec, tk, t, routes.again(spec.partitioner, m, tk, idx))
+            yield t, tk, [vs[j] for j in pick], d[idx]
 
 
 def _batches(db: Any, bounds: dict[str, Any]) -> Iterator[tuple[list[bytes], list[bytes]]]:
@@ -265,18 +266,52 @@ def _bounds(source: dict[str, Any], partitioner: str | None) -> dict[str, Any]:
     return {"from_key": group_bound(first, groups), "read_opt": opts}
 
 
+class Routes:
+    """The tasks of one batch's keys (a pyarrow binary array) under the partitioners asked. Kafka's (None,
+    ``murmur2``) hashes the batch once (statectl.formats.adstore.positive_murmur2s): the sources' check, the
+    routing and the targets' check take that hash modulo their counts of tasks."""
+
+    def __init__(self, keys: Any):
+        self.keys, self._hashes = keys, None
+
+    def tasks(self, name: str | None, partitions: int, what: str) -> Any:
+        """:func:`route_batch` of the batch, as a numpy int32 array."""
+        if name and name != "murmur2":
+            return route_batch(name, self.keys, partitions, what)
+        import numpy as np
+
+        if self._hashes is None:
+            from statectl.formats.adstore import positive_murmur2s
+
+            self._hashes = positive_murmur2s(self.keys)
+        return (self._hashes % np.uint32(partitions)).astype(np.int32)
+
+    def again(self, name: str | None, partitions: int, keys: list[bytes], idx: Any = None) -> Any:
+        """The tasks of ``keys``, the batch's keys at ``idx`` (all: None), computed anew for a check: from the
+        batch's hash for Kafka's partitioner, by calling any other on each key."""
+        if name and name != "murmur2":
+            return _call_per_key(name, keys, partitions, "a key")
+        tasks = self.tasks(name, partitions, "a key")
+        return tasks if idx is None else tasks[idx]
+
+
 def route_batch(name: str | None, keys: Any, partitions: int, what: str) -> Any:
     """The task of each key of ``keys`` (a pyarrow binary array) under partitioner ``name`` into
-    ``partitions`` tasks, as a pyarrow int32 array: Kafka's (None, ``murmur2``) vectorised in numpy, any other
+    ``partitions`` tasks, as a numpy int32 array: Kafka's (None, ``murmur2``) vectorised in numpy, any other
     called per key. BuildError naming the partitioner when it fails or gives something else than a task
     number (``what``: the key's place)."""
-    import pyarrow as pa
-
     if not name or name == "murmur2":
-        return pa.array(partitions_of(keys, partitions), pa.int32())
+        return partitions_of(keys, partitions)
+    return _call_per_key(name, keys.to_pylist(), partitions, what)
+
+
+def _call_per_key(name: str, keys: list[bytes], partitions: int, what: str) -> Any:
+    """Partitioner ``name`` called on each of ``keys`` (route_batch)."""
+    import numpy as np
+
     route = load_partitioner(name)
     out = []
-    for key in keys.to_pylist():
+    for key in keys:
         try:
             target = route(key, partitions)
         except Exception as e:
@@ -284,43 +319,47 @@ def route_batch(name: str | None, keys: Any, partitions: int, what: str) -> Any:
         if not isinstance(target, int) or not 0 <= target < partitions:
             raise BuildError(f"partitioner {name} gave {target!r} for {what}: expected 0..{partitions - 1}")
         out.append(target)
-    return pa.array(out, pa.int32())
+    return np.array(out, np.int32)
 
 
 def check_placed(spec: BuildSpec, keys: Any, i: int, source: dict[str, Any]) -> None:
-    """BuildError when a key of ``keys`` (of source ``i``) does not route to task i under
-    (spec.source_partitioner, spec.partitions_in): the sources are not the layout the rescale assumes, and
-    the targets would hold a mix of two partitionings. Nothing to check without spec.partitions_in."""
-    import pyarrow.compute as pc
+    """BuildError when a key of ``keys`` (of source ``i``; a pyarrow binary array, or its Routes) does not route
+    to task i under (spec.source_partitioner, spec.partitions_in): the sources are not the layout the rescale
+    assumes, and the targets would hold a mix of two partitionings. Nothing to check without
+    spec.partitions_in."""
+    import numpy as np
 
     n = spec.partitions_in
     if not n:
         return
+    routes = keys if isinstance(keys, Routes) else Routes(keys)
     name = spec.source_partitioner or "murmur2"
-    tasks = route_batch(spec.source_partitioner, keys, n, f"a key of {source['task']}")
-    wrong = pc.not_equal(tasks, i)
-    if not pc.any(wrong).as_py():
+    tasks = routes.tasks(spec.source_partitioner, n, f"a key of {source['task']}")
+    wrong = tasks != i
+    if not wrong.any():
         return
-    at = pc.index(wrong, True).as_py()
-    key, j = keys[at].as_py(), tasks[at].as_py()
+    at = int(np.argmax(wrong))
+    key, j = routes.keys[at].as_py(), int(tasks[at])
     raise BuildError(f"the sources are not a {n}-way layout by {name}: key {key[:40]!r} of {source['task']} "
                      f"(snapshot {source['snapshot']}) belongs to task {j} of {n}, not {i}; nothing was written")
 
 
-def check_target(spec: BuildSpec, keys: Any, target: int) -> None:
-    """BuildError when a key of ``keys``, given to target ``target``'s file, does not route there under the
-    job's partitioner. The message names the key and the task it belongs to."""
-    import pyarrow.compute as pc
+def check_target(spec: BuildSpec, keys: Any, target: int, tasks: Any = None) -> None:
+    """BuildError when a key of ``keys`` (a pyarrow binary array or a list of bytes), given to target
+    ``target``'s file, does not route there under the job's partitioner (``tasks``: the keys' tasks as
+    Routes.again computed them; None: routed here). The message names the key and the task it belongs to."""
+    import numpy as np
 
-    m = spec.partitions_out or 1
-    tasks = route_batch(spec.partitioner, keys, m, f"a key of target {target}")
-    wrong = pc.not_equal(tasks, target)
-    if not pc.any(wrong).as_py():
+    if tasks is None:
+        tasks = route_batch(spec.partitioner, keys, spec.partitions_out or 1, f"a key of target {target}")
+    wrong = tasks != target
+    if not wrong.any():
         return
-    at = pc.index(wrong, True).as_py()
-    raise BuildError(f"rescale verification failed, nothing was committed: {pc.sum(wrong).as_py()} keys of "
-                     f"target {target} belong to another task (e.g. {keys[at].as_py()!r} of task "
-                     f"{tasks[at].as_py()})")
+    at = int(np.argmax(wrong))
+    key = keys[at]
+    key = key.as_py() if hasattr(key, "as_py") else key
+    raise BuildError(f"rescale verification failed, nothing was committed: {int(wrong.sum())} keys of "
+                     f"target {target} belong to another task (e.g. {key!r} of task {int(tasks[at])})")
 
 
 def _app_dir() -> str | None:

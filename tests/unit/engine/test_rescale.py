@@ -182,13 +182,20 @@ def test_verify_adds_up_the_jobs_digests_and_counts_each_staged_stores_entries(t
 def test_route_batch_is_kafkas_partitioner_vectorised_or_the_jobs_called_per_key():
     import pyarrow as pa
 
-    from statectl.spark.rescale_reader import route_batch
+    import numpy as np
+
+    from statectl.spark.rescale_reader import Routes, route_batch
 
     keys = [b"", b"a", b"hello", b"\xff" * 7, b"user-00042"] + [b"k%d" % i for i in range(500)]
-    got = route_batch(None, pa.array(keys, pa.binary()), 7, "x").to_pylist()
-    assert got == [partition_of(k, 7) for k in keys] == route_batch("murmur2", pa.array(keys), 7, "x").to_pylist()
+    got = route_batch(None, pa.array(keys, pa.binary()), 7, "x").tolist()
+    assert got == [partition_of(k, 7) for k in keys] == route_batch("murmur2", pa.array(keys), 7, "x").tolist()
     per_key = route_batch("statectl.formats.adstore:partition_of", pa.array(keys, pa.binary()), 7, "x")
-    assert per_key.to_pylist() == got
+    assert per_key.tolist() == got
+    # one hash of the batch serves every count of tasks, and the checks' second look
+    routes = Routes(pa.array(keys, pa.binary()))
+    for n in (1, 2, 7, 8):
+        assert routes.tasks(None, n, "x").tolist() == [partition_of(k, n) for k in keys]
+    assert routes.again(None, 7, keys[3:9], np.arange(3, 9)).tolist() == got[3:9]
     with pytest.raises(BuildError, match=r"partitioner zlib:crc32 gave \d+ for a key of Partition 1: expected 0\.\.1"):
         route_batch("zlib:crc32", pa.array([b"a", b"b"], pa.binary()), 2, "a key of Partition 1")
 
