@@ -71,9 +71,13 @@ def execute_rescale(plan: RescalePlan, blobstore: BlobStore, checkpoints: BlobCh
     recorder = Recorder(blobstore, opts, plan.recorded.etag)
     with WorkDir(opts.work_dir) as work:
         if plan.key_groups is None:
-            stores, manifest = build_targets(opts, plan.snapshots, blobstore, work, result, progress)
-            verify_targets(opts, stores, manifest, result)
-            upload_targets(opts, plan.to_job, stores, blobstore, checkpoints, result, progress, recorder)
+            from statectl.engine.rescale.early import EarlyUploads
+
+            with EarlyUploads(blobstore, opts, work / "build") as early:
+                stores, manifest = build_targets(opts, plan.snapshots, blobstore, work, result, progress)
+                verify_targets(opts, stores, manifest, result)
+                upload_targets(opts, plan.to_job, stores, blobstore, checkpoints, result, progress, recorder,
+                               early=early)
         else:
             from statectl.engine.rescale.keygroups import rescale_key_groups
 

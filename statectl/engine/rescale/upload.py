@@ -27,13 +27,14 @@ T = TypeVar("T")
 
 def upload_targets(opts: RescaleOptions, to_job: str, stores: list[Path], blobstore: BlobStore,
                    checkpoints: BlobCheckpointStore, result: RescaleResult, progress: ProgressReporter,
-                   recorder: Any, copies: Callable[[], list[list[Any]]] | None = None) -> None:
+                   recorder: Any, copies: Callable[[], list[list[Any]]] | None = None, early: Any = None) -> None:
     """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then record the
     rescale (``recorder``: rerun.Recorder), commit all M checkpoint records and run backup's post-commit
     cleanup for each (commit.commit_targets). ``copies``: a key-group rescale's copies, in flight and each
     checked as it lands (their progress shows; the targets' own small files go up and are checked quietly
     meanwhile); called once those are up, it returns per target the FileIndexes of the blobs copied (TTL'd)
-    that its snapshot lists besides them."""
+    that its snapshot lists besides them. ``early``: the files uploaded while the Spark job ran
+    (statectl.engine.rescale.early.EarlyUploads), whose blobs the targets take instead of uploading them again."""
     t0 = time.monotonic()
     refs = [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
     with ExitStack() as stack:
@@ -43,7 +44,7 @@ def upload_targets(opts: RescaleOptions, to_job: str, stores: list[Path], blobst
         at_once = max(1, min(len(stores), opts.parallelism))
         share = max(1, opts.parallelism // at_once)
         if copies is None:  # every target's files in one transfer, their bytes on the progress bar
-            ups = _upload(refs, stores, blobstore, checkpoints, opts, opts.parallelism, progress)
+            ups = _upload(refs, stores, blobstore, checkpoints, opts, opts.parallelism, progress, early)
         else:
             ups = _each([lambda ref=ref, path=path: _upload([ref], [path], blobstore, checkpoints, opts, share,
                                                              NullProgress())[0] for ref, path in zip(refs, stores)],
@@ -79,9 +80,10 @@ class _Upload:
 
 
 def _upload(refs: list[StoreRef], paths: list[Path], blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-            opts: RescaleOptions, parallelism: int, progress: ProgressReporter) -> list[_Upload]:
+            opts: RescaleOptions, parallelism: int, progress: ProgressReporter, early: Any = None) -> list[_Upload]:
     """Upload the files of the target stores of ``refs`` at ``paths`` (TTL'd) in one transfer, ``parallelism``
-    at a time, and check every blob (CorruptSnapshotError when one does not read back as uploaded)."""
+    at a time, but those ``early`` uploaded already (upload_targets), and check every blob (CorruptSnapshotError
+    when one does not read back as uploaded)."""
     from statectl.errors import CorruptSnapshotError
     from statectl.snapshot.diff import diff_local
     from statectl.transfer.upload import upload_files
@@ -89,8 +91,11 @@ def _upload(refs: list[StoreRef], paths: list[Path], blobstore: BlobStore, check
 
     diffs = [diff_local(path, None, ignore=NEVER_UPLOADED) for path in paths]
     added = [[f for _, f in diff.added()] for diff in diffs]
-    flat = upload_files(blobstore, [f for files in added for f in files], chunk_size=opts.chunk_size,  # type: ignore[arg-type]
-                        parallelism=parallelism, ttl_seconds=opts.ttl_seconds, progress=progress)
+    every = [f for files in added for f in files]
+    up = early.take(every) if early is not None else {}
+    rest = iter(upload_files(blobstore, [f for i, f in enumerate(every) if i not in up], chunk_size=opts.chunk_size,  # type: ignore[arg-type]
+                             parallelism=parallelism, ttl_seconds=opts.ttl_seconds, progress=progress))
+    flat = [up[i] if i in up else next(rest) for i in range(len(every))]
     ups, start = [], 0
     for ref, diff, files in zip(refs, diffs, added):
         uploaded, start = flat[start:start + len(files)], start + len(files)

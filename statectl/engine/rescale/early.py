@@ -1,0 +1,98 @@
+"""The hash path's target files uploaded while the Spark job still runs (:class:`EarlyUploads`): each SST file
+the executors finish in the build dir is uploaded (TTL'd, backup's upload) as soon as it is there, so that the
+upload overlaps the job's later tasks instead of following them. Ingesting a file into its target's staged
+store hard-links it unchanged (statectl.rocks.sst.ingest_into_new_store), so the target's upload
+(statectl.engine.rescale.upload) takes the blobs of a file of the same inode, size and mtime as already up;
+any other file it uploads itself. What is uploaded here and never committed carries its TTL: gc reclaims it."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from statectl.blobstore.base import BlobStore
+from statectl.engine.rescale.options import RescaleOptions
+from statectl.progress import NullProgress
+from statectl.snapshot.model import FileIndex
+
+_POLL_S = 0.05
+
+
+class EarlyUploads:
+    """Uploads every finished SST file (``store-*.sst``) that appears in ``out_dir`` from a thread of its own,
+    while it is entered. :meth:`take` stops it and gives the uploads a target store's files can reuse."""
+
+    def __init__(self, blobstore: BlobStore, opts: RescaleOptions, out_dir: Path):
+        self.blobstore, self.opts, self.out_dir = blobstore, opts, Path(out_dir)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="statectl-early-upload", daemon=True)
+        self._done: dict[tuple[int, int], tuple[tuple[int, int], FileIndex]] = {}  # (dev, ino) -> ((size, mtime), index)
+        self._seen: set[tuple[int, int]] = set()
+
+    def __enter__(self) -> "EarlyUploads":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def take(self, files: list[Any]) -> dict[int, FileIndex]:
+        """Stop uploading and return, by position in ``files`` (statectl.snapshot.diff.LocalFiles), the index of
+        each file whose blobs are up: the same inode, size and mtime as a file uploaded here."""
+        self.__exit__()
+        out = {}
+        for i, lf in enumerate(files):
+            try:
+                st = os.stat(lf.path)
+            except OSError:
+                continue
+            got = self._done.get((st.st_dev, st.st_ino))
+            if got is not None and got[0] == (lf.size, lf.mtime_ms) == (st.st_size, st.st_mtime_ns // 1_000_000):
+                fi = got[1]
+                out[i] = FileIndex(lf.name, fi.blobs, lf.metadata, fi.checksum)
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.wait(_POLL_S):
+            new = self._new_files()
+            if new:
+                self._upload(new)
+
+    def _new_files(self) -> list[tuple[Any, tuple[int, int]]]:
+        """The finished SST files in out_dir not uploaded yet."""
+        from statectl.snapshot.diff import LocalFile
+        from statectl.spark.submit import SST_PREFIX
+
+        out = []
+        try:
+            entries = list(os.scandir(self.out_dir))
+        except OSError:
+            return []  # not made yet
+        for e in entries:
+            if not (e.name.startswith(SST_PREFIX) and e.name.endswith(".sst")):
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in self._seen:
+                self._seen.add((st.st_dev, st.st_ino))
+                out.append((LocalFile.from_stat(Path(e.path), st), (st.st_dev, st.st_ino)))
+        return out
+
+    def _upload(self, files: list[tuple[Any, tuple[int, int]]]) -> None:
+        """Upload ``files`` (LocalFiles with their (dev, inode) when listed); when that fails they are left to the
+        targets' own upload, which reports what fails again."""
+        from statectl.transfer.upload import upload_files
+
+        opts = self.opts
+        try:
+            done = upload_files(self.blobstore, [lf for lf, _ in files], chunk_size=opts.chunk_size,
+                                parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=NullProgress())
+        except Exception:  # noqa: BLE001 - only a head start (a task attempt run again replaces its files)
+            return
+        for (lf, inode), fi in zip(files, done):
+            self._done[inode] = ((lf.size, lf.mtime_ms), fi)
