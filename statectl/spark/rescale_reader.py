@@ -97,6 +97,26 @@ def fetch_snapshot(blobs: Any, source: dict[str, Any], into: Path) -> int:
     return total
 
 
+PREFETCH_WAIT_S = 300.0  # past this, an executor fetches a source statectl has not yet itself
+
+
+def prefetched(into: str | None, i: int) -> Path | None:
+    """Source ``i``'s dir as statectl downloaded it into ``into`` (BuildSpec.prefetched) for this job, once it is
+    there whole and checked; None when there is none (no such dir here: another machine's executor), or when
+    statectl could not download it (the executor fetches it itself, and says what is wrong with it)."""
+    if not into or not os.path.isdir(into):
+        return None
+    ready, failed = Path(into) / f"{i}.ready", Path(into) / f"{i}.failed"
+    deadline = time.monotonic() + PREFETCH_WAIT_S
+    while time.monotonic() < deadline:
+        if ready.exists():
+            return Path(into) / str(i)
+        if failed.exists():
+            return None
+        time.sleep(0.02)
+    return None
+
+
 _BATCH_BYTES = 4 << 20  # the reader's batches, about (keys and values)
 
 
@@ -126,13 +146,15 @@ class SplitSources:
             for i, text in sources:
                 began = time.time()
                 source = json.loads(text)
-                work = Path(tempfile.mkdtemp(prefix="statectl-rescale-src-", dir=_app_dir()))
+                ready = prefetched(spec.prefetched, i)
+                work = ready or Path(tempfile.mkdtemp(prefix="statectl-rescale-src-", dir=_app_dir()))
                 try:
-                    read = fetch_snapshot(blobs, source, work)
+                    read = sum(int(f["size"]) for f in source["files"]) if ready else fetch_snapshot(blobs, source, work)
                     fetched = time.time()
                     record = self._split(i, source, work)
                 finally:
-                    shutil.rmtree(work, ignore_errors=True)
+                    if not ready:
+                        shutil.rmtree(work, ignore_errors=True)
                 if self.written is not None:
                     self.written.add(record["keys"])
                 yield json.dumps({**record, "source": i, "task": source["task"], "snapshot": source["snapshot"],

@@ -95,12 +95,16 @@ class BuildSpec:
     # "checksum", "blobs": [[blob id, offset], ...]}], "groups": [first, last] (optional, with a keygroups:G
     # partitioner: only the keys of those key groups are read)}, read by the executors from ``source_store``.
     # ``partitions_in``: every key of source i (one without "groups") must route to i under
-    # (``source_partitioner``, partitions_in): the sources are the layout the rescale assumes.
+    # (``source_partitioner``, partitions_in): the sources are the layout the rescale assumes. ``prefetched``: a
+    # dir on the executors' own disk (a local master's) into which statectl downloads the sources while the job
+    # starts: source i in <dir>/<i>, whole and checked once <dir>/<i>.ready exists (<i>.failed: the executor
+    # fetches it itself, as without).
     snapshots: tuple[dict[str, Any], ...] = ()
     source_store: str | None = None
     partitioner: str | None = None
     partitions_in: int | None = None
     source_partitioner: str | None = None
+    prefetched: str | None = None
 
     def validate(self) -> None:
         """Raise UsageError for a spec that cannot be built."""

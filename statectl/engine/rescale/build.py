@@ -81,14 +81,17 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
     from statectl.spark.submit import BuildSpec, run_build
 
     hashed = opts.key_groups is None
+    local = opts.master.startswith("local")
     spec = BuildSpec("snapshots", layout="partitioned", partitions_out=opts.to_tasks, snapshots=tuple(snapshots),
                      source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging,
                      partitions_in=opts.from_tasks if hashed else None,
-                     source_partitioner=opts.source_partitioner if hashed else None)
+                     source_partitioner=opts.source_partitioner if hashed else None,
+                     prefetched=str(work / "sources") if local else None)
     t0 = time.monotonic()
     try:
-        manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
-                             timeout_s=opts.timeout_s, s3=opts.s3)
+        with _Prefetch(snapshots, blobstore, work / "sources" if local else None):
+            manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
+                                 timeout_s=opts.timeout_s, s3=opts.s3)
     except StatectlError as e:
         _keep_log(e, work / "build")
         raise
@@ -117,6 +120,43 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
         out.append(target)
     result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
     return out, manifest
+
+
+class _Prefetch:
+    """While entered, the source snapshots downloaded into ``into`` (None: nothing), two at a time in the tasks'
+    order, for a local master's executors (BuildSpec.prefetched): the statectl process does it while the job's
+    JVM starts, which leaves a core idle. Each source is checked as the executors check it
+    (statectl.spark.rescale_reader.fetch_snapshot), then marked ready; one that fails is marked failed and the
+    executor fetches it itself, which reports the error as without."""
+
+    def __init__(self, snapshots: list[dict[str, Any]], blobstore: BlobStore, into: Path | None):
+        self.snapshots, self.blobstore, self.into = snapshots, blobstore, into
+        self._pool: Any = None
+
+    def __enter__(self) -> "_Prefetch":
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self.into is not None:
+            self.into.mkdir(parents=True)
+            self._pool = ThreadPoolExecutor(2, thread_name_prefix="statectl-prefetch")
+            for i, source in enumerate(self.snapshots):
+                self._pool.submit(self._fetch, i, source)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _fetch(self, i: int, source: dict[str, Any]) -> None:
+        from statectl.spark.rescale_reader import fetch_snapshot
+
+        assert self.into is not None
+        try:
+            fetch_snapshot(self.blobstore, source, self.into / str(i))
+        except Exception:  # noqa: BLE001 - the executor fetches it again and reports the error in the job's words
+            (self.into / f"{i}.failed").touch()
+            return
+        (self.into / f"{i}.ready").touch()
 
 
 def _keep_log(e: StatectlError, build: Path) -> None:
