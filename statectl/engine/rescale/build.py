@@ -89,7 +89,7 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
                      prefetched=str(work / "sources") if local else None)
     t0 = time.monotonic()
     try:
-        with _Prefetch(snapshots, blobstore, work / "sources" if local else None):
+        with Prefetch(snapshots, blobstore, work / "sources" if local else None):
             manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
                                  timeout_s=opts.timeout_s, s3=opts.s3)
     except StatectlError as e:
@@ -122,7 +122,7 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
     return out, manifest
 
 
-class _Prefetch:
+class Prefetch:
     """While entered, the source snapshots downloaded into ``into`` (None: nothing), two at a time in the tasks'
     order, for a local master's executors (BuildSpec.prefetched): the statectl process does it while the job's
     JVM starts, which leaves a core idle. Each source is checked as the executors check it
@@ -133,7 +133,7 @@ class _Prefetch:
         self.snapshots, self.blobstore, self.into = snapshots, blobstore, into
         self._pool: Any = None
 
-    def __enter__(self) -> "_Prefetch":
+    def __enter__(self) -> "Prefetch":
         from concurrent.futures import ThreadPoolExecutor
 
         if self.into is not None:

@@ -27,14 +27,37 @@ WHAT = "rescale"
 def take_leases(stack: ExitStack, opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
                 refs: list[StoreRef], progress: ProgressReporter) -> list[Lease]:
     """Take the lease of every target store (held until ``stack`` closes), finishing the cleanup an
-    interrupted commit of it left pending, as backup does."""
-    leases = []
-    for ref in refs:
-        lease = stack.enter_context(Lease(blobstore, ref, operation=WHAT, wait_for_gc=GC_WAIT_SECONDS))
+    interrupted commit of it left pending, as backup does; every target's at once (each is a few requests of
+    its own). The first error in target order is raised once all were tried, the leases taken released."""
+
+    def take(ref: StoreRef) -> Lease:
+        lease = Lease(blobstore, ref, operation=WHAT, wait_for_gc=GC_WAIT_SECONDS)
+        lease.__enter__()
+        try:
+            prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds, progress=progress)
+        except BaseException:
+            lease.__exit__(None, None, None)
+            raise
+        return lease
+
+    if not refs:
+        return []
+    with ThreadPoolExecutor(min(len(refs), 8), thread_name_prefix="statectl-lease") as pool:
+        futures = [pool.submit(take, ref) for ref in refs]
+    leases, error = [], None
+    for f in futures:
+        try:
+            lease = f.result()
+        except BaseException as e:  # noqa: BLE001 - raised below, once the leases taken are in the stack
+            error = error or e
+            continue
+        stack.push(lease.__exit__)
+        leases.append(lease)
+    if error is not None:
+        raise error
+    for lease in leases:
         if lease.notice:
             progress.note(lease.notice)
-        leases.append(lease)
-        prepare_commit(blobstore, checkpoints, ref, grace_seconds=opts.grace_seconds, progress=progress)
     return leases
 
 
