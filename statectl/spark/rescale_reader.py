@@ -2,10 +2,12 @@
 once and writes its keys straight into one SST file per target it routes keys to, no shuffle. A source's keys
 come in key order, so the subset routed to any one target is in key order too: each target's file of a source
 is written as it is read, unsorted. Each task downloads its source snapshot from the blob store
-(:func:`fetch_snapshot`, CRC32-checked while it streams), reads it whole as RocksDB does, checks that every key
+(:func:`fetch_snapshot`, CRC32-checked while it streams), or takes the copy statectl downloaded the same way for
+a local master's executors (:func:`prefetched`), reads it whole as RocksDB does, checks that every key
 belongs to its source's task (:func:`check_placed`), routes the keys with the partitioner a batch at a time
-(:func:`route_batch`: Kafka's murmur2 vectorised over the batch, statectl.formats.adstore.partitions_of),
-checks every key given to a target's file against that target (:func:`check_target`), and reports per source
+(:func:`route_batch`: Kafka's murmur2 vectorised over the batch, statectl.formats.adstore.partitions_of, one hash
+of the batch for the check and the route: :class:`Routes`), checks every key given to a target's file against
+that target (:func:`check_target`), and reports per source
 the Digest of every entry it read and per target file the Digest of what it holds: the driver checks that they
 add up."""
 

@@ -22,14 +22,16 @@ The hash path:
 resolve the source snapshots (latest, or named) -> what the blob store records of this rescale: done, or
 cut in its commit, it is finished there -> check that the sources are the --from layout -> a Spark job
 (statectl.spark, source "snapshots"), one task per source and no shuffle: the executor reads its source
-snapshot from the blob store (CRC32-checked while it streams), checks that each key belongs to its source's
+snapshot from the blob store (CRC32-checked while it streams; for a local master statectl downloads them
+while the job starts: build.Prefetch), checks that each key belongs to its source's
 task, routes it with the job's partitioner, a batch at a time, checks each key given to a target against it,
 and writes it into that target's SST file of this source as it reads (a source's keys come in key order, so
 each target's share does too) -> ingest each target's files, one per source, into a staged store (their key
 ranges overlap, no key is in two: RocksDB's ingestion puts them in L0 at sequence numbers of their own) ->
 verify, from the job's figures (key count and order-independent content hash of the targets equal
 those of the entries read from the sources; each staged store holds the entries written for it) -> upload the M new snapshots with TTLs, as backup
-does, and check their blobs -> record the rescale -> commit the M checkpoint records -> post-commit cleanup
+does (their SST files from the moment the executors finish them, while the job runs: early), and check their
+blobs -> record the rescale -> commit the M checkpoint records -> post-commit cleanup
 (the TTLs go; catalog.commit's prepare_commit and finish_commit, as backup and snapshots copy use them).
 Nothing is committed before every target is uploaded and verified: a failure or a kill before that leaves
 the sources as they were and only TTL'd blobs behind (gc reclaims them). The source snapshots are only read.
