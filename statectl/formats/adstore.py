@@ -346,17 +346,18 @@ def entry_digest(key: bytes, value: bytes) -> int:
     return ((kc << 32) | zlib.crc32(value, zlib.crc32(len(key).to_bytes(4, "big"), kc))) & MASK64
 
 
-def entry_digests(keys: Sequence[bytes], values: Sequence[bytes]) -> Any:
+def entry_digests(keys: Sequence[bytes], values: Sequence[bytes], key_lengths: Any = None) -> Any:
     """:func:`entry_digest` of each entry of the columns ``keys`` and ``values``, as a numpy uint64 array (the
     loops over the entries in C: map over zlib.crc32, the key's length bytes folded into the CRC in numpy);
-    its sum (numpy's wraps mod 2**64) adds to a checksum."""
+    its sum (numpy's wraps mod 2**64) adds to a checksum. ``key_lengths``: the keys' lengths, a numpy array,
+    when the caller has them."""
     import numpy as np
 
     n = len(keys)
     crc = zlib.crc32
     kcs = np.fromiter(map(crc, keys), np.uint64, n)
     c = kcs ^ np.uint64(0xFFFFFFFF)  # zlib.crc32(len4, kc), a byte at a time over the batch
-    lengths = np.fromiter(map(len, keys), np.uint64, n)
+    lengths = np.fromiter(map(len, keys), np.uint64, n) if key_lengths is None else key_lengths.astype(np.uint64)
     table = _crc_table()
     for shift in (24, 16, 8, 0):
         c = table[(c ^ (lengths >> np.uint64(shift))) & np.uint64(0xFF)] ^ (c >> np.uint64(8))

@@ -29,6 +29,7 @@ from typing import Any
 from statectl.formats.adstore import Digest
 from statectl.fsutil import write_atomic
 from statectl.spark.context import BuildError, BuildJob, local_path, one_line
+from statectl.spark.daemon import prefer_installed_pyspark
 from statectl.spark.frames import arrow_batches, lay_out, plain_frame
 from statectl.spark.rescale_reader import SplitSources
 from statectl.spark.footers import read_footers
@@ -42,13 +43,13 @@ from statectl.spark.writer import OUT_OF_ORDER, Warm, WriteArrow, WriteFiles, en
 
 def build(doc: dict[str, Any]) -> dict[str, Any]:
     """Run the build the job document asks for; write and return the manifest."""
-    from pyspark import StorageLevel
-
     began = time.monotonic()
     job = BuildJob(doc)
     spec = job.spec
     if spec.source == "snapshots":
         return _rescale(job, began)
+    from pyspark import StorageLevel
+
     spark, footers = _session(job)
     phases = {"session_s": round(time.monotonic() - began, 3)}
     try:
@@ -86,6 +87,7 @@ def _rescale(job: BuildJob, began: float) -> dict[str, Any]:
     session, no plan, no shuffle). Writes the manifest with what each source's task read, the Digest of every
     entry read (the targets' files' Digests, summed per target by _finish, must add up to it) and the
     phases."""
+    prefer_installed_pyspark()
     from pyspark import SparkContext
 
     _no_numpy_converters()

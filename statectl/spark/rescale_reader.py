@@ -186,13 +186,13 @@ class SplitSources:
                                  "stores only".format(", ".join(sorted(others))))
             bounds = _bounds(source, spec.partitioner)  # alive while the iterator is: it holds its bound
             attempt = _attempt()
-            for ks, vs in _batches(db, bounds):
-                d = entry_digests(ks, vs)
+            for ks, vs, sizes in _batches(db, bounds):
+                d = entry_digests(ks, vs, sizes[0])
                 digest.merge(Digest(len(ks), ks[0], ks[-1], int(d.sum())))
-                for t, tk, tv, td in self._route(i, source, ks, vs, d):
+                for t, tk, tv, td, size in self._route(i, source, ks, vs, d, sizes):
                     if t not in outs:
                         outs[t] = StoreFiles(self.job, self.job.stores[t], i, attempt)
-                    outs[t].add(tk, tv, td, len(tk))
+                    outs[t].add(tk, tv, td, len(tk), size)
             del bounds
             targets = [outs[t].close() for t in sorted(outs)]
         finally:
@@ -201,22 +201,23 @@ class SplitSources:
             db.close()
         return {"keys": digest.keys, "digest": digest.as_json(), "targets": targets}
 
-    def _route(self, i: int, source: dict[str, Any], ks: list[bytes], vs: list[bytes],
-               d: Any) -> Iterator[tuple[int, list[bytes], list[bytes], Any]]:
-        """A batch of source ``i``'s entries (``d``: their entry digests) as (target, keys, values, digests) per
-        target, in key order, each target's keys checked against it."""
+    def _route(self, i: int, source: dict[str, Any], ks: list[bytes], vs: list[bytes], d: Any,
+               sizes: Any) -> Iterator[tuple[int, list[bytes], list[bytes], Any, int]]:
+        """A batch of source ``i``'s entries (``d``: their entry digests; ``sizes``: the lengths of their keys and
+        of their values) as (target, keys, values, digests, bytes) per target, in key order, each target's keys
+        checked against it."""
         import numpy as np
 
         spec = self.job.spec
         m = spec.partitions_out or 1
-        routes = Routes(binary_array(ks))
+        routes = Routes(binary_array(ks, sizes[0]))
         if source.get("groups") is None:
             check_placed(spec, routes, i, source)
         stores = routes.tasks(spec.partitioner, m, f"a key of {source['task']}")
         lo, hi = int(stores.min()), int(stores.max())
         if lo == hi:  # every key to one target (e.g. 2n -> n tasks by murmur2)
             check_target(spec, ks, lo, routes.again(spec.partitioner, m, ks))
-            yield lo, ks, vs, d
+            yield lo, ks, vs, d, int(sizes.sum())
             return
         order = np.argsort(stores, kind="stable")
         cuts = np.searchsorted(stores[order], np.arange(lo, hi + 2))
@@ -227,15 +228,18 @@ class SplitSources:
             pick = idx.tolist()
             tk = [ks[j] for j in pick]
             check_target(spec, tk, t, routes.again(spec.partitioner, m, tk, idx))
-            yield t, tk, [vs[j] for j in pick], d[idx]
+            yield t, tk, [vs[j] for j in pick], d[idx], int(sizes[:, idx].sum())
 
 
-def _batches(db: Any, bounds: dict[str, Any]) -> Iterator[tuple[list[bytes], list[bytes]]]:
-    """(keys, values) lists of about _BATCH_BYTES each of the items of the read-only store ``db`` (within
+def _batches(db: Any, bounds: dict[str, Any]) -> Iterator[tuple[list[bytes], list[bytes], Any]]:
+    """(keys, values, their lengths: a numpy int64 array of two rows, the keys' and the values') of about
+    _BATCH_BYTES each of the items of the read-only store ``db`` (within
     ``bounds``: items()'s arguments). The keys and the values come from two iterators over the same unchanging
     store, in step (about half the cost of one iterator's (key, value) tuples taken apart); BuildError when
     one ends before the other."""
     import itertools
+
+    import numpy as np
 
     keys, values = db.keys(**bounds), db.values(**bounds)
     rows = 1024
@@ -246,19 +250,23 @@ def _batches(db: Any, bounds: dict[str, Any]) -> Iterator[tuple[list[bytes], lis
             raise BuildError(f"the store gave {len(ks)} keys and {len(vs)} values in one batch")
         if not ks:
             return
-        yield ks, vs
-        size = sum(map(len, ks)) + sum(map(len, vs))
+        n = len(ks)
+        sizes = np.empty((2, n), np.int64)
+        sizes[0] = np.fromiter(map(len, ks), np.int64, n)
+        sizes[1] = np.fromiter(map(len, vs), np.int64, n)
+        yield ks, vs, sizes
+        size = int(sizes.sum())
         rows = max(64, min(65536, _BATCH_BYTES * len(ks) // max(1, size)))
 
 
-def binary_array(values: list[bytes]) -> Any:
+def binary_array(values: list[bytes], lengths: Any = None) -> Any:
     """``values`` as a pyarrow binary array, built from one join of the bytes and their offsets (cheaper than
-    pa.array of the list)."""
+    pa.array of the list); ``lengths``: theirs, a numpy array, when the caller has them."""
     import numpy as np
     import pyarrow as pa
 
     offsets = np.zeros(len(values) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, values), np.int64, len(values)), out=offsets[1:])
+    np.cumsum(np.fromiter(map(len, values), np.int64, len(values)) if lengths is None else lengths, out=offsets[1:])
     data = b"".join(values)
     if offsets[-1] < 2**31:
         return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets.astype(np.int32)),

@@ -144,9 +144,9 @@ class StoreFiles:
         self.duplicates += 1
         self.file_rows += 1
 
-    def add(self, keys: list[bytes], values: list[bytes], digests: Any, rows: int) -> None:
-        """Entries (``digests``: their entry_digest, a numpy uint64 array) made of ``rows`` rows (the others
-        were duplicates)."""
+    def add(self, keys: list[bytes], values: list[bytes], digests: Any, rows: int, size: int | None = None) -> None:
+        """Entries (``digests``: their entry_digest, a numpy uint64 array; ``size``: their keys' and values'
+        bytes, when the caller has them) made of ``rows`` rows (the others were duplicates)."""
         import bisect
         import operator
         from itertools import accumulate
@@ -160,7 +160,8 @@ class StoreFiles:
         if not n:
             return
         budget = self.job.spec.max_file_bytes
-        size = sum(map(len, keys)) + sum(map(len, values))
+        if size is None:
+            size = sum(map(len, keys)) + sum(map(len, values))
         if self.sst is not None and self.used + size < budget:  # all into the open file, which stays open
             self.sst.add(keys, values, int(digests.sum()))
             self.file_rows += n
@@ -188,8 +189,8 @@ class StoreFiles:
         sst, self.sst = self.sst, None
         digest = sst.finish()
         tmp = sst.path
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
+        # not fsynced: a rescale's build dir is its own (statectl.engine.rescale.build.WorkDir), never used by
+        # another run; one cut short by a crash is removed and built again, and what it uploaded carries a TTL
         size = tmp.stat().st_size
         key = None
         if self.blobs is not None:

@@ -154,13 +154,13 @@ def bench(work: Path, keys: int, env: dict[str, str], endpoint: str, bucket: str
 
 def empty_spark_job(work: Path, env: dict[str, str]) -> dict[str, Any]:
     """EMPTY_JOB's wall and CPU time, launched as statectl launches a rescale's job."""
-    from statectl.spark.launch import ClassArchive, light_driver, spark_command
+    from statectl.spark.launch import ClassArchive, rescale_conf, spark_command
     from statectl.spark.probe import spark_submit_path
 
     submit = spark_submit_path()
     job = work / "empty-job.py"
     job.write_text(EMPTY_JOB)
-    conf = light_driver({})
+    conf = rescale_conf({})
     archive = ClassArchive(submit, conf)  # the rescale's warm-up recorded it
     cmd = spark_command(submit, job, "local[2]", archive.conf(conf) if archive.recording is None else conf)
     cmd[-2:] = [str(job)]  # the empty job instead of statectl's
