@@ -76,8 +76,6 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
     job's BuildManifest. A target's files are one per source (or more, rolled over at max_file_bytes): their
     key ranges overlap, each key in one file; RocksDB's ingestion puts such files in L0 at sequence numbers
     of their own."""
-    from statectl.local.staged import StagedStore
-    from statectl.rocks.sst import ingest_into_new_store
     from statectl.spark.submit import BuildSpec, run_build
 
     hashed = opts.key_groups is None
@@ -106,20 +104,34 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
         result.bytes_read += int(got["bytes_read"])
     result.bytes_written = sum(f.size for f in manifest.files)
     t0 = time.monotonic()
-    out = []
-    for k, task in enumerate(opts.target_tasks):
+    out = _ingest(opts, manifest, work)
+    result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
+    return out, manifest
+
+
+def _ingest(opts: RescaleOptions, manifest: Any, work: Path) -> list[Path]:
+    """Each target's files of ``manifest`` ingested into a staged store of its own under ``work``, several
+    targets at once (each mostly waits for its files' links and syncs); their paths."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from statectl.local.staged import StagedStore
+    from statectl.rocks.sst import ingest_into_new_store
+
+    def ingest(k: int, task: str) -> Path:
         target = work / "stores" / task_dir_name(task)
 
-        def full(target: Path = target) -> DiskFullError:
+        def full() -> DiskFullError:
             return DiskFullError(f"no space left on device building {target}", hint=f"free space in {work}, "
                                  "or give --work-dir on a larger disk")
         failpoints.hit("rescale-ingest")
         with StagedStore(target, what=WHAT, disk_full=full, sync="dirs") as staged:
             ingest_into_new_store(staged.path, manifest.paths(k))
             staged.commit()
-        out.append(target)
-    result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
-    return out, manifest
+        return target
+
+    tasks = opts.target_tasks
+    with ThreadPoolExecutor(max(1, min(len(tasks), 4)), thread_name_prefix="statectl-ingest") as pool:
+        return list(pool.map(ingest, range(len(tasks)), tasks))
 
 
 class Prefetch:
