@@ -99,7 +99,7 @@ def fetch_snapshot(blobs: Any, source: dict[str, Any], into: Path) -> int:
     return total
 
 
-PREFETCH_WAIT_S = 300.0  # past this, an executor fetches a source statectl has not yet itself
+PREFETCH_WAIT_S = 300.0  # past this, an executor fetches its source itself: statectl has not
 
 
 def prefetched(into: str | None, i: int) -> Path | None:

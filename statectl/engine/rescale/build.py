@@ -87,7 +87,7 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
                      prefetched=str(work / "sources") if local else None)
     t0 = time.monotonic()
     try:
-        with Prefetch(snapshots, blobstore, work / "sources" if local else None):
+        with Prefetch(snapshots, blobstore, work / "sources" if local else None, local_cores(opts.master)):
             manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
                                  timeout_s=opts.timeout_s, s3=opts.s3)
     except StatectlError as e:
@@ -134,15 +134,29 @@ def _ingest(opts: RescaleOptions, manifest: Any, work: Path) -> list[Path]:
         return list(pool.map(ingest, range(len(tasks)), tasks))
 
 
-class Prefetch:
-    """While entered, the source snapshots downloaded into ``into`` (None: nothing), two at a time in the tasks'
-    order, for a local master's executors (BuildSpec.prefetched): the statectl process does it while the job's
-    JVM starts, which leaves a core idle. Each source is checked as the executors check it
-    (statectl.spark.rescale_reader.fetch_snapshot), then marked ready; one that fails is marked failed and the
-    executor fetches it itself, which reports the error as without."""
+def local_cores(master: str) -> int:
+    """The tasks a local master runs at once: N of ``local[N]`` (``local``: 1, ``local[*]``: every core), n * c of
+    ``local-cluster[n,c,m]``; 2 for anything else."""
+    import os
+    import re
 
-    def __init__(self, snapshots: list[dict[str, Any]], blobstore: BlobStore, into: Path | None):
-        self.snapshots, self.blobstore, self.into = snapshots, blobstore, into
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if m:
+        n = m.group(1)
+        return (os.cpu_count() or 2) if n == "*" else int(n or 1)
+    m = re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,.*\]", master.strip())
+    return int(m.group(1)) * int(m.group(2)) if m else 2
+
+
+class Prefetch:
+    """While entered, the source snapshots downloaded into ``into`` (None: nothing) for a local master's
+    executors (BuildSpec.prefetched), ``at_once`` at a time (as many as the executors run) in the tasks' order:
+    the statectl process does it while the job's JVM starts, which leaves a core idle. Each source is checked
+    as the executors check it (statectl.spark.rescale_reader.fetch_snapshot), then marked ready; one that fails
+    is marked failed and the executor fetches it itself, which reports the error as without."""
+
+    def __init__(self, snapshots: list[dict[str, Any]], blobstore: BlobStore, into: Path | None, at_once: int = 2):
+        self.snapshots, self.blobstore, self.into, self.at_once = snapshots, blobstore, into, at_once
         self._pool: Any = None
 
     def __enter__(self) -> "Prefetch":
@@ -150,7 +164,7 @@ class Prefetch:
 
         if self.into is not None:
             self.into.mkdir(parents=True)
-            self._pool = ThreadPoolExecutor(2, thread_name_prefix="statectl-prefetch")
+            self._pool = ThreadPoolExecutor(max(1, self.at_once), thread_name_prefix="statectl-prefetch")
             for i, source in enumerate(self.snapshots):
                 self._pool.submit(self._fetch, i, source)
         return self

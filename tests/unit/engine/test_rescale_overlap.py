@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from statectl.blobstore import open_blobstore
-from statectl.engine.rescale.build import Prefetch
+from statectl.engine.rescale.build import Prefetch, local_cores
 from statectl.engine.rescale.early import EarlyUploads
 from statectl.engine.rescale.options import RescaleOptions
 from statectl.snapshot.diff import LocalFile
@@ -35,6 +35,11 @@ def test_the_sources_are_fetched_ahead_and_a_damaged_one_is_left_to_its_executor
     with Prefetch([good], blobs, None):  # not a local master: nothing fetched
         pass
     blobs.close()
+
+
+def test_the_sources_are_fetched_as_many_at_once_as_a_local_master_runs_tasks():
+    assert [local_cores(m) for m in ("local", "local[3]", "local[4,2]", "local-cluster[2,3,1024]")] == [1, 3, 4, 6]
+    assert local_cores("local[*]") == (os.cpu_count() or 2)
 
 
 def test_the_targets_files_upload_as_they_land_and_count_only_for_the_same_file(tmp_path: Path):
