@@ -44,6 +44,7 @@ from statectl.spark.writer import OUT_OF_ORDER, Warm, WriteArrow, WriteFiles, en
 def build(doc: dict[str, Any]) -> dict[str, Any]:
     """Run the build the job document asks for; write and return the manifest."""
     began = time.monotonic()
+    prefer_installed_pyspark()
     job = BuildJob(doc)
     spec = job.spec
     if spec.source == "snapshots":
@@ -87,7 +88,6 @@ def _rescale(job: BuildJob, began: float) -> dict[str, Any]:
     session, no plan, no shuffle). Writes the manifest with what each source's task read, the Digest of every
     entry read (the targets' files' Digests, summed per target by _finish, must add up to it) and the
     phases."""
-    prefer_installed_pyspark()
     from pyspark import SparkContext
 
     _no_numpy_converters()

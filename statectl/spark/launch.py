@@ -142,10 +142,15 @@ def light_driver(conf: dict[str, str]) -> dict[str, str]:
     return {**conf, _JAVA_OPTS: f"{LIGHT_DRIVER} {conf.get(_JAVA_OPTS, '')}".strip()}
 
 
+def worker_conf(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with the job's Python workers forked by statectl.spark.daemon (pyspark's daemon, importing the
+    installed pyspark) unless the user names a daemon module of their own."""
+    return {"spark.python.daemon.module": "statectl.spark.daemon", **conf}
+
+
 def rescale_conf(conf: dict[str, str]) -> dict[str, str]:
-    """A rescale's ``conf``: light_driver's, and its Python workers forked by statectl.spark.daemon (pyspark's
-    daemon, importing the installed pyspark) unless the user names a daemon module of their own."""
-    return {"spark.python.daemon.module": "statectl.spark.daemon", **light_driver(conf)}
+    """A rescale's ``conf``: worker_conf's, with light_driver's JVM."""
+    return worker_conf(light_driver(conf))
 
 
 _JVM_FATAL = "A fatal error has been detected by the Java Runtime Environment"

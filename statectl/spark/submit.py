@@ -35,7 +35,7 @@ from typing import Any
 from statectl.errors import BlobNotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import Digest, KeyValueSpec
 from statectl.progress import NullProgress, ProgressReporter
-from statectl.spark.launch import rescale_conf, submit_job
+from statectl.spark.launch import rescale_conf, submit_job, worker_conf
 from statectl.spark.probe import require_spark, spark_at_hand
 
 BUILD_MANIFEST = "BUILD-MANIFEST.json"  # in out_dir, written last by the job
@@ -402,11 +402,12 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
 def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: dict[str, str],
             timeout_s: float | None, secrets: dict[str, str], progress: ProgressReporter) -> None:
     """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``. A
-    rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale): launch.rescale_conf.
+    rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale): launch.rescale_conf; every
+    job's Python workers import the installed pyspark (launch.worker_conf).
     When it fails, :func:`probe.require_spark` says whether a Java that does not run, or does not suit pyspark, is
     why (exit 13)."""
     subject = f"Spark build of {_describe(spec)}"
-    conf = rescale_conf(conf) if spec.source == "snapshots" else conf
+    conf = rescale_conf(conf) if spec.source == "snapshots" else worker_conf(conf)
     try:
         submit_job(submit, job_file, job_file.parent / LOG_FILE, master, conf, timeout_s, secrets,
                    lambda figures: progress.status(subject, **figures))
