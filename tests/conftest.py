@@ -30,15 +30,34 @@ SPARK_CHAINS = {
         "tests/integration/test_spark_build.py::",
         "tests/integration/test_rescale_keygroups.py::test_sources_reaching_into_each_others_key_groups_",
         "tests/integration/test_file_owners.py::test_rescale_as_root_",
-        "tests/integration/test_rescale_rerun.py::test_killed_in_its_commit_",
     ),
     "spark-loads-and-rescales": (
         "tests/integration/test_adstore_spark.py::",
         "tests/integration/test_rescale.py::",
+        "tests/integration/test_rescale_rerun.py::test_killed_in_its_commit_",
         "tests/integration/test_rescale_rerun.py::test_a_key_outside_its_task_",
         "tests/integration/test_hostile_adstore.py::test_a_file_changed_during_the_spark_build_",
     ),
 }
+
+
+# The longest tests besides the chains (each 40-140 s on a loaded 2-core machine), by node id prefix, handed
+# out right after the chains, longest first: started last, one of them would be the run's tail, every other
+# worker idle. The rest go in collection order, the unit tests (short) last.
+LONG_FIRST = (
+    "tests/integration/test_rescale_rerun.py::test_key_groups_cut_",
+    "tests/integration/test_rescale_keygroups.py::test_on_s3_no_source_file_is_downloaded",
+    "tests/integration/test_adstore_topic.py::test_resume_after_sigkill_at_random_moments",
+    "tests/integration/test_eos_pipeline.py::",
+    "tests/integration/test_rescale_keygroups.py::test_scale_out_and_back_",
+    "tests/integration/test_crash.py::",
+    "tests/integration/test_drain_pipeline.py::",
+    "tests/unit/snapshot/test_properties.py::",
+    "tests/integration/test_rescale_keygroups.py::",
+    "tests/integration/test_hostile_promote.py::test_every_refusal_of_",
+    "tests/integration/test_readonly.py::",
+    "tests/integration/test_rescale_rerun.py::",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -52,16 +71,31 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``-n N`` (make test): xdist's load scheduling, test by test, except the SPARK_CHAINS: each is one
-    unit of work, handed out first (xdist hands out the largest units first), so one worker runs it all.
+    unit of work, handed out first, so one worker runs it all; then the LONG_FIRST tests, then the rest.
     (Groups by ``xdist_group`` marks, --dist loadgroup, do not work with pytest 9.2: xdist 3.8 writes the
     group into a node id field that pytest no longer reads.)"""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    def rank(scope: str) -> int:
+        if scope in SPARK_CHAINS:
+            return -1
+        return next((i for i, prefix in enumerate(LONG_FIRST) if scope.startswith(prefix)), len(LONG_FIRST))
+
     class SparkChains(LoadScopeScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return next((name for name, tests in SPARK_CHAINS.items() if nodeid.startswith(tests)), nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the queue is complete on the first call (xdist's schedule())
+                self.ordered = True
+                units = sorted(self.workqueue.items(), key=lambda unit: rank(unit[0]))  # stable: collection order
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
     return SparkChains(config, log)
 

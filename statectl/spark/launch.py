@@ -59,7 +59,8 @@ class ClassArchive:
     Netty...) mapped from one file instead of read, verified and linked from the jars each start. A
     build's JVM then starts and plans its first job about 4 s sooner (2 cores; 19.5 -> 15.5 s for 2 M
     rows). The first build on a machine records it (``-XX:ArchiveClassesAtExit``; the JVM's exit takes
-    longer, once: about 20 s on 2 cores); later builds map it (``-XX:SharedArchiveFile``). It takes about
+    longer, once: about 20 s on 2 cores); later builds map it (``-XX:SharedArchiveFile``), and a build that
+    starts while another records it uses none (a second recording would cost as much again). It takes about
     180 MB; a recording left by a statectl killed outright is removed by the next build that records.
 
     The JVM maps the archive without checking its length and dies of SIGBUS on a cut one, so it is kept
@@ -91,8 +92,11 @@ class ClassArchive:
                 self.path = path
                 return
             base.mkdir(parents=True, exist_ok=True)
-            _remove_orphans(base, name)
+            if _remove_orphans(base, name):  # another build records it now: a second recording costs as much
+                self.path = None
+                return
             self.recording = base / f".{name}.{os.getpid()}.{time.monotonic_ns()}.jsa"
+            self.recording.touch()  # claimed now: the JVM writes it only as it exits
             self.path = path
         except OSError:
             self.path = self.recording = None
@@ -156,13 +160,28 @@ def rescale_conf(conf: dict[str, str]) -> dict[str, str]:
 _JVM_FATAL = "A fatal error has been detected by the Java Runtime Environment"
 
 
-def _remove_orphans(base: Path, name: str) -> None:
+def _remove_orphans(base: Path, name: str) -> bool:
     """Remove the recordings (``.<name>.<pid>.<ns>.jsa``) of statectl processes that are gone (killed
-    outright while their build recorded)."""
+    outright while their build recorded, or a day ago: its pid may be another process's by now); whether a
+    live process records one now."""
+    live = False
     for f in base.glob(f".{name}.*.jsa"):
         pid = f.name.split(".")[2]
-        if not (pid.isdigit() and process_alive(int(pid))):
+        if pid.isdigit() and process_alive(int(pid)) and time.time() - (_mtime(f) or 0) < _CLAIM_S:
+            live = True
+        else:
             f.unlink(missing_ok=True)
+    return live
+
+
+_CLAIM_S = 24 * 3600
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
 
 
 def _file_size(path: Path) -> int | None:

@@ -24,6 +24,7 @@ from statectl.kafka.client import create_topic, open_consumer, open_producer
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
 from tests.servers import TansuServer
+from tests.tools.standby_helpers import wait_until as standby_wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "pageviews" / "job.py"
@@ -252,13 +253,8 @@ def status(bootstrap: str) -> dict:
 
 
 def wait_until(what, timeout: float = 60.0, why: str = ""):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = what()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting: {why}"
-        time.sleep(0.2)
+    """tests.tools.standby_helpers.wait_until, asking every 0.2 s at most (the checks here read topics)."""
+    return standby_wait_until(what, timeout, why, interval=0.2)
 
 
 def assert_drained_cleanly(bootstrap: str, tmp: Path, blobstore: str, *, exactly_once: bool = True,

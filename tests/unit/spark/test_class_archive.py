@@ -54,6 +54,7 @@ def test_an_archive_of_another_size_than_recorded_is_recorded_again(submit):
         fh.write(b"x")
     again = ClassArchive(submit, {})
     assert again.recording is not None and "ArchiveClassesAtExit" in again.conf({})[OPTS]
+    again.discard()
     first.path.with_suffix(".size").unlink()
     assert ClassArchive(submit, {}).recording is not None, "no size: not used"
 
@@ -102,6 +103,23 @@ def test_a_recording_left_by_a_killed_statectl_is_removed(submit):
     alive.write_bytes(b"recording")
     ClassArchive(submit, {})
     assert not orphan.exists() and alive.exists()
+
+
+def test_a_build_started_while_another_records_uses_none(submit):
+    """Two builds at once on a machine without the archive: the first records it, the second uses none (a
+    second recording would cost as much again); once the first's is kept, the next build maps it."""
+    first = ClassArchive(submit, {})
+    assert first.recording is not None and first.recording.exists(), "claimed as it starts"
+    second = ClassArchive(submit, {})
+    assert second.path is None and second.recording is None and second.conf({"a": "b"}) == {"a": "b"}
+    _recorded(first)
+    first.keep()
+    assert ClassArchive(submit, {}).conf({}) == {OPTS: f"-XX:SharedArchiveFile={first.path}"}
+    stale = ClassArchive(submit, {})  # a claim of a day ago: its pid may be another process's by now
+    stale.drop()
+    claim = ClassArchive(submit, {}).recording
+    os.utime(claim, (0, 0))
+    assert ClassArchive(submit, {}).recording is not None and not claim.exists()
 
 
 def test_a_local_driver_compiles_less_and_the_users_options_come_last(tmp_path: Path):
