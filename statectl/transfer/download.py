@@ -1,5 +1,6 @@
 """Download files from a BlobStore in parallel, large blobs as several ranged GETs, each byte written at
-its place and CRC-checked as it streams (transfer.sink.CrcSink); each file fsynced as it completes.
+its place (past the page cache where the filesystem allows: _direct_range) and CRC-checked as it streams
+(transfer.sink.CrcSink); each file fsynced as it completes.
 
 Memory stays bounded by parallelism x one read buffer, whatever the file sizes. On the first failure
 every other transfer is cancelled and the error is raised; the caller owns cleanup of what was written
@@ -29,7 +30,7 @@ from statectl.progress import ProgressReporter
 from statectl.ratelimit import RateLimit
 from statectl.snapshot.crc import combine_all
 from statectl.snapshot.model import FileIndex
-from statectl.transfer.sink import CrcSink
+from statectl.transfer.sink import DIRECT_ALIGN, DIRECT_BUF, O_DIRECT, CrcSink
 
 READ_BUF = 1024 * 1024
 
@@ -75,10 +76,11 @@ RANGES_PER_SLOT = 4
 
 def range_size_for(range_size: int, parallelism: int, total: int) -> int:
     """The size of the ranged GETs that download ``total`` bytes in ``parallelism`` slots: ``range_size`` at
-    least, and at least a RANGES_PER_SLOT-th of an even share of the total per slot. Smaller files are
-    fetched whole: every GET costs a request, and a file of several ranges a size check before it is
-    preallocated."""
-    return max(range_size, -(-total // (max(1, parallelism) * RANGES_PER_SLOT)))
+    least, and at least a RANGES_PER_SLOT-th of an even share of the total per slot, rounded up to whole
+    staging buffers (every range then starts on a block: _direct_range). Smaller files are fetched whole:
+    every GET costs a request, and a file of several ranges a size check before it is preallocated."""
+    share = -(-total // (max(1, parallelism) * RANGES_PER_SLOT))
+    return max(range_size, -(-share // DIRECT_BUF) * DIRECT_BUF)
 
 
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
@@ -131,14 +133,27 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
     return total
 
 
-def _open_new(dest: Path) -> int:
+def _open_new(dest: Path, flags: int = os.O_CREAT | os.O_TRUNC) -> int:
     """``dest`` created (or truncated) and open for writing; a full disk is a DiskFullError."""
     try:
-        return os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        return os.open(dest, os.O_WRONLY | flags, 0o600)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(f"no space left on device for {dest}") from e
         raise
+
+
+def _open_range(dest: Path, new: bool, direct: bool) -> tuple[int, bool]:
+    """``dest`` open for writing a range (created or truncated if ``new``), past the page cache (O_DIRECT) if
+    ``direct`` and the filesystem takes it: (fd, whether it is direct)."""
+    flags = os.O_CREAT | os.O_TRUNC if new else 0
+    if direct and O_DIRECT:
+        try:
+            return _open_new(dest, flags | O_DIRECT), True
+        except OSError as e:
+            if e.errno != errno.EINVAL:  # EINVAL: a filesystem without O_DIRECT
+                raise
+    return _open_new(dest, flags), False
 
 
 def _create(dest: Path, size: int) -> None:
@@ -195,6 +210,15 @@ class _FileState:
         self.finished = True
 
 
+def _direct_range(offset: int, length: int) -> bool:
+    """Whether a range is written past the page cache: one that starts on a block and fills a staging buffer
+    at least. A restore writes bytes it does not read back; past the cache, the kernel neither copies them into
+    cache pages nor writes those back later (on the benchmark's VM that copy was half of a restore's CPU, and
+    more under memory pressure), and the pages other processes cache stay. Smaller files (MANIFEST, OPTIONS)
+    go through the cache."""
+    return offset % DIRECT_ALIGN == 0 and length >= DIRECT_BUF
+
+
 def _empty_task(state: _FileState, progress: ProgressReporter):
     def run(cancel: threading.Event) -> None:
         if cancel.is_set():
@@ -212,14 +236,15 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
         if cancel.is_set():
             raise Cancelled()
         what = f"blob {blob_id} of {state.item.rel}"
-        fd = _open_new(state.item.dest) if state.segments == 1 else os.open(state.item.dest, os.O_WRONLY)
+        fd, direct = _open_range(state.item.dest, state.segments == 1, _direct_range(file_offset + start, length))
         try:
             writer = CrcSink(progress, cancel=cancel, fd=fd, file_offset=file_offset + start, limit=length, what=what,
-                             allow_more=not last, rate_limit=limit, flush_tail=state.segments > 1)
+                             allow_more=not last, rate_limit=limit, flush_tail=state.segments > 1, direct=direct)
             # The blob's last range is requested open-ended, so a blob longer than the index says shows.
             try:
                 failpoints.hit("during-download")
                 blobstore.get(blob_id, writer, start=start, length=None if last else length)
+                writer.finish()
             except BlobNotFoundError:
                 # The snapshot exists but is damaged: not "no such snapshot" (exit 10).
                 raise CorruptSnapshotError(f"{what} is missing from {blobstore.url}",
