@@ -76,11 +76,11 @@ RANGES_PER_SLOT = 4
 
 def range_size_for(range_size: int, parallelism: int, total: int) -> int:
     """The size of the ranged GETs that download ``total`` bytes in ``parallelism`` slots: ``range_size`` at
-    least, and at least a RANGES_PER_SLOT-th of an even share of the total per slot, rounded up to whole
+    least, and at least a RANGES_PER_SLOT-th of an even share of the total per slot, rounded down to whole
     staging buffers (every range then starts on a block: _direct_range). Smaller files are fetched whole:
     every GET costs a request, and a file of several ranges a size check before it is preallocated."""
     share = -(-total // (max(1, parallelism) * RANGES_PER_SLOT))
-    return max(range_size, -(-share // DIRECT_BUF) * DIRECT_BUF)
+    return max(range_size, share - share % DIRECT_BUF)
 
 
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
