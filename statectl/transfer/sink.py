@@ -12,7 +12,6 @@ import errno
 import os
 import threading
 from functools import lru_cache
-from typing import Any
 
 from statectl import failpoints
 from statectl.errors import ChecksumMismatchError, DiskFullError
@@ -45,7 +44,7 @@ def _direct_buffer() -> memoryview:
     return _buffers.buf
 
 
-def clear_direct(fd: int) -> None:
+def _through_cache(fd: int) -> None:
     """Write through the page cache from now on (O_DIRECT cleared on ``fd``)."""
     import fcntl
 
@@ -136,7 +135,7 @@ class CrcSink:
         self._progress.advance(n)
         return n
 
-    def _pwrite(self, data: Any, n: int, offset: int) -> None:
+    def _pwrite(self, data: bytes | memoryview, n: int, offset: int) -> None:
         try:
             failpoints.hit("download-write")
             view = memoryview(data)
@@ -162,7 +161,8 @@ class CrcSink:
                 self._write_staged(DIRECT_BUF)
 
     def _write_staged(self, n: int) -> None:
-        """Write the first ``n`` staged bytes (whole blocks) at their place, then keep the rest."""
+        """Write the first ``n`` staged bytes at their place (whole blocks, or the last partial one once
+        O_DIRECT is cleared), then keep the rest."""
         assert self._buf is not None and self._fd is not None
         offset = self._file_offset + self._flushed
         try:
@@ -170,7 +170,7 @@ class CrcSink:
         except OSError as e:
             if e.errno != errno.EINVAL:
                 raise
-            clear_direct(self._fd)
+            _through_cache(self._fd)
             self._pwrite(self._buf[:n], n, offset)
         self._flushed += n
         self._staged -= n
@@ -187,7 +187,7 @@ class CrcSink:
             self._write_staged(whole)
         if self._staged:
             assert self._fd is not None
-            clear_direct(self._fd)
+            _through_cache(self._fd)
             self._write_staged(self._staged)
 
     def tell(self) -> int:
