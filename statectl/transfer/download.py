@@ -1,6 +1,6 @@
 """Download files from a BlobStore in parallel, large blobs as several ranged GETs, each byte written at
-its place (past the page cache where the filesystem allows: _direct_range) and CRC-checked as it streams
-(transfer.sink.CrcSink); each file fsynced as it completes.
+its place (a file fetched whole: past the page cache where the filesystem allows, _direct) and CRC-checked
+as it streams (transfer.sink.CrcSink); each file fsynced as it completes.
 
 Memory stays bounded by parallelism x one read buffer, whatever the file sizes. On the first failure
 every other transfer is cancelled and the error is raised; the caller owns cleanup of what was written
@@ -30,7 +30,7 @@ from statectl.progress import ProgressReporter
 from statectl.ratelimit import RateLimit
 from statectl.snapshot.crc import combine_all
 from statectl.snapshot.model import FileIndex
-from statectl.transfer.sink import DIRECT_ALIGN, DIRECT_BUF, O_DIRECT, CrcSink
+from statectl.transfer.sink import DIRECT_BUF, O_DIRECT, CrcSink
 
 READ_BUF = 1024 * 1024
 
@@ -76,11 +76,10 @@ RANGES_PER_SLOT = 4
 
 def range_size_for(range_size: int, parallelism: int, total: int) -> int:
     """The size of the ranged GETs that download ``total`` bytes in ``parallelism`` slots: ``range_size`` at
-    least, and at least a RANGES_PER_SLOT-th of an even share of the total per slot, rounded down to whole
-    staging buffers (every range then starts on a block: _direct_range). Smaller files are fetched whole:
-    every GET costs a request, and a file of several ranges a size check before it is preallocated."""
-    share = -(-total // (max(1, parallelism) * RANGES_PER_SLOT))
-    return max(range_size, share - share % DIRECT_BUF)
+    least, and at least a RANGES_PER_SLOT-th of an even share of the total per slot. Smaller files are
+    fetched whole: every GET costs a request, and a file of several ranges a size check before it is
+    preallocated."""
+    return max(range_size, -(-total // (max(1, parallelism) * RANGES_PER_SLOT)))
 
 
 def download_files(blobstore: BlobStore, items: list[DownloadItem], *, parallelism: int, range_size: int,
@@ -210,13 +209,16 @@ class _FileState:
         self.finished = True
 
 
-def _direct_range(offset: int, length: int) -> bool:
-    """Whether a range is written past the page cache: one that starts on a block and fills a staging buffer
-    at least. A restore writes bytes it does not read back; past the cache, the kernel neither copies them into
-    cache pages nor writes those back later (on the benchmark's VM that copy was half of a restore's CPU, and
-    more under memory pressure), and the pages other processes cache stay. Smaller files (MANIFEST, OPTIONS)
-    go through the cache."""
-    return offset % DIRECT_ALIGN == 0 and length >= DIRECT_BUF
+def _direct(segments: int, length: int) -> bool:
+    """Whether a file is written past the page cache (O_DIRECT): one fetched whole, of a staging buffer at
+    least. A restore writes bytes it does not read back; past the cache, the kernel neither copies them into
+    cache pages nor flushes them at the fsync that follows each file while its thread waits (on the
+    benchmark's VM that copy was a third to a half of a restore's CPU, more under memory pressure), and the
+    pages other processes cache stay. A file of several ranges is preallocated and handed to the writeback
+    as it lands (CrcSink), which takes most of that cost already: there the copy into an aligned buffer
+    that a direct write needs saved nothing at low load. Files under a MiB (MANIFEST, OPTIONS) go through
+    the cache."""
+    return segments == 1 and length >= DIRECT_BUF
 
 
 def _empty_task(state: _FileState, progress: ProgressReporter):
@@ -236,7 +238,7 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
         if cancel.is_set():
             raise Cancelled()
         what = f"blob {blob_id} of {state.item.rel}"
-        fd, direct = _open_range(state.item.dest, state.segments == 1, _direct_range(file_offset + start, length))
+        fd, direct = _open_range(state.item.dest, state.segments == 1, _direct(state.segments, length))
         try:
             writer = CrcSink(progress, cancel=cancel, fd=fd, file_offset=file_offset + start, limit=length, what=what,
                              allow_more=not last, rate_limit=limit, flush_tail=state.segments > 1, direct=direct)
