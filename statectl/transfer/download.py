@@ -1,5 +1,6 @@
 """Download files from a BlobStore in parallel, large blobs as several ranged GETs, each byte written at
-its place and CRC-checked as it streams (transfer.sink.CrcSink); each file fsynced as it completes.
+its place (a file fetched whole: past the page cache where the filesystem allows, _direct) and CRC-checked
+as it streams (transfer.sink.CrcSink); each file fsynced as it completes.
 
 Memory stays bounded by parallelism x one read buffer, whatever the file sizes. On the first failure
 every other transfer is cancelled and the error is raised; the caller owns cleanup of what was written
@@ -29,7 +30,7 @@ from statectl.progress import ProgressReporter
 from statectl.ratelimit import RateLimit
 from statectl.snapshot.crc import combine_all
 from statectl.snapshot.model import FileIndex
-from statectl.transfer.sink import CrcSink
+from statectl.transfer.sink import DIRECT_BUF, O_DIRECT, CrcSink
 
 READ_BUF = 1024 * 1024
 
@@ -131,14 +132,27 @@ def download_files(blobstore: BlobStore, items: list[DownloadItem], *, paralleli
     return total
 
 
-def _open_new(dest: Path) -> int:
+def _open_new(dest: Path, flags: int = os.O_CREAT | os.O_TRUNC) -> int:
     """``dest`` created (or truncated) and open for writing; a full disk is a DiskFullError."""
     try:
-        return os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        return os.open(dest, os.O_WRONLY | flags, 0o600)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(f"no space left on device for {dest}") from e
         raise
+
+
+def _open_range(dest: Path, new: bool, direct: bool) -> tuple[int, bool]:
+    """``dest`` open for writing a range (created or truncated if ``new``), past the page cache (O_DIRECT) if
+    ``direct`` and the filesystem takes it: (fd, whether it is direct)."""
+    flags = os.O_CREAT | os.O_TRUNC if new else 0
+    if direct and O_DIRECT:
+        try:
+            return _open_new(dest, flags | O_DIRECT), True
+        except OSError as e:
+            if e.errno != errno.EINVAL:  # EINVAL: a filesystem without O_DIRECT
+                raise
+    return _open_new(dest, flags), False
 
 
 def _create(dest: Path, size: int) -> None:
@@ -195,6 +209,18 @@ class _FileState:
         self.finished = True
 
 
+def _direct(segments: int, length: int) -> bool:
+    """Whether a file is written past the page cache (O_DIRECT): one fetched whole, of a staging buffer at
+    least. A restore writes bytes it does not read back; past the cache, the kernel neither copies them into
+    cache pages nor flushes them at the fsync that follows each file while its thread waits (on the
+    benchmark's VM that copy was a third to a half of a restore's CPU, more under memory pressure), and the
+    pages other processes cache stay. A file of several ranges is preallocated and handed to the writeback
+    as it lands (CrcSink), which takes most of that cost already: there the copy into an aligned buffer
+    that a direct write needs saved nothing at low load. Files under a MiB (MANIFEST, OPTIONS) go through
+    the cache."""
+    return segments == 1 and length >= DIRECT_BUF
+
+
 def _empty_task(state: _FileState, progress: ProgressReporter):
     def run(cancel: threading.Event) -> None:
         if cancel.is_set():
@@ -212,14 +238,15 @@ def _download_task(blobstore: BlobStore, state: _FileState, seg_no: int, blob_id
         if cancel.is_set():
             raise Cancelled()
         what = f"blob {blob_id} of {state.item.rel}"
-        fd = _open_new(state.item.dest) if state.segments == 1 else os.open(state.item.dest, os.O_WRONLY)
+        fd, direct = _open_range(state.item.dest, state.segments == 1, _direct(state.segments, length))
         try:
             writer = CrcSink(progress, cancel=cancel, fd=fd, file_offset=file_offset + start, limit=length, what=what,
-                             allow_more=not last, rate_limit=limit, flush_tail=state.segments > 1)
+                             allow_more=not last, rate_limit=limit, flush_tail=state.segments > 1, direct=direct)
             # The blob's last range is requested open-ended, so a blob longer than the index says shows.
             try:
                 failpoints.hit("during-download")
                 blobstore.get(blob_id, writer, start=start, length=None if last else length)
+                writer.finish()
             except BlobNotFoundError:
                 # The snapshot exists but is damaged: not "no such snapshot" (exit 10).
                 raise CorruptSnapshotError(f"{what} is missing from {blobstore.url}",

@@ -21,6 +21,34 @@ from statectl.ratelimit import RateLimit
 from statectl.snapshot.crc import crc32
 
 WRITEBACK_STEP = 8 * 1024 * 1024
+# A range written past the page cache (O_DIRECT) goes out in whole blocks of DIRECT_ALIGN bytes, at aligned
+# offsets, from a DIRECT_BUF-byte aligned buffer of the download thread's.
+DIRECT_ALIGN = 4096
+DIRECT_BUF = 1024 * 1024
+O_DIRECT = getattr(os, "O_DIRECT", 0)
+
+
+class _Buffers(threading.local):
+    buf: memoryview | None = None
+
+
+_buffers = _Buffers()
+
+
+def _direct_buffer() -> memoryview:
+    """This thread's staging buffer (an anonymous mapping: page-aligned), made on first use."""
+    if _buffers.buf is None:
+        import mmap
+
+        _buffers.buf = memoryview(mmap.mmap(-1, DIRECT_BUF))
+    return _buffers.buf
+
+
+def _through_cache(fd: int) -> None:
+    """Write through the page cache from now on (O_DIRECT cleared on ``fd``)."""
+    import fcntl
+
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~O_DIRECT)
 
 
 @lru_cache(maxsize=1)
@@ -56,12 +84,16 @@ class CrcSink:
     CRC and the progress reported start again. With ``rate_limit``, every byte received is taken from the
     bucket before it is written (a slow sink slows the read of the response: TCP holds the sender back).
     ``flush_tail=False``: the bytes after the last full writeback step are left to the fsync that follows
-    at once (the range is a whole file), not handed to the writeback first.
+    at once (the range is a whole file), not handed to the writeback first. ``direct``: ``fd`` was opened
+    with O_DIRECT and ``file_offset`` is a multiple of DIRECT_ALIGN: bytes are staged in the thread's
+    aligned buffer and written a full buffer at a time, past the page cache (no writeback to start);
+    ``finish()`` writes what is left. A filesystem that refuses a direct write (EINVAL: alignment rules
+    of its own) gets it, and the rest of the range, through the page cache.
     """
 
     def __init__(self, progress: ProgressReporter, *, cancel: threading.Event | None = None, fd: int | None = None,
                  file_offset: int = 0, limit: int | None = None, what: str = "blob", allow_more: bool = False,
-                 rate_limit: RateLimit | None = None, flush_tail: bool = True):
+                 rate_limit: RateLimit | None = None, flush_tail: bool = True, direct: bool = False):
         self._fd = fd
         self._file_offset = file_offset
         self._limit = limit
@@ -74,6 +106,9 @@ class CrcSink:
         self.written = 0
         self.crc = 0
         self._submitted = 0  # bytes handed to the kernel's writeback already
+        self._buf = _direct_buffer() if direct and fd is not None else None
+        self._staged = 0  # bytes in the buffer, not yet written
+        self._flushed = 0  # bytes written from the buffer
 
     def write(self, data: bytes) -> int:
         if self._cancel is not None and self._cancel.is_set():
@@ -87,28 +122,73 @@ class CrcSink:
                 n = len(data)
             else:
                 raise ChecksumMismatchError(f"{self._what} is longer than the index says")
-        if self._fd is not None:
-            self._pwrite(data, n)
+        if self._buf is not None:
+            self._stage(data, n)
+        elif self._fd is not None:
+            self._pwrite(data, n, self._file_offset + self.written)
         self.crc = crc32(data, self.crc)
         self.written += n
-        if self._fd is not None and (self.written - self._submitted >= WRITEBACK_STEP
-                                     or (self.written == self._limit and self._flush_tail)):
+        if self._fd is not None and self._buf is None and (self.written - self._submitted >= WRITEBACK_STEP
+                                                           or (self.written == self._limit and self._flush_tail)):
             start_writeback(self._fd, self._file_offset + self._submitted, self.written - self._submitted)
             self._submitted = self.written
         self._progress.advance(n)
         return n
 
-    def _pwrite(self, data: bytes, n: int) -> None:
+    def _pwrite(self, data: bytes | memoryview, n: int, offset: int) -> None:
         try:
             failpoints.hit("download-write")
             view = memoryview(data)
             done = 0
             while done < n:
-                done += os.pwrite(self._fd, view[done:], self._file_offset + self.written + done)
+                done += os.pwrite(self._fd, view[done:], offset + done)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise DiskFullError(f"no space left on device writing {self._what}") from e
             raise
+
+    def _stage(self, data: bytes, n: int) -> None:
+        buf = self._buf
+        assert buf is not None
+        view = memoryview(data)
+        done = 0
+        while done < n:
+            take = min(DIRECT_BUF - self._staged, n - done)
+            buf[self._staged:self._staged + take] = view[done:done + take]
+            self._staged += take
+            done += take
+            if self._staged == DIRECT_BUF:
+                self._write_staged(DIRECT_BUF)
+
+    def _write_staged(self, n: int) -> None:
+        """Write the first ``n`` staged bytes at their place (whole blocks, or the last partial one once
+        O_DIRECT is cleared), then keep the rest."""
+        assert self._buf is not None and self._fd is not None
+        offset = self._file_offset + self._flushed
+        try:
+            self._pwrite(self._buf[:n], n, offset)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            _through_cache(self._fd)
+            self._pwrite(self._buf[:n], n, offset)
+        self._flushed += n
+        self._staged -= n
+        if self._staged:  # less than a block, after at least one: the two never overlap
+            self._buf[:self._staged] = self._buf[n:n + self._staged]
+
+    def finish(self) -> None:
+        """Write what is still staged (``direct``): its whole blocks past the page cache, the last partial
+        block through it. Call it once the blob store's ``get`` returned."""
+        if self._buf is None or not self._staged:
+            return
+        whole = self._staged - self._staged % DIRECT_ALIGN
+        if whole:
+            self._write_staged(whole)
+        if self._staged:
+            assert self._fd is not None
+            _through_cache(self._fd)
+            self._write_staged(self._staged)
 
     def tell(self) -> int:
         return self.written
@@ -119,5 +199,6 @@ class CrcSink:
         self._progress.advance(-self.written)
         self.written = 0
         self.crc = 0
+        self._staged = self._flushed = 0
         return 0
 
