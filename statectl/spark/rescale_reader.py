@@ -120,6 +120,7 @@ def prefetched(into: str | None, i: int) -> Path | None:
 
 
 _BATCH_BYTES = 4 << 20  # the reader's batches, about (keys and values)
+_READAHEAD = 2 << 20  # the reader's readahead: its files are read start to end
 
 
 class SplitSources:
@@ -233,23 +234,25 @@ class SplitSources:
 
 def _batches(db: Any, bounds: dict[str, Any]) -> Iterator[tuple[list[bytes], list[bytes], Any]]:
     """(keys, values, their lengths: a numpy int64 array of two rows, the keys' and the values') of about
-    _BATCH_BYTES each of the items of the read-only store ``db`` (within
-    ``bounds``: items()'s arguments). The keys and the values come from two iterators over the same unchanging
-    store, in step (about half the cost of one iterator's (key, value) tuples taken apart); BuildError when
-    one ends before the other."""
+    _BATCH_BYTES each of the items of the read-only store ``db`` (within ``bounds``: items()'s arguments). One
+    iterator's (key, value) tuples, taken a chunk at a time and split by two maps, cost about 0.6x two iterators
+    in step; it reads ahead and leaves the block cache alone (each block is read once)."""
     import itertools
+    from operator import itemgetter
 
     import numpy as np
 
-    keys, values = db.keys(**bounds), db.values(**bounds)
+    opts = bounds.get("read_opt") or _rocksdict().ReadOptions()
+    opts.fill_cache(False)
+    opts.set_readahead_size(_READAHEAD)
+    items = db.items(**{**bounds, "read_opt": opts})
+    key, value = itemgetter(0), itemgetter(1)
     rows = 1024
     while True:
-        ks = list(itertools.islice(keys, rows))
-        vs = list(itertools.islice(values, rows))
-        if len(ks) != len(vs):
-            raise BuildError(f"the store gave {len(ks)} keys and {len(vs)} values in one batch")
-        if not ks:
+        chunk = list(itertools.islice(items, rows))
+        if not chunk:
             return
+        ks, vs = list(map(key, chunk)), list(map(value, chunk))
         n = len(ks)
         sizes = np.empty((2, n), np.int64)
         sizes[0] = np.fromiter(map(len, ks), np.int64, n)

@@ -70,6 +70,17 @@ class WorkDir:
             self._fd = None
 
 
+def file_bytes(snapshots: list[dict[str, Any]], targets: int) -> int:
+    """The size at which the executors roll a target's file over: about a target's share of the sources' bytes
+    over max(8, sources), within 16-256 MiB. A file closed before its task ends is uploaded while the job runs
+    (EarlyUploads) instead of after it; a target then holds about max(8, sources) files (in L0 until
+    compacted, below RocksDB's default slowdown trigger of 20 unless the sources alone are more), and never
+    more than one per 16 MiB or fewer than one per 256 MiB."""
+    total = sum(int(f["size"]) for s in snapshots for f in s["files"])
+    share = total // max(1, targets) // max(8, len(snapshots))
+    return max(16 << 20, min(256 << 20, share * 5 // 4))  # a quarter over: a source's share is not exact
+
+
 def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: BlobStore, work: Path,
                   result: RescaleResult, progress: ProgressReporter) -> tuple[list[Path], Any]:
     """Run the Spark job and ingest each target's SST files into a staged store; return the stores and the
@@ -84,7 +95,8 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
                      source_store=blobstore.url, partitioner=opts.partitioner, staging=opts.staging,
                      partitions_in=opts.from_tasks if hashed else None,
                      source_partitioner=opts.source_partitioner if hashed else None,
-                     prefetched=str(work / "sources") if local else None)
+                     prefetched=str(work / "sources") if local else None,
+                     max_file_bytes=file_bytes(snapshots, opts.to_tasks))
     t0 = time.monotonic()
     try:
         with Prefetch(snapshots, blobstore, work / "sources" if local else None, local_cores(opts.master)):

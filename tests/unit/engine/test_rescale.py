@@ -15,7 +15,7 @@ import pytest
 from statectl.blobstore import open_blobstore
 from statectl.errors import UsageError
 from statectl.formats.adstore import Digest, murmur2, partition_of
-from statectl.engine.rescale.build import VerificationError, verify_targets
+from statectl.engine.rescale.build import VerificationError, file_bytes, verify_targets
 from statectl.engine.rescale.options import RescaleOptions, load_snapshots_file, load_task_map
 from statectl.engine.rescale.result import RescaleResult
 from statectl.spark.context import BuildError
@@ -311,6 +311,18 @@ def test_each_source_is_read_once_into_a_file_per_target_its_keys_checked_and_di
     with pytest.raises(BuildError, match=rf"not a 2-way layout by murmur2: key {stray!r} of Partition 0"):
         _split(tmp_path, source, partitions_out=3, partitions_in=2)
     assert not list((tmp_path / "out-3").iterdir())
+
+
+def test_the_targets_files_roll_over_at_a_share_of_a_target_within_16_to_256_mib():
+    """A target's file of a source closes (and uploads) a few times in its task, not once at its end; a
+    target holds about max(8, sources) files, however large the store."""
+    def snaps(n: int, size: int) -> list[dict]:
+        return [{"files": [{"size": size // 2}, {"size": size // 2}]} for _ in range(n)]
+
+    assert file_bytes(snaps(4, 400 << 20), 2) == 125 << 20  # 800 MiB a target, 8 files of 100 MiB and a quarter
+    assert file_bytes(snaps(16, 400 << 20), 2) == 250 << 20  # 16 sources: one file a source
+    assert file_bytes(snaps(4, 55 << 20), 8) == 16 << 20
+    assert file_bytes(snaps(4, 8 << 30), 2) == 256 << 20 and file_bytes([], 3) == 16 << 20
 
 
 def test_work_dir_removes_what_killed_rescales_left_but_not_a_running_ones(tmp_path: Path):
