@@ -328,7 +328,8 @@ class FaultProxy:
         self.set_kinds(kinds, weights)
         self._down = False
         self._down_after: int | None = None
-        self._counts = dict.fromkeys(("requests", "forwarded", *KINDS, "down", "upstream_errors", "broken"), 0)
+        self._counts = dict.fromkeys(("connections", "requests", "forwarded", *KINDS, "down", "upstream_errors",
+                                      "broken"), 0)
         # (method, target, decision) of the latest requests in arrival order; truncations that moved
         # to a later response show at the request that drew them.
         self.log: collections.deque[tuple[str, str, str | None]] = collections.deque(maxlen=100_000)
@@ -399,10 +400,10 @@ class FaultProxy:
             return self._down
 
     def stats(self) -> dict[str, int]:
-        """Counters: ``requests`` seen, ``forwarded`` upstream, each fault kind injected, requests and
-        connections refused while ``down``, ``upstream_errors`` (upstream unreachable), ``broken``
-        (connections dropped because a peer went away mid-message or sent something unrelayable: not
-        an injected fault, normally 0) and ``faults`` (the sum of the four kinds)."""
+        """Counters: client ``connections`` accepted, ``requests`` seen, ``forwarded`` upstream, each fault
+        kind injected, requests and connections refused while ``down``, ``upstream_errors`` (upstream
+        unreachable), ``broken`` (connections dropped because a peer went away mid-message or sent something
+        unrelayable: not an injected fault, normally 0) and ``faults`` (the sum of the four kinds)."""
         with self._lock:
             out = dict(self._counts)
         out["faults"] = sum(out[k] for k in KINDS)
@@ -494,6 +495,7 @@ class FaultProxy:
                 conn, _ = listener.accept()
             except OSError:
                 return
+            self._count("connections")
             if self.down:
                 self._count("down")
                 _reset(conn)

@@ -24,6 +24,7 @@ from urllib.parse import urlencode, urlparse
 
 from statectl.blobstore.base import BlobInfo, key_batches, new_blob_key, innermost
 from statectl.blobstore.deadlines import MIN_PROGRESS_BYTES, Attempt, BoundedBody, Deadline, install_deadlines
+from statectl.blobstore.s3body import http_response, read_into
 from statectl.blobstore.s3client import new_client
 from statectl.errors import (
     AuthError,
@@ -99,18 +100,29 @@ def normalised_prefix(prefix: str) -> str:
 class _Sink:
     """A download's destination: local write time is not the endpoint's (the attempt pauses), a full
     disk is a DiskFullError, and any other error of the sink's own (a cancelled transfer) is kept in
-    ``error`` so that it reaches the caller as it is."""
+    ``error`` so that it reaches the caller as it is. ``into``: the destination takes bytes read straight
+    into its buffer (``recv_buffer``/``received``, see blobstore.s3body)."""
 
     def __init__(self, dst: BinaryIO, key: str):
         self._dst, self._key = dst, key
         self.att: Attempt | None = None
         self.error: Exception | None = None
+        self.into = callable(getattr(dst, "recv_buffer", None)) and callable(getattr(dst, "received", None))
 
     def write(self, chunk: bytes) -> None:
+        self._local(self._dst.write, chunk)
+
+    def recv_buffer(self) -> memoryview:
+        return self._dst.recv_buffer()  # type: ignore[attr-defined]
+
+    def received(self, n: int) -> None:
+        self._local(self._dst.received, n)  # type: ignore[attr-defined]
+
+    def _local(self, fn: Any, arg: Any) -> None:
         assert self.att is not None
         self.att.pause()
         try:
-            self._dst.write(chunk)
+            fn(arg)
         except OSError as e:  # the local side, not the network: never transient
             if e.errno == errno.ENOSPC:
                 raise DiskFullError(f"s3: get {self._key}: no space left writing the download") from e
@@ -392,9 +404,13 @@ class S3BlobStore:
             if rng and not str(resp.get("ContentRange", "")).startswith(f"bytes {start}-"):
                 raise BlobStoreError(f"s3: get s3://{self.bucket}/{self._key(key)}: server ignored the "
                                      f"range {rng} (Content-Range {resp.get('ContentRange')!r})")
-            while chunk := body.read(READ_BUF):
-                sink.write(chunk)
-                written += len(chunk)
+            fp = http_response(body) if sink.into else None
+            if fp is not None:
+                written = read_into(body, fp, sink, self._client.meta.endpoint_url)
+            else:
+                while chunk := body.read(READ_BUF):
+                    sink.write(chunk)
+                    written += len(chunk)
         finally:
             body.close()
         return written, resp.get("ContentLength")

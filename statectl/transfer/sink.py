@@ -111,29 +111,65 @@ class CrcSink:
         self._flushed = 0  # bytes written from the buffer
 
     def write(self, data: bytes) -> int:
-        if self._cancel is not None and self._cancel.is_set():
-            raise Cancelled()
-        if self._rate_limit is not None:
-            self._rate_limit.take(len(data), self._cancel)
-        n = len(data)
-        if self._limit is not None and self.written + n > self._limit:
-            if self._allow_more:  # a range that is not the blob's last: the store sent what we asked
-                data = data[: self._limit - self.written]
-                n = len(data)
-            else:
-                raise ChecksumMismatchError(f"{self._what} is longer than the index says")
+        n = self._admit(len(data))
+        if n < len(data):
+            data = data[:n]
         if self._buf is not None:
             self._stage(data, n)
         elif self._fd is not None:
             self._pwrite(data, n, self._file_offset + self.written)
-        self.crc = crc32(data, self.crc)
+        self._account(data, n)
+        return n
+
+    def recv_buffer(self) -> memoryview:
+        """Where the next bytes may be read straight off the network, sparing ``write``'s copy: this thread's
+        buffer past what it stages, no longer than the bytes still expected plus one (a blob longer than the
+        index says shows). ``received(n)`` then takes its first ``n`` bytes."""
+        buf = self._buf if self._buf is not None else _direct_buffer()
+        room = DIRECT_BUF - self._staged
+        if self._limit is not None:
+            room = min(room, max(0, self._limit - self.written) + 1)
+        return buf[self._staged:self._staged + room]
+
+    def received(self, n: int) -> None:
+        """Take the first ``n`` bytes of the last ``recv_buffer()`` as ``write`` takes its bytes (the CRC, the
+        limit, the rate limit, the write at their place)."""
+        n = self._admit(n)
+        buf = self._buf if self._buf is not None else _direct_buffer()
+        view = buf[self._staged:self._staged + n]
+        if self._buf is not None:
+            self.crc = crc32(view, self.crc)  # before a full buffer is written out and reused
+            self._staged += n
+            if self._staged == DIRECT_BUF:
+                self._write_staged(DIRECT_BUF)
+            self._account(None, n)
+            return
+        if self._fd is not None:
+            self._pwrite(view, n, self._file_offset + self.written)
+        self._account(view, n)
+
+    def _admit(self, n: int) -> int:
+        """How many of ``n`` bytes received to take: the cancel, the rate limit, the limit checked."""
+        if self._cancel is not None and self._cancel.is_set():
+            raise Cancelled()
+        if self._rate_limit is not None:
+            self._rate_limit.take(n, self._cancel)
+        if self._limit is not None and self.written + n > self._limit:
+            if not self._allow_more:
+                raise ChecksumMismatchError(f"{self._what} is longer than the index says")
+            n = self._limit - self.written  # a range that is not the blob's last: the store sent what we asked
+        return n
+
+    def _account(self, data: bytes | memoryview | None, n: int) -> None:
+        """``n`` bytes taken (``data``: their CRC is still to add), handed to the writeback as they add up."""
+        if data is not None:
+            self.crc = crc32(data, self.crc)
         self.written += n
         if self._fd is not None and self._buf is None and (self.written - self._submitted >= WRITEBACK_STEP
                                                            or (self.written == self._limit and self._flush_tail)):
             start_writeback(self._fd, self._file_offset + self._submitted, self.written - self._submitted)
             self._submitted = self.written
         self._progress.advance(n)
-        return n
 
     def _pwrite(self, data: bytes | memoryview, n: int, offset: int) -> None:
         try:

@@ -215,6 +215,59 @@ def test_a_response_cut_right_after_its_head_is_not_taken_for_an_empty_one(fault
     assert proxy.stats()["truncate"] == len(checks)
 
 
+def test_a_body_read_straight_into_the_sinks_buffer(faulty_s3, tmp_path: Path, monkeypatch):
+    """A restore's sink (CrcSink) takes each GET's body from the socket into its own buffer: the same bytes and
+    CRC as a plain read, whole or as a range, the connection back in the pool for the next GET. A blob longer
+    than the index says, or a body cut short, fails as with a plain read (the short body the same transient
+    error, retried whole), and its connection is never reused."""
+    import zlib
+
+    from statectl.blobstore import s3 as s3_mod
+    from statectl.errors import ChecksumMismatchError, TransientBlobStoreError
+    from statectl.progress import NullProgress
+    from statectl.transfer.sink import CrcSink
+
+    into = []
+    real = s3_mod.read_into
+    monkeypatch.setattr(s3_mod, "read_into", lambda *a: into.append(1) or real(*a))
+    data = os.urandom(3 * MiB + 17)
+    blob = faulty_s3.open_direct().put(io.BytesIO(data), size=len(data), ttl_seconds=None)
+    bs, proxy = faulty_s3.open(retries=0), faulty_s3.proxy
+    assert bs.get(blob, io.BytesIO(), start=len(data)) == 0  # the connection is open from here on
+    proxy.reset_stats()
+    dest = tmp_path / "out"
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        whole = CrcSink(NullProgress(), fd=fd, limit=len(data))
+        assert bs.get(blob, whole) == len(data)
+    finally:
+        os.close(fd)
+    assert dest.read_bytes() == data and whole.crc == zlib.crc32(data)
+    part = CrcSink(NullProgress(), limit=MiB, allow_more=True)
+    assert bs.get(blob, part, start=MiB, length=MiB) == MiB and part.crc == zlib.crc32(data[MiB:2 * MiB])
+    assert len(into) == 2 and proxy.stats()["connections"] == 0  # one connection, reused
+
+    with pytest.raises(ChecksumMismatchError, match="longer than the index says"):
+        bs.get(blob, CrcSink(NullProgress(), limit=len(data) - 1))
+    proxy.truncate_at = 0.5
+    errors = []
+    for dst in (io.BytesIO(), CrcSink(NullProgress(), limit=len(data))):  # a plain read, then into the buffer
+        proxy.inject_next("truncate")
+        with pytest.raises(BlobStoreError) as e:
+            bs.get(blob, dst)
+        errors.append(e.value)
+    assert all(isinstance(e.__cause__, TransientBlobStoreError) for e in errors), errors
+    assert str(errors[1]).startswith(f"s3: get s3://{faulty_s3.bucket}/"), errors
+    assert len(into) == 4 and proxy.stats()["connections"] == 2  # each GET after a failure on a new one
+    assert bs.get(blob, CrcSink(NullProgress(), limit=len(data))) == len(data)
+    assert proxy.stats()["connections"] == 3
+
+    proxy.inject_next("truncate")
+    again = CrcSink(NullProgress(), limit=len(data))
+    assert faulty_s3.open().get(blob, again) == len(data) and again.crc == zlib.crc32(data)
+    assert proxy.stats()["truncate"] == 3
+
+
 def run_cli(faulty_s3, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([STATECTL, *args, "--blobstore", faulty_s3.url, "--job", REF.job, "--task", REF.task,
                            "--store", REF.store],

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from statectl.blobstore.local import LocalBlobStore
+from statectl.errors import ChecksumMismatchError
 from statectl.progress import NullProgress
 from statectl.snapshot.model import FileBlob, FileIndex, FileMetadata
 from statectl.transfer import download as download_mod
@@ -51,15 +52,27 @@ def _resident_pages(path: Path) -> int:
     return sum(v & 1 for v in vec)
 
 
-def _write(path: Path, *, direct: bool, data: bytes = DATA) -> CrcSink:
+def _feed(sink: CrcSink, data: bytes, into: bool) -> None:
+    """``data`` handed to ``sink`` in CHUNKS: written, or (``into``) read into its buffer as a socket's
+    readinto fills it, a piece at a time."""
+    view, pos, i = memoryview(data), 0, 0
+    while pos < len(data):
+        n = CHUNKS[i % len(CHUNKS)]
+        if into:
+            buf = sink.recv_buffer()
+            n = min(n, len(buf), len(data) - pos)
+            buf[:n] = view[pos:pos + n]
+            sink.received(n)
+        else:
+            sink.write(bytes(view[pos:pos + n]))
+        pos, i = pos + n, i + 1
+
+
+def _write(path: Path, *, direct: bool, data: bytes = DATA, into: bool = False) -> CrcSink:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (O_DIRECT if direct else 0), 0o600)
     try:
         sink = CrcSink(NullProgress(), fd=fd, limit=len(data), direct=direct)
-        view, pos, i = memoryview(data), 0, 0
-        while pos < len(data):
-            n = CHUNKS[i % len(CHUNKS)]
-            sink.write(bytes(view[pos:pos + n]))
-            pos, i = pos + n, i + 1
+        _feed(sink, data, into)
         sink.finish()
         os.fsync(fd)
         assert not fcntl.fcntl(fd, fcntl.F_GETFL) & O_DIRECT or len(data) % 4096 == 0
@@ -81,10 +94,12 @@ def direct_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_a_direct_range_is_written_past_the_page_cache_but_its_last_partial_block(direct_dir: Path):
+@pytest.mark.parametrize("into", [False, True], ids=["write", "into"])
+def test_a_direct_range_is_written_past_the_page_cache_but_its_last_partial_block(direct_dir: Path, into: bool):
     cached, direct = direct_dir / "cached", direct_dir / "direct"
-    _write(cached, direct=False)
-    sink = _write(direct, direct=True)
+    cached_sink = _write(cached, direct=False, into=into)
+    assert cached.read_bytes() == DATA and cached_sink.crc == zlib.crc32(DATA)
+    sink = _write(direct, direct=True, into=into)
     resident = _resident_pages(direct)  # before any read brings the pages in
     assert direct.read_bytes() == DATA
     assert (sink.written, sink.crc) == (len(DATA), zlib.crc32(DATA))
@@ -124,6 +139,32 @@ def test_a_rewound_direct_sink_writes_the_retry_from_the_start(direct_dir: Path)
     finally:
         os.close(fd)
     assert path.read_bytes() == DATA and sink.crc == zlib.crc32(DATA)
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["cached", "direct"])
+def test_bytes_read_into_the_buffer_are_checked_as_written_ones(direct_dir: Path, direct: bool):
+    """``recv_buffer`` offers one byte past the range's end, so a blob longer than the index says shows; a range
+    that is not its blob's last keeps what was asked; a rewind starts the count, the CRC and the file again."""
+    path = direct_dir / "f"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (O_DIRECT if direct else 0), 0o600)
+    try:
+        sink = CrcSink(NullProgress(), fd=fd, limit=len(DATA), direct=direct)
+        _feed(sink, DATA, into=True)
+        assert len(sink.recv_buffer()) == 1
+        sink.recv_buffer()[0] = 0
+        with pytest.raises(ChecksumMismatchError, match="longer than the index says"):
+            sink.received(1)
+        sink.seek(0)
+        _feed(sink, b"y" * (MiB + 5), into=True)
+        sink.seek(0)
+        _feed(sink, DATA, into=True)
+        sink.finish()
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == DATA and (sink.written, sink.crc) == (len(DATA), zlib.crc32(DATA))
+    part = CrcSink(NullProgress(), limit=MiB, allow_more=True)
+    _feed(part, DATA[:MiB + 1], into=True)
+    assert (part.written, part.crc) == (MiB, zlib.crc32(DATA[:MiB]))
 
 
 def _blob_file(tmp_path: Path, data: bytes) -> tuple[LocalBlobStore, FileIndex]:
