@@ -113,7 +113,10 @@ class BlobStore(Protocol):
 
     def get(self, key: str, dst: BinaryIO, *, start: int = 0, length: int | None = None) -> int:
         """Write the object's bytes ``[start, start+length)`` (to the end if length is None) into
-        ``dst``; return the number of bytes written. Raises BlobNotFoundError."""
+        ``dst``; return the number of bytes written. Raises BlobNotFoundError. A ``dst`` that also has
+        ``recv_buffer()`` (a non-empty writable memoryview of its own) and ``received(n)`` (the view's first
+        ``n`` bytes are the next ones) may get the bytes read into that buffer instead of ``write``'s new
+        bytes objects (S3 does: a copy less)."""
 
     def delete(self, keys: Iterable[str]) -> None:
         """Delete the objects named by ``keys`` (any iterable, consumed once; not a single ``str``:

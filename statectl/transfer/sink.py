@@ -1,8 +1,9 @@
 """The one streaming CRC sink: where a blob's bytes go on their way down, for restore and for verify.
 
-A blob store's ``get`` writes into a file-like object; :class:`CrcSink` takes those bytes, computes their
-CRC32 as they pass (never in a second pass), reports them to the progress reporter, refuses bytes past
-the length the index promises, and (for a restore) writes them at their place in the file with pwrite.
+A blob store's ``get`` writes into a file-like object, or reads into the buffer it offers (``recv_buffer``:
+the download thread's); :class:`CrcSink` takes those bytes, computes their CRC32 as they pass (never in a
+second pass), reports them to the progress reporter, refuses bytes past the length the index promises, and
+(for a restore) writes them at their place in the file with pwrite.
 ``snapshots verify --download`` uses the same object without a file.
 """
 
@@ -35,8 +36,9 @@ class _Buffers(threading.local):
 _buffers = _Buffers()
 
 
-def _direct_buffer() -> memoryview:
-    """This thread's staging buffer (an anonymous mapping: page-aligned), made on first use."""
+def _thread_buffer() -> memoryview:
+    """This thread's buffer (an anonymous mapping: page-aligned), made on first use: where a direct range is
+    staged, and where the bytes of any other range are read before they are written."""
     if _buffers.buf is None:
         import mmap
 
@@ -88,7 +90,9 @@ class CrcSink:
     with O_DIRECT and ``file_offset`` is a multiple of DIRECT_ALIGN: bytes are staged in the thread's
     aligned buffer and written a full buffer at a time, past the page cache (no writeback to start);
     ``finish()`` writes what is left. A filesystem that refuses a direct write (EINVAL: alignment rules
-    of its own) gets it, and the rest of the range, through the page cache.
+    of its own) gets it, and the rest of the range, through the page cache. A blob store may read the bytes
+    into ``recv_buffer()`` and hand them over with ``received(n)`` instead of ``write``: the same checks,
+    without the copy.
     """
 
     def __init__(self, progress: ProgressReporter, *, cancel: threading.Event | None = None, fd: int | None = None,
@@ -106,7 +110,7 @@ class CrcSink:
         self.written = 0
         self.crc = 0
         self._submitted = 0  # bytes handed to the kernel's writeback already
-        self._buf = _direct_buffer() if direct and fd is not None else None
+        self._buf = _thread_buffer() if direct and fd is not None else None
         self._staged = 0  # bytes in the buffer, not yet written
         self._flushed = 0  # bytes written from the buffer
 
@@ -125,7 +129,7 @@ class CrcSink:
         """Where the next bytes may be read straight off the network, sparing ``write``'s copy: this thread's
         buffer past what it stages, no longer than the bytes still expected plus one (a blob longer than the
         index says shows). ``received(n)`` then takes its first ``n`` bytes."""
-        buf = self._buf if self._buf is not None else _direct_buffer()
+        buf = self._buf if self._buf is not None else _thread_buffer()
         room = DIRECT_BUF - self._staged
         if self._limit is not None:
             room = min(room, max(0, self._limit - self.written) + 1)
@@ -135,7 +139,7 @@ class CrcSink:
         """Take the first ``n`` bytes of the last ``recv_buffer()`` as ``write`` takes its bytes (the CRC, the
         limit, the rate limit, the write at their place)."""
         n = self._admit(n)
-        buf = self._buf if self._buf is not None else _direct_buffer()
+        buf = self._buf if self._buf is not None else _thread_buffer()
         view = buf[self._staged:self._staged + n]
         if self._buf is not None:
             self.crc = crc32(view, self.crc)  # before a full buffer is written out and reused
