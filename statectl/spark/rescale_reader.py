@@ -144,12 +144,14 @@ class SplitSources:
         import shutil
 
         spec = self.job.spec
-        blobs = self.job.blobstore(spec.source_store)
+        blobs = None  # opened for the first source not prefetched: a worker's first client costs 0.3 s of CPU
         try:
             for i, text in sources:
                 began = time.time()
                 source = json.loads(text)
                 ready = prefetched(spec.prefetched, i)
+                if ready is None and blobs is None:
+                    blobs = self.job.blobstore(spec.source_store)
                 work = ready or Path(tempfile.mkdtemp(prefix="statectl-rescale-src-", dir=_app_dir()))
                 try:
                     read = sum(int(f["size"]) for f in source["files"]) if ready else fetch_snapshot(blobs, source, work)
@@ -164,7 +166,8 @@ class SplitSources:
                                   "bytes_read": read, "began": began, "fetch_s": round(fetched - began, 3),
                                   "split_s": round(time.time() - fetched, 3)})
         finally:
-            blobs.close()
+            if blobs is not None:
+                blobs.close()
 
     def _split(self, i: int, source: dict[str, Any], work: Path) -> dict[str, Any]:
         """Source ``i``, downloaded into ``work``, into its targets' files: a key-group source's own key groups
