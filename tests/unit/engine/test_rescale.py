@@ -318,6 +318,40 @@ def test_each_source_is_read_once_into_a_file_per_target_its_keys_checked_and_di
     assert all(partition_of(k, 3) == t for t, e in got.items() for k in e)
 
 
+def test_a_source_statectl_downloaded_is_read_without_opening_the_blob_store(tmp_path: Path):
+    """A worker's first blob store client costs a third of a second of CPU: a task whose source statectl has
+    downloaded (and marked ready) reads that copy and opens no blob store."""
+    import rocksdict
+
+    from statectl.spark.context import BuildJob
+    from statectl.spark.rescale_reader import SplitSources
+
+    class Counting(BuildJob):
+        def __init__(self, doc: dict):
+            super().__init__(doc)
+            self.opened: list = []
+
+        def blobstore(self, url=None):
+            self.opened.append(url)
+            return super().blobstore(url)
+
+    ready = tmp_path / "prefetched"
+    db = rocksdict.Rdict(str(ready / "0"), rocksdict.Options(raw_mode=True))
+    want = {b"k%03d" % i: b"v%d" % i for i in range(100)}
+    for k, v in want.items():
+        db[k] = v
+    db.close()
+    (ready / "0.ready").touch()
+    (tmp_path / "out").mkdir()
+    source = {"task": "Partition 0", "snapshot": "blobs/s0", "files": [{"path": "CURRENT", "size": 1}]}
+    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=2, snapshots=(source,),
+                     source_store=f"file://{tmp_path / 'blobs'}", prefetched=str(ready))
+    job = Counting({"spec": spec.to_dict(), "spec_hash": "h", "build_id": "b", "out_dir": str(tmp_path / "out")})
+    [record] = [json.loads(r) for r in SplitSources(job)([(0, json.dumps(source))])]
+    assert record["keys"] == len(want) and sum(t["rows"] for t in record["targets"]) == len(want)
+    assert job.opened == []
+
+
 def test_the_targets_files_roll_over_at_a_share_of_a_target_within_16_to_256_mib():
     """A target's file of a source closes (and uploads) a few times in its task, not once at its end; a
     target holds about max(8, sources) files, however large the store."""
