@@ -100,7 +100,17 @@ def positive_murmur2s(keys: Any) -> Any:
     _, offs_buf, data_buf = keys.buffers()
     offs = np.frombuffer(offs_buf, np.int64 if large else np.int32)[keys.offset:keys.offset + n + 1].astype(np.int64)
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    start, length = offs[:-1], np.diff(offs)
+    return packed_murmur2s(offs, data)
+
+
+def packed_murmur2s(offsets: Any, data: Any) -> Any:
+    """:func:`positive_murmur2s` of keys packed as numpy arrays: key j is ``data[offsets[j]:offsets[j + 1]]``
+    (``offsets``: int64, one more than the keys; ``data``: uint8)."""
+    import numpy as np
+
+    if len(offsets) < 2:
+        return np.zeros(0, np.uint32)
+    start, length = offsets[:-1], np.diff(offsets)
     m = np.uint32(0x5BD1E995)
     h = np.uint32(0x9747B28C) ^ length.astype(np.uint32)
     blocks = length // 4

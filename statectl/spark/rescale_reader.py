@@ -5,9 +5,9 @@ is written as it is read, unsorted. Each task downloads its source snapshot from
 (:func:`fetch_snapshot`, CRC32-checked while it streams), or takes the copy statectl downloaded the same way for
 a local master's executors (:func:`prefetched`), reads it whole as RocksDB does, checks that every key
 belongs to its source's task (:func:`check_placed`), routes the keys with the partitioner a batch at a time
-(:func:`route_batch`: Kafka's murmur2 vectorised over the batch, statectl.formats.adstore.partitions_of, one hash
-of the batch for the check and the route: :class:`Routes`), checks every key given to a target's file against
-that target (:func:`check_target`), and reports per source
+(:func:`route_batch`: Kafka's murmur2 vectorised in numpy over the batch's keys packed into one buffer,
+statectl.formats.adstore.packed_murmur2s, one hash of the batch for the check and the route: :class:`Routes`),
+checks every key given to a target's file against that target (:func:`check_target`), and reports per source
 the Digest of every entry it read and per target file the Digest of what it holds: the driver checks that they
 add up."""
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from statectl.formats.adstore import Digest, entry_digests, partition_of, partitions_of
+from statectl.formats.adstore import Digest, entry_digests, packed_murmur2s, partition_of
 from statectl.spark.context import BuildError, BuildJob, one_line
 from statectl.spark.submit import BuildSpec
 from statectl.spark.writer import StoreFiles
@@ -144,12 +144,14 @@ class SplitSources:
         import shutil
 
         spec = self.job.spec
-        blobs = self.job.blobstore(spec.source_store)
+        blobs = None  # opened for the first source not prefetched: a worker's first client costs 0.3 s of CPU
         try:
             for i, text in sources:
                 began = time.time()
                 source = json.loads(text)
                 ready = prefetched(spec.prefetched, i)
+                if ready is None and blobs is None:
+                    blobs = self.job.blobstore(spec.source_store)
                 work = ready or Path(tempfile.mkdtemp(prefix="statectl-rescale-src-", dir=_app_dir()))
                 try:
                     read = sum(int(f["size"]) for f in source["files"]) if ready else fetch_snapshot(blobs, source, work)
@@ -164,7 +166,8 @@ class SplitSources:
                                   "bytes_read": read, "began": began, "fetch_s": round(fetched - began, 3),
                                   "split_s": round(time.time() - fetched, 3)})
         finally:
-            blobs.close()
+            if blobs is not None:
+                blobs.close()
 
     def _split(self, i: int, source: dict[str, Any], work: Path) -> dict[str, Any]:
         """Source ``i``, downloaded into ``work``, into its targets' files: a key-group source's own key groups
@@ -211,7 +214,7 @@ class SplitSources:
 
         spec = self.job.spec
         m = spec.partitions_out or 1
-        routes = Routes(binary_array(ks, sizes[0]))
+        routes = Routes(ks, sizes[0])
         if source.get("groups") is None:
             check_placed(spec, routes, i, source)
         stores = routes.tasks(spec.partitioner, m, f"a key of {source['task']}")
@@ -227,9 +230,9 @@ class SplitSources:
             if not len(idx):
                 continue
             pick = idx.tolist()
-            tk = [ks[j] for j in pick]
+            tk = Picked(ks, pick)
             check_target(spec, tk, t, routes.again(spec.partitioner, m, tk, idx))
-            yield t, tk, [vs[j] for j in pick], d[idx], int(sizes[:, idx].sum())
+            yield t, tk, Picked(vs, pick), d[idx], int(sizes[:, idx].sum())
 
 
 def _batches(db: Any, bounds: dict[str, Any]) -> Iterator[tuple[list[bytes], list[bytes], Any]]:
@@ -262,19 +265,35 @@ def _batches(db: Any, bounds: dict[str, Any]) -> Iterator[tuple[list[bytes], lis
         rows = max(64, min(65536, _BATCH_BYTES * len(ks) // max(1, size)))
 
 
-def binary_array(values: list[bytes], lengths: Any = None) -> Any:
-    """``values`` as a pyarrow binary array, built from one join of the bytes and their offsets (cheaper than
-    pa.array of the list); ``lengths``: theirs, a numpy array, when the caller has them."""
-    import numpy as np
-    import pyarrow as pa
+class Picked:
+    """The items of ``seq`` at the indices ``at`` (a list), in that order, as a sequence (len, iteration, an item,
+    a slice), without copying them out: a target's share of a batch goes to its SST writer straight from the
+    batch's lists (each key and value is touched once, by the writer)."""
 
-    offsets = np.zeros(len(values) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, values), np.int64, len(values)) if lengths is None else lengths, out=offsets[1:])
-    data = b"".join(values)
-    if offsets[-1] < 2**31:
-        return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                                 pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.large_binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    __slots__ = ("seq", "at")
+
+    def __init__(self, seq: list[Any], at: list[int]):
+        self.seq, self.at = seq, at
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self.seq.__getitem__, self.at)
+
+    def __getitem__(self, i: Any) -> Any:
+        return Picked(self.seq, self.at[i]) if isinstance(i, slice) else self.seq[self.at[i]]
+
+
+def murmur2s(keys: Any, lengths: Any = None) -> Any:
+    """``toPositive(murmur2(key))`` of each of ``keys`` (a sequence of bytes), as a numpy uint32 array, from one
+    join of the keys and their offsets; ``lengths``: theirs, a numpy array, when the caller has them."""
+    import numpy as np
+
+    n = len(keys)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, keys), np.int64, n) if lengths is None else lengths, out=offsets[1:])
+    return packed_murmur2s(offsets, np.frombuffer(b"".join(keys), np.uint8))
 
 
 def _attempt() -> int:
@@ -302,12 +321,12 @@ def _bounds(source: dict[str, Any], partitioner: str | None) -> dict[str, Any]:
 
 
 class Routes:
-    """The tasks of one batch's keys (a pyarrow binary array) under the partitioners asked. Kafka's (None,
-    ``murmur2``) hashes the batch once (statectl.formats.adstore.positive_murmur2s): the sources' check, the
-    routing and the targets' check take that hash modulo their counts of tasks."""
+    """The tasks of one batch's keys (a list of bytes; ``lengths``: theirs, a numpy array, when the caller has
+    them) under the partitioners asked. Kafka's (None, ``murmur2``) hashes the batch once (:func:`murmur2s`): the
+    sources' check, the routing and the targets' check take that hash modulo their counts of tasks."""
 
-    def __init__(self, keys: Any):
-        self.keys, self._hashes = keys, None
+    def __init__(self, keys: Any, lengths: Any = None):
+        self.keys, self._lengths, self._hashes = keys, lengths, None
 
     def tasks(self, name: str | None, partitions: int, what: str) -> Any:
         """:func:`route_batch` of the batch, as a numpy int32 array."""
@@ -316,12 +335,10 @@ class Routes:
         import numpy as np
 
         if self._hashes is None:
-            from statectl.formats.adstore import positive_murmur2s
-
-            self._hashes = positive_murmur2s(self.keys)
+            self._hashes = murmur2s(self.keys, self._lengths)
         return (self._hashes % np.uint32(partitions)).astype(np.int32)
 
-    def again(self, name: str | None, partitions: int, keys: list[bytes], idx: Any = None) -> Any:
+    def again(self, name: str | None, partitions: int, keys: Any, idx: Any = None) -> Any:
         """The tasks of ``keys``, the batch's keys at ``idx`` (all: None), computed anew for a check: from the
         batch's hash for Kafka's partitioner, by calling any other on each key."""
         if name and name != "murmur2":
@@ -331,16 +348,18 @@ class Routes:
 
 
 def route_batch(name: str | None, keys: Any, partitions: int, what: str) -> Any:
-    """The task of each key of ``keys`` (a pyarrow binary array) under partitioner ``name`` into
-    ``partitions`` tasks, as a numpy int32 array: Kafka's (None, ``murmur2``) vectorised in numpy, any other
-    called per key. BuildError naming the partitioner when it fails or gives something else than a task
-    number (``what``: the key's place)."""
+    """The task of each key of ``keys`` (a sequence of bytes) under partitioner ``name`` into ``partitions``
+    tasks, as a numpy int32 array: Kafka's (None, ``murmur2``) vectorised in numpy, any other called per key.
+    BuildError naming the partitioner when it fails or gives something else than a task number (``what``: the
+    key's place)."""
     if not name or name == "murmur2":
-        return partitions_of(keys, partitions)
-    return _call_per_key(name, keys.to_pylist(), partitions, what)
+        import numpy as np
+
+        return (murmur2s(keys) % np.uint32(partitions)).astype(np.int32)
+    return _call_per_key(name, keys, partitions, what)
 
 
-def _call_per_key(name: str, keys: list[bytes], partitions: int, what: str) -> Any:
+def _call_per_key(name: str, keys: Any, partitions: int, what: str) -> Any:
     """Partitioner ``name`` called on each of ``keys`` (route_batch)."""
     import numpy as np
 
@@ -358,7 +377,7 @@ def _call_per_key(name: str, keys: list[bytes], partitions: int, what: str) -> A
 
 
 def check_placed(spec: BuildSpec, keys: Any, i: int, source: dict[str, Any]) -> None:
-    """BuildError when a key of ``keys`` (of source ``i``; a pyarrow binary array, or its Routes) does not route
+    """BuildError when a key of ``keys`` (of source ``i``; a list of bytes, or its Routes) does not route
     to task i under (spec.source_partitioner, spec.partitions_in): the sources are not the layout the rescale
     assumes, and the targets would hold a mix of two partitionings. Nothing to check without
     spec.partitions_in."""
@@ -374,13 +393,13 @@ def check_placed(spec: BuildSpec, keys: Any, i: int, source: dict[str, Any]) -> 
     if not wrong.any():
         return
     at = int(np.argmax(wrong))
-    key, j = routes.keys[at].as_py(), int(tasks[at])
+    key, j = routes.keys[at], int(tasks[at])
     raise BuildError(f"the sources are not a {n}-way layout by {name}: key {key[:40]!r} of {source['task']} "
                      f"(snapshot {source['snapshot']}) belongs to task {j} of {n}, not {i}; nothing was written")
 
 
 def check_target(spec: BuildSpec, keys: Any, target: int, tasks: Any = None) -> None:
-    """BuildError when a key of ``keys`` (a pyarrow binary array or a list of bytes), given to target
+    """BuildError when a key of ``keys`` (a sequence of bytes), given to target
     ``target``'s file, does not route there under the job's partitioner (``tasks``: the keys' tasks as
     Routes.again computed them; None: routed here). The message names the key and the task it belongs to."""
     import numpy as np
@@ -392,7 +411,6 @@ def check_target(spec: BuildSpec, keys: Any, target: int, tasks: Any = None) -> 
         return
     at = int(np.argmax(wrong))
     key = keys[at]
-    key = key.as_py() if hasattr(key, "as_py") else key
     raise BuildError(f"rescale verification failed, nothing was committed: {int(wrong.sum())} keys of "
                      f"target {target} belong to another task (e.g. {key!r} of task {int(tasks[at])})")
 

@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from statectl.spark.context import BuildError, BuildJob
 from statectl.spark.submit import SST_PREFIX, STAGING_PREFIX
@@ -144,9 +144,11 @@ class StoreFiles:
         self.duplicates += 1
         self.file_rows += 1
 
-    def add(self, keys: list[bytes], values: list[bytes], digests: Any, rows: int, size: int | None = None) -> None:
-        """Entries (``digests``: their entry_digest, a numpy uint64 array; ``size``: their keys' and values'
-        bytes, when the caller has them) made of ``rows`` rows (the others were duplicates)."""
+    def add(self, keys: Sequence[bytes], values: Sequence[bytes], digests: Any, rows: int,
+            size: int | None = None) -> None:
+        """Entries (``keys`` and ``values``: lists, or sequences that slice, as rescale_reader.Picked;
+        ``digests``: their entry_digest, a numpy uint64 array; ``size``: their keys' and values' bytes, when the
+        caller has them) made of ``rows`` rows (the others were duplicates)."""
         import bisect
         import operator
         from itertools import accumulate
