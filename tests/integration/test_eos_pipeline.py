@@ -245,7 +245,8 @@ def test_a_count_container_dying_between_its_end_states_and_its_checkpoint_resum
 
     run_id = new_run_id()
     # Commits only when a task ends: the aggregating task's final commit is the container's first.
-    prepare(PAGEVIEWS, broker, run_id, overrides={**dict(kv.split("=", 1) for kv in BOUNDED), "task.commit.ms": "3600000"})
+    config = {**dict(kv.split("=", 1) for kv in BOUNDED), "task.commit.ms": "3600000"}
+    prepare(PAGEVIEWS, broker, run_id, overrides=config)
     written = shuffled(broker, 400)
     agg = f"count-Partition {aggregate_partition(INTERMEDIATE, 3)}"
 
