@@ -309,7 +309,7 @@ class Container:
                 self._pause(ssp)
                 self._maybe_finish(task)
                 return
-            if task.eos.producer_ended(ssp, message.task_name):
+            if task.eos.producer_ended(ssp, message.task_name, offset):
                 # EndOfStreamStates complete: the aggregating task broadcasts (OperatorImpl.aggregateEndOfStream)
                 self._aggregated(task, ssp, encode_control(end_of_stream_message(None)), task.eos.mark_ended)
             elif self._drain_complete(task, ssp):
@@ -325,7 +325,7 @@ class Container:
             self._pause(ssp)
             self._maybe_finish(task)
             return
-        task.drain.producer_drained(ssp, message.task_name)
+        task.drain.producer_drained(ssp, message.task_name, offset)
         if self._drain_complete(task, ssp):
             self._aggregated(task, ssp, encode_control(drain_message(None, self.rt.run_id)), task.drain.mark_drained)
 
@@ -418,9 +418,9 @@ class Container:
 
     def _resume_end_states(self) -> None:
         """At start (a first start, a restart in the middle of a drain or an end of stream): load the
-        producer sets saved before the last commit for this run; take an intermediate partition whose last
-        processed record is this run's drain or end-of-stream broadcast as ended that way, and a bounded
-        source partition processed to its end (or with nothing to read before it) as ended (Samza's
+        producers saved for this run whose messages the checkpoint covers; take an intermediate partition
+        whose last processed record is this run's drain or end-of-stream broadcast as ended that way, and a
+        bounded source partition processed to its end (or with nothing to read before it) as ended (Samza's
         SystemConsumers.register with END_OF_STREAM_OFFSET: already at end of stream)."""
         import kafka
 
@@ -429,15 +429,15 @@ class Container:
             [kafka.TopicPartition(ssp.stream, ssp.partition) for _, ssp in sources]) if sources else {}
         for task in self.tasks:
             drain, eos = load_end_states(self.coordinator, task.name, self.rt.run_id)
-            task.drain.load(drain)
-            task.eos.load(eos)
+            task.drain.load(drain, task.processed)  # only what the checkpoint covers: the rest is read again
+            task.eos.load(eos, task.processed)
             task.saved_states = (task.drain.export(), task.eos.export())
             for ssp in task.inputs:
                 offset = task.processed.get(ssp.key())
                 if not self.job.is_intermediate(ssp.stream):
                     continue
-                # An aggregate partition whose producers had all sent theirs before the last commit: its
-                # broadcast went out then (to the other partitions only), so it ended here then.
+                # An aggregate partition whose producers' messages the checkpoint all covers: its broadcast
+                # went out before it (to the other partitions only), so it ended here then.
                 if task.eos.complete(ssp):
                     task.eos.mark_ended(ssp)
                 elif self._drain_complete(task, ssp):

@@ -11,10 +11,15 @@ intermediate stream (``formats.drain.aggregate_partition``); when that partition
 drained, and the task reading it broadcasts a drain message with no task name to the stream's other
 partitions (ControlMessageSender.broadcastToOtherPartitions), each drained once that broadcast is read
 on it. A broadcast is never written twice to a partition whose last message is already that broadcast
-(a task killed in the middle of a drain broadcasts again when restarted). The sets of producers seen
-are saved to the coordinator stream before each commit (``statectl-drain-states-v1``), so that a
-restarted aggregating task does not wait for drain messages it read before its checkpoint: a saved
-complete set is a drained partition.
+(a task killed in the middle of a drain broadcasts again when restarted). The producers seen, each with
+the offset its message was read at, are saved to the coordinator stream before each commit
+(``statectl-drain-states-v1``), so that a restarted aggregating task does not wait for drain messages it
+read before its checkpoint: a saved complete set is a drained partition. A restart counts only the
+producers whose message its checkpoint covers (at or below the partition's checkpointed offset): the
+states are saved before the checkpoint is written, so a task that dies in between has saved messages
+its checkpoint does not cover, and it reads them again with the records before them. Samza keeps these
+states in memory only (operators.impl.EndOfStreamStates), so a restarted Samza task counts only what it
+reads again.
 
 End of stream (Samza's EndOfStreamMessage, sent once a task has consumed a bounded input to its end)
 travels the same way and is counted by the same class (EndStates, one instance per kind), saved in the
@@ -112,7 +117,7 @@ class DrainMonitor:
 @dataclass
 class _PartitionState:
     expected: int  # producer tasks of its stream (0: a source, or nobody produces to it)
-    producers: set[str] = field(default_factory=set)
+    producers: dict[str, int] = field(default_factory=dict)  # producer task -> offset its message was read at
     ended: bool = False
 
 
@@ -128,11 +133,11 @@ class EndStates:
     def __init__(self, ssps: list[SSP], expected: dict[str, int]):
         self._states = {ssp: _PartitionState(expected.get(ssp.stream, 0)) for ssp in ssps}
 
-    def producer_ended(self, ssp: SSP, task_name: str) -> bool:
-        """A producer task's message arrived on ``ssp``; True when every producer's now has (the reading
-        task then broadcasts)."""
+    def producer_ended(self, ssp: SSP, task_name: str, offset: int) -> bool:
+        """A producer task's message arrived on ``ssp`` at ``offset``; True when every producer's now has (the
+        reading task then broadcasts)."""
         st = self._states[ssp]
-        st.producers.add(task_name)
+        st.producers.setdefault(task_name, offset)
         return len(st.producers) >= st.expected > 0
 
     def producers(self, ssp: SSP) -> set[str]:
@@ -162,15 +167,20 @@ class EndStates:
     is_drained = is_ended
     all_drained = all_ended
 
-    def export(self) -> dict[str, list[str]]:
-        """The producers seen per partition (the state a restart needs; see the module doc)."""
-        return {ssp.key(): sorted(st.producers) for ssp, st in self._states.items() if st.producers}
+    def export(self) -> dict[str, dict[str, int]]:
+        """The producers seen per partition, each with the offset its message was read at (the state a
+        restart needs; see the module doc)."""
+        return {ssp.key(): dict(sorted(st.producers.items())) for ssp, st in self._states.items() if st.producers}
 
-    def load(self, saved: dict[str, list[str]]) -> None:
+    def load(self, saved: dict[str, dict[str, int]], checkpointed: dict[str, str]) -> None:
+        """Count the ``saved`` producers whose message the checkpoint covers: read at or below the partition's
+        offset in ``checkpointed`` (ssp key -> last processed offset). The others are read again."""
         by_key = {ssp.key(): ssp for ssp in self._states}
         for key, producers in saved.items():
-            if key in by_key:
-                self._states[by_key[key]].producers.update(producers)
+            if key in by_key and key in checkpointed:
+                covered = {t: o for t, o in producers.items() if o <= int(checkpointed[key])}
+                for task_name, offset in covered.items():
+                    self._states[by_key[key]].producers.setdefault(task_name, offset)
 
 
 DrainStates = EndStates
@@ -236,10 +246,10 @@ class WatermarkStates:
         return min(self._wm.values(), default=-1)
 
 
-def save_drain_states(coordinator: CoordinatorStream, task: str, run_id: str, states: dict[str, list[str]],
-                      end_of_stream: dict[str, list[str]] | None = None) -> None:
-    """Save a task's producer sets for ``run_id`` (before its checkpoint; see the module doc): those of the
-    drain, and those of the end of stream when given."""
+def save_drain_states(coordinator: CoordinatorStream, task: str, run_id: str, states: dict[str, dict[str, int]],
+                      end_of_stream: dict[str, dict[str, int]] | None = None) -> None:
+    """Save a task's producers (EndStates.export) for ``run_id`` (before its checkpoint; see the module doc):
+    those of the drain, and those of the end of stream when given."""
     value: dict = {"runId": run_id, "producers": states}
     if end_of_stream:
         value["endOfStream"] = end_of_stream
@@ -247,14 +257,14 @@ def save_drain_states(coordinator: CoordinatorStream, task: str, run_id: str, st
     coordinator.put(DRAIN_STATES_NAMESPACE, task, json.dumps(value).encode())
 
 
-def load_drain_states(coordinator: CoordinatorStream, task: str, run_id: str) -> dict[str, list[str]]:
-    """The drain producer sets ``task`` saved for ``run_id`` ({} when none, or saved for another run)."""
+def load_drain_states(coordinator: CoordinatorStream, task: str, run_id: str) -> dict[str, dict[str, int]]:
+    """The drain producers ``task`` saved for ``run_id`` ({} when none, or saved for another run)."""
     return load_end_states(coordinator, task, run_id)[0]
 
 
 def load_end_states(coordinator: CoordinatorStream, task: str,
-                    run_id: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """The producer sets ``task`` saved for ``run_id``: (drain, end of stream); empty when none were saved
+                    run_id: str) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """The producers ``task`` saved for ``run_id``: (drain, end of stream); empty when none were saved
     for this run. End-of-stream messages carry no run id (Samza's EndOfStreamMessage has a task name
     only), but what was counted is kept per run like the drain's: a new deployment reads its bounded
     sources to new ends and its upstream tasks send their end of stream again."""
@@ -270,10 +280,18 @@ def load_end_states(coordinator: CoordinatorStream, task: str,
     return {}, {}
 
 
-def _producer_sets(obj: object) -> dict[str, list[str]]:
+def _producer_sets(obj: object) -> dict[str, dict[str, int]]:
+    """Partition -> producer -> offset; a list of producers without offsets (an earlier runtime's record)
+    is taken as read at offset -1, covered by any checkpoint of the partition, as that runtime took it."""
     if not isinstance(obj, dict):
         return {}
-    return {str(k): [str(t) for t in v] for k, v in obj.items() if isinstance(v, list)}
+    out: dict[str, dict[str, int]] = {}
+    for key, producers in obj.items():
+        if isinstance(producers, list):
+            out[str(key)] = {str(t): -1 for t in producers}
+        elif isinstance(producers, dict):
+            out[str(key)] = {str(t): int(o) for t, o in producers.items()}
+    return out
 
 
 @dataclass(frozen=True)

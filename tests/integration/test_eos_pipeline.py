@@ -3,7 +3,9 @@
 as real OS processes on Tansu: it reads the source to its end as of the start of the run, ends by itself
 with every record counted exactly once, the end of stream aggregated through the shuffle; a count
 container killed in the middle of the end of stream is restarted and the job still ends; and
-``task.callback.drain.timeout.ms`` fails a drain whose ``on_drain`` overruns it."""
+``task.callback.drain.timeout.ms`` fails a drain whose ``on_drain`` overruns it. The aggregating count task
+dying between saving its end-of-stream states and writing its final checkpoint runs in-process (a failpoint
+places the crash) on an intermediate stream the test writes."""
 
 from __future__ import annotations
 
@@ -16,9 +18,25 @@ from pathlib import Path
 
 import pytest
 
+from statectl import failpoints
 from statectl.catalog.kafka_log import KafkaCheckpointLog
-from statectl.formats.drain import END_OF_STREAM, USER_MESSAGE, aggregate_partition, decode_control
+from statectl.formats.coordinator import new_run_id
+from statectl.formats.drain import (
+    END_OF_STREAM,
+    USER_MESSAGE,
+    aggregate_partition,
+    decode_control,
+    encode_control,
+    encode_user_message,
+    end_of_stream_message,
+)
 from statectl.kafka.client import open_producer
+from statectl.kafka.coordinator import CoordinatorStream
+from statectl.pipeline.container import Container
+from statectl.pipeline.control import load_end_states
+from statectl.pipeline.runner import prepare
+from statectl.pipeline.state import Runtime
+from statectl.session import Session
 from tests.integration.test_drain_pipeline import (  # noqa: F401 - the fixtures are used by name
     FAST,
     INTERMEDIATE,
@@ -197,6 +215,61 @@ def test_a_count_container_killed_in_the_middle_of_the_end_of_stream_is_restarte
     assert job.proc.wait(timeout=180) == 0, job.output()
     assert "restarting it" in job.log_text(), job.output()
     assert_ended_cleanly(broker, tmp_path, job.blobstore, bounds, exactly_once=False)
+
+
+def shuffled(bootstrap: str, per_partition: int) -> Counter:
+    """What the parse stage writes, written by the test: ``per_partition`` page views on each intermediate
+    partition and, on the aggregate partition, each parse task's end of stream after a quarter of them;
+    page -> the records written."""
+    agg = aggregate_partition(INTERMEDIATE, 3)
+    producer = open_producer(bootstrap)
+    written: Counter = Counter()
+    for p in range(3):
+        for i in range(per_partition):
+            page = PAGES[i % len(PAGES)]
+            value = encode_user_message(json.dumps({"page": page, "ts": 1_700_000_000_000 + i}).encode())
+            producer.send(INTERMEDIATE, key=page.encode(), value=value, partition=p)
+            written[page] += 1
+            if p == agg and (i + 1) % (per_partition // 4) == 0:
+                task = f"parse-Partition {(i + 1) // (per_partition // 4) - 1}"
+                producer.send(INTERMEDIATE, value=encode_control(end_of_stream_message(task)), partition=p)
+    producer.flush()
+    producer.close()
+    return written
+
+
+def test_a_count_container_dying_between_its_end_states_and_its_checkpoint_resumes_from_the_checkpoint(
+        broker, tmp_path: Path):
+    from examples.pageviews.job import JOB as PAGEVIEWS
+
+    run_id = new_run_id()
+    # Commits only when a task ends: the aggregating task's final commit is the container's first.
+    config = {**dict(kv.split("=", 1) for kv in BOUNDED), "task.commit.ms": "3600000"}
+    prepare(PAGEVIEWS, broker, run_id, overrides=config)
+    written = shuffled(broker, 400)
+    agg = aggregate_partition(INTERMEDIATE, 3)
+
+    def count_stage() -> None:
+        with Session.from_env(kafka=broker, blobstore=f"file://{tmp_path / 'blobs'}", job=JOB, job_id="1",
+                              env=clean_env(tmp_path), create_blobstore=True) as session:
+            Container(PAGEVIEWS, "count", Runtime(broker, tmp_path / "state", run_id, session)).run()
+
+    with failpoints.active("before-kafka-commit=1*raise"), pytest.raises(failpoints.FailpointError):
+        count_stage()
+    # The crash came after the end states were saved (every parse task's end of stream read), before the
+    # checkpoint that covers the records read with them.
+    with CoordinatorStream(broker, JOB, "1") as cs:
+        cs.require()
+        eos = load_end_states(cs, f"count-Partition {agg}", run_id)[1]
+    assert len(eos[f"kafka.{INTERMEDIATE}.{agg}"]) == 4, eos
+    assert source_progress(broker, INTERMEDIATE) == 0  # no checkpoint written
+
+    count_stage()  # the restart
+    assert restored_totals(broker, tmp_path, f"file://{tmp_path / 'blobs'}") == written
+    cps, _ = KafkaCheckpointLog(broker, JOB, "1").latest_checkpoints()
+    ends = {p: len(records) for p, records in read_all(broker, INTERMEDIATE).items()}
+    assert {p: cps[f"count-Partition {p}"].input_offsets[f"kafka.{INTERMEDIATE}.{p}"] for p in range(3)} == \
+        {p: str(ends[p] - 1) for p in range(3)}
 
 
 def test_a_drain_callback_longer_than_the_drain_timeout_fails_the_container(broker, tmp_path: Path, jobs):

@@ -29,24 +29,24 @@ EXPECTED = {"shuffle": 2}  # two producer tasks write "shuffle"; PageViews is a 
 
 def test_drain_states_count_producers_per_partition():
     st = DrainStates([S0, S1, SRC], EXPECTED)
-    assert st.producer_drained(S0, "split-Partition 0") is False
-    assert st.producer_drained(S0, "split-Partition 0") is False  # the same producer twice counts once
+    assert st.producer_drained(S0, "split-Partition 0", 3) is False
+    assert st.producer_drained(S0, "split-Partition 0", 9) is False  # the same producer twice counts once
     assert st.complete(S0) is False
-    assert st.producer_drained(S0, "split-Partition 1") is True
+    assert st.producer_drained(S0, "split-Partition 1", 10) is True
     assert st.complete(S0) is True
     assert st.complete(S1) is False  # partitions are counted apart
-    assert st.producer_drained(S1, "split-Partition 1") is False
+    assert st.producer_drained(S1, "split-Partition 1", 4) is False
     assert st.complete(S1) is False
 
 
 def test_a_stream_without_producers_never_completes_by_producers():
     st = DrainStates([SRC, S0], EXPECTED)
     assert st.complete(SRC) is False
-    assert st.producer_drained(SRC, "someone") is False
-    assert st.producer_drained(SRC, "someone else") is False
+    assert st.producer_drained(SRC, "someone", 0) is False
+    assert st.producer_drained(SRC, "someone else", 1) is False
     assert st.complete(SRC) is False
     st = DrainStates([S0], {})  # nobody produces to it as far as this task knows
-    assert st.producer_drained(S0, "split-Partition 0") is False and st.complete(S0) is False
+    assert st.producer_drained(S0, "split-Partition 0", 0) is False and st.complete(S0) is False
 
 
 def test_all_drained_needs_every_partition_marked():
@@ -63,26 +63,40 @@ def test_all_drained_needs_every_partition_marked():
 
 def test_drain_states_export_and_load_round_trip():
     st = DrainStates([S0, S1, SRC], EXPECTED)
-    st.producer_drained(S0, "split-Partition 1")
-    st.producer_drained(S0, "split-Partition 0")
-    st.producer_drained(S1, "split-Partition 0")
+    st.producer_drained(S0, "split-Partition 1", 40)
+    st.producer_drained(S0, "split-Partition 0", 12)
+    st.producer_drained(S1, "split-Partition 0", 7)
+    st.producer_drained(S0, "split-Partition 1", 90)  # read again (its producer restarted): the first counts
     saved = st.export()
-    assert saved == {"kafka.shuffle.0": ["split-Partition 0", "split-Partition 1"],
-                     "kafka.shuffle.1": ["split-Partition 0"]}  # sorted; partitions without producers left out
+    assert saved == {"kafka.shuffle.0": {"split-Partition 0": 12, "split-Partition 1": 40},
+                     "kafka.shuffle.1": {"split-Partition 0": 7}}  # partitions without producers left out
     assert json.loads(json.dumps(saved)) == saved
 
     restarted = DrainStates([S0, S1, SRC], EXPECTED)
-    restarted.load(saved | {"kafka.elsewhere.3": ["x"]})  # a partition this task no longer has is ignored
+    checkpointed = {"kafka.shuffle.0": "40", "kafka.shuffle.1": "7"}
+    restarted.load(saved | {"kafka.elsewhere.3": {"x": 1}}, checkpointed)  # a partition it no longer has: ignored
     assert restarted.export() == saved
     assert restarted.complete(S0) is True and restarted.complete(S1) is False
-    assert restarted.producer_drained(S1, "split-Partition 1") is True
+    assert restarted.producer_drained(S1, "split-Partition 1", 8) is True
     assert restarted.all_drained() is False  # loading producers marks nothing drained
+
+
+def test_a_restart_counts_only_the_producers_its_checkpoint_covers():
+    # The states are saved before the checkpoint is written: a task that died in between saved producers
+    # whose messages its checkpoint does not cover. Counted, the partition would end without the records
+    # before them; left out, they are read again with those records.
+    saved = {"kafka.shuffle.0": {"split-Partition 0": 12, "split-Partition 1": 40}, "kafka.shuffle.1": {"a": 0}}
+    st = DrainStates([S0, S1], EXPECTED)
+    st.load(saved, {"kafka.shuffle.0": "39"})  # nothing of shuffle.1 checkpointed: all of it is read again
+    assert st.producers(S0) == {"split-Partition 0"} and st.complete(S0) is False and st.producers(S1) == set()
+    assert st.producer_drained(S0, "split-Partition 1", 40) is True  # read again
+    assert st.export() == {"kafka.shuffle.0": {"split-Partition 0": 12, "split-Partition 1": 40}}
 
 
 def test_load_merges_with_what_was_seen_since():
     st = DrainStates([S0], EXPECTED)
-    st.producer_drained(S0, "split-Partition 1")
-    st.load({"kafka.shuffle.0": ["split-Partition 0"]})
+    st.producer_drained(S0, "split-Partition 1", 20)
+    st.load({"kafka.shuffle.0": {"split-Partition 0": 5}}, {"kafka.shuffle.0": "19"})
     assert st.complete(S0) is True
 
 
@@ -102,7 +116,7 @@ class FakeCoordinator:
 
 def test_saved_drain_states_load_for_their_task_and_run_only():
     c = FakeCoordinator()
-    states = {"kafka.shuffle.0": ["split-Partition 0", "split-Partition 1"]}
+    states = {"kafka.shuffle.0": {"split-Partition 0": 3, "split-Partition 1": 8}}
     save_drain_states(c, "count-Partition 0", "R1", states)  # type: ignore[arg-type]
     assert list(c.rows) == [(DRAIN_STATES_NAMESPACE, "count-Partition 0")]
     value = json.loads(c.rows[(DRAIN_STATES_NAMESPACE, "count-Partition 0")])

@@ -36,8 +36,8 @@ def test_drain_and_end_of_stream_are_one_class():
     # Samza's DrainStates and EndOfStreamStates are the same code; statectl keeps one.
     assert DrainStates is EndStates and EndOfStreamStates is EndStates
     st = EndOfStreamStates([S0, SRC], {"shuffle": 2})
-    assert st.producer_ended(S0, "a") is False and st.producers(S0) == {"a"} and st.expected(S0) == 2
-    assert st.producer_ended(S0, "b") is True
+    assert st.producer_ended(S0, "a", 0) is False and st.producers(S0) == {"a"} and st.expected(S0) == 2
+    assert st.producer_ended(S0, "b", 1) is True
     assert st.all_ended() is False
     st.mark_ended(S0)
     st.mark_ended(SRC)
@@ -46,8 +46,8 @@ def test_drain_and_end_of_stream_are_one_class():
 
 def test_end_of_stream_states_are_saved_beside_the_drain_states():
     c = FakeCoordinator()
-    drain = {"kafka.shuffle.0": ["a"]}
-    eos = {"kafka.shuffle.0": ["b", "c"]}
+    drain = {"kafka.shuffle.0": {"a": 4}}
+    eos = {"kafka.shuffle.0": {"b": 2, "c": 7}}
     save_drain_states(c, "count-Partition 0", "R1", drain, eos)  # type: ignore[arg-type]
     value = json.loads(c.rows[(DRAIN_STATES_NAMESPACE, "count-Partition 0")])
     assert value["producers"] == drain and value["endOfStream"] == eos
@@ -57,6 +57,11 @@ def test_end_of_stream_states_are_saved_beside_the_drain_states():
     save_drain_states(c, "count-Partition 1", "R1", drain)  # type: ignore[arg-type]  # an older record: no eos
     assert "endOfStream" not in json.loads(c.rows[(DRAIN_STATES_NAMESPACE, "count-Partition 1")])
     assert load_end_states(c, "count-Partition 1", "R1") == (drain, {})  # type: ignore[arg-type]
+    # An earlier runtime's record, producers without offsets: covered by any checkpoint, as it took them.
+    earlier = {"runId": "R1", "producers": {"kafka.shuffle.0": ["a"]}}
+    c.put(DRAIN_STATES_NAMESPACE, "count-Partition 2", json.dumps(earlier).encode())
+    assert load_end_states(c, "count-Partition 2", "R1") == (  # type: ignore[arg-type]
+        {"kafka.shuffle.0": {"a": -1}}, {})
 
 
 def test_run_bounds_are_written_once_per_run():
