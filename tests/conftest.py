@@ -25,13 +25,20 @@ TEST_PART_SIZE = 5 * 1024 * 1024
 # in two chains of about the same length. Under pytest-xdist each chain runs on
 # one worker, one JVM after another (more Spark JVMs at once on 2 cores starve each other), and both
 # start first: they are the longest. See pytest_xdist_make_scheduler.
+# A chain runs its tests in the order of its prefixes, then in collection order. Each starts with a build
+# of the JVM path (Spark SQL, Parquet, CSV, Arrow): on a machine without the drivers' class archive
+# (statectl.spark.launch.ClassArchive; CI's) the first build records it, and every later JVM maps only
+# the classes that build loaded. Recorded by a rescale's driver (the RDD path), it held 70 MB of classes
+# instead of 180, and each adstore build then spent about 2 s more CPU loading the rest from the jars.
 SPARK_CHAINS = {
     "spark-builds": (
+        "tests/integration/test_spark_build.py::test_plain_columns_in_small_arrow_batches_",
         "tests/integration/test_spark_build.py::",
         "tests/integration/test_rescale_keygroups.py::test_sources_reaching_into_each_others_key_groups_",
         "tests/integration/test_file_owners.py::test_rescale_as_root_",
     ),
     "spark-loads-and-rescales": (
+        "tests/integration/test_adstore_spark.py::test_plain_columns_take_the_jvm_path_and_equal_the_put_path[",
         "tests/integration/test_adstore_spark.py::",
         "tests/integration/test_rescale.py::",
         "tests/integration/test_rescale_rerun.py::test_killed_in_its_commit_",
@@ -63,9 +70,11 @@ LONG_FIRST = (
 def pytest_configure(config: pytest.Config) -> None:
     # The Spark JVMs of the tests (spark-submit's driver: in local mode, the whole application) compile with
     # C1 only: a test's build runs for seconds, and C2's compiler threads cost more CPU than they save
-    # (a build's CPU time drops by about 40 %). The same classes, the same results; users keep the JVM's
-    # default. Set SPARK_SUBMIT_OPTS yourself to test with another.
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+    # (a build's CPU time drops by about 40 %). They collect with the serial collector: a heap of a few
+    # hundred MB lives seconds, and G1's concurrent and parallel threads cost a tenth of the JVM's CPU more.
+    # The same classes, the same results; users keep the JVM's defaults. Set SPARK_SUBMIT_OPTS yourself to
+    # test with others.
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -83,6 +92,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return -1
         return next((i for i, prefix in enumerate(LONG_FIRST) if scope.startswith(prefix)), len(LONG_FIRST))
 
+    def chain_order(scope: str, tests: dict) -> dict:
+        """A chain's tests in the order of its prefixes (stable: then collection order); others as they are."""
+        if scope not in SPARK_CHAINS:
+            return tests
+        prefixes = SPARK_CHAINS[scope]
+        first = lambda nodeid: next(i for i, p in enumerate(prefixes) if nodeid.startswith(p))  # noqa: E731
+        return dict(sorted(tests.items(), key=lambda test: first(test[0])))
+
     class SparkChains(LoadScopeScheduling):
         ordered = False
 
@@ -94,7 +111,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                 self.ordered = True
                 units = sorted(self.workqueue.items(), key=lambda unit: rank(unit[0]))  # stable: collection order
                 self.workqueue.clear()
-                self.workqueue.update(units)
+                self.workqueue.update((scope, chain_order(scope, tests)) for scope, tests in units)
             super()._assign_work_unit(node)
 
     return SparkChains(config, log)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from statectl.formats.adstore import Digest, partition_of
-from tests.tools.standby_helpers import STATECTL, clean_env, cli, read_store
+from tests.tools.standby_helpers import STATECTL, clean_env, cli, cli_here, read_store
 
 pytestmark = pytest.mark.timeout(600)
 STORE = "counts"
@@ -55,14 +55,14 @@ def _make_sources(tmp: Path, blobs: str, job: str, n: int, seed: int, *extra: st
             db[k] = v
             expected[k] = v
         db.close()
-        cli(tmp, "backup", "--create", "--blobstore", blobs, "--job", job, "--store", STORE, "--task",
-            f"Partition {p}", "--state-dir", str(tmp / "state"), *extra)
+        cli_here(tmp, "backup", "--create", "--blobstore", blobs, "--job", job, "--store", STORE, "--task",
+                 f"Partition {p}", "--state-dir", str(tmp / "state"), *extra)
     return expected
 
 
 def _latest(tmp: Path, blobs: str, job: str, task: str) -> list[str]:
-    p = cli(tmp, "snapshots", "list", "--blobstore", blobs, "--job", job, "--store", STORE, "--task", task, "-o",
-            "json", code=None)
+    p = cli_here(tmp, "snapshots", "list", "--blobstore", blobs, "--job", job, "--store", STORE, "--task", task,
+                 "-o", "json", code=None)
     if p.returncode == 10:
         return []
     assert p.returncode == 0, p.stderr
@@ -71,8 +71,8 @@ def _latest(tmp: Path, blobs: str, job: str, task: str) -> list[str]:
 
 def _restored(tmp: Path, blobs: str, job: str, task: str) -> dict[bytes, bytes]:
     target = tmp / "restored" / job / task.replace(" ", "_")
-    cli(tmp, "restore", "--blobstore", blobs, "--job", job, "--store", STORE, "--task", task, "--target-dir",
-        str(target))
+    cli_here(tmp, "restore", "--blobstore", blobs, "--job", job, "--store", STORE, "--task", task, "--target-dir",
+             str(target))
     return read_store(target)
 
 
@@ -101,8 +101,8 @@ def _nothing_committed(tmp: Path, blobs: str, job: str, m: int) -> None:
 def _sources_intact(tmp: Path, blobs: str, job: str, before: dict[str, list[str]]) -> None:
     for task, ids in before.items():
         assert _latest(tmp, blobs, job, task) == ids
-        cli(tmp, "snapshots", "verify", ids[0], "--download", "--blobstore", blobs, "--job", job, "--store", STORE,
-            "--task", task)
+        cli_here(tmp, "snapshots", "verify", ids[0], "--download", "--blobstore", blobs, "--job", job, "--store",
+                 STORE, "--task", task)
 
 
 def _uncommitted_blobs_carry_a_ttl(url: str, committed: list[str]) -> int:
@@ -137,8 +137,9 @@ def _check_targets(tmp: Path, blobs: str, job: str, m: int, expected: dict[bytes
         assert got == want, f"target Partition {j} differs from a fresh partitioning"
         _compacts(tmp / "restored" / job / f"Partition_{j}", want, len({partition_of(k, result["tasks_in"])
                                                                           for k in want}))
-        snap = json.loads(cli(tmp, "snapshots", "show", result["targets"][j]["snapshot_id"], "--blobstore", blobs,
-                              "--job", job, "--store", STORE, "--task", f"Partition {j}", "-o", "json").stdout)
+        snap = json.loads(cli_here(tmp, "snapshots", "show", result["targets"][j]["snapshot_id"], "--blobstore",
+                                   blobs, "--job", job, "--store", STORE, "--task", f"Partition {j}", "-o",
+                                   "json").stdout)
         assert snap["prev-snapshot-index-blob-id"] is None
     assert result["bytes_read"] > 0 and result["bytes_written"] > 0
 
@@ -221,8 +222,8 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
         task = f"Partition {p}"
         now = _latest(tmp_path, blobs, "job4", task)
         assert now == ([r["targets"][p]["snapshot_id"]] if p < 2 else []) + before[task], task
-        cli(tmp_path, "snapshots", "verify", before[task][0], "--download", "--blobstore", blobs, "--job", "job4",
-            "--store", STORE, "--task", task)
+        cli_here(tmp_path, "snapshots", "verify", before[task][0], "--download", "--blobstore", blobs, "--job",
+                 "job4", "--store", STORE, "--task", task)
     assert not list(tmp_path.glob("statectl-rescale-*")), "the work dir outlived the rescale"
     # Partition 2 and 3 are what the recorded scale-in left behind, not state: a rescale --from 2 may go on
     dry = json.loads(cli(tmp_path, "rescale", "--blobstore", blobs, "--job", "job4", "--store", STORE, "--from", "2",
@@ -231,8 +232,8 @@ def test_rescale_4_to_2_then_damaged_source(tmp_path: Path):
 
     named = tmp_path / "snapshots.json"
     named.write_text(json.dumps({task: ids[0] for task, ids in before.items()}))
-    index = json.loads(cli(tmp_path, "snapshots", "show", before["Partition 1"][0], "--blobstore", blobs,
-                           "--job", "job4", "--store", STORE, "--task", "Partition 1", "-o", "json").stdout)
+    index = json.loads(cli_here(tmp_path, "snapshots", "show", before["Partition 1"][0], "--blobstore", blobs,
+                                "--job", "job4", "--store", STORE, "--task", "Partition 1", "-o", "json").stdout)
     sst = next(f for f in index["dir-index"]["files-present"] if f["file-name"].endswith(".sst"))
     blob_id = sst["blobs"][0]["blob-id"]
     name = blob_id.rsplit("/", 1)[-1]

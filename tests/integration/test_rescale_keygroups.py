@@ -17,7 +17,7 @@ import pytest
 
 from statectl.formats.keygroups import key_group, task_of
 from tests.integration.test_rescale import STORE, _latest, _restored, _sources_intact
-from tests.tools.standby_helpers import cli
+from tests.tools.standby_helpers import cli, cli_here
 
 pytestmark = pytest.mark.timeout(600)
 GROUPS = 128
@@ -73,8 +73,8 @@ def _make_sources(tmp: Path, blobs: str, job: str, n: int, foreign: bool = False
             db[_key(first - 1, 999)] = b"not mine"
             db.flush()
         db.close()
-        cli(tmp, "backup", "--create", "--blobstore", blobs, "--job", job, "--store", STORE, "--task",
-            f"Partition {p}", "--state-dir", str(tmp / "state"))
+        cli_here(tmp, "backup", "--create", "--blobstore", blobs, "--job", job, "--store", STORE, "--task",
+                 f"Partition {p}", "--state-dir", str(tmp / "state"))
     return expected
 
 
@@ -98,8 +98,8 @@ def _check(tmp: Path, blobs: str, job: str, m: int, expected: dict[bytes, bytes]
 
 def _sst_count(tmp: Path, blobs: str, job: str, task: str) -> int:
     snap = _latest(tmp, blobs, job, task)[0]
-    shown = json.loads(cli(tmp, "snapshots", "show", snap, "--blobstore", blobs, "--job", job, "--store", STORE,
-                           "--task", task, "-o", "json").stdout)
+    shown = json.loads(cli_here(tmp, "snapshots", "show", snap, "--blobstore", blobs, "--job", job, "--store", STORE,
+                                "--task", task, "-o", "json").stdout)
     return sum(f["file-name"].endswith(".sst") for f in shown["dir-index"]["files-present"])
 
 

@@ -47,6 +47,36 @@ def cli(tmp: Path, *args: str, code: int | None = 0, timeout: float = 180,
     return p
 
 
+def cli_here(tmp: Path, *args: str, code: int | None = 0, env: dict[str, str] | None = None,
+             **_: Any) -> subprocess.CompletedProcess:
+    """``cli`` run in this process (typer's CliRunner), for the commands that set up or read back what a test
+    checks (a backup of its sources, a restore or listing of its results): the same clean environment (as
+    clean_env, plus ``env``) and working dir ``tmp``, the same CompletedProcess, without a Python start and
+    its imports, botocore's among them (0.3-0.5 s of CPU a run). The commands under test, and any a test
+    signals, kills, runs beside another or gives STATECTL_FAILPOINTS (read once per process), stay cli()."""
+    from typer.testing import CliRunner
+
+    from statectl.cli.main import app
+
+    assert threading.current_thread() is threading.main_thread(), "cli_here swaps the process's env and cwd"
+    assert "STATECTL_FAILPOINTS" not in (env or {}), "failpoints are read once per process: use cli()"
+    dropped = {k: None for k in os.environ if k.startswith(("STATECTL_", "AWS_"))}
+    environ = {**dropped, "XDG_CONFIG_HOME": str(tmp / "xdg-config"), "XDG_DATA_HOME": str(tmp / "xdg-data"),
+               **(env or {})}
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        r = CliRunner().invoke(app, list(args), env=environ)
+    finally:
+        os.chdir(cwd)
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    p = subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+    if code is not None:
+        assert p.returncode == code, (args, p.returncode, p.stdout, p.stderr)
+    return p
+
+
 def json_objects(text: str) -> list[Any]:
     """Every JSON value in ``text``, in order (JSON lines, then an indented object, as follow -o json prints)."""
     dec = json.JSONDecoder()
