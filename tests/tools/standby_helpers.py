@@ -60,9 +60,8 @@ def cli_here(tmp: Path, *args: str, code: int | None = 0, env: dict[str, str] | 
 
     assert threading.current_thread() is threading.main_thread(), "cli_here swaps the process's env and cwd"
     assert "STATECTL_FAILPOINTS" not in (env or {}), "failpoints are read once per process: use cli()"
-    dropped = {k: None for k in os.environ if k.startswith(("STATECTL_", "AWS_"))}
-    environ = {**dropped, "XDG_CONFIG_HOME": str(tmp / "xdg-config"), "XDG_DATA_HOME": str(tmp / "xdg-data"),
-               **(env or {})}
+    clean = clean_env(tmp)
+    environ = {**{k: None for k in os.environ if k not in clean}, **clean, **(env or {})}
     cwd = os.getcwd()
     os.chdir(tmp)
     try:
