@@ -59,13 +59,31 @@ def commit_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, leas
     ``lease`` is still held. Returns the index blob id and the committed record. Anything that fails
     before the record leaves only TTL'd blobs (gc reclaims them); backup and ``snapshots copy`` both
     commit through here. Raises LeaseLostError when another process took the store over."""
+    index_id, record = stage_snapshot(blobstore, index, ttl_seconds=ttl_seconds, keep_last=keep_last)
+    commit_staged(checkpoints, [(lease, ref, record)], input_offsets=input_offsets, markers=markers)
+    return index_id, record
+
+
+def stage_snapshot(blobstore: BlobStore, index: SnapshotIndex, *, ttl_seconds: int,
+                   keep_last: int) -> tuple[str, CheckpointRecord]:
+    """The first half of ``commit_snapshot``: upload ``index`` (TTL'd); its blob id, and the record that
+    ``commit_staged`` commits. Nothing is recorded: what fails from here to the commit leaves TTL'd blobs."""
     index_id = write_index(blobstore, index, ttl_seconds)
     failpoints.hit("after-index-upload")
-    record = CheckpointRecord(index.snapshot_metadata.checkpoint_id, index_id, index.creation_time_millis,
-                              keep_last=keep_last)
-    lease.check()  # fencing: never commit after another backup took the store over
-    checkpoints.commit(ref, record, input_offsets=input_offsets, markers=markers)
-    return index_id, record
+    return index_id, CheckpointRecord(index.snapshot_metadata.checkpoint_id, index_id, index.creation_time_millis,
+                                      keep_last=keep_last)
+
+
+def commit_staged(checkpoints: BlobCheckpointStore, staged: list[tuple[Lease, StoreRef, CheckpointRecord]], *,
+                  input_offsets: dict[str, str] | None = None,
+                  markers: dict[str, dict[str, str]] | None = None) -> None:
+    """The second half: commit the snapshots ``stage_snapshot`` staged (of one or more stores of one task,
+    each held by its lease) as ONE checkpoint (BlobCheckpointStore.commit_stores), after checking that every
+    lease is still held. Raises LeaseLostError when another process took one of the stores over."""
+    for lease, _, _ in staged:
+        lease.check()  # fencing: never commit after another backup took the store over
+    checkpoints.commit_stores([(ref, record) for _, ref, record in staged], input_offsets=input_offsets,
+                              markers=markers)
 
 
 # The index blob id a planned snapshot stands under: it has none before its commit, and retention only

@@ -174,9 +174,12 @@ class KafkaCheckpointLog:
     @_one_at_a_time
     def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
                input_offsets: Mapping[str, str] | None = None,
-               markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
+               markers: Mapping[str, Mapping[str, str]] | None = None,
+               other_stores: Mapping[str, str] | None = None) -> None:
         """Write a v2 checkpoint ``checkpoint_id`` for ``ref.task`` whose blob-store marker for ``ref.store`` is
-        ``index_blob_id``. The input offsets and every other marker (other stores, other state backends) are
+        ``index_blob_id``, and for each of ``other_stores`` (store -> index blob id: the task's stores committed
+        as one checkpoint, as Samza's TaskStorageCommitManager writes them) its own. The input offsets and every
+        other marker (other stores, other state backends) are
         those of the task's latest v2 checkpoint, unchanged, except for ``input_offsets`` (the task's, when a
         job commits its progress with its state) and ``markers`` (state backend factory -> store -> marker,
         e.g. the store's Kafka changelog position), which replace theirs. Creates the topic (1 partition, compacted) when
@@ -189,10 +192,12 @@ class KafkaCheckpointLog:
         harmless). A job writing checkpoints for the same task meanwhile wins or loses by record order.
         """
         self._check_ref(ref)
-        if not index_blob_id:
+        snapshots = {ref.store: index_blob_id, **(other_stores or {})}
+        if not all(snapshots.values()):
             raise UsageError("empty index blob id")
-        self._write(ref.task, checkpoint_id, {BLOB_STORE_FACTORY: {ref.store: index_blob_id}, **(markers or {})},
-                    input_offsets)
+        given = {factory: dict(stores) for factory, stores in (markers or {}).items()}
+        given.setdefault(BLOB_STORE_FACTORY, {}).update(snapshots)
+        self._write(ref.task, checkpoint_id, given, input_offsets)
 
     @_one_at_a_time
     def commit_offsets(self, task: str, checkpoint_id: str, input_offsets: Mapping[str, str]) -> None:
@@ -575,9 +580,10 @@ class KafkaCheckpointLogs:
 
     def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
                input_offsets: Mapping[str, str] | None = None,
-               markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
+               markers: Mapping[str, Mapping[str, str]] | None = None,
+               other_stores: Mapping[str, str] | None = None) -> None:
         self.for_job(ref.job, ref.job_id).commit(ref, checkpoint_id, index_blob_id, input_offsets=input_offsets,
-                                                 markers=markers)
+                                                 markers=markers, other_stores=other_stores)
 
     def close(self) -> None:
         for log in self._logs.values():

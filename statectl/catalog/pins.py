@@ -68,7 +68,7 @@ from urllib.parse import quote, unquote
 
 from statectl.blobstore.base import BlobStore
 from statectl.catalog import lease
-from statectl.catalog.records import COMMITTED, EXPIRED, BlobCheckpointStore, iso_utc
+from statectl.catalog.records import COMMITTED, EXPIRED, PENDING, BlobCheckpointStore, iso_utc
 from statectl.catalog.refs import StoreRef
 from statectl.catalog.resolve import ResolvedSnapshot, expired_error, resolve_snapshot
 from statectl.errors import (
@@ -303,17 +303,24 @@ class ReaderPin:
             # The catalog is its own commit log: the snapshot's own record says whether retention keeps it.
             r = self.checkpoints.record(owner, snap.record.checkpoint_id)
             return r is not None and r.index_blob_id == snap.index_blob_id and r.state == COMMITTED
-        if latest:
-            try:
-                now = self.checkpoints.latest(self.ref)
-            except SnapshotNotFoundError:
-                now = None
-            if now is not None and now.index_blob_id == snap.index_blob_id:
-                return True
+        if latest and self._latest_is(self.ref, snap):
+            return True
         for r in self.checkpoints.records(owner):
             if r.index_blob_id == snap.index_blob_id:
+                # A commit log's latest checkpoint is committed while the catalog's record of it may still be
+                # pending (a crash between the two): retention keeps it.
+                if r.state == PENDING and not latest:
+                    return self._latest_is(owner, snap)
                 return r.state == COMMITTED
         return False if snap.record is not None else None
+
+    def _latest_is(self, ref: StoreRef, snap: ResolvedSnapshot) -> bool:
+        """Whether ``snap`` is the latest committed snapshot of ``ref`` (the commit log's, when there is one)."""
+        try:
+            now = self.checkpoints.latest(ref)
+        except SnapshotNotFoundError:
+            return False
+        return now is not None and now.index_blob_id == snap.index_blob_id
 
     # -- the pin record ----------------------------------------------------------------------------
 

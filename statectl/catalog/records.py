@@ -20,7 +20,7 @@ import io
 import json
 import time
 from dataclasses import dataclass, replace
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 from urllib.parse import quote, unquote
 
@@ -78,9 +78,11 @@ class CommitLog(Protocol):
 
     def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
                input_offsets: Mapping[str, str] | None = None,
-               markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
+               markers: Mapping[str, Mapping[str, str]] | None = None,
+               other_stores: Mapping[str, str] | None = None) -> None:
         """Durably record a checkpoint; once this returns it is committed. ``input_offsets`` (the job's
-        progress) and ``markers`` (other state backends' positions) go with it when given."""
+        progress), ``markers`` (other state backends' positions) and ``other_stores`` (store -> index blob id:
+        snapshots of other stores of the task, committed in the same checkpoint) go with it when given."""
 
     def close(self) -> None: ...
 
@@ -199,21 +201,36 @@ class BlobCheckpointStore:
         """Commit a checkpoint: the catalog record, or pending record + Kafka + committed record.
         ``input_offsets`` and ``markers`` go to the commit log (UsageError without one: the catalog
         records neither)."""
+        self.commit_stores([(ref, record)], input_offsets=input_offsets, markers=markers)
+
+    def commit_stores(self, stores: Sequence[tuple[StoreRef, CheckpointRecord]], *,
+                      input_offsets: Mapping[str, str] | None = None,
+                      markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """Commit checkpoints of one or more stores of one task, all under one checkpoint id, as one: with a
+        commit log, every pending record, then ONE checkpoint naming every store's snapshot (the task's
+        ``input_offsets`` and ``markers`` with it), then every committed record; a crash before that
+        checkpoint leaves the task's latest checkpoint, of every store, as it was. Without one, each catalog
+        record (a store at a time: the catalog has no commit spanning stores). UsageError for stores of
+        several tasks or checkpoint ids, and for offsets or markers without a commit log."""
+        (ref, record), others = stores[0], stores[1:]
+        if any((r.job, r.job_id, r.task) != (ref.job, ref.job_id, ref.task)
+               or rec.checkpoint_id != record.checkpoint_id for r, rec in others):
+            raise UsageError("a commit of several stores takes stores of one task under one checkpoint id")
         if self.commit_log is None:
             if input_offsets is not None or markers:
                 raise UsageError("input offsets and state markers are committed to a job's checkpoint topic: "
                                  "they need --kafka")
-            self.write(ref, replace(record, state=COMMITTED))
+            for r, rec in stores:
+                self.write(r, replace(rec, state=COMMITTED))
             return
-        self.write(ref, replace(record, state=PENDING))
+        for r, rec in stores:
+            self.write(r, replace(rec, state=PENDING))
         failpoints.hit("before-kafka-commit")
-        if input_offsets is not None or markers:
-            self.commit_log.commit(ref, record.checkpoint_id, record.index_blob_id, input_offsets=input_offsets,
-                                   markers=markers)
-        else:
-            self.commit_log.commit(ref, record.checkpoint_id, record.index_blob_id)
+        self.commit_log.commit(ref, record.checkpoint_id, record.index_blob_id, input_offsets=input_offsets,
+                               markers=markers, other_stores={r.store: rec.index_blob_id for r, rec in others})
         failpoints.hit("after-kafka-commit")
-        self.write(ref, replace(record, state=COMMITTED))
+        for r, rec in stores:
+            self.write(r, replace(rec, state=COMMITTED))
 
     def reconcile(self, ref: StoreRef, *, abandon_after_s: float) -> CheckpointRecord | None:
         """Bring the catalog in line with the commit log after a crash; return the latest checkpoint.

@@ -2,8 +2,10 @@
 
 checkpoint -> diff against the previous snapshot (the BackupPlan) -> upload what changed (TTL'd) ->
 upload the index (TTL'd, with its prev pointer) -> record the checkpoint (the commit) -> post-commit
-cleanup -> delete stale local checkpoint dirs. ``plan_backup`` decides the same with nothing written
-(backup --dry-run): the files uploaded or kept, and what retention would then expire and delete.
+cleanup -> delete stale local checkpoint dirs. ``backup_stores`` backs up stores of one task as one
+checkpoint (a job committing a task with its input offsets: statectl.pipeline). ``plan_backup`` decides
+the same with nothing written (backup --dry-run): the files uploaded or kept, and what retention would
+then expire and delete.
 ``backup_all`` backs up (or plans) every task dir of a state dir, each under the task a TaskNamer names, several
 stores at once (engine.at_once).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,9 @@ from statectl.catalog.lease import GC_WAIT_SECONDS, Lease
 from statectl.catalog.records import BlobCheckpointStore, CheckpointRecord, iso_utc, now_ms
 from statectl.catalog.refs import StoreRef, is_checkpoint_id, new_checkpoint_id
 from statectl.catalog.retention import RetentionPlan
-from statectl.catalog.commit import commit_snapshot, finish_commit, plan_commit, prepare_commit
+from statectl.catalog.commit import commit_staged, finish_commit, plan_commit, prepare_commit, stage_snapshot
 from statectl.engine.at_once import SharedProgress, run_at_once, shares
+from statectl.engine.task_namer import TaskNamer
 from statectl.errors import (
     CorruptSnapshotError,
     NotAStoreError,
@@ -46,8 +49,6 @@ from statectl.local.layout import (
     local_checkpoint_dirs,
     not_in_checkpoint,
     task_dirs,
-    task_named_by_dir,
-    tasks_of_dir,
 )
 from statectl.parallel import check_parallelism
 from statectl.progress import NoteRecorder, NullProgress, ProgressReporter
@@ -140,14 +141,19 @@ class BackupPlan:
 
 
 @dataclass
-class _Committed:
-    """A plan carried out up to the commit: the snapshot's index (its blob ``index_id``), its catalog
-    record and the files uploaded for it."""
+class _Staged:
+    """A store's backup carried out up to its commit, under its ``lease``: the snapshot's files uploaded and
+    its index (its blob ``index_id``) written, TTL'd; the ``record`` to commit; the files uploaded for it;
+    its notes."""
 
+    opts: BackupOptions
+    lease: Lease
+    plan: BackupPlan
     index_id: str
     record: CheckpointRecord
     index: SnapshotIndex
     uploaded: list[FileIndex]
+    progress: NoteRecorder
 
 
 def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
@@ -168,39 +174,117 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
     takes the checkpoint statectl made with it), clean up after the commit; then drop stale local
     checkpoint dirs and note the store's task dirs this backup leaves out.
     """
-    opts.validate()
-    progress = NoteRecorder(progress)
+    return backup_stores([opts], blobstore, checkpoints, progress)[0]
+
+
+def backup_stores(stores: list[BackupOptions], blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+                  progress: ProgressReporter | None = None) -> list[BackupResult]:
+    """Back up ``stores`` of one task as ONE checkpoint, in the order Samza's TaskStorageCommitManager commits
+    a task: each store's backup up to its commit (its lease held until the end, its checkpoint id the same),
+    then one commit naming every store's snapshot with the task's input offsets and every store's markers
+    (catalog.commit.commit_staged), then each store's post-commit cleanup. A failure before that commit
+    leaves every store's latest snapshot (and the task's checkpoint) as it was. Raises as ``backup``, and
+    UsageError for stores of several tasks, a store given twice, checkpoint dirs naming different checkpoint
+    ids or different input offsets, before anything is written."""
+    for opts in stores:
+        opts.validate()
     started = time.monotonic()
-    source, checkpoint_id = _source(opts)
-    makes_checkpoint = opts.checkpoint_dir is None
+    sources = _sources(stores)
+    offsets, markers = _task_state(stores)
+    staged: list[_Staged] = []
+    with ExitStack() as leases:
+        try:
+            for opts, (source, checkpoint_id) in zip(stores, sources):
+                staged.append(_stage(opts, source, checkpoint_id, blobstore, checkpoints, leases, progress))
+            commit_staged(checkpoints, [(s.lease, s.opts.ref, s.record) for s in staged], input_offsets=offsets,
+                          markers=markers)
+        except BaseException:  # before the commit: the checkpoints statectl made go with it
+            for s in staged:
+                if s.opts.checkpoint_dir is None:
+                    shutil.rmtree(s.plan.source, ignore_errors=True)
+            raise
+        for s in staged:
+            finish_commit(blobstore, checkpoints, s.opts.ref, s.record, s.index,
+                          new_blob_ids=[b.blob_id for fi in s.uploaded for b in fi.blobs],
+                          grace_seconds=s.opts.grace_seconds, progress=s.progress, what="backup")
+    return [_finished(s, started, blobstore.url) for s in staged]
+
+
+def _sources(stores: list[BackupOptions]) -> list[tuple[Path, str]]:
+    """The checkpoint dir each store's backup reads, and the checkpoint id they share (_source)."""
+    refs = [opts.ref for opts in stores]
+    if len({(r.job, r.job_id, r.task) for r in refs}) > 1 or len({r.store for r in refs}) < len(refs):
+        raise UsageError("stores backed up as one checkpoint must be different stores of one task")
+    shared = new_checkpoint_id()
+    sources = [_source(opts, shared) for opts in stores]
+    ids = sorted({checkpoint_id for _, checkpoint_id in sources})
+    if len(ids) > 1:
+        raise UsageError(f"stores backed up as one checkpoint share its id, but their checkpoint dirs name "
+                         f"{', '.join(ids)}")
+    return sources
+
+
+def _task_state(stores: list[BackupOptions]) -> tuple[dict[str, str] | None, dict[str, dict[str, str]] | None]:
+    """The task's input offsets (the stores' own, which must agree) and every store's markers, merged."""
+    given = [opts.input_offsets for opts in stores if opts.input_offsets is not None]
+    if any(offsets != given[0] for offsets in given):
+        raise UsageError("stores backed up as one checkpoint carry the task's input offsets: theirs differ")
+    markers: dict[str, dict[str, str]] = {}
+    for opts in stores:
+        for factory, marks in (opts.markers or {}).items():
+            markers.setdefault(factory, {}).update(marks)
+    return (given[0] if given else None), (markers or None)
+
+
+def _stage(opts: BackupOptions, source: Path, checkpoint_id: str, blobstore: BlobStore,
+           checkpoints: BlobCheckpointStore, leases: ExitStack, progress: ProgressReporter | None) -> _Staged:
+    """One store's backup up to its commit, its lease held until ``leases`` closes: finish an interrupted
+    cleanup, make the checkpoint (unless given), plan against the latest snapshot, upload, write the index.
+    What fails takes the checkpoint statectl made with it."""
+    notes = NoteRecorder(progress)
     # Talk to the blob store before checkpointing: opening the store read-write rewrites its MANIFEST
     # and logs, so a missing bucket, bad credentials or an unreachable store must fail before that.
     # gc holds a store's lease only while it settles the store: wait for it rather than fail.
-    with Lease(blobstore, opts.ref, wait_for_gc=GC_WAIT_SECONDS) as lease:
-        if lease.notice:
-            progress.note(lease.notice)
-        prev_record = prepare_commit(blobstore, checkpoints, opts.ref, grace_seconds=opts.grace_seconds,
-                                     progress=progress)
-        try:
-            adopt = _make_checkpoint(opts.store_dir, source) if makes_checkpoint else None
-            plan = _plan(opts, blobstore, checkpoint_id, source, prev_record, adopt, progress)
-            done = _upload_and_commit(plan, opts, blobstore, checkpoints, lease, progress)
-        except BaseException:
-            if makes_checkpoint:
-                shutil.rmtree(source, ignore_errors=True)
-            raise
-        finish_commit(blobstore, checkpoints, opts.ref, done.record, done.index,
-                      new_blob_ids=[b.blob_id for fi in done.uploaded for b in fi.blobs],
-                      grace_seconds=opts.grace_seconds, progress=progress, what="backup")
-    if makes_checkpoint:
-        _delete_stale_checkpoint_dirs(opts.store_dir, keep=checkpoint_id if opts.keep_local_checkpoint else None)
-    _note_other_tasks(opts, progress)
-    present = list(done.index.dir_index.walk_present())
+    lease = leases.enter_context(Lease(blobstore, opts.ref, wait_for_gc=GC_WAIT_SECONDS))
+    if lease.notice:
+        notes.note(lease.notice)
+    prev_record = prepare_commit(blobstore, checkpoints, opts.ref, grace_seconds=opts.grace_seconds, progress=notes)
+    makes_checkpoint = opts.checkpoint_dir is None
+    try:
+        adopt = _make_checkpoint(opts.store_dir, source) if makes_checkpoint else None
+        plan = _plan(opts, blobstore, checkpoint_id, source, prev_record, adopt, notes)
+        failpoints.hit("before-upload")
+        uploaded = upload_files(blobstore, plan.added, chunk_size=opts.chunk_size, parallelism=opts.parallelism,
+                                ttl_seconds=opts.ttl_seconds, progress=notes, limit=opts.rate_limit)
+        ref = opts.ref
+        index = SnapshotIndex(
+            creation_time_millis=now_ms(),
+            snapshot_metadata=SnapshotMetadata(checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
+            dir_index=build_dir_index(plan.diff, {id(lf): fi for lf, fi in zip(plan.added, uploaded)}),
+            prev_snapshot_index_blob_id=plan.prev_record.index_blob_id if plan.prev_record else None,
+        )
+        index_id, record = stage_snapshot(blobstore, index, ttl_seconds=opts.ttl_seconds, keep_last=opts.keep_last)
+    except BaseException:
+        if makes_checkpoint:
+            shutil.rmtree(source, ignore_errors=True)
+        raise
+    return _Staged(opts, lease, plan, index_id, record, index, uploaded, notes)
+
+
+def _finished(s: _Staged, started: float, url: str) -> BackupResult:
+    """After the commit and its cleanup: drop stale local checkpoint dirs, note the store's task dirs left
+    out; the store's result."""
+    opts, plan = s.opts, s.plan
+    if opts.checkpoint_dir is None:
+        _delete_stale_checkpoint_dirs(opts.store_dir, keep=s.record.checkpoint_id if opts.keep_local_checkpoint
+                                      else None)
+    _note_other_tasks(opts, s.progress)
+    present = list(s.index.dir_index.walk_present())
     return BackupResult(
-        snapshot_id=done.index_id, checkpoint_id=checkpoint_id, store=opts.ref.store, task=opts.ref.task,
-        files_total=len(present), files_uploaded=len(done.uploaded), bytes_total=sum(f.size for _, f in present),
-        bytes_uploaded=sum(f.size for f in done.uploaded), files_removed=sum(1 for _ in plan.diff.removed()),
-        duration_s=round(time.monotonic() - started, 3), notes=progress.notes, blobstore=blobstore.url,
+        snapshot_id=s.index_id, checkpoint_id=s.record.checkpoint_id, store=opts.ref.store, task=opts.ref.task,
+        files_total=len(present), files_uploaded=len(s.uploaded), bytes_total=sum(f.size for _, f in present),
+        bytes_uploaded=sum(f.size for f in s.uploaded), files_removed=sum(1 for _ in plan.diff.removed()),
+        duration_s=round(time.monotonic() - started, 3), notes=s.progress.notes, blobstore=url,
     )
 
 
@@ -331,20 +415,21 @@ def _rewritten_at_open(rel: str) -> bool:
     return "/" not in rel and (rel == "CURRENT" or rel.startswith(("MANIFEST-", "OPTIONS-")) or rel.endswith(".log"))
 
 
-def _source(opts: BackupOptions) -> tuple[Path, str]:
+def _source(opts: BackupOptions, checkpoint_id: str | None = None) -> tuple[Path, str]:
     """The checkpoint dir the backup reads and its checkpoint id: the job's (``opts.checkpoint_dir``,
     whose id is its name's suffix when that is one), or a new one beside the store, which must then not
-    be held by a running process (LockHeldError)."""
+    be held by a running process (LockHeldError). ``checkpoint_id``: the id when the dir names none (a
+    new one when None)."""
+    checkpoint_id = checkpoint_id or new_checkpoint_id()
     if opts.checkpoint_dir is not None:
         source = Path(opts.checkpoint_dir)
         require_store(source, "checkpoint dir")
         suffix = source.name[len(opts.store_dir.name) + 1:] if source.name.startswith(opts.store_dir.name + "-") else ""
-        return source, suffix if is_checkpoint_id(suffix) else new_checkpoint_id()
+        return source, suffix if is_checkpoint_id(suffix) else checkpoint_id
     require_store(opts.store_dir)
     pid = lock_holder(opts.store_dir)
     if pid is not None:
         raise locked_error(opts.store_dir, pid)
-    checkpoint_id = new_checkpoint_id()
     return checkpoint_dir(opts.store_dir, checkpoint_id), checkpoint_id
 
 
@@ -383,26 +468,6 @@ def _plan(opts: BackupOptions, blobstore: BlobStore, checkpoint_id: str, source:
             diff = diff_local(source, None, ignore=ignore, adopt=adopt)
     previous = sum(1 for _ in prev_index.dir_index.walk_present()) if prev_index and prev_record else 0
     return BackupPlan(checkpoint_id, source, prev_record, diff, previous)
-
-
-def _upload_and_commit(plan: BackupPlan, opts: BackupOptions, blobstore: BlobStore,
-                       checkpoints: BlobCheckpointStore, lease: Lease, progress: ProgressReporter) -> _Committed:
-    """Upload the plan's added files (TTL'd), build the new index and commit it (catalog.commit)."""
-    ref = opts.ref
-    added = plan.added
-    failpoints.hit("before-upload")
-    uploaded = upload_files(blobstore, added, chunk_size=opts.chunk_size, parallelism=opts.parallelism,
-                            ttl_seconds=opts.ttl_seconds, progress=progress, limit=opts.rate_limit)
-    index = SnapshotIndex(
-        creation_time_millis=now_ms(),
-        snapshot_metadata=SnapshotMetadata(plan.checkpoint_id, ref.job, ref.job_id, ref.task, ref.store),
-        dir_index=build_dir_index(plan.diff, {id(lf): fi for lf, fi in zip(added, uploaded)}),
-        prev_snapshot_index_blob_id=plan.prev_record.index_blob_id if plan.prev_record else None,
-    )
-    index_id, record = commit_snapshot(blobstore, checkpoints, lease, ref, index, ttl_seconds=opts.ttl_seconds,
-                                       keep_last=opts.keep_last, input_offsets=opts.input_offsets,
-                                       markers=opts.markers)
-    return _Committed(index_id, record, index, uploaded)
 
 
 def _note_other_tasks(opts: BackupOptions, progress: ProgressReporter) -> None:
@@ -454,63 +519,6 @@ class BackupAllResult:
     failures: list[tuple[str, str]]
     blobstore: str = ""
     dry_run: bool = False
-
-
-class TaskNamer:
-    """Names the task of each task dir of job ``ref.job``-``ref.job_id`` without guessing (local.layout's
-    rule): a dir name without ``_`` is its task's name; any other is named by the first of these sources that
-    knows a task with that dir, read when first needed: the job model on the job's coordinator stream and
-    the job's checkpoint topic (both when the catalog commits to Kafka: --kafka), then the tasks the blob
-    store's catalog holds snapshots of for the job (names an earlier --task, the job's own commits or --kafka
-    gave)."""
-
-    def __init__(self, ref: StoreRef, checkpoints: BlobCheckpointStore):
-        from statectl.catalog.kafka_log import KafkaCheckpointLogs
-
-        self.ref = ref
-        log = checkpoints.commit_log
-        self.kafka = isinstance(log, KafkaCheckpointLogs)
-        self._sources: list[tuple[str, Callable[[], set[str]]]] = []
-        if isinstance(log, KafkaCheckpointLogs):
-            self._sources += [("the job model on its coordinator stream", lambda: _job_model_tasks(log, ref)),
-                              ("its checkpoint topic", lambda: log.for_job(ref.job, ref.job_id).task_names())]
-        self._sources.append(("the blob store's catalog",
-                              lambda: {r.task for r in checkpoints.refs(ref.job) if r.job_id == ref.job_id}))
-        self._known: dict[str, set[str]] = {}
-
-    def name(self, task_dir: TaskDir) -> str:
-        """The task of ``task_dir``. Raises PartialError (its message for ``failures``) when no source knows a
-        task with that dir, or the first that does knows two (``a b`` and ``a_b``); errors of the sources as
-        they raise them (unreachable brokers, a blob store that does not exist)."""
-        named = task_named_by_dir(task_dir.name)
-        if named is not None:
-            return named
-        job = f"job {self.ref.job}-{self.ref.job_id}"
-        for what, read in self._sources:
-            if what not in self._known:
-                self._known[what] = read()
-            found = tasks_of_dir(task_dir.name, self._known[what])
-            if len(found) == 1:
-                return found[0]
-            if found:
-                raise self._unnamed(task_dir, f"tasks {' and '.join(map(repr, found))} of {job} both have dir "
-                                              f"{task_dir.name} in {what}")
-        where = [what for what, _ in self._sources]
-        where_text = ", ".join(where[:-1]) + " or " + where[-1] if len(where) > 1 else where[0]
-        raise self._unnamed(task_dir, f"no task of {job} has dir {task_dir.name} in {where_text}")
-
-    def _unnamed(self, task_dir: TaskDir, why: str) -> PartialError:
-        kafka = "" if self.kafka else ", or pass --kafka (the job's coordinator stream names its tasks)"
-        return PartialError(f"cannot name its task without guessing ('_' in a task dir stands for ' ' or '_'): "
-                            f"{why}; back it up with --store {task_dir.store} --task NAME{kafka}")
-
-
-def _job_model_tasks(log: Any, ref: StoreRef) -> set[str]:
-    """The active tasks of the job model on the job's coordinator stream; none when there is no stream."""
-    from statectl.kafka.coordinator import CoordinatorStream
-
-    with CoordinatorStream(log.bootstrap, ref.job, ref.job_id, timeout_s=log.timeout_s, security=log.security) as cs:
-        return cs.job_model().active_tasks() if cs.refresh() else set()
 
 
 def backup_all(state_dir: Path, base: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,

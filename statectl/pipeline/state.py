@@ -2,10 +2,12 @@
 stream, watermarks) and its RocksDB stores.
 
 Start: each store is restored from the snapshot the task's latest v2 checkpoint names (the restore
-engine; a store with no checkpoint starts empty), and every write to it also goes to its changelog
-partition. Commit: the task's outputs flushed, its end states saved, a RocksDB checkpoint of each store
-backed up through the backup engine, the last store's commit carrying the task's input offsets and the
-stores' changelog positions (one Samza v2 checkpoint, as Samza's TaskStorageCommitManager writes it).
+engine; a store the checkpoint names none of starts empty), and every write to it also goes to its
+changelog partition. Commit, in Samza's TaskStorageCommitManager's order: the task's outputs flushed, its
+end states saved, a RocksDB checkpoint of every store, each uploaded (the backup engine's backup_stores),
+then ONE v2 checkpoint naming every store's snapshot and changelog position with the task's input
+offsets, then each store's cleanup. A crash anywhere before that checkpoint leaves the previous one, of
+every store and of the offsets, to restart from: no store holds what the offsets would have it replay.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from statectl.catalog.kafka_log import KafkaCheckpointLog
 from statectl.catalog.refs import StoreRef, new_checkpoint_id
-from statectl.engine.backup import BackupOptions, backup
+from statectl.engine.backup import BackupOptions, backup_stores
 from statectl.engine.restore import RestoreOptions, restore
 from statectl.errors import StatectlError
 from statectl.formats.checkpoint import (
@@ -114,9 +116,9 @@ class CommitManager:
         path = store_dir(self.rt.state_dir, name, task.name)
         ref = StoreRef(self.job_name, self.job_id, task.name, name)
         marker = cp.state_checkpoint_markers.get(BLOB_STORE_FACTORY, {}).get(name) if cp else None
-        if marker:
-            restore(RestoreOptions(ref, path, state_dir=self.rt.state_dir), self.rt.session.blobstore,
-                    self.rt.session.catalog)
+        if marker:  # that very snapshot: the one the checkpoint's input offsets go with
+            restore(RestoreOptions(ref, path, snapshot=marker, state_dir=self.rt.state_dir),
+                    self.rt.session.blobstore, self.rt.session.catalog)
         elif path.exists():
             shutil.rmtree(path)  # no checkpoint covers it: it would hold effects of messages read again
         return TaskStore(name, LiveStore(path), changelog)
@@ -130,8 +132,9 @@ class CommitManager:
         return log_write
 
     def commit(self, task: RunningTask, producer: Any) -> None:
-        """Flush what the task sent, then commit its input offsets with a snapshot of each store (one v2
-        checkpoint; Samza's order: outputs and changelog durable before the offsets that produced them)."""
+        """Flush what the task sent, then commit its input offsets with a snapshot of each store: one v2
+        checkpoint (Samza's order: outputs and changelog durable before the offsets that produced them; every
+        store uploaded before the one checkpoint that names them all)."""
         producer.flush()
         states = (task.drain.export(), task.eos.export())
         if states != task.saved_states:
@@ -143,22 +146,22 @@ class CommitManager:
             if offsets:
                 self.checkpoints.commit_offsets(task.name, cid, offsets)
             return
-        for i, store in enumerate(task.stores):
-            self._back_up(task, store, cid, offsets if i == len(task.stores) - 1 else None)
+        backup_stores([self._snapshot(task, store, cid, offsets) for store in task.stores],
+                      self.rt.session.blobstore, self.rt.session.catalog)
+        for store in task.stores:
+            for old, old_dir in local_checkpoint_dirs(store_dir(self.rt.state_dir, store.name, task.name)).items():
+                if old != cid:
+                    shutil.rmtree(old_dir, ignore_errors=True)
 
-    def _back_up(self, task: RunningTask, store: TaskStore, cid: str, offsets: dict[str, str] | None) -> None:
-        """A RocksDB checkpoint of ``store`` backed up as checkpoint ``cid`` (with the task's input
-        ``offsets`` when given), its changelog position as marker; older local checkpoints removed."""
+    def _snapshot(self, task: RunningTask, store: TaskStore, cid: str, offsets: dict[str, str]) -> BackupOptions:
+        """A RocksDB checkpoint ``cid`` of ``store``, and its backup: with the task's input ``offsets`` and the
+        store's changelog position as marker."""
         path = store_dir(self.rt.state_dir, store.name, task.name)
         cp_dir = checkpoint_dir(path, cid)
         store.live.checkpoint(cp_dir)
         marker = encode_changelog_marker(KafkaChangelogMarker(
             SSP(SYSTEM, store.changelog, task.partition),
             None if store.changelog_offset is None else str(store.changelog_offset)))
-        backup(BackupOptions(StoreRef(self.job_name, self.job_id, task.name, store.name), path,
+        return BackupOptions(StoreRef(self.job_name, self.job_id, task.name, store.name), path,
                              checkpoint_dir=cp_dir, input_offsets=offsets,
-                             markers={KAFKA_CHANGELOG_FACTORY: {store.name: marker}}),
-               self.rt.session.blobstore, self.rt.session.catalog)
-        for old, old_dir in local_checkpoint_dirs(path).items():
-            if old != cid:
-                shutil.rmtree(old_dir, ignore_errors=True)
+                             markers={KAFKA_CHANGELOG_FACTORY: {store.name: marker}})
