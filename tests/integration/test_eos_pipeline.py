@@ -5,7 +5,8 @@ with every record counted exactly once, the end of stream aggregated through the
 container killed in the middle of the end of stream is restarted and the job still ends; and
 ``task.callback.drain.timeout.ms`` fails a drain whose ``on_drain`` overruns it. The aggregating count task
 dying between saving its end-of-stream states and writing its final checkpoint runs in-process (a failpoint
-places the crash) on an intermediate stream the test writes."""
+places the crash) on an intermediate stream the test writes; so does a count task with two stores dying at
+each point of its commit (between the stores' uploads, before and after its one checkpoint)."""
 
 from __future__ import annotations
 
@@ -14,18 +15,24 @@ import os
 import signal
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from statectl import failpoints
 from statectl.catalog.kafka_log import KafkaCheckpointLog
+from statectl.catalog.records import PENDING
+from statectl.catalog.refs import StoreRef
+from statectl.engine.restore import RestoreOptions, restore
+from statectl.formats.checkpoint import BLOB_STORE_FACTORY
 from statectl.formats.coordinator import new_run_id
 from statectl.formats.drain import (
     END_OF_STREAM,
     USER_MESSAGE,
     aggregate_partition,
     decode_control,
+    drain_message,
     encode_control,
     encode_user_message,
     end_of_stream_message,
@@ -270,6 +277,96 @@ def test_a_count_container_dying_between_its_end_states_and_its_checkpoint_resum
     ends = {p: len(records) for p, records in read_all(broker, INTERMEDIATE).items()}
     assert {p: cps[f"count-Partition {p}"].input_offsets[f"kafka.{INTERMEDIATE}.{p}"] for p in range(3)} == \
         {p: str(ends[p] - 1) for p in range(3)}
+
+
+class TwoStoreCount:
+    """The count stage with two stores: every page view counted in "counts" and again in "views", so a
+    record applied twice to either store shows."""
+
+    def __init__(self, ctx):
+        self.stores = [ctx.stores["counts"], ctx.stores["views"]]
+
+    def process(self, msg, out):
+        page = json.loads(msg.value)["page"].encode()
+        for store in self.stores:
+            store.put(page, str(int(store.get(page) or b"0") + 1).encode())
+
+
+def test_a_task_with_two_stores_dying_in_its_commit_restarts_with_both_stores_exact(broker, tmp_path: Path):
+    from examples.pageviews.job import JOB as PAGEVIEWS
+
+    job = replace(PAGEVIEWS, stages=tuple(replace(s, task=TwoStoreCount, stores=("counts", "views"))
+                                          if s.name == "count" else s for s in PAGEVIEWS.stages))
+    # Commits only when a task drains: each task's drain commit is its only one in a run.
+    config = {**dict(kv.split("=", 1) for kv in FAST), "task.commit.ms": "3600000"}
+    blobstore = f"file://{tmp_path / 'blobs'}"
+    written: Counter = Counter()
+
+    def feed(run_id: str, per_partition: int) -> None:
+        """Page views on each intermediate partition, then the run's drain there: every count task drains."""
+        producer = open_producer(broker)
+        for p in range(3):
+            for i in range(per_partition):
+                page = PAGES[(i + p) % len(PAGES)]
+                producer.send(INTERMEDIATE, key=page.encode(), partition=p,
+                              value=encode_user_message(json.dumps({"page": page, "ts": 1_700_000_000_000}).encode()))
+                written[page] += 1
+            producer.send(INTERMEDIATE, value=encode_control(drain_message(None, run_id)), partition=p)
+        producer.flush()
+        producer.close()
+
+    def count_stage(run_id: str) -> None:
+        with Session.from_env(kafka=broker, blobstore=blobstore, job=JOB, job_id="1", env=clean_env(tmp_path),
+                              create_blobstore=True) as session:
+            Container(job, "count", Runtime(broker, tmp_path / "state", run_id, session)).run()
+
+    def pending_records() -> list[str]:
+        with Session.from_env(kafka=broker, blobstore=blobstore, job=JOB, job_id="1", env=clean_env(tmp_path)) as s:
+            return [f"{p} {store}" for p in range(3) for store in ("counts", "views")
+                    for r in s.catalog.records(StoreRef(JOB, "1", f"count-Partition {p}", store)) if r.state == PENDING]
+
+    first = new_run_id()
+    prepare(job, broker, first, overrides=config)
+    feed(first, 200)
+    count_stage(first)  # every task's checkpoint: both stores and the offsets of its first 200 records
+    second = new_run_id()
+    prepare(job, broker, second, overrides=config)
+    feed(second, 300)
+    # The first task to drain dies: after uploading "counts", before "views"; with both uploaded and recorded
+    # pending in the catalog, before its checkpoint; after its checkpoint, before the catalog says committed.
+    for failpoint in ("before-upload=1*off->1*raise", "before-kafka-commit=1*raise", "after-kafka-commit=1*raise"):
+        with failpoints.active(failpoint), pytest.raises(failpoints.FailpointError):
+            count_stage(second)
+        if failpoint.startswith("before-kafka-commit"):
+            assert pending_records(), "no store's snapshot was left newer in the catalog than in the checkpoint"
+    count_stage(second)
+
+    # What the next start restores: each task's one checkpoint, both stores' snapshots and its offsets.
+    cps, _ = KafkaCheckpointLog(broker, JOB, "1").latest_checkpoints()
+    assert {cps[f"count-Partition {p}"].input_offsets[f"kafka.{INTERMEDIATE}.{p}"] for p in range(3)} == \
+        {str(200 + 1 + 300 + 1 - 1)}  # every record and both drains
+    assert restored_counts(broker, tmp_path, blobstore, cps, "counts") == written  # none applied twice, none lost
+    assert restored_counts(broker, tmp_path, blobstore, cps, "views") == written
+
+
+def restored_counts(bootstrap: str, tmp: Path, blobstore: str, cps: dict, store: str) -> Counter:
+    """Page -> the counts held by the snapshots of ``store`` the count tasks' checkpoints ``cps`` name."""
+    import rocksdict
+
+    totals: Counter = Counter()
+    with Session.from_env(kafka=bootstrap, blobstore=blobstore, job=JOB, job_id="1", env=clean_env(tmp)) as session:
+        for p in range(3):
+            task, target = f"count-Partition {p}", tmp / "restored" / store / str(p)
+            snapshot = cps[task].state_checkpoint_markers[BLOB_STORE_FACTORY][store]
+            restore(RestoreOptions(StoreRef(JOB, "1", task, store), target, snapshot=snapshot), session.blobstore,
+                    session.catalog)
+            db = rocksdict.Rdict(str(target), rocksdict.Options(raw_mode=True),
+                                 access_type=rocksdict.AccessType.read_only())
+            try:
+                totals.update({key.decode(): int(value) for key, value in db.items()})
+            finally:
+                db.close()
+    return totals
 
 
 def test_a_drain_callback_longer_than_the_drain_timeout_fails_the_container(broker, tmp_path: Path, jobs):
