@@ -1,5 +1,6 @@
 """Backups committed to a job's Samza checkpoint topic (--kafka) on real Tansu: the commit protocol
-with a pending catalog record, crash windows on either side of the Kafka write, and gc."""
+with a pending catalog record, crash windows on either side of the Kafka write, and gc; the stores of one
+task backed up as one checkpoint (backup_stores, as a job commits a task)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from statectl import failpoints
-from statectl.engine.backup import BackupOptions, backup
+from statectl.engine.backup import BackupOptions, backup, backup_stores
 from statectl.catalog.records import COMMITTED, PENDING, BlobCheckpointStore
 from statectl.catalog.index import read_index, snapshot_blob_ids
 from statectl.engine.gc import GcOptions, gc
 from statectl.catalog.refs import StoreRef
 from statectl.local.layout import store_dir
 from statectl.engine.restore import RestoreOptions, restore
-from statectl.errors import SnapshotNotFoundError
+from statectl.errors import SnapshotNotFoundError, UsageError
 from statectl.failpoints import FailpointError
 from statectl.catalog.kafka_log import KafkaCheckpointLog, KafkaCheckpointLogs
 from tests.integration.test_kafka_checkpoints import BLOB, KAFKA, SEED_V2, Topic, samza_key, samza_v1
@@ -125,3 +126,39 @@ def test_job_with_only_v1_checkpoints_is_said_clearly(tansu, job, world, tmp_pat
     with pytest.raises(SnapshotNotFoundError) as e:
         restore(RestoreOptions(ref, tmp_path / "none", target_dir=tmp_path / "t"), bs, cps)
     assert "v1" in str(e.value) and e.value.exit_code == 10
+
+
+def test_the_stores_of_a_task_commit_as_one_checkpoint_or_not_at_all(tansu, job, world, tmp_path: Path):
+    ref, sdir, bs, cps = world
+    other = StoreRef(job, "1", "Partition 0", "views")
+    odir = store_dir(tmp_path / "state", other.store, other.task)
+    make_store(odir, 500, 512, seed=4, sst_mb=1)
+    offsets = {"kafka.PageViews.0": "41"}
+    stores = [BackupOptions(ref, sdir, input_offsets=offsets, markers={KAFKA: {"counts": "c"}}),
+              BackupOptions(other, odir, input_offsets=offsets, markers={KAFKA: {"views": "v"}})]
+    topic = Topic(tansu.bootstrap, job)
+    # Refused before anything is written: another task's store, offsets that differ.
+    elsewhere = BackupOptions(StoreRef(job, "1", "Partition 1", "views"), odir)
+    for bad in ([stores[0], elsewhere], [stores[0], BackupOptions(other, odir, input_offsets={"kafka.PageViews.0": "7"})]):
+        with pytest.raises(UsageError):
+            backup_stores(bad, bs, cps)
+    assert blobs(bs) == set() and not list(cps.entries(job))
+    # The second store's upload fails: neither store is recorded, nothing is committed, the checkpoints
+    # statectl made are gone.
+    with failpoints.active("before-upload=1*off->1*raise"), pytest.raises(FailpointError):
+        backup_stores(stores, bs, cps)
+    assert cps.records(ref) == [] and cps.records(other) == []
+    assert not list(sdir.parent.glob(f"{sdir.name}-*")) and not list(odir.parent.glob(f"{odir.name}-*"))
+    results = backup_stores(stores, bs, cps)
+    assert len({r.checkpoint_id for r in results}) == 1
+    records = topic.records()
+    assert len(records) == 1  # one checkpoint for both stores
+    value = json.loads(records[0][2])
+    assert value["input-offsets"] == offsets
+    assert value["state-checkpoint-markers"][BLOB] == {"counts": results[0].snapshot_id,
+                                                       "views": results[1].snapshot_id}
+    assert value["state-checkpoint-markers"][KAFKA] == {"counts": "c", "views": "v"}
+    assert [x.state for x in cps.records(ref) + cps.records(other)] == [COMMITTED, COMMITTED]
+    target = tmp_path / "t"
+    restore(RestoreOptions(other, tmp_path / "none", target_dir=target), bs, cps)
+    assert fingerprint(target) == fingerprint(odir)
