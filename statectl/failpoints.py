@@ -27,7 +27,9 @@ Unset in production: ``hit`` is then one dict lookup. The points, in the order a
 - backup: ``before-upload``, ``during-upload`` (each file part), ``after-index-upload``,
   ``before-kafka-commit`` and ``after-kafka-commit`` (with ``--kafka``: between the pending catalog record,
   the commit to the checkpoint topic and the committed record), ``after-commit``, ``during-cleanup``,
-  ``after-cleanup``.
+  ``after-cleanup``. Stores of one task backed up as one checkpoint (backup_stores: a statectl.pipeline
+  commit) meet each store's points up to ``after-index-upload`` in turn, the two Kafka ones once, then each
+  store's from ``after-commit`` on.
 - snapshots copy: ``during-copy`` (once, when the copy of half the blobs starts), then backup's
   ``after-index-upload``, ``before-kafka-commit``, ``after-kafka-commit``, ``after-commit``, ``during-cleanup``,
   ``after-cleanup``.
