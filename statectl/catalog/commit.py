@@ -57,8 +57,9 @@ def commit_snapshot(blobstore: BlobStore, checkpoints: BlobCheckpointStore, leas
     ``index`` (TTL'd), then record the checkpoint (the catalog record, and with a Kafka commit log the
     job's checkpoint topic) under ``index.snapshot_metadata.checkpoint_id``, after checking that
     ``lease`` is still held. Returns the index blob id and the committed record. Anything that fails
-    before the record leaves only TTL'd blobs (gc reclaims them); backup and ``snapshots copy`` both
-    commit through here. Raises LeaseLostError when another process took the store over."""
+    before the record leaves only TTL'd blobs (gc reclaims them); ``snapshots copy`` commits through here,
+    backup through its two halves (several stores of a task at once). Raises LeaseLostError when another
+    process took the store over."""
     index_id, record = stage_snapshot(blobstore, index, ttl_seconds=ttl_seconds, keep_last=keep_last)
     commit_staged(checkpoints, [(lease, ref, record)], input_offsets=input_offsets, markers=markers)
     return index_id, record

@@ -179,11 +179,11 @@ class KafkaCheckpointLog:
         """Write a v2 checkpoint ``checkpoint_id`` for ``ref.task`` whose blob-store marker for ``ref.store`` is
         ``index_blob_id``, and for each of ``other_stores`` (store -> index blob id: the task's stores committed
         as one checkpoint, as Samza's TaskStorageCommitManager writes them) its own. The input offsets and every
-        other marker (other stores, other state backends) are
-        those of the task's latest v2 checkpoint, unchanged, except for ``input_offsets`` (the task's, when a
-        job commits its progress with its state) and ``markers`` (state backend factory -> store -> marker,
-        e.g. the store's Kafka changelog position), which replace theirs. Creates the topic (1 partition, compacted) when
-        it is missing. Once this returns, the record is acknowledged by all in-sync replicas: committed.
+        other marker (other stores, other state backends) are those of the task's latest v2 checkpoint,
+        unchanged, except for ``input_offsets`` (the task's, when a job commits its progress with its state)
+        and ``markers`` (state backend factory -> store -> marker, e.g. the store's Kafka changelog position),
+        which replace theirs. Creates the topic (1 partition, compacted) when it is missing. Once this returns,
+        the record is acknowledged by all in-sync replicas: committed.
 
         Raises UsageError for a malformed checkpoint id or an empty blob id; StatectlError when the task has
         only v1 checkpoints (a v2 checkpoint without the job's input offsets would make a job that reads v2
