@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import replace
@@ -49,6 +51,7 @@ from tests.integration.test_drain_pipeline import (  # noqa: F401 - the fixtures
     INTERMEDIATE,
     JOB,
     PAGES,
+    ROOT,
     SOURCE,
     Feeder,
     Job,
@@ -292,54 +295,66 @@ class TwoStoreCount:
             store.put(page, str(int(store.get(page) or b"0") + 1).encode())
 
 
-def test_a_task_with_two_stores_dying_in_its_commit_restarts_with_both_stores_exact(broker, tmp_path: Path):
+def two_store_job():
+    """The example job with TwoStoreCount as its count stage's task."""
     from examples.pageviews.job import JOB as PAGEVIEWS
 
-    job = replace(PAGEVIEWS, stages=tuple(replace(s, task=TwoStoreCount, stores=("counts", "views"))
-                                          if s.name == "count" else s for s in PAGEVIEWS.stages))
-    # Commits only when a task drains: each task's drain commit is its only one in a run.
-    config = {**dict(kv.split("=", 1) for kv in FAST), "task.commit.ms": "3600000"}
-    blobstore = f"file://{tmp_path / 'blobs'}"
-    written: Counter = Counter()
+    return replace(PAGEVIEWS, stages=tuple(replace(s, task=TwoStoreCount, stores=("counts", "views"))
+                                           if s.name == "count" else s for s in PAGEVIEWS.stages))
 
-    def feed(run_id: str, per_partition: int) -> None:
-        """Page views on each intermediate partition, then the run's drain there: every count task drains."""
-        producer = open_producer(broker)
-        for p in range(3):
-            for i in range(per_partition):
-                page = PAGES[(i + p) % len(PAGES)]
-                producer.send(INTERMEDIATE, key=page.encode(), partition=p,
-                              value=encode_user_message(json.dumps({"page": page, "ts": 1_700_000_000_000}).encode()))
-                written[page] += 1
-            producer.send(INTERMEDIATE, value=encode_control(drain_message(None, run_id)), partition=p)
-        producer.flush()
-        producer.close()
 
-    def count_stage(run_id: str) -> None:
-        with Session.from_env(kafka=broker, blobstore=blobstore, job=JOB, job_id="1", env=clean_env(tmp_path),
-                              create_blobstore=True) as session:
-            Container(job, "count", Runtime(broker, tmp_path / "state", run_id, session)).run()
+def two_store_count(bootstrap: str, tmp: str, run_id: str) -> None:
+    """The count stage of two_store_job, run ``run_id``, in this process (the test's, or one it starts to be
+    killed)."""
+    with Session.from_env(kafka=bootstrap, blobstore=f"file://{Path(tmp) / 'blobs'}", job=JOB, job_id="1",
+                          env=clean_env(Path(tmp)), create_blobstore=True) as session:
+        Container(two_store_job(), "count", Runtime(bootstrap, Path(tmp) / "state", run_id, session)).run()
+
+
+def feed_and_drain(bootstrap: str, run_id: str, per_partition: int, written: Counter) -> None:
+    """Page views on each intermediate partition (counted in ``written``), then the run's drain there: every
+    count task drains, its drain commit its only one in the run."""
+    producer = open_producer(bootstrap)
+    for p in range(3):
+        for i in range(per_partition):
+            page = PAGES[(i + p) % len(PAGES)]
+            producer.send(INTERMEDIATE, key=page.encode(), partition=p,
+                          value=encode_user_message(json.dumps({"page": page, "ts": 1_700_000_000_000}).encode()))
+            written[page] += 1
+        producer.send(INTERMEDIATE, value=encode_control(drain_message(None, run_id)), partition=p)
+    producer.flush()
+    producer.close()
+
+
+def test_a_task_with_two_stores_dying_in_its_commit_restarts_with_both_stores_exact(broker, tmp_path: Path):
+    config = {**dict(kv.split("=", 1) for kv in FAST), "task.commit.ms": "3600000"}  # commits only on drain
+    blobstore, written = f"file://{tmp_path / 'blobs'}", Counter()
 
     def pending_records() -> list[str]:
         with Session.from_env(kafka=broker, blobstore=blobstore, job=JOB, job_id="1", env=clean_env(tmp_path)) as s:
             return [f"{p} {store}" for p in range(3) for store in ("counts", "views")
                     for r in s.catalog.records(StoreRef(JOB, "1", f"count-Partition {p}", store)) if r.state == PENDING]
 
-    first = new_run_id()
-    prepare(job, broker, first, overrides=config)
-    feed(first, 200)
-    count_stage(first)  # every task's checkpoint: both stores and the offsets of its first 200 records
-    second = new_run_id()
-    prepare(job, broker, second, overrides=config)
-    feed(second, 300)
-    # The first task to drain dies: after uploading "counts", before "views"; with both uploaded and recorded
-    # pending in the catalog, before its checkpoint; after its checkpoint, before the catalog says committed.
-    for failpoint in ("before-upload=1*off->1*raise", "before-kafka-commit=1*raise", "after-kafka-commit=1*raise"):
+    first, second = new_run_id(), new_run_id()
+    prepare(two_store_job(), broker, first, overrides=config)
+    feed_and_drain(broker, first, 200, written)
+    two_store_count(broker, str(tmp_path), first)  # every task's checkpoint: both stores, its first 200 records
+    prepare(two_store_job(), broker, second, overrides=config)
+    feed_and_drain(broker, second, 300, written)
+    # The first task to drain dies: killed after uploading "counts", before "views" (its leases left held);
+    # failing with both uploaded and recorded pending in the catalog, before its checkpoint; failing after its
+    # checkpoint, before the catalog says committed.
+    killed = subprocess.run([sys.executable, "-c", "import sys; from tests.integration.test_eos_pipeline import "
+                             "two_store_count; two_store_count(*sys.argv[1:])", broker, str(tmp_path), second],
+                            cwd=ROOT, env={**clean_env(tmp_path), "STATECTL_FAILPOINTS": "before-upload=1*off->1*kill"},
+                            capture_output=True, timeout=180)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-3000:]
+    for failpoint in ("before-kafka-commit=1*raise", "after-kafka-commit=1*raise"):
         with failpoints.active(failpoint), pytest.raises(failpoints.FailpointError):
-            count_stage(second)
+            two_store_count(broker, str(tmp_path), second)
         if failpoint.startswith("before-kafka-commit"):
             assert pending_records(), "no store's snapshot was left newer in the catalog than in the checkpoint"
-    count_stage(second)
+    two_store_count(broker, str(tmp_path), second)
 
     # What the next start restores: each task's one checkpoint, both stores' snapshots and its offsets.
     cps, _ = KafkaCheckpointLog(broker, JOB, "1").latest_checkpoints()
