@@ -334,16 +334,22 @@ def test_restore_with_the_store_down_for_good_fails_cleanly(faulty_s3, sdir: Pat
     assert listing(other) == before
     faulty_s3.proxy.set_down(False)
 
-    # Down for the last two downloads, once the temp dir is being filled.
+    # Down for the last two requests, once the temp dir is being filled: the last downloads, or the reads of
+    # the reader pin's check, which runs on a thread beside them (which come last is the scheduler's choice).
+    # Each restore reads blobs and catalog through one store of its own, the failing one with one retry.
+    def opened(retries: int) -> tuple:
+        store = faulty_s3.open(retries=retries)
+        return store, BlobCheckpointStore(store)
+
     probe = tmp_path / "probe" / "counts"  # the same restore, to count its requests
     shutil.copytree(other, probe)
     stats = faulty_s3.proxy.stats()
-    restore(RestoreOptions(REF, probe, parallelism=2, range_size=MiB), bs, cps)
+    restore(RestoreOptions(REF, probe, parallelism=2, range_size=MiB), *opened(8))
     used = faulty_s3.proxy.stats()["forwarded"] - stats["forwarded"]
     faulty_s3.proxy.reset_stats()
     faulty_s3.proxy.set_down(True, after=used - 2)
     with pytest.raises(BlobStoreError) as e:
-        restore(RestoreOptions(REF, other, parallelism=2, range_size=MiB), faulty_s3.open(retries=1), cps)
+        restore(RestoreOptions(REF, other, parallelism=2, range_size=MiB), *opened(1))
     assert "gave up after 2 attempts" in str(e.value)
     blob_gets = [t for m, t, f in faulty_s3.proxy.log if m == "GET" and "/blobs/" in t and f is None]
     assert len(blob_gets) >= 3  # the index, then files: the temp dir was being filled
