@@ -82,11 +82,11 @@ def file_bytes(snapshots: list[dict[str, Any]], targets: int) -> int:
 
 
 def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: BlobStore, work: Path,
-                  result: RescaleResult, progress: ProgressReporter) -> tuple[list[Path], Any]:
-    """Run the Spark job and ingest each target's SST files into a staged store; return the stores and the
-    job's BuildManifest. A target's files are one per source (or more, rolled over at max_file_bytes): their
-    key ranges overlap, each key in one file; RocksDB's ingestion puts such files in L0 at sequence numbers
-    of their own."""
+                  result: RescaleResult, progress: ProgressReporter, started: Any = None) -> tuple[list[Path], Any]:
+    """Run the Spark job (``started``: the one started ahead in ``work / "build"``, early.StartedAhead) and ingest
+    each target's SST files into a staged store; return the stores and the job's BuildManifest. A target's files
+    are one per source (or more, rolled over at max_file_bytes): their key ranges overlap, each key in one file;
+    RocksDB's ingestion puts such files in L0 at sequence numbers of their own."""
     from statectl.spark.submit import BuildSpec, run_build
 
     hashed = opts.key_groups is None
@@ -101,7 +101,7 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
     try:
         with Prefetch(snapshots, blobstore, work / "sources" if local else None, local_cores(opts.master)):
             manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
-                                 timeout_s=opts.timeout_s, s3=opts.s3)
+                                 timeout_s=opts.timeout_s, s3=opts.s3, started=started)
     except StatectlError as e:
         _keep_log(e, work / "build")
         raise

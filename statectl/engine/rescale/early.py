@@ -1,4 +1,7 @@
-"""The hash path's target files uploaded while the Spark job still runs (:class:`EarlyUploads`): each SST file
+"""What a hash-path rescale does ahead of its steps. Its work dir and Spark job, started before the blob store
+is opened and the rescale planned (:class:`StartedAhead`): the job's JVM and SparkContext start while statectl
+plans, and its driver waits for the job file (statectl.spark.submit.start_rescale_build). The target files
+uploaded while the Spark job still runs (:class:`EarlyUploads`): each SST file
 the executors finish in the build dir is uploaded (TTL'd, backup's upload) as soon as it is there, so that the
 upload overlaps the job's later tasks instead of following them. Ingesting a file into its target's staged
 store hard-links it unchanged (statectl.rocks.sst.ingest_into_new_store), so the target's upload
@@ -18,6 +21,49 @@ from statectl.progress import NullProgress
 from statectl.snapshot.model import FileIndex
 
 _POLL_S = 0.05
+
+
+class StartedAhead:
+    """While entered, a hash-path rescale's work dir (build.WorkDir) and its Spark job started in it (``work``,
+    ``started``; both None for a dry run or a key-group rescale, ``started`` None when the job cannot start
+    ahead: build_targets starts it). The job not taken by then (launch.Started.take, by the build that writes its
+    job file) is killed (:meth:`cancel`) when the block ends, before the work dir goes: a plan that refuses, or
+    finds no Spark job to run, leaves nothing."""
+
+    def __init__(self, opts: RescaleOptions):
+        self.opts = opts
+        self.work: Path | None = None
+        self.started: Any = None
+        self._dir: Any = None
+
+    def __enter__(self) -> "StartedAhead":
+        from statectl.engine.rescale.build import WorkDir
+        from statectl.spark.submit import start_rescale_build
+
+        opts = self.opts
+        if opts.dry_run or opts.key_groups is not None:
+            return self
+        self._dir = WorkDir(opts.work_dir)
+        self.work = self._dir.__enter__()
+        try:
+            self.started = start_rescale_build(self.work / "build", master=opts.master, conf=opts.conf, s3=opts.s3)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.cancel()
+        finally:
+            if self._dir is not None:
+                self._dir.__exit__()
+                self._dir = None
+
+    def cancel(self) -> None:
+        """Kill the started job unless it was taken; idempotent."""
+        if self.started is not None:
+            self.started.cancel()
 
 
 class EarlyUploads:
