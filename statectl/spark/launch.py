@@ -384,14 +384,33 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _wait_group_gone(pgid: int, wait_s: float) -> None:
-    """SIGKILL what is left of process group ``pgid`` until none of it is left, for at most ``wait_s``."""
+    """SIGKILL what is left of process group ``pgid`` until none of it runs, for at most ``wait_s``: a member
+    whose parent died before it is a zombie until init reaps it, which some inits do only every few seconds."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             return
+        if not _group_runs(pgid):
+            return
         time.sleep(0.05)
+
+
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is not a zombie (True when /proc cannot tell)."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 class _sigterm_as_interrupt:
