@@ -269,12 +269,56 @@ def test_rescale_usage_and_not_found(tmp_path: Path):
     doc = json.loads(p.stdout)
     assert doc["exit_code"] == 10 and doc["error"] == f"blob store {blobs} does not exist"  # not made either
     (tmp_path / "blobs").mkdir()
-    p = cli(tmp_path, "-o", "json", *base, "--from", "2", "--to", "3", code=10)
+    work = tmp_path / "work"  # the Spark job started for the plan is killed with it, and its work dir removed
+    p = cli(tmp_path, "-o", "json", *base, "--from", "2", "--to", "3", "--work-dir", str(work), code=10)
     doc = json.loads(p.stdout)
     assert doc["exit_code"] == 10 and doc["error"].startswith("unknown job 'nojob'")
+    assert not list(work.glob("statectl-rescale-*")) and not _processes_naming(str(work))
     (tmp_path / "map.json").write_text(json.dumps({"from": ["a"]}))
     p = cli(tmp_path, *base, "--from", "2", "--to", "3", "--task-map", str(tmp_path / "map.json"), code=2)
     assert "task map" in p.stderr
+
+
+def _processes_naming(text: str) -> list[str]:
+    """The command lines of the processes that name ``text`` in theirs."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            out.append(cmdline)
+    return out
+
+
+def test_the_spark_job_starts_before_the_blob_store_opens_and_goes_with_a_refused_plan(tmp_path: Path):
+    """The hash path's spark-submit runs, in the rescale's work dir, by the time the blob store is opened; the
+    plan then refuses (no snapshot: exit 10), and the job's processes and the work dir are gone with it."""
+    from statectl.blobstore import open_blobstore
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.engine.rescale.execute import rescale
+    from statectl.engine.rescale.options import RescaleOptions
+    from statectl.errors import SnapshotNotFoundError
+
+    (tmp_path / "blobs").mkdir()
+    store = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    work = tmp_path / "work"
+    seen: list[list[str]] = []
+
+    def opened() -> object:
+        seen.append([str(p) for p in work.glob("statectl-rescale-*/build/spark-submit.log")])
+        seen.append(_processes_naming(str(work)))
+        return store
+
+    try:
+        with pytest.raises(SnapshotNotFoundError):
+            rescale(RescaleOptions(STORE, "none", from_tasks=2, to_tasks=3, master="local[2]", work_dir=work), opened,
+                    lambda: BlobCheckpointStore(store))
+    finally:
+        store.close()
+    assert seen[0] and seen[1], seen  # the job's log, and spark-submit naming the job file in the work dir
+    assert not _processes_naming(str(work)) and not list(work.glob("statectl-rescale-*"))
 
 
 def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
