@@ -54,9 +54,8 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore | Callable[[], BlobStore]
         blobstore = blobstore() if callable(blobstore) else blobstore
         checkpoints = checkpoints() if callable(checkpoints) else checkpoints
         plan = plan_rescale(opts, blobstore, checkpoints)
-        if plan.recorded.record is not None or plan.opts.dry_run:
-            ahead.cancel()
         if plan.recorded.record is not None:
+            ahead.cancel()  # no Spark job: the recorded rescale's uploads are committed, or it is done
             finish(plan.opts, plan.recorded, blobstore, checkpoints, plan.result, notes)
         elif plan.opts.dry_run:
             _dry_run(plan)
