@@ -343,8 +343,8 @@ def start_rescale_build(out_dir: Path, *, master: str, conf: dict[str, str] | No
                         s3: Any = None) -> Started | None:
     """A snapshots build (a rescale's) started in ``out_dir`` (made here) before its spec is known; its driver
     waits for the job file :func:`run_build` writes when given it (launch.Started: ``cancel`` when no build
-    follows). None when it cannot start ahead (no spark-submit or java at hand, or the class archive to record):
-    run_build then starts it, and says what is missing."""
+    follows). None when it cannot start ahead (no spark-submit or java at hand, one that does not run, or the class
+    archive to record): run_build then starts it, and says what is missing."""
     from statectl.errors import MissingDependencyError
 
     try:
@@ -353,8 +353,11 @@ def start_rescale_build(out_dir: Path, *, master: str, conf: dict[str, str] | No
         return None
     out_dir = Path(out_dir).absolute()
     out_dir.mkdir(parents=True)
-    return Started.start(submit, out_dir / JOB_FILE, out_dir / LOG_FILE, master, rescale_conf(conf or {}),
-                         _secret_env(s3, None))
+    try:
+        return Started.start(submit, out_dir / JOB_FILE, out_dir / LOG_FILE, master, rescale_conf(conf or {}),
+                             _secret_env(s3, None))
+    except OSError:  # spark-submit does not run: run_build says why, after the plan's own checks
+        return None
 
 
 def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf: dict[str, str] | None = None,
