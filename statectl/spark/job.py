@@ -35,7 +35,7 @@ from statectl.spark.rescale_reader import SplitSources, WarmSplit
 from statectl.spark.footers import read_footers
 from statectl.spark.sampler import FilePartitioner, file_bounds, prefetch_parquet_sample
 from statectl.spark.sources import files_rdd, topic_rdd
-from statectl.spark.status import DONE_MARK, StatusLines
+from statectl.spark.status import DONE_MARK, WAITING_MARK, StatusLines
 from statectl.spark.launch import ERROR_MARK, WHEN_WRITTEN
 from statectl.spark.submit import BUILD_MANIFEST, SST_PREFIX, BuildFile, BuildManifest, StoreBuild
 from statectl.spark.writer import OUT_OF_ORDER, Warm, WriteArrow, WriteFiles, entry_digest_columns
@@ -98,9 +98,14 @@ def rescale_when_written(job_file: Path, parent: int) -> dict[str, Any]:
     began = time.monotonic()
     prefer_installed_pyspark()
     sc = _rescale_context()
-    if not job_file.exists():  # the stage would wait: its workers start meanwhile
-        _warm_split_workers(sc)
-    return _rescale_on(sc, lambda: _rescale_job(_when_written(job_file, parent)), began)
+
+    def job() -> BuildJob:
+        if not job_file.exists():  # the stage would wait: its workers start meanwhile
+            print(WAITING_MARK, file=sys.stderr, flush=True)
+            _warm_split_workers(sc)
+        return _rescale_job(_when_written(job_file, parent))
+
+    return _rescale_on(sc, job, began)
 
 
 def _rescale_context() -> Any:
