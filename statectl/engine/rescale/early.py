@@ -67,13 +67,18 @@ class StartedAhead:
 
 
 class EarlyUploads:
-    """Uploads every finished SST file (``store-*.sst``) that appears in ``out_dir`` from a thread of its own,
-    while it is entered. :meth:`take` stops it and gives the uploads a target store's files can reuse."""
+    """Uploads every finished SST file (``store-*.sst``) that appears in ``out_dir`` while it is entered: a thread
+    of its own looks for them, and each is uploaded as soon as it is seen, up to --parallelism at once (the last
+    files of the job then go up together, beside the targets' ingest). :meth:`take` waits for those and gives
+    the uploads a target store's files can reuse."""
 
     def __init__(self, blobstore: BlobStore, opts: RescaleOptions, out_dir: Path):
+        from concurrent.futures import ThreadPoolExecutor
+
         self.blobstore, self.opts, self.out_dir = blobstore, opts, Path(out_dir)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="statectl-early-upload", daemon=True)
+        self._pool = ThreadPoolExecutor(max(1, opts.parallelism), thread_name_prefix="statectl-early-upload")
         self._done: dict[tuple[int, int], tuple[tuple[int, int], FileIndex]] = {}  # (dev, ino) -> ((size, mtime), index)
         self._seen: set[tuple[int, int]] = set()
 
@@ -84,10 +89,12 @@ class EarlyUploads:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._pool.shutdown(wait=True, cancel_futures=exc[0] is not None if exc else False)
 
     def take(self, files: list[Any]) -> dict[int, FileIndex]:
-        """Stop uploading and return, by position in ``files`` (statectl.snapshot.diff.LocalFiles), the index of
-        each file whose blobs are up: the same inode, size and mtime as a file uploaded here."""
+        """Stop looking, wait for the uploads begun, and return, by position in ``files``
+        (statectl.snapshot.diff.LocalFiles), the index of each file whose blobs are up: the same inode, size and
+        mtime as a file uploaded here."""
         self.__exit__()
         out = {}
         for i, lf in enumerate(files):
@@ -103,9 +110,8 @@ class EarlyUploads:
 
     def _run(self) -> None:
         while not self._stop.wait(_POLL_S):
-            new = self._new_files()
-            if new:
-                self._upload(new)
+            for found in self._new_files():
+                self._pool.submit(self._upload, [found])
 
     def _new_files(self) -> list[tuple[Any, tuple[int, int]]]:
         """The finished SST files in out_dir not uploaded yet."""
@@ -137,7 +143,7 @@ class EarlyUploads:
         opts = self.opts
         try:
             done = upload_files(self.blobstore, [lf for lf, _ in files], chunk_size=opts.chunk_size,
-                                parallelism=opts.parallelism, ttl_seconds=opts.ttl_seconds, progress=NullProgress())
+                                parallelism=1, ttl_seconds=opts.ttl_seconds, progress=NullProgress())
         except Exception:  # noqa: BLE001 - only a head start (a task attempt run again replaces its files)
             return
         for (lf, inode), fi in zip(files, done):
