@@ -81,7 +81,8 @@ def rescale(env: Env, from_tasks: FROM = 0, to_tasks: TO = 0, to_job: TO_JOB = N
                           s3=session.s3_options if s.blobstore.startswith("s3://") else None, dry_run=dry_run,
                           work_dir=work_dir, parallelism=s.parallelism, chunk_size=s.chunk_size, ttl_seconds=s.ttl,
                           keep_last=s.keep_last, grace_seconds=s.grace, file_owner=file_owner)
-    r = run_rescale(opts, session.blobstore, session.catalog, env.progress)
+    # opened by the rescale once its Spark job started (the S3 client takes a moment)
+    r = run_rescale(opts, lambda: session.blobstore, lambda: session.catalog, env.progress)
     env.emit(r, _text(r))
 
 

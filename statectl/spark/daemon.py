@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 
 def prefer_installed_pyspark() -> None:
@@ -42,13 +43,22 @@ def _own_zip(entry: str) -> bool:
     if name == "pyspark.zip":
         return True
     if name.startswith("py4j-") and name.endswith("-src.zip"):
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("py4j") == name[len("py4j-"):-len("-src.zip")]
-        except PackageNotFoundError:
-            return False
+        return _installed_py4j(site) == name[len("py4j-"):-len("-src.zip")]
     return False
+
+
+def _installed_py4j(site: str) -> str | None:
+    """The version of the py4j installed in ``site`` beside pyspark, from its ``py4j/version.py`` (read, not
+    imported: the zip's py4j would be; importlib.metadata's lookup scans every distribution, 20-60 ms at each
+    start of the driver and of the workers' daemon); None when there is none."""
+    import re
+
+    try:
+        text = Path(site, "py4j", "version.py").read_text()
+    except OSError:
+        return None
+    m = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", text, re.MULTILINE)
+    return m.group(1) if m else None
 
 
 def main() -> None:

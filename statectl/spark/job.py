@@ -27,16 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from statectl.formats.adstore import Digest
-from statectl.fsutil import write_atomic
+from statectl.fsutil import process_alive, write_atomic
 from statectl.spark.context import BuildError, BuildJob, local_path, one_line
 from statectl.spark.daemon import prefer_installed_pyspark
 from statectl.spark.frames import arrow_batches, lay_out, plain_frame
-from statectl.spark.rescale_reader import SplitSources
+from statectl.spark.rescale_reader import SplitSources, WarmSplit
 from statectl.spark.footers import read_footers
 from statectl.spark.sampler import FilePartitioner, file_bounds, prefetch_parquet_sample
 from statectl.spark.sources import files_rdd, topic_rdd
-from statectl.spark.status import DONE_MARK, StatusLines
-from statectl.spark.launch import ERROR_MARK
+from statectl.spark.status import DONE_MARK, WAITING_MARK, StatusLines
+from statectl.spark.launch import ERROR_MARK, WHEN_WRITTEN
 from statectl.spark.submit import BUILD_MANIFEST, SST_PREFIX, BuildFile, BuildManifest, StoreBuild
 from statectl.spark.writer import OUT_OF_ORDER, Warm, WriteArrow, WriteFiles, entry_digest_columns
 
@@ -88,17 +88,93 @@ def _rescale(job: BuildJob, began: float) -> dict[str, Any]:
     session, no plan, no shuffle). Writes the manifest with what each source's task read, the Digest of every
     entry read (the targets' files' Digests, summed per target by _finish, must add up to it) and the
     phases."""
+    return _rescale_on(_rescale_context(), lambda: job, began)
+
+
+def rescale_when_written(job_file: Path, parent: int) -> dict[str, Any]:
+    """A rescale started before statectl (process ``parent``) wrote its job file (launch.Started): the
+    SparkContext starts while it is written, and the Python workers (:class:`WarmSplit`) too when it is not
+    there yet, then _rescale's stage."""
+    began = time.monotonic()
+    prefer_installed_pyspark()
+    sc = _rescale_context()
+
+    def job() -> BuildJob:
+        if not job_file.exists():  # the stage would wait: its workers start meanwhile
+            print(WAITING_MARK, file=sys.stderr, flush=True)
+            _warm_split_workers(sc)
+        return _rescale_job(_when_written(job_file, parent))
+
+    return _rescale_on(sc, job, began)
+
+
+def _rescale_context() -> Any:
     from pyspark import SparkContext
 
     _no_numpy_converters()
-    sc = SparkContext.getOrCreate()
+    return SparkContext.getOrCreate()
+
+
+def _rescale_on(sc: Any, job: Any, began: float) -> dict[str, Any]:
+    """_rescale's stage on ``sc``, for the BuildJob ``job()`` gives; the SparkContext stopped at the end."""
     phases = {"session_s": round(time.monotonic() - began, 3)}
     try:
-        doc = _split_sources(sc, job, began, phases)
+        t0 = time.monotonic()
+        ready = job()
+        phases["job_wait_s"] = round(time.monotonic() - t0, 3)  # for its job file, when started before it
+        doc = _split_sources(sc, ready, began, phases)
         print(DONE_MARK, file=sys.stderr, flush=True)  # the launcher goes on while the context stops
         return doc
     finally:
         sc.stop()
+
+
+_WAIT_S = 0.01
+
+
+def _when_written(job_file: Path, parent: int) -> dict[str, Any]:
+    """The job document once ``job_file`` is there (written whole, in one rename); BuildError when process
+    ``parent`` (statectl) or this driver's JVM ends first: no job is coming."""
+    jvm = os.getppid()
+    while not job_file.exists():
+        if os.getppid() != jvm or not process_alive(parent):
+            raise BuildError("statectl ended before it wrote the job file")
+        time.sleep(_WAIT_S)
+    return json.loads(job_file.read_text())
+
+
+def _rescale_job(doc: dict[str, Any]) -> BuildJob:
+    job = BuildJob(doc)
+    if job.spec.source != "snapshots":
+        raise BuildError(f"a job file written later is a rescale's, not a {job.spec.source} build")
+    return job
+
+
+def _warm_split_workers(sc: Any) -> None:
+    """Start the stage's Python workers now, in the background, as _warm_workers does for a files build: a job
+    of one task per core (rescale_reader.WarmSplit) in a job group of its own (the build's status counts the
+    stages of the jobs without one), submitted before this returns (for at most _WARM_SUBMIT_S), so that the
+    stage's tasks, which come later, take its workers: their start (the Python daemon's, the imports) and Spark's
+    first job then go on while the driver sets the stage up."""
+    import threading
+
+    cores = max(1, int(sc.defaultParallelism))
+    if sc.getConf().get("spark.python.worker.reuse", "true").lower() != "true":
+        return
+
+    def warm() -> None:
+        sc.setJobGroup(_WARM_GROUP, "start the Python workers")
+        sc.parallelize(range(cores), cores).mapPartitions(WarmSplit()).collect()
+
+    t = threading.Thread(target=lambda: _quietly(warm), name="statectl-warm", daemon=True)
+    t.start()
+    tracker, deadline = sc.statusTracker(), time.monotonic() + _WARM_SUBMIT_S
+    while t.is_alive() and not tracker.getJobIdsForGroup(_WARM_GROUP) and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
+_WARM_GROUP = "statectl-warm-up"
+_WARM_SUBMIT_S = 1.0
 
 
 def _no_numpy_converters() -> None:
@@ -341,13 +417,18 @@ def summarize(e: BaseException) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``job.py <job file>``: build, and exit 0; on failure print the one-line error after ERROR_MARK and exit 1."""
-    if len(argv) != 1:
-        print(f"{ERROR_MARK}usage: job.py <job file>", file=sys.stderr)
+    """``job.py <job file>``: build, and exit 0; on failure print the one-line error after ERROR_MARK and exit 1.
+    ``job.py <job file> --when-written-by <pid>``: a rescale whose job file process pid writes later
+    (:func:`rescale_when_written`)."""
+    waits = len(argv) == 3 and argv[1] == WHEN_WRITTEN and argv[2].isdigit()
+    if len(argv) != 1 and not waits:
+        print(f"{ERROR_MARK}usage: job.py <job file> [{WHEN_WRITTEN} <pid>]", file=sys.stderr)
         return 2
     try:
-        doc = json.loads(Path(argv[0]).read_text())
-        build(doc)
+        if waits:
+            rescale_when_written(Path(argv[0]), int(argv[2]))
+        else:
+            build(json.loads(Path(argv[0]).read_text()))
     except KeyboardInterrupt:
         print(f"{ERROR_MARK}interrupted", file=sys.stderr)
         return 130

@@ -1,7 +1,8 @@
 """The launch of a Spark build's job: the spark-submit command line (:func:`spark_command`, no secrets in
 it), spark-submit run in its own process group and killed with it when interrupted or late, the job's
-status lines read from its log as it runs (:func:`submit_job`), the driver JVM's class-data-sharing archive (:class:`ClassArchive`), and the job's own
-one-line error read back from its log (:func:`job_error`, after ERROR_MARK)."""
+status lines read from its log as it runs (:func:`submit_job`), a rescale's job started before its job file
+is written (:class:`Started`), the driver JVM's class-data-sharing archive (:class:`ClassArchive`), and the
+job's own one-line error read back from its log (:func:`job_error`, after ERROR_MARK)."""
 
 from __future__ import annotations
 
@@ -38,9 +39,12 @@ _LOCAL_DRIVER_JIT = ("-XX:Tier4InvocationThreshold=40000 -XX:Tier4MinInvocationT
                      "-XX:Tier4CompileThreshold=50000 -XX:Tier4BackEdgeThreshold=300000")
 
 
-def spark_command(submit: Path, job_file: Path, master: str, conf: dict[str, str]) -> list[str]:
+def spark_command(submit: Path, job_file: Path, master: str, conf: dict[str, str],
+                  parent: int | None = None) -> list[str]:
     """The spark-submit command line of a build (no secrets in it). A local master's driver JVM gets
-    _LOCAL_DRIVER_JIT before the options ``conf`` gives it (the JVM takes the last of an option)."""
+    _LOCAL_DRIVER_JIT before the options ``conf`` gives it (the JVM takes the last of an option). ``parent``: a
+    rescale's driver started before its job file is written waits for it while process ``parent`` (statectl)
+    lives (statectl.spark.job, WHEN_WRITTEN)."""
     settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
                 "spark.sql.session.timeZone": "UTC", "spark.pyspark.python": sys.executable,
                 "spark.pyspark.driver.python": sys.executable, "spark.driver.memory": "1g",
@@ -50,7 +54,10 @@ def spark_command(submit: Path, job_file: Path, master: str, conf: dict[str, str
     cmd = [str(submit), "--master", master, "--name", "statectl adstore build"]
     for k, v in settings.items():
         cmd += ["--conf", f"{k}={v}"]
-    return cmd + [str(_job_script()), str(job_file)]
+    return cmd + [str(_job_script()), str(job_file), *([WHEN_WRITTEN, str(parent)] if parent is not None else [])]
+
+
+WHEN_WRITTEN = "--when-written-by"  # job.py's flag: the job file is written later, by the process named
 
 
 class ClassArchive:
@@ -200,23 +207,28 @@ def _read_size(path: Path) -> int | None:
 
 def submit_job(submit: Path, job_file: Path, log_path: Path, master: str, conf: dict[str, str],
                timeout_s: float | None, secrets: dict[str, str],
-               on_status: Callable[[dict[str, int]], None] | None = None) -> None:
-    """Run spark-submit (:func:`_submit_once`) with the driver's :class:`ClassArchive`, in ``log_path``'s dir
+               on_status: Callable[[dict[str, int]], None] | None = None, started: "Started | None" = None) -> None:
+    """Run spark-submit (:func:`_start`, :func:`_finish`) with the driver's :class:`ClassArchive`, in ``log_path``'s dir
     (out_dir), its output into ``log_path``; a JVM that dies of a fatal error (SIGBUS, SIGSEGV) while mapping
     one is run once more without it. ``on_status`` gets the job's status figures as it writes them
-    (statectl.spark.status). StatectlError (with the job's own error) when the job fails."""
-    archive = ClassArchive(submit, conf)
+    (statectl.spark.status). ``started``: the job already started (:class:`Started`), waited for here.
+    StatectlError (with the job's own error) when the job fails."""
+    archive = started.archive if started is not None else ClassArchive(submit, conf)
     try:
         # a JVM that records the archive writes it as it exits: that build is waited for to the end
-        _submit_once(submit, job_file, log_path, master, archive.conf(conf), timeout_s, secrets, on_status,
-                     early=archive.recording is None)
+        proc = started.take() if started is not None else None
+        with _sigterm_as_interrupt():
+            proc = proc or _start(submit, job_file, log_path, master, archive.conf(conf), secrets)
+            _finish(proc, log_path, timeout_s, on_status, early=archive.recording is None)
     except StatectlError:
         archive.discard()
         if archive.path is None or archive.recording is not None \
                 or _JVM_FATAL not in log_path.read_text(errors="replace"):
             raise
         archive.drop()
-        _submit_once(submit, job_file, log_path, master, conf, timeout_s, secrets, on_status, early=True)
+        with _sigterm_as_interrupt():
+            _finish(_start(submit, job_file, log_path, master, conf, secrets), log_path, timeout_s, on_status,
+                    early=True)
         return
     except BaseException:
         archive.discard()
@@ -224,13 +236,64 @@ def submit_job(submit: Path, job_file: Path, log_path: Path, master: str, conf: 
     archive.keep()
 
 
-def _submit_once(submit: Path, job_file: Path, log_path: Path, master: str, conf: dict[str, str],
-                 timeout_s: float | None, secrets: dict[str, str],
-                 on_status: Callable[[dict[str, int]], None] | None, early: bool = False) -> None:
-    """Run spark-submit in its own process group, its output into the log; kill the group when interrupted
-    (Ctrl-C, SIGTERM) or past ``timeout_s``; spark-submit gets SIGTERM when statectl dies any other way
-    (where setpriv is installed). ``early``: return once the job says its manifest is written (DONE_MARK),
-    its SparkContext's stop and the JVM's exit left to finish beside the caller's next steps."""
+class Started:
+    """A rescale's spark-submit started before its job file is written (:meth:`start`): the JVM and the driver's
+    SparkContext start while statectl plans, and the driver waits for the job file (statectl.spark.job). Handed
+    to :func:`submit_job` (:meth:`take`) once the file is written; until then :meth:`cancel` (and the ``with``
+    block's end) kills its process group and waits for it, which removes Spark's own temp dirs (its shutdown
+    hooks). While it runs, SIGTERM interrupts the main thread (:class:`_sigterm_as_interrupt`), so that a
+    statectl stopped while it plans kills the job first."""
+
+    def __init__(self, proc: subprocess.Popen, archive: "ClassArchive", guard: "_sigterm_as_interrupt"):
+        self.proc, self.archive, self._guard = proc, archive, guard
+
+    @classmethod
+    def start(cls, submit: Path, job_file: Path, log_path: Path, master: str, conf: dict[str, str],
+              secrets: dict[str, str]) -> "Started | None":
+        """spark-submit of the job file ``job_file`` not yet written, its driver waiting for it while this process
+        lives; None when the driver's class archive is to be recorded first (a recording JVM exits slowly, and
+        one killed records nothing: :func:`submit_job` records it in the job's own run)."""
+        archive = ClassArchive(submit, conf)
+        if archive.recording is not None:
+            archive.discard()
+            return None
+        guard = _sigterm_as_interrupt()
+        guard.__enter__()
+        try:
+            proc = _start(submit, job_file, log_path, master, archive.conf(conf), secrets, parent=os.getpid())
+        except BaseException:
+            guard.__exit__()
+            raise
+        return cls(proc, archive, guard)
+
+    def __enter__(self) -> "Started":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+    def take(self) -> subprocess.Popen:
+        """The process, now the caller's to wait for (and kill)."""
+        proc, self.proc = self.proc, None
+        self._guard.__exit__()
+        if proc is None:
+            raise StatectlError("the Spark job was already handed over or cancelled")
+        return proc
+
+    def cancel(self) -> None:
+        """Kill the job unless it was taken; idempotent."""
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            try:
+                _kill(proc)
+            finally:
+                self._guard.__exit__()
+
+
+def _start(submit: Path, job_file: Path, log_path: Path, master: str, conf: dict[str, str],
+           secrets: dict[str, str], parent: int | None = None) -> subprocess.Popen:
+    """spark-submit in its own process group, its output into the log (``parent``: spark_command's); it gets
+    SIGTERM when statectl dies any other way than by a signal it handles (where setpriv is installed)."""
     root = str(Path(__file__).resolve().parents[2])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STATECTL_S3_", "STATECTL_KAFKA_"))}
     env.update(secrets)
@@ -238,25 +301,32 @@ def _submit_once(submit: Path, job_file: Path, log_path: Path, master: str, conf
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     if master.startswith("local"):
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    cmd = spark_command(submit, job_file, master, conf)
+    cmd = spark_command(submit, job_file, master, conf, parent)
     setpriv = shutil.which("setpriv")
     # A statectl killed outright (SIGKILL, OOM) cannot kill the group: spark-submit is told to get SIGTERM when
     # its parent dies (Linux's parent-death signal, through util-linux's setpriv, which execs it: same pid).
     launch = [setpriv, "--pdeathsig", "TERM", "--", *cmd] if setpriv else cmd
-    with _sigterm_as_interrupt(), open(log_path, "wb") as log:
+    with open(log_path, "wb") as log:
         log.write(("$ " + " ".join(cmd) + "\n").encode())
         log.flush()
-        proc = subprocess.Popen(launch, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+        return subprocess.Popen(launch, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=log_path.parent, start_new_session=True)
-        try:
-            code = _wait(proc, timeout_s, StatusReader(log_path, on_status), early)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            raise StatectlError(f"the Spark build did not finish within {timeout_s:g}s; it was stopped",
-                                hint=f"see {log_path}") from None
-        except BaseException:
-            _kill(proc)
-            raise
+
+
+def _finish(proc: subprocess.Popen, log_path: Path, timeout_s: float | None,
+            on_status: Callable[[dict[str, int]], None] | None, early: bool = False) -> None:
+    """Wait for spark-submit; kill its group when interrupted (Ctrl-C, SIGTERM) or past ``timeout_s``.
+    ``early``: return once the job says its manifest is written (DONE_MARK), its SparkContext's stop and the
+    JVM's exit left to finish beside the caller's next steps."""
+    try:
+        code = _wait(proc, timeout_s, StatusReader(log_path, on_status), early)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise StatectlError(f"the Spark build did not finish within {timeout_s:g}s; it was stopped",
+                            hint=f"see {log_path}") from None
+    except BaseException:
+        _kill(proc)
+        raise
     if code != 0:
         raise StatectlError(f"the Spark build failed: {job_error(log_path) or f'spark-submit exited with {code}'}",
                             hint=f"see {log_path}")
@@ -266,9 +336,9 @@ def _wait(proc: subprocess.Popen, timeout_s: float | None, status: StatusReader,
     """spark-submit's exit code, reading the job's status lines as it runs; TimeoutExpired past ``timeout_s``.
     ``early``: 0 as soon as the job says it is done (its process reaped in the background)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    polled = 0.0
+    polled, every = 0.0, _DONE_POLL_S if early else _POLL_S
     while True:
-        wait = _POLL_S if deadline is None else min(_POLL_S, max(0.0, deadline - time.monotonic()))
+        wait = every if deadline is None else min(every, max(0.0, deadline - time.monotonic()))
         try:
             code = proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
@@ -286,6 +356,7 @@ def _wait(proc: subprocess.Popen, timeout_s: float | None, status: StatusReader,
 
 
 _POLL_S = 0.1
+_DONE_POLL_S = 0.02  # how soon the job's end is seen (a read of the log's new bytes)
 
 
 def _reap(proc: subprocess.Popen) -> None:
@@ -313,14 +384,33 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _wait_group_gone(pgid: int, wait_s: float) -> None:
-    """SIGKILL what is left of process group ``pgid`` until none of it is left, for at most ``wait_s``."""
+    """SIGKILL what is left of process group ``pgid`` until none of it runs, for at most ``wait_s``: a member
+    whose parent died before it is a zombie until init reaps it, which some inits do only every few seconds."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             return
+        if not _group_runs(pgid):
+            return
         time.sleep(0.05)
+
+
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is not a zombie (True when /proc cannot tell)."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 class _sigterm_as_interrupt:

@@ -119,6 +119,17 @@ def prefetched(into: str | None, i: int) -> Path | None:
     return None
 
 
+class WarmSplit:
+    """A task's items passed through by a Python worker that first imports what :class:`SplitSources` imports
+    (statectl.spark.job starts the workers with it while statectl writes the job file)."""
+
+    def __call__(self, items: Iterable[Any]) -> Iterator[Any]:
+        import numpy  # noqa: F401
+
+        _rocksdict()
+        yield from items
+
+
 _BATCH_BYTES = 4 << 20  # the reader's batches, about (keys and values)
 _READAHEAD = 2 << 20  # the reader's readahead: its files are read start to end
 

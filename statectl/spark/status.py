@@ -19,6 +19,8 @@ STATUS_MARK = "STATECTL-BUILD-STATUS: "
 # about 1.3 s): the launcher may go on while they finish (statectl.spark.launch).
 DONE_MARK = "STATECTL-BUILD-DONE"
 STATUS_EVERY_S = 0.5
+# A rescale's driver started before its job file is up and waits for it (statectl.spark.job.rescale_when_written).
+WAITING_MARK = "STATECTL-BUILD-WAITING"
 
 
 class StatusLines:

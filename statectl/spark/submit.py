@@ -34,8 +34,9 @@ from typing import Any
 
 from statectl.errors import BlobNotFoundError, StatectlError, UsageError
 from statectl.formats.adstore import Digest, KeyValueSpec
+from statectl.fsutil import SYNC_NONE, write_atomic
 from statectl.progress import NullProgress, ProgressReporter
-from statectl.spark.launch import rescale_conf, submit_job, worker_conf
+from statectl.spark.launch import Started, rescale_conf, submit_job, worker_conf
 from statectl.spark.probe import require_spark, spark_at_hand
 
 BUILD_MANIFEST = "BUILD-MANIFEST.json"  # in out_dir, written last by the job
@@ -338,13 +339,34 @@ class BuildManifest:
         return out
 
 
+def start_rescale_build(out_dir: Path, *, master: str, conf: dict[str, str] | None = None,
+                        s3: Any = None) -> Started | None:
+    """A snapshots build (a rescale's) started in ``out_dir`` (made here) before its spec is known; its driver
+    waits for the job file :func:`run_build` writes when given it (launch.Started: ``cancel`` when no build
+    follows). None when it cannot start ahead (no spark-submit or java at hand, one that does not run, or the class
+    archive to record): run_build then starts it, and says what is missing."""
+    from statectl.errors import MissingDependencyError
+
+    try:
+        submit = spark_at_hand("rescale")
+    except MissingDependencyError:
+        return None
+    out_dir = Path(out_dir).absolute()
+    out_dir.mkdir(parents=True)
+    try:
+        return Started.start(submit, out_dir / JOB_FILE, out_dir / LOG_FILE, master, rescale_conf(conf or {}),
+                             _secret_env(s3, None))
+    except OSError:  # spark-submit does not run: run_build says why, after the plan's own checks
+        return None
+
+
 def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf: dict[str, str] | None = None,
               progress: ProgressReporter | None = None, timeout_s: float | None = None,
-              s3: Any = None, kafka_security: Any = None) -> BuildManifest:
+              s3: Any = None, kafka_security: Any = None, started: Started | None = None) -> BuildManifest:
     """Build the SST files ``spec`` asks for into ``out_dir`` (created if missing) with a Spark job, and
     return its manifest (see the module doc for re-runs). ``master``/``conf``: spark-submit's; ``s3``: the
-    S3Options of an ``s3://`` staging store; ``kafka_security``: the topic's KafkaSecurity.
-
+    S3Options of an ``s3://`` staging store; ``kafka_security``: the topic's KafkaSecurity; ``started``: its job,
+    started in ``out_dir`` (:func:`start_rescale_build`).
     Raises UsageError for a bad spec; MissingDependencyError (13) without pyspark or a usable Java;
     NotFoundError for a topic or partition that does not exist; StatectlError with the job's own one-line
     error (and the log file as hint) when the job fails, or when it did not finish within ``timeout_s`` (the
@@ -360,7 +382,7 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
         resolved = dataclasses.replace(spec, files=tuple(str(f) for f in _list_files(Path(spec.path), spec.fmt)))
     spec_hash = build_hash(resolved) if spec.source == "files" else spec.spec_hash()
     build_id = spec_hash[:16]
-    done = _reuse(out_dir, spec_hash, s3, progress)
+    done = _reuse(out_dir, spec_hash, s3, progress) if started is None else None  # started: in a new out_dir
     if done is not None:
         return done
     submit = spark_at_hand("rescale" if spec.source == "snapshots" else "adstore load --spark")
@@ -375,10 +397,11 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
             resolved = dataclasses.replace(spec, ranges=topic_ranges(spec, kafka_security))
         job = {"spec": resolved.to_dict(), "spec_hash": spec_hash, "build_id": build_id, "out_dir": str(out_dir),
                "s3": _s3_public(s3), "kafka_security": _kafka_public(kafka_security)}
-        job_file = out_dir / JOB_FILE
-        job_file.write_text(json.dumps(job, indent=2) + "\n")
+        job_file, text = out_dir / JOB_FILE, json.dumps(job, indent=2) + "\n"
+        job_file.write_text(text) if started is None else write_atomic(job_file, text, sync=SYNC_NONE)  # read at once
         progress.note(f"running the Spark build of {_describe(spec)} on {master} (log: {out_dir / LOG_FILE})")
-        _submit(submit, spec, job_file, master, conf or {}, timeout_s, _secret_env(s3, kafka_security), progress)
+        _submit(submit, spec, job_file, master, conf or {}, timeout_s, _secret_env(s3, kafka_security), progress,
+                started)
         try:
             manifest = BuildManifest.read(out_dir)
         except (OSError, ValueError) as e:
@@ -400,7 +423,8 @@ def run_build(spec: BuildSpec, out_dir: Path, *, master: str = "local[*]", conf:
 
 
 def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: dict[str, str],
-            timeout_s: float | None, secrets: dict[str, str], progress: ProgressReporter) -> None:
+            timeout_s: float | None, secrets: dict[str, str], progress: ProgressReporter,
+            started: Started | None = None) -> None:
     """Run the job (launch.submit_job), its status lines shown as the status of ``Spark build of ...``. A
     rescale's driver JVM does no heavy work of its own (statectl.spark.job._rescale): launch.rescale_conf; every
     job's Python workers import the installed pyspark (launch.worker_conf).
@@ -410,7 +434,7 @@ def _submit(submit: Path, spec: BuildSpec, job_file: Path, master: str, conf: di
     conf = rescale_conf(conf) if spec.source == "snapshots" else worker_conf(conf)
     try:
         submit_job(submit, job_file, job_file.parent / LOG_FILE, master, conf, timeout_s, secrets,
-                   lambda figures: progress.status(subject, **figures))
+                   lambda figures: progress.status(subject, **figures), started)
     except (StatectlError, OSError):
         require_spark("rescale" if spec.source == "snapshots" else "adstore load --spark")
         raise

@@ -269,12 +269,59 @@ def test_rescale_usage_and_not_found(tmp_path: Path):
     doc = json.loads(p.stdout)
     assert doc["exit_code"] == 10 and doc["error"] == f"blob store {blobs} does not exist"  # not made either
     (tmp_path / "blobs").mkdir()
-    p = cli(tmp_path, "-o", "json", *base, "--from", "2", "--to", "3", code=10)
+    work = tmp_path / "work"  # the Spark job started for the plan is killed with it, and its work dir removed
+    p = cli(tmp_path, "-o", "json", *base, "--from", "2", "--to", "3", "--work-dir", str(work), code=10)
     doc = json.loads(p.stdout)
     assert doc["exit_code"] == 10 and doc["error"].startswith("unknown job 'nojob'")
+    assert not list(work.glob("statectl-rescale-*")) and not _processes_naming(str(work))
     (tmp_path / "map.json").write_text(json.dumps({"from": ["a"]}))
     p = cli(tmp_path, *base, "--from", "2", "--to", "3", "--task-map", str(tmp_path / "map.json"), code=2)
     assert "task map" in p.stderr
+
+
+def _processes_naming(text: str) -> list[str]:
+    """The command lines of the processes that name ``text`` in theirs."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            out.append(cmdline)
+    return out
+
+
+def test_the_spark_job_starts_before_the_blob_store_opens_and_goes_with_a_refused_plan(tmp_path: Path):
+    """The hash path's spark-submit runs, in the rescale's work dir, by the time the blob store is opened; the
+    plan then refuses (no snapshot: exit 10), and the job's processes and the work dir are gone with it."""
+    import time
+
+    from statectl.blobstore import open_blobstore
+    from statectl.catalog.records import BlobCheckpointStore
+    from statectl.engine.rescale.execute import rescale
+    from statectl.engine.rescale.options import RescaleOptions
+    from statectl.errors import SnapshotNotFoundError
+
+    (tmp_path / "blobs").mkdir()
+    store = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    work = tmp_path / "work"
+    seen: list[list[str]] = []
+
+    def opened() -> object:
+        seen.append([str(p) for p in work.glob("statectl-rescale-*/build/spark-submit.log")])
+        while seen[0] and not _processes_naming(str(work)):  # between setpriv's, env's and bash's execs
+            time.sleep(0.01)
+        return store
+
+    try:
+        with pytest.raises(SnapshotNotFoundError):
+            rescale(RescaleOptions(STORE, "none", from_tasks=2, to_tasks=3, master="local[2]", work_dir=work), opened,
+                    lambda: BlobCheckpointStore(store))
+    finally:
+        store.close()
+    assert seen[0], seen  # the job's log: spark-submit ran, naming the job file in the work dir
+    assert not _processes_naming(str(work)) and not list(work.glob("statectl-rescale-*"))
 
 
 def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
@@ -305,24 +352,37 @@ def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
 
 def test_rescale_shows_the_spark_builds_stages_and_rows(tmp_path: Path):
     """rescale's reporter gets the Spark driver's status: stages done of total and the rows written, the last
-    figures those of the whole build (every key of the sources)."""
+    figures those of the whole build (every key of the sources). The blob store opens only once the driver,
+    started ahead, waits for its job file: its Python workers start meanwhile, in a job the status leaves out,
+    and the stage's tasks take them."""
+    import time
+
     from statectl.blobstore import open_blobstore
     from statectl.catalog.records import BlobCheckpointStore
     from statectl.engine.rescale.execute import rescale
     from statectl.engine.rescale.options import RescaleOptions
+    from statectl.spark.status import WAITING_MARK
     from tests.tools.progress_recorder import Recorder
 
     blobs = f"file://{tmp_path / 'blobs'}"
     expected = _make_sources(tmp_path, blobs, "shown", 2, 4)
     rec = Recorder()
     store = open_blobstore(blobs)
+    work = tmp_path / "work"
+
+    def when_waiting() -> object:
+        while not any(WAITING_MARK in log.read_text(errors="replace")
+                      for log in work.glob("statectl-rescale-*/build/spark-submit.log")):
+            time.sleep(0.05)
+        return store
+
     try:
-        r = rescale(RescaleOptions(STORE, "shown", from_tasks=2, to_tasks=3, master="local[2]", work_dir=tmp_path),
-                    store, BlobCheckpointStore(store), rec)
+        r = rescale(RescaleOptions(STORE, "shown", from_tasks=2, to_tasks=3, master="local[2]", work_dir=work),
+                    when_waiting, BlobCheckpointStore(store), rec)
     finally:
         store.close()
-    assert r.committed and r.keys == len(expected)
+    assert r.committed and r.keys == len(expected) and r.phases["spark_job_wait_s"] > 0
     shown = rec.statuses("Spark build of ")
     assert shown and shown[-1] == {}
     last = shown[-2]
-    assert last["stages"] == last["stages_total"] > 0 and last["rows"] == len(expected)
+    assert last["stages"] == last["stages_total"] == 1 and last["rows"] == len(expected)

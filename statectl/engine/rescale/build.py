@@ -82,11 +82,11 @@ def file_bytes(snapshots: list[dict[str, Any]], targets: int) -> int:
 
 
 def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobstore: BlobStore, work: Path,
-                  result: RescaleResult, progress: ProgressReporter) -> tuple[list[Path], Any]:
-    """Run the Spark job and ingest each target's SST files into a staged store; return the stores and the
-    job's BuildManifest. A target's files are one per source (or more, rolled over at max_file_bytes): their
-    key ranges overlap, each key in one file; RocksDB's ingestion puts such files in L0 at sequence numbers
-    of their own."""
+                  result: RescaleResult, progress: ProgressReporter, started: Any = None) -> tuple[list[Path], Any]:
+    """Run the Spark job (``started``: the one started ahead in ``work / "build"``, early.StartedAhead) and ingest
+    each target's SST files into a staged store; return the stores and the job's BuildManifest. A target's files
+    are one per source (or more, rolled over at max_file_bytes): their key ranges overlap, each key in one file;
+    RocksDB's ingestion puts such files in L0 at sequence numbers of their own."""
     from statectl.spark.submit import BuildSpec, run_build
 
     hashed = opts.key_groups is None
@@ -98,25 +98,30 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
                      prefetched=str(work / "sources") if local else None,
                      max_file_bytes=file_bytes(snapshots, opts.to_tasks))
     t0 = time.monotonic()
+    prefetch = Prefetch(snapshots, blobstore, work / "sources" if local else None, local_cores(opts.master))
     try:
-        with Prefetch(snapshots, blobstore, work / "sources" if local else None, local_cores(opts.master)):
-            manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
-                                 timeout_s=opts.timeout_s, s3=opts.s3)
-    except StatectlError as e:
-        _keep_log(e, work / "build")
-        raise
-    result.phases["spark_s"] = round(time.monotonic() - t0, 3)
-    result.phases.update({f"spark_{k}": v for k, v in manifest.phases.items()})  # the job's own (BuildManifest)
-    by_task = {s["task"]: s for s in manifest.sources}
-    for src in result.sources:
-        got = by_task.get(src.task)
-        if got is None:
-            raise VerificationError(f"the Spark job did not report reading the snapshot of {src.task}")
-        src.keys = int(got["keys"])
-        result.bytes_read += int(got["bytes_read"])
-    result.bytes_written = sum(f.size for f in manifest.files)
-    t0 = time.monotonic()
-    out = _ingest(opts, manifest, work)
+        try:
+            with prefetch:
+                manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
+                                     timeout_s=opts.timeout_s, s3=opts.s3, started=started)
+        except StatectlError as e:
+            _keep_log(e, work / "build")
+            raise
+        prefetch.discard()  # the executors are done with the copies: they go while the targets are ingested
+        result.phases["spark_s"] = round(time.monotonic() - t0, 3)
+        result.phases.update({f"spark_{k}": v for k, v in manifest.phases.items()})  # the job's own (BuildManifest)
+        by_task = {s["task"]: s for s in manifest.sources}
+        for src in result.sources:
+            got = by_task.get(src.task)
+            if got is None:
+                raise VerificationError(f"the Spark job did not report reading the snapshot of {src.task}")
+            src.keys = int(got["keys"])
+            result.bytes_read += int(got["bytes_read"])
+        result.bytes_written = sum(f.size for f in manifest.files)
+        t0 = time.monotonic()
+        out = _ingest(opts, manifest, work)
+    finally:
+        prefetch.join()  # before the work dir goes
     result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
     return out, manifest
 
@@ -165,11 +170,13 @@ class Prefetch:
     executors (BuildSpec.prefetched), ``at_once`` at a time (as many as the executors run) in the tasks' order:
     the statectl process does it while the job's JVM starts, which leaves a core idle. Each source is checked
     as the executors check it (statectl.spark.rescale_reader.fetch_snapshot), then marked ready; one that fails
-    is marked failed and the executor fetches it itself, which reports the error as without."""
+    is marked failed and the executor fetches it itself, which reports the error as without. :meth:`discard`
+    removes them once the job is done, in a thread of its own."""
 
     def __init__(self, snapshots: list[dict[str, Any]], blobstore: BlobStore, into: Path | None, at_once: int = 2):
         self.snapshots, self.blobstore, self.into, self.at_once = snapshots, blobstore, into, at_once
         self._pool: Any = None
+        self._removal: Any = None
 
     def __enter__(self) -> "Prefetch":
         from concurrent.futures import ThreadPoolExecutor
@@ -184,6 +191,18 @@ class Prefetch:
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def discard(self) -> None:
+        """Remove the downloaded sources in a thread of their own (:meth:`join` waits for it)."""
+        import threading
+
+        if self.into is not None and self._removal is None:
+            self._removal = threading.Thread(target=shutil.rmtree, args=(self.into, True), name="statectl-discard")
+            self._removal.start()
+
+    def join(self) -> None:
+        if self._removal is not None:
+            self._removal.join()
 
     def _fetch(self, i: int, source: dict[str, Any]) -> None:
         from statectl.spark.rescale_reader import fetch_snapshot

@@ -6,22 +6,29 @@ its own. The package doc says what each step does."""
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
+from typing import Callable
 
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.records import BlobCheckpointStore
 from statectl.engine.rescale.build import WorkDir, build_targets, verify_targets
 from statectl.engine.rescale.commit import WHAT
+from statectl.engine.rescale.early import StartedAhead
 from statectl.engine.rescale.options import RescaleOptions
-from statectl.engine.rescale.plan import RescalePlan, plan_rescale
+from statectl.engine.rescale.plan import RescalePlan, check_partitioners, plan_rescale
 from statectl.engine.rescale.rerun import Recorder, finish
 from statectl.engine.rescale.result import RescaleResult, TargetInfo
 from statectl.engine.rescale.upload import upload_targets
 from statectl.progress import NoteRecorder, ProgressReporter
 
 
-def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
+def rescale(opts: RescaleOptions, blobstore: BlobStore | Callable[[], BlobStore],
+            checkpoints: BlobCheckpointStore | Callable[[], BlobCheckpointStore],
             progress: ProgressReporter | None = None) -> RescaleResult:
     """Re-partition the source snapshots into new target snapshots and commit them (see the package doc).
+    ``blobstore`` and ``checkpoints``: the stores, or functions that open them (after the options are checked
+    and a hash-path rescale's Spark job is started: its JVM starts while they open and the rescale is planned,
+    and is killed when the plan refuses, or finds no Spark job needed).
 
     Raises UsageError for bad options (a partitioner that does not import among them); SnapshotNotFoundError
     (exit 10) for a source task without a snapshot (or without the named one); LayoutError (exit 1) when the
@@ -41,13 +48,19 @@ def rescale(opts: RescaleOptions, blobstore: BlobStore, checkpoints: BlobCheckpo
     """
     began = time.monotonic()
     notes = NoteRecorder(progress)
-    plan = plan_rescale(opts, blobstore, checkpoints)
-    if plan.recorded.record is not None:
-        finish(plan.opts, plan.recorded, blobstore, checkpoints, plan.result, notes)
-    elif plan.opts.dry_run:
-        _dry_run(plan)
-    else:
-        execute_rescale(plan, blobstore, checkpoints, notes)
+    opts.validate()
+    check_partitioners(opts)
+    with StartedAhead(opts) as ahead:
+        blobstore = blobstore() if callable(blobstore) else blobstore
+        checkpoints = checkpoints() if callable(checkpoints) else checkpoints
+        plan = plan_rescale(opts, blobstore, checkpoints)
+        if plan.recorded.record is not None:
+            ahead.cancel()  # no Spark job: the recorded rescale's uploads are committed, or it is done
+            finish(plan.opts, plan.recorded, blobstore, checkpoints, plan.result, notes)
+        elif plan.opts.dry_run:
+            _dry_run(plan)
+        else:
+            execute_rescale(plan, blobstore, checkpoints, notes, ahead)
     plan.result.notes = notes.notes
     plan.result.duration_s = round(time.monotonic() - began, 3)
     return plan.result
@@ -64,17 +77,19 @@ def _dry_run(plan: RescalePlan) -> None:
 
 
 def execute_rescale(plan: RescalePlan, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-                    progress: ProgressReporter) -> None:
-    """Run a planned new rescale in a work dir of its own (removed at the end): the hash path, or the key-group
-    path (statectl.engine.rescale.keygroups); ``plan.result`` gets what it did."""
+                    progress: ProgressReporter, ahead: StartedAhead | None = None) -> None:
+    """Run a planned new rescale in a work dir of its own (removed at the end; ``ahead``'s when it started the
+    Spark job): the hash path, or the key-group path (statectl.engine.rescale.keygroups); ``plan.result`` gets
+    what it did."""
     opts, result = plan.opts, plan.result
     recorder = Recorder(blobstore, opts, plan.recorded.etag)
-    with WorkDir(opts.work_dir) as work:
+    with (nullcontext(ahead.work) if ahead is not None and ahead.work is not None else WorkDir(opts.work_dir)) as work:
         if plan.key_groups is None:
             from statectl.engine.rescale.early import EarlyUploads
 
             with EarlyUploads(blobstore, opts, work / "build") as early:
-                stores, manifest = build_targets(opts, plan.snapshots, blobstore, work, result, progress)
+                stores, manifest = build_targets(opts, plan.snapshots, blobstore, work, result, progress,
+                                                 ahead.started if ahead is not None else None)
                 verify_targets(opts, stores, manifest, result)
                 upload_targets(opts, plan.to_job, stores, blobstore, checkpoints, result, progress, recorder,
                                early=early)

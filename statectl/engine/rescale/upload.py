@@ -96,18 +96,21 @@ def _upload(refs: list[StoreRef], paths: list[Path], blobstore: BlobStore, check
     rest = iter(upload_files(blobstore, [f for i, f in enumerate(every) if i not in up], chunk_size=opts.chunk_size,  # type: ignore[arg-type]
                              parallelism=parallelism, ttl_seconds=opts.ttl_seconds, progress=progress))
     flat = [up[i] if i in up else next(rest) for i in range(len(every))]
-    ups, start = [], 0
-    for ref, diff, files in zip(refs, diffs, added):
-        uploaded, start = flat[start:start + len(files)], start + len(files)
-        problems = check_blobs(blobstore, [(fi.file_name, fi) for fi in uploaded], parallelism)
-        if problems:
-            p = problems[0]
-            raise CorruptSnapshotError(f"the new snapshot of {ref} did not read back as uploaded: {p.blob_id} of "
-                                       f"{p.rel}: {p.reason}", hint="nothing was committed; run rescale again")
-        # The commit's cleanup keeps every older snapshot of the target (within one job: the source of
-        # its task, kept for a roll-back); the next backup of the task applies its own --keep-last.
-        ups.append(_Upload(diff, files, uploaded, max(opts.keep_last, 1 + len(checkpoints.list(ref)))))
-    return ups
+    cuts = [0]
+    for files in added:
+        cuts.append(cuts[-1] + len(files))
+    # every target's blobs checked in one batch, and every target's snapshots listed, at once
+    target_of = {b.blob_id: k for k in range(len(refs)) for fi in flat[cuts[k]:cuts[k + 1]] for b in fi.blobs}
+    listed = _each([lambda ref=ref: len(checkpoints.list(ref)) for ref in refs], max(1, min(len(refs), 8)))
+    problems = check_blobs(blobstore, [(fi.file_name, fi) for fi in flat], parallelism)
+    if problems:
+        p = min(problems, key=lambda p: target_of[p.blob_id])
+        raise CorruptSnapshotError(f"the new snapshot of {refs[target_of[p.blob_id]]} did not read back as uploaded: "
+                                   f"{p.blob_id} of {p.rel}: {p.reason}", hint="nothing was committed; run rescale again")
+    # The commit's cleanup keeps every older snapshot of the target (within one job: the source of its task, kept
+    # for a roll-back); the next backup of the task applies its own --keep-last.
+    return [_Upload(diff, files, flat[cuts[k]:cuts[k + 1]], max(opts.keep_last, 1 + listed[k]))
+            for k, (diff, files) in enumerate(zip(diffs, added))]
 
 
 def _snapshot(opts: RescaleOptions, ref: StoreRef, up: _Upload, extra: list[Any], blobstore: BlobStore,

@@ -38,3 +38,16 @@ def test_a_rescales_workers_come_from_statectls_daemon_unless_the_user_names_one
     assert conf["spark.python.daemon.module"] == "statectl.spark.daemon"
     assert conf["spark.driver.extraJavaOptions"].endswith("-Xmx2g")
     assert rescale_conf({"spark.python.daemon.module": "mine"})["spark.python.daemon.module"] == "mine"
+
+
+def test_the_installed_py4j_version_is_read_beside_pyspark(tmp_path: Path):
+    """Read from the site dir's py4j/version.py (importlib.metadata scans every distribution at each start)."""
+    import py4j.version
+
+    from statectl.spark.daemon import _installed_py4j
+
+    assert _installed_py4j(str(Path(pyspark.__file__).parents[1])) == py4j.version.__version__
+    assert _installed_py4j(str(tmp_path)) is None
+    (tmp_path / "py4j").mkdir()
+    (tmp_path / "py4j" / "version.py").write_text('__version__ = "0.10.9.1"\n')
+    assert _installed_py4j(str(tmp_path)) == "0.10.9.1"
