@@ -16,6 +16,8 @@ from statectl.formats.adstore import (
     KeyValueSpec,
     VersionManifest,
     entry_digest,
+    entry_digests,
+    fast_crc32,
     field_path,
     murmur2,
     partition_of,
@@ -290,6 +292,31 @@ def test_digest_add_add_sorted_and_merge_agree():
     assert one.keys == len(entries)
     assert one.first_key == min(entries) and one.last_key == max(entries)
     assert one.checksum == sum(entry_digest(k, v) for k, v in entries.items()) % (1 << 64)
+
+
+def test_the_batch_digests_are_entry_digest_of_each_entry_on_edge_cases():
+    """entry_digests and add_sorted_columns (ISA-L's CRC32, the key's length folded in numpy) give exactly
+    entry_digest (zlib's CRC32 per entry): empty keys and values, keys whose length needs 1 to 3 bytes, long
+    values, CRC32 seeds of every bit."""
+    import zlib
+
+    import numpy as np
+
+    rng = random.Random(5)
+    keys = [b"", b"", b"k", rng.randbytes(255), rng.randbytes(256), rng.randbytes(70_000), b"\xff" * 17, b"\0"]
+    values = [b"", b"v", b"", rng.randbytes(3), rng.randbytes(1 << 20), b"", rng.randbytes(100), b"\0" * 4097]
+    want = [entry_digest(k, v) for k, v in zip(keys, values)]
+    got = entry_digests(keys, values)
+    assert got.dtype == np.uint64 and got.tolist() == want
+    assert entry_digests(keys, values, np.array([len(k) for k in keys])).tolist() == want
+    assert entry_digests([], []).tolist() == []
+    d = Digest()
+    d.add_sorted_columns(keys[2:4], values[2:4])
+    assert d.checksum == sum(want[2:4]) % (1 << 64)
+    crc = fast_crc32()
+    for data in (b"", b"a", rng.randbytes(100), rng.randbytes(100_000)):
+        for seed in (0, 1, 0x80000000, 0xFFFFFFFF):
+            assert crc(data, seed) == zlib.crc32(data, seed)
 
 
 def test_digest_tells_contents_apart():
