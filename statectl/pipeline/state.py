@@ -147,7 +147,7 @@ class CommitManager:
                 self.checkpoints.commit_offsets(task.name, cid, offsets)
             return
         backup_stores([self._snapshot(task, store, cid, offsets) for store in task.stores],
-                      self.rt.session.blobstore, self.rt.session.catalog)
+                      self.rt.session.blobstore, self.rt.session.catalog, exact_markers=True)
         for store in task.stores:
             for old, old_dir in local_checkpoint_dirs(store_dir(self.rt.state_dir, store.name, task.name)).items():
                 if old != cid:
