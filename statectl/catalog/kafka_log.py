@@ -203,10 +203,12 @@ class KafkaCheckpointLog:
         self._write(ref.task, checkpoint_id, given, input_offsets, keep_markers=not exact_markers)
 
     @_one_at_a_time
-    def commit_offsets(self, task: str, checkpoint_id: str, input_offsets: Mapping[str, str]) -> None:
+    def commit_offsets(self, task: str, checkpoint_id: str, input_offsets: Mapping[str, str], *,
+                       exact_markers: bool = False) -> None:
         """Write a v2 checkpoint of ``task`` with ``input_offsets`` (a task without stores commits its
-        progress), every marker of its latest v2 checkpoint kept. Errors as :meth:`commit`."""
-        self._write(task, checkpoint_id, {}, input_offsets)
+        progress), every marker of its latest v2 checkpoint kept (``exact_markers``: none, as :meth:`commit`).
+        Errors as :meth:`commit`."""
+        self._write(task, checkpoint_id, {}, input_offsets, keep_markers=not exact_markers)
 
     def _write(self, task: str, checkpoint_id: str, markers: Mapping[str, Mapping[str, str]],
                input_offsets: Mapping[str, str] | None, *, keep_markers: bool = True) -> None:

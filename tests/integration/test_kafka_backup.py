@@ -173,3 +173,8 @@ def test_the_stores_of_a_task_commit_as_one_checkpoint_or_not_at_all(tansu, job,
                          bs, cps, exact_markers=True)
     markers = json.loads(topic.records()[-1][2])["state-checkpoint-markers"]
     assert markers == {BLOB: {"counts": last[0].snapshot_id}, KAFKA: {"counts": "c3"}}
+    # A task with no store left commits its offsets alone.
+    with KafkaCheckpointLog(tansu.bootstrap, job, "1") as log:
+        log.commit_offsets(ref.task, "1800000000000-1", {"kafka.PageViews.0": "42"}, exact_markers=True)
+    value = json.loads(topic.records()[-1][2])
+    assert (value["input-offsets"], value["state-checkpoint-markers"]) == ({"kafka.PageViews.0": "42"}, {})
