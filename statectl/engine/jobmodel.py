@@ -34,12 +34,12 @@ def read_job_model(bootstrap: str, job: str, job_id: str, *, zookeeper: str | No
             stream = _read(cs)
             if stream[0] is None and required and not zookeeper:
                 raise cs.missing()
-    stream, problems = stream
     if not zookeeper:
-        return stream, problems
+        return stream
     from statectl.zookeeper.jobmodel import ZooKeeperJobModel
 
-    config = stream.config if stream is not None else {}
+    on_stream, problems = stream
+    config = on_stream.config if on_stream is not None else {}
     model, _ = _read(ZooKeeperJobModel(zookeeper, job, job_id, config=config, timeout_s=timeout_s))
     assert model is not None  # ZooKeeperJobModel raises instead
     return (dataclasses.replace(model, config=config) if config else model), problems
