@@ -77,14 +77,15 @@ def stage_snapshot(blobstore: BlobStore, index: SnapshotIndex, *, ttl_seconds: i
 
 def commit_staged(checkpoints: BlobCheckpointStore, staged: list[tuple[Lease, StoreRef, CheckpointRecord]], *,
                   input_offsets: dict[str, str] | None = None,
-                  markers: dict[str, dict[str, str]] | None = None) -> None:
+                  markers: dict[str, dict[str, str]] | None = None, exact_markers: bool = False) -> None:
     """The second half: commit the snapshots ``stage_snapshot`` staged (of one or more stores of one task,
-    each held by its lease) as ONE checkpoint (BlobCheckpointStore.commit_stores), after checking that every
-    lease is still held. Raises LeaseLostError when another process took one of the stores over."""
+    each held by its lease) as ONE checkpoint (BlobCheckpointStore.commit_stores, ``exact_markers`` with it),
+    after checking that every lease is still held. Raises LeaseLostError when another process took one of the
+    stores over."""
     for lease, _, _ in staged:
         lease.check()  # fencing: never commit after another backup took the store over
     checkpoints.commit_stores([(ref, record) for _, ref, record in staged], input_offsets=input_offsets,
-                              markers=markers)
+                              markers=markers, exact_markers=exact_markers)
 
 
 # The index blob id a planned snapshot stands under: it has none before its commit, and retention only

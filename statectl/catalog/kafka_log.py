@@ -175,15 +175,18 @@ class KafkaCheckpointLog:
     def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
                input_offsets: Mapping[str, str] | None = None,
                markers: Mapping[str, Mapping[str, str]] | None = None,
-               other_stores: Mapping[str, str] | None = None) -> None:
+               other_stores: Mapping[str, str] | None = None, exact_markers: bool = False) -> None:
         """Write a v2 checkpoint ``checkpoint_id`` for ``ref.task`` whose blob-store marker for ``ref.store`` is
         ``index_blob_id``, and for each of ``other_stores`` (store -> index blob id: the task's stores committed
         as one checkpoint, as Samza's TaskStorageCommitManager writes them) its own. The input offsets and every
         other marker (other stores, other state backends) are those of the task's latest v2 checkpoint,
         unchanged, except for ``input_offsets`` (the task's, when a job commits its progress with its state)
         and ``markers`` (state backend factory -> store -> marker, e.g. the store's Kafka changelog position),
-        which replace theirs. Creates the topic (1 partition, compacted) when it is missing. Once this returns,
-        the record is acknowledged by all in-sync replicas: committed.
+        which replace theirs. ``exact_markers``: the markers given are all the checkpoint holds, none kept from
+        the latest (a task's commit of every store it has: Samza's TaskInstance.commit writes the markers
+        TaskStorageCommitManager.upload returns for the stores the task has now, so a store removed from the
+        job leaves no marker pinning its last snapshot). Creates the topic (1 partition, compacted) when it is
+        missing. Once this returns, the record is acknowledged by all in-sync replicas: committed.
 
         Raises UsageError for a malformed checkpoint id or an empty blob id; StatectlError when the task has
         only v1 checkpoints (a v2 checkpoint without the job's input offsets would make a job that reads v2
@@ -197,16 +200,20 @@ class KafkaCheckpointLog:
             raise UsageError("empty index blob id")
         given = {factory: dict(stores) for factory, stores in (markers or {}).items()}
         given.setdefault(BLOB_STORE_FACTORY, {}).update(snapshots)
-        self._write(ref.task, checkpoint_id, given, input_offsets)
+        self._write(ref.task, checkpoint_id, given, input_offsets, keep_markers=not exact_markers)
 
     @_one_at_a_time
-    def commit_offsets(self, task: str, checkpoint_id: str, input_offsets: Mapping[str, str]) -> None:
+    def commit_offsets(self, task: str, checkpoint_id: str, input_offsets: Mapping[str, str], *,
+                       exact_markers: bool = False) -> None:
         """Write a v2 checkpoint of ``task`` with ``input_offsets`` (a task without stores commits its
-        progress), every marker of its latest v2 checkpoint kept. Errors as :meth:`commit`."""
-        self._write(task, checkpoint_id, {}, input_offsets)
+        progress), every marker of its latest v2 checkpoint kept (``exact_markers``: none, as :meth:`commit`).
+        Errors as :meth:`commit`."""
+        self._write(task, checkpoint_id, {}, input_offsets, keep_markers=not exact_markers)
 
     def _write(self, task: str, checkpoint_id: str, markers: Mapping[str, Mapping[str, str]],
-               input_offsets: Mapping[str, str] | None) -> None:
+               input_offsets: Mapping[str, str] | None, *, keep_markers: bool = True) -> None:
+        """Append ``task``'s v2 checkpoint: ``markers`` over those of its latest (``keep_markers``; else alone),
+        ``input_offsets`` or the latest's."""
         try:
             parse_checkpoint_id(checkpoint_id)
         except CheckpointFormatError as e:
@@ -220,7 +227,8 @@ class KafkaCheckpointLog:
             raise StatectlError(f"task {task!r} of job {self.job}-{self.job_id} has only v1 checkpoints in "
                                 f"{self.topic}: statectl will not write a v2 checkpoint without the job's input "
                                 "offsets", hint=V2_HINT)
-        merged = {factory: dict(stores) for factory, stores in (base.state_checkpoint_markers if base else {}).items()}
+        kept = base.state_checkpoint_markers if base and keep_markers else {}
+        merged = {factory: dict(stores) for factory, stores in kept.items()}
         for factory, stores in markers.items():
             merged.setdefault(factory, {}).update(stores)
         offsets = dict(input_offsets) if input_offsets is not None else (dict(base.input_offsets) if base else {})
@@ -581,9 +589,10 @@ class KafkaCheckpointLogs:
     def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
                input_offsets: Mapping[str, str] | None = None,
                markers: Mapping[str, Mapping[str, str]] | None = None,
-               other_stores: Mapping[str, str] | None = None) -> None:
+               other_stores: Mapping[str, str] | None = None, exact_markers: bool = False) -> None:
         self.for_job(ref.job, ref.job_id).commit(ref, checkpoint_id, index_blob_id, input_offsets=input_offsets,
-                                                 markers=markers, other_stores=other_stores)
+                                                 markers=markers, other_stores=other_stores,
+                                                 exact_markers=exact_markers)
 
     def close(self) -> None:
         for log in self._logs.values():

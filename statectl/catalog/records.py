@@ -79,10 +79,11 @@ class CommitLog(Protocol):
     def commit(self, ref: StoreRef, checkpoint_id: str, index_blob_id: str, *,
                input_offsets: Mapping[str, str] | None = None,
                markers: Mapping[str, Mapping[str, str]] | None = None,
-               other_stores: Mapping[str, str] | None = None) -> None:
+               other_stores: Mapping[str, str] | None = None, exact_markers: bool = False) -> None:
         """Durably record a checkpoint; once this returns it is committed. ``input_offsets`` (the job's
         progress), ``markers`` (other state backends' positions) and ``other_stores`` (store -> index blob id:
-        snapshots of other stores of the task, committed in the same checkpoint) go with it when given."""
+        snapshots of other stores of the task, committed in the same checkpoint) go with it when given.
+        ``exact_markers``: the checkpoint holds these stores' markers only, none kept from the task's latest."""
 
     def close(self) -> None: ...
 
@@ -205,10 +206,11 @@ class BlobCheckpointStore:
 
     def commit_stores(self, stores: Sequence[tuple[StoreRef, CheckpointRecord]], *,
                       input_offsets: Mapping[str, str] | None = None,
-                      markers: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                      markers: Mapping[str, Mapping[str, str]] | None = None, exact_markers: bool = False) -> None:
         """Commit checkpoints of one or more stores of one task, all under one checkpoint id, as one: with a
         commit log, every pending record, then ONE checkpoint naming every store's snapshot (the task's
-        ``input_offsets`` and ``markers`` with it), then every committed record; a crash before that
+        ``input_offsets`` and ``markers`` with it; ``exact_markers``: ``stores`` are all the task's stores, and
+        the checkpoint names no other, CommitLog.commit), then every committed record; a crash before that
         checkpoint leaves the task's latest checkpoint, of every store, as it was. Without one, each catalog
         record (a store at a time: the catalog has no commit spanning stores). UsageError for stores of
         several tasks or checkpoint ids, and for offsets or markers without a commit log."""
@@ -227,7 +229,8 @@ class BlobCheckpointStore:
             self.write(r, replace(rec, state=PENDING))
         failpoints.hit("before-kafka-commit")
         self.commit_log.commit(ref, record.checkpoint_id, record.index_blob_id, input_offsets=input_offsets,
-                               markers=markers, other_stores={r.store: rec.index_blob_id for r, rec in others})
+                               markers=markers, other_stores={r.store: rec.index_blob_id for r, rec in others},
+                               exact_markers=exact_markers)
         failpoints.hit("after-kafka-commit")
         for r, rec in stores:
             self.write(r, replace(rec, state=COMMITTED))

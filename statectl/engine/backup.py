@@ -178,11 +178,13 @@ def backup(opts: BackupOptions, blobstore: BlobStore, checkpoints: BlobCheckpoin
 
 
 def backup_stores(stores: list[BackupOptions], blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-                  progress: ProgressReporter | None = None) -> list[BackupResult]:
+                  progress: ProgressReporter | None = None, *, exact_markers: bool = False) -> list[BackupResult]:
     """Back up ``stores`` of one task as ONE checkpoint, in the order Samza's TaskStorageCommitManager commits
     a task: each store's backup up to its commit (its lease held until the end, its checkpoint id the same),
     then one commit naming every store's snapshot with the task's input offsets and every store's markers
-    (catalog.commit.commit_staged), then each store's post-commit cleanup. A failure before that commit
+    (catalog.commit.commit_staged; ``exact_markers``: ``stores`` are all the task has, and the checkpoint keeps
+    no other store's marker from the task's latest, as a job's own commit; else those stay, as a backup of some
+    of them keeps them), then each store's post-commit cleanup. A failure before that commit
     leaves every store's latest snapshot (and the task's checkpoint) as it was. Raises as ``backup``, and
     UsageError for stores of several tasks, a store given twice, checkpoint dirs naming different checkpoint
     ids or different input offsets, before anything is written."""
@@ -197,7 +199,7 @@ def backup_stores(stores: list[BackupOptions], blobstore: BlobStore, checkpoints
             for opts, (source, checkpoint_id) in zip(stores, sources):
                 staged.append(_stage(opts, source, checkpoint_id, blobstore, checkpoints, leases, progress))
             commit_staged(checkpoints, [(s.lease, s.opts.ref, s.record) for s in staged], input_offsets=offsets,
-                          markers=markers)
+                          markers=markers, exact_markers=exact_markers)
         except BaseException:  # before the commit: the checkpoints statectl made go with it
             for s in staged:
                 if s.opts.checkpoint_dir is None:

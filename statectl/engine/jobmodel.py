@@ -20,21 +20,26 @@ from statectl.kafka.coordinator import CoordinatorStream
 
 def read_job_model(bootstrap: str, job: str, job_id: str, *, zookeeper: str | None = None,
                    security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                   required: bool = False) -> tuple[JobModel | None, list[str]]:
+                   required: bool = False,
+                   stream: tuple[JobModel | None, list[str]] | None = None) -> tuple[JobModel | None, list[str]]:
     """(the job's model, the problems met reading it). Without ``zookeeper``: the coordinator stream's (None
     when the job has no stream; with ``required``, NotFoundError (exit 10) naming the stream). With
     ``zookeeper`` (a connect string): ZooKeeper's model with the stream's config (see the module doc); never
     None. Reads only. Errors as the sources raise them: unreachable brokers or ZooKeeper StatectlError
-    (exit 1), no model in ZooKeeper NotFoundError (exit 10), a malformed one StatectlError (exit 1)."""
-    with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
-        stream, problems = _read(cs)
-        if stream is None and required and not zookeeper:
-            raise cs.missing()
+    (exit 1), no model in ZooKeeper NotFoundError (exit 10), a malformed one StatectlError (exit 1).
+    ``stream``: the coordinator stream's answer read already (this function's, without ``zookeeper`` and
+    ``required``), for a caller that needed the stream's config first: the stream is not read again."""
+    if stream is None:
+        with CoordinatorStream(bootstrap, job, job_id, timeout_s=timeout_s, security=security) as cs:
+            stream = _read(cs)
+            if stream[0] is None and required and not zookeeper:
+                raise cs.missing()
     if not zookeeper:
-        return stream, problems
+        return stream
     from statectl.zookeeper.jobmodel import ZooKeeperJobModel
 
-    config = stream.config if stream is not None else {}
+    on_stream, problems = stream
+    config = on_stream.config if on_stream is not None else {}
     model, _ = _read(ZooKeeperJobModel(zookeeper, job, job_id, config=config, timeout_s=timeout_s))
     assert model is not None  # ZooKeeperJobModel raises instead
     return (dataclasses.replace(model, config=config) if config else model), problems

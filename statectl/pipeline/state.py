@@ -144,10 +144,10 @@ class CommitManager:
         cid = new_checkpoint_id()
         if not task.stores:
             if offsets:
-                self.checkpoints.commit_offsets(task.name, cid, offsets)
+                self.checkpoints.commit_offsets(task.name, cid, offsets, exact_markers=True)
             return
         backup_stores([self._snapshot(task, store, cid, offsets) for store in task.stores],
-                      self.rt.session.blobstore, self.rt.session.catalog)
+                      self.rt.session.blobstore, self.rt.session.catalog, exact_markers=True)
         for store in task.stores:
             for old, old_dir in local_checkpoint_dirs(store_dir(self.rt.state_dir, store.name, task.name)).items():
                 if old != cid:

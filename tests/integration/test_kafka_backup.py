@@ -162,3 +162,19 @@ def test_the_stores_of_a_task_commit_as_one_checkpoint_or_not_at_all(tansu, job,
     target = tmp_path / "t"
     restore(RestoreOptions(other, tmp_path / "none", target_dir=target), bs, cps)
     assert fingerprint(target) == fingerprint(odir)
+    # A backup of one store (statectl backup) keeps the task's other stores' markers ...
+    one = backup(BackupOptions(ref, sdir, input_offsets=offsets, markers={KAFKA: {"counts": "c2"}}), bs, cps)
+    markers = json.loads(topic.records()[-1][2])["state-checkpoint-markers"]
+    assert markers == {BLOB: {"counts": one.snapshot_id, "views": results[1].snapshot_id},
+                       KAFKA: {"counts": "c2", "views": "v"}}
+    # ... while a job's commit of all its stores (views is no longer in the job) names exactly those, of both
+    # state backends: the old store's marker no longer pins its snapshot.
+    last = backup_stores([BackupOptions(ref, sdir, input_offsets=offsets, markers={KAFKA: {"counts": "c3"}})],
+                         bs, cps, exact_markers=True)
+    markers = json.loads(topic.records()[-1][2])["state-checkpoint-markers"]
+    assert markers == {BLOB: {"counts": last[0].snapshot_id}, KAFKA: {"counts": "c3"}}
+    # A task with no store left commits its offsets alone.
+    with KafkaCheckpointLog(tansu.bootstrap, job, "1") as log:
+        log.commit_offsets(ref.task, "1800000000000-1", {"kafka.PageViews.0": "42"}, exact_markers=True)
+    value = json.loads(topic.records()[-1][2])
+    assert (value["input-offsets"], value["state-checkpoint-markers"]) == ({"kafka.PageViews.0": "42"}, {})

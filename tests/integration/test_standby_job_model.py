@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from statectl.engine.standby.replica import standby_dir
-from statectl.formats.coordinator import standby_task_name
+from statectl.formats.coordinator import coordinator_topic, standby_task_name
 from statectl.kafka.coordinator import CoordinatorStream
 from tests.tools.genstore import fingerprint, make_store
 from tests.tools.standby_helpers import (
@@ -202,6 +202,35 @@ def test_only_without_a_coordinator_stream_is_the_partition_guessed_from_the_nam
     assert (r.system, r.topic, r.partition, r.notes) == (SYSTEM, j.topic, 2, ())
     r = resolve_changelog(j.bootstrap, ref, partition=10)  # the override
     assert (r.system, r.partition) == (SYSTEM, 10)
+
+
+@pytest.mark.timeout(120)
+def test_promote_reads_the_coordinator_stream_once_for_its_route_and_changelog(job12: Job, tmp_path: Path,
+                                                                               monkeypatch):
+    """promote asks the stream whether the job restores from the blob store and which changelog partition is the
+    task's: one read answers both. With no replica, promote stops (exit 10) before its plan reads anything more,
+    so every read of the stream counted here is one of those two answers'."""
+    from typer.testing import CliRunner
+
+    from statectl.cli.main import app
+    from tests.tools.standby_helpers import isolate_cli
+
+    j = job12
+    write_job(j.bootstrap, j.job, job_config(j.topic), SAMZA_MAPPING)
+    reads: list[str] = []
+    refresh = CoordinatorStream.refresh
+
+    def counted(self: CoordinatorStream) -> bool:
+        reads.append(self.topic)
+        return refresh(self)
+
+    (tmp_path / "cli").mkdir()
+    isolate_cli(tmp_path / "cli", monkeypatch)
+    monkeypatch.setattr(CoordinatorStream, "refresh", counted)
+    r = CliRunner().invoke(app, ["standby", "promote", *j.where("Partition 10"), "--dry-run"])
+    assert r.exit_code == 10, (r.exit_code, r.stdout, r.stderr)
+    assert f"no replica at {standby_dir(j.state, STORE, 'Partition 10').absolute()}" in r.stderr, r.stderr
+    assert reads == [coordinator_topic(j.job, "1")], reads
 
 
 # -- bad input: one line, its exit code, nothing deleted ------------------------------------------------------

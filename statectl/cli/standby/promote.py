@@ -115,22 +115,24 @@ def _promote_plan_text(p: Any) -> str:
     return "\n".join(lines)
 
 
-def _restores_from_blob_store(env: Env, replica_dir: Path | None, active_dir: Path | None, changelog: str | None,
-                              partition: int | None, replica: int) -> bool:
-    """Whether promote would take the blob-store path (_promote_pre_restored's test, without promoting)."""
+def _restore_route(env: Env, replica_dir: Path | None, active_dir: Path | None, changelog: str | None,
+                   partition: int | None, replica: int) -> Any:
+    """Whether promote takes the blob-store path (_promote_pre_restored's test, without promoting), with the
+    coordinator stream read for it (engine.standby.prerestore_promote.restore_route); None when the flags
+    rule that path out, nothing read."""
     s, session = env.settings, env.session
     if not s.kafka or not s.state_dir or replica_dir is not None or active_dir is not None:
-        return False
+        return None
     if replica < 0 or (partition is not None and partition < 0) or (changelog is not None and not changelog.strip()):
-        return False
-    from statectl.engine.standby.prerestore_promote import restores_from_blob_store
+        return None
+    from statectl.engine.standby.prerestore_promote import restore_route
 
-    return restores_from_blob_store(s.kafka, session.ref(), security=session.kafka_security)
+    return restore_route(s.kafka, session.ref(), security=session.kafka_security)
 
 
 def _promote_pre_restored(env: Env, seconds: float) -> None:
     """promote of a store the job restores from the blob store (engine.standby.prerestore_promote;
-    _restores_from_blob_store says which)."""
+    _restore_route says which)."""
     from statectl.engine.standby.placement import update_locality
     from statectl.engine.standby.prerestore_promote import promote_pre_restored
 
@@ -166,12 +168,14 @@ def promote(env: Env, changelog: CHANGELOG = None, partition: PARTITION = None, 
                              "store's restore from the job's config")
         return run_failover(env, container, replica, None, dry_run, timeout, to_checkpoint,
                             metrics_path(metrics_file), locality=False)
-    if _restores_from_blob_store(env, replica_dir, active_dir, changelog, partition, replica):
+    route = _restore_route(env, replica_dir, active_dir, changelog, partition, replica)
+    if route is not None and route.blob_store:
         if non_transactional_restore:
             raise UsageError("--non-transactional-restore: the job's config restores the store from the blob store",
                              hint="leave --non-transactional-restore out: the job's config decides")
         return _plan_pre_restored(env) if dry_run else _promote_pre_restored(env, seconds)
-    rep = replica_of(env, changelog, partition, replica, replica_dir)
+    # the stream the route read names the changelog too: it is not read again
+    rep = replica_of(env, changelog, partition, replica, replica_dir, stream=route.stream if route else None)
     s = env.settings
     if replica_dir is None and s.state_dir:
         from statectl.engine.standby.dirs import locate_replica

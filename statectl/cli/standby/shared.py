@@ -60,9 +60,10 @@ def write_metrics(env: Env, path: Path, families: Any) -> None:
 
 
 def replica_of(env: Env, changelog: str | None, partition: int | None, replica: int, replica_dir: Path | None,
-               *, need_dir: bool = True) -> Replica:
-    """The replica the flags name: its changelog partition resolved (engine.standby.changelog), its dir the
-    default one in the standby root unless --replica-dir."""
+               *, need_dir: bool = True, stream: Any = None) -> Replica:
+    """The replica the flags name: its changelog partition resolved (engine.standby.changelog; ``stream``: the
+    coordinator stream as the command read it already), its dir the default one in the standby root unless
+    --replica-dir."""
     from statectl.engine.standby.changelog import resolve_changelog
     from statectl.engine.standby.replica import standby_dir
 
@@ -75,7 +76,7 @@ def replica_of(env: Env, changelog: str | None, partition: int | None, replica: 
             raise UsageError("standby needs --state-dir (or --replica-dir)")
         replica_dir = standby_dir(Path(s.state_dir), ref.store, ref.task, replica, root_flag(env))
     where = resolve_changelog(s.kafka, ref, changelog=changelog, partition=partition,
-                              security=session.kafka_security, zookeeper=s.zookeeper)
+                              security=session.kafka_security, zookeeper=s.zookeeper, stream=stream)
     for note in where.notes:
         env.progress.note(note)
     return where.replica(ref, Path(replica_dir).absolute())

@@ -43,7 +43,8 @@ GUESSED_SYSTEM = "kafka"
 def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = None, partition: int | None = None,
                       security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                       model: JobModel | None = None, problems: list[str] | None = None,
-                      counted: set[str] | None = None, zookeeper: str | None = None) -> ChangelogPartition:
+                      counted: set[str] | None = None, zookeeper: str | None = None,
+                      stream: tuple[JobModel | None, list[str]] | None = None) -> ChangelogPartition:
     """The changelog system, topic (_changelog_stream) and partition (``partition``, an override: else
     _task_partition) of ``ref``'s store, as the
     job's model says (read whole, once: engine.jobmodel.read_job_model, from the coordinator stream, or with
@@ -62,7 +63,8 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
     ``model`` (with the stream's ``problems``): the job model already read (CoordinatorStream.job_model), for
     a caller resolving many stores at once; the stream is then not read again. ``counted``: the topics whose
     partition count was checked against that same model's mapping already (by this caller: the check is
-    then not repeated, each costing a metadata round trip); the topic checked here is added to it."""
+    then not repeated, each costing a metadata round trip); the topic checked here is added to it. ``stream``:
+    the coordinator stream as the caller read it already (read_job_model's ``stream``), not read again."""
     from statectl.formats.jobconfig import require_system
     from statectl.kafka.systems import system_brokers
 
@@ -75,7 +77,7 @@ def resolve_changelog(bootstrap: str, ref: StoreRef, *, changelog: str | None = 
         from statectl.engine.jobmodel import read_job_model
 
         model, problems = read_job_model(bootstrap, ref.job, ref.job_id, zookeeper=zookeeper, security=security,
-                                         timeout_s=timeout_s)
+                                         timeout_s=timeout_s, stream=stream)
     config = model.config if model is not None else {}
     ss, where = _changelog_stream(bootstrap, ref, changelog, model, notes)
     if config:  # a coordinator stream with no config at all (locality only) says nothing about systems

@@ -1,6 +1,6 @@
 """promote of a pre-restored store: what a job restoring the store from the blob store keeps, made in seconds.
 
-With the job restoring the store from the blob store (restores_from_blob_store), fence the pre-restore's follower
+With the job restoring the store from the blob store (restore_route), fence the pre-restore's follower
 (Invariant 2), check the pre-restored dir is the checkpoint the job's start reads and identical to its snapshot,
 bring it there incrementally within the timeout when it is behind, and rename it (one atomic rename: the standby
 root is on the state dir's filesystem) to ``<store dir>-<checkpointId>`` for the next start to rename into the
@@ -49,6 +49,7 @@ from statectl.engine.standby.replica import (
 from statectl.errors import DiscardedError, StatectlError, UsageError
 from statectl.formats import jobconfig
 from statectl.formats.checkpoint import BLOB_STORE_FACTORY, CheckpointV2
+from statectl.formats.jobmodel import JobModel
 from statectl.fsutil import fsync_dir, make_dirs, owner_of
 from statectl.kafka.client import DEFAULT_TIMEOUT_S, KafkaSecurity
 from statectl.local.layout import checkpoint_dir, device_of
@@ -56,27 +57,35 @@ from statectl.progress import NullProgress, ProgressReporter
 from statectl.snapshot.model import SnapshotIndex
 
 
-def restores_from_blob_store(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None,
-                             timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+@dataclass(frozen=True)
+class RestoreRoute:
+    """Whether the job's next start restores a store with the blob-store backend (``blob_store``), and the
+    coordinator stream as read to say so (``stream``: engine.jobmodel.read_job_model's answer), which a
+    changelog promote hands on to resolve_changelog instead of reading the stream again."""
+
+    blob_store: bool
+    stream: tuple[JobModel | None, list[str]]
+
+
+def restore_route(bootstrap: str, ref: StoreRef, *, security: KafkaSecurity | None = None,
+                  timeout_s: float = DEFAULT_TIMEOUT_S) -> RestoreRoute:
     """Whether the job's next start restores ``ref``'s store with the blob-store backend
     (jobconfig.checkpoint_restore_factory over its config on the coordinator stream and the checkpoint that start
-    reads for the task, as nextstart.next_start reads them). False without a coordinator stream or config. Reads
+    reads for the task, as nextstart.next_start reads them). Not without a coordinator stream or config. Reads
     only; StatectlError for a config Samza cannot read or brokers that cannot be reached."""
-    from statectl.kafka.coordinator import CoordinatorStream
+    from statectl.engine.jobmodel import read_job_model
 
-    with CoordinatorStream(bootstrap, ref.job, ref.job_id, timeout_s=timeout_s, security=security) as cs:
-        if not cs.refresh():
-            return False
-        config = cs.config()
+    stream = read_job_model(bootstrap, ref.job, ref.job_id, security=security, timeout_s=timeout_s)
+    config = stream[0].config if stream[0] is not None else {}
     if not config:
-        return False
+        return RestoreRoute(False, stream)
     log = KafkaCheckpointLog(bootstrap, ref.job, ref.job_id, timeout_s=timeout_s, security=security, config=config)
     try:
         cp = log.read_checkpoints().get(ref.task)
     finally:
         log.close()
     try:
-        return jobconfig.checkpoint_restore_factory(config, ref.store, cp) == BLOB_STORE_FACTORY
+        return RestoreRoute(jobconfig.checkpoint_restore_factory(config, ref.store, cp) == BLOB_STORE_FACTORY, stream)
     except jobconfig.JobConfigError as e:
         raise StatectlError(f"the config of job {ref.job}-{ref.job_id}: {e}",
                             hint="the job cannot start with it either: fix the job's config") from None
@@ -209,7 +218,7 @@ def promote_pre_restored(ref: StoreRef, state_dir: Path, bootstrap: str, blobsto
                          check_locality: bool = True, promote_lock: bool = True,
                          root: Path | None = None) -> PromoteResult:
     """Promote the pre-restored dir of a job that restores ``ref``'s store from the blob store (call it when
-    restores_from_blob_store says so): fence its follower (Invariant 2: nothing is promoted while it runs),
+    restore_route says so): fence its follower (Invariant 2: nothing is promoted while it runs),
     make sure the pre-restored dir (in the standby root ``root``, or where an older statectl kept it:
     locate_pre_restore) is the snapshot of the checkpoint the job's start reads and identical to it (restoring it
     incrementally within ``timeout_s`` when it is behind), rename it to ``<store dir>-<checkpointId>`` in the
