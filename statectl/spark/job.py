@@ -151,11 +151,18 @@ def _rescale_job(doc: dict[str, Any]) -> BuildJob:
 
 
 def _warm_split_workers(sc: Any) -> None:
-    """Start the stage's Python workers now, in the background, as _warm_workers does for a files build: a job
-    of one task per core (rescale_reader.WarmSplit) in a job group of its own (the build's status counts the
-    stages of the jobs without one), submitted before this returns (for at most _WARM_SUBMIT_S), so that the
-    stage's tasks, which come later, take its workers: their start (the Python daemon's, the imports) and Spark's
-    first job then go on while the driver sets the stage up."""
+    """Start the rescale stage's Python workers now (rescale_reader.WarmSplit, :func:`_warm_in_background`),
+    its job submitted before this returns: the stage's tasks, which come later, take its workers, so their start
+    (the Python daemon's, the imports) and Spark's first job go on while the driver sets the stage up."""
+    _warm_in_background(sc, lambda cores: sc.parallelize(range(cores), cores).mapPartitions(WarmSplit()).collect(),
+                        wait_submitted=True)
+
+
+def _warm_in_background(sc: Any, run: Any, *, wait_submitted: bool = False) -> None:
+    """Run ``run(cores)``, a job of one task per core whose workers import what a build's stage imports, in a
+    thread, in a job group of its own (the build's status counts the stages of the jobs without one): Spark
+    keeps the workers for reuse (spark.python.worker.reuse; nothing to do without it), so the stage's tasks find
+    them ready. ``wait_submitted``: return once the job is submitted (for at most _WARM_SUBMIT_S)."""
     import threading
 
     cores = max(1, int(sc.defaultParallelism))
@@ -164,12 +171,13 @@ def _warm_split_workers(sc: Any) -> None:
 
     def warm() -> None:
         sc.setJobGroup(_WARM_GROUP, "start the Python workers")
-        sc.parallelize(range(cores), cores).mapPartitions(WarmSplit()).collect()
+        run(cores)
 
     t = threading.Thread(target=lambda: _quietly(warm), name="statectl-warm", daemon=True)
     t.start()
     tracker, deadline = sc.statusTracker(), time.monotonic() + _WARM_SUBMIT_S
-    while t.is_alive() and not tracker.getJobIdsForGroup(_WARM_GROUP) and time.monotonic() < deadline:
+    while wait_submitted and t.is_alive() and not tracker.getJobIdsForGroup(_WARM_GROUP) \
+            and time.monotonic() < deadline:
         time.sleep(0.002)
 
 
@@ -311,17 +319,10 @@ def _session(job: BuildJob) -> tuple[Any, Any]:
 
 
 def _warm_workers(spark: Any) -> None:
-    """Start the Python workers of the write stage now, in the background: a job of one task per core
-    whose workers import what the write stage's tasks import (writer.Warm); Spark keeps them for reuse
-    (spark.python.worker.reuse), so the write stage's tasks find them ready instead of starting their own
-    while the driver still plans."""
-    import threading
-
-    cores = max(1, int(spark.sparkContext.defaultParallelism))
-    if spark.sparkContext.getConf().get("spark.python.worker.reuse", "true").lower() != "true":
-        return
-    frame = spark.range(0, cores, 1, cores).mapInArrow(Warm(), "id long")
-    threading.Thread(target=lambda: _quietly(frame.collect), name="statectl-warm", daemon=True).start()
+    """Start the Python workers of the write stage now (writer.Warm, :func:`_warm_in_background`), so the write
+    stage's tasks find them ready instead of starting their own while the driver still plans."""
+    _warm_in_background(spark.sparkContext,
+                        lambda cores: spark.range(0, cores, 1, cores).mapInArrow(Warm(), "id long").collect())
 
 
 def _quietly(fn: Any) -> None:
