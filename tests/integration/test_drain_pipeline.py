@@ -24,6 +24,7 @@ from statectl.kafka.client import create_topic, open_consumer, open_producer
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
 from tests.servers import TansuServer
+from tests.tools.standby_helpers import cli_here
 from tests.tools.standby_helpers import wait_until as standby_wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -286,8 +287,8 @@ def assert_drained_cleanly(bootstrap: str, tmp: Path, blobstore: str, *, exactly
     totals: Counter = Counter()
     for p in range(3):
         target = tmp / f"restored-{p}"
-        cli("restore", "--kafka", bootstrap, "--blobstore", blobstore, "--job", JOB, "--task", f"count-Partition {p}",
-            "--store", "counts", "--target-dir", str(target), env=clean_env(tmp))
+        cli_here(tmp, "restore", "--kafka", bootstrap, "--blobstore", blobstore, "--job", JOB, "--task",
+                 f"count-Partition {p}", "--store", "counts", "--target-dir", str(target))  # a read-back: in-process
         db = rocksdict.Rdict(str(target), rocksdict.Options(raw_mode=True),
                              access_type=rocksdict.AccessType.read_only())
         try:

@@ -66,6 +66,7 @@ from tests.integration.test_drain_pipeline import (  # noqa: F401 - the fixtures
     source_progress,
     wait_until,
 )
+from tests.tools.standby_helpers import cli_here
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -111,8 +112,8 @@ def restored_totals(bootstrap: str, tmp: Path, blobstore: str) -> Counter:
     totals: Counter = Counter()
     for p in range(3):
         target = tmp / f"restored-{p}"
-        cli("restore", "--kafka", bootstrap, "--blobstore", blobstore, "--job", JOB, "--task", f"count-Partition {p}",
-            "--store", "counts", "--target-dir", str(target), env=clean_env(tmp))
+        cli_here(tmp, "restore", "--kafka", bootstrap, "--blobstore", blobstore, "--job", JOB, "--task",
+                 f"count-Partition {p}", "--store", "counts", "--target-dir", str(target))  # a read-back: in-process
         db = rocksdict.Rdict(str(target), rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only())
         try:
             for key, value in db.items():
