@@ -351,7 +351,9 @@ class TansuServer:
     ``bootstrap`` is the ``HOST:PORT`` to hand to kafka-python or ``statectl --kafka``.
     """
 
-    STOP_GRACE = 2.0
+    # SIGKILL at once: on SIGTERM the broker waits for its connected clients to leave (2 s and more after a test
+    # whose job or follower was killed), and a memory-only broker has nothing to flush.
+    STOP_GRACE = 0.0
 
     def __init__(self, *, startup_timeout: float = 30.0, binary: str | None = None):
         self.startup_timeout = startup_timeout
@@ -432,7 +434,7 @@ class TansuServer:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        """Stop the broker (SIGTERM, then SIGKILL after ``STOP_GRACE`` s) and remove its dir. Idempotent."""
+        """Stop the broker (SIGTERM, then SIGKILL after ``STOP_GRACE`` s: at once) and remove its dir. Idempotent."""
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.terminate()

@@ -1,5 +1,7 @@
 """The page-views example job (examples/pageviews) with a count stage whose ``on_drain`` first sleeps
-``SLOW_DRAIN_S`` seconds: a drain callback that overruns ``task.callback.drain.timeout.ms``."""
+``SLOW_DRAIN_S`` seconds: a drain callback that overruns ``task.callback.drain.timeout.ms``. Its coordinator
+gives up after ``SLOW_DRAIN_RESTARTS`` restarts of a stage (default: the pipeline's RESTART_LIMIT), so that a
+test of a container that always fails starts it a few times, not eleven."""
 
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ _spec = importlib.util.spec_from_file_location("pageviews_job", ROOT / "examples
 pageviews = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pageviews)
 
-from statectl.pipeline import main  # noqa: E402
+from statectl.pipeline import main, runner  # noqa: E402
+
+runner.RESTART_LIMIT = int(os.environ.get("SLOW_DRAIN_RESTARTS", runner.RESTART_LIMIT))
 
 
 class SlowCount(pageviews.Count):

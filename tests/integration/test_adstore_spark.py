@@ -136,9 +136,17 @@ def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path, 
     and a few sorting below or above it: the sort key of with_sort_key): the JVM path (cast or
     parse in Arrow, range-partition, sort in Spark; SST files written from Arrow batches) builds what the
     put path builds, duplicates resolved to the last row in file order, across several files. (Booleans
-    partitioned in three: make soak, a Spark start-up each.)"""
+    partitioned in three: make soak, a Spark start-up each.)
+
+    The Spark load runs in this process (the engine call of ``adstore load --spark``), so that the build's
+    status (stages done of total, rows written) is seen reaching the load's reporter while it runs, its last
+    figures those of the whole build, its line ending with the job."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from statectl.engine.adstore.common import SparkOptions
+    from statectl.engine.adstore.load import LoadOptions, load
+    from tests.tools.progress_recorder import Recorder
 
     rng = random.Random(9)
     data = tmp_path / "plain"
@@ -159,19 +167,23 @@ def test_plain_columns_take_the_jvm_path_and_equal_the_put_path(tmp_path: Path, 
                  "v": f"v{part}-{i}" if i % 350 else rng.choice([None, {"a": [1, 2.5]}, 7])} for i in range(2500)]
         (jsonl / f"part-{part}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs) + "\n")
     state = tmp_path / "state"
-    cases = [(["--from-file", str(data), "--key-field", "id", "--value-field", "name"], []),
-             (["--from-file", str(data), "--key-field", "id", "--value-field", "ok"], ["--partition-count", "3"]),
-             (["--from-file", str(csv), "--key-field", "k", "--value-field", "v"], ["--partition-count", "2"]),
-             (["--from-file", str(jsonl), "--key-field", "k", "--value-field", "v"], ["--partition-count", "2"])]
-    for i, (source, layout) in enumerate(cases):
-        if i != case:
-            continue
-        base = ["adstore", "load", *source, *layout, "--state-dir", str(state), "-o", "json"]
-        put = json.loads(cli(tmp_path, *base, "--store", f"put{i}").stdout)
-        spark = json.loads(cli(tmp_path, *base, "--store", f"spark{i}", *SPARK).stdout)
-        assert any("from Arrow batches" in n for n in spark["notes"]), spark["notes"]
-        assert [s["checksum"] for s in spark["stores"]] == [s["checksum"] for s in put["stores"]], i
-        assert _stores(state, f"spark{i}") == _stores(state, f"put{i}"), i
+    # (source, key column, value column, partition count, rows)
+    source, key, value, partitions, rows = [(data, "id", "name", None, 6000), (data, "id", "ok", 3, 6000),
+                                            (csv, "k", "v", 2, 3000), (jsonl, "k", "v", 2, 5000)][case]
+    layout = ["--partition-count", str(partitions)] if partitions else []
+    put = json.loads(cli(tmp_path, "adstore", "load", "--from-file", str(source), "--key-field", key, "--value-field",
+                         value, *layout, "--state-dir", str(state), "-o", "json", "--store", "put").stdout)
+    rec = Recorder()
+    spark = load(LoadOptions("spark", state, from_file=source, key_field=key, value_field=value,
+                             partition_count=partitions, spark=SparkOptions(master="local[2]")), progress=rec)
+    assert any("from Arrow batches" in n for n in spark.notes), spark.notes
+    assert [s.checksum for s in spark.stores] == [s["checksum"] for s in put["stores"]]
+    assert _stores(state, "spark") == _stores(state, "put")
+    shown = rec.statuses("Spark build of ")
+    assert shown and shown[-1] == {}
+    last = shown[-2]
+    assert last["stages"] == last["stages_total"] > 0 and last["rows"] == spark.rows == put["rows"] == rows
+    assert all(s["stages"] <= s["stages_total"] for s in shown[:-1])
 
 
 def test_an_interrupted_ingest_is_re_run_from_the_same_build(tmp_path: Path):
@@ -199,22 +211,3 @@ def test_an_interrupted_ingest_is_re_run_from_the_same_build(tmp_path: Path):
     got = _stores(state, "s")
     assert got == {f"Partition_{k}": {key: v for key, v in expected.items() if partition_of(key, 2) == k}
                    for k in range(2)}
-
-
-def test_the_builds_stages_and_rows_reach_the_progress(tmp_path: Path):
-    """The Spark driver's status (stages done of total, rows written) reaches the load's reporter while the
-    build runs, its last figures those of the whole build, and its line ends with the job."""
-    from statectl.engine.adstore.common import SparkOptions
-    from statectl.engine.adstore.load import LoadOptions, load
-    from tests.tools.progress_recorder import Recorder
-
-    data = tmp_path / "rows.csv"
-    data.write_text("id,name\n" + "".join(f"id-{i:05d},name-{i}\n" for i in range(3000)))
-    rec = Recorder()
-    r = load(LoadOptions("spark", tmp_path / "state", from_file=data, key_field="id", value_field="name",
-                         spark=SparkOptions(master="local[2]")), progress=rec)
-    shown = rec.statuses("Spark build of ")
-    assert shown and shown[-1] == {}
-    last = shown[-2]
-    assert last["stages"] == last["stages_total"] > 0 and last["rows"] == r.rows == 3000
-    assert all(s["stages"] <= s["stages_total"] for s in shown[:-1])

@@ -518,8 +518,9 @@ def test_missing_topic_foreign_offsets_and_unreachable_brokers(topics, tmp_path:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # (STATECTL_TIMEOUT bounds the load's wait for its brokers: 2 s, not the default 15)
     r = cli(tmp_path, "adstore", "load", "--kafka", f"127.0.0.1:{port}", "--topic", t.name, "--store", STORE,
-            "--state-dir", str(tmp_path / "elsewhere"), code=1)
+            "--state-dir", str(tmp_path / "elsewhere"), code=1, env={"STATECTL_TIMEOUT": "2s"})
     line = error_line(r.stderr)
     assert f"127.0.0.1:{port}" in line
     assert not (tmp_path / "elsewhere").exists()

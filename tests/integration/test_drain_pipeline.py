@@ -24,6 +24,7 @@ from statectl.kafka.client import create_topic, open_consumer, open_producer
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
 from tests.servers import TansuServer
+from tests.tools.standby_helpers import cli_here
 from tests.tools.standby_helpers import wait_until as standby_wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -249,7 +250,13 @@ def cli(*args: str, code: int = 0, env: dict | None = None, timeout: float = 180
 
 
 def status(bootstrap: str) -> dict:
-    return json.loads(cli("drain", "status", "--kafka", bootstrap, "--job", JOB, "-o", "json").stdout)
+    """``statectl drain status -o json``'s document, from its engine call in this process: the tests poll it,
+    and a statectl process a look cost 0.3 s of CPU (test_drain_cli runs the command itself)."""
+    from statectl.cli.common import json_text
+    from statectl.engine.drain.model import DrainTarget
+    from statectl.engine.drain.status import status as drain_status
+
+    return json.loads(json_text(drain_status(DrainTarget(bootstrap, JOB))))
 
 
 def wait_until(what, timeout: float = 60.0, why: str = ""):
@@ -280,8 +287,8 @@ def assert_drained_cleanly(bootstrap: str, tmp: Path, blobstore: str, *, exactly
     totals: Counter = Counter()
     for p in range(3):
         target = tmp / f"restored-{p}"
-        cli("restore", "--kafka", bootstrap, "--blobstore", blobstore, "--job", JOB, "--task", f"count-Partition {p}",
-            "--store", "counts", "--target-dir", str(target), env=clean_env(tmp))
+        cli_here(tmp, "restore", "--kafka", bootstrap, "--blobstore", blobstore, "--job", JOB, "--task",
+                 f"count-Partition {p}", "--store", "counts", "--target-dir", str(target))  # a read-back: in-process
         db = rocksdict.Rdict(str(target), rocksdict.Options(raw_mode=True),
                              access_type=rocksdict.AccessType.read_only())
         try:

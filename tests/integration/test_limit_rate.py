@@ -70,7 +70,7 @@ def _snapshots(bs, ref: StoreRef = REF) -> list:
 @pytest.mark.timeout(120)
 def test_a_limited_backup_and_restore_take_at_least_their_bytes_over_the_rate(blobstore, sdir: Path, tmp_path: Path):
     cps = BlobCheckpointStore(blobstore)
-    rate = MiB
+    rate = 2 * MiB  # about 2 s each way: the ~4 MiB take 0.1 s unlimited
     started = time.monotonic()
     bucket = CountingLimit(rate)
     r = backup(BackupOptions(REF, sdir, parallelism=8, chunk_size=MiB, rate_limit=bucket), blobstore, cps)
@@ -195,10 +195,10 @@ def test_a_standby_seed_is_limited(tansu, tmp_path: Path):
         job_store = tmp_path / "job-host" / STORE / "Partition_0"
         make_store(job_store, 2000, 1024, seed=5, sst_mb=1)
         snapshot = backup_with_changelog_position(w, job_store, 49)
-        rate = 256 * KiB
+        rate = 512 * KiB  # about 4 s for the ~2 MiB seed
         started = time.monotonic()
         f = Follower(tmp_path, [*w.where(), "--blobstore", f"file://{tmp_path / 'blobs'}",
-                                "--limit-rate", "256KiB/s"])
+                                "--limit-rate", "512KiB/s"])
         try:
             wait_until(lambda: any(s.get("seeded_from") == snapshot for s in f.status_lines()),
                        timeout=240, why="the follower did not seed from the snapshot")

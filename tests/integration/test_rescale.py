@@ -324,48 +324,34 @@ def test_the_spark_job_starts_before_the_blob_store_opens_and_goes_with_a_refuse
     assert not _processes_naming(str(work)) and not list(work.glob("statectl-rescale-*"))
 
 
-def test_rescale_with_a_partitioner_of_the_job(tmp_path: Path):
+def test_rescale_with_a_partitioner_of_the_job_shows_the_spark_builds_stages_and_rows(tmp_path: Path, monkeypatch):
     """--partitioner module:callable, importable in the executors and in statectl (PYTHONPATH): 2 -> 2 into
     another job, every key where that function sends it; the sources' keys were placed by murmur2
-    (--from-partitioner), which their layout check follows."""
-    import zlib
+    (--from-partitioner), which their layout check follows.
 
-    (tmp_path / "jobparts").mkdir()
-    (tmp_path / "jobparts" / "route.py").write_text(
-        "import zlib\n\ndef by_crc(key, n):\n    return zlib.crc32(key) % n\n")
-    blobs = f"file://{tmp_path / 'blobs'}"
-    expected = _make_sources(tmp_path, blobs, "murmur", 2, 3)
-    env = dict(clean_env(tmp_path), PYTHONPATH=str(tmp_path / "jobparts"))
-    p = subprocess.run([STATECTL, "rescale", "--blobstore", blobs, "--job", "murmur", "--to-job", "crc", "--store",
-                        STORE, "--from", "2", "--to", "2", "--partitioner", "route:by_crc", "--from-partitioner",
-                        "murmur2", "--work-dir",
-                        str(tmp_path), *SPARK, "-o", "json"], env=env, cwd=tmp_path, capture_output=True, text=True,
-                       timeout=300, stdin=subprocess.DEVNULL)
-    assert p.returncode == 0, p.stderr
-    r = json.loads(p.stdout)
-    assert r["partitioner"] == "route:by_crc" and r["keys"] == len(expected)
-    for j in range(2):
-        want = {k: v for k, v in expected.items() if zlib.crc32(k) % 2 == j}
-        assert r["targets"][j]["keys"] == len(want)
-        assert _restored(tmp_path, blobs, "crc", f"Partition {j}") == want
-
-
-def test_rescale_shows_the_spark_builds_stages_and_rows(tmp_path: Path):
-    """rescale's reporter gets the Spark driver's status: stages done of total and the rows written, the last
-    figures those of the whole build (every key of the sources). The blob store opens only once the driver,
-    started ahead, waits for its job file: its Python workers start meanwhile, in a job the status leaves out,
-    and the stage's tasks take them."""
+    Run in this process (the engine call of ``rescale``), so that its reporter is seen to get the Spark
+    driver's status: stages done of total and the rows written, the last figures those of the whole build
+    (every key of the sources). The blob store opens only once the driver, started ahead, waits for its job
+    file: its Python workers start meanwhile, in a job the status leaves out, and the stage's tasks take
+    them."""
     import time
+    import zlib
 
     from statectl.blobstore import open_blobstore
     from statectl.catalog.records import BlobCheckpointStore
+    from statectl.cli.common import to_jsonable
     from statectl.engine.rescale.execute import rescale
     from statectl.engine.rescale.options import RescaleOptions
     from statectl.spark.status import WAITING_MARK
     from tests.tools.progress_recorder import Recorder
 
+    (tmp_path / "jobparts").mkdir()
+    (tmp_path / "jobparts" / "route.py").write_text(
+        "import zlib\n\ndef by_crc(key, n):\n    return zlib.crc32(key) % n\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "jobparts"))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "jobparts"))
     blobs = f"file://{tmp_path / 'blobs'}"
-    expected = _make_sources(tmp_path, blobs, "shown", 2, 4)
+    expected = _make_sources(tmp_path, blobs, "murmur", 2, 3)
     rec = Recorder()
     store = open_blobstore(blobs)
     work = tmp_path / "work"
@@ -377,11 +363,18 @@ def test_rescale_shows_the_spark_builds_stages_and_rows(tmp_path: Path):
         return store
 
     try:
-        r = rescale(RescaleOptions(STORE, "shown", from_tasks=2, to_tasks=3, master="local[2]", work_dir=work),
-                    when_waiting, BlobCheckpointStore(store), rec)
+        result = rescale(RescaleOptions(STORE, "murmur", to_job="crc", from_tasks=2, to_tasks=2, master="local[2]",
+                                        work_dir=work, partitioner="route:by_crc", from_partitioner="murmur2"),
+                         when_waiting, BlobCheckpointStore(store), rec)
     finally:
         store.close()
-    assert r.committed and r.keys == len(expected) and r.phases["spark_job_wait_s"] > 0
+    assert result.committed and result.phases["spark_job_wait_s"] > 0
+    r = to_jsonable(result)
+    assert r["partitioner"] == "route:by_crc" and r["keys"] == len(expected)
+    for j in range(2):
+        want = {k: v for k, v in expected.items() if zlib.crc32(k) % 2 == j}
+        assert r["targets"][j]["keys"] == len(want)
+        assert _restored(tmp_path, blobs, "crc", f"Partition {j}") == want
     shown = rec.statuses("Spark build of ")
     assert shown and shown[-1] == {}
     last = shown[-2]

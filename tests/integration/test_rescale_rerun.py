@@ -22,7 +22,7 @@ import pytest
 
 from statectl.formats.adstore import partition_of
 from tests.integration.test_rescale import STORE, _latest, _make_sources, _nothing_committed, _restored
-from tests.tools.standby_helpers import STATECTL, clean_env, cli
+from tests.tools.standby_helpers import STATECTL, clean_env, cli, cli_here
 
 pytestmark = pytest.mark.timeout(900)
 SPARK = ["--master", "local[2]"]
@@ -102,10 +102,10 @@ def test_killed_in_its_commit_run_again_finishes_then_is_done(tmp_path: Path, ta
 
     # a new backup of source Partition 1 since: the recorded rescale read other snapshots
     restored = tmp_path / "state2"
-    cli(tmp_path, "restore", "--blobstore", blobs, *kafka, "--job", job, "--store", STORE, "--task", "Partition 1",
-        "--state-dir", str(restored))
-    cli(tmp_path, "backup", "--blobstore", blobs, *kafka, "--job", job, "--store", STORE, "--task", "Partition 1",
-        "--state-dir", str(restored))
+    cli_here(tmp_path, "restore", "--blobstore", blobs, *kafka, "--job", job, "--store", STORE, "--task",
+             "Partition 1", "--state-dir", str(restored))
+    cli_here(tmp_path, "backup", "--blobstore", blobs, *kafka, "--job", job, "--store", STORE, "--task",
+             "Partition 1", "--state-dir", str(restored))
     stored = _listing(blobs_dir)
     _same_code_dry(tmp_path, args, 1, "this rescale was done", "source Partition 1 has snapshot", "--again")
     assert _listing(blobs_dir) == stored
@@ -128,8 +128,8 @@ def _misplaced_sources(tmp: Path, blobs: str, job: str) -> bytes:
             db[k] = b"v-" + k
         db.flush()
         db.close()
-        cli(tmp, "backup", "--create", "--blobstore", blobs, "--job", job, "--store", STORE, "--task",
-            f"Partition {p}", "--state-dir", str(tmp / "state"))
+        cli_here(tmp, "backup", "--create", "--blobstore", blobs, "--job", job, "--store", STORE, "--task",
+                 f"Partition {p}", "--state-dir", str(tmp / "state"))
     return stray
 
 
