@@ -176,7 +176,7 @@ class Prefetch:
     def __init__(self, snapshots: list[dict[str, Any]], blobstore: BlobStore, into: Path | None, at_once: int = 2):
         self.snapshots, self.blobstore, self.into, self.at_once = snapshots, blobstore, into, at_once
         self._pool: Any = None
-        self._removal: Any = None
+        self._removal = Removal()
 
     def __enter__(self) -> "Prefetch":
         from concurrent.futures import ThreadPoolExecutor
@@ -194,15 +194,12 @@ class Prefetch:
 
     def discard(self) -> None:
         """Remove the downloaded sources in a thread of their own (:meth:`join` waits for it)."""
-        import threading
-
-        if self.into is not None and self._removal is None:
-            self._removal = threading.Thread(target=shutil.rmtree, args=(self.into, True), name="statectl-discard")
-            self._removal.start()
+        if self.into is not None:
+            self._removal.start(self.into)
 
     def join(self) -> None:
-        if self._removal is not None:
-            self._removal.join()
+        self._removal.join()
+
 
     def _fetch(self, i: int, source: dict[str, Any]) -> None:
         from statectl.spark.rescale_reader import fetch_snapshot
@@ -214,6 +211,29 @@ class Prefetch:
             (self.into / f"{i}.failed").touch()
             return
         (self.into / f"{i}.ready").touch()
+
+
+class Removal:
+    """Paths removed in a thread of their own, started once (:meth:`start`); :meth:`join` waits for it."""
+
+    def __init__(self) -> None:
+        self._thread: Any = None
+
+    def start(self, *paths: Path) -> None:
+        import threading
+
+        if self._thread is None:
+            self._thread = threading.Thread(target=_remove, args=paths, name="statectl-discard")
+            self._thread.start()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
+def _remove(*paths: Path) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _keep_log(e: StatectlError, build: Path) -> None:
