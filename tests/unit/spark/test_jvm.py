@@ -18,7 +18,6 @@ from statectl.spark import jvm
 from statectl.spark.launch import ClassArchive, launch_command, rescale_conf, spark_command, worker_conf
 from statectl.spark.probe import java_binary, spark_submit_path
 
-pytestmark = pytest.mark.skipif(java_binary()[0] is None, reason="no java")  # the dev install has one
 
 OPTS = "spark.driver.extraJavaOptions"
 IGNORED = ("SHLVL", "_")  # bash's own bookkeeping: nothing in Spark or its Python workers reads them
