@@ -18,7 +18,7 @@ from statectl.engine.rescale.options import RescaleOptions
 from statectl.engine.rescale.plan import RescalePlan, check_partitioners, plan_rescale
 from statectl.engine.rescale.rerun import Recorder, finish
 from statectl.engine.rescale.result import RescaleResult, TargetInfo
-from statectl.engine.rescale.upload import LeasesAhead, upload_targets
+from statectl.engine.rescale.upload import upload_targets
 from statectl.progress import NoteRecorder, ProgressReporter
 
 
@@ -89,14 +89,12 @@ def execute_rescale(plan: RescalePlan, blobstore: BlobStore, checkpoints: BlobCh
 
             removal = Removal()  # the staged stores and the job's files, once uploaded: beside the commit
             try:
-                with LeasesAhead(opts, plan.to_job, blobstore, checkpoints, progress) as leases, \
-                        EarlyUploads(blobstore, opts, work / "build") as early:
+                with EarlyUploads(blobstore, opts, work / "build") as early:
                     stores, manifest = build_targets(opts, plan.snapshots, blobstore, work, result, progress,
                                                      ahead.started if ahead is not None else None)
                     verify_targets(opts, stores, manifest, result)
                     upload_targets(opts, plan.to_job, stores, blobstore, checkpoints, result, progress, recorder,
-                                   early=early, uploaded=lambda: removal.start(work / "stores", work / "build"),
-                                   leases=leases)
+                                   early=early, uploaded=lambda: removal.start(work / "stores", work / "build"))
             finally:
                 removal.join()  # before the work dir goes
         else:

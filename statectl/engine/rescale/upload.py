@@ -28,7 +28,7 @@ T = TypeVar("T")
 def upload_targets(opts: RescaleOptions, to_job: str, stores: list[Path], blobstore: BlobStore,
                    checkpoints: BlobCheckpointStore, result: RescaleResult, progress: ProgressReporter,
                    recorder: Any, copies: Callable[[], list[list[Any]]] | None = None, early: Any = None,
-                   uploaded: Callable[[], None] | None = None, leases: "LeasesAhead | None" = None) -> None:
+                   uploaded: Callable[[], None] | None = None) -> None:
     """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then record the
     rescale (``recorder``: rerun.Recorder), commit all M checkpoint records and run backup's post-commit
     cleanup for each (commit.commit_targets). ``copies``: a key-group rescale's copies, in flight and each
@@ -37,12 +37,11 @@ def upload_targets(opts: RescaleOptions, to_job: str, stores: list[Path], blobst
     that its snapshot lists besides them. ``early``: the files uploaded while the Spark job ran
     (statectl.engine.rescale.early.EarlyUploads), whose blobs the targets take instead of uploading them again.
     ``uploaded``: called once every target's files are up and checked (the stores at ``stores`` are not read
-    after that). ``leases``: the targets' leases taken ahead (:class:`LeasesAhead`)."""
+    after that)."""
     t0 = time.monotonic()
-    refs = _refs(opts, to_job)
+    refs = [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
     with ExitStack() as stack:
-        held = leases.take(stack) if leases is not None else take_leases(stack, opts, blobstore, checkpoints, refs,
-                                                                         progress)
+        leases = take_leases(stack, opts, blobstore, checkpoints, refs, progress)
         markers = changelog_markers(checkpoints, refs)
         # several targets at a time, each with a share of --parallelism: as many requests in flight as asked
         at_once = max(1, min(len(stores), opts.parallelism))
@@ -66,52 +65,7 @@ def upload_targets(opts: RescaleOptions, to_job: str, stores: list[Path], blobst
             info.files, info.bytes = len(present), sum(f.size for _, f in present)
         result.bytes_uploaded += sum(f.size for up in ups for f in up.uploaded)
         result.phases["upload_s"] = round(time.monotonic() - t0 - waited, 3)
-        commit_targets(opts, blobstore, checkpoints, held, pending, markers, recorder, result, progress)
-
-
-def _refs(opts: RescaleOptions, to_job: str) -> list[StoreRef]:
-    return [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
-
-
-class LeasesAhead:
-    """While entered, the targets' leases taken (commit.take_leases: the lease, and the cleanup a cut commit of the
-    target left finished) in a thread of their own while the Spark job runs: the job's end no longer waits for
-    those requests. Each lease renews itself while held. :meth:`take` hands them to the upload's ExitStack, or
-    raises what taking them raised; the block's end releases those not handed over."""
-
-    def __init__(self, opts: RescaleOptions, to_job: str, blobstore: BlobStore, checkpoints: BlobCheckpointStore,
-                 progress: ProgressReporter):
-        import threading
-
-        self._args = (opts, blobstore, checkpoints, _refs(opts, to_job), progress)
-        self._stack = ExitStack()
-        self._leases: list[Any] = []
-        self._error: BaseException | None = None
-        self._handed = False
-        self._thread = threading.Thread(target=self._take, name="statectl-leases-ahead")
-
-    def __enter__(self) -> "LeasesAhead":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._thread.join()
-        if not self._handed:
-            self._stack.close()
-
-    def _take(self) -> None:
-        try:
-            self._leases = take_leases(self._stack, *self._args)
-        except BaseException as e:  # noqa: BLE001 - raised by take, in the thread that uploads
-            self._error = e
-
-    def take(self, stack: ExitStack) -> list[Any]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        stack.enter_context(self._stack)
-        self._handed = True
-        return self._leases
+        commit_targets(opts, blobstore, checkpoints, leases, pending, markers, recorder, result, progress)
 
 
 def _each(calls: list[Callable[[], T]], parallelism: int) -> list[T]:
