@@ -141,7 +141,7 @@ def _ingest(opts: RescaleOptions, manifest: Any, targets: "StagedTargets") -> li
 class StagedTargets:
     """While entered, each target's staged store under ``work / "stores"`` (statectl.local.staged.StagedStore)
     holding an empty RocksDB store (statectl.rocks.sst.create_store), made in a thread of their own while the
-    Spark job runs: a store's creation syncs a handful of files and dirs (0.05-0.1 s each beside the job's last
+    Spark job runs: a store's creation syncs a handful of files and dirs (0.05-0.3 s each beside the job's last
     uploads), which the job's end no longer waits for. :meth:`ingest` fills and commits one; the block's end
     removes those not committed. A store not made ahead (its creation failed) is made by :meth:`ingest`, which
     then reports what fails."""
@@ -256,7 +256,6 @@ class Prefetch:
 
     def join(self) -> None:
         self._removal.join()
-
 
     def _fetch(self, i: int, source: dict[str, Any]) -> None:
         from statectl.spark.rescale_reader import fetch_snapshot

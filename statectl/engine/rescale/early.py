@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from statectl.blobstore.base import BlobStore
-from statectl.fsutil import fsync_file
 from statectl.engine.rescale.options import RescaleOptions
+from statectl.fsutil import fsync_file
 from statectl.progress import NullProgress
 from statectl.snapshot.model import FileIndex
 
