@@ -74,10 +74,13 @@ def direct_command(submit: Path, master: str, name: str, conf: dict[str, str], a
 
 def _java(env: Mapping[str, str]) -> str | None:
     """The java the launcher names: $JAVA_HOME/bin/java, else the launcher JVM's own java.home (the java on
-    PATH that spark-class runs it with: the JDK its libjvm.so is in); None when it is not there to run."""
+    PATH that spark-class runs it with: the JDK its libjvm.so is in); None when it is not there to run, or is
+    found relative to the current dir."""
     if env.get("JAVA_HOME"):
         java = f"{env['JAVA_HOME']}/bin/java"
-        return java if os.access(java, os.X_OK) else None
+        return java if os.path.isabs(java) and os.access(java, os.X_OK) else None
+    if not all(os.path.isabs(d) for d in env.get("PATH", "").split(os.pathsep)):
+        return None  # bash looks in a relative dir from the build's dir, not this process's
     found = shutil.which("java", path=env.get("PATH"))
     if found is None:
         return None

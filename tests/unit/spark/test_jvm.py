@@ -110,10 +110,11 @@ def _direct(submit: Path, master: str = "local[2]", conf: dict[str, str] | None 
     return jvm.direct_command(submit, master, "b", conf, ["job.py"], _env(**env), submit.parent)
 
 
-def test_started_directly_only_where_certain(install: Path, tmp_path: Path):
+def test_started_directly_only_where_certain(install: Path, tmp_path: Path, monkeypatch):
     """spark-submit runs (None) for a cluster master, another Spark release, a user's spark-env.sh,
     spark-defaults.conf or java-opts, SPARK_HOME or another variable the launcher reads, a conf key it reads
-    apart, options it would split otherwise than at blanks or refuse, a JAVA_HOME without a java."""
+    apart, options it would split otherwise than at blanks or refuse, a JAVA_HOME without a java, a java found
+    relative to the current dir (the build's is another)."""
     assert _direct(install) is not None  # the layout itself is followed
     assert _direct(install, "yarn") is None and _direct(install, "spark://h:7077") is None
     for var in ("SPARK_HOME", "SPARK_CONF_DIR", "SPARK_SUBMIT_OPTS", "SPARK_REMOTE", "SPARK_PRINT_LAUNCH_COMMAND"):
@@ -125,6 +126,11 @@ def test_started_directly_only_where_certain(install: Path, tmp_path: Path):
         assert _direct(install, conf={OPTS: opts}) is None, opts
     assert _direct(install, conf={"spark.driver.memory": ""}) is None
     assert _direct(install, JAVA_HOME=str(tmp_path)) is None  # no bin/java there
+    (tmp_path / "jdk" / "bin").mkdir(parents=True)
+    shutil.copy(java_binary()[0], tmp_path / "jdk" / "bin" / "java")
+    monkeypatch.chdir(tmp_path)  # a java that is there from here, not from the build's dir
+    assert _direct(install, JAVA_HOME="jdk") is None
+    assert _direct(install, PATH=f"jdk/bin:{os.environ['PATH']}") is None
     conf_dir = install.parent.parent / "conf"
     conf_dir.mkdir()
     assert _direct(install) is not None
