@@ -17,7 +17,6 @@ from typing import Any
 
 from statectl.blobstore.base import BlobStore
 from statectl.engine.rescale.options import RescaleOptions
-from statectl.fsutil import fsync_file
 from statectl.progress import NullProgress
 from statectl.snapshot.model import FileIndex
 
@@ -149,8 +148,6 @@ class EarlyUploads:
                                 parallelism=1, ttl_seconds=opts.ttl_seconds, progress=NullProgress())
             if check_blobs(self.blobstore, [(fi.file_name, fi) for fi in done], 1):
                 return
-            for lf, _ in files:  # its data on disk while the job runs: the ingest syncs it (statectl.rocks.sst)
-                fsync_file(lf.path)
         except Exception:  # noqa: BLE001 - only a head start (a task attempt run again replaces its files)
             return
         for (lf, inode), fi in zip(files, done):
