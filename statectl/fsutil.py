@@ -19,6 +19,11 @@ def fsync_dir(path: Path | str) -> None:
     _fsync(path)
 
 
+def fsync_file(path: Path | str) -> None:
+    """fsync the file ``path`` (its data on disk; the GIL released while the disk writes). Raises OSError."""
+    _fsync(path)
+
+
 def fsync_dirs(root: Path | str) -> None:
     """fsync every dir under ``root``, children before parents, so that the entries of files made durable
     one by one (and hard links, whose data is already on disk) survive a power cut. Raises OSError."""

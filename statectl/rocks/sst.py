@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from statectl.errors import StatectlError
+from statectl.fsutil import fsync_file
 from statectl.formats.adstore import Digest
 from statectl.rocks.store import ROCKSDICT_CONFIG, rocksdict_module, open_readonly
 from statectl.rocks.writer import store_error
@@ -132,10 +133,29 @@ class SstWriter:
         self.path.unlink(missing_ok=True)
 
 
-def ingest_into_new_store(store_path: Path, files: list[Path]) -> None:
-    """Create a RocksDB store at ``store_path`` (which must not exist, or be an empty dir) holding the
-    entries of the SST ``files`` (as :func:`write_sst` made them; no key in two of them: files whose key ranges
-    overlap go to L0 at sequence numbers of their own), flushed and closed.
+def create_store(store_path: Path) -> Any:
+    """An empty RocksDB store created at ``store_path`` (which must not exist, or be an empty dir), open: for
+    :func:`ingest_into_new_store` to ingest into, made ahead of its files (its creation syncs a handful of
+    files and dirs). Raises StatectlError naming the store when ``store_path`` holds something or RocksDB
+    refuses; the caller closes it (ingest_into_new_store does)."""
+    rd = rocksdict_module()
+    store_path = Path(store_path)
+    if store_path.exists() and (not store_path.is_dir() or any(store_path.iterdir())):
+        raise StatectlError(f"cannot ingest into {store_path}: it exists and is not an empty dir")
+    store_path.parent.mkdir(parents=True, exist_ok=True)
+    options = rd.Options(raw_mode=True)
+    options.create_if_missing(True)
+    try:
+        return rd.Rdict(str(store_path), options)
+    except Exception as e:
+        raise store_error(store_path, "create", e) from e
+
+
+def ingest_into_new_store(store_path: Path, files: list[Path], db: Any = None) -> None:
+    """Create a RocksDB store at ``store_path`` (which must not exist, or be an empty dir; ``db``: the store
+    :func:`create_store` made there, still empty) holding the entries of the SST ``files`` (as :func:`write_sst`
+    made them; no key in two of them: files whose key ranges overlap go to L0 at sequence numbers of their
+    own), flushed and closed (``db`` too, whatever happens).
 
     The files are hard-linked into a sibling dir and the links ingested with ``move_files``, so the files
     themselves stay: an ingest interrupted at any point is re-run by removing ``store_path`` and calling
@@ -145,36 +165,20 @@ def ingest_into_new_store(store_path: Path, files: list[Path]) -> None:
     """
     rd = rocksdict_module()
     store_path = Path(store_path)
-    if store_path.exists() and (not store_path.is_dir() or any(store_path.iterdir())):
-        raise StatectlError(f"cannot ingest into {store_path}: it exists and is not an empty dir")
-    missing = [str(f) for f in files if not Path(f).is_file()]
-    if missing:
-        raise StatectlError(f"cannot ingest into {store_path}: no SST file {missing[0]}"
-                            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    links = store_path.parent / f".{store_path.name}.ingest-{os.getpid()}"
-    shutil.rmtree(links, ignore_errors=True)
-    store_path.parent.mkdir(parents=True, exist_ok=True)
-    links.mkdir()
     try:
-        linked: list[str] = []
-        copy = False
-        for i, f in enumerate(files):
-            target = links / f"{i:06d}.sst"
-            try:
-                os.link(f, target)
-            except OSError as e:
-                if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-                    raise
-                copy = True  # another filesystem: let RocksDB copy the file itself
-                target = Path(f)
-            linked.append(str(target))
-        options = rd.Options(raw_mode=True)
-        options.create_if_missing(True)
+        missing = [str(f) for f in files if not Path(f).is_file()]
+        if missing:
+            raise StatectlError(f"cannot ingest into {store_path}: no SST file {missing[0]}"
+                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        for f in files:  # RocksDB syncs each file it ingests holding the GIL: clean, that takes no time
+            fsync_file(f)
+        links = store_path.parent / f".{store_path.name}.ingest-{os.getpid()}"
+        shutil.rmtree(links, ignore_errors=True)
+        store_path.parent.mkdir(parents=True, exist_ok=True)
+        links.mkdir()
         try:
-            db = rd.Rdict(str(store_path), options)
-        except Exception as e:
-            raise store_error(store_path, "create", e) from e
-        try:
+            linked, copy = _link(files, links)
+            db = db if db is not None else create_store(store_path)
             if linked:
                 ingest = rd.IngestExternalFileOptions()
                 ingest.set_move_files(not copy)
@@ -187,10 +191,29 @@ def ingest_into_new_store(store_path: Path, files: list[Path]) -> None:
             except Exception as e:
                 raise store_error(store_path, "flush", e) from e
         finally:
+            shutil.rmtree(links, ignore_errors=True)
+    finally:
+        if db is not None:
             db.close()
             (store_path / ROCKSDICT_CONFIG).unlink(missing_ok=True)
-    finally:
-        shutil.rmtree(links, ignore_errors=True)
+
+
+def _link(files: list[Path], links: Path) -> tuple[list[str], bool]:
+    """``files`` hard-linked into ``links`` (000000.sst...), or, on another filesystem, named as they are (RocksDB
+    copies them itself): the paths to ingest, and whether any is to be copied."""
+    linked: list[str] = []
+    copy = False
+    for i, f in enumerate(files):
+        target = links / f"{i:06d}.sst"
+        try:
+            os.link(f, target)
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                raise
+            copy = True
+            target = Path(f)
+        linked.append(str(target))
+    return linked, copy
 
 
 def scan_digest(store_path: Path) -> Digest:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from statectl.errors import StatectlError
 from statectl.fsutil import process_alive, write_atomic
+from statectl.spark.jvm import direct_command
 from statectl.spark.status import STATUS_EVERY_S, StatusReader
 
 ERROR_MARK = "STATECTL-BUILD-ERROR: "  # the job's one-line error, on its stderr
@@ -45,16 +46,38 @@ def spark_command(submit: Path, job_file: Path, master: str, conf: dict[str, str
     _LOCAL_DRIVER_JIT before the options ``conf`` gives it (the JVM takes the last of an option). ``parent``: a
     rescale's driver started before its job file is written waits for it while process ``parent`` (statectl)
     lives (statectl.spark.job, WHEN_WRITTEN)."""
+    cmd = [str(submit), "--master", master, "--name", _APP_NAME]
+    for k, v in _settings(master, conf).items():
+        cmd += ["--conf", f"{k}={v}"]
+    return cmd + _app_args(job_file, parent)
+
+
+def launch_command(submit: Path, job_file: Path, master: str, conf: dict[str, str], env: dict[str, str],
+                   cwd: Path, parent: int | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command and environment a build run in ``cwd`` starts with: for a local master its driver JVM's own,
+    as spark-submit would exec it (statectl.spark.jvm: no bash scripts, no launcher JVM before it), else (or
+    where that is not certain) spark_command's, with ``env``."""
+    direct = direct_command(submit, master, _APP_NAME, _settings(master, conf), _app_args(job_file, parent), env,
+                            cwd)
+    return direct or (spark_command(submit, job_file, master, conf, parent), env)
+
+
+_APP_NAME = "statectl adstore build"
+
+
+def _settings(master: str, conf: dict[str, str]) -> dict[str, str]:
+    """The --conf settings of a build: statectl's defaults, ``conf``, and a local driver's JIT thresholds."""
     settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
                 "spark.sql.session.timeZone": "UTC", "spark.pyspark.python": sys.executable,
                 "spark.pyspark.driver.python": sys.executable, "spark.driver.memory": "1g",
                 "spark.speculation": "false", **conf}
     if master.startswith("local"):
         settings[_JAVA_OPTS] = f"{_LOCAL_DRIVER_JIT} {settings.get(_JAVA_OPTS, '')}".strip()
-    cmd = [str(submit), "--master", master, "--name", "statectl adstore build"]
-    for k, v in settings.items():
-        cmd += ["--conf", f"{k}={v}"]
-    return cmd + [str(_job_script()), str(job_file), *([WHEN_WRITTEN, str(parent)] if parent is not None else [])]
+    return settings
+
+
+def _app_args(job_file: Path, parent: int | None) -> list[str]:
+    return [str(_job_script()), str(job_file), *([WHEN_WRITTEN, str(parent)] if parent is not None else [])]
 
 
 WHEN_WRITTEN = "--when-written-by"  # job.py's flag: the job file is written later, by the process named
@@ -292,8 +315,9 @@ class Started:
 
 def _start(submit: Path, job_file: Path, log_path: Path, master: str, conf: dict[str, str],
            secrets: dict[str, str], parent: int | None = None) -> subprocess.Popen:
-    """spark-submit in its own process group, its output into the log (``parent``: spark_command's); it gets
-    SIGTERM when statectl dies any other way than by a signal it handles (where setpriv is installed)."""
+    """The build (launch_command's: its driver JVM, or spark-submit) in its own process group, its output into
+    the log (``parent``: spark_command's); it gets SIGTERM when statectl dies any other way than by a signal it
+    handles (where setpriv is installed)."""
     root = str(Path(__file__).resolve().parents[2])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STATECTL_S3_", "STATECTL_KAFKA_"))}
     env.update(secrets)
@@ -301,10 +325,10 @@ def _start(submit: Path, job_file: Path, log_path: Path, master: str, conf: dict
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     if master.startswith("local"):
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    cmd = spark_command(submit, job_file, master, conf, parent)
+    cmd, env = launch_command(submit, job_file, master, conf, env, log_path.parent, parent)
     setpriv = shutil.which("setpriv")
-    # A statectl killed outright (SIGKILL, OOM) cannot kill the group: spark-submit is told to get SIGTERM when
-    # its parent dies (Linux's parent-death signal, through util-linux's setpriv, which execs it: same pid).
+    # A statectl killed outright (SIGKILL, OOM) cannot kill the group: the build is told to get SIGTERM when its
+    # parent dies (Linux's parent-death signal, through util-linux's setpriv, which execs it: same pid).
     launch = [setpriv, "--pdeathsig", "TERM", "--", *cmd] if setpriv else cmd
     with open(log_path, "wb") as log:
         log.write(("$ " + " ".join(cmd) + "\n").encode())
@@ -348,6 +372,7 @@ def _wait(proc: subprocess.Popen, timeout_s: float | None, status: StatusReader,
                 status.poll()
                 polled = time.monotonic()
             if early and status.done:
+                _lowest_priority(proc.pid)
                 threading.Thread(target=_reap, args=(proc,), name="statectl-spark-exit", daemon=True).start()
                 return 0
             continue
@@ -357,6 +382,16 @@ def _wait(proc: subprocess.Popen, timeout_s: float | None, status: StatusReader,
 
 _POLL_S = 0.1
 _DONE_POLL_S = 0.02  # how soon the job's end is seen (a read of the log's new bytes)
+
+
+def _lowest_priority(pgid: int) -> None:
+    """Process group ``pgid`` (a job that said it is done: its SparkContext's stop, the JVM's exit, Spark's
+    removal of its temp dirs, the Python workers' exit) at the lowest CPU priority, every thread of it: on a few
+    cores it takes what the caller's next steps (ingest, upload, commit) leave instead of half of it."""
+    try:
+        os.setpriority(os.PRIO_PGRP, pgid, 19)
+    except OSError:
+        pass  # gone already
 
 
 def _reap(proc: subprocess.Popen) -> None:

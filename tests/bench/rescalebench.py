@@ -75,9 +75,9 @@ with open(f"{dst}.keys", "w") as fh:
 """
 
 
-# The floor a Spark rescale cannot go below: spark-submit of a job that starts a SparkContext on local[2], runs
+# The floor a Spark rescale cannot go below: a job that starts a SparkContext on local[2], runs
 # one empty task per core (the Python workers' start) and stops, launched as statectl launches the rescale's
-# (the same command line, driver JVM options and class archive).
+# (the same command line, started the same way, driver JVM options and class archive).
 EMPTY_JOB = """import sys
 from pyspark import SparkContext
 
@@ -154,7 +154,7 @@ def bench(work: Path, keys: int, env: dict[str, str], endpoint: str, bucket: str
 
 def empty_spark_job(work: Path, env: dict[str, str]) -> dict[str, Any]:
     """EMPTY_JOB's wall and CPU time, launched as statectl launches a rescale's job."""
-    from statectl.spark.launch import ClassArchive, rescale_conf, spark_command
+    from statectl.spark.launch import ClassArchive, launch_command, rescale_conf
     from statectl.spark.probe import spark_submit_path
 
     submit = spark_submit_path()
@@ -162,9 +162,12 @@ def empty_spark_job(work: Path, env: dict[str, str]) -> dict[str, Any]:
     job.write_text(EMPTY_JOB)
     conf = rescale_conf({})
     archive = ClassArchive(submit, conf)  # the rescale's warm-up recorded it
-    cmd = spark_command(submit, job, "local[2]", archive.conf(conf) if archive.recording is None else conf)
-    cmd[-2:] = [str(job)]  # the empty job instead of statectl's
+    if archive.recording is not None:
+        archive.discard()
     run_env = dict(env, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    cmd, run_env = launch_command(submit, job, "local[2]", archive.conf(conf) if archive.recording is None else conf,
+                                  run_env, work / "cwd")
+    cmd[-2:] = [str(job)]  # the empty job instead of statectl's
     sample = run_measured(cmd, env=run_env, cwd=work / "cwd", timeout=600)
     return {"wall_s": round(sample.wall_s, 2), "cpu_s": round(sample.cpu_s, 1)}
 

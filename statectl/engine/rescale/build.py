@@ -99,6 +99,7 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
                      max_file_bytes=file_bytes(snapshots, opts.to_tasks))
     t0 = time.monotonic()
     prefetch = Prefetch(snapshots, blobstore, work / "sources" if local else None, local_cores(opts.master))
+    targets = StagedTargets(opts.target_tasks, work).__enter__()  # made while the job runs
     try:
         try:
             with prefetch:
@@ -119,36 +120,92 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
             result.bytes_read += int(got["bytes_read"])
         result.bytes_written = sum(f.size for f in manifest.files)
         t0 = time.monotonic()
-        out = _ingest(opts, manifest, work)
+        out = _ingest(opts, manifest, targets)
     finally:
+        targets.__exit__()
         prefetch.join()  # before the work dir goes
     result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
     return out, manifest
 
 
-def _ingest(opts: RescaleOptions, manifest: Any, work: Path) -> list[Path]:
-    """Each target's files of ``manifest`` ingested into a staged store of its own under ``work``, several
-    targets at once (each mostly waits for its files' links and syncs); their paths."""
+def _ingest(opts: RescaleOptions, manifest: Any, targets: "StagedTargets") -> list[Path]:
+    """Each target's files of ``manifest`` ingested into its staged store (``targets``), several targets at once
+    (each mostly waits for its files' links and syncs); their paths."""
     from concurrent.futures import ThreadPoolExecutor
-
-    from statectl.local.staged import StagedStore
-    from statectl.rocks.sst import ingest_into_new_store
-
-    def ingest(k: int, task: str) -> Path:
-        target = work / "stores" / task_dir_name(task)
-
-        def full() -> DiskFullError:
-            return DiskFullError(f"no space left on device building {target}", hint=f"free space in {work}, "
-                                 "or give --work-dir on a larger disk")
-        failpoints.hit("rescale-ingest")
-        with StagedStore(target, what=WHAT, disk_full=full, sync="dirs") as staged:
-            ingest_into_new_store(staged.path, manifest.paths(k))
-            staged.commit()
-        return target
 
     tasks = opts.target_tasks
     with ThreadPoolExecutor(max(1, min(len(tasks), 4)), thread_name_prefix="statectl-ingest") as pool:
-        return list(pool.map(ingest, range(len(tasks)), tasks))
+        return list(pool.map(lambda k: targets.ingest(k, manifest.paths(k)), range(len(tasks))))
+
+
+class StagedTargets:
+    """While entered, each target's staged store under ``work / "stores"`` (statectl.local.staged.StagedStore)
+    holding an empty RocksDB store (statectl.rocks.sst.create_store), made in a thread of their own while the
+    Spark job runs: a store's creation syncs a handful of files and dirs (0.05-0.3 s each beside the job's last
+    uploads), which the job's end no longer waits for. :meth:`ingest` fills and commits one; the block's end
+    removes those not committed. A store not made ahead (its creation failed) is made by :meth:`ingest`, which
+    then reports what fails."""
+
+    def __init__(self, tasks: list[str], work: Path):
+        import threading
+
+        self.work = work
+        self.targets = [work / "stores" / task_dir_name(task) for task in tasks]
+        self._made: list[Any] = [None] * len(tasks)
+        self._thread = threading.Thread(target=self._make, name="statectl-stores-ahead")
+
+    def __enter__(self) -> "StagedTargets":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._thread.join()
+        for made in self._made:
+            if made is not None:
+                made[1].close()
+                made[0].abort()
+        self._made = [None] * len(self._made)
+
+    def _staged(self, target: Path) -> Any:
+        from statectl.local.staged import StagedStore
+
+        def full() -> DiskFullError:
+            return DiskFullError(f"no space left on device building {target}", hint=f"free space in {self.work}, "
+                                 "or give --work-dir on a larger disk")
+        return StagedStore(target, what=WHAT, disk_full=full, sync="dirs")
+
+    def _make(self) -> None:
+        from statectl.rocks.sst import create_store
+
+        for k, target in enumerate(self.targets):
+            staged = self._staged(target)
+            try:
+                staged.open()
+                self._made[k] = (staged, create_store(staged.path))
+            except BaseException:  # noqa: BLE001 - ingest makes it again and reports the error
+                staged.abort()
+                return
+
+    def ingest(self, k: int, files: list[Path]) -> Path:
+        """Ingest ``files`` into target ``k``'s store and commit it; its path."""
+        from statectl.rocks.sst import ingest_into_new_store
+
+        self._thread.join()
+        failpoints.hit("rescale-ingest")
+        made, self._made[k] = self._made[k], None
+        if made is None:
+            with self._staged(self.targets[k]) as staged:
+                ingest_into_new_store(staged.path, files)
+                staged.commit()
+            return self.targets[k]
+        staged, db = made
+        try:
+            ingest_into_new_store(staged.path, files, db)
+            staged.commit()
+        except BaseException as e:
+            staged.__exit__(type(e), e, e.__traceback__)  # removed; an OSError named after the target
+            raise
+        return self.targets[k]
 
 
 def local_cores(master: str) -> int:
@@ -176,7 +233,7 @@ class Prefetch:
     def __init__(self, snapshots: list[dict[str, Any]], blobstore: BlobStore, into: Path | None, at_once: int = 2):
         self.snapshots, self.blobstore, self.into, self.at_once = snapshots, blobstore, into, at_once
         self._pool: Any = None
-        self._removal: Any = None
+        self._removal = Removal()
 
     def __enter__(self) -> "Prefetch":
         from concurrent.futures import ThreadPoolExecutor
@@ -194,15 +251,11 @@ class Prefetch:
 
     def discard(self) -> None:
         """Remove the downloaded sources in a thread of their own (:meth:`join` waits for it)."""
-        import threading
-
-        if self.into is not None and self._removal is None:
-            self._removal = threading.Thread(target=shutil.rmtree, args=(self.into, True), name="statectl-discard")
-            self._removal.start()
+        if self.into is not None:
+            self._removal.start(self.into)
 
     def join(self) -> None:
-        if self._removal is not None:
-            self._removal.join()
+        self._removal.join()
 
     def _fetch(self, i: int, source: dict[str, Any]) -> None:
         from statectl.spark.rescale_reader import fetch_snapshot
@@ -214,6 +267,29 @@ class Prefetch:
             (self.into / f"{i}.failed").touch()
             return
         (self.into / f"{i}.ready").touch()
+
+
+class Removal:
+    """Paths removed in a thread of their own, started once (:meth:`start`); :meth:`join` waits for it."""
+
+    def __init__(self) -> None:
+        self._thread: Any = None
+
+    def start(self, *paths: Path) -> None:
+        import threading
+
+        if self._thread is None:
+            self._thread = threading.Thread(target=_remove, args=paths, name="statectl-discard")
+            self._thread.start()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
+def _remove(*paths: Path) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _keep_log(e: StatectlError, build: Path) -> None:

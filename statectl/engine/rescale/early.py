@@ -93,8 +93,8 @@ class EarlyUploads:
 
     def take(self, files: list[Any]) -> dict[int, FileIndex]:
         """Stop looking, wait for the uploads begun, and return, by position in ``files``
-        (statectl.snapshot.diff.LocalFiles), the index of each file whose blobs are up: the same inode, size and
-        mtime as a file uploaded here."""
+        (statectl.snapshot.diff.LocalFiles), the index of each file whose blobs are up and checked: the same inode,
+        size and mtime as a file uploaded here."""
         self.__exit__()
         out = {}
         for i, lf in enumerate(files):
@@ -136,14 +136,18 @@ class EarlyUploads:
         return out
 
     def _upload(self, files: list[tuple[Any, tuple[int, int]]]) -> None:
-        """Upload ``files`` (LocalFiles with their (dev, inode) when listed); when that fails they are left to the
-        targets' own upload, which reports what fails again."""
+        """Upload ``files`` (LocalFiles with their (dev, inode) when listed) and check their blobs as the targets'
+        upload checks its own (statectl.transfer.verify.check_blobs), while the job runs; when either fails they
+        are left to the targets' own upload, which reports what fails again."""
         from statectl.transfer.upload import upload_files
+        from statectl.transfer.verify import check_blobs
 
         opts = self.opts
         try:
             done = upload_files(self.blobstore, [lf for lf, _ in files], chunk_size=opts.chunk_size,
                                 parallelism=1, ttl_seconds=opts.ttl_seconds, progress=NullProgress())
+            if check_blobs(self.blobstore, [(fi.file_name, fi) for fi in done], 1):
+                return
         except Exception:  # noqa: BLE001 - only a head start (a task attempt run again replaces its files)
             return
         for (lf, inode), fi in zip(files, done):

@@ -11,7 +11,7 @@ from typing import Callable
 
 from statectl.blobstore.base import BlobStore
 from statectl.catalog.records import BlobCheckpointStore
-from statectl.engine.rescale.build import WorkDir, build_targets, verify_targets
+from statectl.engine.rescale.build import Removal, WorkDir, build_targets, verify_targets
 from statectl.engine.rescale.commit import WHAT
 from statectl.engine.rescale.early import StartedAhead
 from statectl.engine.rescale.options import RescaleOptions
@@ -87,12 +87,16 @@ def execute_rescale(plan: RescalePlan, blobstore: BlobStore, checkpoints: BlobCh
         if plan.key_groups is None:
             from statectl.engine.rescale.early import EarlyUploads
 
-            with EarlyUploads(blobstore, opts, work / "build") as early:
-                stores, manifest = build_targets(opts, plan.snapshots, blobstore, work, result, progress,
-                                                 ahead.started if ahead is not None else None)
-                verify_targets(opts, stores, manifest, result)
-                upload_targets(opts, plan.to_job, stores, blobstore, checkpoints, result, progress, recorder,
-                               early=early)
+            removal = Removal()  # the staged stores and the job's files, once uploaded: beside the commit
+            try:
+                with EarlyUploads(blobstore, opts, work / "build") as early:
+                    stores, manifest = build_targets(opts, plan.snapshots, blobstore, work, result, progress,
+                                                     ahead.started if ahead is not None else None)
+                    verify_targets(opts, stores, manifest, result)
+                    upload_targets(opts, plan.to_job, stores, blobstore, checkpoints, result, progress, recorder,
+                                   early=early, uploaded=lambda: removal.start(work / "stores", work / "build"))
+            finally:
+                removal.join()  # before the work dir goes
         else:
             from statectl.engine.rescale.keygroups import rescale_key_groups
 

@@ -27,14 +27,17 @@ T = TypeVar("T")
 
 def upload_targets(opts: RescaleOptions, to_job: str, stores: list[Path], blobstore: BlobStore,
                    checkpoints: BlobCheckpointStore, result: RescaleResult, progress: ProgressReporter,
-                   recorder: Any, copies: Callable[[], list[list[Any]]] | None = None, early: Any = None) -> None:
+                   recorder: Any, copies: Callable[[], list[list[Any]]] | None = None, early: Any = None,
+                   uploaded: Callable[[], None] | None = None) -> None:
     """Upload every target as a full snapshot with TTLs (backup's upload), check its blobs, then record the
     rescale (``recorder``: rerun.Recorder), commit all M checkpoint records and run backup's post-commit
     cleanup for each (commit.commit_targets). ``copies``: a key-group rescale's copies, in flight and each
     checked as it lands (their progress shows; the targets' own small files go up and are checked quietly
     meanwhile); called once those are up, it returns per target the FileIndexes of the blobs copied (TTL'd)
     that its snapshot lists besides them. ``early``: the files uploaded while the Spark job ran
-    (statectl.engine.rescale.early.EarlyUploads), whose blobs the targets take instead of uploading them again."""
+    (statectl.engine.rescale.early.EarlyUploads), whose blobs the targets take instead of uploading them again.
+    ``uploaded``: called once every target's files are up and checked (the stores at ``stores`` are not read
+    after that)."""
     t0 = time.monotonic()
     refs = [StoreRef(to_job, opts.job_id, task, opts.store) for task in opts.target_tasks]
     with ExitStack() as stack:
@@ -49,6 +52,8 @@ def upload_targets(opts: RescaleOptions, to_job: str, stores: list[Path], blobst
             ups = _each([lambda ref=ref, path=path: _upload([ref], [path], blobstore, checkpoints, opts, share,
                                                              NullProgress())[0] for ref, path in zip(refs, stores)],
                         at_once)
+        if uploaded is not None:
+            uploaded()
         waited = time.monotonic()
         extra = copies() if copies is not None else [[] for _ in stores]
         waited = time.monotonic() - waited
@@ -82,8 +87,8 @@ class _Upload:
 def _upload(refs: list[StoreRef], paths: list[Path], blobstore: BlobStore, checkpoints: BlobCheckpointStore,
             opts: RescaleOptions, parallelism: int, progress: ProgressReporter, early: Any = None) -> list[_Upload]:
     """Upload the files of the target stores of ``refs`` at ``paths`` (TTL'd) in one transfer, ``parallelism``
-    at a time, but those ``early`` uploaded already (upload_targets), and check every blob (CorruptSnapshotError
-    when one does not read back as uploaded)."""
+    at a time, but those ``early`` uploaded and checked already (upload_targets), and check every blob of the
+    others (CorruptSnapshotError when one does not read back as uploaded)."""
     from statectl.errors import CorruptSnapshotError
     from statectl.snapshot.diff import diff_local
     from statectl.transfer.upload import upload_files
@@ -102,7 +107,7 @@ def _upload(refs: list[StoreRef], paths: list[Path], blobstore: BlobStore, check
     # every target's blobs checked in one batch, and every target's snapshots listed, at once
     target_of = {b.blob_id: k for k in range(len(refs)) for fi in flat[cuts[k]:cuts[k + 1]] for b in fi.blobs}
     listed = _each([lambda ref=ref: len(checkpoints.list(ref)) for ref in refs], max(1, min(len(refs), 8)))
-    problems = check_blobs(blobstore, [(fi.file_name, fi) for fi in flat], parallelism)
+    problems = check_blobs(blobstore, [(fi.file_name, fi) for i, fi in enumerate(flat) if i not in up], parallelism)
     if problems:
         p = min(problems, key=lambda p: target_of[p.blob_id])
         raise CorruptSnapshotError(f"the new snapshot of {refs[target_of[p.blob_id]]} did not read back as uploaded: "

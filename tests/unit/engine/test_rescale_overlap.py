@@ -5,6 +5,7 @@ same inode, size and mtime."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import time
@@ -70,3 +71,33 @@ def test_the_targets_files_upload_as_they_land_and_count_only_for_the_same_file(
     assert got.getvalue() == b"a" * 3000
     assert all(blobs.stat(b.blob_id).expires_at is not None for b in fi.blobs)  # gc takes them unless committed
     blobs.close()
+
+
+class _Shrunk:
+    """The file:// store, but every blob stats a byte short: a blob that does not read back as uploaded."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def stat(self, blob_id):
+        return dataclasses.replace(self._inner.stat(blob_id), size=self._inner.stat(blob_id).size - 1)
+
+
+def test_a_file_uploaded_early_counts_only_once_its_blobs_read_back_as_uploaded(tmp_path: Path):
+    """The early uploads check their blobs as the targets' upload checks its own: one that does not read back
+    as uploaded is not taken (the targets' upload sends the file again, and checks it)."""
+    inner = open_blobstore(f"file://{tmp_path / 'blobs'}")
+    out = tmp_path / "build"
+    out.mkdir()
+    opts = RescaleOptions(store="s", job="j", from_tasks=2, to_tasks=2, ttl_seconds=3600)
+    with EarlyUploads(_Shrunk(inner), opts, out) as early:
+        (out / ".store-0-0000-0000.sst.tmp-0").write_bytes(b"a" * 3000)
+        os.replace(out / ".store-0-0000-0000.sst.tmp-0", out / "store-0-0000-0000.sst")
+        while not any(True for _ in inner.list("blobs/")):
+            time.sleep(0.02)
+        files = [LocalFile.from_stat(out / "store-0-0000-0000.sst", (out / "store-0-0000-0000.sst").stat())]
+        assert early.take(files) == {}
+    inner.close()

@@ -50,3 +50,34 @@ def test_a_group_of_zombies_does_not_run(tmp_path: Path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def _nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def test_a_done_job_tears_down_at_the_lowest_priority(tmp_path: Path):
+    """Once the job says it is done, the wait returns and every process of its group (the JVM, the Python
+    workers) runs at nice 19: its teardown takes the CPU the caller's next steps leave."""
+    from statectl.spark.launch import _kill, _wait
+    from statectl.spark.status import DONE_MARK, StatusReader
+
+    log = tmp_path / "job.log"
+    code = ("import subprocess, sys, time; w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+            f"print({DONE_MARK!r}, flush=True); time.sleep(60)")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, start_new_session=True)
+    try:
+        assert _nice(proc.pid) < 19
+        assert _wait(proc, 30, StatusReader(log, None), early=True) == 0
+        members = [int(p) for p in os.listdir("/proc") if p.isdigit() and _group_of(int(p)) == proc.pid]
+        assert len(members) == 2 and all(_nice(p) == 19 for p in members)
+    finally:
+        _kill(proc)
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
