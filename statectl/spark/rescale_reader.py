@@ -14,6 +14,7 @@ add up."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import tempfile
@@ -193,6 +194,8 @@ class SplitSources:
                              f"{one_line(e)}") from None
         outs: dict[int, Any] = {}
         digest = Digest()
+        collecting = gc.isenabled()
+        gc.disable()  # the batches' tuples and lists hold no cycles: walking them costs 15-20 % of the task's CPU
         try:
             others = [cf for cf in _rocksdict().Rdict.list_cf(str(work)) if cf != "default"]
             if others:  # re-partitioning only the default one would drop them silently
@@ -214,6 +217,8 @@ class SplitSources:
             for o in outs.values():
                 o.abort()
             db.close()
+            if collecting:
+                gc.enable()
         return {"keys": digest.keys, "digest": digest.as_json(), "targets": targets}
 
     def _route(self, i: int, source: dict[str, Any], ks: list[bytes], vs: list[bytes], d: Any,
