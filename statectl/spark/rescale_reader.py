@@ -131,7 +131,7 @@ class WarmSplit:
         yield from items
 
 
-_BATCH_BYTES = 4 << 20  # the reader's batches, about (keys and values)
+_BATCH_BYTES = 1 << 20  # the reader's batches, about (keys and values)
 _READAHEAD = 2 << 20  # the reader's readahead: its files are read start to end
 
 
