@@ -108,7 +108,7 @@ class SstWriter:
         if not keys:
             return
         try:
-            deque(map(operator.setitem, repeat(self._writer), keys, values), maxlen=0)  # no bound method's tuple
+            deque(map(operator.setitem, repeat(self._writer), keys, values), maxlen=0)  # no method-wrapper per entry
         except Exception as e:
             if "ascending order" in str(e):
                 raise ValueError(f"SST keys must be strictly ascending ({self.path.name})") from None
