@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from statectl.formats.adstore import Digest, entry_digests, packed_murmur2s, partition_of
+from statectl.formats.adstore import Digest, entry_digests, packed_murmur2s, partition_of, uint32s
 from statectl.spark.context import BuildError, BuildJob, one_line
 from statectl.spark.submit import BuildSpec
 from statectl.spark.writer import StoreFiles
@@ -277,8 +277,8 @@ def _batches(db: Any, bounds: dict[str, Any]) -> Iterator[tuple[list[bytes], lis
         ks, vs = list(map(key, chunk)), list(map(value, chunk))
         n = len(ks)
         sizes = np.empty((2, n), np.int64)
-        sizes[0] = np.fromiter(map(len, ks), np.int64, n)
-        sizes[1] = np.fromiter(map(len, vs), np.int64, n)
+        sizes[0] = uint32s(map(len, ks))
+        sizes[1] = uint32s(map(len, vs))
         yield ks, vs, sizes
         size = int(sizes.sum())
         rows = max(64, min(65536, _BATCH_BYTES * len(ks) // max(1, size)))
