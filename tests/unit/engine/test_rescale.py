@@ -352,6 +352,52 @@ def test_a_source_statectl_downloaded_is_read_without_opening_the_blob_store(tmp
     assert job.opened == []
 
 
+COLLECTOR_SEEN: list[bool] = []
+
+
+def collector_seen(key: bytes, partitions: int) -> int:
+    """A partitioner that records whether the cyclic collector runs while it is called; key b"bad" has no task."""
+    import gc
+
+    COLLECTOR_SEEN.append(gc.isenabled())
+    return partitions if key == b"bad" else key[-1] % partitions
+
+
+def test_a_source_is_read_with_the_cyclic_collector_paused_and_resumed_after(tmp_path: Path):
+    """The batches' tuples and lists hold no cycles: the collector's walks over them are skipped while a source
+    is read, and it runs again once the task is done with it, whether the source was split or refused."""
+    import gc
+
+    import rocksdict
+
+    from statectl.spark.context import BuildJob
+    from statectl.spark.rescale_reader import SplitSources
+
+    ready = tmp_path / "prefetched"
+    db = rocksdict.Rdict(str(ready / "0"), rocksdict.Options(raw_mode=True))
+    for i in range(100):
+        db[b"k%03d" % i] = b"v"
+    db.close()
+    (ready / "0.ready").touch()
+    (tmp_path / "out").mkdir()
+    source = {"task": "Partition 0", "snapshot": "blobs/s0", "files": [{"path": "CURRENT", "size": 1}]}
+    spec = BuildSpec("snapshots", layout="partitioned", partitions_out=2, snapshots=(source,),
+                     source_store=f"file://{tmp_path / 'blobs'}", prefetched=str(ready),
+                     partitioner=f"{__name__}:collector_seen")
+    job = BuildJob({"spec": spec.to_dict(), "spec_hash": "h", "build_id": "b", "out_dir": str(tmp_path / "out")})
+    assert gc.isenabled()
+    COLLECTOR_SEEN.clear()
+    [record] = [json.loads(r) for r in SplitSources(job)([(0, json.dumps(source))])]
+    assert record["keys"] == 100 and COLLECTOR_SEEN and not any(COLLECTOR_SEEN)
+    assert gc.isenabled()
+    db = rocksdict.Rdict(str(ready / "0"), rocksdict.Options(raw_mode=True))
+    db[b"bad"] = b"v"
+    db.close()
+    with pytest.raises(BuildError, match="collector_seen gave 2"):
+        list(SplitSources(job)([(0, json.dumps(source))]))
+    assert gc.isenabled()
+
+
 def test_the_targets_files_roll_over_at_a_share_of_a_target_within_16_to_256_mib():
     """A target's file of a source closes (and uploads) a few times in its task, not once at its end; a
     target holds about max(8, sources) files, however large the store."""

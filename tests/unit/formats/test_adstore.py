@@ -78,6 +78,10 @@ def test_partitions_of_an_arrow_column_is_partition_of_each_key():
             column = pa.array(keys, kind)
             assert partitions_of(column, n).tolist() == want, (n, kind)
             assert partitions_of(column.slice(11, 200), n).tolist() == want[11:211], (n, kind)
+    for size in range(23):  # a column of keys of one length: hashed a block column at a time
+        same = [rng.randbytes(size) for _ in range(50)]
+        column = pa.array([b"x" * (size + 1)] + same, pa.binary()).slice(1)
+        assert partitions_of(column, 1 << 31).tolist() == [partition_of(k, 1 << 31) for k in same], size
     texts = [f"key-{i}-é" for i in range(300)]
     for kind in (pa.string(), pa.large_string()):
         assert partitions_of(pa.array(texts, kind), 5).tolist() == [partition_of(t.encode(), 5) for t in texts]
