@@ -52,6 +52,7 @@ from tests.tools.standby_helpers import (
     alive,
     clean_env,
     cli,
+    cli_here,
     offsets_of,
     random_records,
     read_store,
@@ -348,8 +349,10 @@ def test_every_refusal_of_promote_exits_the_same_with_dry_run(world: World, proc
     caught_up(w, f)
 
     def both(*args: str, code: int) -> None:
-        for dry in (["--dry-run"], []):
-            p = cli(w.tmp, "standby", "promote", *w.where(), *args, *dry, code=None)
+        # The dry run in this process, the command itself as an operator runs it (a lock held by another
+        # process is judged by processes on both sides).
+        for dry, run in ((["--dry-run"], cli if code == 11 else cli_here), ([], cli)):
+            p = run(w.tmp, "standby", "promote", *w.where(), *args, *dry, code=None)
             assert p.returncode == code, (args, dry, p.returncode, p.stderr)
             assert len(one_error(p.stderr)) > 0
         f.assert_running()  # never fenced
@@ -380,9 +383,9 @@ def test_every_refusal_of_promote_exits_the_same_with_dry_run(world: World, proc
     # Transactional restore (the job's config now on its coordinator stream), the replica past the checkpoint.
     job_config(w)
     checkpoint(w, 50)
-    for dry in (["--dry-run"], []):
-        cli(w.tmp, "standby", "promote", *w.where(), *dry, code=14)
-        cli(w.tmp, "standby", "promote", *w.where(), nt, *dry, code=2)  # the config says otherwise
+    for dry, run in ((["--dry-run"], cli_here), ([], cli)):
+        run(w.tmp, "standby", "promote", *w.where(), *dry, code=14)
+        run(w.tmp, "standby", "promote", *w.where(), nt, *dry, code=2)  # the config says otherwise
 
 
 @pytest.mark.timeout(400)
@@ -397,8 +400,8 @@ def test_every_refusal_of_failover_exits_the_same_with_dry_run(job: Job, followe
 
     def both(container: str, code: int, *extra: str) -> str:
         out = []
-        for dry in (["--dry-run"], []):
-            p = cli(j.tmp, "standby", "failover", "--container", container, *j.flags(), *extra, *dry, code=None)
+        for dry, run in ((["--dry-run"], cli if code == 11 else cli_here), ([], cli)):  # as promote's above
+            p = run(j.tmp, "standby", "failover", "--container", container, *j.flags(), *extra, *dry, code=None)
             assert p.returncode == code, (container, dry, p.returncode, p.stderr)
             out.append(one_error(p.stderr))
             assert j.end() == end  # nothing written to the coordinator stream
