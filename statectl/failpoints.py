@@ -8,6 +8,8 @@ The kinds:
 
 - ``kill``: the process SIGKILLs itself (a crash: no cleanup, no ``finally``).
 - ``sleep:SECONDS``: pause, then go on (a slow step that another process can overtake).
+- ``stop``: the process SIGSTOPs itself and goes on when sent SIGCONT: a step held for exactly as long as a
+  test needs (it waits for the process's state to be stopped, runs what must overtake it, then continues it).
 - ``raise``: raise :class:`FailpointError`, a StatectlError (exit code 1): a step that fails.
 - ``raise:ERRNO``: raise ``OSError(errno.ERRNO)``, e.g. ``raise:ENOSPC`` for a full disk, ``raise:EIO``.
 - ``off``: do nothing; with a count it lets the first hits pass: ``3*off->raise:ENOSPC`` fails from
@@ -75,7 +77,7 @@ class FailpointError(StatectlError):
     """Raised by a failpoint whose action is ``raise``."""
 
 
-_TERM = re.compile(r"(?:(\d+)\*)?(off|kill|raise(?::([A-Z][A-Z0-9]*))?|sleep:(\d+(?:\.\d*)?|\.\d+))")
+_TERM = re.compile(r"(?:(\d+)\*)?(off|kill|stop|raise(?::([A-Z][A-Z0-9]*))?|sleep:(\d+(?:\.\d*)?|\.\d+))")
 
 
 class _Point:
@@ -88,7 +90,7 @@ class _Point:
             m = _TERM.fullmatch(term.strip())
             if m is None or (m.group(1) is not None and int(m.group(1)) == 0):
                 raise UsageError(f"{ENV}: invalid action {action!r} for failpoint {name!r}",
-                                 hint="terms are [N*]off|kill|raise|raise:ERRNO|sleep:SECONDS, joined by '->'")
+                                 hint="terms are [N*]off|kill|stop|raise|raise:ERRNO|sleep:SECONDS, joined by '->'")
             if m.group(3) is not None and not isinstance(getattr(errno, m.group(3), None), int):
                 raise UsageError(f"{ENV}: unknown errno {m.group(3)!r} for failpoint {name!r}")
             self.terms.append((int(m.group(1)) if m.group(1) else None, m.group(2)))
@@ -114,6 +116,8 @@ class _Point:
             return
         if kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        elif kind == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
         elif kind.startswith("sleep:"):
             time.sleep(float(kind[6:]))
         elif kind == "raise":

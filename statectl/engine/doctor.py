@@ -1,7 +1,8 @@
 """doctor: check what the operations need, and say in one line each what is wrong.
 
-Each adapter examines itself through its ``probe`` module; doctor runs them in this order (the check names
-are stable; JSON consumers key on them):
+Each adapter examines itself through its ``probe`` module; doctor runs them side by side (an endpoint that
+does not answer costs its own timeout, not the sum of them all) and reports them in this order (the check
+names are stable; JSON consumers key on them):
 
 - ``blob store`` (statectl.blobstore.probe): list, write, read back and delete a probe record under
   ``doctor/``; write, read back, TTL-check, un-TTL and delete a probe blob.
@@ -29,6 +30,7 @@ from statectl.blobstore.probe import DOCTOR_PREFIX, PROBE_TTL_SECONDS, BlobStore
 from statectl.errors import UsageError
 from statectl.kafka import probe as kafka_probe
 from statectl.local import probe as local_probe
+from statectl.parallel import run_parallel
 from statectl.probe import FAIL, OK, SKIP, UNEXPECTED_HINT, Check
 from statectl.rocks import probe as rocks_probe
 from statectl.spark import probe as spark_probe
@@ -117,9 +119,10 @@ def doctor(opts: DoctorOptions, blobstore: BlobStoreSource) -> DoctorResult:
     behind (see the module doc).
     """
     opts.validate()
-    checks: list[Check] = []
-    for names, run in probes(opts, blobstore):
-        checks += _run(names, run)
+    tasks = [partial(lambda _cancel, names, run: _run(names, run), names=names, run=run)
+             for names, run in probes(opts, blobstore)]
+    ran = run_parallel(tasks, parallelism=len(tasks))
+    checks = [check for got in ran for check in got]
     return DoctorResult(ok=not any(c.status == FAIL for c in checks), checks=checks)
 
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import io
 import json
 import socket
+import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -56,6 +59,13 @@ def world(tmp_path: Path) -> World:
     return make_world(tmp_path, keys=300)
 
 
+def at_once(*runs: Callable[[], subprocess.CompletedProcess]) -> list[subprocess.CompletedProcess]:
+    """Run independent commands side by side, each its own process: their waits on an endpoint that does not
+    answer overlap, and each one's result is checked as before."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        return list(pool.map(lambda run: run(), runs))
+
+
 # A second a request, two for its retries: the deadline, not the 9 attempts, ends a request that gets no answer.
 FAST = {"STATECTL_TIMEOUT": "1s", "STATECTL_RETRY_TIME": "2s", "STATECTL_RETRIES": "8"}
 
@@ -64,9 +74,10 @@ def test_blob_store_that_never_answers(world: World, silent_port: int):
     env = s3_env(world.tmp, f"http://127.0.0.1:{silent_port}", "AK", "SK", **FAST)
     url = "s3://backups/statectl"
     before = capture([world.store], [world.tmp])
-    for args in (["snapshots", "list", *WHERE], ["backup", *WHERE, "--state-dir", str(world.state)],
-                 ["restore", *WHERE, "--state-dir", str(world.state)], ["gc"]):
-        p = world.run(*args, "--blobstore", url, env=env, timeout=30)
+    every = (["snapshots", "list", *WHERE], ["backup", *WHERE, "--state-dir", str(world.state)],
+             ["restore", *WHERE, "--state-dir", str(world.state)], ["gc"])
+    # (each fails at the blob store before it touches the state dir: the backup takes its lease first)
+    for p in at_once(*(partial(world.run, *args, "--blobstore", url, env=env, timeout=30) for args in every)):
         line = assert_error(p, 1, f"127.0.0.1:{silent_port}", "no answer", "within 1s")
         # The deadline, not the 9 attempts, ended it.
         attempts = int(line.split("gave up after ")[1].split(" ")[0])
@@ -88,10 +99,12 @@ def test_doctor_with_endpoints_that_never_answer(world: World, silent_port: int)
 def test_kafka_brokers_that_never_answer(world: World, silent_port: int):
     # (the backup takes and releases its lease in the blob store before it asks Kafka)
     before = capture([world.store], [world.state, world.blobs / "blobs", world.blobs / "checkpoints"])
-    for args in (["backup", *WHERE, "--state-dir", str(world.state)],
-                 ["restore", *WHERE, "--target-dir", str(world.tmp / "t")],
-                 ["restore", "--from-changelog", "c", "--partition", "0", "--target-dir", str(world.tmp / "t")]):
-        p = world.run(*args, "--kafka", f"127.0.0.1:{silent_port}", timeout=60)
+    every = (["backup", *WHERE, "--state-dir", str(world.state)],
+             ["restore", *WHERE, "--target-dir", str(world.tmp / "t")],
+             ["restore", "--from-changelog", "c", "--partition", "0", "--target-dir", str(world.tmp / "t")])
+    # (a restore's reader pin and a backup's lease do not exclude each other: the three run side by side)
+    for p in at_once(*(partial(world.run, *args, "--kafka", f"127.0.0.1:{silent_port}", timeout=60)
+                       for args in every)):
         assert_error(p, 1, f"127.0.0.1:{silent_port}")
     assert_unchanged(before, capture_after(before), mtime_may_change=("counts",))
     assert not (world.tmp / "t").exists()
@@ -221,10 +234,12 @@ def test_blob_store_that_answers_a_byte_at_a_time(world: World, trickle, answer:
     # Each byte comes well within the 2 s read timeout: only a bound on the whole request ends these.
     server = trickle(answer)
     env = s3_env(world.tmp, server.endpoint, "AK", "SK", **SLOW)
-    p = world.run("snapshots", "list", *WHERE, "--blobstore", "s3://backups/statectl", env=env, timeout=60)
+    p, doctor = at_once(
+        partial(world.run, "snapshots", "list", *WHERE, "--blobstore", "s3://backups/statectl", env=env, timeout=60),
+        partial(world.run, "doctor", "--blobstore", "s3://backups/statectl", "-o", "json", env=env, timeout=60))
     assert_error(p, 1, f"127.0.0.1:{server.port}", "no answer", "within 8s")  # 4 x the timeout
     assert "STATECTL_TIMEOUT" in p.stderr
-    p = world.run("doctor", "--blobstore", "s3://backups/statectl", "-o", "json", env=env, timeout=60)
+    p = doctor
     assert p.returncode == 1, p.stderr
     check = {c["name"]: c for c in json.loads(p.stdout)["checks"]}["blob store"]
     assert check["status"] == "fail" and f"127.0.0.1:{server.port}" in check["detail"], check
@@ -351,12 +366,14 @@ def test_secrets_never_printed_with_debug(world: World, seaweed):
 def test_password_in_the_endpoint_url_is_masked(world: World, silent_port: int):
     endpoint = f"http://admin:{PASSWORD}@127.0.0.1:{silent_port}"
     env = s3_env(world.tmp, endpoint, "AK", "SK", **FAST)
-    runs = [world.run("snapshots", "list", *WHERE, "--blobstore", "s3://backups/x", env=env, timeout=30),
-            world.run("--debug", "snapshots", "list", *WHERE, "--blobstore", "s3://backups/x", env=env, timeout=30),
-            world.run("doctor", "--blobstore", "s3://backups/x", env=env, timeout=60),
-            world.run("doctor", "-o", "json", "--blobstore", "s3://backups/x", env=env, timeout=60),
-            world.run("config", "show", "-o", "json", env=env),
-            world.run("config", "show", "--s3-endpoint", endpoint, env=env)]
+    runs = at_once(partial(world.run, "snapshots", "list", *WHERE, "--blobstore", "s3://backups/x", env=env,
+                           timeout=30),
+                   partial(world.run, "--debug", "snapshots", "list", *WHERE, "--blobstore", "s3://backups/x", env=env,
+                           timeout=30),
+                   partial(world.run, "doctor", "--blobstore", "s3://backups/x", env=env, timeout=60),
+                   partial(world.run, "doctor", "-o", "json", "--blobstore", "s3://backups/x", env=env, timeout=60),
+                   partial(world.run, "config", "show", "-o", "json", env=env),
+                   partial(world.run, "config", "show", "--s3-endpoint", endpoint, env=env))
     for p in runs:
         _no_secrets(p, PASSWORD)
     assert runs[0].returncode == 1 and "admin:****@" in runs[0].stderr

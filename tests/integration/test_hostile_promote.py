@@ -12,6 +12,8 @@ import random
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,7 @@ from tests.tools.standby_helpers import (
     alive,
     clean_env,
     cli,
+    cli_here,
     offsets_of,
     random_records,
     read_store,
@@ -346,8 +349,10 @@ def test_every_refusal_of_promote_exits_the_same_with_dry_run(world: World, proc
     caught_up(w, f)
 
     def both(*args: str, code: int) -> None:
-        for dry in (["--dry-run"], []):
-            p = cli(w.tmp, "standby", "promote", *w.where(), *args, *dry, code=None)
+        # The dry run in this process, the command itself as an operator runs it (a lock held by another
+        # process is judged by processes on both sides).
+        for dry, run in ((["--dry-run"], cli if code == 11 else cli_here), ([], cli)):
+            p = run(w.tmp, "standby", "promote", *w.where(), *args, *dry, code=None)
             assert p.returncode == code, (args, dry, p.returncode, p.stderr)
             assert len(one_error(p.stderr)) > 0
         f.assert_running()  # never fenced
@@ -378,9 +383,9 @@ def test_every_refusal_of_promote_exits_the_same_with_dry_run(world: World, proc
     # Transactional restore (the job's config now on its coordinator stream), the replica past the checkpoint.
     job_config(w)
     checkpoint(w, 50)
-    for dry in (["--dry-run"], []):
-        cli(w.tmp, "standby", "promote", *w.where(), *dry, code=14)
-        cli(w.tmp, "standby", "promote", *w.where(), nt, *dry, code=2)  # the config says otherwise
+    for dry, run in ((["--dry-run"], cli_here), ([], cli)):
+        run(w.tmp, "standby", "promote", *w.where(), *dry, code=14)
+        run(w.tmp, "standby", "promote", *w.where(), nt, *dry, code=2)  # the config says otherwise
 
 
 @pytest.mark.timeout(400)
@@ -395,8 +400,8 @@ def test_every_refusal_of_failover_exits_the_same_with_dry_run(job: Job, followe
 
     def both(container: str, code: int, *extra: str) -> str:
         out = []
-        for dry in (["--dry-run"], []):
-            p = cli(j.tmp, "standby", "failover", "--container", container, *j.flags(), *extra, *dry, code=None)
+        for dry, run in ((["--dry-run"], cli if code == 11 else cli_here), ([], cli)):  # as promote's above
+            p = run(j.tmp, "standby", "failover", "--container", container, *j.flags(), *extra, *dry, code=None)
             assert p.returncode == code, (container, dry, p.returncode, p.stderr)
             out.append(one_error(p.stderr))
             assert j.end() == end  # nothing written to the coordinator stream
@@ -430,6 +435,28 @@ def test_every_refusal_of_failover_exits_the_same_with_dry_run(job: Job, followe
 # -- two promotes (or failovers) of one replica at once -------------------------------------------------------
 
 
+@contextmanager
+def held_mid_apply(proc: subprocess.Popen) -> Iterator[None]:
+    """Wait until ``proc`` (run with ``standby-apply=1*stop``) is stopped at its first batch of a tail, run the
+    block while it is held there, then let it go on (SIGCONT; it is killed if the block fails)."""
+    wait_until(lambda: proc.poll() is not None or process_state(proc.pid) == "T", 60,
+               "the first command stops in its apply")
+    assert proc.poll() is None, f"the first command ended before the second ran: {proc.communicate()}"
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        if not ok:
+            proc.kill()
+        os.kill(proc.pid, signal.SIGCONT)
+
+
+def process_state(pid: int) -> str:
+    """The state letter of process ``pid`` (``T``: stopped), from /proc."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 @pytest.mark.timeout(300)
 def test_two_promotes_of_one_replica_one_wins_and_the_other_exits_11(world: World, procs):
     w = world
@@ -439,13 +466,11 @@ def test_two_promotes_of_one_replica_one_wins_and_the_other_exits_11(world: Worl
     caught_up(w, f)
     assert f.terminate() == 0, f.describe()
     w.writer.send(random_records(random.Random(307), 300))  # a tail: the first promote is still applying it
-    # The first promote applies the tail slowly (each batch 15 s): the second one meets it mid-way.
-    first = promote_proc(w, "--timeout", "300s",
-                         env=dict(clean_env(w.tmp), STATECTL_FAILPOINTS="standby-apply=sleep:15"))
-    wait_until(lambda: lock_pid(w.lock_file) == first.pid or first.poll() is not None, 60,
-               "the first promote holds the replica")
-    second = [cli(w.tmp, "standby", "promote", *w.where(), *dry, code=None) for dry in (["--dry-run"], [])]
-    assert first.poll() is None, "the first promote ended before the second ran: no overlap to judge"
+    # The first promote stops itself at its first batch of the tail: the second one meets it mid-way.
+    first = promote_proc(w, "--timeout", "300s", env=dict(clean_env(w.tmp), STATECTL_FAILPOINTS="standby-apply=1*stop"))
+    with held_mid_apply(first):
+        assert lock_pid(w.lock_file) == first.pid
+        second = [cli(w.tmp, "standby", "promote", *w.where(), *dry, code=None) for dry in (["--dry-run"], [])]
     out, err = first.communicate(timeout=280)
     assert first.returncode == 0, err
     for p in second:
@@ -469,13 +494,12 @@ def test_two_failovers_of_one_container_one_wins_and_the_other_exits_11(job: Job
     locks = [standby_dir(j.state, s, t) for s in STORES for t in CONTAINER0]
     first = subprocess.Popen([STATECTL, "standby", "failover", "--container", "0", *j.flags(), "--timeout", "300s"],
                              cwd=j.tmp,
-                             env=dict(clean_env(j.tmp), STATECTL_FAILPOINTS="standby-apply=sleep:15"),
+                             env=dict(clean_env(j.tmp), STATECTL_FAILPOINTS="standby-apply=1*stop"),
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: any(lock_pid(p.with_name(p.name + ".standby.lock")) == first.pid for p in locks)
-               or first.poll() is not None, 60, "the first failover promotes")
-    second = [cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), *dry, code=None)
-              for dry in (["--dry-run"], [])]
-    assert first.poll() is None, "the first failover ended before the second ran: no overlap to judge"
+    with held_mid_apply(first):
+        assert any(lock_pid(p.with_name(p.name + ".standby.lock")) == first.pid for p in locks)
+        second = [cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), *dry, code=None)
+                  for dry in (["--dry-run"], [])]
     _, err = first.communicate(timeout=280)
     assert first.returncode == 0, err
     for p in second:

@@ -35,9 +35,10 @@ def _listing(root: Path) -> list[tuple[str, int, int]]:
 
 
 def _same_code_dry(tmp: Path, args: list[str], code: int, *words: str) -> None:
-    """``args`` refused with ``code`` naming ``words``, with and without --dry-run."""
-    for extra in (["--dry-run"], []):
-        p = cli(tmp, *args, *extra, code=code, timeout=300)
+    """``args`` refused with ``code`` naming ``words``, with and without --dry-run (the dry run in this process,
+    the command itself a whole statectl process)."""
+    for extra, run in ((["--dry-run"], cli_here), ([], cli)):
+        p = run(tmp, *args, *extra, code=code, timeout=300)
         for w in words:
             assert w in p.stderr, (extra, w, p.stderr)
 
@@ -71,7 +72,7 @@ def test_killed_in_its_commit_run_again_finishes_then_is_done(tmp_path: Path, ta
     assert cut[0][1:] == before[0] and cut[1] == before[1] and cut[2] == []  # Partition 0 committed only
 
     stored = _listing(blobs_dir)
-    dry = json.loads(cli(tmp_path, *args, "--dry-run").stdout)
+    dry = json.loads(cli_here(tmp_path, *args, "--dry-run").stdout)
     assert dry["dry_run"] and dry["rerun"] == "finished" and not dry["committed"]
     assert _listing(blobs_dir) == stored
     r = json.loads(cli(tmp_path, *args, timeout=300).stdout)
@@ -87,8 +88,8 @@ def test_killed_in_its_commit_run_again_finishes_then_is_done(tmp_path: Path, ta
         assert _restored(tmp_path, blobs, job, f"Partition {j}") == _fresh(expected, 3, j)
 
     stored = _listing(blobs_dir)
-    for extra in (["--dry-run"], []):
-        done = json.loads(cli(tmp_path, *args, *extra).stdout)
+    for extra, run in ((["--dry-run"], cli_here), ([], cli)):
+        done = json.loads(run(tmp_path, *args, *extra).stdout)
         assert done["rerun"] == "done" and done["committed"] and done["keys"] == len(expected)
         assert [t["snapshot_id"] for t in done["targets"]] == [t["snapshot_id"] for t in r["targets"]]
     assert _listing(blobs_dir) == stored

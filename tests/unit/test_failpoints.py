@@ -4,6 +4,7 @@ point in the code is documented; and a kill in a real subprocess."""
 from __future__ import annotations
 
 import errno
+import os
 import re
 import signal
 import subprocess
@@ -149,3 +150,26 @@ def test_a_subprocess_reads_the_environment(spec, code):
     p = subprocess.run([sys.executable, "-c", script], check=False, env={failpoints.ENV: spec, "PATH": ""},
                        cwd=PACKAGE.parent, capture_output=True, timeout=50)
     assert p.returncode == code, p.stderr
+
+
+@pytest.mark.timeout(60)
+def test_stop_holds_the_process_until_it_is_continued():
+    """``stop`` holds the process at the point (stopped, not ended) until SIGCONT; then it goes on, and a
+    used-up ``1*stop`` lets the next hit pass."""
+    script = "from statectl import failpoints\nfailpoints.hit('p'); failpoints.hit('p')\nprint('went on')\n"
+    p = subprocess.Popen([sys.executable, "-c", script], env={failpoints.ENV: "p=1*stop", "PATH": ""},
+                         cwd=PACKAGE.parent, stdout=subprocess.PIPE, text=True)
+    try:
+        while p.poll() is None and process_state(p.pid) != "T":
+            threading.Event().wait(0.01)
+        assert p.poll() is None and process_state(p.pid) == "T"
+        os.kill(p.pid, signal.SIGCONT)
+        out, _ = p.communicate(timeout=50)
+    finally:
+        p.kill()
+    assert p.returncode == 0 and out == "went on\n"
+
+
+def process_state(pid: int) -> str:
+    """The state letter of process ``pid`` (``T``: stopped), from /proc."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

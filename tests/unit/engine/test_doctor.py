@@ -1,4 +1,4 @@
-"""doctor as a loop over the adapters' probes: the options it refuses before any probe runs, the order of
+"""doctor runs the adapters' probes side by side: the options it refuses before any probe runs, the order of
 the checks, and a probe that breaks its promise never to raise. Each probe has its own tests
 (tests/unit/<adapter>/test_probe.py); the real servers are in tests/integration/test_doctor.py."""
 
@@ -67,3 +67,23 @@ def test_a_usage_error_opening_the_store_is_raised_not_reported(tmp_path: Path):
 def test_bad_options_are_usage_errors_before_any_check(tmp_path: Path, kw, message):
     with pytest.raises(UsageError, match=message):
         doctor(opts(tmp_path, **kw), lambda: pytest.fail("no check may run"))
+
+
+def test_the_probes_run_side_by_side(tmp_path: Path, monkeypatch):
+    """The blob store and Kafka probes are in their waits at once (each waits for the other at a barrier): an
+    endpoint that does not answer costs its own timeout, not the sum; the checks keep their order."""
+    import threading
+
+    both = threading.Barrier(2, timeout=30)
+
+    def waits(names: tuple[str, ...]):
+        def probe(*a, **kw) -> list[Check]:
+            both.wait()  # run one after the other: the first one times out at the barrier, a failed check
+            return [Check(name, "ok", "answered") for name in names]
+        return probe
+
+    monkeypatch.setattr(doctor_module.blobstore_probe, "probe", waits(doctor_module.blobstore_probe.NAMES))
+    monkeypatch.setattr(doctor_module.kafka_probe, "probe", waits(doctor_module.kafka_probe.NAMES))
+    r = doctor(opts(tmp_path, kafka="127.0.0.1:9"), LocalBlobStore(tmp_path / "b"))
+    assert [c.name for c in r.checks] == list(NAMES)
+    assert all(c.status == "ok" for c in r.checks[:4]), r.checks[:4]
