@@ -119,8 +119,7 @@ def doctor(opts: DoctorOptions, blobstore: BlobStoreSource) -> DoctorResult:
     behind (see the module doc).
     """
     opts.validate()
-    tasks = [partial(lambda _cancel, names, run: _run(names, run), names=names, run=run)
-             for names, run in probes(opts, blobstore)]
+    tasks = [lambda _cancel, names=names, run=run: _run(names, run) for names, run in probes(opts, blobstore)]
     ran = run_parallel(tasks, parallelism=len(tasks))
     checks = [check for got in ran for check in got]
     return DoctorResult(ok=not any(c.status == FAIL for c in checks), checks=checks)

@@ -99,31 +99,30 @@ def build_targets(opts: RescaleOptions, snapshots: list[dict[str, Any]], blobsto
                      max_file_bytes=file_bytes(snapshots, opts.to_tasks))
     t0 = time.monotonic()
     prefetch = Prefetch(snapshots, blobstore, work / "sources" if local else None, local_cores(opts.master))
-    targets = StagedTargets(opts.target_tasks, work).__enter__()  # made while the job runs
-    try:
+    with StagedTargets(opts.target_tasks, work) as targets:  # made while the job runs
         try:
-            with prefetch:
-                manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
-                                     timeout_s=opts.timeout_s, s3=opts.s3, started=started)
-        except StatectlError as e:
-            _keep_log(e, work / "build")
-            raise
-        prefetch.discard()  # the executors are done with the copies: they go while the targets are ingested
-        result.phases["spark_s"] = round(time.monotonic() - t0, 3)
-        result.phases.update({f"spark_{k}": v for k, v in manifest.phases.items()})  # the job's own (BuildManifest)
-        by_task = {s["task"]: s for s in manifest.sources}
-        for src in result.sources:
-            got = by_task.get(src.task)
-            if got is None:
-                raise VerificationError(f"the Spark job did not report reading the snapshot of {src.task}")
-            src.keys = int(got["keys"])
-            result.bytes_read += int(got["bytes_read"])
-        result.bytes_written = sum(f.size for f in manifest.files)
-        t0 = time.monotonic()
-        out = _ingest(opts, manifest, targets)
-    finally:
-        targets.__exit__()
-        prefetch.join()  # before the work dir goes
+            try:
+                with prefetch:
+                    manifest = run_build(spec, work / "build", master=opts.master, conf=opts.conf, progress=progress,
+                                         timeout_s=opts.timeout_s, s3=opts.s3, started=started)
+            except StatectlError as e:
+                _keep_log(e, work / "build")
+                raise
+            prefetch.discard()  # the executors are done with the copies: they go while the targets are ingested
+            result.phases["spark_s"] = round(time.monotonic() - t0, 3)
+            result.phases.update({f"spark_{k}": v for k, v in manifest.phases.items()})  # the job's own (BuildManifest)
+            by_task = {s["task"]: s for s in manifest.sources}
+            for src in result.sources:
+                got = by_task.get(src.task)
+                if got is None:
+                    raise VerificationError(f"the Spark job did not report reading the snapshot of {src.task}")
+                src.keys = int(got["keys"])
+                result.bytes_read += int(got["bytes_read"])
+            result.bytes_written = sum(f.size for f in manifest.files)
+            t0 = time.monotonic()
+            out = _ingest(opts, manifest, targets)
+        finally:
+            prefetch.join()  # before the work dir goes
     result.phases["ingest_s"] = round(time.monotonic() - t0, 3)
     return out, manifest
 
