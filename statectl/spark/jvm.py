@@ -46,7 +46,9 @@ def direct_command(submit: Path, master: str, name: str, conf: dict[str, str], a
                    env: Mapping[str, str], cwd: Path) -> tuple[list[str], dict[str, str]] | None:
     """The driver JVM's command line and environment that ``submit --master master --name name --conf k=v...
     app...`` would exec, started with ``env`` in ``cwd``, its stdin not a pipe and no controlling terminal (as
-    launch._start runs it); None where that is not certain (see the module doc)."""
+    launch._start runs it), but for the --conf options' order: the launcher writes them in its map's order,
+    this in ``conf``'s (SparkSubmit puts them in a map again: distinct keys, so their order means nothing);
+    None where that is not certain (see the module doc)."""
     home = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(submit)), ".."))  # find-spark-home's
     jars, conf_dir = os.path.join(home, "jars"), os.path.join(home, "conf")
     if not master.startswith("local") or any(k in env for k in _UNFOLLOWED_ENV) \
@@ -54,20 +56,20 @@ def direct_command(submit: Path, master: str, name: str, conf: dict[str, str], a
             or os.path.exists(os.path.join(home, "bin", "find_spark_home.py")) \
             or any(os.path.exists(os.path.join(conf_dir, f)) for f in _CONF_FILES):
         return None
-    java, options, order = _java(env), _java_options(conf), _java_map_order(list(conf))
-    if java is None or options is None or order is None or not conf.get(_MEMORY):
+    java, options = _java(env), _java_options(conf)
+    if java is None or options is None or not conf.get(_MEMORY):
         return None
     classpath = [_cp_entry(conf_dir), *(os.path.join(jars, f) for f in os.listdir(jars) if f.startswith("slf4j-api-")),
                  os.path.join(jars, "*")]
     for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH"):
         classpath += [_cp_entry(e) for e in env.get(var, "").split(os.pathsep) if e]
-    args = ["--master", master, *(a for k in order for a in ("--conf", f"{k}={conf[k]}")), "--name", name, *app]
+    args = ["--master", master, *(a for k, v in conf.items() for a in ("--conf", f"{k}={v}")), "--name", name, *app]
     cmd = [java, "-cp", os.pathsep.join(dict.fromkeys(classpath)), f"-Xmx{conf[_MEMORY]}", *options,
            *_MODULE_OPTIONS, SUBMIT_CLASS, *args]
     # spark-submit's and load-spark-env.sh's exports (the last: no controlling terminal, stdin not a pipe), and
     # the PWD bash sets
-    extra = {"PWD": os.path.realpath(cwd), "SPARK_HOME": home, "PYTHONHASHSEED": "0", "SPARK_ENV_LOADED": "1", "SPARK_CONF_DIR": conf_dir,
-             "SPARK_SCALA_VERSION": "2.13",
+    extra = {"PWD": os.path.realpath(cwd), "SPARK_HOME": home, "PYTHONHASHSEED": "0", "SPARK_ENV_LOADED": "1",
+             "SPARK_CONF_DIR": conf_dir, "SPARK_SCALA_VERSION": "2.13",
              "SPARK_BEELINE_OPTS": env.get("SPARK_BEELINE_OPTS", "") + " -Djline.terminal=jline.UnsupportedTerminal"}
     return cmd, {**env, **extra}
 
@@ -105,29 +107,3 @@ def _java_options(conf: dict[str, str]) -> list[str] | None:
 def _cp_entry(entry: str) -> str:
     """A classpath entry as the launcher writes it: a directory with a trailing slash."""
     return entry + "/" if os.path.isdir(entry) and not entry.endswith("/") else entry
-
-
-def _java_map_order(keys: list[str]) -> list[str] | None:
-    """``keys`` (distinct, in insertion order) in the order a java.util.HashMap holding them iterates, which is
-    the order the launcher writes the --conf options in: by bucket, then insertion; None where a bucket would
-    grow to a tree (or force an early resize), which this does not follow."""
-    capacity = 16
-    while len(keys) > capacity * 3 // 4:
-        capacity *= 2
-    size = 16
-    while size <= capacity:
-        buckets = [_spread(k) & (size - 1) for k in keys]
-        if any(buckets.count(b) >= 8 for b in set(buckets)):
-            return None
-        size *= 2
-    order = sorted(range(len(keys)), key=lambda i: (_spread(keys[i]) & (capacity - 1), i))
-    return [keys[i] for i in order]
-
-
-def _spread(key: str) -> int:
-    """java.lang.String.hashCode of ``key``, spread as HashMap.hash does (h ^ h >>> 16)."""
-    h = 0
-    units = key.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h ^ (h >> 16)
