@@ -523,14 +523,16 @@ def test_the_sort_key_sorts_as_the_key_does():
 
 def test_the_class_archive_is_recorded_then_mapped_and_a_cut_one_is_dropped(tmp_path, monkeypatch):
     """The driver JVM's class archive (launch.ClassArchive) with a real JVM: the first build records it,
-    the next maps it (same entries), and a cut one, which kills the JVM with SIGBUS as it maps it, costs a
-    second run without it, not the build; the archive is then forgotten."""
+    the next maps it (same entries), and a cut one kills the JVM with SIGBUS as it maps it: submit_job runs
+    the job once more without it, and forgets it. (That second run is of a job file that is not there: the
+    job's own error shows it ran, at the cost of a JVM start, not of a build; that the build then succeeds
+    is tests/unit/spark/test_class_archive.py's, with a stand-in spark-submit.)"""
     import shutil
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from statectl.spark.launch import ClassArchive
+    from statectl.spark.launch import ClassArchive, submit_job
 
     # This machine's archive, which every other build maps: where there is none yet (a new Java or pyspark
     # install, as in CI; this test runs first of its Spark chain), the one recorded here becomes it, so that
@@ -564,7 +566,12 @@ def test_the_class_archive_is_recorded_then_mapped_and_a_cut_one_is_dropped(tmp_
     with open(jsa, "r+b") as fh:  # cut, its recorded size kept: what a torn write could leave
         fh.truncate(jsa.stat().st_size // 2)
     size.write_text(f"{jsa.stat().st_size}\n")
-    third = run_build(spec, tmp_path / "out3", master=MASTER)
-    assert third.digests == first.digests
-    assert "SharedArchiveFile" not in (tmp_path / "out3" / LOG_FILE).read_text(), "the second run maps none"
+    out3 = tmp_path / "out3"
+    out3.mkdir()
+    with pytest.raises(StatectlError) as failed:
+        submit_job(require_spark(), tmp_path / "no-job.json", out3 / LOG_FILE, MASTER, {}, None, {})
+    assert "No such file or directory" in str(failed.value) and "no-job.json" in str(failed.value), "the job ran"
+    (crash,) = out3.glob("hs_err_pid*.log")  # the first JVM's: the one that mapped the cut archive
+    assert "SIGBUS" in crash.read_text(errors="replace")
+    assert "SharedArchiveFile" not in (out3 / LOG_FILE).read_text(), "the second run maps none"
     assert archives() == [], "the cut archive is forgotten"
