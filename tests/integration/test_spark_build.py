@@ -572,7 +572,7 @@ def test_the_class_archive_is_recorded_and_a_cut_one_is_dropped(class_archive, t
     jsa, size = sorted(class_archive.cache.glob("statectl/spark/*"))
     assert (jsa.suffix, size.suffix) == (".jsa", ".size") and int(size.read_text()) == jsa.stat().st_size > 0
 
-    # cut, its recorded size kept: what a torn write could leave
+    # the first half, its .size saying as much: a cut archive that the size check lets through
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     mine = tmp_path / "cache" / "statectl" / "spark"
     mine.mkdir(parents=True)
