@@ -30,12 +30,12 @@ TEST_PART_SIZE = 5 * 1024 * 1024
 # (statectl.spark.launch.ClassArchive; CI's) the first build records it, and every later JVM maps only
 # the classes that build loaded. Recorded by a rescale's driver (the RDD path), it held 70 MB of classes
 # instead of 180, and each adstore build then spent about 2 s more CPU loading the rest from the jars.
-# The class archive's own test comes first: it records an archive anyway, and hands it to the machine's
-# cache when there is none, so that no other build records one (a recording costs about 30 s of CPU).
+# The class archive's own test comes first: its build (test_spark_build's class_archive) records one anyway,
+# and hands it to the machine's cache when there is none, so that no other build records one (a recording
+# costs about 30 s of CPU).
 SPARK_CHAINS = {
     "spark-builds": (
         "tests/integration/test_spark_build.py::test_the_class_archive_is_recorded_",
-        "tests/integration/test_spark_build.py::test_plain_columns_in_small_arrow_batches_",
         "tests/integration/test_spark_build.py::",
         "tests/integration/test_rescale_keygroups.py::test_sources_reaching_into_each_others_key_groups_",
         "tests/integration/test_file_owners.py::test_rescale_as_root_",

@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -71,7 +72,7 @@ def ingest_and_compare(manifest: BuildManifest, expected: dict, tmp_path: Path) 
 # -- files ----------------------------------------------------------------------------------------------
 
 
-def test_parquet_broadcast_in_several_files_and_a_rerun_skips_spark(tmp_path, monkeypatch):
+def test_parquet_broadcast_in_several_files_and_a_rerun_skips_spark(tmp_path, monkeypatch, class_archive):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -89,7 +90,11 @@ def test_parquet_broadcast_in_several_files_and_a_rerun_skips_spark(tmp_path, mo
     spec = BuildSpec("files", kv, layout="broadcast", files_per_store=3, max_file_bytes=40_000, path=str(data),
                      fmt="parquet", files=tuple(str(f) for f in files))
     out = tmp_path / "out"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(class_archive.cache))  # the driver maps the archive recorded there
     manifest = run_build(spec, out, master=MASTER)
+    log = (out / LOG_FILE).read_text()
+    (jsa,) = class_archive.cache.glob("statectl/spark/*.jsa")
+    assert f"-XX:SharedArchiveFile={jsa}" in log and "[cds]" not in log, "mapped, without a warning"
     assert manifest.spark_ran
     (store,) = manifest.stores
     assert store.store is None and store.rows == 4000 and store.duplicates == 2500
@@ -116,32 +121,12 @@ def test_parquet_broadcast_in_several_files_and_a_rerun_skips_spark(tmp_path, mo
         run_build(spec, out, master=MASTER)
 
 
-def test_plain_columns_in_small_arrow_batches_partitioned_and_rolled_over(tmp_path):
+def test_plain_columns_in_small_arrow_batches_partitioned_and_rolled_over(class_archive, tmp_path):
     """The JVM path (a plain key and value column) with Arrow batches of 7 rows: a key's rows spread over
     several batches (the last row still wins), files rolled over at max_file_bytes, as many write tasks
     as spark.default.parallelism asks for; every store is the put path's, with its digest, in disjoint
-    ascending files."""
-    import random
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rng = random.Random(21)
-    data = tmp_path / "data"
-    data.mkdir()
-    files = []
-    for part in range(2):
-        n = 1500
-        ids = sorted(rng.randrange(900) for _ in range(n))  # runs of one key, longer than a batch
-        names = [None if rng.random() < 0.05 else f"n{part}-{i}" for i in range(n)]
-        files.append(data / f"part-{part}.parquet")
-        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "name": names}), files[-1], row_group_size=400)
-    kv = KeyValueSpec(key_column="id", value_column="name")
-    expected = expected_from_rows([r for f in files for r in pq.read_table(f).to_pylist()], kv, 3)
-    spec = BuildSpec("files", kv, layout="partitioned", partitions_out=3, files_per_store=2, max_file_bytes=300,
-                     path=str(data), fmt="parquet", files=tuple(str(f) for f in files))
-    manifest = run_build(spec, tmp_path / "out", master=MASTER,
-                         conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "7", "spark.default.parallelism": "9"})
+    ascending files. (The build is class_archive's, which records the class archive as well.)"""
+    manifest, expected = class_archive.manifest, class_archive.expected
     assert manifest.path == "jvm" and manifest.ranges == "parquet-sample"
     # spark.default.parallelism 9 over 3 stores: 3 write tasks per store (files_per_store asks for 2 only),
     # each with a range of the store's keys (from the sample of the Parquet key column).
@@ -521,10 +506,21 @@ def test_the_sort_key_sorts_as_the_key_does():
         assert len({bytes(r.sk) for r in mine}) == len(keys), p
 
 
-def test_the_class_archive_is_recorded_then_mapped_and_a_cut_one_is_dropped(tmp_path, monkeypatch):
-    """The driver JVM's class archive (launch.ClassArchive) with a real JVM: the first build records it,
-    the next maps it (same entries), and a cut one, which kills the JVM with SIGBUS as it maps it, costs a
-    second run without it, not the build; the archive is then forgotten."""
+class Recorded(NamedTuple):
+    cache: Path  # an XDG_CACHE_HOME
+    manifest: BuildManifest
+    expected: dict[int | None, dict[bytes, bytes]]
+
+
+@pytest.fixture(scope="module")
+def class_archive(tmp_path_factory) -> Recorded:
+    """The driver JVM's class archive (launch.ClassArchive) as the first build on a machine records it, in a
+    cache dir of its own. The build is test_plain_columns_in_small_arrow_batches_partitioned_and_rolled_over's
+    (partitioned: the JVM loads the classes of the builds that shuffle as well, and records them). Where this
+    machine has no archive yet (a new Java or pyspark install, as in CI; the test that asks for this runs
+    first of its Spark chain), the one recorded here becomes it, so that no other build pays for a recording
+    (about 30 s of CPU). Taken before the build, a claim other builds wait out."""
+    import random
     import shutil
 
     import pyarrow as pa
@@ -532,39 +528,63 @@ def test_the_class_archive_is_recorded_then_mapped_and_a_cut_one_is_dropped(tmp_
 
     from statectl.spark.launch import ClassArchive
 
-    # This machine's archive, which every other build maps: where there is none yet (a new Java or pyspark
-    # install, as in CI; this test runs first of its Spark chain), the one recorded here becomes it, so that
-    # no other build pays for a recording (about 30 s of CPU). Taken now, a claim other builds wait out.
+    tmp = tmp_path_factory.mktemp("class-archive")
     machine = ClassArchive(require_spark(), {})
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    f = tmp_path / "rows.parquet"
-    pq.write_table(pa.table({"k": [f"k{i % 700:04d}" for i in range(2000)], "v": [f"v{i}" for i in range(2000)]}), f)
-    kv = KeyValueSpec(key_column="k", value_column="v")
-    expected = expected_from_rows(pq.read_table(f).to_pylist(), kv, 2)
-    # partitioned: the JVM loads the classes of the builds that shuffle as well, and records them
-    spec = BuildSpec("files", kv, layout="partitioned", partitions_out=2, path=str(f), fmt="parquet", files=(str(f),))
-    archives = lambda: sorted((tmp_path / "cache" / "statectl" / "spark").glob("*"))  # noqa: E731
-
+    rng = random.Random(21)
+    data = tmp / "data"
+    data.mkdir()
+    files = []
+    for part in range(2):
+        n = 1500
+        ids = sorted(rng.randrange(900) for _ in range(n))  # runs of one key, longer than a batch
+        names = [None if rng.random() < 0.05 else f"n{part}-{i}" for i in range(n)]
+        files.append(data / f"part-{part}.parquet")
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "name": names}), files[-1], row_group_size=400)
+    kv = KeyValueSpec(key_column="id", value_column="name")
+    spec = BuildSpec("files", kv, layout="partitioned", partitions_out=3, files_per_store=2, max_file_bytes=300,
+                     path=str(data), fmt="parquet", files=tuple(str(f) for f in files))
     try:
-        first = run_build(spec, tmp_path / "out1", master=MASTER)
-        assert "-XX:ArchiveClassesAtExit=" in (tmp_path / "out1" / LOG_FILE).read_text()
-        jsa, size = archives()
-        assert (jsa.suffix, size.suffix) == (".jsa", ".size") and int(size.read_text()) == jsa.stat().st_size > 0
-        if machine.recording is not None:
-            shutil.copyfile(jsa, machine.recording)
-            machine.keep()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
+            manifest = run_build(spec, tmp / "out", master=MASTER, conf={
+                "spark.sql.execution.arrow.maxRecordsPerBatch": "7", "spark.default.parallelism": "9"})
+        for jsa in (tmp / "cache").glob("statectl/spark/*.jsa"):
+            if machine.recording is not None:
+                shutil.copyfile(jsa, machine.recording)
+                machine.keep()
     finally:
         machine.discard()
-    second = run_build(spec, tmp_path / "out2", master=MASTER)
-    log = (tmp_path / "out2" / LOG_FILE).read_text()
-    assert f"-XX:SharedArchiveFile={jsa}" in log and "[cds]" not in log, "mapped, without a warning"
-    assert second.digests == first.digests
-    ingest_and_compare(second, expected, tmp_path / "i2")
+    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    return Recorded(tmp / "cache", manifest, expected_from_rows(rows, kv, 3))
 
-    with open(jsa, "r+b") as fh:  # cut, its recorded size kept: what a torn write could leave
-        fh.truncate(jsa.stat().st_size // 2)
-    size.write_text(f"{jsa.stat().st_size}\n")
-    third = run_build(spec, tmp_path / "out3", master=MASTER)
-    assert third.digests == first.digests
-    assert "SharedArchiveFile" not in (tmp_path / "out3" / LOG_FILE).read_text(), "the second run maps none"
-    assert archives() == [], "the cut archive is forgotten"
+
+def test_the_class_archive_is_recorded_and_a_cut_one_is_dropped(class_archive, tmp_path, monkeypatch):
+    """The driver JVM's class archive (launch.ClassArchive) with a real JVM: the first build records it
+    (class_archive; the next maps it: test_parquet_broadcast_in_several_files_and_a_rerun_skips_spark),
+    and a cut one kills the JVM with SIGBUS as it maps it: submit_job runs the job once more without it, and
+    forgets it. (That second run is of a job file that is not there: the job's own error shows it ran, at the
+    cost of a JVM start, not of a build; that the build then succeeds is
+    tests/unit/spark/test_class_archive.py's, with a stand-in spark-submit.)"""
+    from statectl.spark.launch import submit_job
+
+    first = class_archive.manifest
+    assert "-XX:ArchiveClassesAtExit=" in (first.out_dir / LOG_FILE).read_text()
+    jsa, size = sorted(class_archive.cache.glob("statectl/spark/*"))
+    assert (jsa.suffix, size.suffix) == (".jsa", ".size") and int(size.read_text()) == jsa.stat().st_size > 0
+
+    # the first half, its .size saying as much: a cut archive that the size check lets through
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    mine = tmp_path / "cache" / "statectl" / "spark"
+    mine.mkdir(parents=True)
+    with open(jsa, "rb") as src:
+        (mine / jsa.name).write_bytes(src.read(jsa.stat().st_size // 2))
+    (mine / size.name).write_text(f"{jsa.stat().st_size // 2}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(StatectlError) as failed:
+        submit_job(require_spark(), tmp_path / "no-job.json", out / LOG_FILE, MASTER, {}, None, {})
+    assert "No such file or directory" in str(failed.value) and "no-job.json" in str(failed.value), "the job ran"
+    (crash,) = out.glob("hs_err_pid*.log")  # the first JVM's: the one that mapped the cut archive
+    assert "SIGBUS" in crash.read_text(errors="replace")
+    assert "SharedArchiveFile" not in (out / LOG_FILE).read_text(), "the second run maps none"
+    assert list(mine.iterdir()) == [], "the cut archive is forgotten"

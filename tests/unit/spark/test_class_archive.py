@@ -1,6 +1,6 @@
-"""statectl.spark.launch.ClassArchive without a JVM: which option a build's driver gets, and what becomes
-of a recorded archive. (A real JVM records, maps and survives a cut archive in
-tests/integration/test_spark_build.py.)"""
+"""statectl.spark.launch.ClassArchive without a JVM: which option a build's driver gets, what becomes of a
+recorded archive, and submit_job's second run without one the JVM died on (a stand-in spark-submit). (A real
+JVM records, maps and dies of a cut archive in tests/integration/test_spark_build.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from statectl.spark.launch import ClassArchive
+from statectl.errors import StatectlError
+from statectl.spark.launch import ClassArchive, submit_job
 
 OPTS = "spark.driver.extraJavaOptions"
 
@@ -137,3 +138,45 @@ def test_a_local_driver_compiles_less_and_the_users_options_come_last(tmp_path: 
     assert local.endswith(" -XX:SharedArchiveFile=/a.jsa -XX:Tier4InvocationThreshold=7")
     assert opts("local[*]", {}).startswith("-XX:Tier4InvocationThreshold=40000")
     assert opts("yarn", {OPTS: "-Dx=1"}) == "-Dx=1" and opts("spark://h:7077", {}) is None
+
+
+def _stand_in(submit: Path, fatal: bool) -> Path:
+    """``submit`` as a spark-submit that writes its arguments to ``runs`` (one line a run) and exits 0; given
+    an archive to map, it dies instead, as the JVM does on a cut one (its fatal-error banner, then SIGBUS), or
+    (not ``fatal``) exits 1 as a failed job does."""
+    runs = submit.parents[2] / "runs"
+    die = 'echo "# A fatal error has been detected by the Java Runtime Environment:"; kill -BUS $$' if fatal \
+        else "echo 'STATECTL-BUILD-ERROR: the job failed'; exit 1"
+    submit.write_text(f'#!/bin/sh\necho "$*" >> {runs}\ncase "$*" in *SharedArchiveFile=*) {die};; esac\n')
+    submit.chmod(0o755)
+    return runs
+
+
+def _submit(submit: Path, tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir(exist_ok=True)
+    submit_job(submit, tmp_path / "job.json", tmp_path / "out" / "spark-submit.log", "local[2]", {}, None, {})
+
+
+def test_a_jvm_that_dies_on_the_archive_costs_a_second_run_without_it(submit, tmp_path):
+    """A JVM that dies of a fatal error mapping the archive: the build is run once more, without it (and
+    succeeds), and the archive is forgotten, so that the next build records a new one."""
+    kept = ClassArchive(submit, {})
+    _recorded(kept)
+    kept.keep()
+    runs = _stand_in(submit, fatal=True)
+    _submit(submit, tmp_path)
+    first, second = runs.read_text().splitlines()
+    assert f"-XX:SharedArchiveFile={kept.path}" in first and "SharedArchive" not in second
+    assert not kept.path.exists() and not kept.path.with_suffix(".size").exists()
+    assert ClassArchive(submit, {}).recording is not None
+
+
+def test_a_job_that_fails_mapping_the_archive_is_not_run_again(submit, tmp_path):
+    """A failure that is not the JVM's fatal error is the job's: no second run, and the archive stays."""
+    kept = ClassArchive(submit, {})
+    _recorded(kept)
+    kept.keep()
+    runs = _stand_in(submit, fatal=False)
+    with pytest.raises(StatectlError, match="the job failed"):
+        _submit(submit, tmp_path)
+    assert len(runs.read_text().splitlines()) == 1 and kept.path.exists()
