@@ -1,11 +1,11 @@
 """The generic parallel runner: a bounded thread pool whose tasks share a cancel event (used by
-transfers, retention and gc; nothing here knows what a task does)."""
+transfers, retention and gc; nothing here knows what a task does), and the wait on futures that Ctrl-C ends."""
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import Callable, TypeVar
+from concurrent.futures import ALL_COMPLETED, FIRST_EXCEPTION, Future, ThreadPoolExecutor
+from typing import Callable, Sequence, TypeVar
 
 from statectl.errors import UsageError
 
@@ -14,6 +14,40 @@ T = TypeVar("T")
 
 class Cancelled(Exception):
     pass
+
+
+# How often a thread waiting on futures looks for a signal (wait_for).
+SIGNAL_CHECK_S = 0.2
+
+
+def wait_for(futures: Sequence[Future], return_when: str = ALL_COMPLETED) -> None:
+    """Return once every future is done (``return_when`` ALL_COMPLETED) or one raised (FIRST_EXCEPTION), as
+    concurrent.futures.wait does, in a way Ctrl-C always ends:
+
+    - the wait is on an Event of its own, in steps of SIGNAL_CHECK_S: the kernel may deliver SIGINT or
+      SIGTERM to any thread, and one that lands on a worker only trips Python's handler, which the main
+      thread runs when it next executes bytecode (a wait without a timeout would put the KeyboardInterrupt
+      off until the tasks end: a rate-limited transfer's, minutes);
+    - the futures' own locks are only taken in ``with`` blocks (add_done_callback): concurrent.futures.wait
+      takes them in a loop outside any, and a KeyboardInterrupt between two of them leaves one held, so
+      that the worker finishing that future blocks for ever and the pool's shutdown with it."""
+    if not futures:
+        return
+    settled = threading.Event()
+    lock = threading.Lock()
+    left = [len(futures)]
+
+    def done(f: Future) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last or (return_when == FIRST_EXCEPTION and not f.cancelled() and f.exception() is not None):
+            settled.set()
+
+    for f in futures:
+        f.add_done_callback(done)
+    while not settled.wait(SIGNAL_CHECK_S):
+        pass
 
 
 def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int,
@@ -34,13 +68,13 @@ def run_parallel(tasks: list[Callable[[threading.Event], T]], parallelism: int,
             # running (one waiting for a rate limit's bytes could otherwise keep the pool open for minutes).
             for t in tasks:
                 futures.append(pool.submit(t, cancel))
-            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            wait_for(futures, FIRST_EXCEPTION)
             failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
             if failed:
                 cancel.set()
-                for f in pending:
+                for f in futures:
                     f.cancel()
-                wait(futures)
+                wait_for(futures)
                 errors = [f.exception() for f in futures if f.done() and not f.cancelled() and f.exception()]
                 real = [e for e in errors if not isinstance(e, Cancelled)]
                 raise (real or errors)[0]

@@ -7,11 +7,11 @@ result, and does not stop the others."""
 from __future__ import annotations
 
 import threading
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 
 from statectl.errors import StatectlError
-from statectl.parallel import Cancelled
+from statectl.parallel import Cancelled, wait_for
 from statectl.progress import ProgressReporter
 
 # How many stores run at once (each with its share of --parallelism).
@@ -40,7 +40,7 @@ def run_at_once(items: Sequence[T], one: Callable[[T], Any], at_once: int, share
     pool = ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="statectl-store")
     futures: list[Future[Any]] = [pool.submit(guarded, item) for item in items]
     try:
-        wait(futures, return_when=FIRST_EXCEPTION)
+        wait_for(futures, FIRST_EXCEPTION)
         failed = [f for f in futures if f.done() and f.exception() is not None]
         if failed:
             raise failed[0].exception()  # type: ignore[misc]

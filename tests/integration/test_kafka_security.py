@@ -32,7 +32,7 @@ import pytest
 from statectl.errors import AuthError, StatectlError
 from statectl.kafka.client import KafkaSecurity, open_consumer
 from statectl.kafka.diagnose import diagnose
-from tests.servers import ServerStartError, TansuServer, _pick_ports
+from tests.servers import ServerStartError, TansuServer, _listens, _pick_ports
 
 TIMEOUT = 1.0  # where the broker never answers
 ANSWERED = 5.0  # where it answers (the whole of it is waited out, then the answer read): a busy machine needs more
@@ -70,6 +70,8 @@ class AuthenticatingTansu(TansuServer):
             if code is not None:
                 raise ServerStartError(f"tansu exited with code {code} during start\n{self.log_tail()}")
             try:
+                if not _listens(self._proc.pid, self.port):  # not another process that took the port first
+                    raise ConnectionError("not listening on its port yet")
                 with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
                     protocol = KafkaProtocol(client_id="statectl-test")
                     protocol.send_request(ApiVersionsRequest(version=0))

@@ -138,25 +138,38 @@ def test_without_a_pin_only_the_grace_period_protects_the_restore(tmp_path: Path
     monkeypatch.setattr("statectl.catalog.pins.ReaderPin._pin", lambda self, owner, snap: False)
     target = tmp_path / "restored"
     outcome: list[BaseException | None] = []
-    started = threading.Event()
 
     def run() -> None:
         try:
-            started.set()
             restore(RestoreOptions(REF, tmp_path / "none", target_dir=target, parallelism=1), bs, cps)
             outcome.append(None)
         except BaseException as e:  # noqa: BLE001 - asserted below
             outcome.append(e)
 
-    with failpoints.active("during-download=1*sleep:3"):
-        t = threading.Thread(target=run)
-        t.start()
-        started.wait()
-        time.sleep(0.5)
+    # The restore is held at its first blob range (it has chosen its snapshot and read its index) until both
+    # backups have committed, however slowly the restore or the backups run.
+    reached, go = threading.Event(), threading.Event()
+    hit = failpoints.hit
+
+    def held(name: str) -> None:
+        if name == "during-download" and not reached.is_set():
+            reached.set()
+            go.wait(60)
+        hit(name)
+
+    monkeypatch.setattr(failpoints, "hit", held)
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        while not reached.wait(0.05):
+            assert t.is_alive(), f"the restore ended before its first download: {outcome}"
         for seed in (2, 3):
             new_store(sdir, seed)
             backup(BackupOptions(REF, sdir, keep_last=1, grace_seconds=grace), bs, cps)
+    finally:
+        go.set()
         t.join(60)
+    assert not t.is_alive()
     if grace:
         assert outcome == [None]
         assert fingerprint(target) == expected

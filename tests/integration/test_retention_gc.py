@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -243,6 +244,11 @@ def test_lease_one_holder_and_fencing(blobstore):
         b.check()
 
 
+def _state(pid: int) -> str:
+    """The state letter of process ``pid`` (``T``: stopped), from /proc."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def test_concurrent_backup_of_the_same_store_fails_cleanly(blobstore, sdir: Path, tmp_path: Path, s3_options,
                                                             request):
     """A second backup of a store while one is running exits 11; a killed holder frees the store at once."""
@@ -257,20 +263,21 @@ def test_concurrent_backup_of_the_same_store_fails_cleanly(blobstore, sdir: Path
     env.update(env_extra, XDG_CONFIG_HOME=str(tmp_path / "cfg"))
     args = [statectl, "backup", "--blobstore", url, "--job", REF.job, "--task", REF.task, "--store", REF.store,
             "--store-dir", str(sdir), "-q"]
-    slow = subprocess.Popen(args, env=dict(env, STATECTL_FAILPOINTS="before-upload=sleep:4"),
+    # The first one stops itself before its upload, under the lease, until the second one has run: held
+    # however long the second takes to start on a busy machine.
+    slow = subprocess.Popen(args, env=dict(env, STATECTL_FAILPOINTS="before-upload=1*stop"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 20
-        while time.time() < deadline:  # wait until the slow one holds the lease
-            try:
-                blobstore.read_at(lease_key(REF))
-                break
-            except Exception:
-                time.sleep(0.05)
+        deadline = time.monotonic() + 60
+        while slow.poll() is None and _state(slow.pid) != "T":
+            assert time.monotonic() < deadline, "the first backup did not reach its upload"
+            time.sleep(0.05)
+        assert slow.poll() is None, slow.communicate()
         second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
         assert second.returncode == 11, second.stderr
         assert second.stderr.startswith("Error: another backup of page-views-1/Partition 0/counts is running")
     finally:
+        slow.send_signal(signal.SIGCONT)
         out, err = slow.communicate(timeout=60)
     assert slow.returncode == 0, err
     # A backup killed while holding the lease does not block the next one on this host.

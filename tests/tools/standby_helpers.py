@@ -198,7 +198,23 @@ class Feeder:
 
 
 def read_store(path: Path) -> dict[bytes, bytes]:
-    """Every key and value of the store at ``path``, opened read-only in raw mode."""
+    """Every key and value of the store at ``path``, opened read-only in raw mode.
+
+    The store may be live (a running follower's replica): a read-only open lists the table files its MANIFEST
+    names, then opens them, and a compaction of the writer can delete one in between ("No such file or
+    directory" for an ``.sst``). Such a read is made again, a fresh open each time, for at most 10 s: a
+    stopped store that really lacks a file fails every time, and its last error is raised."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return _read_store_once(path)
+        except Exception as e:
+            if ".sst" not in str(e) or "No such file" not in str(e) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
+
+
+def _read_store_once(path: Path) -> dict[bytes, bytes]:
     import rocksdict
 
     db = rocksdict.Rdict(str(path), rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only())

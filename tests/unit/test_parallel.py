@@ -3,7 +3,9 @@ moment (even while tasks are still being submitted) sets the cancel event of the
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 
 import pytest
 
@@ -53,3 +55,50 @@ def test_an_interrupt_while_submitting_cancels_the_running_tasks():
     with pytest.raises(KeyboardInterrupt):
         run_parallel(tasks, 2)
     assert saw_cancel == [True]
+
+
+@pytest.mark.timeout(120)
+def test_a_sigint_the_kernel_hands_to_a_worker_thread_still_interrupts_the_wait():
+    """A process-wide signal may land on any thread: SIGINT sent to a worker only trips Python's handler, and
+    the main thread, waiting for the tasks, must still raise KeyboardInterrupt and cancel them (not wait for a
+    task that waits a minute)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    running = threading.Event()
+    cancelled: list[bool] = []
+    workers: list[threading.Thread] = []
+
+    def task(cancel: threading.Event) -> None:
+        workers.append(threading.current_thread())
+        running.set()
+        cancelled.append(cancel.wait(60))
+
+    def interrupt_the_worker() -> None:
+        running.wait(60)
+        main = threading.main_thread().ident
+        while not _waiting(sys._current_frames()[main]):  # once the main thread waits for the task...
+            time.sleep(0.01)
+        time.sleep(0.1)  # ...blocked in its lock (had it not got there, the signal would be seen at once)
+        signal.pthread_kill(workers[0].ident, signal.SIGINT)
+
+    threading.Thread(target=interrupt_the_worker, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_parallel([task], 1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    workers[0].join(60)  # interrupted while starting it, the pool does not know its thread to join
+    assert cancelled == [True]  # the task saw the cancel event, not the end of its wait
+
+
+def _waiting(frame) -> bool:
+    """Whether a thread's stack (its innermost ``frame``) is in run_parallel's wait for its tasks, in a
+    Condition's wait (where it blocks on a lock)."""
+    names = []
+    innermost = frame
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return "run_parallel" in names and innermost.f_code.co_name == "wait" and \
+        innermost.f_code.co_filename.endswith("threading.py")
