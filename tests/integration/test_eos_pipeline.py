@@ -97,10 +97,11 @@ def source_pages(bootstrap: str, ends: dict[int, int]) -> Counter:
     return total
 
 
-def control_messages(bootstrap: str) -> dict[int, list[tuple[int, int, object]]]:
-    """Per intermediate partition: (offset, timestamp, control message) of its control messages."""
+def control_messages(bootstrap: str, intermediate: dict[int, list] | None = None) -> dict[int, list]:
+    """Per intermediate partition: (offset, timestamp, control message) of its control messages (of
+    ``intermediate``, the stream's records as read_all gives them, when the caller read them already)."""
     out: dict[int, list] = {}
-    for p, records in read_all(bootstrap, INTERMEDIATE).items():
+    for p, records in (intermediate or read_all(bootstrap, INTERMEDIATE)).items():
         out[p] = [(r.offset, r.timestamp, decode_control(r.value)) for r in records if r.value[0] != USER_MESSAGE]
     return out
 
@@ -146,9 +147,10 @@ def assert_ended_cleanly(bootstrap: str, tmp: Path, blobstore: str, bounds: dict
         assert all(got[page] >= n for page, n in expected.items()), (got, expected)
     assert restored_totals(bootstrap, tmp, blobstore) == expected
 
-    controls = control_messages(bootstrap)
+    intermediate = read_all(bootstrap, INTERMEDIATE)
+    controls = control_messages(bootstrap, intermediate)
     agg = aggregate_partition(INTERMEDIATE, 3)
-    ends = {p: len(records) for p, records in read_all(bootstrap, INTERMEDIATE).items()}
+    ends = {p: len(records) for p, records in intermediate.items()}
     producers = [(off, ts, m) for off, ts, m in controls[agg] if m.type == END_OF_STREAM and m.task_name]
     assert sorted({m.task_name for _, _, m in producers}) == [f"parse-Partition {p}" for p in range(4)]
     last_producer_ts = max(ts for _, ts, _ in producers)
@@ -202,10 +204,10 @@ def test_a_job_with_a_bounded_source_ends_by_itself(broker, tmp_path: Path, jobs
     second = Job(broker, tmp_path, config=BOUNDED)
     jobs.append(second)
     assert second.proc.wait(timeout=180) == 0, second.output()
-    total = {p: bounds[p] + more[p] for p in range(4)}
-    assert consumed(broker) == source_pages(broker, total)
-    assert restored_totals(broker, tmp_path, second.blobstore) == source_pages(broker, total)
-    assert counted(broker) == source_pages(broker, total)
+    expected = source_pages(broker, {p: bounds[p] + more[p] for p in range(4)})
+    assert consumed(broker) == expected
+    assert restored_totals(broker, tmp_path, second.blobstore) == expected
+    assert counted(broker) == expected
 
 
 def test_a_count_container_killed_in_the_middle_of_the_end_of_stream_is_restarted_and_the_job_ends(

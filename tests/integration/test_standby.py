@@ -47,6 +47,7 @@ from tests.tools.standby_helpers import (
     apply_records,
     clean_env,
     cli,
+    cli_here,
     offsets_of,
     random_records,
     read_store,
@@ -108,7 +109,7 @@ class World:
     def reference_store(self, name: str = "reference") -> dict[bytes, bytes]:
         """The store ``restore --from-changelog`` builds from the whole changelog partition."""
         target = self.tmp / name
-        cli(self.tmp, "restore", "--from-changelog", self.topic, "--partition", "0", "--kafka", self.bootstrap,
+        cli_here(self.tmp, "restore", "--from-changelog", self.topic, "--partition", "0", "--kafka", self.bootstrap,
             "--target-dir", str(target))
         return read_store(target)
 
@@ -176,8 +177,11 @@ def caught_up(world: World, f: Follower | None = None, upto: int | None = None, 
     wait_until(done, timeout, f"the replica reaches offset {target}" + (f"\n{f.describe()}" if f else ""))
 
 
-def status_rows(world: World) -> list[dict]:
-    return json.loads(cli(world.tmp, "standby", "status", "--state-dir", str(world.state), "-o", "json").stdout)
+def status_rows(world: World, *, process: bool = False) -> list[dict]:
+    """``standby status -o json``'s rows: a read-back, in this process unless ``process`` (the test of the
+    command runs it once as a whole process)."""
+    run = cli if process else cli_here
+    return json.loads(run(world.tmp, "standby", "status", "--state-dir", str(world.state), "-o", "json").stdout)
 
 
 def lock_holder_pid(world: World) -> str:
@@ -222,7 +226,7 @@ def test_follower_keeps_up_with_puts_and_deletes_and_promote_makes_it_the_active
         wait_until(lambda: w.status_file.exists(), 60, f"the follower's status file\n{f.describe()}")
         # The file is there from the start; its lag once the follower has measured it (every second).
         wait_until(lambda: status_rows(w) and status_rows(w)[0]["lag_records"] is not None, 60, "the first lag")
-        rows = status_rows(w)
+        rows = status_rows(w, process=True)
         assert len(rows) == 1, rows
         row = rows[0]
         assert (row["replica_dir"], row["changelog"], row["partition"]) == (str(w.replica), w.topic, 0)
@@ -414,7 +418,7 @@ def test_seeded_from_the_snapshot_the_checkpoint_names_then_the_tail(world: Worl
     n, m = 500, 321
     assert w.writer.send(random_records(random.Random(6), n)) == list(range(n))
     built = w.tmp / "active-host" / STORE / "Partition_0"
-    cli(w.tmp, "restore", "--from-changelog", w.topic, "--partition", "0", "--kafka", w.bootstrap,
+    cli_here(w.tmp, "restore", "--from-changelog", w.topic, "--partition", "0", "--kafka", w.bootstrap,
         "--target-dir", str(built), "--until-offset", str(n))
     assert read_store(built) == w.writer.state(n - 1)
     snapshot = backup_with_changelog_position(w, built, n - 1)
@@ -541,7 +545,7 @@ def test_offset_past_the_end_reseeds_from_the_latest_snapshot(world: World, proc
     n = 400
     w.writer.send(random_records(random.Random(12), n))
     built = w.tmp / "active-host" / STORE / "Partition_0"
-    cli(w.tmp, "restore", "--from-changelog", w.topic, "--partition", "0", "--kafka", w.bootstrap,
+    cli_here(w.tmp, "restore", "--from-changelog", w.topic, "--partition", "0", "--kafka", w.bootstrap,
         "--target-dir", str(built))
     snapshot = backup_with_changelog_position(w, built, n - 1)
     w.writer.send(random_records(random.Random(13), 100))
@@ -575,7 +579,7 @@ def test_a_snapshot_whose_position_is_past_the_end_does_not_reseed_forever(world
     n = 150
     w.writer.send(random_records(random.Random(24), n))
     built = w.tmp / "active-host" / STORE / "Partition_0"
-    cli(w.tmp, "restore", "--from-changelog", w.topic, "--partition", "0", "--kafka", w.bootstrap,
+    cli_here(w.tmp, "restore", "--from-changelog", w.topic, "--partition", "0", "--kafka", w.bootstrap,
         "--target-dir", str(built))
     # The job's latest checkpoint names a snapshot taken at offset 10**6 of a changelog since recreated.
     backup_with_changelog_position(w, built, 10**6)

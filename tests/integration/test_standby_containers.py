@@ -32,6 +32,7 @@ from tests.tools.standby_helpers import (
     Follower,
     apply_records,
     cli,
+    cli_here,
     json_objects,
     offsets_of,
     read_store,
@@ -176,7 +177,7 @@ def test_a_container_is_followed_in_one_process_killed_resumed_and_promoted(job:
     j = job
     write_job(j)
     f = follow_container(j, followers)
-    status = json.loads(cli(j.tmp, "standby", "status", "--state-dir", str(j.state), "-o", "json").stdout)
+    status = json.loads(cli_here(j.tmp, "standby", "status", "--state-dir", str(j.state), "-o", "json").stdout)
     mine = [r for r in status if r["container"] == "0"]
     assert sorted((r["task"], r["store"]) for r in mine) == sorted((t, s) for t in CONTAINER0 for s in STORES)
     assert {r["follower_pid"] for r in mine} == {f.pid}  # one process holds them all
@@ -245,7 +246,8 @@ def test_failover_dry_run_then_failover_writes_the_locality_messages_in_the_seed
     write_job(j)
     f = follow_container(j, followers)
     start = j.end()
-    dry = json.loads(cli(j.tmp, "standby", "failover", "--container", "0", *j.flags(), "--dry-run", "-o", "json").stdout)
+    dry = json.loads(cli_here(j.tmp, "standby", "failover", "--container", "0", *j.flags(), "--dry-run", "-o",
+                              "json").stdout)  # a dry run: in-process
     assert [s["step"] for s in dry["steps"]] == ["find-standby-host", "delete-standby-locality",
                                                  "point-active-locality", "stop-standby", "promote", "report"]
     assert all(s["status"] == "planned" for s in dry["steps"]) and dry["standby_host"] == HOST

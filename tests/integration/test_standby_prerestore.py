@@ -40,7 +40,7 @@ from tests.integration.test_standby import (  # noqa: F401 - world and procs are
 from tests.tools.genstore import fingerprint, make_store
 from tests.tools.samza_dirdiff import are_same_dir, should_restore
 from tests.tools.samza_scan import clear_logged_stores
-from tests.tools.standby_helpers import Follower, clean_env, cli, wait_until
+from tests.tools.standby_helpers import Follower, clean_env, cli, cli_here, wait_until
 
 BLOB_CONFIG = {f"stores.{STORE}.restore.factories": BLOB_STORE_FACTORY,
                f"stores.{STORE}.backup.factories": BLOB_STORE_FACTORY,
@@ -469,7 +469,7 @@ def test_a_batch_jobs_pre_restore_follows_its_run_ids_checkpoint_topic(world: Wo
     f = start_pre(w, procs, "--metrics-port", "0", "--metrics-addr", "127.0.0.1")
     st = pre_restored(w, f, cp1)
     assert st["changelog"] == topic and st["seeded_from"] == blob1
-    rows = json.loads(cli(w.tmp, "standby", "status", "--state-dir", str(w.state), "-o", "json").stdout)
+    rows = json.loads(cli_here(w.tmp, "standby", "status", "--state-dir", str(w.state), "-o", "json").stdout)
     assert [(r["changelog"], r["checkpoint_id"]) for r in rows] == [(topic, cp1)]
     url = wait_until(lambda: next((line.split("serving metrics on ")[1].strip() for line in f.stderr().splitlines()
                                    if "serving metrics on " in line), None), 60, f.describe())
@@ -506,7 +506,7 @@ def test_an_old_pre_restore_in_the_state_dir_is_listed_and_moved_by_follow(world
     w = world
     job_config(w)
     old_dir, cp, blob = make_old_pre_restore(w, procs)
-    rows = json.loads(cli(w.tmp, "standby", "status", "--state-dir", str(w.state), "-o", "json").stdout)
+    rows = json.loads(cli_here(w.tmp, "standby", "status", "--state-dir", str(w.state), "-o", "json").stdout)
     assert [(r["replica_dir"], r["layout"], r["checkpoint_id"]) for r in rows] == [(str(old_dir), "old", cp)], rows
     assert "--pre-restore" in rows[0]["move_command"], rows
     f = start_pre(w, procs)
