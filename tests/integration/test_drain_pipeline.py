@@ -24,7 +24,7 @@ from statectl.kafka.client import create_topic, open_consumer, open_producer
 from statectl.kafka.coordinator import CoordinatorStream
 from statectl.kafka.tails import read_tails
 from tests.servers import TansuServer
-from tests.tools.standby_helpers import cli_here
+from tests.tools.standby_helpers import cli_here, process_state
 from tests.tools.standby_helpers import wait_until as standby_wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,7 +227,7 @@ def consumed(bootstrap: str) -> Counter:
 def gone(pid: int) -> bool:
     """The process is dead (or a zombie nobody reaped yet)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        return process_state(pid) in ("Z", "X")
     except OSError:
         return True
 

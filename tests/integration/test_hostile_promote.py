@@ -54,6 +54,7 @@ from tests.tools.standby_helpers import (
     cli,
     cli_here,
     offsets_of,
+    process_state,
     random_records,
     read_store,
     wait_until,
@@ -450,11 +451,6 @@ def held_mid_apply(proc: subprocess.Popen) -> Iterator[None]:
         if not ok:
             proc.kill()
         os.kill(proc.pid, signal.SIGCONT)
-
-
-def process_state(pid: int) -> str:
-    """The state letter of process ``pid`` (``T``: stopped), from /proc."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 @pytest.mark.timeout(300)

@@ -27,6 +27,7 @@ from statectl.errors import LockHeldError, SnapshotNotFoundError
 from statectl.failpoints import FailpointError
 from tests.tools.genstore import fingerprint, make_store
 from tests.tools.gcwait import past_mtime_grain
+from tests.tools.standby_helpers import process_state, wait_until
 
 REF = StoreRef("page-views", "1", "Partition 0", "counts")
 
@@ -244,11 +245,6 @@ def test_lease_one_holder_and_fencing(blobstore):
         b.check()
 
 
-def _state(pid: int) -> str:
-    """The state letter of process ``pid`` (``T``: stopped), from /proc."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
 def test_concurrent_backup_of_the_same_store_fails_cleanly(blobstore, sdir: Path, tmp_path: Path, s3_options,
                                                             request):
     """A second backup of a store while one is running exits 11; a killed holder frees the store at once."""
@@ -268,10 +264,8 @@ def test_concurrent_backup_of_the_same_store_fails_cleanly(blobstore, sdir: Path
     slow = subprocess.Popen(args, env=dict(env, STATECTL_FAILPOINTS="before-upload=1*stop"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while slow.poll() is None and _state(slow.pid) != "T":
-            assert time.monotonic() < deadline, "the first backup did not reach its upload"
-            time.sleep(0.05)
+        wait_until(lambda: slow.poll() is not None or process_state(slow.pid) == "T", 60,
+                   "the first backup reaches its upload")
         assert slow.poll() is None, slow.communicate()
         second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
         assert second.returncode == 11, second.stderr

@@ -243,6 +243,12 @@ def replica_offset(store: Path, topic: str, partition: int = 0) -> int | None:
     return None if value is None else int(value)
 
 
+def process_state(pid: int) -> str:
+    """The state letter of process ``pid`` from /proc (``T``: stopped, ``Z``: a zombie). Raises OSError once
+    it is reaped."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def wait_until(what: Callable[[], Any], timeout: float = 90.0, why: str = "", interval: float = 0.05) -> Any:
     """``what()`` once it is true, asked every ``interval`` seconds, or less often when asking costs: a check
     that reads a topic or runs statectl is made at most a third of the time (the suite is CPU-bound: a

@@ -17,6 +17,7 @@ import pytest
 from statectl import failpoints
 from statectl.errors import StatectlError, UsageError
 from statectl.failpoints import FailpointError
+from tests.tools.standby_helpers import process_state
 
 PACKAGE = Path(failpoints.__file__).parent
 
@@ -168,8 +169,3 @@ def test_stop_holds_the_process_until_it_is_continued():
     finally:
         p.kill()
     assert p.returncode == 0 and out == "went on\n"
-
-
-def process_state(pid: int) -> str:
-    """The state letter of process ``pid`` (``T``: stopped), from /proc."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -17,6 +17,7 @@ from statectl.fsutil import write_atomic
 from statectl.spark.context import BuildError
 from statectl.spark.job import _when_written
 from statectl.spark.launch import _group_runs
+from tests.tools.standby_helpers import process_state
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -44,7 +45,7 @@ def test_a_group_of_zombies_does_not_run(tmp_path: Path):
     try:
         assert _group_runs(proc.pid)
         proc.kill()
-        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        while process_state(proc.pid) != "Z":
             time.sleep(0.01)  # dead, not reaped: still in its group
         assert not _group_runs(proc.pid)
     finally:
